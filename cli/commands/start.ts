@@ -1,0 +1,54 @@
+import { Option, type Command } from 'commander';
+import { loadConfig } from '../../server/core/config.js';
+import { startServer, stopOnSignals, type Role, type Running } from '../../server/main.js';
+import { emit, note } from '../io.js';
+import type { GlobalOptions } from '../main.js';
+
+function curlLine(running: Running): string | null {
+  const brand = running.bootstrap?.brand;
+  const key = running.bootstrap?.apiKeys.live.key;
+  return brand && key ? `curl -s ${running.baseUrl}/v1/brands -H "Authorization: Bearer ${key}"` : null;
+}
+
+function banner(running: Running): string[] {
+  const lines = [`ticketd is running at ${running.baseUrl} (role ${running.role}, ${running.database} PostgreSQL)`];
+  const b = running.bootstrap;
+  if (b) {
+    lines.push(
+      '',
+      `First start: created account ${b.account.id} (owner ${b.owner.email}) and brand "${b.brand!.name}" (${b.brand!.id}).`,
+      'API keys, shown this once; store them now:',
+      `  live: ${b.apiKeys.live.key}`,
+      `  test: ${b.apiKeys.test.key}   (test mode sees only test data)`,
+      '',
+      'Try it:',
+      `  ${curlLine(running)}`,
+    );
+  }
+  if (running.role !== 'dispatcher') lines.push('', `API docs: ${running.baseUrl}/docs   OpenAPI: ${running.baseUrl}/v1/openapi.json`);
+  lines.push('Press Ctrl-C to stop.');
+  return lines;
+}
+
+export function registerStart(program: Command, globals: () => GlobalOptions): void {
+  program
+    .command('start')
+    .description('run the server: migrate, bootstrap an empty database, then serve the API and run the dispatcher')
+    .addOption(new Option('--role <role>', 'what this process runs').choices(['all', 'api', 'dispatcher']).default('all'))
+    .option('--port <port>', 'HTTP port (default: PORT or 3000)')
+    .option('--json', 'print the start-up summary (and any bootstrap keys) as one JSON line')
+    .action(async (opts: { role: Role; port?: string; json?: boolean }) => {
+      const env = opts.port ? { ...process.env, PORT: opts.port } : process.env;
+      const config = loadConfig({ configFile: globals().config, env });
+      const running = await startServer(config, opts.role, note);
+      emit(Boolean(opts.json), {
+        url: running.baseUrl,
+        role: running.role,
+        database: running.database,
+        docsUrl: `${running.baseUrl}/docs`,
+        bootstrap: running.bootstrap,
+        curl: curlLine(running),
+      }, () => banner(running));
+      stopOnSignals(running, config, note);
+    });
+}

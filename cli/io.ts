@@ -1,0 +1,55 @@
+import { confirm, input, select } from '@inquirer/prompts';
+
+/** The only place the CLI writes output or asks questions. */
+
+/** Wrong or missing arguments: exit code 2. */
+export class UsageError extends Error {}
+
+export const EXIT = { ok: 0, failure: 1, usage: 2 } as const;
+
+export function canPrompt(): boolean {
+  return Boolean(process.stdin.isTTY && process.stdout.isTTY);
+}
+
+/** A result: JSON on one line for scripts, or readable lines for people. */
+export function emit(json: boolean, data: unknown, human: () => string[]): void {
+  if (json) process.stdout.write(`${JSON.stringify(data)}\n`);
+  else process.stdout.write(`${human().join('\n')}\n`);
+}
+
+/** Progress and notices go to stderr, so stdout stays machine-readable. */
+export function note(line: string): void {
+  process.stderr.write(`${line}\n`);
+}
+
+export function fail(message: string): void {
+  process.stderr.write(`error: ${message}\n`);
+}
+
+/** A value from its flag, else from a prompt on a TTY, else a usage error naming the flag. */
+export async function need(value: string | undefined, flag: string, question: string, fallback?: string): Promise<string> {
+  if (value !== undefined && value !== '') return value;
+  if (!canPrompt()) {
+    if (fallback !== undefined) return fallback;
+    throw new UsageError(`missing ${flag} (no terminal to ask on)`);
+  }
+  return input({ message: question, default: fallback, required: true });
+}
+
+export async function choose<T extends string>(question: string, choices: { name: string; value: T }[]): Promise<T> {
+  return select({ message: question, choices });
+}
+
+export async function confirmOrFlag(yes: boolean | undefined, question: string): Promise<boolean> {
+  if (yes) return true;
+  if (!canPrompt()) throw new UsageError('this changes data: pass --yes to confirm');
+  return confirm({ message: question, default: false });
+}
+
+export function table(rows: Record<string, unknown>[], columns: string[]): string[] {
+  if (rows.length === 0) return ['(none)'];
+  const cells = rows.map((r) => columns.map((c) => (r[c] === null || r[c] === undefined ? '-' : String(r[c]))));
+  const widths = columns.map((c, i) => Math.max(c.length, ...cells.map((row) => row[i]!.length)));
+  const line = (values: string[]) => values.map((v, i) => v.padEnd(widths[i]!)).join('  ').trimEnd();
+  return [line(columns), ...cells.map(line)];
+}

@@ -1,0 +1,63 @@
+import { Command, CommanderError } from 'commander';
+import { ConfigError } from '../server/core/config.js';
+import { HttpError } from '../server/core/errors.js';
+import { version } from '../server/core/version.js';
+import { registerAccounts } from './commands/accounts.js';
+import { registerBrands } from './commands/brands.js';
+import { registerDb } from './commands/db.js';
+import { registerInit } from './commands/init.js';
+import { registerKeys } from './commands/keys.js';
+import { registerStart } from './commands/start.js';
+import { EXIT, fail, UsageError } from './io.js';
+
+export interface GlobalOptions {
+  config?: string;
+}
+
+export function buildProgram(): Command {
+  const program = new Command('ticketd')
+    .description('Self-hosted, multi-tenant, API-first ticketing server')
+    .version(version)
+    .option('--config <file>', `config file (default: TICKETD_CONFIG, else ./ticketd.config.json if present)`)
+    .addHelpText('after', `
+Exit codes: 0 success, 1 failure, 2 usage error.
+Every command takes --json for scripts. Environment: DATABASE_URL, PORT, TICKETD_DATA_DIR, TICKETD_* (see README).`)
+    .exitOverride()
+    .showSuggestionAfterError();
+  const globals = () => program.opts<GlobalOptions>();
+  registerStart(program, globals);
+  registerInit(program, globals);
+  registerDb(program, globals);
+  registerAccounts(program, globals);
+  registerBrands(program, globals);
+  registerKeys(program, globals);
+  for (const command of program.commands) command.exitOverride();
+  return program;
+}
+
+function wantsJson(argv: string[]): boolean {
+  return argv.includes('--json');
+}
+
+export async function main(argv: string[]): Promise<number> {
+  try {
+    await buildProgram().parseAsync(argv, { from: 'user' });
+    return EXIT.ok;
+  } catch (err) {
+    if (err instanceof CommanderError) {
+      return err.exitCode === 0 || err.code === 'commander.helpDisplayed' || err.code === 'commander.version' ? EXIT.ok : EXIT.usage;
+    }
+    if (err instanceof UsageError) {
+      fail(err.message);
+      return EXIT.usage;
+    }
+    if ((err as Error).name === 'ExitPromptError') return EXIT.failure; // Ctrl-C at a prompt
+    const message = err instanceof ConfigError ? err.message : err instanceof HttpError ? err.message : `${(err as Error).message}`;
+    fail(message);
+    if (wantsJson(argv)) {
+      const code = err instanceof HttpError ? err.code : err instanceof ConfigError ? 'invalid_config' : 'failed';
+      process.stdout.write(`${JSON.stringify({ error: { code, message, ...(err instanceof ConfigError ? { problems: err.problems } : {}) } })}\n`);
+    }
+    return EXIT.failure;
+  }
+}

@@ -1,0 +1,84 @@
+import Fastify, { type FastifyInstance } from 'fastify';
+import cors from '@fastify/cors';
+import rateLimit from '@fastify/rate-limit';
+import swagger from '@fastify/swagger';
+import swaggerUi from '@fastify/swagger-ui';
+import type { Config } from './core/config.js';
+import type { Db } from './core/db.js';
+import { installAuth, requireAuthDeclaration } from './core/auth.js';
+import { installErrorHandling, installJsonParser, installValidators, requestIdFor } from './core/http.js';
+import { ErrorResponse } from './core/schemas.js';
+import { version } from './core/version.js';
+import { authenticate as authenticateApiKey } from './domains/api-keys/service.js';
+import { accountRoutes } from './domains/accounts/routes.js';
+import { apiKeyRoutes } from './domains/api-keys/routes.js';
+import { brandRoutes } from './domains/brands/routes.js';
+import { healthRoutes } from './domains/health/routes.js';
+import { memberRoutes } from './domains/members/routes.js';
+
+export interface AppDeps {
+  config: Config;
+  db: Db;
+  isShuttingDown?: () => boolean;
+}
+
+const CLIENT_ERRORS = ['400', '401', '403', '404', '409', '413', '429'] as const;
+
+/** Builds the whole HTTP API without listening: tests inject into it, main.ts listens. */
+export async function buildApp({ config, db, isShuttingDown = () => false }: AppDeps): Promise<FastifyInstance> {
+  const app = Fastify({
+    // Logs go to stderr: stdout carries what commands print (e.g. `ticketd start --json`).
+    logger: config.logLevel === 'silent' ? false : { level: config.logLevel, stream: process.stderr, redact: ['req.headers.authorization', 'req.headers.cookie'] },
+    genReqId: requestIdFor,
+    requestIdHeader: false,
+    bodyLimit: config.bodyLimitBytes,
+    trustProxy: config.trustProxy,
+    forceCloseConnections: 'idle',
+    routerOptions: { ignoreTrailingSlash: true },
+  });
+
+  installValidators(app);
+  installJsonParser(app);
+  installErrorHandling(app);
+  app.addSchema(ErrorResponse);
+
+  await app.register(cors, {
+    origin: config.corsOrigins.includes('*') ? '*' : [...config.corsOrigins],
+    methods: ['GET', 'POST', 'PATCH', 'PUT', 'DELETE'],
+    allowedHeaders: ['Authorization', 'Content-Type', 'X-Idempotency-Key', 'X-Request-Id'],
+    exposedHeaders: ['X-Request-Id', 'X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', 'Retry-After'],
+    maxAge: 600,
+  });
+  await app.register(rateLimit, { global: false });
+  await app.register(swagger, {
+    openapi: {
+      openapi: '3.1.0',
+      info: { title: 'ticketd API', version, description: 'Self-hosted, multi-tenant ticketing API. Authenticate with `Authorization: Bearer sk_live_…` (or `sk_test_…` for the separate test mode).' },
+      components: { securitySchemes: { apiKey: { type: 'http', scheme: 'bearer', description: 'An API key: sk_live_… or sk_test_…' } } },
+    },
+    refResolver: { buildLocalReference: (json, _base, _fragment, i) => String(json.$id ?? `def-${i}`) },
+    transform: ({ schema, url, route }) => {
+      const auth = (route.config as { auth?: string } | undefined)?.auth;
+      const responses: Record<string, unknown> = { ...(schema?.response as object) };
+      for (const status of CLIENT_ERRORS) responses[status] ??= { $ref: 'Error#', description: 'Error' };
+      responses['500'] ??= { $ref: 'Error#', description: 'Error' };
+      return { schema: { ...schema, response: responses, ...(auth === 'api-key' ? { security: [{ apiKey: [] }] } : {}) }, url };
+    },
+  });
+  await app.register(swaggerUi, { routePrefix: '/docs' });
+
+  // Every API route lives in this scope: each must declare its auth kind and permission.
+  await app.register(async (api) => {
+    api.addHook('onRoute', requireAuthDeclaration);
+    installAuth(api, db, authenticateApiKey);
+
+    api.get('/v1/openapi.json', { config: { auth: 'none', permission: 'docs:read' }, schema: { hide: true } }, async () => app.swagger());
+    await api.register(healthRoutes, { db, version, isShuttingDown });
+    await api.register(accountRoutes, { config });
+    await api.register(memberRoutes);
+    await api.register(apiKeyRoutes);
+    for (const prefix of ['/v1/brands', '/v1/workspaces']) await api.register(brandRoutes, { prefix });
+  });
+
+  return app;
+}

@@ -1,0 +1,85 @@
+import type { FastifyInstance, FastifyRequest, RouteOptions } from 'fastify';
+import { unauthorized, forbidden } from './errors.js';
+import { tenantCtx, type BaseCtx, type TenantCtx, type BrandScope } from './context.js';
+import type { Db } from './db.js';
+
+/** How a route is called. Later kinds (session, portal) join this list. */
+export type AuthKind = 'none' | 'api-key';
+
+/**
+ * What a route does. Every route names one; a credential limited to some brands may not use the
+ * account-wide ones (it could otherwise widen its own reach).
+ */
+export const PERMISSIONS = {
+  'health:read': { accountWide: false },
+  'docs:read': { accountWide: false },
+  'accounts:create': { accountWide: false },
+  'account:read': { accountWide: false },
+  'members:read': { accountWide: false },
+  'api_keys:read': { accountWide: false },
+  'api_keys:write': { accountWide: true },
+  'brands:read': { accountWide: false },
+  'brands:create': { accountWide: true },
+  'brands:write': { accountWide: false },
+} as const;
+export type Permission = keyof typeof PERMISSIONS;
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    auth?: AuthKind;
+    permission?: Permission;
+  }
+  interface FastifyRequest {
+    /** Connection and actor of an unauthenticated request. */
+    baseCtx: BaseCtx;
+    /** Tenant scope of an authenticated request; only set on routes that require auth. */
+    ctx: TenantCtx;
+  }
+}
+
+/** The identity a valid API key grants. */
+export interface ApiKeyIdentity {
+  keyId: string;
+  name: string;
+  accountId: string;
+  livemode: boolean;
+  brandScope: BrandScope;
+}
+
+export type ApiKeyAuthenticator = (db: Db, secret: string) => Promise<ApiKeyIdentity | null>;
+
+function bearerToken(req: FastifyRequest): string | null {
+  const header = req.headers.authorization;
+  if (typeof header !== 'string') return null;
+  const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
+  return match ? match[1]! : null;
+}
+
+/** Refuses to boot when a route does not declare how it is called and what it does. */
+export function requireAuthDeclaration(route: RouteOptions): void {
+  const config = route.config as { auth?: AuthKind; permission?: Permission } | undefined;
+  if (!config?.auth || !config.permission || !(config.permission in PERMISSIONS)) {
+    throw new Error(`Route ${String(route.method)} ${route.url} must declare config.auth and a known config.permission`);
+  }
+}
+
+export function installAuth(app: FastifyInstance, db: Db, authenticateApiKey: ApiKeyAuthenticator): void {
+  app.decorateRequest('baseCtx', null as unknown as BaseCtx);
+  app.decorateRequest('ctx', null as unknown as TenantCtx);
+  app.addHook('onRequest', async (req) => {
+    req.baseCtx = { db, actor: { type: 'api', id: null, name: null }, requestId: req.id };
+    const { auth, permission } = req.routeOptions.config ?? {};
+    if (!auth || auth === 'none') return;
+
+    const secret = bearerToken(req);
+    if (!secret) throw unauthorized('Send an API key as "Authorization: Bearer sk_live_…" or "sk_test_…"', 'missing_credentials');
+    const identity = await authenticateApiKey(db, secret);
+    if (!identity) throw unauthorized('This API key is not valid: it is unknown, revoked or expired', 'invalid_api_key');
+    if (permission && PERMISSIONS[permission].accountWide && !identity.brandScope.allBrands) {
+      throw forbidden('This API key is limited to some brands and cannot do account-wide changes', 'insufficient_scope');
+    }
+    const actor = { type: 'api' as const, id: identity.keyId, name: identity.name };
+    req.ctx = tenantCtx({ db, actor, requestId: req.id }, identity.accountId, identity.livemode, identity.brandScope);
+    req.log = req.log.child({ accountId: identity.accountId, livemode: identity.livemode, keyId: identity.keyId });
+  });
+}

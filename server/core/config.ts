@@ -1,0 +1,146 @@
+import { existsSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { Ajv } from 'ajv';
+import addFormats from 'ajv-formats';
+import { packageRoot } from './paths.js';
+
+export interface Config {
+  readonly host: string;
+  readonly port: number;
+  readonly publicUrl: string | null;
+  readonly databaseUrl: string | null;
+  readonly dataDir: string;
+  readonly dbPoolMax: number;
+  readonly bodyLimitBytes: number;
+  readonly corsOrigins: readonly string[];
+  readonly logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  readonly trustProxy: boolean;
+  readonly signup: 'open' | 'closed';
+  readonly signupRateLimitPerHour: number;
+  readonly shutdownTimeoutMs: number;
+  readonly bootstrap: {
+    readonly ownerEmail: string;
+    readonly ownerName: string;
+    readonly accountName: string;
+    readonly brandName: string;
+  };
+}
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`Invalid configuration:\n${problems.map((p) => `  - ${p}`).join('\n')}`);
+  }
+}
+
+type Kind = 'string' | 'integer' | 'boolean' | 'list';
+/** Environment variables and the config keys they set. */
+export const ENV_KEYS: Record<string, [string, Kind]> = {
+  DATABASE_URL: ['databaseUrl', 'string'],
+  PORT: ['port', 'integer'],
+  TICKETD_HOST: ['host', 'string'],
+  TICKETD_PUBLIC_URL: ['publicUrl', 'string'],
+  TICKETD_DATA_DIR: ['dataDir', 'string'],
+  TICKETD_DB_POOL_MAX: ['dbPoolMax', 'integer'],
+  TICKETD_BODY_LIMIT_BYTES: ['bodyLimitBytes', 'integer'],
+  TICKETD_CORS_ORIGINS: ['corsOrigins', 'list'],
+  TICKETD_LOG_LEVEL: ['logLevel', 'string'],
+  TICKETD_TRUST_PROXY: ['trustProxy', 'boolean'],
+  TICKETD_SIGNUP: ['signup', 'string'],
+  TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: ['signupRateLimitPerHour', 'integer'],
+  TICKETD_SHUTDOWN_TIMEOUT_MS: ['shutdownTimeoutMs', 'integer'],
+  TICKETD_BOOTSTRAP_OWNER_EMAIL: ['bootstrap.ownerEmail', 'string'],
+};
+
+/** The config file that `ticketd init` writes and every command reads when present. */
+export const DEFAULT_CONFIG_FILE = 'ticketd.config.json';
+
+function readJson(file: string, problems: string[]): Record<string, unknown> {
+  try {
+    const value: unknown = JSON.parse(readFileSync(file, 'utf8'));
+    if (value && typeof value === 'object' && !Array.isArray(value)) return value as Record<string, unknown>;
+    problems.push(`${file}: must contain a JSON object`);
+  } catch (err) {
+    problems.push(`${file}: ${(err as Error).message}`);
+  }
+  return {};
+}
+
+function convert(raw: string, kind: Kind): unknown {
+  // Leave unparseable values as strings: the schema then names the exact problem.
+  if (kind === 'integer') return /^-?\d+$/.test(raw.trim()) ? Number(raw) : raw;
+  if (kind === 'boolean') return raw === 'true' ? true : raw === 'false' ? false : raw;
+  if (kind === 'list') return raw.split(',').map((s) => s.trim()).filter(Boolean);
+  return raw;
+}
+
+function setPath(target: Record<string, unknown>, dotted: string, value: unknown): void {
+  const keys = dotted.split('.');
+  let node = target;
+  for (const key of keys.slice(0, -1)) {
+    node[key] = { ...(node[key] as Record<string, unknown>) };
+    node = node[key] as Record<string, unknown>;
+  }
+  node[keys[keys.length - 1]!] = value;
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value && typeof value === 'object') {
+    for (const child of Object.values(value)) deepFreeze(child);
+    Object.freeze(value);
+  }
+  return value;
+}
+
+export interface LoadConfigOptions {
+  env?: NodeJS.ProcessEnv;
+  configFile?: string;
+  cwd?: string;
+}
+
+/** defaults < config file < environment; validated (every problem listed) and frozen. */
+export function loadConfig(options: LoadConfigOptions = {}): Config {
+  const env = options.env ?? process.env;
+  const cwd = options.cwd ?? process.cwd();
+  const problems: string[] = [];
+  const defaults = readJson(path.join(packageRoot, 'config', 'default.json'), problems);
+  const merged: Record<string, unknown> = structuredClone(defaults);
+
+  const explicitFile = options.configFile ?? env.TICKETD_CONFIG;
+  const file = explicitFile ? path.resolve(cwd, explicitFile) : path.join(cwd, DEFAULT_CONFIG_FILE);
+  if (explicitFile && !existsSync(file)) problems.push(`${file}: config file not found`);
+  if (existsSync(file)) {
+    const fromFile = readJson(file, problems);
+    for (const [key, value] of Object.entries(fromFile)) {
+      merged[key] = key === 'bootstrap' && value && typeof value === 'object'
+        ? { ...(merged.bootstrap as object), ...(value as object) }
+        : value;
+    }
+  }
+  for (const [name, [key, kind]] of Object.entries(ENV_KEYS)) {
+    const raw = env[name];
+    if (raw !== undefined && raw !== '') setPath(merged, key, convert(raw, kind));
+  }
+
+  const schema = readJson(path.join(packageRoot, 'config', 'schema.json'), problems);
+  const ajv = new Ajv({ allErrors: true, strict: false });
+  addFormats.default(ajv);
+  const validate = ajv.compile(schema);
+  if (!validate(merged)) {
+    for (const e of validate.errors ?? []) {
+      const where = e.instancePath.replace(/^\//, '').replace(/\//g, '.') || '(root)';
+      const extra = e.keyword === 'additionalProperties' ? ` (${String(e.params.additionalProperty)})` : '';
+      const envName = Object.entries(ENV_KEYS).find(([, [k]]) => k === where)?.[0];
+      problems.push(`${where}${envName ? ` (${envName})` : ''}: ${e.message}${extra}`);
+    }
+  }
+  if (problems.length) throw new ConfigError(problems);
+  const config = merged as unknown as { dataDir: string };
+  config.dataDir = path.resolve(cwd, config.dataDir);
+  return deepFreeze(merged as unknown as Config);
+}
+
+export function publicBaseUrl(config: Config, port = config.port): string {
+  if (config.publicUrl) return config.publicUrl.replace(/\/$/, '');
+  const host = config.host === '0.0.0.0' || config.host === '::' ? 'localhost' : config.host;
+  return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+}

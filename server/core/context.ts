@@ -1,0 +1,56 @@
+import type { Db } from './db.js';
+
+export type PerformerType = 'api' | 'user' | 'customer' | 'system';
+
+export interface Actor {
+  type: PerformerType;
+  id: string | null;
+  name: string | null;
+}
+
+/** What every service call carries: the connection (pool or open transaction) and who acts. */
+export interface BaseCtx {
+  db: Db;
+  actor: Actor;
+  requestId: string | null;
+}
+
+/** The brand scope of the credential in use. */
+export interface BrandScope {
+  allBrands: boolean;
+  brandIds: readonly string[];
+}
+
+/**
+ * A tenant scope: one account in one mode. Test mode is a second, fully separate data scope of
+ * the same account, so "another account" and "the other mode" are one and the same check.
+ */
+export interface TenantCtx extends BaseCtx {
+  accountId: string;
+  livemode: boolean;
+  brandScope: BrandScope;
+}
+
+export const ALL_BRANDS: BrandScope = Object.freeze({ allBrands: true, brandIds: [] });
+
+export function systemActor(name = 'ticketd'): Actor {
+  return { type: 'system', id: null, name };
+}
+
+export function systemCtx(db: Db, name?: string): BaseCtx {
+  return { db, actor: systemActor(name), requestId: null };
+}
+
+export function tenantCtx(base: BaseCtx, accountId: string, livemode: boolean, brandScope = ALL_BRANDS): TenantCtx {
+  return { ...base, accountId, livemode, brandScope };
+}
+
+/** Runs fn in a transaction, joining the one ctx already holds. Only services call this. */
+export async function withTx<C extends BaseCtx, T>(ctx: C, fn: (ctx: C) => Promise<T>): Promise<T> {
+  if (ctx.db.isTransaction) return fn(ctx);
+  return ctx.db.transaction((trx) => fn({ ...ctx, db: trx }));
+}
+
+export function canSeeBrand(scope: BrandScope, brandId: string): boolean {
+  return scope.allBrands || scope.brandIds.includes(brandId);
+}

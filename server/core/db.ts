@@ -1,0 +1,42 @@
+import knexFactory, { type Knex } from 'knex';
+import objection from 'objection';
+import { distRoot } from './paths.js';
+import path from 'node:path';
+
+export type Db = Knex;
+
+export interface DbOptions {
+  poolMax?: number;
+  poolMin?: number;
+  /** How long a query may wait for a free connection before failing. */
+  acquireTimeoutMs?: number;
+}
+
+/**
+ * One knex instance per process. Identifiers are camelCase in code and snake_case in the
+ * database: knex converts them both ways, so models and queries never spell snake_case.
+ */
+export function createDb(connectionString: string, options: DbOptions = {}): Db {
+  return knexFactory.default({
+    client: 'pg',
+    connection: { connectionString, application_name: 'ticketd' },
+    pool: { min: options.poolMin ?? 1, max: options.poolMax ?? 10 },
+    acquireConnectionTimeout: options.acquireTimeoutMs ?? 10_000,
+    migrations: migrationConfig,
+    ...objection.knexSnakeCaseMappers(),
+  });
+}
+
+export const migrationConfig: Knex.MigratorConfig = {
+  directory: path.join(distRoot, 'migrations'),
+  loadExtensions: ['.js'],
+  tableName: 'knex_migrations',
+};
+
+/** Postgres error codes we translate into client errors. */
+export const PG = { uniqueViolation: '23505', foreignKeyViolation: '23503' } as const;
+
+export function isPgError(err: unknown, code: string, constraint?: string): boolean {
+  const e = err as { code?: string; constraint?: string } | null;
+  return !!e && e.code === code && (constraint === undefined || e.constraint === constraint);
+}

@@ -1,0 +1,26 @@
+import { Type, type TSchema } from 'typebox';
+
+export const Timestamp = Type.String({ format: 'date-time' });
+export const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);
+export const Metadata = Type.Record(Type.String({ maxLength: 40 }), Type.Unknown(), {
+  maxProperties: 50,
+  description: 'Free-form key/value data for your own use (at most 50 keys).',
+});
+
+export const ErrorResponse = Type.Object(
+  {
+    statusCode: Type.Integer(),
+    error: Type.String({ description: 'HTTP reason phrase' }),
+    message: Type.String({ description: 'A human sentence' }),
+    code: Type.String({ description: 'Stable machine-readable code' }),
+    requestId: Type.String(),
+    errors: Type.Optional(Type.Array(Type.Object({ field: Type.String(), message: Type.String() }))),
+  },
+  { $id: 'Error' },
+);
+
+export const Success = Type.Object({ success: Type.Literal(true) });
+
+export const BrandParams = Type.Object({
+  brandId: Type.String({ minLength: 1, maxLength: 64, description: 'Brand id (`br_…`; `ws_…` is accepted too)' }),
+});

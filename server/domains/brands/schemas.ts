@@ -1,0 +1,110 @@
+import { Type, type Static } from 'typebox';
+import { Metadata, Nullable, Timestamp } from '../../core/schemas.js';
+
+export const SLUG_PATTERN = '^[a-z0-9]+(?:-[a-z0-9]+)*$';
+const Slug = Type.String({ minLength: 1, maxLength: 64, pattern: SLUG_PATTERN, description: 'Lower-case letters, digits and single hyphens; unique per account' });
+const TicketPrefix = Type.String({ minLength: 1, maxLength: 10, pattern: '^[A-Za-z0-9]+$', description: 'Letters and digits; stored upper-case' });
+const TicketNumberStart = Type.Integer({ minimum: 1, maximum: 1_000_000_000 });
+const HttpUrl = Type.String({ maxLength: 2048, pattern: '^https?://\\S+$' });
+const Email = Type.String({ format: 'email', maxLength: 320 });
+const Origin = Type.String({ maxLength: 255, pattern: '^https?://[^/\\s]+$', description: 'An origin such as https://app.example.com (no path, no trailing slash)' });
+const TicketSchema = Nullable(Type.Record(Type.String(), Type.Unknown(), { description: 'A JSON Schema that ticket customFields must satisfy' }));
+const SlaByPriority = Type.Object(
+  { urgent: Type.Optional(Type.Number({ minimum: 0 })), high: Type.Optional(Type.Number({ minimum: 0 })), normal: Type.Optional(Type.Number({ minimum: 0 })), medium: Type.Optional(Type.Number({ minimum: 0 })), low: Type.Optional(Type.Number({ minimum: 0 })) },
+  { additionalProperties: false },
+);
+const SlaBusinessHours = Type.Object(
+  {
+    start: Type.String({ pattern: '^([01]\\d|2[0-3]):[0-5]\\d$' }),
+    end: Type.String({ pattern: '^([01]\\d|2[0-3]):[0-5]\\d$' }),
+    days: Type.Array(Type.Integer({ minimum: 0, maximum: 6 }), { maxItems: 7, uniqueItems: true }),
+    timezone: Type.String({ minLength: 1, maxLength: 64 }),
+  },
+  { additionalProperties: false },
+);
+
+/** Settings a brand's owner edits: accepted on create and update, returned on every read. */
+const editable = {
+  name: Type.String({ minLength: 1, maxLength: 200 }),
+  slug: Slug,
+  ticketPrefix: TicketPrefix,
+  url: Nullable(HttpUrl),
+  iconUrl: Nullable(HttpUrl),
+  settings: Type.Record(Type.String(), Type.Unknown()),
+  metadata: Metadata,
+  ticketSchema: TicketSchema,
+  inboundEmailEnabled: Type.Boolean(),
+  autoresponseEnabled: Type.Boolean(),
+  autoresponseSubject: Nullable(Type.String({ maxLength: 500 })),
+  autoresponseBody: Nullable(Type.String({ maxLength: 20_000 })),
+  fromName: Nullable(Type.String({ maxLength: 200 })),
+  fromEmail: Nullable(Email),
+  portalOrigins: Type.Array(Origin, { maxItems: 50, uniqueItems: true }),
+  csatEnabled: Type.Boolean(),
+  csatType: Type.Union([Type.Literal('thumbs'), Type.Literal('scale5'), Type.Literal('scale10')]),
+  csatDelayMinutes: Type.Integer({ minimum: 0, maximum: 60 * 24 * 30 }),
+  csatEmailSubject: Nullable(Type.String({ maxLength: 500 })),
+  csatEmailBody: Nullable(Type.String({ maxLength: 20_000 })),
+  slaEnabled: Type.Boolean(),
+  slaDefaultHours: Nullable(Type.Number({ minimum: 0 })),
+  slaByPriority: Nullable(SlaByPriority),
+  slaNotifyOverdue: Type.Boolean(),
+  slaBusinessHoursOnly: Type.Boolean(),
+  slaBusinessHours: Nullable(SlaBusinessHours),
+};
+
+export const BrandOut = Type.Object(
+  {
+    id: Type.String(),
+    object: Type.Literal('brand'),
+    accountId: Type.String(),
+    livemode: Type.Boolean(),
+    nextTicketNumber: Type.Integer(),
+    ...editable,
+    createdAt: Timestamp,
+    updatedAt: Timestamp,
+  },
+);
+
+const optional = <T extends Record<string, import('typebox').TSchema>>(props: T) =>
+  Object.fromEntries(Object.entries(props).map(([k, v]) => [k, Type.Optional(v)])) as { [K in keyof T]: import('typebox').TOptional<T[K]> };
+
+export const CreateBrandBody = Type.Object(
+  {
+    ...optional(editable),
+    name: editable.name,
+    ticketNumberStart: Type.Optional(TicketNumberStart),
+  },
+  { additionalProperties: false },
+);
+
+export const UpdateBrandBody = Type.Object(
+  {
+    ...optional(editable),
+    ticketNumberStart: Type.Optional(Type.Integer({ ...TicketNumberStart, description: 'Moves the next ticket number; must be at least the current nextTicketNumber' })),
+  },
+  { additionalProperties: false, minProperties: 1 },
+);
+
+export const DeleteBrandQuery = Type.Object(
+  { confirm: Type.Optional(Type.Boolean({ description: 'true deletes; anything else previews' })) },
+  { additionalProperties: false },
+);
+
+const counts = {
+  ticketCount: Type.Integer(),
+  webhookCount: Type.Integer(),
+  categoryCount: Type.Integer(),
+  tagCount: Type.Integer(),
+};
+export const DeleteBrandResult = Type.Object({
+  id: Type.String(),
+  deleted: Type.Boolean({ description: 'false for a preview, true once deleted' }),
+  ...counts,
+  message: Type.String(),
+});
+
+export type BrandView = Static<typeof BrandOut>;
+export type CreateBrandInput = Static<typeof CreateBrandBody>;
+export type UpdateBrandInput = Static<typeof UpdateBrandBody>;
+export type DeleteBrandResultView = Static<typeof DeleteBrandResult>;

@@ -1,0 +1,189 @@
+import { randomBytes } from 'node:crypto';
+import { Ajv } from 'ajv';
+import { canSeeBrand, withTx, type TenantCtx } from '../../core/context.js';
+import { badRequest, conflict, notFound } from '../../core/errors.js';
+import { newId, ID_PREFIX, normalizeBrandId } from '../../core/ids.js';
+import { isPgError, PG } from '../../core/db.js';
+import { scopeOf } from '../../core/model.js';
+import * as apiKeys from '../api-keys/service.js';
+import { Brand } from './model.js';
+import type { BrandView, CreateBrandInput, DeleteBrandResultView, UpdateBrandInput } from './schemas.js';
+
+export const DEFAULT_TICKET_NUMBER_START = 1000;
+
+export function toView(row: Brand): BrandView {
+  return {
+    id: row.id,
+    object: 'brand',
+    accountId: row.accountId,
+    livemode: row.livemode,
+    name: row.name,
+    slug: row.slug,
+    ticketPrefix: row.ticketPrefix,
+    nextTicketNumber: row.nextTicketNumber,
+    url: row.url,
+    iconUrl: row.iconUrl,
+    settings: row.settings,
+    metadata: row.metadata,
+    ticketSchema: row.ticketSchema,
+    inboundEmailEnabled: row.inboundEmailEnabled,
+    autoresponseEnabled: row.autoresponseEnabled,
+    autoresponseSubject: row.autoresponseSubject,
+    autoresponseBody: row.autoresponseBody,
+    fromName: row.fromName,
+    fromEmail: row.fromEmail,
+    portalOrigins: row.portalOrigins,
+    csatEnabled: row.csatEnabled,
+    csatType: row.csatType as BrandView['csatType'],
+    csatDelayMinutes: row.csatDelayMinutes,
+    csatEmailSubject: row.csatEmailSubject,
+    csatEmailBody: row.csatEmailBody,
+    slaEnabled: row.slaEnabled,
+    slaDefaultHours: row.slaDefaultHours,
+    slaByPriority: row.slaByPriority,
+    slaNotifyOverdue: row.slaNotifyOverdue,
+    slaBusinessHoursOnly: row.slaBusinessHoursOnly,
+    slaBusinessHours: row.slaBusinessHours as BrandView['slaBusinessHours'],
+    createdAt: row.createdAt.toISOString(),
+    updatedAt: row.updatedAt.toISOString(),
+  };
+}
+
+/** "Acme Support Team" -> "acme-support-team"; accents folded, anything else becomes a hyphen. */
+export function slugify(name: string): string {
+  const slug = name.normalize('NFKD').replace(/[\u0300-\u036f]/g, '').toLowerCase()
+    .replace(/[^a-z0-9]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 48).replace(/-+$/, '');
+  return slug || 'brand';
+}
+
+/** "Acme Support" -> "ACME": the first four letters or digits of the name. */
+export function defaultTicketPrefix(name: string): string {
+  return slugify(name).replace(/-/g, '').slice(0, 4).toUpperCase() || 'TKT';
+}
+
+const schemaAjv = new Ajv({ strict: false, allErrors: true });
+
+/** A brand's ticketSchema must be a JSON Schema ajv can compile; say why when it is not. */
+function assertValidTicketSchema(schema: Record<string, unknown> | null | undefined): void {
+  if (!schema) return;
+  const valid = schemaAjv.validateSchema(schema);
+  let problem = valid ? null : schemaAjv.errorsText(schemaAjv.errors, { dataVar: 'ticketSchema' });
+  if (!problem) {
+    try {
+      schemaAjv.compile(schema);
+      schemaAjv.removeSchema(schema);
+    } catch (err) {
+      problem = (err as Error).message;
+    }
+  }
+  if (problem) throw badRequest(`ticketSchema is not a valid JSON Schema: ${problem}`, [{ field: 'ticketSchema', message: problem }], 'invalid_ticket_schema');
+}
+
+function slugTaken(slug: string) {
+  return conflict(`A brand with slug "${slug}" already exists in this account`, 'slug_taken');
+}
+
+export async function create(ctx: TenantCtx, input: CreateBrandInput): Promise<BrandView> {
+  assertValidTicketSchema(input.ticketSchema);
+  const { ticketNumberStart, slug: givenSlug, ticketPrefix, ...rest } = input;
+  const base = {
+    ...rest,
+    ...scopeOf(ctx),
+    ticketPrefix: (ticketPrefix ?? defaultTicketPrefix(input.name)).toUpperCase(),
+    nextTicketNumber: ticketNumberStart ?? DEFAULT_TICKET_NUMBER_START,
+  };
+  // A slug the caller chose must be free (409); a derived one gets a short suffix until it is.
+  for (let attempt = 0; ; attempt++) {
+    const slug = givenSlug ?? (attempt === 0 ? slugify(input.name) : `${slugify(input.name).slice(0, 43)}-${randomBytes(3).toString('hex').slice(0, 4)}`);
+    try {
+      const row = await Brand.query(ctx.db).insertAndFetch({ id: newId(ID_PREFIX.brand), ...base, slug });
+      return toView(row);
+    } catch (err) {
+      if (!isPgError(err, PG.uniqueViolation, 'brands_slug_unique')) throw err;
+      if (givenSlug || attempt >= 4) throw slugTaken(slug);
+    }
+  }
+}
+
+/**
+ * The brand, if the caller may see it. Every brand route goes through here: a brand of another
+ * account, of the other mode, or outside the key's brand scope reads as 404, never 403.
+ */
+export async function requireBrand(ctx: TenantCtx, brandId: string): Promise<Brand> {
+  const id = normalizeBrandId(brandId);
+  const row = canSeeBrand(ctx.brandScope, id) ? await Brand.scoped(ctx).findById(id) : undefined;
+  if (!row) throw notFound('Brand');
+  return row;
+}
+
+export async function get(ctx: TenantCtx, brandId: string): Promise<BrandView> {
+  return toView(await requireBrand(ctx, brandId));
+}
+
+/** Brands the caller may see, oldest first. */
+export async function list(ctx: TenantCtx): Promise<BrandView[]> {
+  const query = Brand.scoped(ctx).orderBy('id', 'asc');
+  if (!ctx.brandScope.allBrands) query.whereIn('id', [...ctx.brandScope.brandIds]);
+  return (await query).map(toView);
+}
+
+export async function update(ctx: TenantCtx, brandId: string, input: UpdateBrandInput): Promise<BrandView> {
+  assertValidTicketSchema(input.ticketSchema);
+  return withTx(ctx, async (tx) => {
+    const brand = await requireBrand(tx, brandId);
+    const { ticketNumberStart, ticketPrefix, ...rest } = input;
+    const patch: Partial<Brand> = { ...rest, updatedAt: new Date() };
+    if (ticketPrefix !== undefined) patch.ticketPrefix = ticketPrefix.toUpperCase();
+    if (ticketNumberStart !== undefined) {
+      // Compare and set in one statement: a ticket created meanwhile cannot be numbered twice.
+      const moved = await Brand.scoped(tx).findById(brand.id).where('nextTicketNumber', '<=', ticketNumberStart).patch({ nextTicketNumber: ticketNumberStart });
+      if (!moved) {
+        const current = (await Brand.scoped(tx).findById(brand.id))!.nextTicketNumber;
+        throw badRequest(`ticketNumberStart must be at least the next ticket number (${current})`, [{ field: 'ticketNumberStart', message: `must be >= ${current}` }]);
+      }
+    }
+    try {
+      return toView(await Brand.scoped(tx).patchAndFetchById(brand.id, patch));
+    } catch (err) {
+      if (isPgError(err, PG.uniqueViolation, 'brands_slug_unique')) throw slugTaken(input.slug!);
+      throw err;
+    }
+  });
+}
+
+/**
+ * What deleting a brand removes. Tickets, webhooks, categories and tags arrive with later issues
+ * and add their counts here; every child table cascades from brands, so the delete stays one statement.
+ */
+async function contentCounts(_ctx: TenantCtx, _brand: Brand) {
+  return { ticketCount: 0, webhookCount: 0, categoryCount: 0, tagCount: 0 };
+}
+
+/** Without confirm: a preview of what would go. With it: the brand and everything in it, atomically. */
+export async function remove(ctx: TenantCtx, brandId: string, confirm: boolean): Promise<DeleteBrandResultView> {
+  return withTx(ctx, async (tx) => {
+    const brand = await requireBrand(tx, brandId);
+    const counts = await contentCounts(tx, brand);
+    if (!confirm) {
+      return { id: brand.id, deleted: false, ...counts, message: 'Nothing was deleted. Repeat the request with ?confirm=true to delete this brand and everything in it.' };
+    }
+    await Brand.scoped(tx).deleteById(brand.id);
+    await apiKeys.forgetBrand(tx, brand.id);
+    return { id: brand.id, deleted: true, ...counts, message: `Brand "${brand.name}" and everything in it were deleted.` };
+  });
+}
+
+/** For credentials limited to brands: every id must be a brand of this account and mode. */
+export async function assertBrandsExist(ctx: TenantCtx, brandIds: string[]): Promise<void> {
+  if (brandIds.length === 0) return;
+  const found = (await Brand.scoped(ctx).whereIn('id', brandIds).select('id')).map((b) => b.id);
+  const missing = brandIds.filter((id) => !found.includes(id));
+  if (missing.length) {
+    throw badRequest(`Unknown brand id${missing.length > 1 ? 's' : ''}: ${missing.join(', ')}`, missing.map((id) => ({ field: 'brandIds', message: `${id} is not a brand of this account` })));
+  }
+}
+
+export async function count(ctx: TenantCtx): Promise<number> {
+  const result = await Brand.scoped(ctx).count({ n: '*' }).first() as unknown as { n: string };
+  return Number(result.n);
+}

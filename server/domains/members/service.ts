@@ -1,0 +1,42 @@
+import type { BaseCtx, TenantCtx } from '../../core/context.js';
+import { newId, ID_PREFIX } from '../../core/ids.js';
+import { Member } from './model.js';
+import type { MemberView } from './schemas.js';
+
+export function normalizeEmail(email: string): string {
+  return email.trim().toLowerCase();
+}
+
+export function toView(row: Member): MemberView {
+  const [firstName, ...rest] = (row.name ?? '').trim().split(/\s+/);
+  return {
+    id: row.id,
+    object: 'member',
+    email: row.email,
+    name: row.name,
+    firstName: firstName || null,
+    lastName: rest.length ? rest.join(' ') : null,
+    role: row.role,
+    status: row.status,
+    createdAt: row.createdAt.toISOString(),
+  };
+}
+
+/** Called inside the account-creation transaction. */
+export async function createOwner(ctx: BaseCtx, accountId: string, email: string, name: string | null): Promise<MemberView> {
+  const row = await Member.query(ctx.db).insertAndFetch({
+    id: newId(ID_PREFIX.member),
+    accountId,
+    email: normalizeEmail(email),
+    name,
+    role: 'owner',
+    status: 'active',
+  });
+  return toView(row);
+}
+
+/** Members in the order they joined; their ids are what tickets take as assigneeId. */
+export async function list(ctx: TenantCtx): Promise<MemberView[]> {
+  const rows = await Member.ofAccount(ctx).orderBy('id', 'asc');
+  return rows.map(toView);
+}

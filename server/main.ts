@@ -1,0 +1,93 @@
+import type { FastifyInstance } from 'fastify';
+import { buildApp } from './app.js';
+import { publicBaseUrl, type Config } from './core/config.js';
+import { createDb, type Db } from './core/db.js';
+import { systemCtx } from './core/context.js';
+import { migrateLatest } from './core/migrate.js';
+import { openDatabase, type DatabaseHandle } from './integrations/embedded-postgres.js';
+import { Dispatcher } from './outbox/dispatcher.js';
+import * as accounts from './domains/accounts/service.js';
+import type { CreatedAccountView } from './domains/accounts/schemas.js';
+
+export type Role = 'api' | 'dispatcher' | 'all';
+
+export interface Running {
+  baseUrl: string;
+  role: Role;
+  database: 'embedded' | 'external';
+  /** What the first start on an empty database created (keys shown only now); otherwise null. */
+  bootstrap: CreatedAccountView | null;
+  /** Graceful stop: refuse new requests, finish in-flight ones, drain the dispatcher, close the pool, stop the embedded database. */
+  stop(): Promise<void>;
+}
+
+type Log = (line: string) => void;
+
+/** Starts a role in this process: database, migrations, bootstrap, then API and/or dispatcher. */
+export async function startServer(config: Config, role: Role, log: Log = () => undefined): Promise<Running> {
+  const handle: DatabaseHandle = await openDatabase(config, log);
+  let db: Db | null = null;
+  let app: FastifyInstance | null = null;
+  let dispatcher: Dispatcher | null = null;
+  let shuttingDown = false;
+
+  const stop = async () => {
+    shuttingDown = true;
+    await app?.close(); // stops accepting, waits for in-flight requests
+    await dispatcher?.stop();
+    await db?.destroy();
+    await handle.release();
+  };
+
+  try {
+    db = createDb(handle.url, { poolMax: config.dbPoolMax });
+    await migrateLatest(db);
+    const bootstrap = role === 'dispatcher' ? null : await accounts.bootstrapIfEmpty(systemCtx(db, 'bootstrap'), {
+      email: config.bootstrap.ownerEmail,
+      name: config.bootstrap.ownerName,
+      accountName: config.bootstrap.accountName,
+      brandName: config.bootstrap.brandName,
+    });
+    let port = config.port;
+    if (role !== 'dispatcher') {
+      app = await buildApp({ config, db, isShuttingDown: () => shuttingDown });
+      await app.listen({ port: config.port, host: config.host });
+      port = (app.server.address() as { port: number }).port;
+    }
+    if (role !== 'api') {
+      const dispatcherDb = db;
+      dispatcher = new Dispatcher(dispatcherDb, app?.log ?? { info: (o, m) => log(`${m} ${JSON.stringify(o)}`), error: (o, m) => log(`${m} ${String((o as { err?: Error }).err?.message)}`) });
+      dispatcher.start();
+    }
+    return { baseUrl: publicBaseUrl(config, port), role, database: handle.embedded ? 'embedded' : 'external', bootstrap, stop };
+  } catch (err) {
+    await stop().catch(() => undefined);
+    throw err;
+  }
+}
+
+/**
+ * Ctrl-C / SIGTERM: graceful stop within the configured deadline; a second signal exits at once.
+ */
+export function stopOnSignals(running: Running, config: Config, log: Log): void {
+  let stopping = false;
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (stopping) {
+      log(`${signal} again: exiting now`);
+      process.exit(130);
+    }
+    stopping = true;
+    log(`${signal} received: finishing in-flight requests, then stopping`);
+    const deadline = setTimeout(() => {
+      log(`shutdown took longer than ${config.shutdownTimeoutMs} ms: exiting`);
+      process.exit(1);
+    }, config.shutdownTimeoutMs);
+    deadline.unref();
+    running.stop().then(
+      () => { log('stopped'); process.exit(0); },
+      (err) => { log(`shutdown failed: ${(err as Error).message}`); process.exit(1); },
+    );
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+}

@@ -1,0 +1,79 @@
+import { mkdtempSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { OutgoingHttpHeaders } from 'node:http';
+import type { FastifyInstance } from 'fastify';
+import type { Test } from 'tap';
+import { buildApp } from '../../server/app.js';
+import { loadConfig, type Config } from '../../server/core/config.js';
+import type { Db } from '../../server/core/db.js';
+import { freshDatabase } from './db.js';
+
+/** A directory with no ticketd.config.json in it, so a developer's own config never leaks into tests. */
+export const emptyDir = mkdtempSync(path.join(os.tmpdir(), 'ticketd-cwd-'));
+
+export function testConfig(env: Record<string, string>): Config {
+  return loadConfig({ env: { TICKETD_LOG_LEVEL: 'silent', ...env }, cwd: emptyDir });
+}
+
+export interface TestApp {
+  app: FastifyInstance;
+  db: Db;
+  url: string;
+  config: Config;
+}
+
+/** The real Fastify app on this file's own fresh database. */
+export async function testApp(t: Test, env: Record<string, string> = {}): Promise<TestApp> {
+  const { url, db } = await freshDatabase(t);
+  const config = testConfig({ DATABASE_URL: url, ...env });
+  const app = await buildApp({ config, db });
+  t.teardown(() => app.close());
+  return { app, db, url, config };
+}
+
+export interface Reply {
+  status: number;
+  body: any; // eslint-disable-line @typescript-eslint/no-explicit-any
+  headers: OutgoingHttpHeaders;
+}
+
+/** A client bound to one credential: call('GET', '/v1/brands'). */
+export function client(app: FastifyInstance, key?: string) {
+  return async (method: string, url: string, body?: unknown, headers: Record<string, string> = {}): Promise<Reply> => {
+    const res = await app.inject({
+      method: method as 'GET',
+      url,
+      // A string body is sent as-is (to test malformed JSON); objects are encoded by inject.
+      headers: { ...(key ? { authorization: `Bearer ${key}` } : {}), ...(typeof body === 'string' ? { 'content-type': 'application/json' } : {}), ...headers },
+      ...(body === undefined ? {} : { payload: body as string | object }),
+    });
+    let parsed: unknown = res.body;
+    try { parsed = res.body ? JSON.parse(res.body) : undefined; } catch { /* not JSON */ }
+    return { status: res.statusCode, body: parsed, headers: res.headers };
+  };
+}
+
+export interface Signup {
+  accountId: string;
+  ownerId: string;
+  liveKey: string;
+  testKey: string;
+  live: ReturnType<typeof client>;
+  test: ReturnType<typeof client>;
+}
+
+/** A new account through the public API, with clients for its live and test keys. */
+export async function signup(app: FastifyInstance, email = `owner-${Math.random().toString(36).slice(2)}@example.com`): Promise<Signup> {
+  const res = await client(app)('POST', '/v1/accounts', { email, name: 'Test Owner' });
+  if (res.status !== 201) throw new Error(`signup failed: ${res.status} ${JSON.stringify(res.body)}`);
+  const { account, owner, apiKeys } = res.body;
+  return {
+    accountId: account.id,
+    ownerId: owner.id,
+    liveKey: apiKeys.live.key,
+    testKey: apiKeys.test.key,
+    live: client(app, apiKeys.live.key),
+    test: client(app, apiKeys.test.key),
+  };
+}

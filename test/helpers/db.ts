@@ -1,0 +1,51 @@
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import type { Test } from 'tap';
+import { createDb, type Db } from '../../server/core/db.js';
+
+export function adminUrl(): string {
+  const url = process.env.TICKETD_TEST_ADMIN_URL;
+  if (!url || !process.env.TICKETD_TEST_TEMPLATE) throw new Error('Run the tests with `npm test`: it prepares the database they need');
+  return url;
+}
+
+export function urlFor(database: string): string {
+  const u = new URL(adminUrl());
+  u.pathname = `/${database}`;
+  return u.toString();
+}
+
+export async function adminQuery(sql: string, params: unknown[] = []): Promise<pg.QueryResult> {
+  const client = new pg.Client({ connectionString: adminUrl() });
+  await client.connect();
+  try {
+    return await client.query(sql, params);
+  } finally {
+    await client.end();
+  }
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** An empty database, dropped when the test ends. `fromTemplate` clones the migrated template. */
+export async function freshDatabase(t: Test, options: { fromTemplate?: boolean } = {}): Promise<{ url: string; name: string; db: Db }> {
+  const name = `ticketd_t_${randomBytes(6).toString('hex')}`;
+  const template = options.fromTemplate === false ? 'template0' : process.env.TICKETD_TEST_TEMPLATE!;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      await adminQuery(`CREATE DATABASE "${name}" TEMPLATE "${template}"`);
+      break;
+    } catch (err) {
+      // 55006: another file is cloning the template this instant.
+      if ((err as { code?: string }).code !== '55006' || attempt > 50) throw err;
+      await sleep(50 + Math.random() * 100);
+    }
+  }
+  const url = urlFor(name);
+  const db = createDb(url, { poolMax: 5, poolMin: 0 });
+  t.teardown(async () => {
+    await db.destroy();
+    await adminQuery(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
+  });
+  return { url, name, db };
+}

@@ -1,0 +1,113 @@
+/**
+ * `npm test`: prepares PostgreSQL, then runs tap over the compiled test files.
+ * - With TEST_DATABASE_URL (an administrator URL), tests use that server.
+ * - Without it, an embedded cluster is started in a temporary directory for this run.
+ * A template database is migrated once; each test file clones it (see test/helpers/db.ts).
+ * Ends with the line "N passed, N failed".
+ */
+import { spawn } from 'node:child_process';
+import { chmodSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import pg from 'pg';
+import { createDb } from '../server/core/db.js';
+import { migrateLatest } from '../server/core/migrate.js';
+import { packageRoot } from '../server/core/paths.js';
+import { EmbeddedPostgres } from '../server/integrations/embedded-postgres.js';
+
+function withDatabase(url: string, database: string): string {
+  const u = new URL(url);
+  u.pathname = `/${database}`;
+  return u.toString();
+}
+
+async function adminQuery(adminUrl: string, sql: string): Promise<void> {
+  const client = new pg.Client({ connectionString: adminUrl });
+  await client.connect();
+  try {
+    await client.query(sql);
+  } finally {
+    await client.end();
+  }
+}
+
+async function runTap(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number; pass: number; fail: number; summarised: boolean }> {
+  const tap = path.join(packageRoot, 'node_modules', '.bin', 'tap');
+  return new Promise((resolve, reject) => {
+    const child = spawn(tap, ['-R', 'tap', ...args], { cwd: packageRoot, env, stdio: ['ignore', 'pipe', 'inherit'] });
+    let pass = 0;
+    let fail = 0;
+    let summarised = false;
+    let pending = '';
+    child.stdout.on('data', (chunk: Buffer) => {
+      process.stdout.write(chunk);
+      pending += chunk.toString();
+      const lines = pending.split('\n');
+      pending = lines.pop() ?? '';
+      for (const line of lines) {
+        // tap's closing summary: "# { total: 12, pass: 11, fail: 1 }"
+        if (/^# \{ total: \d+/.test(line)) {
+          summarised = true;
+          pass = Number(/pass: (\d+)/.exec(line)?.[1] ?? 0);
+          fail = Number(/fail: (\d+)/.exec(line)?.[1] ?? 0);
+        }
+      }
+    });
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code: code ?? 1, pass, fail, summarised }));
+  });
+}
+
+/** Compiled test files (tap skips dist/ when it searches on its own). */
+function testFiles(): string[] {
+  const dir = path.join(packageRoot, 'dist', 'test');
+  return (readdirSync(dir, { recursive: true }) as string[]).filter((f) => f.endsWith('.test.js')).sort().map((f) => path.join('dist', 'test', f));
+}
+
+async function main(): Promise<number> {
+  let adminUrl = process.env.TEST_DATABASE_URL;
+  let stopCluster = async () => undefined as void;
+  if (!adminUrl) {
+    const dataDir = mkdtempSync(path.join(os.tmpdir(), 'ticketd-test-'));
+    chmodSync(dataDir, 0o755); // as root, the postgres user must reach the cluster inside
+    const cluster = new EmbeddedPostgres({
+      dataDir,
+      // A throwaway cluster: durability off, room for parallel test files and CLI processes.
+      settings: { fsync: 'off', synchronous_commit: 'off', full_page_writes: 'off', max_connections: '300' },
+    });
+    const handle = await cluster.acquire();
+    adminUrl = withDatabase(handle.url, 'postgres');
+    stopCluster = async () => {
+      await handle.release();
+      rmSync(dataDir, { recursive: true, force: true });
+    };
+    process.stdout.write(`# embedded PostgreSQL for this run in ${dataDir}\n`);
+  } else {
+    process.stdout.write(`# tests use TEST_DATABASE_URL (${new URL(adminUrl).host})\n`);
+  }
+
+  const template = `ticketd_tpl_${process.pid}_${Date.now().toString(36)}`;
+  try {
+    await adminQuery(adminUrl, `CREATE DATABASE "${template}"`);
+    const db = createDb(withDatabase(adminUrl, template), { poolMin: 0 });
+    await migrateLatest(db);
+    await db.destroy();
+
+    const env: NodeJS.ProcessEnv = { ...process.env, TICKETD_TEST_ADMIN_URL: adminUrl, TICKETD_TEST_TEMPLATE: template };
+    delete env.DATABASE_URL;
+    const args = process.argv.slice(2);
+    const result = await runTap(args.some((a) => !a.startsWith('-')) ? args : [...args, ...testFiles()], env);
+    const failed = result.fail + (result.code !== 0 && result.fail === 0 ? 1 : 0);
+    process.stdout.write(`${result.pass} passed, ${failed} failed\n`);
+    return result.code;
+  } finally {
+    await adminQuery(adminUrl, `DROP DATABASE IF EXISTS "${template}" WITH (FORCE)`).catch(() => undefined);
+    await stopCluster();
+  }
+}
+
+main().then((code) => process.exit(code), (err) => {
+  process.stderr.write(`test run failed before tests could run: ${(err as Error).stack}\n`);
+  process.stdout.write('0 passed, 1 failed\n');
+  process.exit(1);
+});
