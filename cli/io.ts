@@ -22,8 +22,10 @@ export function note(line: string): void {
   process.stderr.write(`${line}\n`);
 }
 
-export function fail(message: string): void {
+/** A failure: always on stderr; for --json callers also as `{ error: { code, message } }` on stdout. */
+export function fail(message: string, json?: { code: string; problems?: string[] }): void {
   process.stderr.write(`error: ${message}\n`);
+  if (json) process.stdout.write(`${JSON.stringify({ error: { code: json.code, message, ...(json.problems ? { problems: json.problems } : {}) } })}\n`);
 }
 
 /** A value from its flag, else from a prompt on a TTY, else a usage error naming the flag. */

@@ -14,6 +14,9 @@ export interface GlobalOptions {
   config?: string;
 }
 
+/** Set by `start` once the server runs: then the process lives on until a signal stops it. */
+export const runState = { serving: false };
+
 export function buildProgram(): Command {
   const program = new Command('ticketd')
     .description('Self-hosted, multi-tenant, API-first ticketing server')
@@ -52,12 +55,9 @@ export async function main(argv: string[]): Promise<number> {
       return EXIT.usage;
     }
     if ((err as Error).name === 'ExitPromptError') return EXIT.failure; // Ctrl-C at a prompt
-    const message = err instanceof ConfigError ? err.message : err instanceof HttpError ? err.message : `${(err as Error).message}`;
-    fail(message);
-    if (wantsJson(argv)) {
-      const code = err instanceof HttpError ? err.code : err instanceof ConfigError ? 'invalid_config' : 'failed';
-      process.stdout.write(`${JSON.stringify({ error: { code, message, ...(err instanceof ConfigError ? { problems: err.problems } : {}) } })}\n`);
-    }
+    const message = err instanceof ConfigError || err instanceof HttpError ? err.message : String((err as Error).message);
+    const code = err instanceof HttpError ? err.code : err instanceof ConfigError ? 'invalid_config' : 'failed';
+    fail(message, wantsJson(argv) ? { code, problems: err instanceof ConfigError ? err.problems : undefined } : undefined);
     return EXIT.failure;
   }
 }

@@ -2,7 +2,7 @@ import { Option, type Command } from 'commander';
 import { loadConfig } from '../../server/core/config.js';
 import { startServer, stopOnSignals, type Role, type Running } from '../../server/main.js';
 import { emit, note } from '../io.js';
-import type { GlobalOptions } from '../main.js';
+import { runState, type GlobalOptions } from '../main.js';
 
 function curlLine(running: Running): string | null {
   const brand = running.bootstrap?.brand;
@@ -50,5 +50,6 @@ export function registerStart(program: Command, globals: () => GlobalOptions): v
         curl: curlLine(running),
       }, () => banner(running));
       stopOnSignals(running, config, note);
+      runState.serving = true;
     });
 }

@@ -1,0 +1,68 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import t from 'tap';
+import { ConfigError, loadConfig, publicBaseUrl } from '../../server/core/config.js';
+
+const dir = mkdtempSync(path.join(os.tmpdir(), 'ticketd-config-'));
+
+t.test('defaults: port 3000, loopback, embedded database under ./data', async (t) => {
+  const config = loadConfig({ env: {}, cwd: dir });
+  t.equal(config.port, 3000);
+  t.equal(config.host, '127.0.0.1');
+  t.equal(config.databaseUrl, null);
+  t.equal(config.dataDir, path.join(dir, 'data'), 'the data dir is resolved against the working directory');
+  t.equal(config.signup, 'open');
+  t.ok(Object.isFrozen(config) && Object.isFrozen(config.bootstrap), 'frozen after load');
+});
+
+t.test('environment overrides the file, which overrides the defaults', async (t) => {
+  const file = path.join(dir, 'layered.json');
+  writeFileSync(file, JSON.stringify({ port: 4000, logLevel: 'warn', bootstrap: { brandName: 'From File' } }));
+  const config = loadConfig({ env: { PORT: '5000', TICKETD_CORS_ORIGINS: 'https://a.example, https://b.example', TICKETD_TRUST_PROXY: 'true' }, configFile: file, cwd: dir });
+  t.equal(config.port, 5000, 'env beats file');
+  t.equal(config.logLevel, 'warn', 'file beats default');
+  t.same(config.corsOrigins, ['https://a.example', 'https://b.example']);
+  t.equal(config.trustProxy, true);
+  t.equal(config.bootstrap.brandName, 'From File');
+  t.equal(config.bootstrap.ownerEmail, 'owner@example.com', 'nested defaults survive a partial file');
+});
+
+t.test('ticketd.config.json in the working directory is read when present; TICKETD_CONFIG names another', async (t) => {
+  const own = mkdtempSync(path.join(os.tmpdir(), 'ticketd-config-'));
+  writeFileSync(path.join(own, 'ticketd.config.json'), JSON.stringify({ port: 4444 }));
+  t.equal(loadConfig({ env: {}, cwd: own }).port, 4444);
+  const other = path.join(own, 'other.json');
+  writeFileSync(other, JSON.stringify({ port: 5555 }));
+  t.equal(loadConfig({ env: { TICKETD_CONFIG: other }, cwd: own }).port, 5555);
+});
+
+t.test('every problem is listed at once, naming the setting and its variable', async (t) => {
+  const file = path.join(dir, 'bad.json');
+  writeFileSync(file, JSON.stringify({ unknownKey: 1, dbPoolMax: 0 }));
+  const err = t.throws(() => loadConfig({ env: { PORT: 'abc', TICKETD_LOG_LEVEL: 'loud', DATABASE_URL: 'mysql://x' }, configFile: file, cwd: dir })) as ConfigError;
+  t.ok(err instanceof ConfigError);
+  const text = err.problems.join('\n');
+  t.match(text, /port \(PORT\): must be integer/);
+  t.match(text, /logLevel \(TICKETD_LOG_LEVEL\)/);
+  t.match(text, /databaseUrl \(DATABASE_URL\)/);
+  t.match(text, /unknownKey/);
+  t.match(text, /dbPoolMax/);
+  t.equal(err.problems.length, 5);
+});
+
+t.test('a missing or unparseable config file is an error', async (t) => {
+  t.throws(() => loadConfig({ env: {}, configFile: path.join(dir, 'absent.json'), cwd: dir }), /config file not found/);
+  const broken = path.join(dir, 'broken.json');
+  writeFileSync(broken, '{ "port": ');
+  t.throws(() => loadConfig({ env: {}, configFile: broken, cwd: dir }), /broken.json/);
+  const array = path.join(dir, 'array.json');
+  writeFileSync(array, '[1]');
+  t.throws(() => loadConfig({ env: {}, configFile: array, cwd: dir }), /must contain a JSON object/);
+});
+
+t.test('public base URL: configured, or built from host and port', async (t) => {
+  t.equal(publicBaseUrl(loadConfig({ env: { TICKETD_PUBLIC_URL: 'https://help.example.com/' }, cwd: dir })), 'https://help.example.com');
+  t.equal(publicBaseUrl(loadConfig({ env: { TICKETD_HOST: '0.0.0.0', PORT: '8080' }, cwd: dir })), 'http://localhost:8080');
+  t.equal(publicBaseUrl(loadConfig({ env: {}, cwd: dir }), 4321), 'http://127.0.0.1:4321');
+});

@@ -1,0 +1,44 @@
+import t from 'tap';
+import { newId, normalizeBrandId } from '../../server/core/ids.js';
+import { requestIdFor, validationErrors } from '../../server/core/http.js';
+
+t.test('ids are prefixed, 26 base32 characters, and sort by creation time', async (t) => {
+  const id = newId('tkt');
+  t.match(id, /^tkt_[0-9a-hjkmnp-tv-z]{26}$/);
+  const earlier = newId('tkt', Date.UTC(2026, 0, 1));
+  const later = newId('tkt', Date.UTC(2026, 0, 1) + 1);
+  t.ok(earlier < later, 'one millisecond later sorts later');
+  const many = new Set(Array.from({ length: 10_000 }, () => newId('x', 0)));
+  t.equal(many.size, 10_000, 'no collisions within one millisecond');
+});
+
+t.test('ws_ brand ids are the workspace spelling of br_ ids', async (t) => {
+  t.equal(normalizeBrandId('ws_01abc'), 'br_01abc');
+  t.equal(normalizeBrandId('br_01abc'), 'br_01abc');
+  t.equal(normalizeBrandId('tkt_01abc'), 'tkt_01abc');
+});
+
+t.test('request ids: sane incoming ones are kept, anything else is replaced', async (t) => {
+  t.equal(requestIdFor({ headers: { 'x-request-id': 'abc-123_x.y:z' } }), 'abc-123_x.y:z');
+  t.match(requestIdFor({ headers: { 'x-request-id': 'x'.repeat(129) } }), /^req_/);
+  t.match(requestIdFor({ headers: { 'x-request-id': 'a\nb' } }), /^req_/);
+  t.match(requestIdFor({ headers: { 'x-request-id': ['a', 'b'] } }), /^req_/);
+  t.match(requestIdFor({ headers: {} }), /^req_/);
+});
+
+t.test('validation errors name the field and say what is wrong', async (t) => {
+  const errors = validationErrors([
+    { keyword: 'required', instancePath: '', params: { missingProperty: 'name' }, schemaPath: '', message: "must have required property 'name'" },
+    { keyword: 'additionalProperties', instancePath: '/settings', params: { additionalProperty: 'x' }, schemaPath: '', message: '' },
+    { keyword: 'type', instancePath: '/url', params: {}, schemaPath: '', message: 'must be string' },
+    { keyword: 'type', instancePath: '/url', params: {}, schemaPath: '', message: 'must be null' },
+    { keyword: 'anyOf', instancePath: '/url', params: {}, schemaPath: '', message: 'must match a schema in anyOf' },
+    { keyword: 'enum', instancePath: '/csatType', params: { allowedValues: ['thumbs', 'scale5'] }, schemaPath: '', message: '' },
+  ]);
+  t.same(errors, [
+    { field: 'name', message: 'is required' },
+    { field: 'settings.x', message: 'is not a known field' },
+    { field: 'url', message: 'must be string' },
+    { field: 'csatType', message: 'must be one of: thumbs, scale5' },
+  ]);
+});
