@@ -34,7 +34,8 @@ export const CreateApiKeyBody = Type.Object(
 
 export const UpdateScopeBody = Type.Object(
   { allBrands: Type.Optional(Type.Boolean()), brandIds: Type.Optional(BrandIds) },
-  { additionalProperties: false },
+  // An empty body must not read as "all brands": a PATCH that names nothing is refused.
+  { additionalProperties: false, minProperties: 1 },
 );
 
 export const RotateBody = Type.Object(

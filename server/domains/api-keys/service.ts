@@ -1,6 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { withTx, type BaseCtx, type TenantCtx } from '../../core/context.js';
-import { badRequest, notFound } from '../../core/errors.js';
+import { badRequest, conflict, notFound } from '../../core/errors.js';
 import { newId, ID_PREFIX, normalizeBrandId } from '../../core/ids.js';
 import { scopeOf } from '../../core/model.js';
 import type { Db } from '../../core/db.js';
@@ -45,10 +45,13 @@ export function toView(row: ApiKey): ApiKeyView {
   };
 }
 
-/** allBrands defaults to true unless brandIds are given; the brands must exist in this scope. */
+/**
+ * allBrands defaults to true unless brandIds are given (an empty list limits to nothing, it never
+ * widens); the brands must exist in this scope. `ws_` and `br_` spellings of one brand count once.
+ */
 async function resolveScope(ctx: TenantCtx, input: { allBrands?: boolean; brandIds?: string[] }) {
-  const brandIds = (input.brandIds ?? []).map(normalizeBrandId);
-  const allBrands = input.allBrands ?? brandIds.length === 0;
+  const brandIds = [...new Set((input.brandIds ?? []).map(normalizeBrandId))];
+  const allBrands = input.allBrands ?? input.brandIds === undefined;
   if (allBrands && brandIds.length > 0) {
     throw badRequest('Give either allBrands: true or a list of brandIds, not both', [{ field: 'brandIds', message: 'must be empty when allBrands is true' }]);
   }
@@ -61,12 +64,15 @@ async function resolveScope(ctx: TenantCtx, input: { allBrands?: boolean; brandI
 
 /** Creates a key in the caller's mode. The secret is returned here and never again. */
 export async function create(ctx: TenantCtx, input: CreateApiKeyInput): Promise<ApiKeyWithSecretView> {
-  const scope = await resolveScope(ctx, input);
+  return insertKey(ctx, input.name, await resolveScope(ctx, input));
+}
+
+async function insertKey(ctx: TenantCtx, name: string | undefined, scope: { allBrands: boolean; brandIds: string[] }): Promise<ApiKeyWithSecretView> {
   const secret = `sk_${ctx.livemode ? 'live' : 'test'}_${randomBase62(SECRET_LENGTH)}`;
   const row = await ApiKey.query(ctx.db).insertAndFetch({
     id: newId(ID_PREFIX.apiKey),
     ...scopeOf(ctx),
-    name: input.name ?? `${ctx.livemode ? 'Live' : 'Test'} key`,
+    name: name ?? `${ctx.livemode ? 'Live' : 'Test'} key`,
     secretHash: hashSecret(secret),
     keyPreview: `${secret.slice(0, 8)}…${secret.slice(-4)}`,
     ...scope,
@@ -80,8 +86,10 @@ function activeKeys(ctx: TenantCtx) {
     .where((q) => q.whereNull('expiresAt').orWhere('expiresAt', '>', ctx.db.fn.now()));
 }
 
+/** Locks the row when in a transaction, so concurrent rotations of one key serialize. */
 async function requireActive(ctx: TenantCtx, keyId: string): Promise<ApiKey> {
-  const row = await activeKeys(ctx).findById(keyId);
+  const query = activeKeys(ctx).findById(keyId);
+  const row = await (ctx.db.isTransaction ? query.forUpdate() : query);
   if (!row) throw notFound('API key');
   return row;
 }
@@ -103,9 +111,10 @@ export async function updateScope(ctx: TenantCtx, keyId: string, input: UpdateSc
 
 /** Revoked keys stop working on the next request: authentication reads the row every time. */
 export async function revoke(ctx: TenantCtx, keyId: string): Promise<{ success: true; id: string; revokedAt: string }> {
-  await requireActive(ctx, keyId);
   const now = new Date();
-  await ApiKey.scoped(ctx).findById(keyId).patch({ revokedAt: now, updatedAt: now });
+  // Compare and set: of two concurrent revokes, one succeeds and the other finds nothing (404).
+  const revoked = await activeKeys(ctx).findById(keyId).patch({ revokedAt: now, updatedAt: now });
+  if (!revoked) throw notFound('API key');
   return { success: true, id: keyId, revokedAt: now.toISOString() };
 }
 
@@ -113,11 +122,9 @@ export async function revoke(ctx: TenantCtx, keyId: string): Promise<{ success: 
 export async function rotate(ctx: TenantCtx, keyId: string, graceMinutes = 0): Promise<{ newKey: ApiKeyWithSecretView; oldKey: ApiKeyView }> {
   return withTx(ctx, async (tx) => {
     const old = await requireActive(tx, keyId);
-    const newKey = await create(tx, {
-      name: old.name,
-      allBrands: old.allBrands,
-      ...(old.allBrands ? {} : { brandIds: old.brandIds }),
-    });
+    if (old.expiresAt) throw conflict(`API key ${keyId} was already rotated; it stops working at ${old.expiresAt.toISOString()}`, 'key_already_rotated');
+    // The scope is copied as it is: deleting a brand may have left a limited key with no brand.
+    const newKey = await insertKey(tx, old.name, { allBrands: old.allBrands, brandIds: old.allBrands ? [] : [...old.brandIds] });
     const now = new Date();
     const patch = graceMinutes > 0
       ? { expiresAt: new Date(now.getTime() + graceMinutes * 60_000), updatedAt: now }

@@ -120,11 +120,16 @@ export async function get(ctx: TenantCtx, brandId: string): Promise<BrandView> {
   return toView(await requireBrand(ctx, brandId));
 }
 
+/** The brands of the tenant that the credential's brand scope lets it see. */
+function visibleBrands(ctx: TenantCtx) {
+  const query = Brand.scoped(ctx);
+  if (!ctx.brandScope.allBrands) query.whereIn('id', [...ctx.brandScope.brandIds]);
+  return query;
+}
+
 /** Brands the caller may see, oldest first. */
 export async function list(ctx: TenantCtx): Promise<BrandView[]> {
-  const query = Brand.scoped(ctx).orderBy('id', 'asc');
-  if (!ctx.brandScope.allBrands) query.whereIn('id', [...ctx.brandScope.brandIds]);
-  return (await query).map(toView);
+  return (await visibleBrands(ctx).orderBy('id', 'asc')).map(toView);
 }
 
 export async function update(ctx: TenantCtx, brandId: string, input: UpdateBrandInput): Promise<BrandView> {
@@ -183,7 +188,8 @@ export async function assertBrandsExist(ctx: TenantCtx, brandIds: string[]): Pro
   }
 }
 
+/** How many brands the caller may see. */
 export async function count(ctx: TenantCtx): Promise<number> {
-  const result = await Brand.scoped(ctx).count({ n: '*' }).first() as unknown as { n: string };
+  const result = await visibleBrands(ctx).count({ n: '*' }).first() as unknown as { n: string };
   return Number(result.n);
 }
