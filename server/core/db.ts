@@ -36,7 +36,13 @@ export const migrationConfig: Knex.MigratorConfig = {
 /** Postgres error codes we translate into client errors. */
 export const PG = { uniqueViolation: '23505', foreignKeyViolation: '23503' } as const;
 
+/** The PostgreSQL error code: objection wraps driver errors, and the code sits on the native one. */
+export function pgErrorCode(err: unknown): string | undefined {
+  const e = err as { nativeError?: { code?: string }; code?: string } | null;
+  return e?.nativeError?.code ?? e?.code;
+}
+
 export function isPgError(err: unknown, code: string, constraint?: string): boolean {
-  const e = err as { code?: string; constraint?: string } | null;
-  return !!e && e.code === code && (constraint === undefined || e.constraint === constraint);
+  const e = err as { nativeError?: { constraint?: string }; constraint?: string } | null;
+  return pgErrorCode(err) === code && (constraint === undefined || (e?.nativeError?.constraint ?? e?.constraint) === constraint);
 }

@@ -4,6 +4,7 @@ import { Ajv, type ErrorObject } from 'ajv';
 import addFormats from 'ajv-formats';
 import { HttpError } from './errors.js';
 import { newId, ID_PREFIX } from './ids.js';
+import { isPgError, pgErrorCode } from './db.js';
 
 const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -69,9 +70,12 @@ function messageOf(e: ErrorObject): string {
 export function validationErrors(errors: ErrorObject[]): { field: string; message: string }[] {
   const seen = new Set<string>();
   const out: { field: string; message: string }[] = [];
+  // A nullable field reports each branch of its anyOf: the summary, "must be null", and the real
+  // problem. Keep the real problem; "must be null" only when nothing else was said about the field.
+  const saidElse = (path: string) => errors.some((o) => o.keyword !== 'anyOf' && !(o.keyword === 'type' && o.params.type === 'null') && (o.instancePath === path || o.instancePath.startsWith(`${path}/`)));
   for (const e of errors) {
-    // anyOf/oneOf (nullable fields) report each branch; keep the first, most useful line per field.
     if (e.keyword === 'anyOf' || e.keyword === 'oneOf') continue;
+    if (e.keyword === 'type' && e.params.type === 'null' && saidElse(e.instancePath)) continue;
     const item = { field: fieldOf(e), message: messageOf(e) };
     if (seen.has(item.field)) continue;
     seen.add(item.field);
@@ -102,8 +106,9 @@ const FASTIFY_CLIENT_ERRORS: Record<string, [number, string, string]> = {
   FST_ERR_CTP_EMPTY_TYPE: [415, 'unsupported_media_type', 'Content-Type header is empty'],
 };
 
-function isDatabaseUnavailable(err: { name?: string; code?: string }): boolean {
-  return err.name === 'KnexTimeoutError' || ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', '57P01', '57P03', '08006', '08001'].includes(err.code ?? '');
+/** Connection failures, pool timeouts and PostgreSQL shutting down or starting up. */
+function isDatabaseUnavailable(err: { name?: string }): boolean {
+  return err.name === 'KnexTimeoutError' || ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', '57P01', '57P03', '08006', '08001'].includes(pgErrorCode(err) ?? '');
 }
 
 export function installErrorHandling(app: FastifyInstance): void {
@@ -126,6 +131,10 @@ export function installErrorHandling(app: FastifyInstance): void {
     if (err.statusCode === 429) return send(reply, req, 429, 'rate_limited', err.message || 'Too many requests');
     if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) {
       return send(reply, req, err.statusCode, 'invalid_request', err.message);
+    }
+    // PostgreSQL cannot store NUL characters in text (22021) or jsonb (22P05): the input is at fault.
+    if (isPgError(err, '22021') || isPgError(err, '22P05')) {
+      return send(reply, req, 400, 'invalid_request', 'Text must not contain NUL (\\u0000) characters');
     }
     if (isDatabaseUnavailable(err)) {
       req.log.error({ err }, 'database unavailable');

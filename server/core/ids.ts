@@ -11,9 +11,29 @@ export const ID_PREFIX = {
   request: 'req',
 } as const;
 
+let lastTime = -1;
+let lastRandom: number[] = [];
+
+/** The next 80-bit random part: fresh in a new millisecond, incremented within the same one. */
+function randomPart(now: number): number[] {
+  if (now === lastTime) {
+    let i = lastRandom.length - 1;
+    while (i >= 0 && lastRandom[i] === 31) lastRandom[i--] = 0;
+    if (i >= 0) {
+      lastRandom[i]!++;
+      return lastRandom;
+    }
+  }
+  lastTime = now;
+  lastRandom = [...randomBytes(16)].map((b) => b % 32);
+  lastRandom[0] = lastRandom[0]! % 16; // headroom: increments never wrap within a millisecond
+  return lastRandom;
+}
+
 /**
  * A prefixed, time-sortable id: 10 base32 chars of milliseconds, then 16 of randomness (80 bits),
- * like a ULID. Sorting ids sorts by creation time, which keyset pagination relies on.
+ * like a monotonic ULID. Ids made by one process sort in creation order, even within a millisecond,
+ * which keyset pagination and "oldest first" lists rely on.
  */
 export function newId(prefix: string, now = Date.now()): string {
   let time = '';
@@ -22,10 +42,7 @@ export function newId(prefix: string, now = Date.now()): string {
     time = ALPHABET[ms % 32] + time;
     ms = Math.floor(ms / 32);
   }
-  const bytes = randomBytes(16);
-  let rand = '';
-  for (let i = 0; i < 16; i++) rand += ALPHABET[bytes[i]! % 32];
-  return `${prefix}_${time}${rand}`;
+  return `${prefix}_${time}${randomPart(now).map((d) => ALPHABET[d]).join('')}`;
 }
 
 /** Brand ids are `br_…`; clients of the hosted product also send the workspace spelling `ws_…`. */

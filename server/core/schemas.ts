@@ -2,8 +2,10 @@ import { Type, type TSchema } from 'typebox';
 
 export const Timestamp = Type.String({ format: 'date-time' });
 export const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);
-export const Metadata = Type.Record(Type.String({ maxLength: 40 }), Type.Unknown(), {
+export const Metadata = Type.Record(Type.String(), Type.Unknown(), {
   maxProperties: 50,
+  // Type.Record drops constraints of its key schema; propertyNames is what enforces them.
+  propertyNames: { maxLength: 40 },
   description: 'Free-form key/value data for your own use (at most 50 keys).',
 });
 

@@ -42,3 +42,23 @@ t.test('validation errors name the field and say what is wrong', async (t) => {
     { field: 'csatType', message: 'must be one of: thumbs, scale5' },
   ]);
 });
+
+t.test('ids made in the same millisecond still sort in creation order', async (t) => {
+  const at = Date.UTC(2026, 5, 1);
+  const ids = Array.from({ length: 5000 }, () => newId('br', at));
+  t.same([...ids].sort(), ids, 'sorted order is creation order');
+  t.equal(new Set(ids).size, ids.length);
+});
+
+t.test('a nullable field with a bad value reports the real problem, not "must be null"', async (t) => {
+  const errors = validationErrors([
+    { keyword: 'required', instancePath: '/slaBusinessHours', params: { missingProperty: 'start' }, schemaPath: '', message: '' },
+    { keyword: 'type', instancePath: '/slaBusinessHours', params: { type: 'null' }, schemaPath: '', message: 'must be null' },
+    { keyword: 'anyOf', instancePath: '/slaBusinessHours', params: {}, schemaPath: '', message: '' },
+    { keyword: 'type', instancePath: '/fromName', params: { type: 'null' }, schemaPath: '', message: 'must be null' },
+  ]);
+  t.same(errors, [
+    { field: 'slaBusinessHours.start', message: 'is required' },
+    { field: 'fromName', message: 'must be null' },
+  ]);
+});

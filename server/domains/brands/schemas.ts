@@ -46,7 +46,7 @@ const editable = {
   csatEmailSubject: Nullable(Type.String({ maxLength: 500 })),
   csatEmailBody: Nullable(Type.String({ maxLength: 20_000 })),
   slaEnabled: Type.Boolean(),
-  slaDefaultHours: Nullable(Type.Number({ minimum: 0 })),
+  slaDefaultHours: Nullable(Type.Integer({ minimum: 0, description: 'Whole hours' })),
   slaByPriority: Nullable(SlaByPriority),
   slaNotifyOverdue: Type.Boolean(),
   slaBusinessHoursOnly: Type.Boolean(),

@@ -58,20 +58,21 @@ export function slugify(name: string): string {
 
 /** "Acme Support" -> "ACME": the first four letters or digits of the name. */
 export function defaultTicketPrefix(name: string): string {
-  return slugify(name).replace(/-/g, '').slice(0, 4).toUpperCase() || 'TKT';
+  // Not via slugify: its "brand" fallback would turn a name without latin letters into "BRAN".
+  const letters = name.normalize('NFKD').replace(/[\u0300-\u036f]/g, '').replace(/[^A-Za-z0-9]/g, '');
+  return letters.slice(0, 4).toUpperCase() || 'TKT';
 }
-
-const schemaAjv = new Ajv({ strict: false, allErrors: true });
 
 /** A brand's ticketSchema must be a JSON Schema ajv can compile; say why when it is not. */
 function assertValidTicketSchema(schema: Record<string, unknown> | null | undefined): void {
   if (!schema) return;
+  // A fresh instance per check: a schema's $id must not stay registered for the next tenant.
+  const schemaAjv = new Ajv({ strict: false, allErrors: true });
   const valid = schemaAjv.validateSchema(schema);
   let problem = valid ? null : schemaAjv.errorsText(schemaAjv.errors, { dataVar: 'ticketSchema' });
   if (!problem) {
     try {
       schemaAjv.compile(schema);
-      schemaAjv.removeSchema(schema);
     } catch (err) {
       problem = (err as Error).message;
     }
@@ -94,7 +95,7 @@ export async function create(ctx: TenantCtx, input: CreateBrandInput): Promise<B
   };
   // A slug the caller chose must be free (409); a derived one gets a short suffix until it is.
   for (let attempt = 0; ; attempt++) {
-    const slug = givenSlug ?? (attempt === 0 ? slugify(input.name) : `${slugify(input.name).slice(0, 43)}-${randomBytes(3).toString('hex').slice(0, 4)}`);
+    const slug = givenSlug ?? (attempt === 0 ? slugify(input.name) : `${slugify(input.name).slice(0, 43).replace(/-+$/, '')}-${randomBytes(3).toString('hex').slice(0, 4)}`);
     try {
       const row = await Brand.query(ctx.db).insertAndFetch({ id: newId(ID_PREFIX.brand), ...base, slug });
       return toView(row);
