@@ -77,3 +77,14 @@ export async function signup(app: FastifyInstance, email = `owner-${Math.random(
     test: client(app, apiKeys.test.key),
   };
 }
+
+/** The documented error shape: status, stable code, a sentence, and the request id of the header. */
+export function assertErrorShape(t: Test, res: Reply, status: number, code: string): void {
+  t.equal(res.status, status, `status ${status}`);
+  t.equal(res.body?.statusCode, status);
+  t.equal(res.body?.code, code, `code ${code}`);
+  t.type(res.body?.error, 'string');
+  t.type(res.body?.message, 'string');
+  t.ok(String(res.body?.message).length > 5, 'message is a sentence');
+  t.equal(res.body?.requestId, res.headers['x-request-id'], 'body names the request id of the header');
+}

@@ -1,20 +1,10 @@
 import { createHash } from 'node:crypto';
-import t, { type Test } from 'tap';
-import { client, signup, testApp, type Reply } from '../helpers/app.js';
+import t from 'tap';
+import { assertErrorShape, client, signup, testApp } from '../helpers/app.js';
 
 // The signup limit is per app; this file signs up more than the default 20 accounts per hour.
 const { app, db } = await testApp(t, { TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: '1000' });
 const anonymous = client(app);
-
-function assertErrorShape(t: Test, res: Reply, status: number, code: string) {
-  t.equal(res.status, status, `status ${status}`);
-  t.equal(res.body?.statusCode, status);
-  t.equal(res.body?.code, code, `code ${code}`);
-  t.type(res.body?.error, 'string');
-  t.type(res.body?.message, 'string');
-  t.ok(String(res.body?.message).length > 5, 'message is a sentence');
-  t.equal(res.body?.requestId, res.headers['x-request-id'], 'body names the request id of the header');
-}
 
 async function countRows(table: string): Promise<number> {
   const row = await db(table).count({ n: '*' }).first();

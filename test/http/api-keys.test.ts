@@ -1,19 +1,11 @@
-import t, { type Test } from 'tap';
+import t from 'tap';
 import { Dispatcher } from '../../server/outbox/dispatcher.js';
-import { client, signup, testApp, type Reply, type Signup } from '../helpers/app.js';
+import { assertErrorShape, client, signup, testApp, type Signup } from '../helpers/app.js';
 
 // The signup limit is per app; this file signs up more accounts than the default 20 per hour.
 const { app, db } = await testApp(t, { TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: '1000' });
 const quietLog = { info() {}, error() {} };
 const KEYS = '/v1/accounts/me/api-keys';
-
-function assertErrorShape(t: Test, res: Reply, status: number, code: string) {
-  t.equal(res.status, status, `status ${status}`);
-  t.equal(res.body?.statusCode, status);
-  t.equal(res.body?.code, code, `code ${code}`);
-  t.type(res.body?.message, 'string');
-  t.equal(res.body?.requestId, res.headers['x-request-id']);
-}
 
 type KeyView = { id: string; name: string; keyPreview: string; livemode: boolean; allBrands: boolean; brandIds: string[]; lastUsedAt: string | null; expiresAt: string | null; key?: string };
 

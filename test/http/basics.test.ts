@@ -1,22 +1,12 @@
 import net from 'node:net';
-import t, { type Test } from 'tap';
+import t from 'tap';
 import { buildApp } from '../../server/app.js';
 import { createDb } from '../../server/core/db.js';
-import { client, signup, testApp, testConfig } from '../helpers/app.js';
+import { assertErrorShape, client, signup, testApp, testConfig } from '../helpers/app.js';
 
 const { app, url } = await testApp(t, { TICKETD_BODY_LIMIT_BYTES: '2048', TICKETD_CORS_ORIGINS: 'https://app.example.com' });
 const owner = await signup(app);
 const anonymous = client(app);
-
-function assertErrorShape(t: Test, res: { status: number; body: any; headers: any }, status: number, code: string) {
-  t.equal(res.status, status, `status ${status}`);
-  t.equal(res.body.statusCode, status);
-  t.equal(res.body.code, code);
-  t.type(res.body.error, 'string');
-  t.type(res.body.message, 'string');
-  t.ok(res.body.message.length > 5, 'message is a sentence');
-  t.equal(res.body.requestId, res.headers['x-request-id'], 'body names the request id of the header');
-}
 
 t.test('every response carries X-Request-Id: a sane incoming one is echoed, others replaced', async (t) => {
   const echoed = await anonymous('GET', '/v1/health/live', undefined, { 'x-request-id': 'client-abc.123' });

@@ -1,5 +1,5 @@
 import t, { type Test } from 'tap';
-import { client, signup, testApp, type Reply, type Signup } from '../helpers/app.js';
+import { assertErrorShape, client, signup, testApp, type Reply, type Signup } from '../helpers/app.js';
 
 // Every test signs up its own accounts: lift the per-hour signup limit for this file.
 const { app, db } = await testApp(t, { TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: '10000' });
@@ -19,15 +19,6 @@ async function makeBrand(call: Call, body: Record<string, unknown> = {}, prefix 
   const res = await call('POST', prefix, { name: 'Acme Support', slug: uniqueSlug(), ...body });
   if (res.status !== 201) throw new Error(`brand create failed: ${res.status} ${JSON.stringify(res.body)}`);
   return res.body;
-}
-
-function assertErrorShape(t: Test, res: Reply, status: number, code: string) {
-  t.equal(res.status, status, `status ${status}`);
-  t.equal(res.body?.statusCode, status);
-  t.equal(res.body?.code, code, `code ${code}`);
-  t.type(res.body?.error, 'string');
-  t.type(res.body?.message, 'string');
-  t.equal(res.body?.requestId, res.headers['x-request-id'], 'body names the request id of the header');
 }
 
 /** 404 in exactly the documented error shape, saying nothing about the brand. */
