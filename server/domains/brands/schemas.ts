@@ -9,8 +9,10 @@ const HttpUrl = Type.String({ maxLength: 2048, pattern: '^https?://\\S+$' });
 const Email = Type.String({ format: 'email', maxLength: 320 });
 const Origin = Type.String({ maxLength: 255, pattern: '^https?://[^/\\s]+$', description: 'An origin such as https://app.example.com (no path, no trailing slash)' });
 const TicketSchema = Nullable(Type.Record(Type.String(), Type.Unknown(), { description: 'A JSON Schema that ticket customFields must satisfy' }));
+/** Up to ten years of hours; the column is a 4-byte integer. */
+const SlaHours = Type.Number({ minimum: 0, maximum: 87_600 });
 const SlaByPriority = Type.Object(
-  { urgent: Type.Optional(Type.Number({ minimum: 0 })), high: Type.Optional(Type.Number({ minimum: 0 })), normal: Type.Optional(Type.Number({ minimum: 0 })), medium: Type.Optional(Type.Number({ minimum: 0 })), low: Type.Optional(Type.Number({ minimum: 0 })) },
+  { urgent: Type.Optional(SlaHours), high: Type.Optional(SlaHours), normal: Type.Optional(SlaHours), medium: Type.Optional(SlaHours), low: Type.Optional(SlaHours) },
   { additionalProperties: false },
 );
 const SlaBusinessHours = Type.Object(
@@ -46,7 +48,7 @@ const editable = {
   csatEmailSubject: Nullable(Type.String({ maxLength: 500 })),
   csatEmailBody: Nullable(Type.String({ maxLength: 20_000 })),
   slaEnabled: Type.Boolean(),
-  slaDefaultHours: Nullable(Type.Integer({ minimum: 0, description: 'Whole hours' })),
+  slaDefaultHours: Nullable(Type.Integer({ minimum: 0, maximum: 87_600, description: 'Whole hours' })),
   slaByPriority: Nullable(SlaByPriority),
   slaNotifyOverdue: Type.Boolean(),
   slaBusinessHoursOnly: Type.Boolean(),
