@@ -1,21 +1,41 @@
+import pg from 'pg';
 import type { Db } from './db.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /**
+ * Runs fn holding a session advisory lock, on a connection of its own so the pool stays free.
+ * knex creates its bookkeeping tables (and the lock row) without any lock: two processes
+ * migrating an empty database at once would fail, or leave two lock rows, which locks
+ * migrations for good.
+ */
+async function exclusively<T>(db: Db, fn: () => Promise<T>): Promise<T> {
+  const lock = new pg.Client(db.client.config.connection as pg.ClientConfig);
+  await lock.connect();
+  try {
+    await lock.query(`SELECT pg_advisory_lock(hashtext('ticketd:migrate'))`);
+    return await fn();
+  } finally {
+    await lock.end(); // ending the session releases the lock
+  }
+}
+
+/**
  * knex migrate:latest, waiting while another process (a second server starting at the same
- * moment) holds the migration lock instead of failing.
+ * moment) migrates instead of failing.
  */
 export async function migrateLatest(db: Db): Promise<string[]> {
-  for (let attempt = 0; ; attempt++) {
-    try {
-      const [, applied] = (await db.migrate.latest()) as [number, string[]];
-      return applied;
-    } catch (err) {
-      if ((err as Error).name !== 'MigrationLocked' || attempt >= 100) throw err;
-      await sleep(100);
+  return exclusively(db, async () => {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        const [, applied] = (await db.migrate.latest()) as [number, string[]];
+        return applied;
+      } catch (err) {
+        if ((err as Error).name !== 'MigrationLocked' || attempt >= 100) throw err;
+        await sleep(100);
+      }
     }
-  }
+  });
 }
 
 export interface MigrationStatus {

@@ -130,17 +130,33 @@ export class EmbeddedPostgres {
 
   /** initdb once, guarded by a lock file so concurrent first runs initialise it once. */
   private async initialise(bin: Binaries, owner: { uid: number; gid: number } | null): Promise<void> {
-    if (existsSync(path.join(this.clusterDir, 'PG_VERSION'))) return;
+    // initdb writes PG_VERSION among its first files: the cluster is complete only once the lock is gone too.
+    const versionFile = path.join(this.clusterDir, 'PG_VERSION');
+    const complete = () => existsSync(versionFile) && !existsSync(this.initLock);
+    if (complete()) return;
     mkdirSync(this.options.dataDir, { recursive: true, mode: 0o755 });
-    try {
-      writeFileSync(this.initLock, String(process.pid), { flag: 'wx' });
-    } catch {
-      const holder = Number(readFileSync(this.initLock, 'utf8'));
-      if (isAlive(holder)) {
-        for (let i = 0; i < 600 && !existsSync(path.join(this.clusterDir, 'PG_VERSION')); i++) await sleep(100);
-        return;
+    let takeOver = false;
+    for (let waited = 0; ; waited++) {
+      try {
+        writeFileSync(this.initLock, String(process.pid), { flag: 'wx' });
+        break;
+      } catch {
+        let holder = 0;
+        try { holder = Number(readFileSync(this.initLock, 'utf8')); } catch { /* released this instant */ }
+        if (holder && !isAlive(holder)) {
+          writeFileSync(this.initLock, String(process.pid)); // the holder died: take over
+          takeOver = true;
+          break;
+        }
+        // Another process is initialising: wait until it is done.
+        if (complete()) return;
+        if (waited >= 600) throw new Error(`timed out waiting for process ${holder} to initialise ${this.clusterDir}`);
+        await sleep(100);
       }
-      writeFileSync(this.initLock, String(process.pid)); // the holder died: take over
+    }
+    if (!takeOver && existsSync(versionFile)) {
+      rmSync(this.initLock, { force: true }); // another process finished it between our checks
+      return;
     }
     try {
       this.log(`initialising embedded PostgreSQL in ${this.clusterDir}`);
@@ -184,7 +200,8 @@ export class EmbeddedPostgres {
     await client.connect();
     try {
       const { rowCount } = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [DATABASE]);
-      if (!rowCount) await client.query(`CREATE DATABASE ${DATABASE}`).catch((err) => { if (err.code !== '42P04') throw err; });
+      // A process starting at the same moment may create it first: 42P04, or 23505 when the two race.
+      if (!rowCount) await client.query(`CREATE DATABASE ${DATABASE}`).catch((err) => { if (err.code !== '42P04' && err.code !== '23505') throw err; });
     } finally {
       await client.end();
     }
@@ -215,15 +232,21 @@ export class EmbeddedPostgres {
     const client = new pg.Client({ connectionString: this.urlFor(port, 'postgres') });
     try {
       await client.connect();
+      // One release decision at a time: processes stopping together must not each leave it to the other.
+      await client.query(`SELECT pg_advisory_lock(hashtext('ticketd:release'))`);
       const { rows } = await client.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()`);
-      if (rows[0].n > 0) return;
+      const starter = existsSync(this.ownerFile) ? Number(readFileSync(this.ownerFile, 'utf8')) : 0;
+      if (rows[0].n > 0) {
+        // Others still use it. Its starter is leaving: whoever releases last stops it.
+        if (starter === process.pid) rmSync(this.ownerFile, { force: true });
+        return;
+      }
+      if (starter !== process.pid && starter && isAlive(starter)) return;
     } catch {
       return; // already stopped
     } finally {
       await client.end().catch(() => undefined);
     }
-    const starter = existsSync(this.ownerFile) ? Number(readFileSync(this.ownerFile, 'utf8')) : 0;
-    if (starter !== process.pid && starter && isAlive(starter)) return;
     this.log('stopping embedded PostgreSQL');
     await run(bin.pg_ctl, ['stop', '-D', this.clusterDir, '-m', 'fast', '-w', '-t', '60'], owner).catch(() => undefined);
     rmSync(this.ownerFile, { force: true });

@@ -15,7 +15,9 @@ export interface CliResult {
 /** Runs the real bin/ticketd with a clean environment (only what the test passes, plus PATH). */
 export function runCli(args: string[], env: Record<string, string> = {}, options: { cwd?: string; timeoutMs?: number } = {}): Promise<CliResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [BIN, ...args], {
+    // Under tap, every child gets tap's processinfo loader in NODE_OPTIONS; it declares extensionless
+    // files CommonJS, so the ESM bin/ticketd fails to load (ERR_REQUIRE_CYCLE_MODULE). `env -u` drops it.
+    const child = spawn('env', ['-u', 'NODE_OPTIONS', process.execPath, BIN, ...args], {
       cwd: options.cwd ?? emptyDir,
       env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', TICKETD_LOG_LEVEL: 'silent', ...env },
       stdio: ['ignore', 'pipe', 'pipe'],
