@@ -1,6 +1,6 @@
 import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chownSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chownSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -13,7 +13,7 @@ import pg from 'pg';
  * so a Ctrl-C in the terminal reaches ticketd (which drains requests) and not the database.
  *
  * Several ticketd processes (a server, a dispatcher, CLI commands) share one cluster. Whoever
- * finds it stopped starts it; on release, the last process still connected stops it.
+ * finds it stopped starts it; each registers as a user, and the last user to leave stops it.
  */
 
 export interface EmbeddedOptions {
@@ -80,7 +80,8 @@ export function freePort(): Promise<number> {
   });
 }
 
-function isAlive(pid: number): boolean {
+/** Whether a process exists (EPERM: it does, as another user). */
+export function isAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;
@@ -94,14 +95,14 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 export class EmbeddedPostgres {
   readonly clusterDir: string;
   private readonly credentialsFile: string;
-  private readonly ownerFile: string;
-  private readonly initLock: string;
+  private readonly lockFile: string;
+  private readonly usersDir: string;
 
   constructor(private readonly options: EmbeddedOptions) {
     this.clusterDir = path.join(options.dataDir, 'postgres');
     this.credentialsFile = path.join(options.dataDir, 'embedded-postgres.json');
-    this.ownerFile = path.join(options.dataDir, 'embedded-postgres.owner');
-    this.initLock = path.join(options.dataDir, 'embedded-postgres.init.lock');
+    this.lockFile = path.join(options.dataDir, 'embedded-postgres.lock');
+    this.usersDir = path.join(options.dataDir, 'embedded-postgres.users');
   }
 
   private log(line: string) {
@@ -128,60 +129,61 @@ export class EmbeddedPostgres {
     }
   }
 
-  /** initdb once, guarded by a lock file so concurrent first runs initialise it once. */
-  private async initialise(bin: Binaries, owner: { uid: number; gid: number } | null): Promise<void> {
-    // initdb writes PG_VERSION among its first files: the cluster is complete only once the lock is gone too.
-    const versionFile = path.join(this.clusterDir, 'PG_VERSION');
-    const complete = () => existsSync(versionFile) && !existsSync(this.initLock);
-    if (complete()) return;
+  /**
+   * Initialising, starting and stopping happen under one lock file, so processes starting or
+   * stopping at the same moment take turns. A lock left by a dead process is taken over.
+   */
+  private async lifecycle<T>(fn: () => Promise<T>): Promise<T> {
     mkdirSync(this.options.dataDir, { recursive: true, mode: 0o755 });
-    let takeOver = false;
     for (let waited = 0; ; waited++) {
       try {
-        writeFileSync(this.initLock, String(process.pid), { flag: 'wx' });
+        writeFileSync(this.lockFile, String(process.pid), { flag: 'wx' });
         break;
       } catch {
         let holder = 0;
-        try { holder = Number(readFileSync(this.initLock, 'utf8')); } catch { /* released this instant */ }
-        if (holder && !isAlive(holder)) {
-          writeFileSync(this.initLock, String(process.pid)); // the holder died: take over
-          takeOver = true;
-          break;
-        }
-        // Another process is initialising: wait until it is done.
-        if (complete()) return;
-        if (waited >= 600) throw new Error(`timed out waiting for process ${holder} to initialise ${this.clusterDir}`);
-        await sleep(100);
+        try { holder = Number(readFileSync(this.lockFile, 'utf8')); } catch { continue; /* released this instant */ }
+        if (holder && !isAlive(holder)) rmSync(this.lockFile, { force: true });
+        else if (waited >= 1200) throw new Error(`timed out waiting for process ${holder} to finish with ${this.clusterDir}`);
+        else await sleep(50);
       }
-    }
-    if (!takeOver && existsSync(versionFile)) {
-      rmSync(this.initLock, { force: true }); // another process finished it between our checks
-      return;
     }
     try {
-      this.log(`initialising embedded PostgreSQL in ${this.clusterDir}`);
-      rmSync(this.clusterDir, { recursive: true, force: true }); // a half-made cluster from a crash
-      mkdirSync(this.clusterDir, { mode: 0o700 });
-      writeFileSync(this.credentialsFile, JSON.stringify({ user: USER, password: randomBytes(24).toString('base64url') }), { mode: 0o600 });
-      const pwfile = path.join(this.options.dataDir, 'embedded-postgres.pwfile');
-      writeFileSync(pwfile, `${this.password()}\n`, { mode: 0o600 });
-      if (owner) {
-        chownSync(this.clusterDir, owner.uid, owner.gid);
-        chownSync(pwfile, owner.uid, owner.gid);
-      }
-      try {
-        await run(bin.initdb, [
-          `--pgdata=${this.clusterDir}`, `--username=${USER}`, `--pwfile=${pwfile}`, '--auth=scram-sha-256',
-          '--encoding=UTF8', '--locale=C', '--locale-provider=builtin', '--builtin-locale=C.UTF-8', '--no-instructions',
-        ], owner);
-      } catch (err) {
-        const hint = owner && /permission denied/i.test((err as Error).message) ? ` As root, PostgreSQL runs as the "${USER}" user, which must be able to reach ${this.clusterDir}; choose a TICKETD_DATA_DIR outside private home directories (e.g. /var/lib/ticketd).` : '';
-        throw new Error(`${(err as Error).message}${hint}`);
-      } finally {
-        rmSync(pwfile, { force: true });
-      }
+      return await fn();
     } finally {
-      rmSync(this.initLock, { force: true });
+      rmSync(this.lockFile, { force: true });
+    }
+  }
+
+  /** The live ticketd processes using the cluster: one file each, named by pid. */
+  private otherUsers(): number[] {
+    const others = readdirSync(this.usersDir).map(Number).filter((pid) => pid && pid !== process.pid);
+    for (const dead of others.filter((pid) => !isAlive(pid))) rmSync(path.join(this.usersDir, String(dead)), { force: true });
+    return others.filter(isAlive);
+  }
+
+  private async initialise(bin: Binaries, owner: { uid: number; gid: number } | null): Promise<void> {
+    if (existsSync(path.join(this.clusterDir, 'PG_VERSION'))) return;
+    this.log(`initialising embedded PostgreSQL in ${this.clusterDir}`);
+    rmSync(this.clusterDir, { recursive: true, force: true }); // a half-made cluster from a crash
+    mkdirSync(this.clusterDir, { mode: 0o700 });
+    writeFileSync(this.credentialsFile, JSON.stringify({ user: USER, password: randomBytes(24).toString('base64url') }), { mode: 0o600 });
+    const pwfile = path.join(this.options.dataDir, 'embedded-postgres.pwfile');
+    writeFileSync(pwfile, `${this.password()}\n`, { mode: 0o600 });
+    if (owner) {
+      chownSync(this.clusterDir, owner.uid, owner.gid);
+      chownSync(pwfile, owner.uid, owner.gid);
+    }
+    try {
+      await run(bin.initdb, [
+        `--pgdata=${this.clusterDir}`, `--username=${USER}`, `--pwfile=${pwfile}`, '--auth=scram-sha-256',
+        '--encoding=UTF8', '--locale=C', '--locale-provider=builtin', '--builtin-locale=C.UTF-8', '--no-instructions',
+      ], owner);
+    } catch (err) {
+      rmSync(path.join(this.clusterDir, 'PG_VERSION'), { force: true }); // never leave a cluster that looks complete
+      const hint = owner && /permission denied/i.test((err as Error).message) ? ` As root, PostgreSQL runs as the "${USER}" user, which must be able to reach ${this.clusterDir}; choose a TICKETD_DATA_DIR outside private home directories (e.g. /var/lib/ticketd).` : '';
+      throw new Error(`${(err as Error).message}${hint}`);
+    } finally {
+      rmSync(pwfile, { force: true });
     }
   }
 
@@ -191,7 +193,6 @@ export class EmbeddedPostgres {
     const opts = [`-p ${port}`, ...Object.entries(settings).map(([k, v]) => `-c ${k}=${v}`)].join(' ');
     this.log(`starting embedded PostgreSQL on 127.0.0.1:${port}`);
     await run(bin.pg_ctl, ['start', '-D', this.clusterDir, '-w', '-t', '60', '-l', path.join(this.clusterDir, 'server.log'), '-o', opts], owner);
-    writeFileSync(this.ownerFile, String(process.pid));
     return port;
   }
 
@@ -207,49 +208,29 @@ export class EmbeddedPostgres {
     }
   }
 
-  /** Reach the running cluster, or initialise and start it. */
+  /** Reach the running cluster, or initialise and start it; this process is then one of its users. */
   async acquire(): Promise<DatabaseHandle> {
     const bin = await binaries();
     const owner = runAs();
-    await this.initialise(bin, owner);
-    let port = this.runningPort();
-    for (let attempt = 0; port === null; attempt++) {
-      try {
-        port = await this.startCluster(bin, owner);
-      } catch (err) {
-        // Another ticketd process may have started it a moment ago.
-        await sleep(200);
-        port = this.runningPort();
-        if (port === null && attempt >= 2) throw err;
-      }
-    }
+    const port = await this.lifecycle(async () => {
+      await this.initialise(bin, owner);
+      const running = this.runningPort() ?? await this.startCluster(bin, owner);
+      mkdirSync(this.usersDir, { recursive: true });
+      writeFileSync(path.join(this.usersDir, String(process.pid)), '');
+      return running;
+    });
     await this.ensureDatabase(port);
-    return { url: this.urlFor(port), embedded: true, release: () => this.release(bin, owner, port!) };
+    return { url: this.urlFor(port), embedded: true, release: () => this.release(bin, owner) };
   }
 
-  /** Stops the cluster if nobody else uses it and it is ours (or its starter is gone). */
-  private async release(bin: Binaries, owner: { uid: number; gid: number } | null, port: number): Promise<void> {
-    const client = new pg.Client({ connectionString: this.urlFor(port, 'postgres') });
-    try {
-      await client.connect();
-      // One release decision at a time: processes stopping together must not each leave it to the other.
-      await client.query(`SELECT pg_advisory_lock(hashtext('ticketd:release'))`);
-      const { rows } = await client.query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()`);
-      const starter = existsSync(this.ownerFile) ? Number(readFileSync(this.ownerFile, 'utf8')) : 0;
-      if (rows[0].n > 0) {
-        // Others still use it. Its starter is leaving: whoever releases last stops it.
-        if (starter === process.pid) rmSync(this.ownerFile, { force: true });
-        return;
-      }
-      if (starter !== process.pid && starter && isAlive(starter)) return;
-    } catch {
-      return; // already stopped
-    } finally {
-      await client.end().catch(() => undefined);
-    }
-    this.log('stopping embedded PostgreSQL');
-    await run(bin.pg_ctl, ['stop', '-D', this.clusterDir, '-m', 'fast', '-w', '-t', '60'], owner).catch(() => undefined);
-    rmSync(this.ownerFile, { force: true });
+  /** This process stops using the cluster; the last user out stops it. */
+  private async release(bin: Binaries, owner: { uid: number; gid: number } | null): Promise<void> {
+    await this.lifecycle(async () => {
+      rmSync(path.join(this.usersDir, String(process.pid)), { force: true });
+      if (this.otherUsers().length > 0 || this.runningPort() === null) return;
+      this.log('stopping embedded PostgreSQL');
+      await run(bin.pg_ctl, ['stop', '-D', this.clusterDir, '-m', 'fast', '-w', '-t', '60'], owner).catch(() => undefined);
+    });
   }
 }
 

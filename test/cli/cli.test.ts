@@ -305,7 +305,12 @@ t.test('db provision creates a role and database and prints a working URL', asyn
   t.match(next, { createdRole: false, createdDatabase: false });
   t.not(new URL(next.databaseUrl).password, given.password, 'a different password');
   t.same(await whoAmI(next.databaseUrl), { u: role, d: database }, 'the new URL connects');
-  await t.rejects(whoAmI(out.databaseUrl), /password authentication failed/, 'the old password no longer works');
+  // Only meaningful where the server checks passwords: a trust-auth server (as CI's may be) lets any in.
+  const wrong = new URL(next.databaseUrl);
+  wrong.password = 'certainly-not-the-password';
+  const checksPasswords = await whoAmI(wrong.toString()).then(() => false, () => true);
+  if (checksPasswords) await t.rejects(whoAmI(out.databaseUrl), /password authentication failed/, 'the old password no longer works');
+  else t.comment('this server trusts loopback connections: password checks skipped');
 
   const migrated = await runCli(['db', 'migrate', '--json'], { DATABASE_URL: next.databaseUrl });
   exits(t, migrated, 0, 'the provisioned database can be migrated by its role');

@@ -6,6 +6,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import t from 'tap';
 import { emptyDir } from '../helpers/app.js';
 import { BIN, runCli } from '../helpers/cli.js';
+import { isAlive } from '../../server/integrations/embedded-postgres.js';
 
 // No DATABASE_URL anywhere in this file: every command runs the embedded PostgreSQL under its
 // own TICKETD_DATA_DIR. initdb is slow, so the file makes two clusters only.
@@ -33,15 +34,6 @@ function postmasterPid(dataDir: string): number | null {
     return Number(readFileSync(pidFile(dataDir), 'utf8').split('\n')[0]);
   } catch {
     return null;
-  }
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
   }
 }
 
