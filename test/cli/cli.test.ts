@@ -316,3 +316,14 @@ t.test('db provision creates a role and database and prints a working URL', asyn
   exits(t, migrated, 0, 'the provisioned database can be migrated by its role');
   t.equal(migrated.json().applied.length, 3);
 });
+
+t.test('start refuses to start when migrations fail, and serves nothing', async (t) => {
+  // A database whose migration history names a migration this ticketd does not have.
+  const broken = await freshDatabase(t);
+  await broken.db('knex_migrations').insert({ name: '29990101000000_from_the_future.js', batch: 99, migrationTime: new Date() });
+  const res = await runCli(['start', '--port', '0', '--json'], { DATABASE_URL: broken.url });
+  exits(t, res, 1, 'start on a database with an unknown migration');
+  t.match(res.stderr, /29990101000000_from_the_future\.js/, 'stderr names the migration');
+  t.same(Object.keys(res.json()), ['error'], 'stdout carries only the JSON error, no start-up summary');
+  t.match(res.json().error.message, /migration/i);
+});
