@@ -1,4 +1,4 @@
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { OutgoingHttpHeaders } from 'node:http';
@@ -11,6 +11,7 @@ import { freshDatabase } from './db.js';
 
 /** A directory with no ticketd.config.json in it, so a developer's own config never leaks into tests. */
 export const emptyDir = mkdtempSync(path.join(os.tmpdir(), 'ticketd-cwd-'));
+process.on('exit', () => rmSync(emptyDir, { recursive: true, force: true }));
 
 export function testConfig(env: Record<string, string>): Config {
   return loadConfig({ env: { TICKETD_LOG_LEVEL: 'silent', ...env }, cwd: emptyDir });

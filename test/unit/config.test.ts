@@ -1,10 +1,11 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
 import { ConfigError, loadConfig, publicBaseUrl } from '../../server/core/config.js';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'ticketd-config-'));
+t.teardown(() => rmSync(dir, { recursive: true, force: true }));
 
 t.test('defaults: port 3000, loopback, embedded database under ./data', async (t) => {
   const config = loadConfig({ env: {}, cwd: dir });
@@ -30,6 +31,7 @@ t.test('environment overrides the file, which overrides the defaults', async (t)
 
 t.test('ticketd.config.json in the working directory is read when present; TICKETD_CONFIG names another', async (t) => {
   const own = mkdtempSync(path.join(os.tmpdir(), 'ticketd-config-'));
+  t.teardown(() => rmSync(own, { recursive: true, force: true }));
   writeFileSync(path.join(own, 'ticketd.config.json'), JSON.stringify({ port: 4444 }));
   t.equal(loadConfig({ env: {}, cwd: own }).port, 4444);
   const other = path.join(own, 'other.json');
