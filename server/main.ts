@@ -55,8 +55,9 @@ export async function startServer(config: Config, role: Role, log: Log = () => u
       port = (app.server.address() as { port: number }).port;
     }
     if (role !== 'api') {
-      const dispatcherDb = db;
-      dispatcher = new Dispatcher(dispatcherDb, app?.log ?? { info: (o, m) => log(`${m} ${JSON.stringify(o)}`), error: (o, m) => log(`${m} ${String((o as { err?: Error }).err?.message)}`) });
+      // Without the API there is no Fastify logger: dispatcher lines go to the start-up log.
+      const lines = { info: (o: object, m: string) => log(`${m} ${JSON.stringify(o)}`), error: (o: object, m: string) => log(`${m}: ${String((o as { err?: Error }).err?.message)}`) };
+      dispatcher = new Dispatcher(db, app?.log ?? lines);
       dispatcher.start();
     }
     return { baseUrl: publicBaseUrl(config, port), role, database: handle.embedded ? 'embedded' : 'external', bootstrap, stop };

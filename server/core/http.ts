@@ -46,7 +46,7 @@ export function installJsonParser(app: FastifyInstance): void {
   const parseJson = app.getDefaultJsonParser('error', 'error');
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
-    if (body === '' || (typeof body === 'string' && body.trim() === '')) return done(null, undefined);
+    if ((body as string).trim() === '') return done(null, undefined);
     parseJson(req, body as string, done);
   });
 }

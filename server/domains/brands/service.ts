@@ -94,10 +94,11 @@ export async function create(ctx: TenantCtx, input: CreateBrandInput): Promise<B
     nextTicketNumber: ticketNumberStart ?? DEFAULT_TICKET_NUMBER_START,
   };
   // A slug the caller chose must be free (409); a derived one gets a short suffix until it is.
+  // Each attempt runs in its own savepoint, so a violation leaves an enclosing transaction usable.
   for (let attempt = 0; ; attempt++) {
     const slug = givenSlug ?? (attempt === 0 ? slugify(input.name) : `${slugify(input.name).slice(0, 43).replace(/-+$/, '')}-${randomBytes(3).toString('hex').slice(0, 4)}`);
     try {
-      const row = await Brand.query(ctx.db).insertAndFetch({ id: newId(ID_PREFIX.brand), ...base, slug });
+      const row = await ctx.db.transaction(async (trx): Promise<Brand> => Brand.query(trx).insertAndFetch({ id: newId(ID_PREFIX.brand), ...base, slug }));
       return toView(row);
     } catch (err) {
       if (!isPgError(err, PG.uniqueViolation, 'brands_slug_unique')) throw err;
