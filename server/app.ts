@@ -1,4 +1,4 @@
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyInstance, type FastifyPluginAsync } from 'fastify';
 import cors from '@fastify/cors';
 import rateLimit from '@fastify/rate-limit';
 import swagger from '@fastify/swagger';
@@ -21,6 +21,9 @@ export interface AppDeps {
   db: Db;
   isShuttingDown?: () => boolean;
 }
+
+/** Domains whose routes live under a brand: /v1/brands/:brandId/… and /v1/workspaces/:brandId/…. */
+const BRAND_SCOPED_ROUTES: FastifyPluginAsync[] = [];
 
 const CLIENT_ERRORS = ['400', '401', '403', '404', '409', '413', '429'] as const;
 
@@ -77,7 +80,11 @@ export async function buildApp({ config, db, isShuttingDown = () => false }: App
     await api.register(accountRoutes, { config });
     await api.register(memberRoutes);
     await api.register(apiKeyRoutes);
-    for (const prefix of ['/v1/brands', '/v1/workspaces']) await api.register(brandRoutes, { prefix });
+    // Every brand route exists under /v1/brands and /v1/workspaces; sub-resources under /:brandId.
+    for (const prefix of ['/v1/brands', '/v1/workspaces']) {
+      await api.register(brandRoutes, { prefix });
+      for (const routes of BRAND_SCOPED_ROUTES) await api.register(routes, { prefix: `${prefix}/:brandId` });
+    }
   });
 
   return app;

@@ -1,7 +1,10 @@
 import { randomBytes } from 'node:crypto';
+import { readdirSync } from 'node:fs';
+import path from 'node:path';
 import pg from 'pg';
 import type { Test } from 'tap';
 import { createDb, type Db } from '../../server/core/db.js';
+import { distRoot } from '../../server/core/paths.js';
 
 export function adminUrl(): string {
   const url = process.env.TICKETD_TEST_ADMIN_URL;
@@ -48,4 +51,9 @@ export async function freshDatabase(t: Test, options: { fromTemplate?: boolean }
     await adminQuery(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
   });
   return { url, name, db };
+}
+
+/** The migrations this build ships (compiled files in dist/migrations). */
+export function shippedMigrations(): string[] {
+  return readdirSync(path.join(distRoot, 'migrations')).filter((f) => f.endsWith('.js')).sort();
 }
