@@ -69,8 +69,10 @@ export async function startServer(config: Config, role: Role, log: Log = () => u
 
 /**
  * Ctrl-C / SIGTERM: graceful stop within the configured deadline; a second signal exits at once.
+ * Installed before start-up finishes: a signal during start-up stops the server as soon as it is up
+ * (so the embedded database it started is released, not left running).
  */
-export function stopOnSignals(running: Running, config: Config, log: Log): void {
+export function stopOnSignals(starting: Promise<Running>, config: Config, log: Log): void {
   let stopping = false;
   const onSignal = (signal: NodeJS.Signals) => {
     if (stopping) {
@@ -84,7 +86,7 @@ export function stopOnSignals(running: Running, config: Config, log: Log): void 
       process.exit(1);
     }, config.shutdownTimeoutMs);
     deadline.unref();
-    running.stop().then(
+    starting.then((running) => running.stop()).then(
       () => { log('stopped'); process.exit(0); },
       (err) => { log(`shutdown failed: ${(err as Error).message}`); process.exit(1); },
     );

@@ -40,7 +40,9 @@ export function registerStart(program: Command, globals: () => GlobalOptions): v
     .action(async (opts: { role: Role; port?: string; json?: boolean }) => {
       const env = opts.port ? { ...process.env, PORT: opts.port } : process.env;
       const config = loadConfig({ configFile: globals().config, env });
-      const running = await startServer(config, opts.role, note);
+      const starting = startServer(config, opts.role, note);
+      stopOnSignals(starting, config, note);
+      const running = await starting;
       emit(Boolean(opts.json), {
         url: running.baseUrl,
         role: running.role,
@@ -49,7 +51,6 @@ export function registerStart(program: Command, globals: () => GlobalOptions): v
         bootstrap: running.bootstrap,
         curl: curlLine(running),
       }, () => banner(running));
-      stopOnSignals(running, config, note);
       runState.serving = true;
     });
 }

@@ -211,6 +211,15 @@ t.test('a restart on the same data dir creates nothing new and keeps the data', 
   t.equal(accounts.json().length, 1, 'still one account');
 });
 
+t.test('a signal during start-up still stops cleanly, and leaves no PostgreSQL running', async (t) => {
+  const dir = newDataDir();
+  const server = startServer(dir);
+  t.ok(await waitUntil(() => server.stderr().includes('starting embedded PostgreSQL'), 30_000), 'the cluster is being started');
+  server.child.kill('SIGTERM');
+  t.equal(await exitWithin(server, 20_000), 0, 'exits 0 once start-up is done and everything is stopped');
+  t.notOk(existsSync(pidFile(dir)), 'no PostgreSQL left running');
+});
+
 t.test('two first starts at the same moment: one cluster, one bootstrap, one account', async (t) => {
   const dir = newDataDir();
   const a = startServer(dir);
