@@ -21,6 +21,10 @@ export const PERMISSIONS = {
   'brands:read': { accountWide: false },
   'brands:create': { accountWide: true },
   'brands:write': { accountWide: false },
+  'categories:read': { accountWide: false },
+  'categories:write': { accountWide: false },
+  'tags:read': { accountWide: false },
+  'tags:write': { accountWide: false },
 } as const;
 export type Permission = keyof typeof PERMISSIONS;
 

@@ -8,6 +8,8 @@ export const ID_PREFIX = {
   member: 'mem',
   apiKey: 'key',
   brand: 'br',
+  category: 'cat',
+  tag: 'tag',
   request: 'req',
 } as const;
 

@@ -26,3 +26,9 @@ export const Success = Type.Object({ success: Type.Literal(true) });
 export const BrandParams = Type.Object({
   brandId: Type.String({ minLength: 1, maxLength: 64, description: 'Brand id (`br_…`; `ws_…` is accepted too)' }),
 });
+
+/** A colour as clients send it: `#` and six hex digits. */
+export const HexColor = Type.String({ pattern: '^#[0-9a-fA-F]{6}$', description: 'Hex colour such as #6b7280' });
+
+/** A display name: 1-100 characters with at least one that is not white space; stored trimmed. */
+export const DisplayName = Type.String({ minLength: 1, maxLength: 100, pattern: '\\S' });

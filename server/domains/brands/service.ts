@@ -6,6 +6,8 @@ import { newId, ID_PREFIX, normalizeBrandId } from '../../core/ids.js';
 import { isPgError, PG } from '../../core/db.js';
 import { scopeOf } from '../../core/model.js';
 import * as apiKeys from '../api-keys/service.js';
+import * as categories from '../categories/service.js';
+import * as tags from '../tags/service.js';
 import { Brand } from './model.js';
 import type { BrandView, CreateBrandInput, DeleteBrandResultView, UpdateBrandInput } from './schemas.js';
 
@@ -159,11 +161,14 @@ export async function update(ctx: TenantCtx, brandId: string, input: UpdateBrand
 }
 
 /**
- * What deleting a brand removes. Tickets, webhooks, categories and tags arrive with later issues
- * and add their counts here; every child table cascades from brands, so the delete stays one statement.
+ * What deleting a brand removes. Categories and tags count through their services; tickets and
+ * webhooks arrive with later issues and add their counts here. Every child table cascades from
+ * brands, so the delete stays one statement.
  */
-async function contentCounts(_ctx: TenantCtx, _brand: Brand) {
-  return { ticketCount: 0, webhookCount: 0, categoryCount: 0, tagCount: 0 };
+async function contentCounts(ctx: TenantCtx, brand: Brand) {
+  const categoryCount = await categories.countInBrand(ctx, brand.id);
+  const tagCount = await tags.countInBrand(ctx, brand.id);
+  return { ticketCount: 0, webhookCount: 0, categoryCount, tagCount };
 }
 
 /** Without confirm: a preview of what would go. With it: the brand and everything in it, atomically. */

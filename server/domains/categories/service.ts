@@ -1,0 +1,164 @@
+import { withTx, type TenantCtx } from '../../core/context.js';
+import { badRequest, conflict, notFound } from '../../core/errors.js';
+import { newId, ID_PREFIX } from '../../core/ids.js';
+import { isPgError, PG } from '../../core/db.js';
+import { scopeOf } from '../../core/model.js';
+import * as brands from '../brands/service.js';
+import { Category } from './model.js';
+import type { CategoryStatsView, CategoryView, CreateCategoryInput, ReorderCategoriesInput, UpdateCategoryInput } from './schemas.js';
+
+export const DEFAULT_CATEGORY_COLOR = '#6b7280';
+
+export function toView(row: Category): CategoryView {
+  return {
+    id: row.id,
+    object: 'category',
+    brandId: row.brandId,
+    name: row.name,
+    color: row.color,
+    description: row.description,
+    sortOrder: row.sortOrder,
+    createdAt: row.createdAt.toISOString(),
+    updatedAt: row.updatedAt.toISOString(),
+  };
+}
+
+/** The categories of one (already visible) brand. */
+const ofBrand = (ctx: TenantCtx, brandId: string) => Category.scoped(ctx).where('categories.brandId', brandId);
+
+function nameTaken(name: string) {
+  return conflict(`A category named "${name}" already exists in this brand (names ignore case)`, 'category_name_taken');
+}
+
+/** Unique name per brand (categories_name_unique) → 409; brand deleted meanwhile (FK) → 404. */
+function translate(err: unknown, name: string | undefined): unknown {
+  if (isPgError(err, PG.uniqueViolation, 'categories_name_unique')) return nameTaken(name ?? '');
+  if (isPgError(err, PG.foreignKeyViolation, 'categories_brand_fk')) return notFound('Brand');
+  return err;
+}
+
+/** One past the highest sortOrder of the brand (0 for its first category). */
+async function nextSortOrder(ctx: TenantCtx, brandId: string): Promise<number> {
+  const row = await ofBrand(ctx, brandId).max('sortOrder as m').first() as unknown as { m: number | null } | undefined;
+  return row?.m == null ? 0 : Number(row.m) + 1;
+}
+
+export async function list(ctx: TenantCtx, brandId: string): Promise<CategoryView[]> {
+  const brand = await brands.requireBrand(ctx, brandId);
+  return (await ofBrand(ctx, brand.id).orderBy([{ column: 'sortOrder' }, { column: 'id' }])).map(toView);
+}
+
+/**
+ * The categories with these ids, if every one belongs to the brand (404 otherwise, whether the id
+ * is unknown or of another brand, account or mode). For callers such as tickets that store ids.
+ */
+export async function requireCategories(ctx: TenantCtx, brandId: string, ids: readonly string[]): Promise<Category[]> {
+  const brand = await brands.requireBrand(ctx, brandId);
+  const unique = [...new Set(ids)];
+  const rows = unique.length ? await ofBrand(ctx, brand.id).whereIn('categories.id', unique) : [];
+  if (rows.length !== unique.length) throw notFound('Category');
+  return rows;
+}
+
+export async function requireCategory(ctx: TenantCtx, brandId: string, categoryId: string): Promise<Category> {
+  return (await requireCategories(ctx, brandId, [categoryId]))[0]!;
+}
+
+export async function get(ctx: TenantCtx, brandId: string, categoryId: string): Promise<CategoryView> {
+  return toView(await requireCategory(ctx, brandId, categoryId));
+}
+
+export async function create(ctx: TenantCtx, brandId: string, input: CreateCategoryInput): Promise<CategoryView> {
+  const name = input.name.trim();
+  return withTx(ctx, async (tx) => {
+    const brand = await brands.requireBrand(tx, brandId);
+    // New categories go last unless the caller says where.
+    const sortOrder = input.sortOrder ?? await nextSortOrder(tx, brand.id);
+    try {
+      return toView(await Category.query(tx.db).insertAndFetch({
+        id: newId(ID_PREFIX.category),
+        ...scopeOf(tx),
+        brandId: brand.id,
+        name,
+        color: input.color ?? DEFAULT_CATEGORY_COLOR,
+        description: input.description ?? null,
+        sortOrder,
+      }));
+    } catch (err) {
+      throw translate(err, name);
+    }
+  });
+}
+
+export async function update(ctx: TenantCtx, brandId: string, categoryId: string, input: UpdateCategoryInput): Promise<CategoryView> {
+  return withTx(ctx, async (tx) => {
+    const row = await requireCategory(tx, brandId, categoryId);
+    const patch: Partial<Category> = { updatedAt: new Date() };
+    if (input.name !== undefined) patch.name = input.name.trim();
+    if (input.color !== undefined) patch.color = input.color ?? DEFAULT_CATEGORY_COLOR;
+    if (input.description !== undefined) patch.description = input.description;
+    if (input.sortOrder !== undefined) patch.sortOrder = input.sortOrder;
+    try {
+      return toView(await ofBrand(tx, row.brandId).patchAndFetchById(row.id, patch));
+    } catch (err) {
+      throw translate(err, patch.name);
+    }
+  });
+}
+
+/**
+ * Deletes a category. Its tickets become uncategorized: the tickets issue declares
+ * tickets.category_id with `ON DELETE SET NULL` (through the composite scope key), so this stays
+ * one statement and no ticket can keep pointing at a deleted category.
+ */
+export async function remove(ctx: TenantCtx, brandId: string, categoryId: string): Promise<void> {
+  await withTx(ctx, async (tx) => {
+    const row = await requireCategory(tx, brandId, categoryId);
+    await ofBrand(tx, row.brandId).deleteById(row.id);
+  });
+}
+
+/**
+ * Sets sortOrder 0..n-1 in the order given. The list must name every category of the brand exactly
+ * once: an id that is not one of the brand's categories is 404 (as anywhere else), a missing or
+ * repeated one is 400. The brand's categories are locked so two reorders cannot interleave.
+ */
+export async function reorder(ctx: TenantCtx, brandId: string, input: ReorderCategoriesInput): Promise<CategoryView[]> {
+  return withTx(ctx, async (tx) => {
+    const brand = await brands.requireBrand(tx, brandId);
+    const rows = await ofBrand(tx, brand.id).orderBy('id').forUpdate();
+    const known = new Set(rows.map((r) => r.id));
+    if (input.categoryIds.some((id) => !known.has(id))) throw notFound('Category');
+    const seen = new Set<string>();
+    const repeated = input.categoryIds.filter((id) => (seen.has(id) ? true : (seen.add(id), false)));
+    if (repeated.length) throw badRequest(`categoryIds lists ${repeated[0]} more than once`, [{ field: 'categoryIds', message: 'must not repeat an id' }], 'invalid_reorder');
+    const missing = rows.filter((r) => !seen.has(r.id)).map((r) => r.id);
+    if (missing.length) throw badRequest(`categoryIds must list every category of the brand; missing: ${missing.join(', ')}`, [{ field: 'categoryIds', message: 'must list every category of the brand exactly once' }], 'invalid_reorder');
+    const now = new Date();
+    for (const [i, id] of input.categoryIds.entries()) await ofBrand(tx, brand.id).findById(id).patch({ sortOrder: i, updatedAt: now });
+    return (await ofBrand(tx, brand.id).orderBy([{ column: 'sortOrder' }, { column: 'id' }])).map(toView);
+  });
+}
+
+/**
+ * Tickets per category of the brand. Tickets do not exist yet: the tickets issue replaces this
+ * body with `SELECT category_id, count(*) FROM tickets WHERE <scope> AND brand_id = ? AND
+ * deleted_at IS NULL GROUP BY category_id`. Until then every category counts 0.
+ */
+export async function ticketCountsByCategory(_ctx: TenantCtx, _brandId: string): Promise<Record<string, number>> {
+  return {};
+}
+
+/** Every category of the brand, with its ticket count (0 when it has none). */
+export async function stats(ctx: TenantCtx, brandId: string): Promise<CategoryStatsView> {
+  const brand = await brands.requireBrand(ctx, brandId);
+  const rows = await ofBrand(ctx, brand.id).orderBy([{ column: 'sortOrder' }, { column: 'id' }]);
+  const counts = await ticketCountsByCategory(ctx, brand.id);
+  return Object.fromEntries(rows.map((r) => [r.id, { id: r.id, name: r.name, color: r.color, ticketCount: counts[r.id] ?? 0 }]));
+}
+
+/** How many categories a brand has; for the brand delete preview (the caller has checked the brand). */
+export async function countInBrand(ctx: TenantCtx, brandId: string): Promise<number> {
+  const row = await ofBrand(ctx, brandId).count({ n: '*' }).first() as unknown as { n: string | number } | undefined;
+  return Number(row?.n ?? 0);
+}

@@ -1,0 +1,194 @@
+import { withTx, type TenantCtx } from '../../core/context.js';
+import { badRequest, conflict, notFound } from '../../core/errors.js';
+import { newId, ID_PREFIX } from '../../core/ids.js';
+import { isPgError, PG } from '../../core/db.js';
+import { scopeOf } from '../../core/model.js';
+import * as brands from '../brands/service.js';
+import { Tag } from './model.js';
+import type { CreateTagInput, TagStatsView, TagView, UpdateTagInput } from './schemas.js';
+
+export const DEFAULT_TAG_COLOR = '#6b7280';
+export const MAX_TAG_NAME_LENGTH = 100;
+
+export function toView(row: Tag): TagView {
+  return {
+    id: row.id,
+    object: 'tag',
+    brandId: row.brandId,
+    name: row.name,
+    color: row.color,
+    createdAt: row.createdAt.toISOString(),
+    updatedAt: row.updatedAt.toISOString(),
+  };
+}
+
+/** The tags of one (already visible) brand. */
+const ofBrand = (ctx: TenantCtx, brandId: string) => Tag.scoped(ctx).where('tags.brandId', brandId);
+
+function nameTaken(name: string) {
+  return conflict(`A tag named "${name}" already exists in this brand (names ignore case)`, 'tag_name_taken');
+}
+
+/** Unique name per brand (tags_name_unique) → 409; brand deleted meanwhile (FK) → 404. */
+function translate(err: unknown, name: string | undefined): unknown {
+  if (isPgError(err, PG.uniqueViolation, 'tags_name_unique')) return nameTaken(name ?? '');
+  if (isPgError(err, PG.foreignKeyViolation, 'tags_brand_fk')) return notFound('Brand');
+  return err;
+}
+
+export async function list(ctx: TenantCtx, brandId: string): Promise<TagView[]> {
+  const brand = await brands.requireBrand(ctx, brandId);
+  return (await ofBrand(ctx, brand.id).orderByRaw('lower(tags.name), tags.id')).map(toView);
+}
+
+/**
+ * The tags with these ids, if every one belongs to the brand (404 otherwise, whether the id is
+ * unknown or of another brand, account or mode). For callers such as tickets that store ids.
+ * `lock` takes row locks (inside a transaction) so the tags cannot vanish before the caller commits.
+ */
+export async function requireTags(ctx: TenantCtx, brandId: string, ids: readonly string[], lock = false): Promise<Tag[]> {
+  const brand = await brands.requireBrand(ctx, brandId);
+  const unique = [...new Set(ids)];
+  if (!unique.length) return [];
+  const query = ofBrand(ctx, brand.id).whereIn('tags.id', unique).orderBy('tags.id');
+  const rows = lock ? await query.forUpdate() : await query;
+  if (rows.length !== unique.length) throw notFound('Tag');
+  return rows;
+}
+
+export async function requireTag(ctx: TenantCtx, brandId: string, tagId: string): Promise<Tag> {
+  return (await requireTags(ctx, brandId, [tagId]))[0]!;
+}
+
+export async function get(ctx: TenantCtx, brandId: string, tagId: string): Promise<TagView> {
+  return toView(await requireTag(ctx, brandId, tagId));
+}
+
+export async function create(ctx: TenantCtx, brandId: string, input: CreateTagInput): Promise<TagView> {
+  const name = input.name.trim();
+  return withTx(ctx, async (tx) => {
+    const brand = await brands.requireBrand(tx, brandId);
+    try {
+      return toView(await Tag.query(tx.db).insertAndFetch({
+        id: newId(ID_PREFIX.tag),
+        ...scopeOf(tx),
+        brandId: brand.id,
+        name,
+        color: input.color ?? DEFAULT_TAG_COLOR,
+      }));
+    } catch (err) {
+      throw translate(err, name);
+    }
+  });
+}
+
+/**
+ * The brand's tags with these names, matched ignoring case and surrounding space; names the brand
+ * does not have yet are created with the default colour. Safe under concurrency: an insert that
+ * loses a race to the same name is skipped (ON CONFLICT DO NOTHING) and the winner's row is read.
+ * Returns one tag per distinct name, in the order first given. For tickets, which write tags by name.
+ */
+export async function findOrCreateByNames(ctx: TenantCtx, brandId: string, names: readonly string[]): Promise<TagView[]> {
+  const wanted = new Map<string, string>();
+  for (const raw of names) {
+    const name = raw.trim();
+    if (!name || name.length > MAX_TAG_NAME_LENGTH) throw badRequest(`Tag names must have 1 to ${MAX_TAG_NAME_LENGTH} characters`, [{ field: 'tags', message: `each name must have 1 to ${MAX_TAG_NAME_LENGTH} characters` }]);
+    if (!wanted.has(name.toLowerCase())) wanted.set(name.toLowerCase(), name);
+  }
+  if (!wanted.size) return [];
+  return withTx(ctx, async (tx) => {
+    const brand = await brands.requireBrand(tx, brandId);
+    const find = () => ofBrand(tx, brand.id).whereIn(Tag.raw('lower(tags.name)'), [...wanted.keys()]);
+    const found = new Set((await find()).map((t) => t.name.toLowerCase()));
+    const missing = [...wanted].filter(([key]) => !found.has(key));
+    if (missing.length) {
+      try {
+        await Tag.query(tx.db)
+          .insert(missing.map(([, name]) => ({ id: newId(ID_PREFIX.tag), ...scopeOf(tx), brandId: brand.id, name, color: DEFAULT_TAG_COLOR })))
+          .onConflict().ignore();
+      } catch (err) {
+        throw translate(err, undefined);
+      }
+    }
+    const rows = new Map((await find()).map((t) => [t.name.toLowerCase(), t]));
+    return [...wanted.keys()].map((key) => toView(rows.get(key)!));
+  });
+}
+
+export async function update(ctx: TenantCtx, brandId: string, tagId: string, input: UpdateTagInput): Promise<TagView> {
+  return withTx(ctx, async (tx) => {
+    const row = await requireTag(tx, brandId, tagId);
+    const patch: Partial<Tag> = { updatedAt: new Date() };
+    if (input.name !== undefined) patch.name = input.name.trim();
+    if (input.color !== undefined) patch.color = input.color ?? DEFAULT_TAG_COLOR;
+    try {
+      return toView(await ofBrand(tx, row.brandId).patchAndFetchById(row.id, patch));
+    } catch (err) {
+      throw translate(err, patch.name);
+    }
+  });
+}
+
+/** Deletes a tag; the tickets issue's ticket_tags rows go with it (FK ON DELETE CASCADE). */
+export async function remove(ctx: TenantCtx, brandId: string, tagId: string): Promise<void> {
+  await withTx(ctx, async (tx) => {
+    const row = await requireTag(tx, brandId, tagId);
+    await ofBrand(tx, row.brandId).deleteById(row.id);
+  });
+}
+
+/**
+ * Merges the source tags into the target, in one transaction: every ticket tagged with a source
+ * ends up tagged with the target exactly once, then the sources are deleted.
+ * - sources empty, or the target among them → 400; any id not a tag of this brand → 404.
+ * - The target and sources are locked (in id order, so concurrent merges cannot deadlock) before
+ *   the links move, so a concurrent tagging or merge waits rather than slipping past.
+ */
+export async function merge(ctx: TenantCtx, brandId: string, targetId: string, sourceIds: readonly string[]): Promise<TagView> {
+  const sources = [...new Set(sourceIds)];
+  if (!sources.length) throw badRequest('sourceTagIds must name at least one tag to merge', [{ field: 'sourceTagIds', message: 'must not be empty' }]);
+  if (sources.includes(targetId)) throw badRequest('A tag cannot be merged into itself: remove the target from sourceTagIds', [{ field: 'sourceTagIds', message: 'must not contain the target tag' }], 'merge_into_self');
+  return withTx(ctx, async (tx) => {
+    const locked = await requireTags(tx, brandId, [targetId, ...sources], true);
+    const target = locked.find((t) => t.id === targetId)!;
+
+    // ── Re-point the ticket-tag links (the one step that touches tickets) ──────────────────────
+    // The tickets issue adds the `ticket_tags` statement here, in this transaction, e.g.:
+    //   INSERT INTO ticket_tags (account_id, livemode, brand_id, ticket_id, tag_id)
+    //     SELECT account_id, livemode, brand_id, ticket_id, :targetId FROM ticket_tags
+    //     WHERE <scope> AND brand_id = :brandId AND tag_id = ANY(:sources)
+    //   ON CONFLICT DO NOTHING;            -- a ticket that already has the target keeps one link
+    // The source links then go with the source tags below (ticket_tags.tag_id ON DELETE CASCADE).
+    await relinkTickets(tx, target, sources);
+    // ───────────────────────────────────────────────────────────────────────────────────────
+
+    await ofBrand(tx, target.brandId).whereIn('tags.id', sources).delete();
+    return toView(await ofBrand(tx, target.brandId).patchAndFetchById(target.id, { updatedAt: new Date() }));
+  });
+}
+
+/** No tickets yet: nothing to re-point. Replaced by the tickets issue (see merge). */
+async function relinkTickets(_tx: TenantCtx, _target: Tag, _sourceIds: readonly string[]): Promise<void> {}
+
+/**
+ * Tickets per tag of the brand. Tickets do not exist yet: the tickets issue replaces this body
+ * with `SELECT tag_id, count(*) FROM ticket_tags JOIN tickets … WHERE <scope> AND brand_id = ?
+ * AND deleted_at IS NULL GROUP BY tag_id`. Until then every tag counts 0.
+ */
+export async function ticketCountsByTag(_ctx: TenantCtx, _brandId: string): Promise<Record<string, number>> {
+  return {};
+}
+
+/** Every tag of the brand, with the number of tickets carrying it (0 when none). */
+export async function stats(ctx: TenantCtx, brandId: string): Promise<TagStatsView> {
+  const brand = await brands.requireBrand(ctx, brandId);
+  const rows = await ofBrand(ctx, brand.id).orderByRaw('lower(tags.name), tags.id');
+  const counts = await ticketCountsByTag(ctx, brand.id);
+  return Object.fromEntries(rows.map((r) => [r.id, { id: r.id, name: r.name, color: r.color, ticketCount: counts[r.id] ?? 0 }]));
+}
+
+/** How many tags a brand has; for the brand delete preview (the caller has checked the brand). */
+export async function countInBrand(ctx: TenantCtx, brandId: string): Promise<number> {
+  const row = await ofBrand(ctx, brandId).count({ n: '*' }).first() as unknown as { n: string | number } | undefined;
+  return Number(row?.n ?? 0);
+}
