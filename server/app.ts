@@ -14,8 +14,10 @@ import { accountRoutes } from './domains/accounts/routes.js';
 import { apiKeyRoutes } from './domains/api-keys/routes.js';
 import { brandRoutes } from './domains/brands/routes.js';
 import { categoryRoutes } from './domains/categories/routes.js';
+import { fieldRoutes, ticketSchemaRoutes } from './domains/fields/routes.js';
 import { healthRoutes } from './domains/health/routes.js';
 import { memberRoutes } from './domains/members/routes.js';
+import { statusRoutes } from './domains/statuses/routes.js';
 import { tagRoutes } from './domains/tags/routes.js';
 
 export interface AppDeps {
@@ -25,7 +27,7 @@ export interface AppDeps {
 }
 
 /** Domains whose routes live under a brand: /v1/brands/:brandId/… and /v1/workspaces/:brandId/…. */
-const BRAND_SCOPED_ROUTES: FastifyPluginAsync[] = [categoryRoutes, tagRoutes];
+const BRAND_SCOPED_ROUTES: FastifyPluginAsync[] = [statusRoutes, ticketSchemaRoutes, fieldRoutes, categoryRoutes, tagRoutes];
 
 const CLIENT_ERRORS = ['400', '401', '403', '404', '409', '413', '429'] as const;
 

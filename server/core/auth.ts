@@ -25,6 +25,12 @@ export const PERMISSIONS = {
   'categories:write': { accountWide: false },
   'tags:read': { accountWide: false },
   'tags:write': { accountWide: false },
+  'statuses:read': { accountWide: false },
+  'statuses:write': { accountWide: false },
+  'fields:read': { accountWide: false },
+  'fields:write': { accountWide: false },
+  'schema:read': { accountWide: false },
+  'schema:write': { accountWide: false },
 } as const;
 export type Permission = keyof typeof PERMISSIONS;
 

@@ -10,6 +10,8 @@ export const ID_PREFIX = {
   brand: 'br',
   category: 'cat',
   tag: 'tag',
+  status: 'st',
+  field: 'fld',
   request: 'req',
 } as const;
 

@@ -8,7 +8,7 @@ import { migrateLatest, migrationStatus, rollback } from '../../server/core/migr
 import { distRoot } from '../../server/core/paths.js';
 import { freshDatabase } from '../helpers/db.js';
 
-const DOMAIN_TABLES = ['accounts', 'api_keys', 'brands', 'members'];
+const DOMAIN_TABLES = ['accounts', 'api_keys', 'brands', 'field_definitions', 'members', 'statuses'];
 const KNEX_TABLES = ['knex_migrations', 'knex_migrations_lock'];
 const MIGRATIONS_DIR = path.join(distRoot, 'migrations');
 const migrationFiles = readdirSync(MIGRATIONS_DIR).filter((f) => f.endsWith('.js')).sort();
@@ -86,4 +86,39 @@ t.test('the schema keeps the invariants the services rely on', async (t) => {
     await db('brands').insert(brand(otherAccountId, true));
     t.equal(Number((await db('brands').count({ n: '*' }))[0]!.n), 3, 'the same slug in the other mode, or in another account, is fine');
   });
+});
+
+t.test('20261122000400: existing brands get the system statuses; rows cannot point at another tenant\'s brand', async (t) => {
+  const { db } = await freshDatabase(t, { fromTemplate: false });
+  const index = migrationFiles.indexOf('20261122000400_statuses_and_fields.js');
+  t.ok(index > 0, 'the migration ships');
+  for (let i = 0; i < index; i++) await db.migrate.up();
+  const accountId = newId('acct');
+  const otherAccountId = newId('acct');
+  await db('accounts').insert([{ id: accountId, name: 'A' }, { id: otherAccountId, name: 'B' }]);
+  const brand = (account: string, livemode: boolean, slug: string) => ({ id: newId('br'), accountId: account, livemode, name: 'Support', slug, ticketPrefix: 'SUPP', nextTicketNumber: 1000 });
+  const live = brand(accountId, true, 'live');
+  const test = brand(accountId, false, 'test');
+  await db('brands').insert([live, test]);
+  await db.migrate.up();
+
+  for (const b of [live, test]) {
+    const rows = await db('statuses').where({ brandId: b.id }).orderBy('sortOrder');
+    t.same(rows.map((r: { key: string }) => r.key), ['open', 'pending', 'resolved', 'closed'], `${b.slug}: backfilled in order`);
+    t.ok(rows.every((r: { isSystem: boolean; accountId: string; livemode: boolean }) => r.isSystem && r.accountId === accountId && r.livemode === b.livemode), `${b.slug}: system rows in the brand's scope`);
+  }
+  const status = (account: string, livemode: boolean, brandId: string) => ({ id: newId('st'), accountId: account, livemode, brandId, key: 'x', name: 'X', color: '#000000' });
+  t.equal((await pgCode(db('statuses').insert(status(otherAccountId, true, live.id)))).code, '23503', 'another account cannot reference the brand');
+  t.equal((await pgCode(db('statuses').insert(status(accountId, false, live.id)))).code, '23503', 'the other mode cannot reference the brand');
+  const field = { id: newId('fld'), accountId, livemode: false, brandId: live.id, entityType: 'ticket', key: 'x', label: 'X', type: 'text' };
+  t.equal((await pgCode(db('field_definitions').insert(field))).code, '23503', 'nor a field definition of the other mode');
+  t.equal((await pgCode(db('field_definitions').insert({ ...field, livemode: true, entityType: 'user' }))).code, '23514', 'unknown entity types are refused');
+  await db('field_definitions').insert({ ...field, livemode: true });
+  t.same(await pgCode(db('statuses').insert({ ...status(accountId, true, live.id), key: 'open' })), { code: '23505', constraint: 'statuses_key_unique' }, 'status keys are unique per brand');
+  await db('brands').where({ id: live.id }).delete();
+  t.equal(Number((await db('statuses').where({ brandId: live.id }).count({ n: '*' }))[0]!.n), 0, 'statuses cascade with the brand');
+  t.equal(Number((await db('field_definitions').where({ brandId: live.id }).count({ n: '*' }))[0]!.n), 0, 'field definitions cascade with the brand');
+  await db.migrate.down();
+  t.notOk(await db.schema.hasTable('statuses'), 'down drops statuses');
+  t.notOk(await db.schema.hasTable('field_definitions'), 'down drops field_definitions');
 });

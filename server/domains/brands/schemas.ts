@@ -98,6 +98,8 @@ const counts = {
   webhookCount: Type.Integer(),
   categoryCount: Type.Integer(),
   tagCount: Type.Integer(),
+  statusCount: Type.Integer({ description: 'Custom statuses (system statuses are not counted)' }),
+  fieldCount: Type.Integer({ description: 'Custom field definitions of every entity type' }),
 };
 export const DeleteBrandResult = Type.Object({
   id: Type.String(),

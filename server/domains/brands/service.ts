@@ -7,6 +7,8 @@ import { isPgError, PG } from '../../core/db.js';
 import { scopeOf } from '../../core/model.js';
 import * as apiKeys from '../api-keys/service.js';
 import * as categories from '../categories/service.js';
+import * as fields from '../fields/service.js';
+import * as statuses from '../statuses/service.js';
 import * as tags from '../tags/service.js';
 import { Brand } from './model.js';
 import type { BrandView, CreateBrandInput, DeleteBrandResultView, UpdateBrandInput } from './schemas.js';
@@ -66,7 +68,7 @@ export function defaultTicketPrefix(name: string): string {
 }
 
 /** A brand's ticketSchema must be a JSON Schema ajv can compile; say why when it is not. */
-function assertValidTicketSchema(schema: Record<string, unknown> | null | undefined): void {
+export function assertValidTicketSchema(schema: Record<string, unknown> | null | undefined): void {
   if (!schema) return;
   // A fresh instance per check: a schema's $id must not stay registered for the next tenant.
   const schemaAjv = new Ajv({ strict: false, allErrors: true });
@@ -97,16 +99,22 @@ export async function create(ctx: TenantCtx, input: CreateBrandInput): Promise<B
   };
   // A slug the caller chose must be free (409); a derived one gets a short suffix until it is.
   // Each attempt runs in its own savepoint, so a violation leaves an enclosing transaction usable.
-  for (let attempt = 0; ; attempt++) {
-    const slug = givenSlug ?? (attempt === 0 ? slugify(input.name) : `${slugify(input.name).slice(0, 43).replace(/-+$/, '')}-${randomBytes(3).toString('hex').slice(0, 4)}`);
-    try {
-      const row = await ctx.db.transaction(async (trx): Promise<Brand> => Brand.query(trx).insertAndFetch({ id: newId(ID_PREFIX.brand), ...base, slug }));
+  // The brand and its system statuses commit together (see statuses/service.ts SYSTEM_STATUSES).
+  return withTx(ctx, async (tx) => {
+    for (let attempt = 0; ; attempt++) {
+      const slug = givenSlug ?? (attempt === 0 ? slugify(input.name) : `${slugify(input.name).slice(0, 43).replace(/-+$/, '')}-${randomBytes(3).toString('hex').slice(0, 4)}`);
+      let row: Brand;
+      try {
+        row = await tx.db.transaction(async (trx): Promise<Brand> => Brand.query(trx).insertAndFetch({ id: newId(ID_PREFIX.brand), ...base, slug }));
+      } catch (err) {
+        if (!isPgError(err, PG.uniqueViolation, 'brands_slug_unique')) throw err;
+        if (givenSlug || attempt >= 4) throw slugTaken(slug);
+        continue;
+      }
+      await statuses.createSystemStatuses(tx, row.id);
       return toView(row);
-    } catch (err) {
-      if (!isPgError(err, PG.uniqueViolation, 'brands_slug_unique')) throw err;
-      if (givenSlug || attempt >= 4) throw slugTaken(slug);
     }
-  }
+  });
 }
 
 /**
@@ -161,14 +169,19 @@ export async function update(ctx: TenantCtx, brandId: string, input: UpdateBrand
 }
 
 /**
- * What deleting a brand removes. Categories and tags count through their services; tickets and
- * webhooks arrive with later issues and add their counts here. Every child table cascades from
- * brands, so the delete stays one statement.
+ * What deleting a brand removes, counted through each domain's service. Tickets and webhooks arrive
+ * with later issues and add their counts here. statusCount counts custom statuses only (every brand
+ * has the four system ones). Every child table cascades from brands, so the delete stays one statement.
  */
 async function contentCounts(ctx: TenantCtx, brand: Brand) {
-  const categoryCount = await categories.countInBrand(ctx, brand.id);
-  const tagCount = await tags.countInBrand(ctx, brand.id);
-  return { ticketCount: 0, webhookCount: 0, categoryCount, tagCount };
+  return {
+    ticketCount: 0,
+    webhookCount: 0,
+    categoryCount: await categories.countInBrand(ctx, brand.id),
+    tagCount: await tags.countInBrand(ctx, brand.id),
+    statusCount: await statuses.countCustom(ctx, brand.id),
+    fieldCount: await fields.count(ctx, brand.id),
+  };
 }
 
 /** Without confirm: a preview of what would go. With it: the brand and everything in it, atomically. */
