@@ -12,8 +12,11 @@ import { version } from './core/version.js';
 import { authenticate as authenticateApiKey } from './domains/api-keys/service.js';
 import { accountRoutes } from './domains/accounts/routes.js';
 import { apiKeyRoutes } from './domains/api-keys/routes.js';
+import { blockedSourceRoutes } from './domains/blocked-sources/routes.js';
 import { brandRoutes } from './domains/brands/routes.js';
 import { categoryRoutes } from './domains/categories/routes.js';
+import { companyRoutes } from './domains/companies/routes.js';
+import { contactRoutes, customerRoutes } from './domains/contacts/routes.js';
 import { fieldRoutes, ticketSchemaRoutes } from './domains/fields/routes.js';
 import { healthRoutes } from './domains/health/routes.js';
 import { memberRoutes } from './domains/members/routes.js';
@@ -27,7 +30,17 @@ export interface AppDeps {
 }
 
 /** Domains whose routes live under a brand: /v1/brands/:brandId/… and /v1/workspaces/:brandId/…. */
-const BRAND_SCOPED_ROUTES: FastifyPluginAsync[] = [statusRoutes, ticketSchemaRoutes, fieldRoutes, categoryRoutes, tagRoutes];
+const BRAND_SCOPED_ROUTES: FastifyPluginAsync[] = [
+  statusRoutes,
+  ticketSchemaRoutes,
+  fieldRoutes,
+  categoryRoutes,
+  tagRoutes,
+  contactRoutes, // /contacts and /customers: one implementation at both paths
+  customerRoutes,
+  companyRoutes,
+  blockedSourceRoutes,
+];
 
 const CLIENT_ERRORS = ['400', '401', '403', '404', '409', '413', '429'] as const;
 

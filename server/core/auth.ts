@@ -31,6 +31,12 @@ export const PERMISSIONS = {
   'fields:write': { accountWide: false },
   'schema:read': { accountWide: false },
   'schema:write': { accountWide: false },
+  'contacts:read': { accountWide: false },
+  'contacts:write': { accountWide: false },
+  'companies:read': { accountWide: false },
+  'companies:write': { accountWide: false },
+  'blocked_sources:read': { accountWide: false },
+  'blocked_sources:write': { accountWide: false },
 } as const;
 export type Permission = keyof typeof PERMISSIONS;
 

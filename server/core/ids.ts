@@ -12,6 +12,9 @@ export const ID_PREFIX = {
   tag: 'tag',
   status: 'st',
   field: 'fld',
+  contact: 'cus',
+  company: 'co',
+  blockedSource: 'blk',
   request: 'req',
 } as const;
 

@@ -623,8 +623,8 @@ t.test('DELETE: preview by default, confirm=true deletes, anything else is refus
     for (const query of ['', '?confirm=false']) {
       const preview = await owner.live('DELETE', `${prefix}/${brand.id}${query}`);
       t.equal(preview.status, 200, `preview with "${query}"`);
-      t.same(Object.keys(preview.body).sort(), ['categoryCount', 'deleted', 'fieldCount', 'id', 'message', 'statusCount', 'tagCount', 'ticketCount', 'webhookCount']);
-      t.match(preview.body, { id: brand.id, deleted: false, ticketCount: 0, webhookCount: 0, categoryCount: 0, tagCount: 0, statusCount: 0, fieldCount: 0 });
+      t.same(Object.keys(preview.body).sort(), ['blockedSourceCount', 'categoryCount', 'companyCount', 'contactCount', 'deleted', 'fieldCount', 'id', 'message', 'statusCount', 'tagCount', 'ticketCount', 'webhookCount']);
+      t.match(preview.body, { id: brand.id, deleted: false, ticketCount: 0, webhookCount: 0, categoryCount: 0, tagCount: 0, statusCount: 0, fieldCount: 0, contactCount: 0, companyCount: 0, blockedSourceCount: 0 });
       t.type(preview.body.message, 'string');
       t.match(preview.body.message, /confirm=true/);
       t.equal((await owner.live('GET', `${prefix}/${brand.id}`)).status, 200, 'still exists');

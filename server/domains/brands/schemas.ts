@@ -100,6 +100,9 @@ const counts = {
   tagCount: Type.Integer(),
   statusCount: Type.Integer({ description: 'Custom statuses (system statuses are not counted)' }),
   fieldCount: Type.Integer({ description: 'Custom field definitions of every entity type' }),
+  contactCount: Type.Integer(),
+  companyCount: Type.Integer(),
+  blockedSourceCount: Type.Integer(),
 };
 export const DeleteBrandResult = Type.Object({
   id: Type.String(),

@@ -6,7 +6,10 @@ import { newId, ID_PREFIX, normalizeBrandId } from '../../core/ids.js';
 import { isPgError, PG } from '../../core/db.js';
 import { scopeOf } from '../../core/model.js';
 import * as apiKeys from '../api-keys/service.js';
+import * as blockedSources from '../blocked-sources/service.js';
 import * as categories from '../categories/service.js';
+import * as companies from '../companies/service.js';
+import * as contacts from '../contacts/service.js';
 import * as fields from '../fields/service.js';
 import * as statuses from '../statuses/service.js';
 import * as tags from '../tags/service.js';
@@ -181,6 +184,9 @@ async function contentCounts(ctx: TenantCtx, brand: Brand) {
     tagCount: await tags.countInBrand(ctx, brand.id),
     statusCount: await statuses.countCustom(ctx, brand.id),
     fieldCount: await fields.count(ctx, brand.id),
+    contactCount: await contacts.countForBrand(ctx, brand.id),
+    companyCount: await companies.countForBrand(ctx, brand.id),
+    blockedSourceCount: await blockedSources.countForBrand(ctx, brand.id),
   };
 }
 

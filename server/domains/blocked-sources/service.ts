@@ -1,0 +1,93 @@
+import type { TenantCtx } from '../../core/context.js';
+import { isPgError, PG } from '../../core/db.js';
+import { badRequest, conflict, notFound } from '../../core/errors.js';
+import { newId, ID_PREFIX } from '../../core/ids.js';
+import { scopeOf } from '../../core/model.js';
+import { emailDomain, isDomain, isEmail, normalizeDomain, normalizeEmail } from '../../core/text.js';
+import * as brands from '../brands/service.js';
+import { BlockedSource } from './model.js';
+import type { BlockedSourceView, CreateBlockedSourceInput } from './schemas.js';
+
+/**
+ * Blocked sources of a brand: an email address, or a domain. A domain block covers the domain and
+ * every subdomain of it (`example.com` blocks `a@example.com` and `a@mail.example.com`, not
+ * `a@notexample.com`). The kind is inferred: a value with an @ after its first character is an
+ * address; `example.com` and `@example.com` are domains.
+ */
+
+function toView(row: BlockedSource): BlockedSourceView {
+  return { id: row.id, brandId: row.brandId, type: row.type, value: row.value, reason: row.reason, createdAt: row.createdAt.toISOString() };
+}
+
+/** The kind and normalized form of a value, or a 400. */
+export function parseBlockedValue(raw: string): { type: 'email' | 'domain'; value: string } {
+  const trimmed = raw.trim();
+  if (trimmed.indexOf('@') > 0) {
+    const value = normalizeEmail(trimmed);
+    if (isEmail(value)) return { type: 'email', value };
+  } else {
+    const value = normalizeDomain(trimmed);
+    if (isDomain(value)) return { type: 'domain', value };
+  }
+  throw badRequest('value must be an email address (name@example.com) or a domain (example.com or @example.com)', [{ field: 'value', message: 'is not an email address or a domain' }], 'invalid_blocked_source');
+}
+
+export async function create(ctx: TenantCtx, brandId: string, input: CreateBlockedSourceInput): Promise<BlockedSourceView> {
+  const brand = await brands.requireBrand(ctx, brandId);
+  const { type, value } = parseBlockedValue(input.value);
+  try {
+    const row = await BlockedSource.query(ctx.db).insertAndFetch({
+      id: newId(ID_PREFIX.blockedSource), ...scopeOf(ctx), brandId: brand.id, type, value, reason: input.reason ?? null, createdBy: ctx.actor.id,
+    });
+    return toView(row);
+  } catch (err) {
+    if (isPgError(err, PG.uniqueViolation, 'blocked_sources_value_unique')) throw conflict(`${value} is already blocked`, 'blocked_source_exists');
+    throw err;
+  }
+}
+
+/** All blocked sources of the brand, oldest first (a bare array: brands block a handful of sources). */
+export async function list(ctx: TenantCtx, brandId: string): Promise<BlockedSourceView[]> {
+  const brand = await brands.requireBrand(ctx, brandId);
+  return (await BlockedSource.scoped(ctx).where('brandId', brand.id).orderBy('id', 'asc')).map(toView);
+}
+
+/** Unblocks; returns what was removed. */
+export async function remove(ctx: TenantCtx, brandId: string, sourceId: string): Promise<BlockedSourceView> {
+  const brand = await brands.requireBrand(ctx, brandId);
+  const [row] = await BlockedSource.scoped(ctx).where({ brandId: brand.id, id: sourceId }).delete().returning('*') as unknown as BlockedSource[];
+  if (!row) throw notFound('Blocked source');
+  return toView(row);
+}
+
+/**
+ * SQL condition, true when the address in `emailColumn` (a normalized email column of a row that
+ * carries account_id, livemode and brand_id in `table`) is blocked. Used inside list queries so
+ * blocked state is computed in the same statement, not per row.
+ */
+export function blockedCondition(table: string, emailColumn: string): string {
+  const domain = `substring(${table}.${emailColumn} from '@([^@]*)$')`;
+  return `exists (select 1 from blocked_sources bs where bs.account_id = ${table}.account_id and bs.livemode = ${table}.livemode and bs.brand_id = ${table}.brand_id
+    and ((bs.type = 'email' and bs.value = ${table}.${emailColumn})
+      or (bs.type = 'domain' and (bs.value = ${domain} or right(${domain}, length(bs.value) + 1) = '.' || bs.value))))`;
+}
+
+/** Whether mail from `email` is blocked for the brand (for the ticket issue: such tickets are spam). */
+export async function isBlocked(ctx: TenantCtx, brandId: string, email: string): Promise<boolean> {
+  const brand = await brands.requireBrand(ctx, brandId);
+  const address = normalizeEmail(email);
+  const domain = emailDomain(address);
+  // example.com blocks mail.example.com: every parent domain of the address is a candidate.
+  const labels = domain.split('.');
+  const domains = labels.map((_, i) => labels.slice(i).join('.')).filter((d) => d.includes('.'));
+  const hit = await BlockedSource.scoped(ctx).where('brandId', brand.id)
+    .where((q) => q.where({ type: 'email', value: address }).orWhere((q2) => q2.where('type', 'domain').whereIn('value', domains)))
+    .select('id').first();
+  return Boolean(hit);
+}
+
+/** For the brand delete preview. */
+export async function countForBrand(ctx: TenantCtx, brandId: string): Promise<number> {
+  const r = await BlockedSource.scoped(ctx).where('brandId', brandId).count({ n: '*' }).first() as unknown as { n: string };
+  return Number(r.n);
+}

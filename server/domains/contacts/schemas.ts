@@ -1,0 +1,77 @@
+import { Type, type Static } from 'typebox';
+import { BrandParams, Metadata, Nullable, Timestamp } from '../../core/schemas.js';
+import { PageOf, PageQuery } from '../../core/pagination.js';
+
+/** Surrounding spaces are allowed: the address is stored trimmed and lower-cased. */
+const Email = Type.String({ minLength: 3, maxLength: 320, pattern: '^\\s*[^\\s@]+@[^\\s@.]+(?:\\.[^\\s@.]+)+\\s*$', description: 'Stored trimmed and lower-cased; unique per brand' });
+const HttpUrl = Type.String({ maxLength: 2048, pattern: '^https?://\\S+$' });
+const Name = Type.String({ maxLength: 200 });
+
+export const ContactOut = Type.Object({
+  id: Type.String(),
+  brandId: Type.String(),
+  email: Type.String(),
+  name: Nullable(Type.String()),
+  avatarUrl: Nullable(Type.String()),
+  companyId: Nullable(Type.String()),
+  company: Nullable(Type.Object({ id: Type.String(), name: Type.String() })),
+  notifyEmail: Type.Boolean(),
+  metadata: Type.Record(Type.String(), Type.Unknown()),
+  isBlocked: Type.Boolean({ description: 'The email or its domain is a blocked source of the brand' }),
+  createdAt: Timestamp,
+  updatedAt: Timestamp,
+  _count: Type.Object({ tickets: Type.Integer() }),
+});
+
+export const CreateContactBody = Type.Object(
+  {
+    email: Email,
+    name: Type.Optional(Nullable(Name)),
+    avatarUrl: Type.Optional(Nullable(HttpUrl)),
+    companyId: Type.Optional(Nullable(Type.String({ minLength: 1, maxLength: 64, description: 'A company of the same brand; when absent, the company whose domain equals the email domain' }))),
+    notifyEmail: Type.Optional(Type.Boolean()),
+    metadata: Type.Optional(Metadata),
+  },
+  { additionalProperties: false },
+);
+
+export const UpdateContactBody = Type.Object(
+  {
+    email: Type.Optional(Email),
+    name: Type.Optional(Nullable(Name)),
+    avatarUrl: Type.Optional(Nullable(HttpUrl)),
+    companyId: Type.Optional(Nullable(Type.String({ minLength: 1, maxLength: 64, description: 'null unlinks' }))),
+    notifyEmail: Type.Optional(Type.Boolean()),
+    metadata: Type.Optional(Metadata),
+  },
+  { additionalProperties: false, minProperties: 1 },
+);
+
+export const ContactListQuery = Type.Object(
+  {
+    search: Type.Optional(Type.String({ minLength: 1, maxLength: 200, description: 'Case- and accent-insensitive; contained in the email or the name' })),
+    companyId: Type.Optional(Type.String({ minLength: 1, maxLength: 64 })),
+    hideBlocked: Type.Optional(Type.Boolean({ default: true, description: 'Leave out contacts whose email or domain is blocked (default true)' })),
+    sort: Type.Optional(Type.Union([Type.Literal('createdAt'), Type.Literal('name'), Type.Literal('email')], { default: 'createdAt' })),
+    order: Type.Optional(Type.Union([Type.Literal('asc'), Type.Literal('desc')], { default: 'desc' })),
+    ...PageQuery,
+  },
+  { additionalProperties: false },
+);
+
+export const ContactSearchQuery = Type.Object(
+  { q: Type.String({ minLength: 1, maxLength: 200, description: 'Prefix of the email or of the name (case- and accent-insensitive)' }) },
+  { additionalProperties: false },
+);
+
+export const ContactParams = Type.Object({
+  ...BrandParams.properties,
+  contactId: Type.String({ minLength: 1, maxLength: 64 }),
+});
+
+export const ContactPage = PageOf(ContactOut);
+
+export type ContactView = Static<typeof ContactOut>;
+export type CreateContactInput = Static<typeof CreateContactBody>;
+export type UpdateContactInput = Static<typeof UpdateContactBody>;
+export type ContactListInput = Static<typeof ContactListQuery>;

@@ -1,0 +1,202 @@
+import objection from 'objection';
+import { withTx, type TenantCtx } from '../../core/context.js';
+import { isPgError, PG } from '../../core/db.js';
+import { badRequest, conflict, notFound } from '../../core/errors.js';
+import { newId, ID_PREFIX } from '../../core/ids.js';
+import { scopeOf } from '../../core/model.js';
+import { keysetPage, type Page } from '../../core/pagination.js';
+import { emailDomain, escapeLike, foldText, isEmail, normalizeEmail } from '../../core/text.js';
+import * as blockedSources from '../blocked-sources/service.js';
+import * as brands from '../brands/service.js';
+import * as companies from '../companies/service.js';
+import { Contact } from './model.js';
+import type { ContactListInput, ContactView, CreateContactInput, UpdateContactInput } from './schemas.js';
+
+/**
+ * Contacts (customers) of a brand, served at /contacts and /customers.
+ * - Emails are stored trimmed and lower-cased and are unique per brand (409 contact_email_taken).
+ * - A contact created without a companyId is linked to the brand's company whose domain equals
+ *   the email domain exactly (domains are unique per brand, so there is at most one). An explicit
+ *   companyId (or null) wins. Changing the email later does not re-link.
+ * - isBlocked is computed in the same query from the brand's blocked sources.
+ * - _count.tickets is 0 until tickets exist (the ticket issue fills it in).
+ */
+
+const SORT_SQL = { createdAt: 'contacts.id', name: 'contacts.name_key', email: 'contacts.email' } as const;
+const SEARCH_LIMIT = 10;
+
+export function toView(row: Contact): ContactView {
+  return {
+    id: row.id,
+    brandId: row.brandId,
+    email: row.email,
+    name: row.name,
+    avatarUrl: row.avatarUrl,
+    companyId: row.companyId,
+    company: row.companyId && row.companyName != null ? { id: row.companyId, name: row.companyName } : null,
+    notifyEmail: row.notifyEmail,
+    metadata: row.metadata,
+    isBlocked: Boolean(row.isBlocked),
+    createdAt: row.createdAt.toISOString(),
+    updatedAt: row.updatedAt.toISOString(),
+    _count: { tickets: 0 },
+  };
+}
+
+/** Contacts of the brand with their company name and blocked state, in one statement. */
+function query(ctx: TenantCtx, brandId: string) {
+  return Contact.scoped(ctx)
+    .where('contacts.brandId', brandId)
+    .leftJoin('companies', 'companies.id', 'contacts.companyId')
+    .select('contacts.*', 'companies.name as companyName', objection.raw(`${blockedSources.blockedCondition('contacts', 'email')} as is_blocked`));
+}
+
+async function fetch(ctx: TenantCtx, brandId: string, contactId: string): Promise<Contact> {
+  const row = await query(ctx, brandId).where('contacts.id', contactId).first();
+  if (!row) throw notFound('Contact');
+  return row;
+}
+
+function emailTaken(email: string) {
+  return conflict(`A contact with email ${email} already exists in this brand`, 'contact_email_taken');
+}
+
+function checkedEmail(raw: string): string {
+  const email = normalizeEmail(raw);
+  if (!isEmail(email)) throw badRequest('email must be an email address', [{ field: 'email', message: 'is not an email address' }], 'invalid_email');
+  return email;
+}
+
+async function companyFor(ctx: TenantCtx, brandId: string, email: string, companyId: string | null | undefined): Promise<string | null> {
+  if (companyId === null) return null;
+  if (companyId !== undefined) return companies.requireCompanyId(ctx, brandId, companyId);
+  return companies.idForDomain(ctx, brandId, emailDomain(email));
+}
+
+export async function create(ctx: TenantCtx, brandId: string, input: CreateContactInput): Promise<ContactView> {
+  const email = checkedEmail(input.email);
+  return withTx(ctx, async (tx) => {
+    const brand = await brands.requireBrand(tx, brandId);
+    const companyId = await companyFor(tx, brand.id, email, input.companyId);
+    const id = newId(ID_PREFIX.contact);
+    const name = input.name ?? null;
+    try {
+      await Contact.query(tx.db).insert({
+        id, ...scopeOf(tx), brandId: brand.id, email, name, nameKey: foldText(name ?? ''),
+        avatarUrl: input.avatarUrl ?? null, companyId, notifyEmail: input.notifyEmail ?? true, metadata: input.metadata ?? {},
+      });
+    } catch (err) {
+      if (isPgError(err, PG.uniqueViolation, 'contacts_email_unique')) throw emailTaken(email);
+      throw err;
+    }
+    return toView(await fetch(tx, brand.id, id));
+  });
+}
+
+/**
+ * The contact with this email, created if there is none (for tickets from new senders).
+ * Race-safe: INSERT … ON CONFLICT DO NOTHING on the unique email index, then read.
+ */
+export async function findOrCreateByEmail(ctx: TenantCtx, brandId: string, rawEmail: string, name?: string | null): Promise<ContactView> {
+  const email = checkedEmail(rawEmail);
+  return withTx(ctx, async (tx) => {
+    const brand = await brands.requireBrand(tx, brandId);
+    const existing = await query(tx, brand.id).where('contacts.email', email).first();
+    if (existing) return toView(existing);
+    const companyId = await companies.idForDomain(tx, brand.id, emailDomain(email));
+    await tx.db.table('contacts')
+      .insert({ id: newId(ID_PREFIX.contact), ...scopeOf(tx), brandId: brand.id, email, name: name ?? null, nameKey: foldText(name ?? ''), companyId })
+      .onConflict(['accountId', 'livemode', 'brandId', 'email']).ignore();
+    const row = await query(tx, brand.id).where('contacts.email', email).first();
+    return toView(row!);
+  });
+}
+
+export async function list(ctx: TenantCtx, brandId: string, input: ContactListInput): Promise<Page<ContactView>> {
+  const brand = await brands.requireBrand(ctx, brandId);
+  const sort = input.sort ?? 'createdAt';
+  const order = input.order ?? 'desc';
+  const hideBlocked = input.hideBlocked !== false;
+  const q = query(ctx, brand.id);
+  if (input.search) {
+    const text = input.search.trim();
+    const folded = `%${escapeLike(foldText(text))}%`;
+    const lower = `%${escapeLike(text.toLowerCase())}%`;
+    q.where((w) => w.where('contacts.email', 'like', lower).orWhere('contacts.nameKey', 'like', folded));
+  }
+  if (input.companyId) q.where('contacts.companyId', input.companyId);
+  if (hideBlocked) q.whereRaw(`not ${blockedSources.blockedCondition('contacts', 'email')}`);
+  return keysetPage(q, {
+    sort: SORT_SQL[sort],
+    id: 'contacts.id',
+    order,
+    limit: input.limit,
+    cursor: input.cursor,
+    filters: { brandId: brand.id, search: input.search ?? null, companyId: input.companyId ?? null, hideBlocked, sort, order },
+    valueOf: (row) => (sort === 'name' ? row.nameKey : sort === 'email' ? row.email : row.id),
+    toView,
+  });
+}
+
+/** Autocomplete: up to 10 contacts whose email or name starts with q, blocked ones included (flagged). */
+export async function search(ctx: TenantCtx, brandId: string, q: string): Promise<ContactView[]> {
+  const brand = await brands.requireBrand(ctx, brandId);
+  const text = q.trim();
+  if (!text) return [];
+  const rows = await query(ctx, brand.id)
+    .where((w) => w.where('contacts.email', 'like', `${escapeLike(text.toLowerCase())}%`).orWhere('contacts.nameKey', 'like', `${escapeLike(foldText(text))}%`))
+    .orderBy('contacts.email', 'asc')
+    .orderBy('contacts.id', 'asc')
+    .limit(SEARCH_LIMIT);
+  return rows.map(toView);
+}
+
+export async function get(ctx: TenantCtx, brandId: string, contactId: string): Promise<ContactView> {
+  const brand = await brands.requireBrand(ctx, brandId);
+  return toView(await fetch(ctx, brand.id, contactId));
+}
+
+export async function update(ctx: TenantCtx, brandId: string, contactId: string, input: UpdateContactInput): Promise<ContactView> {
+  const email = input.email === undefined ? undefined : checkedEmail(input.email);
+  return withTx(ctx, async (tx) => {
+    const brand = await brands.requireBrand(tx, brandId);
+    const before = await fetch(tx, brand.id, contactId);
+    const patch: Partial<Contact> = { updatedAt: new Date() };
+    if (email !== undefined) patch.email = email;
+    if (input.name !== undefined) Object.assign(patch, { name: input.name, nameKey: foldText(input.name ?? '') });
+    if (input.avatarUrl !== undefined) patch.avatarUrl = input.avatarUrl;
+    if (input.notifyEmail !== undefined) patch.notifyEmail = input.notifyEmail;
+    if (input.metadata !== undefined) patch.metadata = input.metadata;
+    if (input.companyId !== undefined) patch.companyId = input.companyId === null ? null : await companies.requireCompanyId(tx, brand.id, input.companyId);
+    try {
+      await Contact.scoped(tx).where({ brandId: brand.id, id: before.id }).patch(patch);
+    } catch (err) {
+      if (isPgError(err, PG.uniqueViolation, 'contacts_email_unique')) throw emailTaken(email!);
+      throw err;
+    }
+    return toView(await fetch(tx, brand.id, before.id));
+  });
+}
+
+/** Deletes the contact and returns it as it was. */
+export async function remove(ctx: TenantCtx, brandId: string, contactId: string): Promise<ContactView> {
+  return withTx(ctx, async (tx) => {
+    const brand = await brands.requireBrand(tx, brandId);
+    const row = await fetch(tx, brand.id, contactId);
+    await Contact.scoped(tx).where({ brandId: brand.id, id: row.id }).delete();
+    return toView(row);
+  });
+}
+
+/** For companies: link the brand's contacts of `domain` that have no company yet. */
+export async function linkUnlinkedByDomain(ctx: TenantCtx, brandId: string, companyId: string, domain: string): Promise<number> {
+  return Contact.scoped(ctx).where({ brandId }).whereNull('companyId')
+    .where('email', 'like', `%@${escapeLike(domain)}`)
+    .patch({ companyId, updatedAt: new Date() });
+}
+
+/** For the brand delete preview. */
+export async function countForBrand(ctx: TenantCtx, brandId: string): Promise<number> {
+  const r = await Contact.scoped(ctx).where('brandId', brandId).count({ n: '*' }).first() as unknown as { n: string };
+  return Number(r.n);
+}
