@@ -1,6 +1,7 @@
 import { STATUS_CODES } from 'node:http';
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { Ajv, type ErrorObject } from 'ajv';
+import { validationErrors } from './validation.js';
 import addFormats from 'ajv-formats';
 import { HttpError } from './errors.js';
 import { newId, ID_PREFIX } from './ids.js';
@@ -49,39 +50,6 @@ export function installJsonParser(app: FastifyInstance): void {
     if ((body as string).trim() === '') return done(null, undefined);
     parseJson(req, body as string, done);
   });
-}
-
-function fieldOf(e: ErrorObject): string {
-  const base = e.instancePath.replace(/^\//, '').replace(/\//g, '.');
-  const child =
-    e.keyword === 'required' ? String(e.params.missingProperty)
-    : e.keyword === 'additionalProperties' ? String(e.params.additionalProperty)
-    : '';
-  return [base, child].filter(Boolean).join('.') || '(body)';
-}
-
-function messageOf(e: ErrorObject): string {
-  if (e.keyword === 'required') return 'is required';
-  if (e.keyword === 'additionalProperties') return 'is not a known field';
-  if (e.keyword === 'enum') return `must be one of: ${(e.params.allowedValues as unknown[]).join(', ')}`;
-  return e.message ?? 'is invalid';
-}
-
-export function validationErrors(errors: ErrorObject[]): { field: string; message: string }[] {
-  const seen = new Set<string>();
-  const out: { field: string; message: string }[] = [];
-  // A nullable field reports each branch of its anyOf: the summary, "must be null", and the real
-  // problem. Keep the real problem; "must be null" only when nothing else was said about the field.
-  const saidElse = (path: string) => errors.some((o) => o.keyword !== 'anyOf' && !(o.keyword === 'type' && o.params.type === 'null') && (o.instancePath === path || o.instancePath.startsWith(`${path}/`)));
-  for (const e of errors) {
-    if (e.keyword === 'anyOf' || e.keyword === 'oneOf') continue;
-    if (e.keyword === 'type' && e.params.type === 'null' && saidElse(e.instancePath)) continue;
-    const item = { field: fieldOf(e), message: messageOf(e) };
-    if (seen.has(item.field)) continue;
-    seen.add(item.field);
-    out.push(item);
-  }
-  return out;
 }
 
 const PART_NAMES: Record<string, string> = { body: 'Request body', querystring: 'Query string', params: 'Path', headers: 'Headers' };

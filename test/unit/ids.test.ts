@@ -1,6 +1,7 @@
 import t from 'tap';
 import { newId, normalizeBrandId } from '../../server/core/ids.js';
-import { requestIdFor, validationErrors } from '../../server/core/http.js';
+import { requestIdFor } from '../../server/core/http.js';
+import { validationErrors } from '../../server/core/validation.js';
 
 t.test('ids are prefixed, 26 base32 characters, and sort by creation time', async (t) => {
   const id = newId('tkt');

@@ -3,7 +3,7 @@ import addFormats from 'ajv-formats';
 import { withTx, type TenantCtx } from '../../core/context.js';
 import { isPgError, PG } from '../../core/db.js';
 import { badRequest, conflict, notFound } from '../../core/errors.js';
-import { validationErrors } from '../../core/http.js';
+import { validationErrors } from '../../core/validation.js';
 import { ID_PREFIX, newId } from '../../core/ids.js';
 import { scopeOf } from '../../core/model.js';
 import * as brands from '../brands/service.js';

@@ -1,11 +1,8 @@
 import type { BaseCtx, TenantCtx } from '../../core/context.js';
 import { newId, ID_PREFIX } from '../../core/ids.js';
+import { normalizeEmail } from '../../core/text.js';
 import { Member } from './model.js';
 import type { MemberView } from './schemas.js';
-
-export function normalizeEmail(email: string): string {
-  return email.trim().toLowerCase();
-}
 
 export function toView(row: Member): MemberView {
   const [firstName, ...rest] = (row.name ?? '').trim().split(/\s+/);
