@@ -89,3 +89,18 @@ export function assertErrorShape(t: Test, res: Reply, status: number, code: stri
   t.ok(String(res.body?.message).length > 5, 'message is a sentence');
   t.equal(res.body?.requestId, res.headers['x-request-id'], 'body names the request id of the header');
 }
+
+let brandSeq = 0;
+
+/** A brand in the mode of `call`, with a slug unique in this test process. */
+export async function makeBrand(call: ReturnType<typeof client>, name = 'Acme Support'): Promise<{ id: string }> {
+  const res = await call('POST', '/v1/brands', { name, slug: `brand-${process.pid}-${++brandSeq}` });
+  if (res.status !== 201) throw new Error(`brand create failed: ${res.status} ${JSON.stringify(res.body)}`);
+  return res.body;
+}
+
+/** A 404 in the error shape, labelled with what was out of reach. */
+export function assertNotFound(t: Test, res: Reply, label: string): void {
+  t.equal(res.status, 404, `${label}: 404`);
+  assertErrorShape(t, res, 404, 'not_found');
+}

@@ -1,5 +1,5 @@
-import t, { type Test } from 'tap';
-import { assertErrorShape, client, signup, testApp, type Reply, type Signup } from '../helpers/app.js';
+import t from 'tap';
+import { assertErrorShape, assertNotFound, client, makeBrand, type Signup, signup, testApp } from '../helpers/app.js';
 
 // Every test signs up its own account: lift the per-hour signup limit for this file.
 const { app, db } = await testApp(t, { TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: '10000' });
@@ -11,22 +11,11 @@ const CAT_ID = /^cat_[0-9a-z]{26}$/;
 type Call = Signup['live'];
 
 let seq = 0;
-async function makeBrand(call: Call, name = 'Acme Support') {
-  const res = await call('POST', '/v1/brands', { name, slug: `brand-${++seq}` });
-  if (res.status !== 201) throw new Error(`brand create failed: ${res.status} ${JSON.stringify(res.body)}`);
-  return res.body as { id: string };
-}
 
 async function makeCategory(call: Call, brandId: string, body: Record<string, unknown> = {}) {
   const res = await call('POST', `/v1/brands/${brandId}/categories`, { name: `Category ${++seq}`, ...body });
   if (res.status !== 201) throw new Error(`category create failed: ${res.status} ${JSON.stringify(res.body)}`);
   return res.body as { id: string; name: string; sortOrder: number };
-}
-
-function assertNotFound(t: Test, res: Reply, label: string) {
-  t.equal(res.status, 404, `${label}: 404`);
-  t.equal(res.body?.code, 'not_found', `${label}: code not_found`);
-  t.equal(res.body?.requestId, res.headers['x-request-id'], `${label}: request id`);
 }
 
 /** Every category route, with a valid body, for one brand and category. */

@@ -1,5 +1,5 @@
-import t, { type Test } from 'tap';
-import { assertErrorShape, client, signup, testApp, type Reply, type Signup } from '../helpers/app.js';
+import t from 'tap';
+import { assertErrorShape, assertNotFound, client, makeBrand, type Reply, type Signup, signup, testApp } from '../helpers/app.js';
 
 const { app, db } = await testApp(t, { TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: '10000' });
 const anonymous = client(app);
@@ -7,13 +7,6 @@ const anonymous = client(app);
 type Call = Signup['live'];
 const COMPANY_ID = /^co_[0-9a-z]{26}$/;
 const PREFIXES = ['/v1/brands', '/v1/workspaces'] as const;
-
-let seq = 0;
-async function makeBrand(call: Call, name = 'Acme Support'): Promise<{ id: string }> {
-  const res = await call('POST', '/v1/brands', { name, slug: `brand-${++seq}` });
-  if (res.status !== 201) throw new Error(`brand create failed: ${res.status} ${JSON.stringify(res.body)}`);
-  return res.body;
-}
 
 async function setup() {
   const owner = await signup(app);
@@ -25,11 +18,6 @@ async function post(call: Call, url: string, body: Record<string, unknown>) {
   const res = await call('POST', url, body);
   if (res.status !== 201) throw new Error(`create failed: ${url} ${res.status} ${JSON.stringify(res.body)}`);
   return res.body;
-}
-
-function assertNotFound(t: Test, res: Reply, label: string) {
-  t.equal(res.status, 404, `${label}: 404`);
-  assertErrorShape(t, res, 404, 'not_found');
 }
 
 const ids = (res: Reply): string[] => res.body.data.map((c: { id: string }) => c.id);

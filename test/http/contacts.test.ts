@@ -1,7 +1,7 @@
-import t, { type Test } from 'tap';
+import t from 'tap';
 import { systemCtx, tenantCtx } from '../../server/core/context.js';
 import * as contactsService from '../../server/domains/contacts/service.js';
-import { assertErrorShape, client, signup, testApp, type Reply, type Signup } from '../helpers/app.js';
+import { assertErrorShape, assertNotFound, client, makeBrand, type Reply, type Signup, signup, testApp } from '../helpers/app.js';
 
 // Every test signs up its own accounts: lift the per-hour signup limit for this file.
 const { app, db } = await testApp(t, { TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: '10000' });
@@ -13,11 +13,6 @@ const PREFIXES = ['/v1/brands', '/v1/workspaces'] as const;
 const PATHS = ['contacts', 'customers'] as const;
 
 let seq = 0;
-async function makeBrand(call: Call, name = 'Acme Support'): Promise<{ id: string }> {
-  const res = await call('POST', '/v1/brands', { name, slug: `brand-${++seq}` });
-  if (res.status !== 201) throw new Error(`brand create failed: ${res.status} ${JSON.stringify(res.body)}`);
-  return res.body;
-}
 
 /** An account with one brand and the base path of its contacts. */
 async function setup() {
@@ -30,11 +25,6 @@ async function makeContact(call: Call, base: string, body: Record<string, unknow
   const res = await call('POST', `${base}/${path}`, body);
   if (res.status !== 201) throw new Error(`contact create failed: ${res.status} ${JSON.stringify(res.body)}`);
   return res.body;
-}
-
-function assertNotFound(t: Test, res: Reply, label: string) {
-  t.equal(res.status, 404, `${label}: 404`);
-  assertErrorShape(t, res, 404, 'not_found');
 }
 
 const ids = (res: Reply): string[] => res.body.data.map((c: { id: string }) => c.id);

@@ -1,5 +1,5 @@
-import t, { type Test } from 'tap';
-import { assertErrorShape, client, signup, testApp, type Reply, type Signup } from '../helpers/app.js';
+import t from 'tap';
+import { assertErrorShape, assertNotFound, client, makeBrand, type Reply, type Signup, signup, testApp } from '../helpers/app.js';
 
 // Every test signs up its own account: lift the per-hour signup limit for this file.
 const { app, db } = await testApp(t, { TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: '10000' });
@@ -16,21 +16,10 @@ const SYSTEM = [
 type Call = Signup['live'];
 let seq = 0;
 
-async function makeBrand(call: Call, name = 'Acme Support') {
-  const res = await call('POST', '/v1/brands', { name, slug: `brand-${++seq}` });
-  if (res.status !== 201) throw new Error(`brand create failed: ${res.status} ${JSON.stringify(res.body)}`);
-  return res.body as { id: string; name: string };
-}
-
 async function makeStatus(call: Call, brandId: string, body: Record<string, unknown> = {}) {
   const res = await call('POST', `/v1/brands/${brandId}/statuses`, { key: `custom_${++seq}`, name: 'In progress', color: '#123abc', ...body });
   if (res.status !== 201) throw new Error(`status create failed: ${res.status} ${JSON.stringify(res.body)}`);
   return res.body as { id: string; key: string; name: string; sortOrder: number };
-}
-
-function assertNotFound(t: Test, res: Reply, label: string) {
-  assertErrorShape(t, res, 404, 'not_found');
-  t.pass(label);
 }
 
 const keysOf = (res: Reply) => (res.body as { key: string }[]).map((s) => s.key);

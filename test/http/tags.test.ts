@@ -1,5 +1,5 @@
-import t, { type Test } from 'tap';
-import { assertErrorShape, client, signup, testApp, type Reply, type Signup } from '../helpers/app.js';
+import t from 'tap';
+import { assertErrorShape, assertNotFound, client, makeBrand, type Signup, signup, testApp } from '../helpers/app.js';
 import { tenantCtx, systemCtx } from '../../server/core/context.js';
 import * as tagService from '../../server/domains/tags/service.js';
 
@@ -13,22 +13,11 @@ const TAG_ID = /^tag_[0-9a-z]{26}$/;
 type Call = Signup['live'];
 
 let seq = 0;
-async function makeBrand(call: Call, name = 'Acme Support') {
-  const res = await call('POST', '/v1/brands', { name, slug: `brand-${++seq}` });
-  if (res.status !== 201) throw new Error(`brand create failed: ${res.status} ${JSON.stringify(res.body)}`);
-  return res.body as { id: string };
-}
 
 async function makeTag(call: Call, brandId: string, body: Record<string, unknown> = {}) {
   const res = await call('POST', `/v1/brands/${brandId}/tags`, { name: `tag-${++seq}`, ...body });
   if (res.status !== 201) throw new Error(`tag create failed: ${res.status} ${JSON.stringify(res.body)}`);
   return res.body as { id: string; name: string; color: string };
-}
-
-function assertNotFound(t: Test, res: Reply, label: string) {
-  t.equal(res.status, 404, `${label}: 404`);
-  t.equal(res.body?.code, 'not_found', `${label}: code not_found`);
-  t.equal(res.body?.requestId, res.headers['x-request-id'], `${label}: request id`);
 }
 
 /** Every tag route, with a valid body, for one brand and two of its tags. */
