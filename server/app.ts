@@ -22,6 +22,7 @@ import { healthRoutes } from './domains/health/routes.js';
 import { memberRoutes } from './domains/members/routes.js';
 import { statusRoutes } from './domains/statuses/routes.js';
 import { tagRoutes } from './domains/tags/routes.js';
+import { ticketRoutes } from './domains/tickets/routes.js';
 
 export interface AppDeps {
   config: Config;
@@ -40,6 +41,7 @@ const BRAND_SCOPED_ROUTES: FastifyPluginAsync[] = [
   customerRoutes,
   companyRoutes,
   blockedSourceRoutes,
+  ticketRoutes,
 ];
 
 const CLIENT_ERRORS = ['400', '401', '403', '404', '409', '413', '429'] as const;

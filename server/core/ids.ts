@@ -15,6 +15,7 @@ export const ID_PREFIX = {
   contact: 'cus',
   company: 'co',
   blockedSource: 'blk',
+  ticket: 'tkt',
   request: 'req',
 } as const;
 

@@ -13,6 +13,7 @@ import * as contacts from '../contacts/service.js';
 import * as fields from '../fields/service.js';
 import * as statuses from '../statuses/service.js';
 import * as tags from '../tags/service.js';
+import * as tickets from '../tickets/service.js';
 import { Brand } from './model.js';
 import type { BrandView, CreateBrandInput, DeleteBrandResultView, UpdateBrandInput } from './schemas.js';
 
@@ -172,13 +173,13 @@ export async function update(ctx: TenantCtx, brandId: string, input: UpdateBrand
 }
 
 /**
- * What deleting a brand removes, counted through each domain's service. Tickets and webhooks arrive
- * with later issues and add their counts here. statusCount counts custom statuses only (every brand
+ * What deleting a brand removes, counted through each domain's service. Webhooks arrive with a later
+ * issue and add their count here; ticketCount leaves out soft-deleted tickets. statusCount counts custom statuses only (every brand
  * has the four system ones). Every child table cascades from brands, so the delete stays one statement.
  */
 async function contentCounts(ctx: TenantCtx, brand: Brand) {
   return {
-    ticketCount: 0,
+    ticketCount: await tickets.countForBrand(ctx, brand.id),
     webhookCount: 0,
     categoryCount: await categories.countInBrand(ctx, brand.id),
     tagCount: await tags.countInBrand(ctx, brand.id),

@@ -145,8 +145,14 @@ export async function reorder(ctx: TenantCtx, brandId: string, input: ReorderCat
  * body with `SELECT category_id, count(*) FROM tickets WHERE <scope> AND brand_id = ? AND
  * deleted_at IS NULL GROUP BY category_id`. Until then every category counts 0.
  */
-export async function ticketCountsByCategory(_ctx: TenantCtx, _brandId: string): Promise<Record<string, number>> {
-  return {};
+export async function ticketCountsByCategory(ctx: TenantCtx, brandId: string): Promise<Record<string, number>> {
+  const rows = await ctx.db('tickets')
+    .where({ accountId: ctx.accountId, livemode: ctx.livemode, brandId })
+    .whereNull('deletedAt')
+    .groupBy('categoryId')
+    .select('categoryId' + ' as k')
+    .count({ n: '*' }) as unknown as { k: string | null; n: string }[];
+  return Object.fromEntries(rows.filter((r) => r.k != null).map((r) => [r.k!, Number(r.n)]));
 }
 
 /** Every category of the brand, with its ticket count (0 when it has none). */

@@ -18,4 +18,5 @@ export class Contact extends TenantModel {
   /** Selected by reads: the linked company's name and whether the email is blocked. */
   declare companyName?: string | null;
   declare isBlocked?: boolean;
+  declare ticketCount?: number;
 }

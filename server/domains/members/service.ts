@@ -37,3 +37,8 @@ export async function list(ctx: TenantCtx): Promise<MemberView[]> {
   const rows = await Member.ofAccount(ctx).orderBy('id', 'asc');
   return rows.map(toView);
 }
+
+/** For tickets: whether `memberId` is a member of the caller's account (the only valid assignees). */
+export async function isMember(ctx: TenantCtx, memberId: string): Promise<boolean> {
+  return Boolean(await Member.ofAccount(ctx).where('members.id', memberId).select('id').first());
+}

@@ -73,8 +73,14 @@ export async function list(ctx: TenantCtx, brandId: string): Promise<StatusView[
  * body with `SELECT status, count(*) FROM tickets WHERE <scope> AND brand_id = ? GROUP BY status`
  * (excluding deleted and spam tickets as its list does). Until then every count is 0.
  */
-async function ticketCountsByStatus(_ctx: TenantCtx, _brandId: string): Promise<Record<string, number>> {
-  return {};
+async function ticketCountsByStatus(ctx: TenantCtx, brandId: string): Promise<Record<string, number>> {
+  const rows = await ctx.db('tickets')
+    .where({ accountId: ctx.accountId, livemode: ctx.livemode, brandId })
+    .whereNull('deletedAt')
+    .groupBy('status')
+    .select('status' + ' as k')
+    .count({ n: '*' }) as unknown as { k: string | null; n: string }[];
+  return Object.fromEntries(rows.filter((r) => r.k != null).map((r) => [r.k!, Number(r.n)]));
 }
 
 export async function stats(ctx: TenantCtx, brandId: string): Promise<StatusWithCountView[]> {

@@ -152,31 +152,33 @@ export async function merge(ctx: TenantCtx, brandId: string, targetId: string, s
     const locked = await requireTags(tx, brandId, [targetId, ...sources], true);
     const target = locked.find((t) => t.id === targetId)!;
 
-    // ── Re-point the ticket-tag links (the one step that touches tickets) ──────────────────────
-    // The tickets issue adds the `ticket_tags` statement here, in this transaction, e.g.:
-    //   INSERT INTO ticket_tags (account_id, livemode, brand_id, ticket_id, tag_id)
-    //     SELECT account_id, livemode, brand_id, ticket_id, :targetId FROM ticket_tags
-    //     WHERE <scope> AND brand_id = :brandId AND tag_id = ANY(:sources)
-    //   ON CONFLICT DO NOTHING;            -- a ticket that already has the target keeps one link
-    // The source links then go with the source tags below (ticket_tags.tag_id ON DELETE CASCADE).
+    // Re-point the ticket-tag links; the source links then go with the source tags below
+    // (ticket_tags.tag_id ON DELETE CASCADE).
     await relinkTickets(tx, target, sources);
-    // ───────────────────────────────────────────────────────────────────────────────────────
 
     await ofBrand(tx, target.brandId).whereIn('tags.id', sources).delete();
     return toView(await ofBrand(tx, target.brandId).patchAndFetchById(target.id, { updatedAt: new Date() }));
   });
 }
 
-/** No tickets yet: nothing to re-point. Replaced by the tickets issue (see merge). */
-async function relinkTickets(_tx: TenantCtx, _target: Tag, _sourceIds: readonly string[]): Promise<void> {}
+/** Every ticket linked to a source tag gets the target once (the source links go with the sources). */
+async function relinkTickets(tx: TenantCtx, target: Tag, sourceIds: readonly string[]): Promise<void> {
+  await tx.db.raw(`insert into ticket_tags (account_id, livemode, brand_id, ticket_id, tag_id)
+    select account_id, livemode, brand_id, ticket_id, ? from ticket_tags
+    where account_id = ? and livemode = ? and brand_id = ? and tag_id = any(?::text[])
+    on conflict do nothing`, [target.id, tx.accountId, tx.livemode, target.brandId, [...sourceIds]]);
+}
 
-/**
- * Tickets per tag of the brand. Tickets do not exist yet: the tickets issue replaces this body
- * with `SELECT tag_id, count(*) FROM ticket_tags JOIN tickets … WHERE <scope> AND brand_id = ?
- * AND deleted_at IS NULL GROUP BY tag_id`. Until then every tag counts 0.
- */
-export async function ticketCountsByTag(_ctx: TenantCtx, _brandId: string): Promise<Record<string, number>> {
-  return {};
+/** Tickets per tag of the brand, deleted tickets left out (tags without tickets are absent). */
+export async function ticketCountsByTag(ctx: TenantCtx, brandId: string): Promise<Record<string, number>> {
+  const rows = await ctx.db('ticketTags as tt')
+    .join('tickets as t', (j) => j.on('t.accountId', 'tt.accountId').andOn('t.livemode', 'tt.livemode').andOn('t.brandId', 'tt.brandId').andOn('t.id', 'tt.ticketId'))
+    .where({ 'tt.accountId': ctx.accountId, 'tt.livemode': ctx.livemode, 'tt.brandId': brandId })
+    .whereNull('t.deletedAt')
+    .groupBy('tt.tagId')
+    .select('tt.tagId as k')
+    .count({ n: '*' }) as unknown as { k: string; n: string }[];
+  return Object.fromEntries(rows.map((r) => [r.k, Number(r.n)]));
 }
 
 /** Every tag of the brand, with the number of tickets carrying it (0 when none). */

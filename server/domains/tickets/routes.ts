@@ -1,0 +1,29 @@
+import type { FastifyInstance } from 'fastify';
+import { BrandParams } from '../../core/schemas.js';
+import { CreateTicketBody, IdempotencyHeaders, TicketOut, TicketParams, type CreateTicketInput } from './schemas.js';
+import * as tickets from './service.js';
+
+/** Mounted under /v1/brands/:brandId and /v1/workspaces/:brandId. */
+export async function ticketRoutes(app: FastifyInstance): Promise<void> {
+  const tags = ['Tickets'];
+
+  app.post<{ Params: { brandId: string }; Body: CreateTicketInput; Headers: { 'x-idempotency-key'?: string } }>('/tickets', {
+    config: { auth: 'api-key', permission: 'tickets:write' },
+    schema: {
+      tags,
+      summary: 'Create a ticket (201); with X-Idempotency-Key, a repeat of the same request returns the first ticket (200)',
+      params: BrandParams,
+      headers: IdempotencyHeaders,
+      body: CreateTicketBody,
+      response: { 201: TicketOut, 200: TicketOut },
+    },
+  }, async (req, reply) => {
+    const result = await tickets.create(req.ctx, req.params.brandId, req.body, req.headers['x-idempotency-key']);
+    return reply.status(result.created ? 201 : 200).send(result.ticket);
+  });
+
+  app.get<{ Params: { brandId: string; ticketId: string } }>('/tickets/:ticketId', {
+    config: { auth: 'api-key', permission: 'tickets:read' },
+    schema: { tags, summary: 'Get a ticket with its customer, category, tags and status', params: TicketParams, response: { 200: TicketOut } },
+  }, async (req) => tickets.get(req.ctx, req.params.brandId, req.params.ticketId));
+}

@@ -1,0 +1,96 @@
+import { Type, type Static } from 'typebox';
+import { BrandParams, Metadata, Nullable, Timestamp } from '../../core/schemas.js';
+
+export const PRIORITIES = ['low', 'normal', 'medium', 'high', 'urgent'] as const;
+export const SOURCES = ['api', 'web', 'email', 'slack', 'sms', 'discord', 'instagram', 'twitter', 'whatsapp', 'custom'] as const;
+export const MAX_TITLE_LENGTH = 500;
+export const MAX_BODY_LENGTH = 100_000;
+
+const Priority = Type.Union(PRIORITIES.map((p) => Type.Literal(p)), { description: 'low < normal < medium < high < urgent' });
+const Source = Type.Union(SOURCES.map((s) => Type.Literal(s)));
+const Id = Type.String({ minLength: 1, maxLength: 64 });
+const Email = Type.String({ minLength: 3, maxLength: 320, pattern: '^\\s*[^\\s@]+@[^\\s@.]+(?:\\.[^\\s@.]+)+\\s*$', description: 'Stored trimmed and lower-cased' });
+const Link = Type.Object(
+  {
+    url: Type.String({ minLength: 1, maxLength: 2048 }),
+    title: Type.Optional(Nullable(Type.String({ maxLength: 500 }))),
+    type: Type.Optional(Nullable(Type.String({ maxLength: 100 }))),
+  },
+  { additionalProperties: false },
+);
+const AnyObject = Type.Record(Type.String(), Type.Unknown());
+
+export const TicketOut = Type.Object({
+  id: Type.String(),
+  object: Type.Literal('ticket'),
+  brandId: Type.String(),
+  ticketNumber: Type.Integer(),
+  title: Type.String(),
+  body: Nullable(Type.String()),
+  status: Type.String(),
+  statusRef: Nullable(Type.Object({ id: Type.String(), key: Type.String(), name: Type.String(), color: Type.String() })),
+  priority: Nullable(Type.String()),
+  assigneeId: Nullable(Type.String()),
+  createdBy: Nullable(Type.String()),
+  customerId: Nullable(Type.String()),
+  customer: Nullable(Type.Object({
+    id: Type.String(),
+    email: Type.String(),
+    name: Nullable(Type.String()),
+    avatarUrl: Nullable(Type.String()),
+    companyId: Nullable(Type.String()),
+    company: Nullable(Type.Object({ id: Type.String(), name: Type.String() })),
+  })),
+  categoryId: Nullable(Type.String()),
+  category: Nullable(Type.Object({ id: Type.String(), name: Type.String(), color: Type.String() })),
+  tags: Type.Array(Type.Object({ id: Type.String(), name: Type.String(), color: Type.String() })),
+  links: Type.Array(Type.Object({ url: Type.String(), title: Type.Optional(Nullable(Type.String())), type: Type.Optional(Nullable(Type.String())) })),
+  customFields: Type.Unknown(),
+  metadata: AnyObject,
+  source: Type.String(),
+  sourceId: Nullable(Type.String()),
+  sourceData: Nullable(AnyObject),
+  commentCount: Type.Integer(),
+  attachmentCount: Type.Integer(),
+  isSpam: Type.Boolean(),
+  createdAt: Timestamp,
+  updatedAt: Timestamp,
+  deletedAt: Nullable(Timestamp),
+  mergedIntoId: Nullable(Type.String()),
+});
+
+export const CreateTicketBody = Type.Object(
+  {
+    title: Type.String({ minLength: 1, maxLength: MAX_TITLE_LENGTH, pattern: '\\S', description: 'Stored trimmed' }),
+    body: Type.Optional(Nullable(Type.String({ maxLength: MAX_BODY_LENGTH }))),
+    customerEmail: Type.Optional(Nullable(Email)),
+    customerName: Type.Optional(Nullable(Type.String({ maxLength: 200 }))),
+    status: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'A status key of the brand (system or custom); default open' })),
+    priority: Type.Optional(Nullable(Priority)),
+    assigneeId: Type.Optional(Nullable(Type.String({ minLength: 1, maxLength: 64, description: 'A member id from GET /v1/accounts/me/members' }))),
+    createdBy: Type.Optional(Nullable(Type.String({ maxLength: 200 }))),
+    categoryId: Type.Optional(Nullable(Id)),
+    tags: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 100 }), { maxItems: 50, description: 'Tag ids (tag_…) or names; unknown names create tags' })),
+    links: Type.Optional(Type.Array(Link, { maxItems: 50 })),
+    customFields: Type.Optional(Type.Unknown({ description: 'Any JSON (at most 64 KB serialized, depth 10); validated when the brand has a ticket schema' })),
+    metadata: Type.Optional(Metadata),
+    source: Type.Optional(Source),
+    sourceId: Type.Optional(Nullable(Type.String({ maxLength: 500 }))),
+    sourceData: Type.Optional(Nullable(AnyObject)),
+    notifyCustomer: Type.Optional(Type.Boolean({ description: 'Accepted; notifications are not sent yet' })),
+    attachmentIds: Type.Optional(Type.Array(Id, { maxItems: 50, description: 'Accepted and ignored until attachments exist' })),
+  },
+  { additionalProperties: false },
+);
+
+export const IdempotencyHeaders = Type.Object({
+  'x-idempotency-key': Type.Optional(Type.String({ minLength: 1, maxLength: 255, description: 'Same key and body within 24 h returns the first ticket (200); another body is a 409' })),
+});
+
+export const TicketParams = Type.Object({
+  ...BrandParams.properties,
+  ticketId: Type.String({ minLength: 1, maxLength: 64 }),
+});
+
+export type TicketView = Static<typeof TicketOut>;
+export type CreateTicketInput = Static<typeof CreateTicketBody>;
