@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { BrandParams } from '../../core/schemas.js';
-import { CreateTicketBody, IdempotencyHeaders, TicketOut, TicketParams, type CreateTicketInput } from './schemas.js';
+import { CreateTicketBody, IdempotencyHeaders, TicketListQuery, TicketOut, TicketPage, TicketParams, UpdateTicketBody, type CreateTicketInput, type TicketListInput, type UpdateTicketInput } from './schemas.js';
 import * as tickets from './service.js';
 
 /** Mounted under /v1/brands/:brandId and /v1/workspaces/:brandId. */
@@ -26,4 +26,19 @@ export async function ticketRoutes(app: FastifyInstance): Promise<void> {
     config: { auth: 'api-key', permission: 'tickets:read' },
     schema: { tags, summary: 'Get a ticket with its customer, category, tags and status', params: TicketParams, response: { 200: TicketOut } },
   }, async (req) => tickets.get(req.ctx, req.params.brandId, req.params.ticketId));
+
+  app.get<{ Params: { brandId: string }; Querystring: TicketListInput }>('/tickets', {
+    config: { auth: 'api-key', permission: 'tickets:read' },
+    schema: { tags, summary: 'List tickets (filters of spec 4.8, keyset cursor pages; spam excluded unless isSpam is given)', params: BrandParams, querystring: TicketListQuery, response: { 200: TicketPage } },
+  }, async (req) => tickets.list(req.ctx, req.params.brandId, req.query));
+
+  app.patch<{ Params: { brandId: string; ticketId: string }; Body: UpdateTicketInput }>('/tickets/:ticketId', {
+    config: { auth: 'api-key', permission: 'tickets:write' },
+    schema: { tags, summary: 'Update a ticket (null clears assigneeId, categoryId, priority; tags is a full replacement)', params: TicketParams, body: UpdateTicketBody, response: { 200: TicketOut } },
+  }, async (req) => (await tickets.update(req.ctx, req.params.brandId, req.params.ticketId, req.body)).ticket);
+
+  app.delete<{ Params: { brandId: string; ticketId: string } }>('/tickets/:ticketId', {
+    config: { auth: 'api-key', permission: 'tickets:write' },
+    schema: { tags, summary: 'Soft-delete a ticket; returns it with deletedAt', params: TicketParams, response: { 200: TicketOut } },
+  }, async (req) => tickets.remove(req.ctx, req.params.brandId, req.params.ticketId));
 }

@@ -1,4 +1,5 @@
 import { Type, type Static } from 'typebox';
+import { PageOf, PageQuery } from '../../core/pagination.js';
 import { BrandParams, Metadata, Nullable, Timestamp } from '../../core/schemas.js';
 
 export const PRIORITIES = ['low', 'normal', 'medium', 'high', 'urgent'] as const;
@@ -6,7 +7,7 @@ export const SOURCES = ['api', 'web', 'email', 'slack', 'sms', 'discord', 'insta
 export const MAX_TITLE_LENGTH = 500;
 export const MAX_BODY_LENGTH = 100_000;
 
-const Priority = Type.Union(PRIORITIES.map((p) => Type.Literal(p)), { description: 'low < normal < medium < high < urgent' });
+const Priority = Type.Union([Type.Literal('low'), Type.Literal('normal'), Type.Literal('medium'), Type.Literal('high'), Type.Literal('urgent')], { description: 'low < normal < medium < high < urgent' });
 const Source = Type.Union(SOURCES.map((s) => Type.Literal(s)));
 const Id = Type.String({ minLength: 1, maxLength: 64 });
 const Email = Type.String({ minLength: 3, maxLength: 320, pattern: '^\\s*[^\\s@]+@[^\\s@.]+(?:\\.[^\\s@.]+)+\\s*$', description: 'Stored trimmed and lower-cased' });
@@ -92,5 +93,51 @@ export const TicketParams = Type.Object({
   ticketId: Type.String({ minLength: 1, maxLength: 64 }),
 });
 
+export const UpdateTicketBody = Type.Object(
+  {
+    title: Type.Optional(Type.String({ minLength: 1, maxLength: MAX_TITLE_LENGTH, pattern: '\\S', description: 'Stored trimmed' })),
+    body: Type.Optional(Nullable(Type.String({ maxLength: MAX_BODY_LENGTH }))),
+    status: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'A status key of the brand (system or custom)' })),
+    priority: Type.Optional(Nullable(Priority)),
+    assigneeId: Type.Optional(Nullable(Type.String({ minLength: 1, maxLength: 64, description: 'A member id; null unassigns' }))),
+    categoryId: Type.Optional(Nullable(Id)),
+    tags: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 100 }), { maxItems: 50, description: 'Full replacement: tag ids (tag_…) or names; unknown names create tags' })),
+    links: Type.Optional(Type.Array(Link, { maxItems: 50 })),
+    customFields: Type.Optional(Type.Unknown({ description: 'Replaces the stored value; same limits and validation as on create' })),
+    metadata: Type.Optional(Metadata),
+    isSpam: Type.Optional(Type.Boolean()),
+  },
+  { additionalProperties: false, minProperties: 1 },
+);
+
+export const TICKET_SORTS = ['createdAt', 'updatedAt', 'priority', 'ticketNumber', 'title', 'status', 'customer', 'company', 'assignee', 'category'] as const;
+const CommaList = (description: string) => Type.String({ minLength: 1, maxLength: 1000, description });
+
+export const TicketListQuery = Type.Object(
+  {
+    status: Type.Optional(CommaList('Comma-separated status keys; `active` = open,pending; `all` = no filter')),
+    priority: Type.Optional(Type.Union([...PRIORITIES.map((p) => Type.Literal(p)), Type.Literal('all')], { description: 'Exact priority; `all` = no filter' })),
+    assigneeId: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'A member id; `unassigned` or `null` = no assignee; `all` = no filter' })),
+    customerId: Type.Optional(Id),
+    customerEmail: Type.Optional(Type.String({ minLength: 1, maxLength: 320, description: 'Resolved to the brand\'s contact with this email (normalized); none = empty list' })),
+    companyId: Type.Optional(Id),
+    createdBy: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
+    createdAfter: Type.Optional(Type.String({ format: 'date-time', description: 'created_at > this instant' })),
+    createdBefore: Type.Optional(Type.String({ format: 'date-time', description: 'created_at < this instant' })),
+    hasAttachments: Type.Optional(Type.Boolean()),
+    isSpam: Type.Optional(Type.Boolean({ description: 'Omitted: spam is excluded; true: only spam; false: only non-spam' })),
+    categoryId: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'A category id; `null` = uncategorized; `all` = no filter' })),
+    tagIds: Type.Optional(CommaList('Comma-separated tag ids; the ticket must have ALL of them (at most 20)')),
+    sort: Type.Optional(Type.Union(TICKET_SORTS.map((s) => Type.Literal(s)), { default: 'createdAt', description: 'priority sorts by rank (none < low < normal < medium < high < urgent); relation sorts by the related name' })),
+    order: Type.Optional(Type.Union([Type.Literal('asc'), Type.Literal('desc')], { default: 'desc' })),
+    ...PageQuery,
+  },
+  { additionalProperties: false },
+);
+
+export const TicketPage = PageOf(TicketOut);
+
 export type TicketView = Static<typeof TicketOut>;
+export type UpdateTicketInput = Static<typeof UpdateTicketBody>;
+export type TicketListInput = Static<typeof TicketListQuery>;
 export type CreateTicketInput = Static<typeof CreateTicketBody>;

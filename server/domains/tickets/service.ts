@@ -13,10 +13,11 @@ import * as members from '../members/service.js';
 import * as statuses from '../statuses/service.js';
 import * as tags from '../tags/service.js';
 import { Ticket } from './model.js';
-import type { CreateTicketInput, TicketView } from './schemas.js';
+import { keysetPage, type Page } from '../../core/pagination.js';
+import { TICKET_SORTS, type CreateTicketInput, type TicketListInput, type TicketView, type UpdateTicketInput } from './schemas.js';
 
 /**
- * Tickets of a brand (first slice: create and get).
+ * Tickets of a brand: create, get, update, soft delete and the list (search comes next).
  *
  * Create runs in one transaction, in this order:
  *   1. claim the idempotency key (if any): INSERT … ON CONFLICT; a concurrent request with the
@@ -181,6 +182,25 @@ async function claimKey(ctx: TenantCtx, key: string, fingerprint: string, ticket
   return { claimed: false, ticketId: existing.resourceId };
 }
 
+/** Tag ids for tag ids (must be the brand's) or names (found or created). */
+async function resolveTags(ctx: TenantCtx, brandId: string, given: readonly string[]): Promise<Set<string>> {
+  const tagIds = new Set<string>();
+  const ids = given.filter((t) => TAG_ID.test(t));
+  const names = given.filter((t) => !TAG_ID.test(t));
+  if (ids.length) {
+    const rows = await asFieldError('tags', 'invalid_tags', 'tags names a tag id that is not a tag of this brand', () => tags.requireTags(ctx, brandId, ids));
+    for (const r of rows) tagIds.add(r.id);
+  }
+  if (names.length) for (const t of await tags.findOrCreateByNames(ctx, brandId, names)) tagIds.add(t.id);
+  return tagIds;
+}
+
+async function assertAssignee(ctx: TenantCtx, assigneeId: string): Promise<void> {
+  if (!(await members.isMember(ctx, assigneeId))) {
+    throw badRequest(`assigneeId ${assigneeId} is not a member of this account; see GET /v1/accounts/me/members`, [{ field: 'assigneeId', message: 'is not a member of this account' }], 'invalid_assignee');
+  }
+}
+
 export interface CreateResult {
   created: boolean;
   ticket: TicketView;
@@ -210,20 +230,10 @@ export async function create(ctx: TenantCtx, brandId: string, input: CreateTicke
       ? (await asFieldError('categoryId', 'invalid_category', `categoryId ${input.categoryId} is not a category of this brand`, () => categories.requireCategory(tx, brand.id, input.categoryId!))).id
       : null;
     const assigneeId = input.assigneeId ?? null;
-    if (assigneeId && !(await members.isMember(tx, assigneeId))) {
-      throw badRequest(`assigneeId ${assigneeId} is not a member of this account; see GET /v1/accounts/me/members`, [{ field: 'assigneeId', message: 'is not a member of this account' }], 'invalid_assignee');
-    }
+    if (assigneeId) await assertAssignee(tx, assigneeId);
     await fields.validateCustomFields(tx, brand.id, input.customFields);
 
-    const tagIds = new Set<string>();
-    const given = input.tags ?? [];
-    const ids = given.filter((t) => TAG_ID.test(t));
-    const names = given.filter((t) => !TAG_ID.test(t));
-    if (ids.length) {
-      const rows = await asFieldError('tags', 'invalid_tags', 'tags names a tag id that is not a tag of this brand', () => tags.requireTags(tx, brand.id, ids));
-      for (const r of rows) tagIds.add(r.id);
-    }
-    if (names.length) for (const t of await tags.findOrCreateByNames(tx, brand.id, names)) tagIds.add(t.id);
+    const tagIds = await resolveTags(tx, brand.id, input.tags ?? []);
 
     let customerId: string | null = null;
     let isSpam = false;
@@ -267,4 +277,200 @@ export async function create(ctx: TenantCtx, brandId: string, input: CreateTicke
 export async function countForBrand(ctx: TenantCtx, brandId: string): Promise<number> {
   const r = await Ticket.scoped(ctx).where('brandId', brandId).whereNull('deletedAt').count({ n: '*' }).first() as unknown as { n: string };
   return Number(r.n);
+}
+
+export interface Change {
+  field: string;
+  from: unknown;
+  to: unknown;
+}
+
+export interface UpdateResult {
+  ticket: TicketView;
+  /** The fields that really changed, for the ticket events of the next issue. */
+  changes: Change[];
+}
+
+const same = (a: unknown, b: unknown) => canonicalJson(a) === canonicalJson(b);
+
+/**
+ * PATCH: only the fields given; `changes` lists those whose value really changed (tags as sorted
+ * id lists). Nothing changed: nothing is written and updatedAt stays.
+ */
+export async function update(ctx: TenantCtx, brandId: string, ticketId: string, input: UpdateTicketInput): Promise<UpdateResult> {
+  if (Object.keys(input).length === 0) throw badRequest('Send at least one field to change', [], 'empty_update');
+  let title: string | undefined;
+  if (input.title !== undefined) {
+    title = input.title.trim();
+    if (!title) throw badRequest('title must not be blank', [{ field: 'title', message: 'must not be blank' }]);
+  }
+  checkCustomFieldsShape(input.customFields);
+
+  const outcome = await withTx(ctx, async (tx) => {
+    const brand = await brands.requireBrand(tx, brandId);
+    const locked = await Ticket.scoped(tx).where({ 'tickets.brandId': brand.id, 'tickets.id': ticketId }).whereNull('tickets.deletedAt').forUpdate().first();
+    if (!locked) throw notFound('Ticket');
+    const before = await fetchView(tx, brand.id, locked.id);
+
+    const patch: Record<string, unknown> = {};
+    const changes: Change[] = [];
+    const consider = (field: string, from: unknown, to: unknown, column: string = field, stored: unknown = to) => {
+      if (to === undefined || same(from, to)) return;
+      changes.push({ field, from, to });
+      patch[column] = stored;
+    };
+    consider('title', before.title, title);
+    consider('body', before.body, input.body);
+    if (input.status !== undefined) await statuses.assertStatusKey(tx, brand.id, input.status);
+    consider('status', before.status, input.status);
+    consider('priority', before.priority, input.priority);
+    if (input.assigneeId) await assertAssignee(tx, input.assigneeId);
+    consider('assigneeId', before.assigneeId, input.assigneeId);
+    if (input.categoryId) {
+      await asFieldError('categoryId', 'invalid_category', `categoryId ${input.categoryId} is not a category of this brand`, () => categories.requireCategory(tx, brand.id, input.categoryId!));
+    }
+    consider('categoryId', before.categoryId, input.categoryId);
+    consider('links', before.links, input.links, 'links', JSON.stringify(input.links));
+    if (input.customFields !== undefined) await fields.validateCustomFields(tx, brand.id, input.customFields);
+    consider('customFields', before.customFields, input.customFields, 'customFields', input.customFields === null ? null : JSON.stringify(input.customFields));
+    consider('metadata', before.metadata, input.metadata, 'metadata', JSON.stringify(input.metadata));
+    consider('isSpam', before.isSpam, input.isSpam);
+
+    let newTags: string[] | undefined;
+    if (input.tags !== undefined) {
+      const from = before.tags.map((g) => g.id).sort();
+      const to = [...await resolveTags(tx, brand.id, input.tags)].sort();
+      if (!same(from, to)) {
+        changes.push({ field: 'tags', from, to });
+        newTags = to;
+      }
+    }
+
+    if (changes.length) {
+      const columns = Object.keys(patch);
+      const json = new Set(['links', 'customFields', 'metadata']);
+      const snake = (c: string) => c.replace(/[A-Z]/g, (m) => `_${m.toLowerCase()}`);
+      const sets = columns.map((c) => `${snake(c)} = ?${json.has(c) ? '::jsonb' : ''}`);
+      await tx.db.raw(`update tickets set ${[...sets, 'updated_at = now()'].join(', ')}
+        where account_id = ? and livemode = ? and brand_id = ? and id = ?`, [...columns.map((c) => patch[c] ?? null) as never[], tx.accountId, tx.livemode, brand.id, locked.id]);
+      if (newTags) {
+        await tx.db('ticket_tags').where({ accountId: tx.accountId, livemode: tx.livemode, brandId: brand.id, ticketId: locked.id }).whereNotIn('tagId', newTags).delete();
+        if (newTags.length) {
+          await tx.db('ticket_tags').insert(newTags.map((tagId) => ({ accountId: tx.accountId, livemode: tx.livemode, brandId: brand.id, ticketId: locked.id, tagId })))
+            .onConflict(['accountId', 'livemode', 'brandId', 'ticketId', 'tagId']).ignore();
+        }
+      }
+    }
+    return { ticket: changes.length ? await fetchView(tx, brand.id, locked.id) : before, changes };
+  });
+  return outcome;
+}
+
+/** Soft delete: sets deleted_at; the ticket then vanishes from reads (404) and lists. */
+export async function remove(ctx: TenantCtx, brandId: string, ticketId: string): Promise<TicketView> {
+  return withTx(ctx, async (tx) => {
+    const brand = await brands.requireBrand(tx, brandId);
+    const n = await Ticket.scoped(tx).where({ brandId: brand.id, id: ticketId }).whereNull('deletedAt')
+      .patch({ deletedAt: objection.raw('now()') as unknown as Date });
+    if (!n) throw notFound('Ticket');
+    return fetchView(tx, brand.id, ticketId, true);
+  });
+}
+
+const PRIORITY_RANK = `(case tickets.priority when 'low' then 1 when 'normal' then 2 when 'medium' then 3 when 'high' then 4 when 'urgent' then 5 else 0 end)`;
+const SAME_SCOPE = (alias: string) => `${alias}.account_id = tickets.account_id and ${alias}.livemode = tickets.livemode and ${alias}.brand_id = tickets.brand_id`;
+
+/**
+ * Sort expressions, never NULL (keysetPage compares row values). Timestamps sort as integer
+ * microseconds so the cursor keeps their full precision; relation sorts use the related name
+ * (lower-cased), with '' for none.
+ */
+const SORT_SQL: Record<typeof TICKET_SORTS[number], string> = {
+  createdAt: 'tickets.id',
+  updatedAt: `(extract(epoch from tickets.updated_at) * 1000000)::bigint`,
+  priority: PRIORITY_RANK,
+  ticketNumber: 'tickets.ticket_number',
+  title: 'lower(tickets.title)',
+  status: 'tickets.status',
+  customer: `coalesce((select lower(coalesce(nullif(c.name, ''), c.email)) from contacts c where ${SAME_SCOPE('c')} and c.id = tickets.customer_id), '')`,
+  company: `coalesce((select lower(co.name) from contacts c join companies co on co.id = c.company_id where ${SAME_SCOPE('c')} and c.id = tickets.customer_id), '')`,
+  assignee: `coalesce((select lower(coalesce(nullif(m.name, ''), m.email)) from members m where m.account_id = tickets.account_id and m.id = tickets.assignee_id), '')`,
+  category: `coalesce((select lower(ca.name) from categories ca where ${SAME_SCOPE('ca')} and ca.id = tickets.category_id), '')`,
+};
+const MAX_TAG_FILTER = 20;
+
+const commaList = (s: string) => [...new Set(s.split(',').map((v) => v.trim()).filter(Boolean))];
+
+/**
+ * The list (spec 4.8). Sentinels: status `active` = open,pending and `all` = none; priority,
+ * assigneeId and categoryId `all` = none; assigneeId `unassigned`/`null` and categoryId `null`
+ * select the empty column. Spam is excluded unless isSpam is given. One statement per page; the
+ * relations come from correlated subqueries evaluated for the page's rows only.
+ */
+export async function list(ctx: TenantCtx, brandId: string, input: TicketListInput): Promise<Page<TicketView>> {
+  const brand = await brands.requireBrand(ctx, brandId);
+  const sort = (input.sort ?? 'createdAt') as typeof TICKET_SORTS[number];
+  const order = input.order ?? 'desc';
+  const q = query(ctx, brand.id).whereNull('tickets.deletedAt');
+
+  let status: string[] | null = null;
+  if (input.status !== undefined) {
+    const keys = commaList(input.status);
+    if (!keys.includes('all')) status = [...new Set(keys.flatMap((k) => (k === 'active' ? ['open', 'pending'] : [k])))].sort();
+  }
+  if (status) q.whereIn('tickets.status', status);
+  const priority = input.priority && input.priority !== 'all' ? input.priority : null;
+  if (priority) q.where('tickets.priority', priority);
+  let assignee: string | null = null;
+  if (input.assigneeId !== undefined && input.assigneeId !== 'all') {
+    assignee = input.assigneeId === 'unassigned' || input.assigneeId === 'null' ? 'null' : input.assigneeId;
+    if (assignee === 'null') q.whereNull('tickets.assigneeId');
+    else q.where('tickets.assigneeId', assignee);
+  }
+  if (input.customerId) q.where('tickets.customerId', input.customerId);
+  const customerEmail = input.customerEmail !== undefined ? normalizeEmail(input.customerEmail) : null;
+  if (customerEmail !== null) {
+    q.whereRaw(`tickets.customer_id = (select c.id from contacts c where ${SAME_SCOPE('c')} and c.email = ?)`, [customerEmail]);
+  }
+  if (input.companyId) {
+    q.whereRaw(`exists (select 1 from contacts c where ${SAME_SCOPE('c')} and c.id = tickets.customer_id and c.company_id = ?)`, [input.companyId]);
+  }
+  if (input.createdBy) q.where('tickets.createdBy', input.createdBy);
+  const createdAfter = input.createdAfter ? new Date(input.createdAfter).toISOString() : null;
+  const createdBefore = input.createdBefore ? new Date(input.createdBefore).toISOString() : null;
+  if (createdAfter) q.where('tickets.createdAt', '>', createdAfter);
+  if (createdBefore) q.where('tickets.createdAt', '<', createdBefore);
+  const hasAttachments = input.hasAttachments ?? null;
+  if (hasAttachments !== null) q.where('tickets.attachmentCount', hasAttachments ? '>' : '=', 0);
+  const isSpam = input.isSpam ?? false;
+  q.where('tickets.isSpam', isSpam);
+  let category: string | null = null;
+  if (input.categoryId !== undefined && input.categoryId !== 'all') {
+    category = input.categoryId;
+    if (category === 'null') q.whereNull('tickets.categoryId');
+    else q.where('tickets.categoryId', category);
+  }
+  const tagIds = input.tagIds !== undefined ? commaList(input.tagIds).sort() : null;
+  if (tagIds && tagIds.length > MAX_TAG_FILTER) {
+    throw badRequest(`tagIds may name at most ${MAX_TAG_FILTER} tags`, [{ field: 'tagIds', message: `must name at most ${MAX_TAG_FILTER} tags` }]);
+  }
+  for (const tagId of tagIds ?? []) {
+    q.whereRaw(`exists (select 1 from ticket_tags tt where ${SAME_SCOPE('tt')} and tt.ticket_id = tickets.id and tt.tag_id = ?)`, [tagId]);
+  }
+
+  const sortSql = SORT_SQL[sort];
+  q.select(objection.raw(`${sortSql} as sort_key`));
+  return keysetPage(q, {
+    sort: sortSql,
+    id: 'tickets.id',
+    order,
+    limit: input.limit,
+    cursor: input.cursor,
+    filters: {
+      brandId: brand.id, status, priority, assignee, customerId: input.customerId ?? null, customerEmail, companyId: input.companyId ?? null,
+      createdBy: input.createdBy ?? null, createdAfter, createdBefore, hasAttachments, isSpam, category, tagIds, sort, order,
+    },
+    valueOf: (row) => (row as unknown as { sortKey: string | number }).sortKey,
+    toView: (row) => toView(row as Row),
+  });
 }
