@@ -350,6 +350,8 @@ export async function update(ctx: TenantCtx, brandId: string, ticketId: string, 
       const columns = Object.keys(patch);
       const json = new Set(['links', 'customFields', 'metadata']);
       const snake = (c: string) => c.replace(/[A-Z]/g, (m) => `_${m.toLowerCase()}`);
+      // Raw on purpose: customFields may be any JSON, a bare string included, which objection's
+      // jsonAttributes would not encode; here every JSON column is sent as text and cast to jsonb.
       const sets = columns.map((c) => `${snake(c)} = ?${json.has(c) ? '::jsonb' : ''}`);
       await tx.db.raw(`update tickets set ${[...sets, 'updated_at = now()'].join(', ')}
         where account_id = ? and livemode = ? and brand_id = ? and id = ?`, [...columns.map((c) => patch[c] ?? null) as never[], tx.accountId, tx.livemode, brand.id, locked.id]);
