@@ -81,6 +81,10 @@ async function main(): Promise<number> {
       await handle.release();
       rmSync(dataDir, { recursive: true, force: true });
     };
+    // Interrupted (Ctrl-C, a kill, or a reader that closed the pipe): stop the throwaway cluster first.
+    const interrupted = (code: number) => () => { void stopCluster().finally(() => process.exit(code)); };
+    for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.once(signal, interrupted(130));
+    process.stdout.on('error', interrupted(1));
     process.stdout.write(`# embedded PostgreSQL for this run in ${dataDir}\n`);
   } else {
     process.stdout.write(`# tests use TEST_DATABASE_URL (${new URL(adminUrl).host})\n`);
