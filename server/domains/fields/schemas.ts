@@ -62,44 +62,15 @@ const editable = {
   source: Nullable(Type.String({ maxLength: 100 })),
 };
 
+/** Every editable property, optional: what an update may send, and the base of a create. */
+const optionalEditable = Type.Partial(Type.Object(editable)).properties;
+
 export const CreateFieldBody = Type.Object(
-  {
-    key: FieldKey,
-    label: editable.label,
-    type: editable.type,
-    required: Type.Optional(editable.required),
-    defaultValue: Type.Optional(editable.defaultValue),
-    description: Type.Optional(editable.description),
-    placeholder: Type.Optional(editable.placeholder),
-    options: Type.Optional(editable.options),
-    visible: Type.Optional(editable.visible),
-    showOnCreate: Type.Optional(editable.showOnCreate),
-    showInTable: Type.Optional(editable.showInTable),
-    showInDetail: Type.Optional(editable.showInDetail),
-    sortOrder: Type.Optional(editable.sortOrder),
-    source: Type.Optional(editable.source),
-  },
+  { key: FieldKey, ...optionalEditable, label: editable.label, type: editable.type },
   { additionalProperties: false },
 );
 
-export const UpdateFieldBody = Type.Object(
-  {
-    label: Type.Optional(editable.label),
-    type: Type.Optional(editable.type),
-    required: Type.Optional(editable.required),
-    defaultValue: Type.Optional(editable.defaultValue),
-    description: Type.Optional(editable.description),
-    placeholder: Type.Optional(editable.placeholder),
-    options: Type.Optional(editable.options),
-    visible: Type.Optional(editable.visible),
-    showOnCreate: Type.Optional(editable.showOnCreate),
-    showInTable: Type.Optional(editable.showInTable),
-    showInDetail: Type.Optional(editable.showInDetail),
-    sortOrder: Type.Optional(editable.sortOrder),
-    source: Type.Optional(editable.source),
-  },
-  { additionalProperties: false, minProperties: 1 },
-);
+export const UpdateFieldBody = Type.Object(optionalEditable, { additionalProperties: false, minProperties: 1 });
 
 export const ReorderFieldsBody = Type.Object(
   { keys: Type.Array(Type.String({ minLength: 1, maxLength: 50 }), { minItems: 1, maxItems: 500, description: 'Every field key of the entity type, once each, in the new order' }) },
