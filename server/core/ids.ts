@@ -17,6 +17,7 @@ export const ID_PREFIX = {
   blockedSource: 'blk',
   ticket: 'tkt',
   request: 'req',
+  auditEntry: 'log',
 } as const;
 
 let lastTime = -1;

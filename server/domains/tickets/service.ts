@@ -4,6 +4,7 @@ import { withTx, type TenantCtx } from '../../core/context.js';
 import { badRequest, conflict, HttpError, notFound } from '../../core/errors.js';
 import { newId, ID_PREFIX } from '../../core/ids.js';
 import { isEmail, normalizeEmail } from '../../core/text.js';
+import * as audit from '../audit/service.js';
 import * as blockedSources from '../blocked-sources/service.js';
 import * as brands from '../brands/service.js';
 import * as categories from '../categories/service.js';
@@ -14,6 +15,7 @@ import * as statuses from '../statuses/service.js';
 import * as tags from '../tags/service.js';
 import { Ticket } from './model.js';
 import { keysetPage, type Page } from '../../core/pagination.js';
+import type { Change } from '../audit/service.js';
 import { TICKET_SORTS, type CreateTicketInput, type TicketListInput, type TicketView, type UpdateTicketInput } from './schemas.js';
 
 /**
@@ -23,7 +25,7 @@ import { TICKET_SORTS, type CreateTicketInput, type TicketListInput, type Ticket
  *   1. claim the idempotency key (if any): INSERT … ON CONFLICT; a concurrent request with the
  *      same key blocks on the uncommitted row and then sees the committed ticket;
  *   2. every check and every side write (status, category, assignee, tags, customer contact,
- *      blocked sender, custom fields): none of them locks the brand row;
+ *      blocked sender, custom fields, the audit entry): none of them locks the brand row;
  *   3. LAST, one statement: a CTE that bumps brands.next_ticket_number (UPDATE … RETURNING), inserts
  *      the ticket with that number and inserts its tag links. The brand row lock, which serializes
  *      creates within a brand, is taken by that statement and held only until the commit right
@@ -242,6 +244,8 @@ export async function create(ctx: TenantCtx, brandId: string, input: CreateTicke
       isSpam = await blockedSources.isBlocked(tx, brand.id, email);
     }
 
+    await audit.record(tx, { brandId: brand.id, entityType: 'ticket', entityId: id, event: 'ticket.created', metadata: { title } });
+
     // Last statement of the transaction (see the file comment): counter, ticket and tag links.
     const json = (v: unknown) => (v === undefined ? null : JSON.stringify(v));
     const inserted = await tx.db.raw(`
@@ -277,12 +281,6 @@ export async function create(ctx: TenantCtx, brandId: string, input: CreateTicke
 export async function countForBrand(ctx: TenantCtx, brandId: string): Promise<number> {
   const r = await Ticket.scoped(ctx).where('brandId', brandId).whereNull('deletedAt').count({ n: '*' }).first() as unknown as { n: string };
   return Number(r.n);
-}
-
-export interface Change {
-  field: string;
-  from: unknown;
-  to: unknown;
 }
 
 export interface UpdateResult {
@@ -355,6 +353,7 @@ export async function update(ctx: TenantCtx, brandId: string, ticketId: string, 
       const sets = columns.map((c) => `${snake(c)} = ?${json.has(c) ? '::jsonb' : ''}`);
       await tx.db.raw(`update tickets set ${[...sets, 'updated_at = now()'].join(', ')}
         where account_id = ? and livemode = ? and brand_id = ? and id = ?`, [...columns.map((c) => patch[c] ?? null) as never[], tx.accountId, tx.livemode, brand.id, locked.id]);
+      await audit.record(tx, { brandId: brand.id, entityType: 'ticket', entityId: locked.id, event: 'ticket.updated', changes, metadata: { ticketNumber: locked.ticketNumber, title: title ?? locked.title } });
       if (newTags) {
         await tx.db('ticket_tags').where({ accountId: tx.accountId, livemode: tx.livemode, brandId: brand.id, ticketId: locked.id }).whereNotIn('tagId', newTags).delete();
         if (newTags.length) {
@@ -375,7 +374,9 @@ export async function remove(ctx: TenantCtx, brandId: string, ticketId: string):
     const n = await Ticket.scoped(tx).where({ brandId: brand.id, id: ticketId }).whereNull('deletedAt')
       .patch({ deletedAt: objection.raw('now()') as unknown as Date });
     if (!n) throw notFound('Ticket');
-    return fetchView(tx, brand.id, ticketId, true);
+    const ticket = await fetchView(tx, brand.id, ticketId, true);
+    await audit.record(tx, { brandId: brand.id, entityType: 'ticket', entityId: ticketId, event: 'ticket.deleted', metadata: { ticketNumber: ticket.ticketNumber, title: ticket.title } });
+    return ticket;
   });
 }
 

@@ -1,0 +1,26 @@
+import { TenantModel } from '../../core/model.js';
+import type { PerformerType } from '../../core/context.js';
+
+export interface Change {
+  field: string;
+  from: unknown;
+  to: unknown;
+}
+
+export class AuditEntry extends TenantModel {
+  static override tableName = 'auditLog';
+  static override jsonAttributes = ['changes', 'metadata'];
+
+  declare id: string;
+  declare brandId: string | null;
+  declare entityType: string;
+  declare entityId: string;
+  declare event: string;
+  declare performerType: PerformerType;
+  declare performerId: string | null;
+  declare performerName: string | null;
+  declare changes: Change[];
+  declare metadata: Record<string, unknown>;
+  declare requestId: string | null;
+  declare createdAt: Date;
+}

@@ -1,0 +1,46 @@
+import type { TenantCtx } from '../../core/context.js';
+import { newId, ID_PREFIX } from '../../core/ids.js';
+import { scopeOf } from '../../core/model.js';
+import { AuditEntry, type Change } from './model.js';
+
+export type { Change };
+
+export interface AuditFact {
+  /** null for account-level entities (API keys, members). */
+  brandId: string | null;
+  entityType: string;
+  entityId: string;
+  /** `<entity>.<verb>`: ticket.created, ticket.updated, comment.deleted, … */
+  event: string;
+  changes?: Change[];
+  /** Small context for readers of the log (ticket number, title, …). */
+  metadata?: Record<string, unknown>;
+}
+
+/**
+ * Records one audit entry: who (ctx.actor) did what, under which request. It must run inside the
+ * transaction of the change it describes, so the change and its entry commit or roll back
+ * together; called outside one it throws, which tests catch at once.
+ */
+export async function record(ctx: TenantCtx, fact: AuditFact): Promise<void> {
+  if (!ctx.db.isTransaction) throw new Error(`audit.record(${fact.event}) must run inside the change's transaction`);
+  await AuditEntry.query(ctx.db).insert({
+    id: newId(ID_PREFIX.auditEntry),
+    ...scopeOf(ctx),
+    brandId: fact.brandId,
+    entityType: fact.entityType,
+    entityId: fact.entityId,
+    event: fact.event,
+    performerType: ctx.actor.type,
+    performerId: ctx.actor.id,
+    performerName: ctx.actor.name,
+    changes: fact.changes ?? [],
+    metadata: fact.metadata ?? {},
+    requestId: ctx.requestId,
+  });
+}
+
+/** A ticket's entries, oldest first (the ticket history; issue 5 adds the routes). */
+export async function forEntity(ctx: TenantCtx, entityType: string, entityId: string): Promise<AuditEntry[]> {
+  return AuditEntry.scoped(ctx).where({ entityType, entityId }).orderBy('id');
+}

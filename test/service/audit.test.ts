@@ -1,0 +1,62 @@
+import t from 'tap';
+import { systemCtx, tenantCtx, withTx, type TenantCtx } from '../../server/core/context.js';
+import * as accounts from '../../server/domains/accounts/service.js';
+import * as audit from '../../server/domains/audit/service.js';
+import * as brands from '../../server/domains/brands/service.js';
+import * as tickets from '../../server/domains/tickets/service.js';
+import pg from 'pg';
+import { freshDatabase, urlFor } from '../helpers/db.js';
+
+const { db, name } = await freshDatabase(t);
+
+async function setup(): Promise<{ ctx: TenantCtx; brandId: string; accountId: string }> {
+  const created = await accounts.create(systemCtx(db), { email: `audit-${Math.random().toString(36).slice(2)}@example.com` });
+  const base = tenantCtx(systemCtx(db), created.account.id, true);
+  const ctx: TenantCtx = { ...base, actor: { type: 'api', id: 'key_test', name: 'CI key' }, requestId: 'req_abc' };
+  const brand = await brands.create(ctx, { name: 'Audited' });
+  return { ctx, brandId: brand.id, accountId: created.account.id };
+}
+
+t.test('create, update and delete of a ticket each leave one entry with the actor, the request and the changes', async (t) => {
+  const { ctx, brandId } = await setup();
+  const { ticket } = await tickets.create(ctx, brandId, { title: 'Printer on fire' });
+  await tickets.update(ctx, brandId, ticket.id, { priority: 'urgent', title: 'Printer on fire' });
+  await tickets.update(ctx, brandId, ticket.id, { priority: 'urgent' }); // no change: no entry
+  await tickets.remove(ctx, brandId, ticket.id);
+  const entries = await audit.forEntity(ctx, 'ticket', ticket.id);
+  t.same(entries.map((e) => e.event), ['ticket.created', 'ticket.updated', 'ticket.deleted']);
+  t.match(entries[0], { brandId, performerType: 'api', performerId: 'key_test', performerName: 'CI key', requestId: 'req_abc', metadata: { title: 'Printer on fire' } });
+  t.same(entries[1]!.changes, [{ field: 'priority', from: null, to: 'urgent' }], 'only the field that really changed');
+  t.match(entries[2]!.metadata, { ticketNumber: ticket.ticketNumber });
+});
+
+t.test('a change that rolls back leaves no entry', async (t) => {
+  const { ctx, brandId } = await setup();
+  let ticketId = '';
+  await t.rejects(withTx(ctx, async (tx) => {
+    ticketId = (await tickets.create(tx, brandId, { title: 'Never happened' })).ticket.id;
+    throw new Error('rollback');
+  }), /rollback/);
+  t.ok(ticketId, 'the ticket was created inside the transaction');
+  t.same(await audit.forEntity(ctx, 'ticket', ticketId), []);
+});
+
+t.test('recording outside a transaction is a programming error', async (t) => {
+  const { ctx, brandId } = await setup();
+  await t.rejects(audit.record(ctx, { brandId, entityType: 'ticket', entityId: 'tkt_x', event: 'ticket.created' }), /inside the change's transaction/);
+});
+
+t.test('entries are append-only, yet go with their account', async (t) => {
+  const { ctx, brandId, accountId } = await setup();
+  await tickets.create(ctx, brandId, { title: 'Kept' });
+  const direct = async (sql: string) => {
+    const client = new pg.Client({ connectionString: urlFor(name) });
+    await client.connect();
+    try { return await client.query(sql, [accountId]); } finally { await client.end(); }
+  };
+  await t.rejects(direct('update audit_log set event = \'x\' where account_id = $1'), /append-only/);
+  await t.rejects(direct('delete from audit_log where account_id = $1'), /append-only/);
+  await direct('delete from accounts where id = $1');
+  const left = await direct('select count(*)::int as n from audit_log where account_id = $1');
+  t.equal(left.rows[0].n, 0, 'deleting the account took its entries');
+});
