@@ -6,7 +6,8 @@ import type { Knex } from 'knex';
  * refused too except when the whole account goes (the account FK cascades; the trigger lets a
  * cascade through by checking that the account row is gone).
  *
- * brand_id is null for account-level entries (API keys, members). Entries outlive the brand and
+ * brand_id is null for account-level entries (API keys, members). ticket_id is set on entries about
+ * a ticket or something of it (comments, attachments, watchers): the ticket history reads by it. Entries outlive the brand and
  * the ticket they describe: history is kept when a brand is deleted.
  * changes is a list of { field, from, to }.
  */
@@ -16,6 +17,7 @@ export async function up(knex: Knex): Promise<void> {
     t.text('account_id').notNullable().references('id').inTable('accounts').onDelete('CASCADE');
     t.boolean('livemode').notNullable();
     t.text('brand_id');
+    t.text('ticket_id');
     t.text('entity_type').notNullable();
     t.text('entity_id').notNullable();
     t.text('event').notNullable();
@@ -29,6 +31,7 @@ export async function up(knex: Knex): Promise<void> {
     t.check("performer_type in ('api', 'user', 'customer', 'system')", [], 'audit_log_performer_type_check');
   });
   await knex.raw('CREATE INDEX audit_log_brand_idx ON audit_log (account_id, livemode, brand_id, id)');
+  await knex.raw('CREATE INDEX audit_log_ticket_idx ON audit_log (account_id, livemode, ticket_id, id) WHERE ticket_id IS NOT NULL');
   await knex.raw('CREATE INDEX audit_log_entity_idx ON audit_log (account_id, livemode, entity_type, entity_id, id)');
   await knex.raw(`
     CREATE FUNCTION audit_log_append_only() RETURNS trigger LANGUAGE plpgsql AS $$

@@ -28,6 +28,7 @@ t.test('create, update and delete of a ticket each leave one entry with the acto
   t.match(entries[0], { brandId, performerType: 'api', performerId: 'key_test', performerName: 'CI key', requestId: 'req_abc', metadata: { title: 'Printer on fire' } });
   t.same(entries[1]!.changes, [{ field: 'priority', from: null, to: 'urgent' }], 'only the field that really changed');
   t.match(entries[2]!.metadata, { ticketNumber: ticket.ticketNumber });
+  t.same((await audit.forTicket(ctx, ticket.id)).map((e) => e.id), entries.map((e) => e.id), 'the ticket history has them too');
 });
 
 t.test('a change that rolls back leaves no entry', async (t) => {

@@ -13,6 +13,7 @@ export class AuditEntry extends TenantModel {
 
   declare id: string;
   declare brandId: string | null;
+  declare ticketId: string | null;
   declare entityType: string;
   declare entityId: string;
   declare event: string;

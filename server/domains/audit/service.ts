@@ -8,6 +8,8 @@ export type { Change };
 export interface AuditFact {
   /** null for account-level entities (API keys, members). */
   brandId: string | null;
+  /** The ticket the entry is about, also for its comments, attachments and watchers. */
+  ticketId?: string | null;
   entityType: string;
   entityId: string;
   /** `<entity>.<verb>`: ticket.created, ticket.updated, comment.deleted, … */
@@ -28,6 +30,7 @@ export async function record(ctx: TenantCtx, fact: AuditFact): Promise<void> {
     id: newId(ID_PREFIX.auditEntry),
     ...scopeOf(ctx),
     brandId: fact.brandId,
+    ticketId: fact.ticketId ?? null,
     entityType: fact.entityType,
     entityId: fact.entityId,
     event: fact.event,
@@ -40,7 +43,12 @@ export async function record(ctx: TenantCtx, fact: AuditFact): Promise<void> {
   });
 }
 
-/** A ticket's entries, oldest first (the ticket history; issue 5 adds the routes). */
+/** An entity's entries, oldest first. */
 export async function forEntity(ctx: TenantCtx, entityType: string, entityId: string): Promise<AuditEntry[]> {
   return AuditEntry.scoped(ctx).where({ entityType, entityId }).orderBy('id');
+}
+
+/** A ticket's history, oldest first: its own entries and those of its comments, attachments, … */
+export async function forTicket(ctx: TenantCtx, ticketId: string): Promise<AuditEntry[]> {
+  return AuditEntry.scoped(ctx).where({ ticketId }).orderBy('id');
 }

@@ -244,7 +244,7 @@ export async function create(ctx: TenantCtx, brandId: string, input: CreateTicke
       isSpam = await blockedSources.isBlocked(tx, brand.id, email);
     }
 
-    await audit.record(tx, { brandId: brand.id, entityType: 'ticket', entityId: id, event: 'ticket.created', metadata: { title } });
+    await audit.record(tx, { brandId: brand.id, ticketId: id, entityType: 'ticket', entityId: id, event: 'ticket.created', metadata: { title } });
 
     // Last statement of the transaction (see the file comment): counter, ticket and tag links.
     const json = (v: unknown) => (v === undefined ? null : JSON.stringify(v));
@@ -353,7 +353,7 @@ export async function update(ctx: TenantCtx, brandId: string, ticketId: string, 
       const sets = columns.map((c) => `${snake(c)} = ?${json.has(c) ? '::jsonb' : ''}`);
       await tx.db.raw(`update tickets set ${[...sets, 'updated_at = now()'].join(', ')}
         where account_id = ? and livemode = ? and brand_id = ? and id = ?`, [...columns.map((c) => patch[c] ?? null) as never[], tx.accountId, tx.livemode, brand.id, locked.id]);
-      await audit.record(tx, { brandId: brand.id, entityType: 'ticket', entityId: locked.id, event: 'ticket.updated', changes, metadata: { ticketNumber: locked.ticketNumber, title: title ?? locked.title } });
+      await audit.record(tx, { brandId: brand.id, ticketId: locked.id, entityType: 'ticket', entityId: locked.id, event: 'ticket.updated', changes, metadata: { ticketNumber: locked.ticketNumber, title: title ?? locked.title } });
       if (newTags) {
         await tx.db('ticket_tags').where({ accountId: tx.accountId, livemode: tx.livemode, brandId: brand.id, ticketId: locked.id }).whereNotIn('tagId', newTags).delete();
         if (newTags.length) {
@@ -375,7 +375,7 @@ export async function remove(ctx: TenantCtx, brandId: string, ticketId: string):
       .patch({ deletedAt: objection.raw('now()') as unknown as Date });
     if (!n) throw notFound('Ticket');
     const ticket = await fetchView(tx, brand.id, ticketId, true);
-    await audit.record(tx, { brandId: brand.id, entityType: 'ticket', entityId: ticketId, event: 'ticket.deleted', metadata: { ticketNumber: ticket.ticketNumber, title: ticket.title } });
+    await audit.record(tx, { brandId: brand.id, ticketId, entityType: 'ticket', entityId: ticketId, event: 'ticket.deleted', metadata: { ticketNumber: ticket.ticketNumber, title: ticket.title } });
     return ticket;
   });
 }
