@@ -15,6 +15,7 @@ import { apiKeyRoutes } from './domains/api-keys/routes.js';
 import { blockedSourceRoutes } from './domains/blocked-sources/routes.js';
 import { brandRoutes } from './domains/brands/routes.js';
 import { categoryRoutes } from './domains/categories/routes.js';
+import { commentRoutes } from './domains/comments/routes.js';
 import { companyRoutes } from './domains/companies/routes.js';
 import { contactRoutes, customerRoutes } from './domains/contacts/routes.js';
 import { fieldRoutes, ticketSchemaRoutes } from './domains/fields/routes.js';
@@ -41,6 +42,7 @@ const BRAND_SCOPED_ROUTES: FastifyPluginAsync[] = [
   customerRoutes,
   companyRoutes,
   blockedSourceRoutes,
+  commentRoutes, // /tickets/:ticketId/comments… and the short /comments/:commentId
   ticketRoutes,
 ];
 

@@ -37,6 +37,8 @@ export const PERMISSIONS = {
   'companies:write': { accountWide: false },
   'blocked_sources:read': { accountWide: false },
   'blocked_sources:write': { accountWide: false },
+  'comments:read': { accountWide: false },
+  'comments:write': { accountWide: false },
   'tickets:read': { accountWide: false },
   'tickets:write': { accountWide: false },
 } as const;

@@ -16,6 +16,7 @@ export const ID_PREFIX = {
   company: 'co',
   blockedSource: 'blk',
   ticket: 'tkt',
+  comment: 'cmt',
   request: 'req',
   auditEntry: 'log',
 } as const;

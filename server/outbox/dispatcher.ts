@@ -1,6 +1,7 @@
 import cron, { type ScheduledTask } from 'node-cron';
 import { systemCtx } from '../core/context.js';
 import type { Db } from '../core/db.js';
+import { purgeExpired as purgeExpiredIdempotencyKeys } from '../core/idempotency.js';
 import * as apiKeys from '../domains/api-keys/service.js';
 
 export interface DispatcherLog {
@@ -19,11 +20,13 @@ export class Dispatcher {
   constructor(private readonly db: Db, private readonly log: DispatcherLog) {}
 
   /** One pass over every job; tests call it directly instead of waiting for the clock. */
-  async tick(): Promise<{ revokedKeys: number }> {
+  async tick(): Promise<{ revokedKeys: number; purgedIdempotencyKeys: number }> {
     const ctx = systemCtx(this.db, 'dispatcher');
     const revokedKeys = await apiKeys.revokeExpired(ctx);
     if (revokedKeys) this.log.info({ revokedKeys }, 'revoked API keys whose grace period ended');
-    return { revokedKeys };
+    const purgedIdempotencyKeys = await purgeExpiredIdempotencyKeys(ctx);
+    if (purgedIdempotencyKeys) this.log.info({ purgedIdempotencyKeys }, 'purged expired idempotency keys');
+    return { revokedKeys, purgedIdempotencyKeys };
   }
 
   start(): void {

@@ -11,7 +11,7 @@ const Priority = Type.Union([Type.Literal('low'), Type.Literal('normal'), Type.L
 const Source = Type.Union(SOURCES.map((s) => Type.Literal(s)));
 const Id = Type.String({ minLength: 1, maxLength: 64 });
 const Email = Type.String({ minLength: 3, maxLength: 320, pattern: '^\\s*[^\\s@]+@[^\\s@.]+(?:\\.[^\\s@.]+)+\\s*$', description: 'Stored trimmed and lower-cased' });
-const Link = Type.Object(
+export const Link = Type.Object(
   {
     url: Type.String({ minLength: 1, maxLength: 2048 }),
     title: Type.Optional(Nullable(Type.String({ maxLength: 500 }))),

@@ -1,8 +1,8 @@
-import { createHash } from 'node:crypto';
 import objection from 'objection';
 import { withTx, type TenantCtx } from '../../core/context.js';
-import { badRequest, conflict, HttpError, notFound } from '../../core/errors.js';
+import { badRequest, HttpError, notFound } from '../../core/errors.js';
 import { newId, ID_PREFIX } from '../../core/ids.js';
+import { canonicalJson, claim as claimIdempotencyKey, requestFingerprint } from '../../core/idempotency.js';
 import { isEmail, normalizeEmail } from '../../core/text.js';
 import * as audit from '../audit/service.js';
 import * as blockedSources from '../blocked-sources/service.js';
@@ -36,7 +36,6 @@ import { TICKET_SORTS, type CreateTicketInput, type TicketListInput, type Ticket
  * attachmentIds are accepted and ignored until attachments exist.
  */
 
-export const IDEMPOTENCY_TTL_HOURS = 24;
 export const MAX_CUSTOM_FIELDS_BYTES = 64 * 1024;
 export const MAX_CUSTOM_FIELDS_DEPTH = 10;
 const TAG_ID = /^tag_[0-9a-z]{26}$/;
@@ -112,20 +111,6 @@ export async function get(ctx: TenantCtx, brandId: string, ticketId: string): Pr
   return fetchView(ctx, brand.id, ticketId);
 }
 
-/** JSON with object keys sorted at every level: the same body always has the same text. */
-function canonicalJson(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
-  if (value && typeof value === 'object') {
-    return `{${Object.keys(value).sort().filter((k) => (value as Record<string, unknown>)[k] !== undefined)
-      .map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`).join(',')}}`;
-  }
-  return JSON.stringify(value ?? null);
-}
-
-export function requestFingerprint(method: string, route: string, body: unknown): string {
-  return createHash('sha256').update(`${method}\n${route}\n${canonicalJson(body)}`).digest('hex');
-}
-
 /** Depth of a JSON value: scalars 0, {} and [] 1, one more per level of nesting. */
 function jsonDepth(value: unknown): number {
   let max = 0;
@@ -159,29 +144,6 @@ async function asFieldError<T>(field: string, code: string, message: string, fn:
     if (err instanceof HttpError && err.statusCode === 404) throw badRequest(message, [{ field, message: 'is not known in this brand' }], code);
     throw err;
   }
-}
-
-/**
- * Claims the idempotency key for this request, or answers with the ticket it already created.
- * The claim is an insert in the caller's transaction (rolled back if the create fails); an expired
- * key is taken over. A row that already exists and is live belongs to a committed request (the
- * insert waits for an uncommitted one), so its resource id is final.
- */
-async function claimKey(ctx: TenantCtx, key: string, fingerprint: string, ticketId: string): Promise<{ claimed: true } | { claimed: false; ticketId: string }> {
-  const claimed = await ctx.db.raw(`
-    insert into idempotency_keys (account_id, livemode, key, fingerprint, resource_id, created_at, expires_at)
-    values (?, ?, ?, ?, ?, now(), now() + make_interval(hours => ?))
-    on conflict (account_id, livemode, key) do update
-      set fingerprint = excluded.fingerprint, resource_id = excluded.resource_id, created_at = excluded.created_at, expires_at = excluded.expires_at
-      where idempotency_keys.expires_at <= now()
-    returning key`, [ctx.accountId, ctx.livemode, key, fingerprint, ticketId, IDEMPOTENCY_TTL_HOURS]) as { rows: unknown[] };
-  if (claimed.rows.length) return { claimed: true };
-  const existing = await ctx.db('idempotency_keys').where({ accountId: ctx.accountId, livemode: ctx.livemode, key })
-    .first('fingerprint', 'resourceId') as { fingerprint: string; resourceId: string | null };
-  if (existing.fingerprint !== fingerprint || !existing.resourceId) {
-    throw conflict('This X-Idempotency-Key was already used with a different request; use a new key for a new ticket', 'idempotency_key_reused');
-  }
-  return { claimed: false, ticketId: existing.resourceId };
 }
 
 /** Tag ids for tag ids (must be the brand's) or names (found or created). */
@@ -222,8 +184,8 @@ export async function create(ctx: TenantCtx, brandId: string, input: CreateTicke
     const brand = await brands.requireBrand(tx, brandId);
     const id = newId(ID_PREFIX.ticket);
     if (idempotencyKey !== undefined) {
-      const claim = await claimKey(tx, idempotencyKey, requestFingerprint('POST', `/brands/${brand.id}/tickets`, input), id);
-      if (!claim.claimed) return { created: false, id: claim.ticketId, brandId: brand.id };
+      const claim = await claimIdempotencyKey(tx, idempotencyKey, requestFingerprint('POST', `/brands/${brand.id}/tickets`, input), id, 'ticket');
+      if (!claim.claimed) return { created: false, id: claim.resourceId, brandId: brand.id };
     }
 
     const status = input.status ?? 'open';

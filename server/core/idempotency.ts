@@ -1,0 +1,80 @@
+import { createHash } from 'node:crypto';
+import type { BaseCtx, TenantCtx } from './context.js';
+import { conflict } from './errors.js';
+
+/**
+ * `X-Idempotency-Key` for any create (tickets, comments, …): one row per (account, mode, key) in
+ * idempotency_keys, holding the fingerprint of the request and the id of what it created.
+ *
+ * The fingerprint covers method, route and the body as canonical JSON, so the same key sent to
+ * another route (a comment key reused for a ticket, another ticket's comments) is another request:
+ * a 409, never the other resource.
+ */
+
+export const IDEMPOTENCY_TTL_HOURS = 24;
+
+/** JSON with object keys sorted at every level: the same body always has the same text. */
+export function canonicalJson(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
+  if (value && typeof value === 'object') {
+    return `{${Object.keys(value).sort().filter((k) => (value as Record<string, unknown>)[k] !== undefined)
+      .map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`).join(',')}}`;
+  }
+  return JSON.stringify(value ?? null);
+}
+
+/** Route with ids normalized by the caller (e.g. `/brands/br_…/tickets`), so path aliases are one request. */
+export function requestFingerprint(method: string, route: string, body: unknown): string {
+  return createHash('sha256').update(`${method}\n${route}\n${canonicalJson(body)}`).digest('hex');
+}
+
+export type Claim = { claimed: true } | { claimed: false; resourceId: string };
+
+/**
+ * Claims `key` for a request that is about to create `resourceId`, or answers with what an earlier
+ * identical request created. The claim is an insert in the caller's transaction, so a failed
+ * request releases its key; an expired key is taken over. A concurrent request with the same key
+ * waits on the uncommitted row and then sees the committed resource id. A live row with another
+ * fingerprint is a 409 `idempotency_key_reused`.
+ */
+export async function claim(ctx: TenantCtx, key: string, fingerprint: string, resourceId: string, what = 'request'): Promise<Claim> {
+  if (!ctx.db.isTransaction) throw new Error('idempotency.claim must run inside the transaction of the create');
+  // Twice at most: the row we conflicted with may be purged (it expired) before we read it.
+  for (let attempt = 0; attempt < 2; attempt++) {
+    const claimed = await ctx.db.raw(`
+      insert into idempotency_keys (account_id, livemode, key, fingerprint, resource_id, created_at, expires_at)
+      values (?, ?, ?, ?, ?, now(), now() + make_interval(hours => ?))
+      on conflict (account_id, livemode, key) do update
+        set fingerprint = excluded.fingerprint, resource_id = excluded.resource_id, created_at = excluded.created_at, expires_at = excluded.expires_at
+        where idempotency_keys.expires_at <= now()
+      returning key`, [ctx.accountId, ctx.livemode, key, fingerprint, resourceId, IDEMPOTENCY_TTL_HOURS]) as { rows: unknown[] };
+    if (claimed.rows.length) return { claimed: true };
+    const existing = await ctx.db('idempotency_keys').where({ accountId: ctx.accountId, livemode: ctx.livemode, key })
+      .first('fingerprint', 'resourceId') as { fingerprint: string; resourceId: string | null } | undefined;
+    if (!existing) continue;
+    if (existing.fingerprint !== fingerprint || !existing.resourceId) {
+      throw conflict(`This X-Idempotency-Key was already used with a different request; use a new key for a new ${what}`, 'idempotency_key_reused');
+    }
+    return { claimed: false, resourceId: existing.resourceId };
+  }
+  throw conflict('This X-Idempotency-Key is being reused right now; retry the request', 'idempotency_key_reused');
+}
+
+/**
+ * Deletes expired keys, at most `batchSize` rows per statement (each its own short transaction,
+ * skipping rows a claim holds), so a large backlog never holds locks for long. Stops after
+ * `maxBatches`; the next run continues. Returns the number of keys deleted.
+ */
+export async function purgeExpired(ctx: BaseCtx, { batchSize = 1000, maxBatches = 50 } = {}): Promise<number> {
+  let total = 0;
+  for (let i = 0; i < maxBatches; i++) {
+    const result = await ctx.db.raw(`
+      delete from idempotency_keys where (account_id, livemode, key) in (
+        select account_id, livemode, key from idempotency_keys where expires_at < now()
+        limit ? for update skip locked)`, [batchSize]) as { rowCount: number | null };
+    const n = result.rowCount ?? 0;
+    total += n;
+    if (n < batchSize) break;
+  }
+  return total;
+}

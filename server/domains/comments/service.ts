@@ -1,0 +1,351 @@
+import { withTx, type TenantCtx } from '../../core/context.js';
+import { badRequest, notFound } from '../../core/errors.js';
+import { canonicalJson, claim as claimIdempotencyKey, requestFingerprint } from '../../core/idempotency.js';
+import { newId, ID_PREFIX } from '../../core/ids.js';
+import { scopeOf } from '../../core/model.js';
+import { isEmail, normalizeEmail } from '../../core/text.js';
+import * as audit from '../audit/service.js';
+import type { Change } from '../audit/service.js';
+import * as brands from '../brands/service.js';
+import * as statuses from '../statuses/service.js';
+import { Comment } from './model.js';
+import type { CommentView, CreateCommentInput, UpdateCommentInput } from './schemas.js';
+
+/**
+ * Comments of a ticket: create (optionally also setting the ticket status), list as threads, get,
+ * update, soft delete; and, for ticket merge, moving comments and adding system notes.
+ *
+ * tickets.comment_count is kept exact by one rule: every write that changes a ticket's set of live
+ * comments first locks the ticket row (SELECT … FOR UPDATE) and changes the count in the same
+ * transaction. The lock also makes the "parent is a live comment" check of a reply agree with
+ * concurrent deletes. The ticket columns are written here with scoped SQL (as tags do for their
+ * stats) rather than through the tickets service, which will call this one for merge.
+ *
+ * Threads are one level deep: a top-level comment carries every live reply of its thread (replies
+ * to replies included, each with its own parentId), oldest first. A reply whose parent was deleted
+ * starts a thread of its own at top level, in its chronological place; deleted comments never show.
+ */
+
+interface TicketRow {
+  id: string;
+  ticketNumber: number;
+  title: string;
+  status: string;
+}
+
+interface CommentWithTicket extends Comment {
+  ticketNumber: number;
+}
+
+const same = (a: unknown, b: unknown) => canonicalJson(a) === canonicalJson(b);
+const iso = (d: Date | string) => new Date(d).toISOString();
+
+function toView(row: Comment): CommentView {
+  return {
+    id: row.id,
+    object: 'comment',
+    ticketId: row.ticketId,
+    brandId: row.brandId,
+    body: row.body,
+    authorId: row.authorId,
+    authorName: row.authorName,
+    authorType: row.authorType,
+    parentId: row.parentId,
+    isInternal: row.isInternal,
+    links: row.links ?? [],
+    metadata: row.metadata ?? {},
+    source: row.source,
+    sourceId: row.sourceId,
+    sourceData: row.sourceData ?? null,
+    cc: row.cc ?? [],
+    connectionId: row.connectionId,
+    createdAt: iso(row.createdAt),
+    updatedAt: iso(row.updatedAt),
+    deletedAt: row.deletedAt ? iso(row.deletedAt) : null,
+    replies: [],
+  };
+}
+
+/** Live comments of one ticket (id = creation order) grouped into threads; see the file comment. */
+function threads(rows: Comment[]): CommentView[] {
+  const byId = new Map(rows.map((r) => [r.id, r]));
+  const rootOf = new Map<string, string>();
+  // Iterative walk up the live parents (memoized), so a long reply chain cannot exhaust the stack.
+  const rootId = (row: Comment): string => {
+    const path: string[] = [];
+    let cur = row;
+    let root: string;
+    for (;;) {
+      const known = rootOf.get(cur.id);
+      if (known) { root = known; break; }
+      path.push(cur.id);
+      const parent = cur.parentId ? byId.get(cur.parentId) : undefined;
+      if (!parent) { root = cur.id; break; }
+      cur = parent;
+    }
+    for (const id of path) rootOf.set(id, root);
+    return root;
+  };
+  const tops = new Map<string, CommentView>();
+  for (const row of rows) if (rootId(row) === row.id) tops.set(row.id, toView(row));
+  for (const row of rows) {
+    const root = rootOf.get(row.id)!;
+    if (root !== row.id) tops.get(root)!.replies.push(toView(row));
+  }
+  return [...tops.values()];
+}
+
+function liveComments(ctx: TenantCtx, brandId: string, ticketId: string) {
+  return Comment.scoped(ctx).where({ 'comments.brandId': brandId, 'comments.ticketId': ticketId }).whereNull('comments.deletedAt').orderBy('comments.id');
+}
+
+/** The comment as lists show it: a top-level comment with its thread, a reply without one. */
+async function present(ctx: TenantCtx, row: Comment): Promise<CommentView> {
+  if (row.deletedAt) return toView(row);
+  return threads(await liveComments(ctx, row.brandId, row.ticketId)).find((c) => c.id === row.id) ?? toView(row);
+}
+
+/** A live ticket of the brand, optionally locked (see the file comment), or 404. */
+async function ticketOf(ctx: TenantCtx, brandId: string, ticketId: string, lock = false): Promise<TicketRow> {
+  const q = ctx.db('tickets').where({ accountId: ctx.accountId, livemode: ctx.livemode, brandId, id: ticketId }).whereNull('deletedAt')
+    .first('id', 'ticketNumber', 'title', 'status');
+  if (lock) q.forUpdate();
+  const row = await q as TicketRow | undefined;
+  if (!row) throw notFound('Ticket');
+  return row;
+}
+
+function ticketRow(ctx: TenantCtx, brandId: string, ticketId: string) {
+  return ctx.db('tickets').where({ accountId: ctx.accountId, livemode: ctx.livemode, brandId, id: ticketId });
+}
+
+/** A live comment of a live ticket of the brand (of `ticketId` when given), with the ticket number; or 404. */
+async function find(ctx: TenantCtx, brandId: string, commentId: string, ticketId?: string, lock = false): Promise<CommentWithTicket> {
+  const q = Comment.scoped(ctx)
+    .join('tickets as t', (j) => j.on('t.accountId', 'comments.accountId').andOn('t.livemode', 'comments.livemode')
+      .andOn('t.brandId', 'comments.brandId').andOn('t.id', 'comments.ticketId'))
+    .where({ 'comments.brandId': brandId, 'comments.id': commentId })
+    .whereNull('comments.deletedAt').whereNull('t.deletedAt')
+    .select('comments.*', 't.ticketNumber as ticketNumber');
+  if (ticketId !== undefined) q.where('comments.ticketId', ticketId);
+  // Lock the comment row only (FOR UPDATE OF); objection's typings omit knex's table list.
+  if (lock) (q as unknown as { forUpdate(...tables: string[]): void }).forUpdate('comments');
+  const row = await q.first() as CommentWithTicket | undefined;
+  if (!row) throw notFound('Comment');
+  return row;
+}
+
+/** metadata.isInternal, which must be a boolean when given. */
+function internalFlag(metadata: Record<string, unknown> | undefined): boolean | undefined {
+  const value = metadata?.isInternal;
+  if (value === undefined) return undefined;
+  if (typeof value !== 'boolean') {
+    throw badRequest('metadata.isInternal must be true or false', [{ field: 'metadata.isInternal', message: 'must be a boolean' }]);
+  }
+  return value;
+}
+
+function normalizeCc(cc: readonly string[] | undefined): string[] {
+  const emails = [...new Set((cc ?? []).map(normalizeEmail))];
+  const bad = emails.findIndex((e) => !isEmail(e));
+  if (bad >= 0) throw badRequest('cc must list email addresses', [{ field: `cc.${bad}`, message: 'is not an email address' }], 'invalid_email');
+  return emails;
+}
+
+type NewComment = Pick<Comment, 'id' | 'body' | 'authorId' | 'authorName' | 'authorType' | 'parentId' | 'isInternal' | 'links' | 'metadata'
+  | 'source' | 'sourceId' | 'sourceData' | 'cc' | 'connectionId'>;
+
+/**
+ * The write shared by create and system notes, inside the caller's transaction: lock the ticket,
+ * check the parent, bump comment_count and updated_at (and the status when setStatus changes
+ * it), insert the comment, record the audit entries. The ticket is written before the comment
+ * is inserted; one transaction makes both happen or neither.
+ */
+async function insert(tx: TenantCtx, brandId: string, ticketId: string, comment: NewComment, setStatus?: string): Promise<Comment> {
+  const ticket = await ticketOf(tx, brandId, ticketId, true);
+  if (comment.parentId) {
+    const parent = await liveComments(tx, brandId, ticket.id).where('comments.id', comment.parentId).first();
+    if (!parent) {
+      throw badRequest(`parentId ${comment.parentId} is not a comment of this ticket`, [{ field: 'parentId', message: 'is not a live comment of this ticket' }], 'invalid_parent');
+    }
+  }
+  const statusChange = setStatus !== undefined && setStatus !== ticket.status ? { status: setStatus } : {};
+  await ticketRow(tx, brandId, ticket.id).update({ commentCount: tx.db.raw('comment_count + 1'), updatedAt: tx.db.fn.now(), ...statusChange });
+  const row = await Comment.query(tx.db).insert({ ...scopeOf(tx), brandId, ticketId: ticket.id, ...comment }).returning('*') as unknown as Comment;
+
+  await audit.record(tx, { brandId, ticketId: ticket.id, entityType: 'comment', entityId: row.id, event: 'comment.created', metadata: { ticketNumber: ticket.ticketNumber, isInternal: row.isInternal } });
+  if (statusChange.status) {
+    await audit.record(tx, {
+      brandId, ticketId: ticket.id, entityType: 'ticket', entityId: ticket.id, event: 'ticket.updated',
+      changes: [{ field: 'status', from: ticket.status, to: statusChange.status }], metadata: { ticketNumber: ticket.ticketNumber, title: ticket.title },
+    });
+  }
+  return row;
+}
+
+export async function list(ctx: TenantCtx, brandId: string, ticketId: string): Promise<CommentView[]> {
+  const brand = await brands.requireBrand(ctx, brandId);
+  const ticket = await ticketOf(ctx, brand.id, ticketId);
+  return threads(await liveComments(ctx, brand.id, ticket.id));
+}
+
+export async function get(ctx: TenantCtx, brandId: string, commentId: string, ticketId?: string): Promise<CommentView> {
+  const brand = await brands.requireBrand(ctx, brandId);
+  return present(ctx, await find(ctx, brand.id, commentId, ticketId));
+}
+
+export interface CreateResult {
+  created: boolean;
+  comment: CommentView;
+}
+
+/**
+ * Create (see insert). With an idempotency key, the same request again answers with the first
+ * comment as it is now (created: false), even if it was deleted since.
+ */
+export async function create(ctx: TenantCtx, brandId: string, ticketId: string, input: CreateCommentInput, idempotencyKey?: string): Promise<CreateResult> {
+  const isInternal = internalFlag(input.metadata) ?? false;
+  const cc = normalizeCc(input.cc);
+  const metadataName = input.metadata?.authorName;
+  const authorName = (input.authorName ?? (typeof metadataName === 'string' ? metadataName : null))?.trim() || null;
+  const actor = ctx.actor;
+
+  const outcome = await withTx(ctx, async (tx) => {
+    const brand = await brands.requireBrand(tx, brandId);
+    const id = newId(ID_PREFIX.comment);
+    if (idempotencyKey !== undefined) {
+      const fingerprint = requestFingerprint('POST', `/brands/${brand.id}/tickets/${ticketId}/comments`, input);
+      const claim = await claimIdempotencyKey(tx, idempotencyKey, fingerprint, id, 'comment');
+      if (!claim.claimed) return { created: false, id: claim.resourceId, brandId: brand.id };
+    }
+    if (input.setStatus !== undefined) await statuses.assertStatusKey(tx, brand.id, input.setStatus, 'setStatus');
+    const row = await insert(tx, brand.id, ticketId, {
+      id,
+      body: input.body,
+      authorId: input.authorId ?? (actor.type === 'user' ? actor.id : null),
+      authorName,
+      authorType: input.authorType ?? (actor.type === 'customer' ? 'CUSTOMER' : actor.type === 'system' ? 'SYSTEM' : 'AGENT'),
+      parentId: input.parentId ?? null,
+      isInternal,
+      links: input.links ?? [],
+      metadata: input.metadata ?? {},
+      source: input.source ?? 'api',
+      sourceId: input.sourceId ?? null,
+      sourceData: input.sourceData ?? null,
+      cc,
+      connectionId: input.connectionId ?? null,
+    }, input.setStatus);
+    return { created: true, row };
+  });
+
+  if (outcome.row) return { created: true, comment: toView(outcome.row) };
+  const first = await Comment.scoped(ctx).where({ brandId: outcome.brandId, id: outcome.id }).first();
+  if (!first) throw notFound('Comment');
+  return { created: false, comment: await present(ctx, first) };
+}
+
+/**
+ * PATCH body, links, metadata (replaced as a whole). An internal note stays internal when the new
+ * metadata does not mention isInternal: an edit that forgets the flag must not publish the note;
+ * send isInternal: false to make it public. Nothing changed: nothing written, updatedAt stays.
+ */
+export async function update(ctx: TenantCtx, brandId: string, commentId: string, input: UpdateCommentInput, ticketId?: string): Promise<CommentView> {
+  if (Object.keys(input).length === 0) throw badRequest('Send at least one field to change', [], 'empty_update');
+  const flag = input.metadata !== undefined ? internalFlag(input.metadata) : undefined;
+
+  return withTx(ctx, async (tx) => {
+    const brand = await brands.requireBrand(tx, brandId);
+    const current = await find(tx, brand.id, commentId, ticketId, true);
+    const changes: Change[] = [];
+    const patch: Partial<Pick<Comment, 'body' | 'links' | 'metadata' | 'isInternal'>> = {};
+    if (input.body !== undefined && input.body !== current.body) {
+      changes.push({ field: 'body', from: current.body, to: input.body });
+      patch.body = input.body;
+    }
+    if (input.links !== undefined && !same(current.links, input.links)) {
+      changes.push({ field: 'links', from: current.links, to: input.links });
+      patch.links = input.links;
+    }
+    if (input.metadata !== undefined) {
+      const metadata = flag === undefined && current.isInternal ? { ...input.metadata, isInternal: true } : input.metadata;
+      if (!same(current.metadata, metadata)) {
+        changes.push({ field: 'metadata', from: current.metadata, to: metadata });
+        patch.metadata = metadata;
+        patch.isInternal = metadata.isInternal === true;
+      }
+    }
+    if (!changes.length) return present(tx, current);
+
+    const [row] = await Comment.scoped(tx).where({ brandId: brand.id, id: current.id })
+      .patch({ ...patch, updatedAt: tx.db.fn.now() as unknown as Date }).returning('*') as unknown as Comment[];
+    await audit.record(tx, {
+      brandId: brand.id, ticketId: current.ticketId, entityType: 'comment', entityId: current.id, event: 'comment.updated', changes,
+      metadata: { ticketNumber: current.ticketNumber, isInternal: row!.isInternal },
+    });
+    return present(tx, row!);
+  });
+}
+
+/** Soft delete: returns the comment with deletedAt; the ticket's commentCount drops by one. */
+export async function remove(ctx: TenantCtx, brandId: string, commentId: string, ticketId?: string): Promise<CommentView> {
+  return withTx(ctx, async (tx) => {
+    const brand = await brands.requireBrand(tx, brandId);
+    const found = await find(tx, brand.id, commentId, ticketId);
+    const ticket = await ticketOf(tx, brand.id, found.ticketId, true);
+    // Re-checked under the ticket lock: of two concurrent deletes, one finds nothing left (404).
+    const [row] = await Comment.scoped(tx).where({ brandId: brand.id, id: found.id }).whereNull('deletedAt')
+      .patch({ deletedAt: tx.db.fn.now() as unknown as Date }).returning('*') as unknown as Comment[];
+    if (!row) throw notFound('Comment');
+    await ticketRow(tx, brand.id, ticket.id).update({ commentCount: tx.db.raw('comment_count - 1') });
+    await audit.record(tx, {
+      brandId: brand.id, ticketId: ticket.id, entityType: 'comment', entityId: row.id, event: 'comment.deleted',
+      metadata: { ticketNumber: ticket.ticketNumber, isInternal: row.isInternal },
+    });
+    return toView(row);
+  });
+}
+
+/**
+ * For ticket merge: moves every comment (deleted ones too, so threads stay whole) of the source
+ * tickets to the target, and recounts commentCount on all of them. The tickets are locked in id
+ * order. The target must be live; sources may be in any state. Returns how many live comments moved.
+ */
+export async function moveToTicket(ctx: TenantCtx, brandId: string, fromTicketIds: readonly string[], toTicketId: string): Promise<{ moved: number }> {
+  const from = [...new Set(fromTicketIds)];
+  if (from.includes(toTicketId)) throw badRequest('A ticket cannot take its own comments', [{ field: 'fromTicketIds', message: 'must not include the target ticket' }]);
+  if (!from.length) return { moved: 0 };
+
+  return withTx(ctx, async (tx) => {
+    const brand = await brands.requireBrand(tx, brandId);
+    const ids = [...from, toTicketId].sort();
+    const locked = await tx.db('tickets').where({ accountId: tx.accountId, livemode: tx.livemode, brandId: brand.id }).whereIn('id', ids)
+      .orderBy('id').forUpdate().select('id', 'deletedAt') as { id: string; deletedAt: Date | null }[];
+    if (locked.length !== ids.length || locked.find((t) => t.id === toTicketId)?.deletedAt) throw notFound('Ticket');
+
+    // One statement: a reply and its parent change ticket_id together (comments_parent_fk).
+    const moved = await Comment.scoped(tx).where('brandId', brand.id).whereIn('ticketId', from)
+      .patch({ ticketId: toTicketId }).returning(['id', 'deletedAt']) as unknown as { deletedAt: Date | null }[];
+    await tx.db.raw(`
+      update tickets t set comment_count = (select count(*) from comments c
+        where c.account_id = t.account_id and c.livemode = t.livemode and c.brand_id = t.brand_id and c.ticket_id = t.id and c.deleted_at is null)
+      where t.account_id = ? and t.livemode = ? and t.brand_id = ? and t.id = any(?)`, [tx.accountId, tx.livemode, brand.id, ids]);
+    return { moved: moved.filter((c) => !c.deletedAt).length };
+  });
+}
+
+/**
+ * For ticket merge (and later automations): a SYSTEM comment on a live ticket, counted and audited
+ * like any other. metadata.isInternal marks it internal.
+ */
+export async function addSystemComment(ctx: TenantCtx, brandId: string, ticketId: string, body: string, metadata: Record<string, unknown> = {}): Promise<CommentView> {
+  if (!body.trim()) throw badRequest('body must not be blank', [{ field: 'body', message: 'must not be blank' }]);
+  const isInternal = internalFlag(metadata) ?? false;
+  return withTx(ctx, async (tx) => {
+    const brand = await brands.requireBrand(tx, brandId);
+    const row = await insert(tx, brand.id, ticketId, {
+      id: newId(ID_PREFIX.comment), body, authorId: null, authorName: null, authorType: 'SYSTEM', parentId: null, isInternal,
+      links: [], metadata, source: 'api', sourceId: null, sourceData: null, cc: [], connectionId: null,
+    });
+    return toView(row);
+  });
+}
