@@ -24,6 +24,8 @@ import { memberRoutes } from './domains/members/routes.js';
 import { statusRoutes } from './domains/statuses/routes.js';
 import { tagRoutes } from './domains/tags/routes.js';
 import { ticketRoutes } from './domains/tickets/routes.js';
+import { ticketActionRoutes } from './domains/tickets/actions-routes.js';
+import { watcherRoutes } from './domains/watchers/routes.js';
 
 export interface AppDeps {
   config: Config;
@@ -44,6 +46,8 @@ const BRAND_SCOPED_ROUTES: FastifyPluginAsync[] = [
   blockedSourceRoutes,
   commentRoutes, // /tickets/:ticketId/comments… and the short /comments/:commentId
   ticketRoutes,
+  ticketActionRoutes,
+  watcherRoutes,
 ];
 
 const CLIENT_ERRORS = ['400', '401', '403', '404', '409', '413', '429'] as const;

@@ -41,6 +41,8 @@ export const PERMISSIONS = {
   'comments:write': { accountWide: false },
   'tickets:read': { accountWide: false },
   'tickets:write': { accountWide: false },
+  'watchers:read': { accountWide: false },
+  'watchers:write': { accountWide: false },
 } as const;
 export type Permission = keyof typeof PERMISSIONS;
 

@@ -19,6 +19,7 @@ export const ID_PREFIX = {
   comment: 'cmt',
   request: 'req',
   auditEntry: 'log',
+  watcher: 'wch',
 } as const;
 
 let lastTime = -1;

@@ -26,7 +26,18 @@ export interface AuditFact {
  */
 export async function record(ctx: TenantCtx, fact: AuditFact): Promise<void> {
   if (!ctx.db.isTransaction) throw new Error(`audit.record(${fact.event}) must run inside the change's transaction`);
-  await AuditEntry.query(ctx.db).insert({
+  await AuditEntry.query(ctx.db).insert(rowOf(ctx, fact));
+}
+
+/** Several entries in one statement (bulk actions), in the given order; same rules as record. */
+export async function recordMany(ctx: TenantCtx, facts: readonly AuditFact[]): Promise<void> {
+  if (!facts.length) return;
+  if (!ctx.db.isTransaction) throw new Error(`audit.recordMany(${facts[0]!.event}) must run inside the change's transaction`);
+  await AuditEntry.query(ctx.db).insert(facts.map((fact) => rowOf(ctx, fact)));
+}
+
+function rowOf(ctx: TenantCtx, fact: AuditFact): Partial<AuditEntry> {
+  return {
     id: newId(ID_PREFIX.auditEntry),
     ...scopeOf(ctx),
     brandId: fact.brandId,
@@ -40,7 +51,7 @@ export async function record(ctx: TenantCtx, fact: AuditFact): Promise<void> {
     changes: fact.changes ?? [],
     metadata: fact.metadata ?? {},
     requestId: ctx.requestId,
-  });
+  };
 }
 
 /** An entity's entries, oldest first. */

@@ -91,3 +91,25 @@ export async function countForBrand(ctx: TenantCtx, brandId: string): Promise<nu
   const r = await BlockedSource.scoped(ctx).where('brandId', brandId).count({ n: '*' }).first() as unknown as { n: string };
   return Number(r.n);
 }
+
+/**
+ * For ticket spam marking: blocks these addresses (normalized) in the brand, leaving existing
+ * blocks as they are. One statement; concurrent callers blocking the same address are fine.
+ */
+export async function blockEmails(ctx: TenantCtx, brandId: string, emails: readonly string[], reason: string): Promise<void> {
+  const brand = await brands.requireBrand(ctx, brandId);
+  // Sorted, so concurrent transactions take the unique-index locks in the same order.
+  const values = [...new Set(emails.map(normalizeEmail))].sort();
+  if (!values.length) return;
+  await BlockedSource.query(ctx.db)
+    .insert(values.map((value) => ({ id: newId(ID_PREFIX.blockedSource), ...scopeOf(ctx), brandId: brand.id, type: 'email' as const, value, reason, createdBy: ctx.actor.id })))
+    .onConflict(['accountId', 'livemode', 'brandId', 'type', 'value']).ignore();
+}
+
+/** For ticket spam unmarking: removes the exact-address blocks of these emails; domain blocks stay. */
+export async function unblockEmails(ctx: TenantCtx, brandId: string, emails: readonly string[]): Promise<void> {
+  const brand = await brands.requireBrand(ctx, brandId);
+  const values = [...new Set(emails.map(normalizeEmail))].sort();
+  if (!values.length) return;
+  await BlockedSource.scoped(ctx).where({ brandId: brand.id, type: 'email' }).whereIn('value', values).delete();
+}

@@ -42,3 +42,9 @@ export async function list(ctx: TenantCtx): Promise<MemberView[]> {
 export async function isMember(ctx: TenantCtx, memberId: string): Promise<boolean> {
   return Boolean(await Member.ofAccount(ctx).where('members.id', memberId).select('id').first());
 }
+
+/** The account's members among `memberIds` (unknown ids, and other accounts' members, are left out). */
+export async function findMany(ctx: TenantCtx, memberIds: readonly string[]): Promise<MemberView[]> {
+  if (!memberIds.length) return [];
+  return (await Member.ofAccount(ctx).whereIn('members.id', [...new Set(memberIds)])).map(toView);
+}

@@ -23,6 +23,8 @@ export class Ticket extends TenantModel {
   declare sourceData: Record<string, unknown> | null;
   declare isSpam: boolean;
   declare mergedIntoId: string | null;
+  declare closeReason: string | null;
+  declare dueAt: Date | null;
   declare commentCount: number;
   declare attachmentCount: number;
   declare createdAt: Date;

@@ -1,6 +1,7 @@
 import { Type, type Static } from 'typebox';
 import { PageOf, PageQuery } from '../../core/pagination.js';
 import { BrandParams, Metadata, Nullable, Timestamp } from '../../core/schemas.js';
+import { WatcherInput } from '../watchers/schemas.js';
 
 export const PRIORITIES = ['low', 'normal', 'medium', 'high', 'urgent'] as const;
 export const SOURCES = ['api', 'web', 'email', 'slack', 'sms', 'discord', 'instagram', 'twitter', 'whatsapp', 'custom'] as const;
@@ -20,6 +21,9 @@ export const Link = Type.Object(
   { additionalProperties: false },
 );
 const AnyObject = Type.Record(Type.String(), Type.Unknown());
+export const CLOSE_REASONS = ['no_response', 'out_of_scope', 'customer_left', 'duplicate'] as const;
+export const CloseReason = Type.Union(CLOSE_REASONS.map((r) => Type.Literal(r)), { description: 'Why the ticket was closed; kept independent of status' });
+const DueAt = Type.String({ format: 'date-time', description: 'ISO date-time (stored to the millisecond); null clears' });
 
 export const TicketOut = Type.Object({
   id: Type.String(),
@@ -58,6 +62,8 @@ export const TicketOut = Type.Object({
   updatedAt: Timestamp,
   deletedAt: Nullable(Timestamp),
   mergedIntoId: Nullable(Type.String()),
+  closeReason: Nullable(CloseReason),
+  dueAt: Nullable(Timestamp),
 });
 
 export const CreateTicketBody = Type.Object(
@@ -80,6 +86,9 @@ export const CreateTicketBody = Type.Object(
     sourceData: Type.Optional(Nullable(AnyObject)),
     notifyCustomer: Type.Optional(Type.Boolean({ description: 'Accepted; notifications are not sent yet' })),
     attachmentIds: Type.Optional(Type.Array(Id, { maxItems: 50, description: 'Accepted and ignored until attachments exist' })),
+    closeReason: Type.Optional(Nullable(CloseReason)),
+    dueAt: Type.Optional(Nullable(DueAt)),
+    watchers: Type.Optional(Type.Array(WatcherInput, { maxItems: 50, description: 'Members to add as watchers (each a member of the account)' })),
   },
   { additionalProperties: false },
 );
@@ -105,12 +114,14 @@ export const UpdateTicketBody = Type.Object(
     links: Type.Optional(Type.Array(Link, { maxItems: 50 })),
     customFields: Type.Optional(Type.Unknown({ description: 'Replaces the stored value; same limits and validation as on create' })),
     metadata: Type.Optional(Metadata),
-    isSpam: Type.Optional(Type.Boolean()),
+    isSpam: Type.Optional(Type.Boolean({ description: 'Sets the flag only; POST …/spam also blocks the sender' })),
+    closeReason: Type.Optional(Nullable(CloseReason)),
+    dueAt: Type.Optional(Nullable(DueAt)),
   },
   { additionalProperties: false, minProperties: 1 },
 );
 
-export const TICKET_SORTS = ['createdAt', 'updatedAt', 'priority', 'ticketNumber', 'title', 'status', 'customer', 'company', 'assignee', 'category'] as const;
+export const TICKET_SORTS = ['createdAt', 'updatedAt', 'priority', 'ticketNumber', 'title', 'status', 'customer', 'company', 'assignee', 'category', 'dueAt'] as const;
 const CommaList = (description: string) => Type.String({ minLength: 1, maxLength: 1000, description });
 
 export const TicketListQuery = Type.Object(
@@ -128,7 +139,7 @@ export const TicketListQuery = Type.Object(
     isSpam: Type.Optional(Type.Boolean({ description: 'Omitted: spam is excluded; true: only spam; false: only non-spam' })),
     categoryId: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'A category id; `null` = uncategorized; `all` = no filter' })),
     tagIds: Type.Optional(CommaList('Comma-separated tag ids; the ticket must have ALL of them (at most 20)')),
-    sort: Type.Optional(Type.Union(TICKET_SORTS.map((s) => Type.Literal(s)), { default: 'createdAt', description: 'priority sorts by rank (none < low < normal < medium < high < urgent); relation sorts by the related name' })),
+    sort: Type.Optional(Type.Union(TICKET_SORTS.map((s) => Type.Literal(s)), { default: 'createdAt', description: 'priority sorts by rank (none < low < normal < medium < high < urgent); relation sorts by the related name; dueAt puts tickets without one last in asc, first in desc' })),
     order: Type.Optional(Type.Union([Type.Literal('asc'), Type.Literal('desc')], { default: 'desc' })),
     ...PageQuery,
   },

@@ -13,6 +13,7 @@ import * as fields from '../fields/service.js';
 import * as members from '../members/service.js';
 import * as statuses from '../statuses/service.js';
 import * as tags from '../tags/service.js';
+import * as watchers from '../watchers/service.js';
 import { Ticket } from './model.js';
 import { keysetPage, type Page } from '../../core/pagination.js';
 import type { Change } from '../audit/service.js';
@@ -25,7 +26,8 @@ import { TICKET_SORTS, type CreateTicketInput, type TicketListInput, type Ticket
  *   1. claim the idempotency key (if any): INSERT … ON CONFLICT; a concurrent request with the
  *      same key blocks on the uncommitted row and then sees the committed ticket;
  *   2. every check and every side write (status, category, assignee, tags, customer contact,
- *      blocked sender, custom fields, the audit entry): none of them locks the brand row;
+ *      blocked sender, custom fields, the audit entry, watchers): none of them locks the brand row
+ *      (watcher rows reference the ticket through a deferred foreign key, checked at commit);
  *   3. LAST, one statement: a CTE that bumps brands.next_ticket_number (UPDATE … RETURNING), inserts
  *      the ticket with that number and inserts its tag links. The brand row lock, which serializes
  *      creates within a brand, is taken by that statement and held only until the commit right
@@ -78,6 +80,8 @@ function toView(row: Row): TicketView {
     updatedAt: new Date(row.updatedAt).toISOString(),
     deletedAt: row.deletedAt ? new Date(row.deletedAt).toISOString() : null,
     mergedIntoId: row.mergedIntoId,
+    closeReason: row.closeReason as TicketView['closeReason'],
+    dueAt: row.dueAt ? new Date(row.dueAt).toISOString() : null,
   };
 }
 
@@ -98,7 +102,7 @@ function query(ctx: TenantCtx, brandId: string) {
         where tt.account_id = tickets.account_id and tt.livemode = tickets.livemode and tt.brand_id = tickets.brand_id and tt.ticket_id = tickets.id), '[]'::json) as tag_list`));
 }
 
-async function fetchView(ctx: TenantCtx, brandId: string, ticketId: string, includeDeleted = false): Promise<TicketView> {
+export async function fetchView(ctx: TenantCtx, brandId: string, ticketId: string, includeDeleted = false): Promise<TicketView> {
   const q = query(ctx, brandId).where('tickets.id', ticketId);
   if (!includeDeleted) q.whereNull('tickets.deletedAt');
   const row = await q.first() as Row | undefined;
@@ -137,7 +141,7 @@ function checkCustomFieldsShape(value: unknown): void {
 }
 
 /** A 404 from a lookup of something the body named is the caller's 400 on that field. */
-async function asFieldError<T>(field: string, code: string, message: string, fn: () => Promise<T>): Promise<T> {
+export async function asFieldError<T>(field: string, code: string, message: string, fn: () => Promise<T>): Promise<T> {
   try {
     return await fn();
   } catch (err) {
@@ -147,7 +151,7 @@ async function asFieldError<T>(field: string, code: string, message: string, fn:
 }
 
 /** Tag ids for tag ids (must be the brand's) or names (found or created). */
-async function resolveTags(ctx: TenantCtx, brandId: string, given: readonly string[]): Promise<Set<string>> {
+export async function resolveTags(ctx: TenantCtx, brandId: string, given: readonly string[]): Promise<Set<string>> {
   const tagIds = new Set<string>();
   const ids = given.filter((t) => TAG_ID.test(t));
   const names = given.filter((t) => !TAG_ID.test(t));
@@ -159,7 +163,7 @@ async function resolveTags(ctx: TenantCtx, brandId: string, given: readonly stri
   return tagIds;
 }
 
-async function assertAssignee(ctx: TenantCtx, assigneeId: string): Promise<void> {
+export async function assertAssignee(ctx: TenantCtx, assigneeId: string): Promise<void> {
   if (!(await members.isMember(ctx, assigneeId))) {
     throw badRequest(`assigneeId ${assigneeId} is not a member of this account; see GET /v1/accounts/me/members`, [{ field: 'assigneeId', message: 'is not a member of this account' }], 'invalid_assignee');
   }
@@ -207,6 +211,8 @@ export async function create(ctx: TenantCtx, brandId: string, input: CreateTicke
     }
 
     await audit.record(tx, { brandId: brand.id, ticketId: id, entityType: 'ticket', entityId: id, event: 'ticket.created', metadata: { title } });
+    // Written before the ticket exists: their ticket key is checked at commit (deferred).
+    if (input.watchers?.length) await watchers.addToNewTicket(tx, brand.id, id, input.watchers);
 
     // Last statement of the transaction (see the file comment): counter, ticket and tag links.
     const json = (v: unknown) => (v === undefined ? null : JSON.stringify(v));
@@ -217,8 +223,8 @@ export async function create(ctx: TenantCtx, brandId: string, input: CreateTicke
         returning next_ticket_number - 1 as num
       ), t as (
         insert into tickets (id, account_id, livemode, brand_id, ticket_number, title, body, status, priority, assignee_id, created_by,
-          customer_id, category_id, links, custom_fields, metadata, source, source_id, source_data, is_spam)
-        select ?, ?, ?, ?, n.num, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?::jsonb, ?::jsonb, ?, ?, ?::jsonb, ? from n
+          customer_id, category_id, links, custom_fields, metadata, source, source_id, source_data, is_spam, close_reason, due_at)
+        select ?, ?, ?, ?, n.num, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?::jsonb, ?::jsonb, ?, ?, ?::jsonb, ?, ?, ?::timestamptz from n
         returning id, account_id, livemode, brand_id
       ), tt as (
         insert into ticket_tags (account_id, livemode, brand_id, ticket_id, tag_id)
@@ -228,7 +234,7 @@ export async function create(ctx: TenantCtx, brandId: string, input: CreateTicke
       tx.accountId, tx.livemode, brand.id,
       id, tx.accountId, tx.livemode, brand.id, title, input.body ?? null, status, input.priority ?? null, assigneeId, input.createdBy ?? null,
       customerId, categoryId, JSON.stringify(input.links ?? []), json(input.customFields), JSON.stringify(input.metadata ?? {}),
-      input.source ?? 'api', input.sourceId ?? null, json(input.sourceData ?? null), isSpam,
+      input.source ?? 'api', input.sourceId ?? null, json(input.sourceData ?? null), isSpam, input.closeReason ?? null, isoOrNull(input.dueAt),
       [...tagIds],
     ]) as { rows: { id: string }[] };
     if (inserted.rows.length !== 1) throw notFound('Brand');
@@ -252,6 +258,8 @@ export interface UpdateResult {
 }
 
 const same = (a: unknown, b: unknown) => canonicalJson(a) === canonicalJson(b);
+/** A given date-time as stored and read back (millisecond ISO, UTC). */
+const isoOrNull = (v: string | null | undefined) => (v == null ? null : new Date(v).toISOString());
 
 /**
  * PATCH: only the fields given; `changes` lists those whose value really changed (tags as sorted
@@ -295,6 +303,8 @@ export async function update(ctx: TenantCtx, brandId: string, ticketId: string, 
     consider('customFields', before.customFields, input.customFields, 'customFields', input.customFields === null ? null : JSON.stringify(input.customFields));
     consider('metadata', before.metadata, input.metadata, 'metadata', JSON.stringify(input.metadata));
     consider('isSpam', before.isSpam, input.isSpam);
+    consider('closeReason', before.closeReason, input.closeReason);
+    consider('dueAt', before.dueAt, input.dueAt === undefined ? undefined : isoOrNull(input.dueAt));
 
     let newTags: string[] | undefined;
     if (input.tags !== undefined) {
@@ -361,6 +371,8 @@ const SORT_SQL: Record<typeof TICKET_SORTS[number], string> = {
   company: `coalesce((select lower(co.name) from contacts c join companies co on co.id = c.company_id where ${SAME_SCOPE('c')} and c.id = tickets.customer_id), '')`,
   assignee: `coalesce((select lower(coalesce(nullif(m.name, ''), m.email)) from members m where m.account_id = tickets.account_id and m.id = tickets.assignee_id), '')`,
   category: `coalesce((select lower(ca.name) from categories ca where ${SAME_SCOPE('ca')} and ca.id = tickets.category_id), '')`,
+  // No due date sorts after every date (the largest bigint), like NULLS LAST ascending.
+  dueAt: `coalesce((extract(epoch from tickets.due_at) * 1000000)::bigint, 9223372036854775807)`,
 };
 const MAX_TAG_FILTER = 20;
 

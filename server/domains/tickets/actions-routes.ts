@@ -1,0 +1,32 @@
+import type { FastifyInstance } from 'fastify';
+import { BrandParams } from '../../core/schemas.js';
+import { BulkBody, BulkResult, SpamBody, type BulkInput, type SpamInput } from './actions-schemas.js';
+import * as actions from './actions.js';
+import { TicketOut, TicketParams } from './schemas.js';
+
+/** Ticket actions (spam, bulk), mounted under /v1/brands/:brandId and /v1/workspaces/:brandId. */
+export async function ticketActionRoutes(app: FastifyInstance): Promise<void> {
+  const tags = ['Tickets'];
+
+  app.post<{ Params: { brandId: string; ticketId: string }; Body: SpamInput }>('/tickets/:ticketId/spam', {
+    config: { auth: 'api-key', permission: 'tickets:write' },
+    schema: {
+      tags,
+      summary: 'Mark or unmark as spam ({ isSpam } or { action: mark|unmark }); marking also blocks the sender\'s address, unmarking unblocks it',
+      params: TicketParams,
+      body: SpamBody,
+      response: { 200: TicketOut },
+    },
+  }, async (req) => actions.setSpam(req.ctx, req.params.brandId, req.params.ticketId, req.body));
+
+  app.post<{ Params: { brandId: string }; Body: BulkInput }>('/tickets/bulk', {
+    config: { auth: 'api-key', permission: 'tickets:write' },
+    schema: {
+      tags,
+      summary: 'Apply one action to up to 100 tickets in one transaction; unknown, deleted or foreign ids are counted as failed',
+      params: BrandParams,
+      body: BulkBody,
+      response: { 200: BulkResult },
+    },
+  }, async (req) => actions.bulk(req.ctx, req.params.brandId, req.body));
+}

@@ -1,0 +1,37 @@
+import { Type, type Static } from 'typebox';
+import { Nullable } from '../../core/schemas.js';
+import { CloseReason } from './schemas.js';
+
+export const SpamBody = Type.Object(
+  {
+    isSpam: Type.Optional(Type.Boolean({ description: 'true marks the ticket as spam, false restores it (the SDK\'s and dashboard\'s spelling)' })),
+    action: Type.Optional(Type.Union([Type.Literal('mark'), Type.Literal('unmark')], { description: 'The same as isSpam true/false (the interface spec\'s MarkAsSpam); send exactly one of the two' })),
+  },
+  { additionalProperties: false },
+);
+
+export const BULK_ACTIONS = ['spam', 'resolve', 'close', 'delete', 'assign', 'setCategory', 'setTags'] as const;
+export const MAX_BULK_TICKETS = 100;
+
+export const BulkBody = Type.Object(
+  {
+    action: Type.Union(BULK_ACTIONS.map((a) => Type.Literal(a))),
+    ticketIds: Type.Array(Type.String({ minLength: 1, maxLength: 64 }), { minItems: 1, maxItems: MAX_BULK_TICKETS, uniqueItems: true, description: `1-${MAX_BULK_TICKETS} distinct ticket ids` }),
+    assigneeId: Type.Optional(Nullable(Type.String({ minLength: 1, maxLength: 64, description: 'assign: a member id; null unassigns' }))),
+    categoryId: Type.Optional(Nullable(Type.String({ minLength: 1, maxLength: 64, description: 'setCategory: a category id; null clears' }))),
+    tags: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 100 }), { maxItems: 50, description: 'setTags: full replacement, tag ids (tag_…) or names; unknown names create tags' })),
+    closeReason: Type.Optional(Nullable(CloseReason)),
+  },
+  { additionalProperties: false },
+);
+
+export const BulkResult = Type.Object({
+  success: Type.Integer({ description: 'Tickets the action was applied to (including those it left unchanged)' }),
+  count: Type.Integer({ description: 'The same number as success (the SDK reads count)' }),
+  failed: Type.Integer({ description: 'Ticket ids that are missing, deleted, or of another brand, account or mode' }),
+  failedIds: Type.Array(Type.String()),
+});
+
+export type SpamInput = Static<typeof SpamBody>;
+export type BulkInput = Static<typeof BulkBody>;
+export type BulkResultView = Static<typeof BulkResult>;

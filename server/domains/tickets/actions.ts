@@ -1,0 +1,237 @@
+import objection from 'objection';
+import { withTx, type TenantCtx } from '../../core/context.js';
+import { badRequest, notFound } from '../../core/errors.js';
+import * as audit from '../audit/service.js';
+import * as blockedSources from '../blocked-sources/service.js';
+import * as brands from '../brands/service.js';
+import * as categories from '../categories/service.js';
+import type { AuditFact, Change } from '../audit/service.js';
+import { BULK_ACTIONS, type BulkInput, type BulkResultView, type SpamInput } from './actions-schemas.js';
+import { Ticket } from './model.js';
+import type { TicketView } from './schemas.js';
+import { asFieldError, assertAssignee, fetchView, resolveTags } from './service.js';
+
+/**
+ * Ticket actions beyond create/update/delete: the spam flag and bulk actions (merge comes later).
+ *
+ * Both lock the tickets they act on (FOR UPDATE, in id order, so concurrent bulks over
+ * overlapping tickets queue instead of deadlocking) and then do every write, with its audit
+ * entries, in the one transaction. Bulk works set-wise: one UPDATE for all the tickets that change
+ * and one INSERT for their audit entries, not the single-ticket path once per ticket; the entries
+ * are those the single-ticket path writes (ticket.updated with its changes, ticket.deleted,
+ * ticket.spam_marked), marked `bulk: true` in their metadata.
+ */
+
+/** What an action needs of a locked ticket. */
+interface Locked {
+  id: string;
+  ticketNumber: number;
+  title: string;
+  status: string;
+  closeReason: string | null;
+  assigneeId: string | null;
+  categoryId: string | null;
+  isSpam: boolean;
+  /** The customer contact's (normalized) email, if the ticket has a customer. */
+  customerEmail: string | null;
+}
+
+/** Locks the brand's live tickets among `ids`, in id order; missing and deleted ones are absent. */
+async function lockTickets(ctx: TenantCtx, brandId: string, ids: readonly string[]): Promise<Locked[]> {
+  const rows = await Ticket.scoped(ctx)
+    .where('tickets.brandId', brandId).whereIn('tickets.id', [...ids]).whereNull('tickets.deletedAt')
+    .select('tickets.id', 'tickets.ticketNumber', 'tickets.title', 'tickets.status', 'tickets.closeReason', 'tickets.assigneeId', 'tickets.categoryId', 'tickets.isSpam',
+      objection.raw(`(select c.email from contacts c where c.account_id = tickets.account_id and c.livemode = tickets.livemode
+        and c.brand_id = tickets.brand_id and c.id = tickets.customer_id) as customer_email`))
+    .orderBy('tickets.id')
+    .forUpdate();
+  return rows as unknown as Locked[];
+}
+
+/**
+ * A live ticket of the brand (404 otherwise: deleted, unknown, another brand, account or mode),
+ * for the ticket's parts (watchers, …). The brand must already have been checked.
+ */
+export async function requireTicket(ctx: TenantCtx, brandId: string, ticketId: string): Promise<Ticket> {
+  const row = await Ticket.scoped(ctx).where({ 'tickets.brandId': brandId, 'tickets.id': ticketId }).whereNull('tickets.deletedAt').first();
+  if (!row) throw notFound('Ticket');
+  return row;
+}
+
+const ticketMeta = (t: Locked, bulk: boolean) => ({ ticketNumber: t.ticketNumber, title: t.title, ...(bulk ? { bulk: true } : {}) });
+
+/** The flag a spam request asks for: `{ isSpam }` or `{ action: 'mark' | 'unmark' }`, exactly one. */
+function spamFlag(input: SpamInput): boolean {
+  if ((input.isSpam === undefined) === (input.action === undefined)) {
+    throw badRequest('Send exactly one of isSpam (true or false) and action ("mark" or "unmark")',
+      [{ field: input.isSpam === undefined ? 'isSpam' : 'action', message: input.isSpam === undefined ? 'is required (or action)' : 'must not be sent with isSpam' }], 'invalid_spam_request');
+  }
+  return input.isSpam ?? input.action === 'mark';
+}
+
+/**
+ * Sets the spam flag of locked tickets. Marking also blocks each ticket's customer email in the
+ * brand (so later tickets from the sender arrive as spam); unmarking removes that exact-address
+ * block (a domain block stays). Tickets already in the asked state are left alone: no write, no entry.
+ */
+async function applySpam(ctx: TenantCtx, brandId: string, rows: readonly Locked[], isSpam: boolean, bulk: boolean): Promise<void> {
+  const changed = rows.filter((r) => r.isSpam !== isSpam);
+  if (!changed.length) return;
+  await Ticket.scoped(ctx).where('brandId', brandId).whereIn('id', changed.map((r) => r.id))
+    .patch({ isSpam, updatedAt: objection.raw('now()') as unknown as Date });
+  const emails = changed.map((r) => r.customerEmail).filter((e): e is string => e !== null);
+  if (isSpam) await blockedSources.blockEmails(ctx, brandId, emails, 'Marked as spam');
+  else await blockedSources.unblockEmails(ctx, brandId, emails);
+  await audit.recordMany(ctx, changed.map((r) => ({
+    brandId, ticketId: r.id, entityType: 'ticket', entityId: r.id,
+    event: isSpam ? 'ticket.spam_marked' : 'ticket.spam_unmarked',
+    changes: [{ field: 'isSpam', from: r.isSpam, to: isSpam }],
+    metadata: { ...ticketMeta(r, bulk), sender: r.customerEmail },
+  })));
+}
+
+/** POST /tickets/:ticketId/spam: mark or unmark; returns the ticket. */
+export async function setSpam(ctx: TenantCtx, brandId: string, ticketId: string, input: SpamInput): Promise<TicketView> {
+  const isSpam = spamFlag(input);
+  return withTx(ctx, async (tx) => {
+    const brand = await brands.requireBrand(tx, brandId);
+    const rows = await lockTickets(tx, brand.id, [ticketId]);
+    if (!rows.length) throw notFound('Ticket');
+    await applySpam(tx, brand.id, rows, isSpam, false);
+    return fetchView(tx, brand.id, ticketId);
+  });
+}
+
+type SettableField = 'status' | 'closeReason' | 'assigneeId' | 'categoryId';
+
+/** Sets the same column values on every locked ticket; only tickets where a value differs are written. */
+async function applyFields(ctx: TenantCtx, brandId: string, rows: readonly Locked[], patch: Partial<Record<SettableField, string | null>>): Promise<void> {
+  const changed: { row: Locked; changes: Change[] }[] = [];
+  for (const row of rows) {
+    const changes = (Object.entries(patch) as [SettableField, string | null][])
+      .filter(([field, to]) => row[field] !== to)
+      .map(([field, to]) => ({ field, from: row[field], to }));
+    if (changes.length) changed.push({ row, changes });
+  }
+  if (!changed.length) return;
+  await Ticket.scoped(ctx).where('brandId', brandId).whereIn('id', changed.map((c) => c.row.id))
+    .patch({ ...patch, updatedAt: objection.raw('now()') } as unknown as Partial<Ticket>);
+  await audit.recordMany(ctx, changed.map(({ row, changes }): AuditFact => ({
+    brandId, ticketId: row.id, entityType: 'ticket', entityId: row.id, event: 'ticket.updated', changes, metadata: ticketMeta(row, true),
+  })));
+}
+
+/** Replaces the tags of every locked ticket with `tagIds`; changes are sorted id lists, as PATCH records them. */
+async function applyTags(ctx: TenantCtx, brandId: string, rows: readonly Locked[], tagIds: readonly string[]): Promise<void> {
+  const scope = { accountId: ctx.accountId, livemode: ctx.livemode, brandId };
+  const to = [...tagIds].sort();
+  const current = new Map<string, string[]>(rows.map((r) => [r.id, []]));
+  const links = await ctx.db('ticketTags').where(scope).whereIn('ticketId', rows.map((r) => r.id)).orderBy('tagId').select('ticketId', 'tagId') as { ticketId: string; tagId: string }[];
+  for (const l of links) current.get(l.ticketId)!.push(l.tagId);
+  const changed = rows.filter((r) => current.get(r.id)!.join() !== to.join());
+  if (!changed.length) return;
+  const ids = changed.map((r) => r.id);
+
+  const stale = ctx.db('ticketTags').where(scope).whereIn('ticketId', ids);
+  if (to.length) stale.whereNotIn('tagId', to);
+  await stale.delete();
+  if (to.length) {
+    await ctx.db('ticketTags').insert(ids.flatMap((ticketId) => to.map((tagId) => ({ ...scope, ticketId, tagId }))))
+      .onConflict(['accountId', 'livemode', 'brandId', 'ticketId', 'tagId']).ignore();
+  }
+  await Ticket.scoped(ctx).where('brandId', brandId).whereIn('id', ids).patch({ updatedAt: objection.raw('now()') as unknown as Date });
+  await audit.recordMany(ctx, changed.map((row): AuditFact => ({
+    brandId, ticketId: row.id, entityType: 'ticket', entityId: row.id, event: 'ticket.updated',
+    changes: [{ field: 'tags', from: current.get(row.id)!, to }], metadata: ticketMeta(row, true),
+  })));
+}
+
+/** Soft-deletes every locked ticket, as DELETE /tickets/:id does. */
+async function applyDelete(ctx: TenantCtx, brandId: string, rows: readonly Locked[]): Promise<void> {
+  if (!rows.length) return;
+  await Ticket.scoped(ctx).where('brandId', brandId).whereIn('id', rows.map((r) => r.id))
+    .patch({ deletedAt: objection.raw('now()') as unknown as Date });
+  await audit.recordMany(ctx, rows.map((row): AuditFact => ({
+    brandId, ticketId: row.id, entityType: 'ticket', entityId: row.id, event: 'ticket.deleted', metadata: ticketMeta(row, true),
+  })));
+}
+
+type BulkAction = typeof BULK_ACTIONS[number];
+const BULK_PARAM_NAMES = ['assigneeId', 'categoryId', 'tags', 'closeReason'] as const;
+type BulkParam = typeof BULK_PARAM_NAMES[number];
+
+/** Which optional parameters each action takes, and which of them it requires. */
+const BULK_PARAMS: Record<BulkAction, { takes: readonly BulkParam[]; requires: readonly BulkParam[] }> = {
+  spam: { takes: [], requires: [] },
+  resolve: { takes: [], requires: [] },
+  close: { takes: ['closeReason'], requires: [] },
+  delete: { takes: [], requires: [] },
+  assign: { takes: ['assigneeId'], requires: ['assigneeId'] },
+  setCategory: { takes: ['categoryId'], requires: ['categoryId'] },
+  setTags: { takes: ['tags'], requires: ['tags'] },
+};
+
+function checkBulkParams(input: BulkInput): void {
+  const spec = BULK_PARAMS[input.action as BulkAction];
+  const errors: { field: string; message: string }[] = [];
+  for (const name of BULK_PARAM_NAMES) {
+    const given = input[name] !== undefined;
+    if (given && !spec.takes.includes(name)) errors.push({ field: name, message: `does not apply to action ${input.action}` });
+    if (!given && spec.requires.includes(name)) errors.push({ field: name, message: `is required for action ${input.action}${name === 'tags' ? '' : ' (null clears)'}` });
+  }
+  if (errors.length) throw badRequest(`Bulk ${input.action}: ${errors.map((e) => `${e.field} ${e.message}`).join('; ')}`, errors, 'invalid_bulk_parameters');
+}
+
+/**
+ * POST /tickets/bulk: one action over up to 100 tickets, in one transaction. Ids that are missing,
+ * deleted, or of another brand, account or mode are reported as failed; bad parameters fail the
+ * whole request (400) and change nothing. `success` counts the tickets acted on, including those
+ * already in the asked state.
+ */
+export async function bulk(ctx: TenantCtx, brandId: string, input: BulkInput): Promise<BulkResultView> {
+  checkBulkParams(input);
+  return withTx(ctx, async (tx) => {
+    const brand = await brands.requireBrand(tx, brandId);
+    // Tickets first, then tags and the rest: the order PATCH takes its locks in.
+    const rows = await lockTickets(tx, brand.id, input.ticketIds);
+    const found = new Set(rows.map((r) => r.id));
+    const failedIds = input.ticketIds.filter((id) => !found.has(id));
+
+    switch (input.action) {
+      case 'spam':
+        await applySpam(tx, brand.id, rows, true, true);
+        break;
+      case 'resolve':
+        await applyFields(tx, brand.id, rows, { status: 'resolved' });
+        break;
+      case 'close':
+        await applyFields(tx, brand.id, rows, { status: 'closed', ...(input.closeReason !== undefined ? { closeReason: input.closeReason } : {}) });
+        break;
+      case 'delete':
+        await applyDelete(tx, brand.id, rows);
+        break;
+      case 'assign': {
+        const assigneeId = input.assigneeId!;
+        if (assigneeId !== null) await assertAssignee(tx, assigneeId);
+        await applyFields(tx, brand.id, rows, { assigneeId });
+        break;
+      }
+      case 'setCategory': {
+        const categoryId = input.categoryId!;
+        if (categoryId !== null) {
+          await asFieldError('categoryId', 'invalid_category', `categoryId ${categoryId} is not a category of this brand`, () => categories.requireCategory(tx, brand.id, categoryId));
+        }
+        await applyFields(tx, brand.id, rows, { categoryId });
+        break;
+      }
+      case 'setTags': {
+        // Sorted (ignoring case, as tag names are unique), so concurrent bulks create new tags in one order.
+        const key = (s: string) => s.trim().toLowerCase();
+        const names = [...input.tags!].sort((a, b) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0));
+        await applyTags(tx, brand.id, rows, [...await resolveTags(tx, brand.id, names)]);
+        break;
+      }
+    }
+    return { success: rows.length, count: rows.length, failed: failedIds.length, failedIds };
+  });
+}
