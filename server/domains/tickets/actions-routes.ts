@@ -1,10 +1,11 @@
 import type { FastifyInstance } from 'fastify';
 import { BrandParams } from '../../core/schemas.js';
-import { BulkBody, BulkResult, SpamBody, type BulkInput, type SpamInput } from './actions-schemas.js';
+import { BulkBody, BulkResult, MergeBody, MergeResult, SpamBody, type BulkInput, type MergeInput, type SpamInput } from './actions-schemas.js';
 import * as actions from './actions.js';
+import * as merging from './merge.js';
 import { TicketOut, TicketParams } from './schemas.js';
 
-/** Ticket actions (spam, bulk), mounted under /v1/brands/:brandId and /v1/workspaces/:brandId. */
+/** Ticket actions (spam, merge, bulk), mounted under /v1/brands/:brandId and /v1/workspaces/:brandId. */
 export async function ticketActionRoutes(app: FastifyInstance): Promise<void> {
   const tags = ['Tickets'];
 
@@ -18,6 +19,17 @@ export async function ticketActionRoutes(app: FastifyInstance): Promise<void> {
       response: { 200: TicketOut },
     },
   }, async (req) => actions.setSpam(req.ctx, req.params.brandId, req.params.ticketId, req.body));
+
+  app.post<{ Params: { brandId: string; ticketId: string }; Body: MergeInput }>('/tickets/:ticketId/merge', {
+    config: { auth: 'api-key', permission: 'tickets:write' },
+    schema: {
+      tags,
+      summary: 'Merge source tickets into this one: their comments and attachments move here, they are closed with mergedIntoId and a note',
+      params: TicketParams,
+      body: MergeBody,
+      response: { 200: MergeResult },
+    },
+  }, async (req) => merging.merge(req.ctx, req.params.brandId, req.params.ticketId, req.body));
 
   app.post<{ Params: { brandId: string }; Body: BulkInput }>('/tickets/bulk', {
     config: { auth: 'api-key', permission: 'tickets:write' },

@@ -1,6 +1,6 @@
 import { Type, type Static } from 'typebox';
 import { Nullable } from '../../core/schemas.js';
-import { CloseReason } from './schemas.js';
+import { CloseReason, TicketOut } from './schemas.js';
 
 export const SpamBody = Type.Object(
   {
@@ -32,6 +32,28 @@ export const BulkResult = Type.Object({
   failedIds: Type.Array(Type.String()),
 });
 
+export const MAX_MERGE_SOURCES = 50;
+const MergeSources = (description: string) =>
+  Type.Array(Type.String({ minLength: 1, maxLength: 64 }), { minItems: 1, maxItems: MAX_MERGE_SOURCES, uniqueItems: true, description });
+
+export const MergeBody = Type.Object(
+  {
+    sourceTicketIds: Type.Optional(MergeSources(`1-${MAX_MERGE_SOURCES} tickets to fold into the target (the SDK's and dashboard's spelling)`)),
+    ticketIds: Type.Optional(MergeSources('The same list under another name; send exactly one of the two')),
+  },
+  { additionalProperties: false },
+);
+
+/** The target ticket (what the SDK reads) plus the summary the dashboard reads. */
+export const MergeResult = Type.Object({
+  ...TicketOut.properties,
+  targetTicketId: Type.String(),
+  mergedTicketIds: Type.Array(Type.String()),
+  mergedCount: Type.Integer(),
+});
+
+export type MergeInput = Static<typeof MergeBody>;
+export type MergeResultView = Static<typeof MergeResult>;
 export type SpamInput = Static<typeof SpamBody>;
 export type BulkInput = Static<typeof BulkBody>;
 export type BulkResultView = Static<typeof BulkResult>;
