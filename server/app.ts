@@ -12,6 +12,8 @@ import { version } from './core/version.js';
 import { authenticate as authenticateApiKey } from './domains/api-keys/service.js';
 import { accountRoutes } from './domains/accounts/routes.js';
 import { apiKeyRoutes } from './domains/api-keys/routes.js';
+import { attachmentFileRoutes, attachmentRoutes, withoutGrantTokens } from './domains/attachments/routes.js';
+import { attachmentDeps, type AttachmentDeps } from './domains/attachments/service.js';
 import { blockedSourceRoutes } from './domains/blocked-sources/routes.js';
 import { brandRoutes } from './domains/brands/routes.js';
 import { categoryRoutes } from './domains/categories/routes.js';
@@ -31,6 +33,8 @@ export interface AppDeps {
   config: Config;
   db: Db;
   isShuttingDown?: () => boolean;
+  /** Attachment storage and URL signing; default: local disk under dataDir. */
+  attachments?: AttachmentDeps;
 }
 
 /** Domains whose routes live under a brand: /v1/brands/:brandId/… and /v1/workspaces/:brandId/…. */
@@ -53,16 +57,21 @@ const BRAND_SCOPED_ROUTES: FastifyPluginAsync[] = [
 const CLIENT_ERRORS = ['400', '401', '403', '404', '409', '413', '429'] as const;
 
 /** Builds the whole HTTP API without listening: tests inject into it, main.ts listens. */
-export async function buildApp({ config, db, isShuttingDown = () => false }: AppDeps): Promise<FastifyInstance> {
+export async function buildApp({ config, db, isShuttingDown = () => false, attachments = attachmentDeps(config, db) }: AppDeps): Promise<FastifyInstance> {
   const app = Fastify({
     // Logs go to stderr: stdout carries what commands print (e.g. `ticketd start --json`).
-    logger: config.logLevel === 'silent' ? false : { level: config.logLevel, stream: process.stderr, redact: ['req.headers.authorization', 'req.headers.cookie'] },
+    logger: config.logLevel === 'silent' ? false : {
+      level: config.logLevel, stream: process.stderr, redact: ['req.headers.authorization', 'req.headers.cookie'],
+      // Fastify's request serializer, minus the tokens of signed attachment URLs.
+      serializers: { req: (req) => ({ method: req.method, url: withoutGrantTokens(req.url), host: req.host, remoteAddress: req.ip, remotePort: req.socket?.remotePort }) },
+    },
     genReqId: requestIdFor,
     requestIdHeader: false,
     bodyLimit: config.bodyLimitBytes,
     trustProxy: config.trustProxy,
     forceCloseConnections: 'idle',
-    routerOptions: { ignoreTrailingSlash: true },
+    // Signed attachment URLs carry a token of ~130 characters in one path segment.
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: 512 },
   });
 
   installValidators(app);
@@ -74,7 +83,7 @@ export async function buildApp({ config, db, isShuttingDown = () => false }: App
     origin: config.corsOrigins.includes('*') ? '*' : [...config.corsOrigins],
     methods: ['GET', 'POST', 'PATCH', 'PUT', 'DELETE'],
     allowedHeaders: ['Authorization', 'Content-Type', 'X-Idempotency-Key', 'X-Request-Id'],
-    exposedHeaders: ['X-Request-Id', 'X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', 'Retry-After'],
+    exposedHeaders: ['X-Request-Id', 'Content-Disposition', 'X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', 'Retry-After'],
     maxAge: 600,
   });
   await app.register(rateLimit, { global: false });
@@ -109,7 +118,9 @@ export async function buildApp({ config, db, isShuttingDown = () => false }: App
     for (const prefix of ['/v1/brands', '/v1/workspaces']) {
       await api.register(brandRoutes, { prefix });
       for (const routes of BRAND_SCOPED_ROUTES) await api.register(routes, { prefix: `${prefix}/:brandId` });
+      await api.register(attachmentRoutes, { prefix: `${prefix}/:brandId`, deps: attachments });
     }
+    await api.register(attachmentFileRoutes, { deps: attachments });
   });
 
   return app;

@@ -7,6 +7,7 @@ import { migrateLatest } from './core/migrate.js';
 import { openDatabase, type DatabaseHandle } from './integrations/embedded-postgres.js';
 import { Dispatcher } from './outbox/dispatcher.js';
 import * as accounts from './domains/accounts/service.js';
+import { attachmentDeps } from './domains/attachments/service.js';
 import type { CreatedAccountView } from './domains/accounts/schemas.js';
 
 export type Role = 'api' | 'dispatcher' | 'all';
@@ -49,15 +50,16 @@ export async function startServer(config: Config, role: Role, log: Log = () => u
       brandName: config.bootstrap.brandName,
     });
     let port = config.port;
+    const attachments = attachmentDeps(config, db);
     if (role !== 'dispatcher') {
-      app = await buildApp({ config, db, isShuttingDown: () => shuttingDown });
+      app = await buildApp({ config, db, isShuttingDown: () => shuttingDown, attachments });
       await app.listen({ port: config.port, host: config.host });
       port = (app.server.address() as { port: number }).port;
     }
     if (role !== 'api') {
       // Without the API there is no Fastify logger: dispatcher lines go to the start-up log.
       const lines = { info: (o: object, m: string) => log(`${m} ${JSON.stringify(o)}`), error: (o: object, m: string) => log(`${m}: ${String((o as { err?: Error }).err?.message)}`) };
-      dispatcher = new Dispatcher(db, app?.log ?? lines);
+      dispatcher = new Dispatcher(db, app?.log ?? lines, attachments);
       dispatcher.start();
     }
     return { baseUrl: publicBaseUrl(config, port), role, database: handle.embedded ? 'embedded' : 'external', bootstrap, stop };

@@ -43,6 +43,10 @@ export const PERMISSIONS = {
   'tickets:write': { accountWide: false },
   'watchers:read': { accountWide: false },
   'watchers:write': { accountWide: false },
+  'attachments:read': { accountWide: false },
+  'attachments:write': { accountWide: false },
+  'files:upload': { accountWide: false },
+  'files:download': { accountWide: false },
 } as const;
 export type Permission = keyof typeof PERMISSIONS;
 

@@ -18,6 +18,9 @@ export interface Config {
   readonly signup: 'open' | 'closed';
   readonly signupRateLimitPerHour: number;
   readonly shutdownTimeoutMs: number;
+  readonly attachmentMaxBytes: number;
+  readonly attachmentUploadUrlTtlSeconds: number;
+  readonly attachmentDownloadUrlTtlSeconds: number;
   readonly bootstrap: {
     readonly ownerEmail: string;
     readonly ownerName: string;
@@ -48,6 +51,9 @@ export const ENV_KEYS: Record<string, [string, Kind]> = {
   TICKETD_SIGNUP: ['signup', 'string'],
   TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: ['signupRateLimitPerHour', 'integer'],
   TICKETD_SHUTDOWN_TIMEOUT_MS: ['shutdownTimeoutMs', 'integer'],
+  TICKETD_ATTACHMENT_MAX_BYTES: ['attachmentMaxBytes', 'integer'],
+  TICKETD_ATTACHMENT_UPLOAD_URL_TTL_SECONDS: ['attachmentUploadUrlTtlSeconds', 'integer'],
+  TICKETD_ATTACHMENT_DOWNLOAD_URL_TTL_SECONDS: ['attachmentDownloadUrlTtlSeconds', 'integer'],
   TICKETD_BOOTSTRAP_OWNER_EMAIL: ['bootstrap.ownerEmail', 'string'],
 };
 

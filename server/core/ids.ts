@@ -20,6 +20,7 @@ export const ID_PREFIX = {
   request: 'req',
   auditEntry: 'log',
   watcher: 'wch',
+  attachment: 'att',
 } as const;
 
 let lastTime = -1;

@@ -3,6 +3,7 @@ import { systemCtx } from '../core/context.js';
 import type { Db } from '../core/db.js';
 import { purgeExpired as purgeExpiredIdempotencyKeys } from '../core/idempotency.js';
 import * as apiKeys from '../domains/api-keys/service.js';
+import * as attachments from '../domains/attachments/service.js';
 
 export interface DispatcherLog {
   info(obj: object, msg: string): void;
@@ -17,16 +18,19 @@ export class Dispatcher {
   private task: ScheduledTask | null = null;
   private running: Promise<void> | null = null;
 
-  constructor(private readonly db: Db, private readonly log: DispatcherLog) {}
+  /** attachmentDeps: without them (tests of other jobs) the attachment cleanup is skipped. */
+  constructor(private readonly db: Db, private readonly log: DispatcherLog, private readonly attachmentDeps: attachments.AttachmentDeps | null = null) {}
 
   /** One pass over every job; tests call it directly instead of waiting for the clock. */
-  async tick(): Promise<{ revokedKeys: number; purgedIdempotencyKeys: number }> {
+  async tick(): Promise<{ revokedKeys: number; purgedIdempotencyKeys: number; abandonedAttachments: number; removedFiles: number }> {
     const ctx = systemCtx(this.db, 'dispatcher');
     const revokedKeys = await apiKeys.revokeExpired(ctx);
     if (revokedKeys) this.log.info({ revokedKeys }, 'revoked API keys whose grace period ended');
     const purgedIdempotencyKeys = await purgeExpiredIdempotencyKeys(ctx);
     if (purgedIdempotencyKeys) this.log.info({ purgedIdempotencyKeys }, 'purged expired idempotency keys');
-    return { revokedKeys, purgedIdempotencyKeys };
+    const purged = this.attachmentDeps ? await attachments.purgeAbandoned(ctx, this.attachmentDeps) : { abandoned: 0, files: 0 };
+    if (purged.abandoned) this.log.info({ abandonedAttachments: purged.abandoned }, 'removed attachments never linked to a ticket or never uploaded');
+    return { revokedKeys, purgedIdempotencyKeys, abandonedAttachments: purged.abandoned, removedFiles: purged.files };
   }
 
   start(): void {

@@ -32,10 +32,15 @@ const ticket = await must(owner.live('POST', `${base}/tickets`, { title: 'Owner 
 const other = await must(owner.live('POST', `${base}/tickets`, { title: 'Second ticket' }));
 const comment = await must(owner.live('POST', `${base}/tickets/${ticket.id}/comments`, { body: 'Owner comment' }));
 await must(owner.live('POST', `${base}/tickets/${ticket.id}/watchers`, { memberId: member[0]!.id }));
+const BOUNDARY = 'ticketd-isolation';
+const MULTIPART_HEADERS = { 'content-type': `multipart/form-data; boundary=${BOUNDARY}` };
+const MULTIPART_BODY = `--${BOUNDARY}\r\nContent-Disposition: form-data; name="file"; filename="a.txt"\r\nContent-Type: text/plain\r\n\r\nabc\r\n--${BOUNDARY}--\r\n`;
+const attachment = (await must(owner.live('POST', `${base}/tickets/${ticket.id}/attachments/upload`, MULTIPART_BODY, MULTIPART_HEADERS))).attachment;
 
 const ids: Record<string, string> = {
   ticketId: ticket.id, commentId: comment.id, statusId: status.id, categoryId: category.id, tagId: tag.id, targetId: tag.id,
-  contactId: contact.id, companyId: company.id, sourceId: blocked.id, memberId: member[0]!.id, entityType: 'ticket', key: 'plan',
+  contactId: contact.id, companyId: company.id, sourceId: blocked.id, memberId: member[0]!.id, attachmentId: attachment.id,
+  entityType: 'ticket', key: 'plan',
 };
 
 /** A valid body for every write route, by "METHOD suffix" (the suffix after /v1/brands/{brandId}). */
@@ -73,6 +78,13 @@ const BODIES: Record<string, unknown> = {
   'POST /tickets/bulk': { action: 'close', ticketIds: [ticket.id] },
   'POST /tickets/{ticketId}/watchers': { memberId: member[0]!.id },
   'PATCH /tickets/{ticketId}/watchers/{memberId}': { notifyOnComment: false },
+  'POST /tickets/{ticketId}/attachments': { filename: 'a.txt', contentType: 'text/plain', size: 3 },
+  'POST /tickets/{ticketId}/attachments/{attachmentId}/confirm': undefined,
+  'POST /tickets/{ticketId}/attachments/upload': MULTIPART_BODY,
+  'POST /attachments/pending': { filename: 'a.txt', contentType: 'text/plain', size: 3 },
+  'POST /attachments/pending/{attachmentId}/confirm': undefined,
+  'POST /attachments/pending/upload': MULTIPART_BODY,
+  'POST /attachments/urls': { ids: [attachment.id] },
 };
 /** Required query strings. */
 const QUERIES: Record<string, string> = { 'GET /contacts/search': '?q=pe', 'GET /customers/search': '?q=pe' };
@@ -102,15 +114,16 @@ for (const r of routes) {
   const name = `${r.method} ${r.suffix}`;
   t.test(`${name}: another account and the other mode get 404`, async (t) => {
     const body = BODIES[name];
+    const headers = body === MULTIPART_BODY ? MULTIPART_HEADERS : {};
     const url = (prefix: string) => `${prefix}${fill(r.suffix)}${QUERIES[name] ?? ''}`;
     const attempts: [string, Reply][] = [
-      ['another account, on this brand', await stranger.live(r.method, url(base), body)],
-      ['this account in test mode, on the live brand', await owner.test(r.method, url(base), body)],
-      ['the workspaces path too', await stranger.live(r.method, url(`/v1/workspaces/ws_${brand.id.slice(3)}`), body)],
+      ['another account, on this brand', await stranger.live(r.method, url(base), body, headers)],
+      ['this account in test mode, on the live brand', await owner.test(r.method, url(base), body, headers)],
+      ['the workspaces path too', await stranger.live(r.method, url(`/v1/workspaces/ws_${brand.id.slice(3)}`), body, headers)],
     ];
     // With its own brand in the path, a stranger still cannot reach this brand's ids.
     const hasIds = /\{(?!entityType)\w+\}/.test(r.suffix);
-    if (hasIds) attempts.push(['another account, own brand, these ids', await stranger.live(r.method, url(`/v1/brands/${strangerBrand.id}`), body)]);
+    if (hasIds) attempts.push(['another account, own brand, these ids', await stranger.live(r.method, url(`/v1/brands/${strangerBrand.id}`), body, headers)]);
     for (const [label, res] of attempts) {
       t.equal(res.status, 404, res.status === 404 ? `${label}: 404` : `${label}: 404, got ${res.status} ${JSON.stringify(res.body)}`);
       t.equal(res.body?.code, 'not_found', label);
@@ -122,6 +135,9 @@ t.test('routes that take ids in the body act on nothing of another account', asy
   const res = await stranger.live('POST', `/v1/brands/${strangerBrand.id}/tickets/bulk`, { action: 'delete', ticketIds: [ticket.id, other.id] });
   t.equal(res.status, 200);
   t.match(res.body, { success: 0, failed: 2 });
+  const urls = await stranger.live('POST', `/v1/brands/${strangerBrand.id}/attachments/urls`, { ids: [attachment.id] });
+  t.equal(urls.status, 200);
+  t.same(urls.body, { [attachment.id]: null }, 'no download URL for another account\'s attachment');
 });
 
 t.test('after all of that, the owner\'s data is untouched', async (t) => {
@@ -138,4 +154,5 @@ t.test('after all of that, the owner\'s data is untouched', async (t) => {
   t.equal((await owner.live('GET', `${base}/blocked-sources`)).body.length, 1);
   t.equal((await owner.live('GET', `${base}/fields/ticket`)).body[0].label, 'Plan');
   t.equal((await owner.live('GET', base)).body.name, 'Owner brand');
+  t.equal((await owner.live('GET', `${base}/tickets/${ticket.id}/attachments`)).body.length, 1);
 });

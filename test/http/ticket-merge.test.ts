@@ -17,6 +17,11 @@ async function ticket(call: Call, base: string, title: string) {
   return res.body as { id: string; ticketNumber: number };
 }
 
+const BOUNDARY = 'ticketd-merge-test';
+const multipartHeaders = { 'content-type': `multipart/form-data; boundary=${BOUNDARY}` };
+const multipart = (filename: string, text: string) =>
+  `--${BOUNDARY}\r\nContent-Disposition: form-data; name="file"; filename="${filename}"\r\nContent-Type: text/plain\r\n\r\n${text}\r\n--${BOUNDARY}--\r\n`;
+
 async function comment(call: Call, base: string, ticketId: string, body: string) {
   const res = await call('POST', `${base}/tickets/${ticketId}/comments`, { body });
   if (res.status !== 201) throw new Error(`comment failed: ${res.status} ${JSON.stringify(res.body)}`);
@@ -34,6 +39,9 @@ for (const prefix of ['/v1/brands', '/v1/workspaces'] as const) {
     const ca = await comment(owner.live, base, a.id, 'from a');
     const cb = await comment(owner.live, base, b.id, 'from b');
 
+    const upload = await owner.live('POST', `${base}/tickets/${a.id}/attachments/upload`, multipart('log.txt', 'printer log'), multipartHeaders);
+    t.equal(upload.status, 201, 'an attachment on a source');
+
     const res = await owner.live('POST', `${path}/tickets/${target.id}/merge`, { sourceTicketIds: [a.id, b.id] });
     t.equal(res.status, 200);
     t.equal(res.body.id, target.id, 'the SDK reads the target ticket');
@@ -41,6 +49,9 @@ for (const prefix of ['/v1/brands', '/v1/workspaces'] as const) {
     t.same(res.body.mergedTicketIds, [a.id, b.id]);
     t.equal(res.body.mergedCount, 2);
     t.equal(res.body.commentCount, 4, 'own comment, two moved ones and the merge note');
+    t.equal(res.body.attachmentCount, 1, 'the attachment moved too');
+    const files = (await owner.live('GET', `${base}/tickets/${target.id}/attachments`)).body;
+    t.same(files.map((f: { id: string }) => f.id), [upload.body.attachment.id]);
 
     const onTarget = (await owner.live('GET', `${base}/tickets/${target.id}/comments`)).body as { id: string; body: string; authorType: string; isInternal: boolean }[];
     t.same(onTarget.slice(0, 3).map((c) => c.body), ['on the target', 'from a', 'from b'], 'moved comments keep their order');
@@ -49,7 +60,7 @@ for (const prefix of ['/v1/brands', '/v1/workspaces'] as const) {
 
     for (const source of [a, b]) {
       const got = (await owner.live('GET', `${base}/tickets/${source.id}`)).body;
-      t.match(got, { status: 'closed', mergedIntoId: target.id, commentCount: 1 });
+      t.match(got, { status: 'closed', mergedIntoId: target.id, commentCount: 1, attachmentCount: 0 });
       const notes = (await owner.live('GET', `${base}/tickets/${source.id}/comments`)).body;
       t.match(notes, [{ authorType: 'SYSTEM', body: `Merged into ticket #${target.ticketNumber} (Printer broken).` }]);
     }

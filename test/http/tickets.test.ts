@@ -55,7 +55,6 @@ for (const prefix of ['/v1/brands', '/v1/workspaces'] as const) {
       sourceData: { inbox: 'support' },
       createdBy: 'agent-7',
       notifyCustomer: true,
-      attachmentIds: ['att_whatever'],
     });
     t.equal(res.status, 201);
     const tk = res.body;

@@ -1,6 +1,7 @@
 import objection from 'objection';
 import { withTx, type TenantCtx } from '../../core/context.js';
 import { badRequest, notFound } from '../../core/errors.js';
+import * as attachments from '../attachments/service.js';
 import * as audit from '../audit/service.js';
 import * as brands from '../brands/service.js';
 import * as comments from '../comments/service.js';
@@ -44,6 +45,7 @@ export async function merge(ctx: TenantCtx, brandId: string, targetId: string, i
     const sources = sourceIds.map((id) => byId.get(id)!);
 
     await comments.moveToTicket(tx, brand.id, sourceIds, targetId);
+    await attachments.moveToTicket(tx, brand.id, sourceIds, targetId);
 
     await Ticket.scoped(tx).where('brandId', brand.id).whereIn('id', sourceIds)
       .patch({ status: 'closed', mergedIntoId: targetId, updatedAt: objection.raw('now()') as unknown as Date });

@@ -85,7 +85,7 @@ export const CreateTicketBody = Type.Object(
     sourceId: Type.Optional(Nullable(Type.String({ maxLength: 500 }))),
     sourceData: Type.Optional(Nullable(AnyObject)),
     notifyCustomer: Type.Optional(Type.Boolean({ description: 'Accepted; notifications are not sent yet' })),
-    attachmentIds: Type.Optional(Type.Array(Id, { maxItems: 50, description: 'Accepted and ignored until attachments exist' })),
+    attachmentIds: Type.Optional(Type.Array(Id, { maxItems: 50, description: 'Pending attachments (uploaded via …/attachments/pending) to link to the new ticket; each must be UPLOADED and not on a ticket yet, else 400 invalid_attachments' })),
     closeReason: Type.Optional(Nullable(CloseReason)),
     dueAt: Type.Optional(Nullable(DueAt)),
     watchers: Type.Optional(Type.Array(WatcherInput, { maxItems: 50, description: 'Members to add as watchers (each a member of the account)' })),

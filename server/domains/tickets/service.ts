@@ -4,6 +4,7 @@ import { badRequest, HttpError, notFound } from '../../core/errors.js';
 import { newId, ID_PREFIX } from '../../core/ids.js';
 import { canonicalJson, claim as claimIdempotencyKey, requestFingerprint } from '../../core/idempotency.js';
 import { isEmail, normalizeEmail } from '../../core/text.js';
+import * as attachments from '../attachments/service.js';
 import * as audit from '../audit/service.js';
 import * as blockedSources from '../blocked-sources/service.js';
 import * as brands from '../brands/service.js';
@@ -34,8 +35,10 @@ import { TICKET_SORTS, type CreateTicketInput, type TicketListInput, type Ticket
  *      after it. A failed create rolls the counter back with everything else: numbers have no gaps.
  *   The full ticket is read after the commit, outside the lock.
  *
- * notifyCustomer is accepted and not stored (notifications come with a later issue);
- * attachmentIds are accepted and ignored until attachments exist.
+ * attachmentIds (pending attachments) are linked in step 2: their rows are locked and pointed at
+ * the new ticket id (the FK is deferred to the commit), and the CTE inserts the ticket with that
+ * attachment_count, so the brand lock is not held any longer for them.
+ * notifyCustomer is accepted and not stored (notifications come with a later issue).
  */
 
 export const MAX_CUSTOM_FIELDS_BYTES = 64 * 1024;
@@ -210,6 +213,7 @@ export async function create(ctx: TenantCtx, brandId: string, input: CreateTicke
       isSpam = await blockedSources.isBlocked(tx, brand.id, email);
     }
 
+    const attachmentCount = await attachments.linkPending(tx, brand.id, id, input.attachmentIds ?? []);
     await audit.record(tx, { brandId: brand.id, ticketId: id, entityType: 'ticket', entityId: id, event: 'ticket.created', metadata: { title } });
     // Written before the ticket exists: their ticket key is checked at commit (deferred).
     if (input.watchers?.length) await watchers.addToNewTicket(tx, brand.id, id, input.watchers);
@@ -223,8 +227,8 @@ export async function create(ctx: TenantCtx, brandId: string, input: CreateTicke
         returning next_ticket_number - 1 as num
       ), t as (
         insert into tickets (id, account_id, livemode, brand_id, ticket_number, title, body, status, priority, assignee_id, created_by,
-          customer_id, category_id, links, custom_fields, metadata, source, source_id, source_data, is_spam, close_reason, due_at)
-        select ?, ?, ?, ?, n.num, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?::jsonb, ?::jsonb, ?, ?, ?::jsonb, ?, ?, ?::timestamptz from n
+          customer_id, category_id, links, custom_fields, metadata, source, source_id, source_data, is_spam, close_reason, due_at, attachment_count)
+        select ?, ?, ?, ?, n.num, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?::jsonb, ?::jsonb, ?, ?, ?::jsonb, ?, ?, ?::timestamptz, ? from n
         returning id, account_id, livemode, brand_id
       ), tt as (
         insert into ticket_tags (account_id, livemode, brand_id, ticket_id, tag_id)
@@ -234,7 +238,7 @@ export async function create(ctx: TenantCtx, brandId: string, input: CreateTicke
       tx.accountId, tx.livemode, brand.id,
       id, tx.accountId, tx.livemode, brand.id, title, input.body ?? null, status, input.priority ?? null, assigneeId, input.createdBy ?? null,
       customerId, categoryId, JSON.stringify(input.links ?? []), json(input.customFields), JSON.stringify(input.metadata ?? {}),
-      input.source ?? 'api', input.sourceId ?? null, json(input.sourceData ?? null), isSpam, input.closeReason ?? null, isoOrNull(input.dueAt),
+      input.source ?? 'api', input.sourceId ?? null, json(input.sourceData ?? null), isSpam, input.closeReason ?? null, isoOrNull(input.dueAt), attachmentCount,
       [...tagIds],
     ]) as { rows: { id: string }[] };
     if (inserted.rows.length !== 1) throw notFound('Brand');

@@ -1,0 +1,481 @@
+import path from 'node:path';
+import { Readable } from 'node:stream';
+import objection from 'objection';
+import { tenantCtx, withTx, type BaseCtx, type TenantCtx } from '../../core/context.js';
+import type { Config } from '../../core/config.js';
+import type { Db } from '../../core/db.js';
+import { badRequest, conflict, forbidden, HttpError, notFound } from '../../core/errors.js';
+import { newId, ID_PREFIX } from '../../core/ids.js';
+import { scopeOf } from '../../core/model.js';
+import { cachedServerSecret } from '../../core/secrets.js';
+import { ByteLimitExceeded, storageFromConfig, type StagedObject, type Storage } from '../../integrations/storage.js';
+import * as audit from '../audit/service.js';
+import * as brands from '../brands/service.js';
+import { signGrant, verifyGrant, type GrantPurpose } from './grants.js';
+import { Attachment } from './model.js';
+import type { AttachmentView, AttachmentWithUrlView, CreateAttachmentInput, UploadedView, UploadGrantView, UploadReceiptView, UrlsView } from './schemas.js';
+
+/**
+ * Attachments: records here, bytes in storage under the attachment id.
+ *
+ * Two ways in. Three steps (SDK, portal): POST …/attachments declares filename, type and size and
+ * gets a signed upload URL; the client PUTs the bytes there (no credential: the URL is the grant);
+ * POST …/confirm marks it UPLOADED. Or one multipart request (dashboard), UPLOADED at once.
+ * Pending attachments (no ticket yet) are linked by ticket create (`attachmentIds`).
+ *
+ * tickets.attachment_count counts a ticket's UPLOADED attachments; every change to it happens in
+ * the transaction that changes the attachment. Bytes are written to staging first and moved under
+ * their key inside the transaction that records them, holding the row lock, so the stored file and
+ * the row's sha256 always agree and a half-written upload is never served. Deleted rows queue their
+ * file for removal (a trigger, see the migration); the DELETE removes it at once, the dispatcher
+ * removes anything left.
+ */
+
+export const PENDING_LINK_HOURS = 24;
+const PURGE_BATCH = 500;
+
+/** What the attachment services need beyond the database: set up once per process. */
+export interface AttachmentDeps {
+  storage: Storage;
+  maxBytes: number;
+  uploadTtlSeconds: number;
+  downloadTtlSeconds: number;
+  publicUrl: string | null;
+  /** The URL signing key (server_secrets), read once. */
+  signingKey: () => Promise<Buffer>;
+  /** Milliseconds; tests may move it. */
+  now: () => number;
+}
+
+/** Deps plus the absolute base URL the current request's links are built on. */
+export interface AttachmentIo extends AttachmentDeps {
+  baseUrl: string;
+}
+
+export function attachmentDeps(config: Config, db: Db, storage: Storage = storageFromConfig(config)): AttachmentDeps {
+  return {
+    storage,
+    maxBytes: config.attachmentMaxBytes,
+    uploadTtlSeconds: config.attachmentUploadUrlTtlSeconds,
+    downloadTtlSeconds: config.attachmentDownloadUrlTtlSeconds,
+    publicUrl: config.publicUrl,
+    signingKey: cachedServerSecret(db, 'attachment_url_signing_key'),
+    now: Date.now,
+  };
+}
+
+const SANE_HOST = /^[A-Za-z0-9.-]+(:\d{1,5})?$|^\[[0-9A-Fa-f:.]+\](:\d{1,5})?$/;
+
+/** Links are absolute: on the configured public URL, else on the protocol and host the request came in on. */
+export function forRequest(deps: AttachmentDeps, protocol: string, host: string): AttachmentIo {
+  if (deps.publicUrl) return { ...deps, baseUrl: deps.publicUrl.replace(/\/+$/, '') };
+  const scheme = protocol === 'https' ? 'https' : 'http';
+  const authority = (SANE_HOST.test(host) ? host : 'localhost').replace(scheme === 'https' ? /:443$/ : /:80$/, '');
+  return { ...deps, baseUrl: `${scheme}://${authority}` };
+}
+
+function toView(row: Attachment): AttachmentView {
+  return {
+    id: row.id,
+    object: 'attachment',
+    brandId: row.brandId,
+    ticketId: row.ticketId,
+    commentId: row.commentId,
+    filename: row.filename,
+    contentType: row.contentType,
+    size: Number(row.size),
+    status: row.status,
+    sha256: row.sha256,
+    uploadedBy: row.uploadedBy,
+    metadata: row.metadata ?? {},
+    createdAt: new Date(row.createdAt).toISOString(),
+    updatedAt: new Date(row.updatedAt).toISOString(),
+  };
+}
+
+const tooLarge = (maxBytes: number) =>
+  new HttpError(413, 'attachment_too_large', `Attachments may be at most ${maxBytes} bytes`, [{ field: 'size', message: `must be at most ${maxBytes}` }]);
+
+const sizeMismatch = (declared: number, detail: string) =>
+  badRequest(`The upload must be exactly the declared size (${declared} bytes); ${detail}. Nothing was kept.`, [{ field: 'body', message: `must be ${declared} bytes` }], 'size_mismatch');
+
+/** The brand's live ticket, else 404. Raw SQL: the attachment domain keeps tickets.attachment_count. */
+async function requireTicket(ctx: TenantCtx, brandId: string, ticketId: string): Promise<void> {
+  const found = await ctx.db.raw(`select 1 from tickets where account_id = ? and livemode = ? and brand_id = ? and id = ? and deleted_at is null`,
+    [ctx.accountId, ctx.livemode, brandId, ticketId]) as { rows: unknown[] };
+  if (!found.rows.length) throw notFound('Ticket');
+}
+
+async function bumpCount(ctx: TenantCtx, brandId: string, ticketId: string, by: number): Promise<void> {
+  await ctx.db.raw(`update tickets set attachment_count = attachment_count + ? where account_id = ? and livemode = ? and brand_id = ? and id = ?`,
+    [by, ctx.accountId, ctx.livemode, brandId, ticketId]);
+}
+
+/** Sets attachment_count of these tickets to their number of UPLOADED attachments. */
+async function recount(ctx: TenantCtx, brandId: string, ticketIds: string[]): Promise<void> {
+  await ctx.db.raw(`update tickets set attachment_count = (
+      select count(*) from attachments a where a.account_id = tickets.account_id and a.livemode = tickets.livemode
+        and a.brand_id = tickets.brand_id and a.ticket_id = tickets.id and a.status = 'UPLOADED')
+    where account_id = ? and livemode = ? and brand_id = ? and id = any(?)`, [ctx.accountId, ctx.livemode, brandId, ticketIds]);
+}
+
+/** Attachments of a ticket that is not deleted, or pending ones: what may be read and served. */
+const ON_LIVE_TICKET = `(attachments.ticket_id is null or exists (select 1 from tickets t where t.account_id = attachments.account_id
+  and t.livemode = attachments.livemode and t.brand_id = attachments.brand_id and t.id = attachments.ticket_id and t.deleted_at is null))`;
+
+function ofBrand(ctx: TenantCtx, brandId: string) {
+  return Attachment.scoped(ctx).where('attachments.brandId', brandId);
+}
+
+async function grantUrl(io: AttachmentIo, row: Attachment, purpose: GrantPurpose): Promise<{ url: string; expiresIn: number; expiresAt: string }> {
+  const expiresIn = purpose === 'upload' ? io.uploadTtlSeconds : io.downloadTtlSeconds;
+  const expiresAt = Math.floor(io.now() / 1000) + expiresIn;
+  const token = signGrant(await io.signingKey(), { attachmentId: row.id, accountId: row.accountId, livemode: row.livemode, purpose, expiresAt });
+  return { url: `${io.baseUrl}/v1/${purpose === 'upload' ? 'uploads' : 'files'}/${token}`, expiresIn, expiresAt: new Date(expiresAt * 1000).toISOString() };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Three steps: declare, PUT the bytes, confirm.
+
+/** Step 1: the record (PENDING) and a signed upload URL. ticketId null: a pending attachment. */
+export async function createUpload(ctx: TenantCtx, io: AttachmentIo, brandId: string, ticketId: string | null, input: CreateAttachmentInput): Promise<UploadGrantView> {
+  const filename = input.filename.trim();
+  if (input.size > io.maxBytes) throw tooLarge(io.maxBytes);
+  const brand = await brands.requireBrand(ctx, brandId);
+  if (ticketId) await requireTicket(ctx, brand.id, ticketId);
+  const row = await Attachment.query(ctx.db).insert({
+    id: newId(ID_PREFIX.attachment),
+    ...scopeOf(ctx),
+    brandId: brand.id,
+    ticketId,
+    commentId: input.commentId ?? null,
+    filename,
+    contentType: input.contentType.trim(),
+    size: input.size,
+    status: 'PENDING',
+    uploadedBy: input.uploadedBy ?? null,
+    metadata: input.metadata ?? {},
+  }).returning('*') as unknown as Attachment;
+  const grant = await grantUrl(io, row, 'upload');
+  return { id: row.id, attachmentId: row.id, filename: row.filename, attachment: toView(row), uploadUrl: grant.url, expiresIn: grant.expiresIn, expiresAt: grant.expiresAt };
+}
+
+async function tenantOfGrant(base: BaseCtx, deps: AttachmentDeps, token: string, purpose: GrantPurpose): Promise<{ ctx: TenantCtx; attachmentId: string }> {
+  const check = verifyGrant(await deps.signingKey(), token, purpose, Math.floor(deps.now() / 1000));
+  if (!check.ok) {
+    if (check.reason === 'expired') throw forbidden(`This ${purpose} URL has expired; ask for a new one`, 'url_expired');
+    if (check.reason === 'wrong_purpose') throw forbidden(`This URL is not valid for ${purpose === 'upload' ? 'uploading' : 'downloading'}`, 'invalid_signature');
+    throw forbidden('This URL is not valid: its signature does not match', 'invalid_signature');
+  }
+  return { ctx: tenantCtx(base, check.grant.accountId, check.grant.livemode), attachmentId: check.grant.attachmentId };
+}
+
+/**
+ * Step 2: PUT /v1/uploads/<token>. Streams the body to staging (never more than the declared
+ * size), then, holding the row lock, moves it under the attachment id and records its sha256.
+ * The attachment stays PENDING until confirmed; a repeat PUT before that replaces the bytes.
+ */
+export async function receiveUpload(base: BaseCtx, deps: AttachmentDeps, token: string, body: Readable | undefined, contentLength: number | null): Promise<UploadReceiptView> {
+  const { ctx, attachmentId } = await tenantOfGrant(base, deps, token, 'upload');
+  const row = await Attachment.scoped(ctx).findById(attachmentId);
+  if (!row) throw notFound('Attachment');
+  if (row.status !== 'PENDING') throw conflict('This attachment was already uploaded and confirmed', 'already_uploaded');
+  const declared = Number(row.size);
+  if (contentLength !== null && contentLength > deps.maxBytes) throw tooLarge(deps.maxBytes);
+  if (contentLength !== null && contentLength !== declared) throw sizeMismatch(declared, `Content-Length is ${contentLength}`);
+
+  let staged: StagedObject;
+  try {
+    staged = await deps.storage.stage(body ?? Readable.from([]), declared);
+  } catch (err) {
+    if (err instanceof ByteLimitExceeded) throw sizeMismatch(declared, 'more bytes were sent');
+    throw err;
+  }
+  try {
+    if (staged.size !== declared) throw sizeMismatch(declared, `${staged.size} bytes were sent`);
+    await withTx(ctx, async (tx) => {
+      const locked = await Attachment.scoped(tx).findById(attachmentId).forUpdate();
+      if (!locked) throw notFound('Attachment');
+      if (locked.status !== 'PENDING') throw conflict('This attachment was already uploaded and confirmed', 'already_uploaded');
+      await Attachment.scoped(tx).findById(attachmentId).patch({ sha256: staged.sha256, updatedAt: objection.raw('now()') as unknown as Date });
+      await staged.commit(attachmentId);
+    });
+  } finally {
+    await staged.discard();
+  }
+  return { id: attachmentId, size: staged.size, sha256: staged.sha256, status: 'PENDING' };
+}
+
+/**
+ * Step 3: PENDING → UPLOADED once the bytes are stored; counts it on its ticket and records
+ * attachment.created. Already UPLOADED: returned as is. ticketId null (the pending route): any
+ * attachment of the brand by id.
+ */
+export async function confirm(ctx: TenantCtx, io: AttachmentIo, brandId: string, ticketId: string | null, attachmentId: string): Promise<AttachmentView> {
+  return withTx(ctx, async (tx) => {
+    const brand = await brands.requireBrand(tx, brandId);
+    if (ticketId) await requireTicket(tx, brand.id, ticketId);
+    const q = ofBrand(tx, brand.id).findById(attachmentId).forUpdate();
+    if (ticketId) q.where('attachments.ticketId', ticketId);
+    const row = await q;
+    if (!row) throw notFound('Attachment');
+    if (row.status === 'UPLOADED') return toView(row);
+    if (row.status !== 'PENDING' || !row.sha256 || !(await io.storage.exists(row.id))) {
+      throw badRequest('The file has not been uploaded yet: PUT its bytes to the uploadUrl first, then confirm', [], 'upload_incomplete');
+    }
+    const [updated] = await ofBrand(tx, brand.id).where('attachments.id', row.id)
+      .patch({ status: 'UPLOADED', updatedAt: objection.raw('now()') as unknown as Date }).returning('*') as unknown as Attachment[];
+    await recordCreated(tx, updated!);
+    return toView(updated!);
+  });
+}
+
+async function recordCreated(tx: TenantCtx, row: Attachment): Promise<void> {
+  if (row.ticketId) await bumpCount(tx, row.brandId, row.ticketId, 1);
+  await audit.record(tx, {
+    brandId: row.brandId, ticketId: row.ticketId, entityType: 'attachment', entityId: row.id, event: 'attachment.created',
+    metadata: { filename: row.filename, contentType: row.contentType, size: Number(row.size), pending: row.ticketId === null },
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// One step: multipart.
+
+export interface IncomingFile {
+  stream: Readable;
+  filename: string;
+  contentType: string;
+  /** True when the parser cut the file at the byte limit. */
+  truncated: () => boolean;
+}
+
+const CONTENT_TYPE = /^[A-Za-z0-9!#$&^_.+-]+\/[A-Za-z0-9!#$&^_.+-]+$/;
+
+/** A client's file name as shown: no directories, no control characters, at most 255 characters. */
+export function cleanFilename(raw: string): string {
+  // eslint-disable-next-line no-control-regex
+  const name = path.win32.basename(raw).replace(/[\u0000-\u001f\u007f]/g, '').trim().slice(0, 255);
+  return name || 'file';
+}
+
+/** Multipart upload: UPLOADED at once, on a ticket (ticketId) or pending (null). */
+export async function uploadFile(ctx: TenantCtx, io: AttachmentIo, brandId: string, ticketId: string | null, file: IncomingFile): Promise<UploadedView> {
+  // Fail fast, before reading the body: the checks are repeated in the transaction below.
+  const brand = await brands.requireBrand(ctx, brandId);
+  if (ticketId) await requireTicket(ctx, brand.id, ticketId);
+  let staged: StagedObject;
+  try {
+    staged = await io.storage.stage(file.stream, io.maxBytes);
+  } catch (err) {
+    if (err instanceof ByteLimitExceeded) throw tooLarge(io.maxBytes);
+    throw err;
+  }
+  try {
+    if (file.truncated()) throw tooLarge(io.maxBytes);
+    const row = await withTx(ctx, async (tx) => {
+      await brands.requireBrand(tx, brand.id);
+      if (ticketId) await requireTicket(tx, brand.id, ticketId);
+      const type = file.contentType.split(';')[0]!.trim().toLowerCase();
+      const inserted = await Attachment.query(tx.db).insert({
+        id: newId(ID_PREFIX.attachment),
+        ...scopeOf(tx),
+        brandId: brand.id,
+        ticketId,
+        filename: cleanFilename(file.filename),
+        contentType: CONTENT_TYPE.test(type) ? type : 'application/octet-stream',
+        size: staged.size,
+        status: 'UPLOADED',
+        sha256: staged.sha256,
+        metadata: {},
+      }).returning('*') as unknown as Attachment;
+      await recordCreated(tx, inserted);
+      await staged.commit(inserted.id);
+      return inserted;
+    });
+    const grant = await grantUrl(io, row, 'download');
+    return { attachment: toView(row), downloadUrl: grant.url, expiresAt: grant.expiresAt };
+  } finally {
+    await staged.discard();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reads, delete, URLs.
+
+/** A ticket's attachments, oldest first (PENDING ones included: their upload may be under way). */
+export async function list(ctx: TenantCtx, brandId: string, ticketId: string): Promise<AttachmentView[]> {
+  const brand = await brands.requireBrand(ctx, brandId);
+  await requireTicket(ctx, brand.id, ticketId);
+  return (await ofBrand(ctx, brand.id).where('attachments.ticketId', ticketId).orderBy('attachments.id')).map(toView);
+}
+
+async function requireOnTicket(ctx: TenantCtx, brandId: string, ticketId: string, attachmentId: string, lock = false): Promise<Attachment> {
+  await requireTicket(ctx, brandId, ticketId);
+  const q = ofBrand(ctx, brandId).where({ 'attachments.ticketId': ticketId, 'attachments.id': attachmentId }).first();
+  const row = await (lock ? q.forUpdate() : q);
+  if (!row) throw notFound('Attachment');
+  return row;
+}
+
+/** One attachment, with a fresh download URL once uploaded. */
+export async function get(ctx: TenantCtx, io: AttachmentIo, brandId: string, ticketId: string, attachmentId: string): Promise<AttachmentWithUrlView> {
+  const brand = await brands.requireBrand(ctx, brandId);
+  const row = await requireOnTicket(ctx, brand.id, ticketId, attachmentId);
+  const view = toView(row);
+  const grant = row.status === 'UPLOADED' ? await grantUrl(io, row, 'download') : null;
+  return { ...view, attachment: view, downloadUrl: grant?.url ?? null, expiresAt: grant?.expiresAt ?? null };
+}
+
+/**
+ * Hard delete: the row goes (the audit log keeps attachment.deleted with its name and size) and
+ * so does the file, right after the commit; the deletion queue covers a crash in between.
+ */
+export async function remove(ctx: TenantCtx, deps: AttachmentDeps, brandId: string, ticketId: string, attachmentId: string): Promise<AttachmentView> {
+  const view = await withTx(ctx, async (tx) => {
+    const brand = await brands.requireBrand(tx, brandId);
+    const row = await requireOnTicket(tx, brand.id, ticketId, attachmentId, true);
+    await ofBrand(tx, brand.id).where('attachments.id', row.id).delete();
+    if (row.status === 'UPLOADED') await bumpCount(tx, brand.id, ticketId, -1);
+    await audit.record(tx, {
+      brandId: brand.id, ticketId, entityType: 'attachment', entityId: row.id, event: 'attachment.deleted',
+      metadata: { filename: row.filename, contentType: row.contentType, size: Number(row.size) },
+    });
+    return toView(row);
+  });
+  await removeFiles(ctx, deps, [view.id]).catch(() => undefined); // the dispatcher retries
+  return view;
+}
+
+/** Fresh download URLs: { [id]: { url, filename, contentType, expiresAt } | null } for every id asked. */
+export async function urls(ctx: TenantCtx, io: AttachmentIo, brandId: string, ids: readonly string[]): Promise<UrlsView> {
+  const brand = await brands.requireBrand(ctx, brandId);
+  const rows = ids.length ? await ofBrand(ctx, brand.id).whereIn('attachments.id', [...new Set(ids)]).where('attachments.status', 'UPLOADED').whereRaw(ON_LIVE_TICKET) : [];
+  const found = new Map<string, UrlsView[string]>();
+  for (const row of rows) {
+    const grant = await grantUrl(io, row, 'download');
+    found.set(row.id, { url: grant.url, filename: row.filename, contentType: row.contentType, expiresAt: grant.expiresAt });
+  }
+  // fromEntries: own properties even for an id such as "__proto__".
+  return Object.fromEntries(ids.map((id) => [id, found.get(id) ?? null]));
+}
+
+/** Types a browser may be told as is; anything else (HTML, SVG, scripts, …) is served as octet-stream. */
+const SAFE_TYPES = new Set([
+  'image/png', 'image/jpeg', 'image/gif', 'image/webp', 'image/avif', 'image/bmp', 'image/x-icon', 'image/vnd.microsoft.icon', 'image/heic', 'image/tiff',
+  'application/pdf', 'text/plain', 'text/csv', 'application/json', 'application/zip',
+  'audio/mpeg', 'audio/ogg', 'audio/wav', 'audio/webm', 'audio/mp4', 'video/mp4', 'video/webm', 'video/ogg', 'video/quicktime',
+]);
+
+export function servedContentType(recorded: string): string {
+  const type = recorded.split(';')[0]!.trim().toLowerCase();
+  if (!SAFE_TYPES.has(type)) return 'application/octet-stream';
+  return type.startsWith('text/') ? `${type}; charset=utf-8` : type;
+}
+
+/** `attachment; filename="<ASCII fallback>"; filename*=UTF-8''<percent-encoded>` (RFC 6266). */
+export function contentDisposition(filename: string): string {
+  const fallback = filename.replace(/[^\x20-\x7e]/g, '_').replace(/["\\]/g, '_');
+  const encoded = encodeURIComponent(filename).replace(/['()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
+  return `attachment; filename="${fallback}"; filename*=UTF-8''${encoded}`;
+}
+
+export interface Download {
+  stream: Readable;
+  size: number;
+  filename: string;
+  contentType: string;
+}
+
+/** GET /v1/files/<token>: the bytes of an UPLOADED attachment whose ticket (if any) is not deleted. */
+export async function openDownload(base: BaseCtx, deps: AttachmentDeps, token: string): Promise<Download> {
+  const { ctx, attachmentId } = await tenantOfGrant(base, deps, token, 'download');
+  const row = await Attachment.scoped(ctx).findById(attachmentId).where('attachments.status', 'UPLOADED').whereRaw(ON_LIVE_TICKET);
+  if (!row) throw notFound('Attachment');
+  const file = await deps.storage.open(row.id);
+  if (!file) throw notFound('Attachment');
+  return { stream: file.stream, size: file.size, filename: row.filename, contentType: servedContentType(row.contentType) };
+}
+
+// ---------------------------------------------------------------------------------------------
+// For ticket create and merge.
+
+/**
+ * Ticket create: links these pending attachments to the new ticket, in the create's transaction,
+ * before the statement that inserts the ticket (the FK is checked at commit). Every id must be an
+ * UPLOADED, not yet linked attachment of this brand, account and mode, else 400
+ * invalid_attachments. Returns how many were linked: the new ticket's attachment_count. The
+ * UPDATE locks the rows, so two creates cannot both link one attachment.
+ */
+export async function linkPending(tx: TenantCtx, brandId: string, ticketId: string, attachmentIds: readonly string[]): Promise<number> {
+  const wanted = [...new Set(attachmentIds)];
+  if (!wanted.length) return 0;
+  const brand = await brands.requireBrand(tx, brandId);
+  const linked = await ofBrand(tx, brand.id).whereIn('attachments.id', wanted).whereNull('attachments.ticketId').where('attachments.status', 'UPLOADED')
+    .patch({ ticketId, updatedAt: objection.raw('now()') as unknown as Date }).returning('id') as unknown as { id: string }[];
+  if (linked.length !== wanted.length) {
+    const ok = new Set(linked.map((r) => r.id));
+    const bad = wanted.filter((id) => !ok.has(id));
+    throw badRequest(`attachmentIds must name uploaded attachments of this brand that are not on a ticket yet: ${bad.join(', ')}`,
+      bad.map((id) => ({ field: 'attachmentIds', message: `${id} is not an uploaded pending attachment of this brand` })), 'invalid_attachments');
+  }
+  return linked.length;
+}
+
+/** Ticket merge: moves every attachment of fromTicketIds to toTicketId and recounts all of them. Returns how many moved. */
+export async function moveToTicket(tx: TenantCtx, brandId: string, fromTicketIds: readonly string[], toTicketId: string): Promise<number> {
+  const from = [...new Set(fromTicketIds)].filter((id) => id !== toTicketId);
+  if (!from.length) return 0;
+  const brand = await brands.requireBrand(tx, brandId);
+  return withTx(tx, async (t) => {
+    const moved = await ofBrand(t, brand.id).whereIn('attachments.ticketId', from)
+      .patch({ ticketId: toTicketId, updatedAt: objection.raw('now()') as unknown as Date });
+    await recount(t, brand.id, [...from, toTicketId]);
+    return moved;
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Housekeeping (the dispatcher's tick; every account).
+
+/** Removes the files of deleted attachment rows and their queue entries. */
+async function removeFiles(base: BaseCtx, deps: AttachmentDeps, ids: string[]): Promise<void> {
+  for (const id of ids) await deps.storage.delete(id);
+  if (ids.length) await base.db('attachment_file_deletions').whereIn('attachmentId', ids).delete();
+}
+
+export interface PurgeResult {
+  abandoned: number;
+  files: number;
+}
+
+/**
+ * Deletes pending attachments never linked within 24 h and uploads never completed within their
+ * grant (PENDING older than the upload URL's lifetime), then removes the files of every deleted
+ * attachment still queued. Rows locked by a request in flight are skipped until the next tick.
+ */
+export async function purgeAbandoned(base: BaseCtx, deps: AttachmentDeps): Promise<PurgeResult> {
+  const abandoned = await withTx(base, async (tx) => {
+    const deleted = await tx.db.raw(`
+      delete from attachments where id in (
+        select id from attachments
+        where (ticket_id is null and created_at < now() - make_interval(hours => ?))
+           or (status = 'PENDING' and created_at < now() - make_interval(secs => ?))
+        limit ? for update skip locked)
+      returning id, account_id, livemode, brand_id, ticket_id, status, filename, content_type, size`, [PENDING_LINK_HOURS, deps.uploadTtlSeconds, PURGE_BATCH]) as {
+      rows: { id: string; account_id: string; livemode: boolean; brand_id: string; ticket_id: string | null; status: string; filename: string; content_type: string; size: string }[];
+    }; // raw rows keep their snake_case names
+    for (const row of deleted.rows) {
+      // Uploaded-but-never-linked attachments had an attachment.created entry: close it.
+      if (row.status !== 'UPLOADED') continue;
+      await audit.record(tenantCtx(tx, row.account_id, row.livemode), {
+        brandId: row.brand_id, ticketId: row.ticket_id, entityType: 'attachment', entityId: row.id, event: 'attachment.deleted',
+        metadata: { filename: row.filename, contentType: row.content_type, size: Number(row.size), reason: 'never_linked' },
+      });
+    }
+    return deleted.rows.length;
+  });
+  const queued = (await base.db('attachment_file_deletions').orderBy('deletedAt').limit(PURGE_BATCH).select('attachmentId') as { attachmentId: string }[]).map((r) => r.attachmentId);
+  await removeFiles(base, deps, queued);
+  await deps.storage.purgeStaging(new Date(deps.now() - PENDING_LINK_HOURS * 3600_000));
+  return { abandoned, files: queued.length };
+}

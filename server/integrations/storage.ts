@@ -1,0 +1,184 @@
+import { createHash, randomBytes } from 'node:crypto';
+import { createReadStream, createWriteStream } from 'node:fs';
+import { mkdir, readdir, rename, stat, unlink } from 'node:fs/promises';
+import path from 'node:path';
+import { Transform, type Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+
+/** What a finished write measured. */
+export interface StoredObject {
+  size: number;
+  sha256: string;
+}
+
+/** Bytes written to a staging area, not yet visible under any key. */
+export interface StagedObject extends StoredObject {
+  /** Moves the bytes under `key` atomically (replacing what was there). */
+  commit(key: string): Promise<void>;
+  /** Throws the bytes away; harmless after commit or a second time. */
+  discard(): Promise<void>;
+}
+
+/** The source sent more than the byte limit allowed; nothing was kept. */
+export class ByteLimitExceeded extends Error {
+  constructor(readonly limit: number) {
+    super(`more than ${limit} bytes`);
+    this.name = 'ByteLimitExceeded';
+  }
+}
+
+/**
+ * Where attachment bytes live. Keys are attachment ids (never a client's file name). A write
+ * goes to a staging area first and is moved under its key in one step, so a reader never sees
+ * a half-written object. Another backend (S3, …) implements the same five calls.
+ */
+export interface Storage {
+  /** Streams `source` into staging, hashing as it goes; more than `maxBytes` rejects with ByteLimitExceeded. */
+  stage(source: Readable, maxBytes: number): Promise<StagedObject>;
+  /** stage + commit: the object is under `key` when this resolves. */
+  put(key: string, source: Readable, maxBytes: number): Promise<StoredObject>;
+  /** A read stream of the object, or null when there is none. */
+  open(key: string): Promise<{ stream: Readable; size: number } | null>;
+  delete(key: string): Promise<void>;
+  exists(key: string): Promise<boolean>;
+  /** Removes staged bytes older than `before` that a crashed process left behind; returns how many. */
+  purgeStaging(before: Date): Promise<number>;
+}
+
+const KEY = /^[A-Za-z0-9_-]{1,128}$/;
+
+function checkKey(key: string): string {
+  if (typeof key !== 'string' || !KEY.test(key)) throw new Error(`invalid storage key ${JSON.stringify(key)}`);
+  return key;
+}
+
+const isMissing = (err: unknown) => (err as { code?: string }).code === 'ENOENT';
+
+/**
+ * Files on local disk under `root`: `<root>/<last two characters of the key>/<key>` (ids end in
+ * random characters, so files spread over up to 1024 directories), staging in `<root>/.staging`
+ * on the same file system so the final rename is atomic.
+ */
+export class LocalDiskStorage implements Storage {
+  private readonly staging: string;
+
+  constructor(readonly root: string) {
+    this.staging = path.join(root, '.staging');
+  }
+
+  private pathOf(key: string): string {
+    checkKey(key);
+    return path.join(this.root, key.slice(-2), key);
+  }
+
+  async stage(source: Readable, maxBytes: number): Promise<StagedObject> {
+    // Listen before the first await: a source failing meanwhile must not be an unhandled 'error'.
+    let early: Error | null = null;
+    const remember = (err: Error) => { early = err; };
+    source.once('error', remember);
+    await mkdir(this.staging, { recursive: true });
+    source.off('error', remember);
+    if (early) throw early;
+    if (source.destroyed && !source.readableEnded) throw new Error('the source closed before its end');
+    const temp = path.join(this.staging, `${Date.now()}-${randomBytes(8).toString('hex')}`);
+    const hash = createHash('sha256');
+    let size = 0;
+    const meter = new Transform({
+      transform(chunk: Buffer, _enc, done) {
+        size += chunk.length;
+        if (size > maxBytes) return done(new ByteLimitExceeded(maxBytes));
+        hash.update(chunk);
+        done(null, chunk);
+      },
+    });
+    try {
+      const written = pipeline(meter, createWriteStream(temp, { flags: 'wx' }));
+      // Plain pipe, not pipeline: past the limit the source is only unpiped, never destroyed, so an
+      // HTTP request body stays readable and the client still gets the 413 (not a reset socket).
+      source.once('error', (err) => meter.destroy(err));
+      source.once('close', () => { if (!source.readableEnded) meter.destroy(new Error('the source closed before its end')); });
+      source.pipe(meter);
+      await written;
+    } catch (err) {
+      await unlink(temp).catch(() => undefined);
+      throw err;
+    }
+    const pathOf = (key: string) => this.pathOf(key);
+    return {
+      size,
+      sha256: hash.digest('hex'),
+      async commit(key: string) {
+        const target = pathOf(key);
+        await mkdir(path.dirname(target), { recursive: true });
+        await rename(temp, target);
+      },
+      async discard() {
+        await unlink(temp).catch((err) => { if (!isMissing(err)) throw err; });
+      },
+    };
+  }
+
+  async put(key: string, source: Readable, maxBytes: number): Promise<StoredObject> {
+    checkKey(key);
+    const staged = await this.stage(source, maxBytes);
+    try {
+      await staged.commit(key);
+    } catch (err) {
+      await staged.discard();
+      throw err;
+    }
+    return { size: staged.size, sha256: staged.sha256 };
+  }
+
+  async open(key: string): Promise<{ stream: Readable; size: number } | null> {
+    const file = this.pathOf(key);
+    try {
+      const { size } = await stat(file);
+      // The descriptor is opened now: a delete after this point does not cut the download short.
+      const stream = createReadStream(file);
+      await new Promise<void>((resolve, reject) => stream.once('open', () => resolve()).once('error', reject));
+      return { stream, size };
+    } catch (err) {
+      if (isMissing(err)) return null;
+      throw err;
+    }
+  }
+
+  async delete(key: string): Promise<void> {
+    await unlink(this.pathOf(key)).catch((err) => { if (!isMissing(err)) throw err; });
+  }
+
+  async exists(key: string): Promise<boolean> {
+    try {
+      return (await stat(this.pathOf(key))).isFile();
+    } catch (err) {
+      if (isMissing(err)) return false;
+      throw err;
+    }
+  }
+
+  async purgeStaging(before: Date): Promise<number> {
+    let names: string[];
+    try {
+      names = await readdir(this.staging);
+    } catch (err) {
+      if (isMissing(err)) return 0;
+      throw err;
+    }
+    let removed = 0;
+    for (const name of names) {
+      const file = path.join(this.staging, name);
+      const info = await stat(file).catch(() => null);
+      if (info && info.mtime < before) {
+        await unlink(file).catch(() => undefined);
+        removed++;
+      }
+    }
+    return removed;
+  }
+}
+
+/** The storage a configuration describes: local disk under `<dataDir>/attachments`. */
+export function storageFromConfig(config: { dataDir: string }): Storage {
+  return new LocalDiskStorage(path.join(config.dataDir, 'attachments'));
+}
