@@ -125,11 +125,30 @@ export async function create(ctx: TenantCtx, input: CreateBrandInput): Promise<B
  * The brand, if the caller may see it. Every brand route goes through here: a brand of another
  * account, of the other mode, or outside the key's brand scope reads as 404, never 403.
  */
+/**
+ * Brands already found inside a transaction, by transaction. One request's services each check the
+ * brand (ticket create reaches five of them); within a transaction the first read answers the rest.
+ * Writes to a brand row through this service (and the ticket counter) forget it.
+ */
+const foundInTx = new WeakMap<object, Map<string, Brand>>();
+
 export async function requireBrand(ctx: TenantCtx, brandId: string): Promise<Brand> {
   const id = normalizeBrandId(brandId);
-  const row = canSeeBrand(ctx.brandScope, id) ? await Brand.scoped(ctx).findById(id) : undefined;
+  if (!canSeeBrand(ctx.brandScope, id)) throw notFound('Brand');
+  const memo = ctx.db.isTransaction ? foundInTx.get(ctx.db) ?? new Map<string, Brand>() : null;
+  // The scope is part of the key: a transaction may serve more than one tenant ctx.
+  const key = `${ctx.accountId}:${ctx.livemode}:${id}`;
+  const known = memo?.get(key);
+  if (known) return known;
+  const row = await Brand.scoped(ctx).findById(id);
   if (!row) throw notFound('Brand');
+  if (memo) foundInTx.set(ctx.db, memo.set(key, row));
   return row;
+}
+
+/** After a write to the brand row inside ctx's transaction: the next requireBrand reads it again. */
+export function forgetFound(ctx: TenantCtx, brandId: string): void {
+  if (ctx.db.isTransaction) foundInTx.get(ctx.db)?.delete(`${ctx.accountId}:${ctx.livemode}:${normalizeBrandId(brandId)}`);
 }
 
 export async function get(ctx: TenantCtx, brandId: string): Promise<BrandView> {
@@ -152,6 +171,7 @@ export async function update(ctx: TenantCtx, brandId: string, input: UpdateBrand
   assertValidTicketSchema(input.ticketSchema);
   return withTx(ctx, async (tx) => {
     const brand = await requireBrand(tx, brandId);
+    forgetFound(tx, brand.id);
     const { ticketNumberStart, ticketPrefix, ...rest } = input;
     const patch: Partial<Brand> = { ...rest, updatedAt: new Date() };
     if (ticketPrefix !== undefined) patch.ticketPrefix = ticketPrefix.toUpperCase();
@@ -200,6 +220,7 @@ export async function remove(ctx: TenantCtx, brandId: string, confirm: boolean):
       return { id: brand.id, deleted: false, ...counts, message: 'Nothing was deleted. Repeat the request with ?confirm=true to delete this brand and everything in it.' };
     }
     await Brand.scoped(tx).deleteById(brand.id);
+    forgetFound(tx, brand.id);
     await apiKeys.forgetBrand(tx, brand.id);
     return { id: brand.id, deleted: true, ...counts, message: `Brand "${brand.name}" and everything in it were deleted.` };
   });

@@ -194,6 +194,8 @@ export async function reorder(ctx: TenantCtx, brandId: string, input: ReorderSta
  * Throws 400 invalid_status naming the allowed keys. Takes a brand the caller may see.
  */
 export async function assertStatusKey(ctx: TenantCtx, brandId: string, key: string, field = 'status'): Promise<void> {
+  // Every brand has the system statuses, which can be neither deleted nor re-keyed.
+  if (SYSTEM_STATUSES.some((s) => s.key === key)) return;
   const brand = await brands.requireBrand(ctx, brandId);
   const keys = (await ordered(ctx, brand.id)).map((s) => s.key);
   if (!keys.includes(key)) {

@@ -242,6 +242,7 @@ export async function create(ctx: TenantCtx, brandId: string, input: CreateTicke
       [...tagIds],
     ]) as { rows: { id: string }[] };
     if (inserted.rows.length !== 1) throw notFound('Brand');
+    brands.forgetFound(tx, brand.id); // its next_ticket_number moved
     return { created: true, id, brandId: brand.id };
   });
 
