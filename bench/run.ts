@@ -1,12 +1,19 @@
 /**
- * `npm run bench`: starts the real server (bin/ticketd start) on loopback against a fresh database
- * and drives it with autocannon from this process. Prints numbers; asserts nothing.
+ * `npm run bench`: starts the real server (bin/ticketd start) on loopback against a fresh database,
+ * seeds one brand with N tickets, and drives it with autocannon from this process. Prints tables;
+ * asserts nothing (timings are never a test).
  *
- *   npm run bench -- [--duration 5] [--connections 32]
+ *   npm run bench -- [--tickets 1000000] [--duration 5] [--connections 32] [--read-connections 2]
+ *   npm run bench -- --quick            (20,000 tickets, 2 s per scenario: for development)
  *   BENCH_DATABASE_URL=postgres://admin@host/postgres npm run bench   (else an embedded cluster)
+ *
+ * Measured: create throughput (idempotency keys; concurrency 1, 16, 32 on one brand, 16 across 16
+ * brands) next to the raw database floor (the same writes by a plain pg client, as the service's
+ * statements and as one statement); list first page and page 2,000 by cursor for every sort key;
+ * a filtered list; search (common word, rare word, prefix); and the server's peak RSS.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { chmodSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -15,10 +22,24 @@ import autocannon from 'autocannon';
 import pg from 'pg';
 import { packageRoot } from '../server/core/paths.js';
 import { EmbeddedPostgres } from '../server/integrations/embedded-postgres.js';
+import { oneStatementOp, percentile, runLoad, statementsOp, type FloorInput, type LoadResult } from './floor.js';
+import { seed } from './seed.js';
 
-const { values } = parseArgs({ options: { duration: { type: 'string', default: '5' }, connections: { type: 'string', default: '32' } } });
-const duration = Number(values.duration);
+const { values } = parseArgs({
+  options: {
+    tickets: { type: 'string' },
+    duration: { type: 'string' },
+    connections: { type: 'string', default: '32' },
+    'read-connections': { type: 'string', default: '2' },
+    quick: { type: 'boolean', default: false },
+  },
+});
+const quick = values.quick!;
+const ticketCount = Number(values.tickets ?? (quick ? 20_000 : 1_000_000));
+const duration = Number(values.duration ?? (quick ? 2 : 5));
 const connections = Number(values.connections);
+const readConnections = Number(values['read-connections']);
+const log = (s: string) => process.stderr.write(`${s}\n`);
 
 function withDatabase(url: string, database: string): string {
   const u = new URL(url);
@@ -26,21 +47,22 @@ function withDatabase(url: string, database: string): string {
   return u.toString();
 }
 
-async function admin(url: string, sql: string) {
+async function sql<R extends pg.QueryResultRow = Record<string, unknown>>(url: string, text: string, params: unknown[] = []): Promise<R[]> {
   const c = new pg.Client({ connectionString: url });
   await c.connect();
-  try { await c.query(sql); } finally { await c.end(); }
+  try { return (await c.query<R>(text, params)).rows; } finally { await c.end(); }
 }
 
-function rssMiB(pid: number): number {
-  const line = readFileSync(`/proc/${pid}/status`, 'utf8').split('\n').find((l) => l.startsWith('VmRSS:'));
-  return Math.round(Number(line?.split(/\s+/)[1] ?? 0) / 1024);
+function memory(pid: number): { rss: number; peak: number } {
+  const lines = readFileSync(`/proc/${pid}/status`, 'utf8').split('\n');
+  const kb = (key: string) => Number(lines.find((l) => l.startsWith(key))?.split(/\s+/)[1] ?? 0);
+  return { rss: Math.round(kb('VmRSS:') / 1024), peak: Math.round(kb('VmHWM:') / 1024) };
 }
 
-async function startServer(databaseUrl: string): Promise<{ child: ChildProcess; url: string; liveKey: string; brandId: string; startupMs: number }> {
+async function startServer(databaseUrl: string): Promise<{ child: ChildProcess; url: string; liveKey: string; brandId: string; accountId: string; startupMs: number }> {
   const started = Date.now();
   const child = spawn(process.execPath, [path.join(packageRoot, 'bin', 'ticketd'), 'start', '--json', '--port', '0'], {
-    env: { ...process.env, DATABASE_URL: databaseUrl, TICKETD_LOG_LEVEL: 'warn', TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: '1000000' },
+    env: { ...process.env, DATABASE_URL: databaseUrl, TICKETD_LOG_LEVEL: 'warn', TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: '1000000', TICKETD_DB_POOL_MAX: '20' },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   const line = await new Promise<string>((resolve, reject) => {
@@ -52,23 +74,32 @@ async function startServer(databaseUrl: string): Promise<{ child: ChildProcess; 
     child.on('exit', (code) => reject(new Error(`server exited with ${code}`)));
   });
   const info = JSON.parse(line);
-  return { child, url: info.url, liveKey: info.bootstrap.apiKeys.live.key, brandId: info.bootstrap.brand.id, startupMs: Date.now() - started };
+  return { child, url: info.url, liveKey: info.bootstrap.apiKeys.live.key, brandId: info.bootstrap.brand.id, accountId: info.bootstrap.account.id, startupMs: Date.now() - started };
 }
 
-interface Row { scenario: string; reqPerSec: number; p50ms: number; p99ms: number; non2xx: number; errors: number; rssMiB: number }
+interface Row { scenario: string; 'req/s': number; 'p50 ms': number; 'p99 ms': number; non2xx: number; errors: number }
 
-async function measure(scenario: string, pid: number, opts: autocannon.Options): Promise<Row> {
-  await autocannon({ duration: 1, connections, ...opts }); // warm-up: JIT and the connection pool
-  const result = await autocannon({ duration, connections, ...opts });
-  return {
+/** autocannon for `duration` seconds after a 1 s warm-up; latencies recorded to 0.01 ms. */
+async function measure(scenario: string, opts: autocannon.Options): Promise<Row> {
+  const run = (o: autocannon.Options, latencies?: number[]) => new Promise<autocannon.Result>((resolve, reject) => {
+    const instance = autocannon(o, (err, result) => (err ? reject(err) : resolve(result)));
+    if (latencies) instance.on('response', (_c: unknown, status: number, _b: number, ms: number) => { if (status < 300) latencies.push(ms); });
+  });
+  await run({ connections: readConnections, ...opts, duration: 1 });
+  const latencies: number[] = [];
+  const result = await run({ connections: readConnections, ...opts, duration }, latencies);
+  latencies.sort((a, b) => a - b);
+  const round = (x: number) => Math.round(x * 100) / 100;
+  const row = {
     scenario,
-    reqPerSec: Math.round(result.requests.average),
-    p50ms: result.latency.p50,
-    p99ms: result.latency.p99,
+    'req/s': Math.round(result.requests.average),
+    'p50 ms': round(percentile(latencies, 50)),
+    'p99 ms': round(percentile(latencies, 99)),
     non2xx: result.non2xx,
     errors: result.errors + result.timeouts,
-    rssMiB: rssMiB(pid),
   };
+  log(`  ${scenario}: ${row['req/s']}/s p50 ${row['p50 ms']} p99 ${row['p99 ms']}${row.non2xx ? ` non2xx ${row.non2xx}` : ''}`);
+  return row;
 }
 
 async function main() {
@@ -77,34 +108,178 @@ async function main() {
   if (!adminUrl) {
     const dataDir = mkdtempSync(path.join(os.tmpdir(), 'ticketd-bench-'));
     chmodSync(dataDir, 0o755);
-    const handle = await new EmbeddedPostgres({ dataDir }).acquire();
+    const handle = await new EmbeddedPostgres({
+      dataDir,
+      settings: { shared_buffers: '2GB', work_mem: '16MB', maintenance_work_mem: '512MB', max_wal_size: '8GB', checkpoint_timeout: '30min', max_connections: '200' },
+    }).acquire();
     adminUrl = withDatabase(handle.url, 'postgres');
     cleanup = async () => { await handle.release(); rmSync(dataDir, { recursive: true, force: true }); };
   }
   const database = `ticketd_bench_${randomBytes(4).toString('hex')}`;
-  await admin(adminUrl, `CREATE DATABASE ${database}`);
-  const server = await startServer(withDatabase(adminUrl, database));
+  await sql(adminUrl, `CREATE DATABASE ${database}`);
+  const dbUrl = withDatabase(adminUrl, database);
+  const server = await startServer(dbUrl);
+  const pid = server.child.pid!;
   const auth = { authorization: `Bearer ${server.liveKey}`, 'content-type': 'application/json' };
-  try {
-    const rows: Row[] = [];
-    rows.push(await measure('GET /v1/health/live (no auth, no SQL)', server.child.pid!, { url: `${server.url}/v1/health/live` }));
-    rows.push(await measure('GET /v1/brands (API key + list)', server.child.pid!, { url: `${server.url}/v1/brands`, headers: auth }));
-    rows.push(await measure('GET /v1/brands/:id (API key + get)', server.child.pid!, { url: `${server.url}/v1/brands/${server.brandId}`, headers: auth }));
-    let n = 0;
-    rows.push(await measure('POST /v1/brands (insert)', server.child.pid!, {
-      url: `${server.url}/v1/brands`, method: 'POST', headers: auth,
-      requests: [{ setupRequest: (req) => ({ ...req, body: JSON.stringify({ name: 'Bench', slug: `bench-${process.pid}-${n++}` }) }) }],
-    }));
-    rows.push(await measure('GET /v1/brands (401, bad key)', server.child.pid!, { url: `${server.url}/v1/brands`, headers: { authorization: 'Bearer sk_live_nope' } }));
+  const api = async (method: string, p: string, body?: unknown) => {
+    const res = await fetch(`${server.url}${p}`, { method, headers: auth, body: body === undefined ? undefined : JSON.stringify(body) });
+    const json = await res.json() as any; // eslint-disable-line @typescript-eslint/no-explicit-any
+    if (res.status >= 300) throw new Error(`${method} ${p}: ${res.status} ${JSON.stringify(json)}`);
+    return json;
+  };
 
-    process.stdout.write(`\nticketd bench: ${duration}s per scenario, ${connections} connections, loopback, ${os.cpus().length} cores\n`);
-    process.stdout.write(`server start-up on an empty database (migrate + bootstrap): ${server.startupMs} ms\n\n`);
-    console.table(rows);
-    process.stdout.write(`${JSON.stringify({ startupMs: server.startupMs, duration, connections, rows })}\n`);
+  try {
+    log(`seeding ${ticketCount.toLocaleString('en')} tickets…`);
+    const seeded = await seed(dbUrl, { accountId: server.accountId, brandId: server.brandId, tickets: ticketCount, log });
+    log(`seeded in ${seeded.seconds.toFixed(1)} s: ${seeded.liveTickets.toLocaleString('en')} live, non-spam tickets`);
+    const base = `${server.url}/v1/brands/${server.brandId}`;
+
+    // ---- lists and search (before the creates, on the seeded state) ----
+    const readRows: Row[] = [];
+    const get = (scenario: string, url: string) => measure(scenario, { url, headers: auth }).then((r) => { readRows.push(r); });
+    const depth = Math.min(100_000, Math.max(0, seeded.liveTickets - 200));
+    const deepPage = Math.floor(depth / 50) + 1;
+    /** The cursor after `depth` rows of a list, walked through the API 100 rows at a time. */
+    const deepCursor = async (query: string): Promise<string | null> => {
+      let cursor: string | null = null;
+      for (let seen = 0; seen < depth; seen += 100) {
+        const page: { pagination: { nextCursor: string | null } } = await api('GET', `/v1/brands/${server.brandId}/tickets?${query}&limit=100${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`);
+        cursor = page.pagination.nextCursor;
+        if (!cursor) return null;
+      }
+      return cursor;
+    };
+    log('lists:');
+    await get('list, first page (createdAt desc)', `${base}/tickets`);
+    for (const sort of ['createdAt', 'updatedAt', 'priority', 'ticketNumber', 'title', 'status', 'customer', 'company', 'assignee', 'category']) {
+      if (sort !== 'createdAt') await get(`list sort=${sort}, first page`, `${base}/tickets?sort=${sort}`);
+      const cursor = await deepCursor(`sort=${sort}`);
+      if (cursor) await get(`list sort=${sort}, page ${deepPage.toLocaleString('en')} (cursor)`, `${base}/tickets?sort=${sort}&cursor=${encodeURIComponent(cursor)}`);
+    }
+    const hot = seeded.tagIds[0]!;
+    await get('list status=active&priority=high&tagIds=<top tag>', `${base}/tickets?status=active&priority=high&tagIds=${hot}`);
+    await get('list status=closed&priority=urgent&tagIds=<rare tag>', `${base}/tickets?status=closed&priority=urgent&tagIds=${seeded.tagIds[45]}`);
+    await get('list assigneeId=<agent>&status=open', `${base}/tickets?assigneeId=${seeded.memberIds[3]}&status=open`);
+    await get('list categoryId=<category>, sort=updatedAt', `${base}/tickets?categoryId=${seeded.categoryIds[2]}&sort=updatedAt`);
+
+    log('search:');
+    const w = seeded.words;
+    const counts = await sql<{ word: string; n: string }>(dbUrl, `SELECT w AS word, (SELECT count(*) FROM tickets WHERE search_vector @@ ticketd_search_query(w) AND deleted_at IS NULL AND NOT is_spam) AS n
+      FROM unnest($1::text[]) AS w`, [[w[0], w[15], w[12_000], 'resume', 'pass']]);
+    const n = (word: string) => Number(counts.find((c) => c.word === word)?.n ?? 0).toLocaleString('en');
+    const s = (q: string) => encodeURIComponent(q);
+    await get(`search common word "${w[0]}" (${n(w[0]!)} matches), relevance`, `${base}/tickets?search=${s(w[0]!)}`);
+    await get(`search common word "${w[15]}" (${n(w[15]!)} matches), relevance`, `${base}/tickets?search=${s(w[15]!)}`);
+    await get(`search common word "${w[0]}", sort=createdAt`, `${base}/tickets?search=${s(w[0]!)}&sort=createdAt`);
+    await get(`search rare word "${w[12_000]}" (${n(w[12_000]!)} matches)`, `${base}/tickets?search=${s(w[12_000]!)}`);
+    await get(`search prefix "pass" (${n('pass')} matches)`, `${base}/tickets?search=pass`);
+    await get(`search two words + prefix "refund order pa"`, `${base}/tickets?search=${s('refund order pa')}`);
+    await get(`search accents "resume" (${n('resume')} matches: résumé)`, `${base}/tickets?search=resume`);
+    await get('search customer email prefix "ann.lee1"', `${base}/tickets?search=${s('ann.lee1')}`);
+    const searchCursor = await (async () => {
+      let cursor: string | null = null;
+      for (let i = 0; i < 20; i++) {
+        const page: { pagination: { nextCursor: string | null } } = await api('GET', `/v1/brands/${server.brandId}/tickets?search=${s(w[0]!)}&limit=100${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`);
+        cursor = page.pagination.nextCursor;
+        if (!cursor) break;
+      }
+      return cursor;
+    })();
+    if (searchCursor) await get(`search common word, page 41 (cursor, past the ranked window)`, `${base}/tickets?search=${s(w[0]!)}&cursor=${encodeURIComponent(searchCursor)}`);
+
+    // ---- creates next to the raw floor ----
+    log('creates:');
+    const brandIds = [server.brandId];
+    for (let i = 1; i < 16; i++) brandIds.push((await api('POST', '/v1/brands', { name: `Bench ${i}`, slug: `bench-${i}-${randomBytes(3).toString('hex')}` })).id);
+    // Each extra brand: 200 customers and two tags, like the seeded brand has.
+    await sql(dbUrl, `INSERT INTO contacts (id, account_id, livemode, brand_id, email, name, name_key)
+      SELECT 'cus_b' || b.i || '_' || g, $1, true, b.id, 'customer' || g || '@brand' || b.i || '.example', 'Customer ' || g, 'customer ' || g
+      FROM unnest($2::text[]) WITH ORDINALITY AS b (id, i), generate_series(1, 200) AS g`, [server.accountId, brandIds.slice(1)]);
+    await sql(dbUrl, `INSERT INTO tags (id, account_id, livemode, brand_id, name, color)
+      SELECT 'tag_b' || b.i || '_' || g, $1, true, b.id, (ARRAY['billing', 'bug'])[g], '#123456'
+      FROM unnest($2::text[]) WITH ORDINALITY AS b (id, i), generate_series(1, 2) AS g`, [server.accountId, brandIds.slice(1)]);
+    const emails = [seeded.contactEmails.slice(0, 5000), ...brandIds.slice(1).map((_, i) => Array.from({ length: 200 }, (_x, g) => `customer${g + 1}@brand${i + 2}.example`))];
+    const tagRows = await sql<{ brand_id: string; id: string; name: string }>(dbUrl, `SELECT brand_id, id, name FROM tags WHERE brand_id = ANY($1) AND name IN ('billing', 'bug') ORDER BY name`, [brandIds]);
+    const tags = brandIds.map((b) => ({ ids: tagRows.filter((r) => r.brand_id === b).map((r) => r.id), names: ['billing', 'bug'] }));
+    const floorInput: FloorInput = { url: dbUrl, accountId: server.accountId, brandIds, emails, tags, words: seeded.words.slice(0, 5000) };
+
+    interface CreateRow { scenario: string; concurrency: number; brands: number; 'tickets/s': number; 'p50 ms': number; 'p99 ms': number; errors: number; 'vs one-statement floor': string }
+    const createRows: CreateRow[] = [];
+    const floors = new Map<string, number>();
+    const floor = async (label: 'statements' | 'one statement', c: number, brands: number) => {
+      const input = { ...floorInput, brandIds: brandIds.slice(0, brands) };
+      const op = label === 'statements' ? statementsOp(input) : oneStatementOp(input);
+      await runLoad(dbUrl, c, 1000, op);
+      const r: LoadResult = await runLoad(dbUrl, c, duration * 1000, op);
+      if (label === 'one statement') floors.set(`${c}/${brands}`, r.perSec);
+      push(`raw floor, ${label}`, c, brands, r.perSec, r.p50, r.p99, r.errors);
+    };
+    const push = (scenario: string, c: number, brands: number, perSec: number, p50: number, p99: number, errors: number) => {
+      const one = floors.get(`${c}/${brands}`);
+      const row = { scenario, concurrency: c, brands, 'tickets/s': perSec, 'p50 ms': Math.round(p50 * 100) / 100, 'p99 ms': Math.round(p99 * 100) / 100, errors, 'vs one-statement floor': one && !scenario.includes('one statement') ? `${Math.round((perSec / one) * 100)}%` : '' };
+      createRows.push(row);
+      log(`  ${scenario} c${c} b${brands}: ${perSec}/s p50 ${row['p50 ms']} p99 ${row['p99 ms']}${errors ? ` errors ${errors}` : ''}`);
+    };
+    const create = async (c: number, brands: number) => {
+      let next = 0;
+      const words = floorInput.words;
+      const text = (k: number) => Array.from({ length: k }, () => words[Math.floor(Math.exp(Math.random() * Math.log(words.length)))]).join(' ');
+      const opts: autocannon.Options = {
+        url: server.url,
+        connections: c,
+        method: 'POST',
+        initialContext: {},
+        requests: [{
+          setupRequest: (req, context) => {
+            const ctx = context as { b?: number };
+            ctx.b ??= next++ % brands;
+            return {
+              ...req,
+              path: `/v1/brands/${brandIds[ctx.b]}/tickets`,
+              headers: { ...auth, 'x-idempotency-key': randomUUID() },
+              body: JSON.stringify({ title: text(6), body: text(40), customerEmail: emails[ctx.b]![Math.floor(Math.random() * emails[ctx.b]!.length)], tags: tags[ctx.b]!.names, priority: 'high' }),
+            };
+          },
+        }],
+      };
+      const row = await measure(`POST tickets c${c} b${brands}`, opts);
+      push('API create (idempotency key)', c, brands, row['req/s'], row['p50 ms'], row['p99 ms'], row.errors + row.non2xx);
+    };
+    await floor('one statement', 1, 1);
+    await floor('statements', 1, 1);
+    await create(1, 1);
+    await floor('one statement', 16, 1);
+    await floor('statements', 16, 1);
+    await create(16, 1);
+    await floor('one statement', 16, 16);
+    await floor('statements', 16, 16);
+    await create(16, 16);
+    await floor('one statement', connections, 1);
+    await create(connections, 1);
+
+    // ---- the API-key path and small reads ----
+    log('small requests:');
+    const smallRows: Row[] = [];
+    smallRows.push(await measure('GET /v1/health/live (no auth, no SQL)', { url: `${server.url}/v1/health/live` }));
+    smallRows.push(await measure('GET /v1/brands/:id (API key from cache + one read)', { url: `${server.url}/v1/brands/${server.brandId}`, headers: auth }));
+    smallRows.push(await measure('GET /v1/brands (401, bad key)', { url: `${server.url}/v1/brands`, headers: { authorization: 'Bearer sk_live_nope' } }));
+
+    const mem = memory(pid);
+    const out = process.stdout;
+    out.write(`\nticketd bench: ${seeded.liveTickets.toLocaleString('en')} live tickets in one brand (${ticketCount.toLocaleString('en')} seeded in ${seeded.seconds.toFixed(0)} s), `);
+    out.write(`${duration} s per scenario, loopback, ${os.cpus().length} cores; reads at ${readConnections} connections\n`);
+    out.write(`server start-up on an empty database (migrate + bootstrap): ${server.startupMs} ms\n\nLists and search (p50/p99 per request):\n`);
+    console.table(readRows);
+    out.write('\nCreates (tickets/s; API vs the raw database floor at the same concurrency and brands):\n');
+    console.table(createRows);
+    out.write('\nSmall requests:\n');
+    console.table(smallRows);
+    out.write(`\nserver memory: peak RSS ${mem.peak} MiB, RSS now ${mem.rss} MiB\n`);
+    out.write(`${JSON.stringify({ tickets: ticketCount, live: seeded.liveTickets, duration, readConnections, reads: readRows, creates: createRows, small: smallRows, peakRssMiB: mem.peak })}\n`);
   } finally {
     server.child.kill('SIGTERM');
     await new Promise((r) => server.child.once('exit', r));
-    await admin(adminUrl, `DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);
+    await sql(adminUrl, `DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);
     await cleanup();
   }
 }

@@ -9,7 +9,7 @@ import { installAuth, requireAuthDeclaration } from './core/auth.js';
 import { installErrorHandling, installJsonParser, installValidators, requestIdFor } from './core/http.js';
 import { ErrorResponse } from './core/schemas.js';
 import { version } from './core/version.js';
-import { authenticate as authenticateApiKey } from './domains/api-keys/service.js';
+import { authenticate as authenticateApiKey, startKeyCache } from './domains/api-keys/service.js';
 import { accountRoutes } from './domains/accounts/routes.js';
 import { apiKeyRoutes } from './domains/api-keys/routes.js';
 import { attachmentFileRoutes, attachmentRoutes, withoutGrantTokens } from './domains/attachments/routes.js';
@@ -103,6 +103,10 @@ export async function buildApp({ config, db, isShuttingDown = () => false, attac
     },
   });
   await app.register(swaggerUi, { routePrefix: '/docs' });
+
+  // API keys are served from memory, invalidated through LISTEN/NOTIFY (see api-keys/service.ts).
+  const keyCache = startKeyCache(db);
+  app.addHook('onClose', async () => keyCache.close());
 
   // Every API route lives in this scope: each must declare its auth kind and permission.
   await app.register(async (api) => {

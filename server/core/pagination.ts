@@ -39,8 +39,9 @@ export interface Page<V> {
   pagination: { cursor: string | null; nextCursor: string | null; hasMore: boolean };
 }
 
-type SortValue = string | number | null;
-type Position = [SortValue, string];
+export type SortValue = string | number | null;
+/** The last row's sort value and id; a list with a moving frame adds a third part, its anchor. */
+export type Position = [SortValue, string] | [SortValue, string, string];
 
 function fingerprint(filters: Record<string, unknown>): string {
   const canonical = JSON.stringify(Object.keys(filters).sort().map((k) => [k, filters[k] ?? null]));
@@ -69,7 +70,8 @@ export function decodeCursor(cursor: string, filters: Record<string, unknown>): 
   }
   const p = decoded?.p;
   const validValue = (v: unknown) => v === null || typeof v === 'string' || (typeof v === 'number' && Number.isFinite(v));
-  if (!Array.isArray(p) || p.length !== 2 || !validValue(p[0]) || typeof p[1] !== 'string') throw invalidCursor();
+  if (!Array.isArray(p) || (p.length !== 2 && p.length !== 3) || !validValue(p[0]) || typeof p[1] !== 'string') throw invalidCursor();
+  if (p.length === 3 && typeof p[2] !== 'string') throw invalidCursor();
   if (decoded.f !== fingerprint(filters)) {
     throw badRequest('This cursor belongs to a list with other filters or another sort order; start again without a cursor', [{ field: 'cursor', message: 'was issued for different filters' }], 'cursor_mismatch');
   }

@@ -1,4 +1,5 @@
 import t from 'tap';
+import { keyCacheOf, KEYS_CHANNEL } from '../../server/domains/api-keys/service.js';
 import { Dispatcher } from '../../server/outbox/dispatcher.js';
 import { assertErrorShape, client, signup, testApp, type Signup } from '../helpers/app.js';
 
@@ -325,7 +326,10 @@ t.test('rotate with a grace period: the old key works until it expires, then the
   t.ok(listed, 'the old key is still listed during the grace period');
   t.equal(listed?.expiresAt, res.body.oldKey.expiresAt);
 
+  // The clock moves on: expiry brought forward by hand, announced as any change to a key is.
   await db('api_keys').where({ id: old.body.id }).update({ expiresAt: db.raw("now() - interval '1 second'") });
+  await db.raw('select pg_notify(?, ?)', [KEYS_CHANNEL, old.body.id]);
+  await keyCacheOf(db)?.sync();
   assertErrorShape(t, await oldCall('GET', '/v1/accounts/me'), 401, 'invalid_api_key');
   t.notOk((await listKeys(a.live)).some((k) => k.id === old.body.id), 'an expired key leaves the list');
   assertErrorShape(t, await a.live('DELETE', `${KEYS}/${old.body.id}`), 404, 'not_found');

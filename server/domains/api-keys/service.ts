@@ -1,9 +1,11 @@
 import { createHash, randomBytes } from 'node:crypto';
+import { EventEmitter } from 'node:events';
 import { withTx, type BaseCtx, type TenantCtx } from '../../core/context.js';
 import { badRequest, conflict, notFound } from '../../core/errors.js';
 import { newId, ID_PREFIX, normalizeBrandId } from '../../core/ids.js';
 import { scopeOf } from '../../core/model.js';
 import type { Db } from '../../core/db.js';
+import { Listener, notify } from '../../core/notify.js';
 import type { ApiKeyIdentity } from '../../core/auth.js';
 import * as brands from '../brands/service.js';
 import { ApiKey } from './model.js';
@@ -101,26 +103,33 @@ export async function list(ctx: TenantCtx): Promise<ApiKeyView[]> {
 }
 
 export async function updateScope(ctx: TenantCtx, keyId: string, input: UpdateScopeInput): Promise<ApiKeyView> {
-  return withTx(ctx, async (tx) => {
+  const view = await withTx(ctx, async (tx) => {
     await requireActive(tx, keyId);
     const scope = await resolveScope(tx, input);
     const row = await ApiKey.scoped(tx).patchAndFetchById(keyId, { ...scope, updatedAt: new Date() });
+    await keysChanged(tx, [keyId]);
     return toView(row);
   });
+  dropCached(ctx.db, [keyId]);
+  return view;
 }
 
-/** Revoked keys stop working on the next request: authentication reads the row every time. */
+/** Revoked keys stop working on the next request, in this process and (through NOTIFY) in every other. */
 export async function revoke(ctx: TenantCtx, keyId: string): Promise<{ success: true; id: string; revokedAt: string }> {
   const now = new Date();
-  // Compare and set: of two concurrent revokes, one succeeds and the other finds nothing (404).
-  const revoked = await activeKeys(ctx).findById(keyId).patch({ revokedAt: now, updatedAt: now });
-  if (!revoked) throw notFound('API key');
+  await withTx(ctx, async (tx) => {
+    // Compare and set: of two concurrent revokes, one succeeds and the other finds nothing (404).
+    const revoked = await activeKeys(tx).findById(keyId).patch({ revokedAt: now, updatedAt: now });
+    if (!revoked) throw notFound('API key');
+    await keysChanged(tx, [keyId]);
+  });
+  dropCached(ctx.db, [keyId]);
   return { success: true, id: keyId, revokedAt: now.toISOString() };
 }
 
 /** Issues a new key with the same name and scope; the old one stops now or after the grace period. */
 export async function rotate(ctx: TenantCtx, keyId: string, graceMinutes = 0): Promise<{ newKey: ApiKeyWithSecretView; oldKey: ApiKeyView }> {
-  return withTx(ctx, async (tx) => {
+  const result = await withTx(ctx, async (tx) => {
     const old = await requireActive(tx, keyId);
     if (old.expiresAt) throw conflict(`API key ${keyId} was already rotated; it stops working at ${old.expiresAt.toISOString()}`, 'key_already_rotated');
     // The scope is copied as it is: deleting a brand may have left a limited key with no brand.
@@ -130,47 +139,202 @@ export async function rotate(ctx: TenantCtx, keyId: string, graceMinutes = 0): P
       ? { expiresAt: new Date(now.getTime() + graceMinutes * 60_000), updatedAt: now }
       : { revokedAt: now, updatedAt: now };
     const oldKey = await ApiKey.scoped(tx).patchAndFetchById(keyId, patch);
+    await keysChanged(tx, [keyId]);
     return { newKey, oldKey: toView(oldKey) };
   });
+  dropCached(ctx.db, [keyId]);
+  return result;
 }
 
 /** Drops a deleted brand from every key's scope, inside the brand delete transaction. */
 export async function forgetBrand(ctx: TenantCtx, brandId: string): Promise<void> {
-  await ApiKey.scoped(ctx)
+  const changed = await ApiKey.scoped(ctx)
     .whereRaw('? = any(brand_ids)', [brandId])
-    .patch({ brandIds: ctx.db.raw('array_remove(brand_ids, ?)', [brandId]) as unknown as string[] });
+    .patch({ brandIds: ctx.db.raw('array_remove(brand_ids, ?)', [brandId]) as unknown as string[] })
+    .returning('id') as unknown as { id: string }[];
+  await keysChanged(ctx, changed.map((k) => k.id));
 }
 
 const lastUsedWrites = new Map<string, number>();
 
-/** The API-key authenticator used by every authenticated route: one indexed read, no write. */
+/**
+ * API-key cache: authentication answers from memory for CACHE_TTL_MS after one database read.
+ * Every change that can end or narrow a key (revoke, scope change, rotation, brand deletion) sends
+ * NOTIFY KEYS_CHANNEL with the key id in its transaction; each process LISTENs and drops the entry
+ * when the change commits. The process that made the change drops it itself right after its commit,
+ * so the very next request it serves sees the change. While the LISTEN connection is down the cache
+ * is emptied and bypassed (every request reads the database) until it is back.
+ */
+export const KEYS_CHANNEL = 'ticketd_api_keys';
+export const CACHE_TTL_MS = 30_000;
+const CACHE_MAX_ENTRIES = 10_000;
+
+interface CachedKey {
+  keyId: string;
+  identity: ApiKeyIdentity;
+  expiresAt: number | null;
+  lastUsedAt: number;
+  cachedUntil: number;
+}
+
+/** Sends the NOTIFY for changed keys inside the change's transaction. */
+async function keysChanged(ctx: BaseCtx, keyIds: readonly string[]): Promise<void> {
+  await notify(ctx.db, KEYS_CHANNEL, keyIds);
+}
+
+export class ApiKeyCache {
+  private readonly byHash = new Map<string, CachedKey>();
+  private readonly hashById = new Map<string, string>();
+  /** Bumped by every drop: a read that started before a drop must not store what it read. */
+  private generation = 0;
+  readonly events = new EventEmitter();
+  readonly stats = { hits: 0, misses: 0, drops: 0 };
+
+  constructor(private readonly listener: Listener, private readonly ttlMs: number) {
+    listener.on('notification', (_channel: string, keyId: string) => this.drop([keyId]));
+    listener.on('up', () => { this.clear(); this.events.emit('up'); });
+    listener.on('down', () => { this.clear(); this.events.emit('down'); });
+  }
+
+  /** Serving from memory only while notifications can reach us. */
+  get live(): boolean {
+    return this.listener.live;
+  }
+
+  get(hash: string, now: number): CachedKey | null {
+    if (!this.live) return null;
+    const entry = this.byHash.get(hash);
+    if (!entry) return null;
+    if (entry.cachedUntil <= now) {
+      this.drop([entry.keyId]);
+      return null;
+    }
+    return entry;
+  }
+
+  token(): number {
+    return this.generation;
+  }
+
+  set(hash: string, entry: CachedKey, token: number): void {
+    if (!this.live || token !== this.generation) return;
+    if (this.byHash.size >= CACHE_MAX_ENTRIES) this.clear();
+    this.byHash.set(hash, entry);
+    this.hashById.set(entry.keyId, hash);
+  }
+
+  drop(keyIds: readonly string[]): void {
+    this.generation++;
+    for (const keyId of keyIds) {
+      const hash = this.hashById.get(keyId);
+      this.hashById.delete(keyId);
+      if (hash) this.byHash.delete(hash);
+      this.stats.drops++;
+      this.events.emit('drop', keyId);
+    }
+  }
+
+  clear(): void {
+    this.generation++;
+    this.byHash.clear();
+    this.hashById.clear();
+  }
+
+  get size(): number {
+    return this.byHash.size;
+  }
+
+  /** Resolves once every notification committed before the call has been applied. */
+  sync(): Promise<void> {
+    return this.listener.sync();
+  }
+
+  get ttl(): number {
+    return this.ttlMs;
+  }
+
+  close(): Promise<void> {
+    this.clear();
+    return this.listener.close();
+  }
+}
+
+const caches = new WeakMap<Db, ApiKeyCache>();
+
+/** Starts the cache used by authenticate(db, …) for this pool; close it with the app. */
+export function startKeyCache(db: Db, ttlMs = CACHE_TTL_MS): ApiKeyCache {
+  const cache = new ApiKeyCache(Listener.forDb(db, [KEYS_CHANNEL]).start(), ttlMs);
+  caches.set(db, cache);
+  return cache;
+}
+
+export function keyCacheOf(db: Db): ApiKeyCache | undefined {
+  return caches.get(db);
+}
+
+/** After a commit made through `db`: this process's cache forgets at once (others hear the NOTIFY). */
+function dropCached(db: Db, keyIds: readonly string[]): void {
+  caches.get(db)?.drop(keyIds);
+}
+
+/** Lets notifications that already reached this process be applied before a cached answer is used. */
+const turn = () => new Promise<void>((resolve) => setImmediate(resolve));
+
+/** The API-key authenticator used by every authenticated route: memory, else one indexed read; no write. */
 export async function authenticate(db: Db, secret: string): Promise<ApiKeyIdentity | null> {
   if (!SECRET_FORMAT.test(secret)) return null;
-  const row = await ApiKey.query(db).findOne({ secretHash: hashSecret(secret) });
-  const now = Date.now();
-  if (!row || row.revokedAt || (row.expiresAt && row.expiresAt.getTime() <= now)) return null;
-  if (row.livemode !== secret.startsWith('sk_live_')) return null;
-
-  const lastWrite = Math.max(row.lastUsedAt?.getTime() ?? 0, lastUsedWrites.get(row.id) ?? 0);
-  if (now - lastWrite >= LAST_USED_RESOLUTION_MS) {
-    lastUsedWrites.set(row.id, now);
-    ApiKey.query(db).findById(row.id).patch({ lastUsedAt: new Date(now) }).catch(() => lastUsedWrites.delete(row.id));
+  const hash = hashSecret(secret);
+  const cache = caches.get(db);
+  let now = Date.now();
+  let entry = cache?.get(hash, now) ?? null;
+  if (entry) {
+    await turn();
+    entry = cache!.get(hash, now);
   }
-  return {
-    keyId: row.id,
-    name: row.name,
-    accountId: row.accountId,
-    livemode: row.livemode,
-    brandScope: { allBrands: row.allBrands, brandIds: row.brandIds },
-  };
+  if (entry) {
+    cache!.stats.hits++;
+  } else {
+    const token = cache?.token() ?? 0;
+    const row = await ApiKey.query(db).findOne({ secretHash: hash });
+    now = Date.now();
+    if (!row || row.revokedAt || (row.expiresAt && row.expiresAt.getTime() <= now)) return null;
+    if (row.livemode !== secret.startsWith('sk_live_')) return null;
+    entry = {
+      keyId: row.id,
+      identity: { keyId: row.id, name: row.name, accountId: row.accountId, livemode: row.livemode, brandScope: { allBrands: row.allBrands, brandIds: row.brandIds } },
+      expiresAt: row.expiresAt?.getTime() ?? null,
+      lastUsedAt: row.lastUsedAt?.getTime() ?? 0,
+      cachedUntil: now + (cache?.ttl ?? 0),
+    };
+    if (cache) {
+      cache.stats.misses++;
+      cache.set(hash, entry, token);
+    }
+  }
+  // A rotated key's grace period ends by the clock, cached or not.
+  if (entry.expiresAt !== null && entry.expiresAt <= now) return null;
+
+  const lastWrite = Math.max(entry.lastUsedAt, lastUsedWrites.get(entry.keyId) ?? 0);
+  if (now - lastWrite >= LAST_USED_RESOLUTION_MS) {
+    const keyId = entry.keyId;
+    lastUsedWrites.set(keyId, now);
+    ApiKey.query(db).findById(keyId).patch({ lastUsedAt: new Date(now) }).catch(() => lastUsedWrites.delete(keyId));
+  }
+  return entry.identity;
 }
 
 /** Housekeeping: keys whose rotation grace period ended are marked revoked at their expiry. */
 export async function revokeExpired(ctx: BaseCtx): Promise<number> {
-  return ApiKey.query(ctx.db)
-    .whereNull('revokedAt')
-    .where('expiresAt', '<=', ctx.db.fn.now())
-    .patch({ revokedAt: ctx.db.ref('expiresAt') as unknown as Date });
+  return withTx(ctx, async (tx) => {
+    const revoked = await ApiKey.query(tx.db)
+      .whereNull('revokedAt')
+      .where('expiresAt', '<=', tx.db.fn.now())
+      .patch({ revokedAt: tx.db.ref('expiresAt') as unknown as Date })
+      .returning('id') as unknown as { id: string }[];
+    // Caches already refuse these keys by the clock; the notification just frees their entries.
+    await keysChanged(tx, revoked.map((k) => k.id));
+    return revoked.length;
+  });
 }
 
 /** For administrators, who name a key by id alone: the account and mode it belongs to. */

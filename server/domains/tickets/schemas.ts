@@ -7,6 +7,7 @@ export const PRIORITIES = ['low', 'normal', 'medium', 'high', 'urgent'] as const
 export const SOURCES = ['api', 'web', 'email', 'slack', 'sms', 'discord', 'instagram', 'twitter', 'whatsapp', 'custom'] as const;
 export const MAX_TITLE_LENGTH = 500;
 export const MAX_BODY_LENGTH = 100_000;
+export const MAX_SEARCH_LENGTH = 500;
 
 const Priority = Type.Union([Type.Literal('low'), Type.Literal('normal'), Type.Literal('medium'), Type.Literal('high'), Type.Literal('urgent')], { description: 'low < normal < medium < high < urgent' });
 const Source = Type.Union(SOURCES.map((s) => Type.Literal(s)));
@@ -139,7 +140,8 @@ export const TicketListQuery = Type.Object(
     isSpam: Type.Optional(Type.Boolean({ description: 'Omitted: spam is excluded; true: only spam; false: only non-spam' })),
     categoryId: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'A category id; `null` = uncategorized; `all` = no filter' })),
     tagIds: Type.Optional(CommaList('Comma-separated tag ids; the ticket must have ALL of them (at most 20)')),
-    sort: Type.Optional(Type.Union(TICKET_SORTS.map((s) => Type.Literal(s)), { default: 'createdAt', description: 'priority sorts by rank (none < low < normal < medium < high < urgent); relation sorts by the related name; dueAt puts tickets without one last in asc, first in desc' })),
+    search: Type.Optional(Type.String({ maxLength: MAX_SEARCH_LENGTH, description: 'Full-text search over title, body and the customer\'s name and email: every word must match, the last one as a prefix; case and accents are ignored. Without `sort`, results come by relevance (the newest 200 matches ranked, older ones after them, newest first); text without a letter or digit does not filter' })),
+    sort: Type.Optional(Type.Union(TICKET_SORTS.map((s) => Type.Literal(s)), { description: 'Default createdAt (relevance when searching); priority sorts by rank (none < low < normal < medium < high < urgent); relation sorts by the related name; dueAt puts tickets without one last in asc, first in desc' })),
     order: Type.Optional(Type.Union([Type.Literal('asc'), Type.Literal('desc')], { default: 'desc' })),
     ...PageQuery,
   },

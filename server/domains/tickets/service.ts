@@ -16,12 +16,12 @@ import * as statuses from '../statuses/service.js';
 import * as tags from '../tags/service.js';
 import * as watchers from '../watchers/service.js';
 import { Ticket } from './model.js';
-import { keysetPage, type Page } from '../../core/pagination.js';
+import { decodeCursor, encodeCursor, keysetPage, PAGE_LIMIT_DEFAULT, type Page, type Position, type SortValue } from '../../core/pagination.js';
 import type { Change } from '../audit/service.js';
 import { TICKET_SORTS, type CreateTicketInput, type TicketListInput, type TicketView, type UpdateTicketInput } from './schemas.js';
 
 /**
- * Tickets of a brand: create, get, update, soft delete and the list (search comes next).
+ * Tickets of a brand: create, get, update, soft delete and the list with full-text search.
  *
  * Create runs in one transaction, in this order:
  *   1. claim the idempotency key (if any): INSERT … ON CONFLICT; a concurrent request with the
@@ -88,11 +88,21 @@ function toView(row: Row): TicketView {
   };
 }
 
+/**
+ * The columns a ticket view reads. Not `tickets.*`: the derived list and search columns
+ * (search_vector can be as large as the body) stay in the database.
+ */
+const TICKET_COLUMNS = ['id', 'account_id', 'livemode', 'brand_id', 'ticket_number', 'title', 'body', 'status', 'priority', 'assignee_id',
+  'created_by', 'customer_id', 'category_id', 'links', 'custom_fields', 'metadata', 'source', 'source_id', 'source_data', 'is_spam',
+  'merged_into_id', 'comment_count', 'attachment_count', 'close_reason', 'due_at', 'created_at', 'updated_at', 'deleted_at'].map((c) => `tickets.${c}`);
+
+type TicketQuery = ReturnType<typeof query>;
+
 /** The brand's tickets with every related record, in one statement. */
 function query(ctx: TenantCtx, brandId: string) {
   return Ticket.scoped(ctx)
     .where('tickets.brandId', brandId)
-    .select('tickets.*', objection.raw(`
+    .select(...TICKET_COLUMNS, objection.raw(`
       (select json_build_object('id', s.id, 'key', s.key, 'name', s.name, 'color', s.color) from statuses s
         where s.account_id = tickets.account_id and s.livemode = tickets.livemode and s.brand_id = tickets.brand_id and s.key = tickets.status) as status_ref,
       (select json_build_object('id', c.id, 'email', c.email, 'name', c.name, 'avatarUrl', c.avatar_url, 'companyId', c.company_id,
@@ -361,23 +371,25 @@ const PRIORITY_RANK = `(case tickets.priority when 'low' then 1 when 'normal' th
 const SAME_SCOPE = (alias: string) => `${alias}.account_id = tickets.account_id and ${alias}.livemode = tickets.livemode and ${alias}.brand_id = tickets.brand_id`;
 
 /**
- * Sort expressions, never NULL (keysetPage compares row values). Timestamps sort as integer
- * microseconds so the cursor keeps their full precision; relation sorts use the related name
- * (lower-cased), with '' for none.
+ * Sort expressions, never NULL (keysetPage compares row values). Each one is, character for
+ * character, the expression of an index (migrations 0800 and 1300) followed by the id, so a page
+ * at any depth is an index range scan. Timestamps sort as integer microseconds so the cursor keeps
+ * their full precision; relation sorts use the related name (lower-cased, '' for none), which
+ * triggers keep denormalized on the ticket.
  */
 const SORT_SQL: Record<typeof TICKET_SORTS[number], string> = {
   createdAt: 'tickets.id',
-  updatedAt: `(extract(epoch from tickets.updated_at) * 1000000)::bigint`,
+  updatedAt: `(extract(epoch from (tickets.updated_at at time zone 'UTC')) * 1000000)::bigint`,
   priority: PRIORITY_RANK,
   ticketNumber: 'tickets.ticket_number',
   title: 'lower(tickets.title)',
   status: 'tickets.status',
-  customer: `coalesce((select lower(coalesce(nullif(c.name, ''), c.email)) from contacts c where ${SAME_SCOPE('c')} and c.id = tickets.customer_id), '')`,
-  company: `coalesce((select lower(co.name) from contacts c join companies co on co.id = c.company_id where ${SAME_SCOPE('c')} and c.id = tickets.customer_id), '')`,
-  assignee: `coalesce((select lower(coalesce(nullif(m.name, ''), m.email)) from members m where m.account_id = tickets.account_id and m.id = tickets.assignee_id), '')`,
-  category: `coalesce((select lower(ca.name) from categories ca where ${SAME_SCOPE('ca')} and ca.id = tickets.category_id), '')`,
+  customer: 'tickets.customer_sort',
+  company: 'tickets.company_sort',
+  assignee: 'tickets.assignee_sort',
+  category: 'tickets.category_sort',
   // No due date sorts after every date (the largest bigint), like NULLS LAST ascending.
-  dueAt: `coalesce((extract(epoch from tickets.due_at) * 1000000)::bigint, 9223372036854775807)`,
+  dueAt: `coalesce((extract(epoch from (tickets.due_at at time zone 'UTC')) * 1000000)::bigint, 9223372036854775807)`,
 };
 const MAX_TAG_FILTER = 20;
 
@@ -440,6 +452,16 @@ export async function list(ctx: TenantCtx, brandId: string, input: TicketListInp
     q.whereRaw(`exists (select 1 from ticket_tags tt where ${SAME_SCOPE('tt')} and tt.ticket_id = tickets.id and tt.tag_id = ?)`, [tagId]);
   }
 
+  const filters = {
+    brandId: brand.id, status, priority, assignee, customerId: input.customerId ?? null, customerEmail, companyId: input.companyId ?? null,
+    createdBy: input.createdBy ?? null, createdAfter, createdBefore, hasAttachments, isSpam, category, tagIds, sort, order,
+  };
+  const search = searchText(input.search);
+  if (search !== null) {
+    q.whereRaw('tickets.search_vector @@ ticketd_search_query(?)', [search]);
+    if (input.sort === undefined) return relevancePage(q, () => query(ctx, brand.id), search, input, { ...filters, search, sort: 'relevance', order: 'desc' });
+  }
+
   const sortSql = SORT_SQL[sort];
   q.select(objection.raw(`${sortSql} as sort_key`));
   return keysetPage(q, {
@@ -448,11 +470,69 @@ export async function list(ctx: TenantCtx, brandId: string, input: TicketListInp
     order,
     limit: input.limit,
     cursor: input.cursor,
-    filters: {
-      brandId: brand.id, status, priority, assignee, customerId: input.customerId ?? null, customerEmail, companyId: input.companyId ?? null,
-      createdBy: input.createdBy ?? null, createdAfter, createdBefore, hasAttachments, isSpam, category, tagIds, sort, order,
-    },
+    filters: search === null ? filters : { ...filters, search },
     valueOf: (row) => (row as unknown as { sortKey: string | number }).sortKey,
     toView: (row) => toView(row as Row),
   });
+}
+
+/** The search text if it has a letter or digit to look for; otherwise the list is not filtered. */
+function searchText(raw: string | undefined): string | null {
+  const text = raw?.replace(/\0/g, ' ').trim() ?? ''; // PostgreSQL text cannot hold NUL
+  return /[\p{L}\p{N}]/u.test(text) ? text : null;
+}
+
+/**
+ * How many of the newest matches a relevance-ordered search ranks. Ranking every match of a common
+ * word (hundreds of thousands of rows) cannot answer in a few milliseconds, so: the newest
+ * SEARCH_RANK_WINDOW matches come first, best ranked first; the older matches follow, newest first.
+ * A search with fewer matches is ranked entirely.
+ */
+export const SEARCH_RANK_WINDOW = 200;
+const RANK_SQL = 'ts_rank(tickets.search_vector, ticketd_search_query(?), 1)';
+
+/**
+ * A page of search results in relevance order. The window is fixed by the first page: its oldest
+ * ticket id (the anchor, '' when every match was ranked) travels in the cursor, so later pages rank
+ * the same window and then walk the older matches by id; the cursor position is (rank, id) in the
+ * window and (null, id) after it.
+ */
+async function relevancePage(q: TicketQuery, base: () => TicketQuery, search: string, input: TicketListInput, filters: Record<string, unknown>): Promise<Page<TicketView>> {
+  const limit = input.limit ?? PAGE_LIMIT_DEFAULT;
+  const rows: { row: Row; key: SortValue }[] = [];
+  let anchor = '';
+  let position: Position | null = null;
+  if (!input.cursor) {
+    // One statement: the window (newest matches, found once) ranked, with its anchor on every row.
+    const window = q.clone().clearSelect().select('tickets.id').orderBy('tickets.id', 'desc').limit(SEARCH_RANK_WINDOW);
+    const found = await base().with('search_window', window)
+      .whereRaw('tickets.id in (select id from search_window)')
+      .select(objection.raw(`${RANK_SQL} as sort_key`, [search]),
+        objection.raw(`(select case when count(*) = ? then min(id) else '' end from search_window) as anchor`, [SEARCH_RANK_WINDOW]))
+      .orderByRaw(`${RANK_SQL} desc, tickets.id desc`, [search]).limit(limit + 1) as unknown as (Row & { sortKey: number; anchor: string })[];
+    anchor = found[0]?.anchor ?? '';
+    rows.push(...found.map((row) => ({ row, key: row.sortKey })));
+  } else {
+    position = decodeCursor(input.cursor, filters);
+    if (position.length !== 3) throw badRequest('The cursor is not valid: pass pagination.nextCursor from the previous page unchanged', [{ field: 'cursor', message: 'is not a cursor this list issued' }], 'invalid_cursor');
+    anchor = position[2];
+    if (position[0] !== null) {
+      const found = await q.clone().where('tickets.id', '>=', anchor)
+        .select(objection.raw(`${RANK_SQL} as sort_key`, [search]))
+        .whereRaw(`(${RANK_SQL}, tickets.id) < (?, ?)`, [search, position[0], position[1]])
+        .orderByRaw(`${RANK_SQL} desc, tickets.id desc`, [search]).limit(limit + 1) as unknown as (Row & { sortKey: number })[];
+      rows.push(...found.map((row) => ({ row, key: row.sortKey })));
+    }
+  }
+  if (rows.length <= limit && anchor !== '') {
+    const after = !position || position[0] !== null ? anchor : position[1];
+    const older = await q.clone().where('tickets.id', '<', after).orderBy('tickets.id', 'desc').limit(limit + 1 - rows.length) as unknown as Row[];
+    rows.push(...older.map((row) => ({ row, key: null })));
+  }
+
+  const hasMore = rows.length > limit;
+  const page = rows.slice(0, limit);
+  const last = page[page.length - 1];
+  const nextCursor = hasMore && last ? encodeCursor([last.key, last.row.id, anchor], filters) : null;
+  return { data: page.map((r) => toView(r.row)), pagination: { cursor: nextCursor, nextCursor, hasMore } };
 }

@@ -1,0 +1,167 @@
+/**
+ * The raw database floor of a ticket create: the same rows written by a plain pg client, no HTTP,
+ * no JSON schema, no knex/objection. Two shapes:
+ *  - 'statements': the statements tickets.create sends today, in the same transaction, one round
+ *    trip each (read off the service with knex's query events), then the read of the new ticket;
+ *  - 'one': a single statement (a CTE doing every write: idempotency key, brand counter, ticket,
+ *    tag links, audit entry), so the brand row lock lives exactly as long as one statement.
+ */
+import { randomUUID } from 'node:crypto';
+import pg from 'pg';
+import { newId } from '../server/core/ids.js';
+
+export interface FloorInput {
+  url: string;
+  accountId: string;
+  brandIds: string[];
+  /** Existing customer emails per brand (same index as brandIds). */
+  emails: string[][];
+  /** Two existing tag ids and names per brand. */
+  tags: { ids: string[]; names: string[] }[];
+  words: string[];
+}
+
+export interface LoadResult {
+  ops: number;
+  perSec: number;
+  p50: number;
+  p99: number;
+  errors: number;
+}
+
+export function percentile(sorted: number[], p: number): number {
+  if (!sorted.length) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+
+const pick = <T>(xs: readonly T[]): T => xs[Math.floor(Math.random() * xs.length)]!;
+const text = (words: string[], n: number) => Array.from({ length: n }, () => words[Math.floor(Math.exp(Math.random() * Math.log(words.length)))]!).join(' ');
+
+/** Runs `op` on `concurrency` clients for `ms` milliseconds; worker w uses brand w % brands. */
+export async function runLoad(url: string, concurrency: number, ms: number, op: (c: pg.Client, worker: number) => Promise<void>): Promise<LoadResult> {
+  const clients = await Promise.all(Array.from({ length: concurrency }, async () => {
+    const c = new pg.Client({ connectionString: url, application_name: 'ticketd-bench-floor' });
+    await c.connect();
+    return c;
+  }));
+  const latencies: number[] = [];
+  let errors = 0;
+  const started = performance.now();
+  const deadline = started + ms;
+  try {
+    await Promise.all(clients.map(async (c, w) => {
+      while (performance.now() < deadline) {
+        const t0 = performance.now();
+        try {
+          await op(c, w);
+          latencies.push(performance.now() - t0);
+        } catch {
+          errors++;
+          await c.query('ROLLBACK').catch(() => undefined);
+        }
+      }
+    }));
+  } finally {
+    await Promise.all(clients.map((c) => c.end()));
+  }
+  const elapsed = (performance.now() - started) / 1000;
+  latencies.sort((a, b) => a - b);
+  return { ops: latencies.length, perSec: Math.round(latencies.length / elapsed), p50: percentile(latencies, 50), p99: percentile(latencies, 99), errors };
+}
+
+const SCOPE = 'account_id = $1 and livemode = $2';
+
+/** The statements of tickets.create (as of this branch), one round trip each. */
+export function statementsOp(input: FloorInput) {
+  return async (c: pg.Client, w: number) => {
+    const b = w % input.brandIds.length;
+    const brandId = input.brandIds[b]!;
+    const email = pick(input.emails[b]!);
+    const id = newId('tkt');
+    const s = [input.accountId, true, brandId];
+    const brand = `select brands.* from brands where ${SCOPE} and id = $3`;
+    await c.query('BEGIN');
+    await c.query(brand, s);
+    await c.query(`insert into idempotency_keys (account_id, livemode, key, fingerprint, resource_id, created_at, expires_at)
+      values ($1, $2, $3, $4, $5, now(), now() + make_interval(hours => $6))
+      on conflict (account_id, livemode, key) do update set fingerprint = excluded.fingerprint, resource_id = excluded.resource_id,
+        created_at = excluded.created_at, expires_at = excluded.expires_at where idempotency_keys.expires_at <= now() returning key`,
+    [input.accountId, true, randomUUID(), 'f'.repeat(64), id, 24]);
+    await c.query(brand, s);
+    await c.query(`select statuses.* from statuses where ${SCOPE} and brand_id = $3 order by sort_order asc, id asc`, s);
+    await c.query(brand, s);
+    await c.query(`select field_definitions.* from field_definitions where ${SCOPE} and brand_id = $3 and entity_type = $4 order by sort_order asc, id asc`, [...s, 'ticket']);
+    await c.query(brand, s);
+    const tagSql = `select tags.* from tags where ${SCOPE} and brand_id = $3 and lower(tags.name) in ($4, $5)`;
+    const tagNames = input.tags[b]!.names.map((n) => n.toLowerCase());
+    await c.query(tagSql, [...s, ...tagNames]);
+    await c.query(tagSql, [...s, ...tagNames]);
+    await c.query(brand, s);
+    const contact = await c.query(`select contacts.*, companies.name as company_name,
+      exists (select 1 from blocked_sources bs where bs.account_id = contacts.account_id and bs.livemode = contacts.livemode and bs.brand_id = contacts.brand_id
+        and ((bs.type = 'email' and bs.value = contacts.email) or (bs.type = 'domain' and (bs.value = substring(contacts.email from '@([^@]*)$')
+        or right(substring(contacts.email from '@([^@]*)$'), length(bs.value) + 1) = '.' || bs.value)))) as is_blocked,
+      (select count(*)::int from tickets t where t.account_id = contacts.account_id and t.livemode = contacts.livemode and t.brand_id = contacts.brand_id
+        and t.customer_id = contacts.id and t.deleted_at is null) as ticket_count
+      from contacts left join companies on companies.id = contacts.company_id
+      where contacts.account_id = $1 and contacts.livemode = $2 and contacts.brand_id = $3 and contacts.email = $4`, [...s, email]);
+    await c.query(brand, s);
+    await c.query(`select id from blocked_sources where ${SCOPE} and brand_id = $3 and (type = $4 and value = $5 or (type = $6 and value in ($7)))`,
+      [...s, 'email', email, 'domain', email.slice(email.indexOf('@') + 1)]);
+    const title = text(input.words, 6);
+    await c.query(`insert into audit_log (account_id, brand_id, changes, entity_id, entity_type, event, id, livemode, metadata, performer_id, performer_name, performer_type, request_id, ticket_id)
+      values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) returning id`,
+    [input.accountId, brandId, '[]', id, 'ticket', 'ticket.created', newId('log'), true, JSON.stringify({ title }), 'key_bench', 'bench', 'api', 'req_bench', id]);
+    await c.query(`with n as (update brands set next_ticket_number = next_ticket_number + 1 where account_id = $1 and livemode = $2 and id = $3
+        returning next_ticket_number - 1 as num),
+      t as (insert into tickets (id, account_id, livemode, brand_id, ticket_number, title, body, status, priority, assignee_id, created_by,
+          customer_id, category_id, links, custom_fields, metadata, source, source_id, source_data, is_spam)
+        select $4, $1, $2, $3, n.num, $5, $6, 'open', 'high', null, null, $7, null, '[]'::jsonb, null, '{}'::jsonb, 'api', null, 'null'::jsonb, false from n
+        returning id, account_id, livemode, brand_id),
+      tt as (insert into ticket_tags (account_id, livemode, brand_id, ticket_id, tag_id) select t.account_id, t.livemode, t.brand_id, t.id, tag from t, unnest($8::text[]) as tag)
+      select id from t`, [...s, id, title, text(input.words, 40), contact.rows[0]?.id ?? null, input.tags[b]!.ids]);
+    await c.query('COMMIT');
+    await c.query(VIEW_SQL, [...s, id]);
+  };
+}
+
+const VIEW_SQL = `select tickets.id, tickets.ticket_number, tickets.title, tickets.body, tickets.status, tickets.priority, tickets.assignee_id, tickets.customer_id,
+  tickets.category_id, tickets.links, tickets.custom_fields, tickets.metadata, tickets.source, tickets.is_spam, tickets.created_at, tickets.updated_at,
+  (select json_build_object('id', s.id, 'key', s.key, 'name', s.name, 'color', s.color) from statuses s where s.account_id = tickets.account_id and s.livemode = tickets.livemode and s.brand_id = tickets.brand_id and s.key = tickets.status) as status_ref,
+  (select json_build_object('id', c.id, 'email', c.email, 'name', c.name, 'company', (select json_build_object('id', co.id, 'name', co.name) from companies co where co.id = c.company_id))
+    from contacts c where c.account_id = tickets.account_id and c.livemode = tickets.livemode and c.brand_id = tickets.brand_id and c.id = tickets.customer_id) as customer,
+  coalesce((select json_agg(json_build_object('id', tg.id, 'name', tg.name, 'color', tg.color) order by lower(tg.name), tg.id)
+    from ticket_tags tt join tags tg on tg.account_id = tt.account_id and tg.livemode = tt.livemode and tg.brand_id = tt.brand_id and tg.id = tt.tag_id
+    where tt.account_id = tickets.account_id and tt.livemode = tickets.livemode and tt.brand_id = tickets.brand_id and tt.ticket_id = tickets.id), '[]'::json) as tag_list
+  from tickets where tickets.account_id = $1 and tickets.livemode = $2 and tickets.brand_id = $3 and tickets.id = $4`;
+
+/** Every write of a create in one statement (autocommit): the brand row is locked for one statement. */
+export function oneStatementOp(input: FloorInput) {
+  return async (c: pg.Client, w: number) => {
+    const b = w % input.brandIds.length;
+    const id = newId('tkt');
+    const title = text(input.words, 6);
+    await c.query(`with k as (
+        insert into idempotency_keys (account_id, livemode, key, fingerprint, resource_id, created_at, expires_at)
+        values ($1, $2, $4, $5, $6, now(), now() + interval '24 hours') on conflict do nothing returning key
+      ), cu as (
+        select id from contacts where account_id = $1 and livemode = $2 and brand_id = $3 and email = $7
+      ), n as (
+        update brands set next_ticket_number = next_ticket_number + 1
+        where account_id = $1 and livemode = $2 and id = $3 and exists (select 1 from k)
+          and exists (select 1 from statuses s where s.account_id = $1 and s.livemode = $2 and s.brand_id = $3 and s.key = 'open')
+        returning next_ticket_number - 1 as num
+      ), t as (
+        insert into tickets (id, account_id, livemode, brand_id, ticket_number, title, body, status, priority, customer_id, source)
+        select $6, $1, $2, $3, n.num, $8, $9, 'open', 'high', (select id from cu), 'api' from n
+        returning id, account_id, livemode, brand_id, ticket_number
+      ), tt as (
+        insert into ticket_tags (account_id, livemode, brand_id, ticket_id, tag_id) select t.account_id, t.livemode, t.brand_id, t.id, tag from t, unnest($10::text[]) as tag
+      ), a as (
+        insert into audit_log (id, account_id, livemode, brand_id, ticket_id, entity_type, entity_id, event, changes, metadata, performer_type, performer_id, performer_name, request_id)
+        select $11, t.account_id, t.livemode, t.brand_id, t.id, 'ticket', t.id, 'ticket.created', '[]', json_build_object('title', $8::text), 'api', 'key_bench', 'bench', 'req_bench' from t
+      )
+      select id, ticket_number from t`,
+    [input.accountId, true, input.brandIds[b], randomUUID(), 'f'.repeat(64), id, pick(input.emails[b]!), title, text(input.words, 40), input.tags[b]!.ids, newId('log')]);
+  };
+}
