@@ -342,13 +342,14 @@ t.test('findOrCreateByEmail: one contact under concurrent calls, normalized, aut
   const ctx = tenantCtx(systemCtx(db), owner.accountId, true);
   const results = await Promise.all(Array.from({ length: 8 }, () => contactsService.findOrCreateByEmail(ctx, brand.id, '  New.Person@ACME.com', 'New Person')));
   t.equal(new Set(results.map((r) => r.id)).size, 1, 'every call returns the same contact');
-  t.equal(results[0]!.email, 'new.person@acme.com');
-  t.equal(results[0]!.name, 'New Person');
-  t.equal(results[0]!.companyId, company.id, 'auto-linked by domain');
+  const created = await contactsService.get(ctx, brand.id, results[0]!.id);
+  t.equal(created.email, 'new.person@acme.com');
+  t.equal(created.name, 'New Person');
+  t.equal(created.companyId, company.id, 'auto-linked by domain');
   t.equal(Number((await db('contacts').where({ brandId: brand.id }).count({ n: '*' }).first())!.n), 1, 'one row');
   const again = await contactsService.findOrCreateByEmail(ctx, brand.id, 'new.person@acme.com');
   t.equal(again.id, results[0]!.id);
-  t.equal(again.name, 'New Person', 'an existing contact is not renamed');
+  t.equal((await contactsService.get(ctx, brand.id, again.id)).name, 'New Person', 'an existing contact is not renamed');
   await t.rejects(contactsService.findOrCreateByEmail(ctx, brand.id, 'not an email'), { statusCode: 400, code: 'invalid_email' });
   const testCtx = tenantCtx(systemCtx(db), owner.accountId, false);
   await t.rejects(contactsService.findOrCreateByEmail(testCtx, brand.id, 'a@acme.com'), { statusCode: 404, code: 'not_found' }, 'the live brand is invisible in test mode');

@@ -99,18 +99,23 @@ export async function create(ctx: TenantCtx, brandId: string, input: CreateConta
  * The contact with this email, created if there is none (for tickets from new senders).
  * Race-safe: INSERT … ON CONFLICT DO NOTHING on the unique email index, then read.
  */
-export async function findOrCreateByEmail(ctx: TenantCtx, brandId: string, rawEmail: string, name?: string | null): Promise<ContactView> {
+/**
+ * The id of the brand's contact with this email, created (and linked to the company of its domain)
+ * when there is none. Ticket create calls it: it reads only the id, not the whole contact view.
+ */
+export async function findOrCreateByEmail(ctx: TenantCtx, brandId: string, rawEmail: string, name?: string | null): Promise<{ id: string }> {
   const email = checkedEmail(rawEmail);
   return withTx(ctx, async (tx) => {
     const brand = await brands.requireBrand(tx, brandId);
-    const existing = await query(tx, brand.id).where('contacts.email', email).first();
-    if (existing) return toView(existing);
+    const byEmail = () => Contact.scoped(tx).where({ 'contacts.brandId': brand.id, 'contacts.email': email }).select('contacts.id').first();
+    const existing = await byEmail();
+    if (existing) return { id: existing.id };
     const companyId = await companies.idForDomain(tx, brand.id, emailDomain(email));
-    await tx.db.table('contacts')
+    const inserted = await tx.db.table('contacts')
       .insert({ id: newId(ID_PREFIX.contact), ...scopeOf(tx), brandId: brand.id, email, name: name ?? null, nameKey: foldText(name ?? ''), companyId })
-      .onConflict(['accountId', 'livemode', 'brandId', 'email']).ignore();
-    const row = await query(tx, brand.id).where('contacts.email', email).first();
-    return toView(row!);
+      .onConflict(['accountId', 'livemode', 'brandId', 'email']).ignore().returning('id') as { id: string }[];
+    // Empty when a concurrent create won the race: its row is the contact.
+    return { id: inserted[0]?.id ?? (await byEmail())!.id };
   });
 }
 
