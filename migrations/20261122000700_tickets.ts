@@ -86,7 +86,7 @@ export async function up(knex: Knex): Promise<void> {
     t.timestamp('expires_at', { useTz: true }).notNullable();
     t.primary(['account_id', 'livemode', 'key'], { constraintName: 'idempotency_keys_pkey' });
   });
-  // For the purge job (a later slice): DELETE … WHERE expires_at < now().
+  // For the purge job (idempotency.purgeExpired): DELETE … WHERE expires_at < now().
   await knex.raw('CREATE INDEX idempotency_keys_expires_idx ON idempotency_keys (expires_at)');
 }
 

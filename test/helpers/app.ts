@@ -99,6 +99,25 @@ export async function makeBrand(call: ReturnType<typeof client>, name = 'Acme Su
   return res.body;
 }
 
+/** A new account with one live brand: the owner's clients, the brand and its base path. */
+export async function ownerWithBrand(app: FastifyInstance): Promise<{ owner: Signup; brand: { id: string }; base: string }> {
+  const owner = await signup(app);
+  const brand = await makeBrand(owner.live);
+  return { owner, brand, base: `/v1/brands/${brand.id}` };
+}
+
+/** Set-up step: a POST that must answer 201; returns what it created. */
+export async function mustCreate(call: ReturnType<typeof client>, url: string, body: unknown, headers: Record<string, string> = {}): Promise<any> { // eslint-disable-line @typescript-eslint/no-explicit-any
+  const res = await call('POST', url, body, headers);
+  if (res.status !== 201) throw new Error(`create failed: POST ${url} ${res.status} ${JSON.stringify(res.body)}`);
+  return res.body;
+}
+
+/** Set-up step: a ticket in the brand at `base` (`/v1/brands/<id>`). */
+export function makeTicket(call: ReturnType<typeof client>, base: string, body: Record<string, unknown> = { title: 'A ticket' }, headers: Record<string, string> = {}): Promise<any> { // eslint-disable-line @typescript-eslint/no-explicit-any
+  return mustCreate(call, `${base}/tickets`, body, headers);
+}
+
 /** A 404 in the error shape, labelled with what was out of reach. */
 export function assertNotFound(t: Test, res: Reply, label: string): void {
   t.equal(res.status, 404, `${label}: 404`);

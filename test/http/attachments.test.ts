@@ -10,7 +10,7 @@ import { signGrant } from '../../server/domains/attachments/grants.js';
 import { withoutGrantTokens } from '../../server/domains/attachments/routes.js';
 import { attachmentDeps } from '../../server/domains/attachments/service.js';
 import { Dispatcher } from '../../server/outbox/dispatcher.js';
-import { assertErrorShape, assertNotFound, client, makeBrand, type Signup, signup, testApp } from '../helpers/app.js';
+import { assertErrorShape, assertNotFound, client, makeBrand, makeTicket, signup, type Signup, testApp } from '../helpers/app.js';
 
 const MAX = 1024;
 const dataDir = mkdtempSync(path.join(os.tmpdir(), 'ticketd-attachments-'));
@@ -35,12 +35,6 @@ async function setup(prefix: '/v1/brands' | '/v1/workspaces' = '/v1/brands') {
   const brand = await makeBrand(owner.live);
   const base = `${prefix}/${prefix === '/v1/workspaces' ? `ws_${brand.id.slice(3)}` : brand.id}`;
   return { owner, brand, base };
-}
-
-async function makeTicket(call: Call, base: string, body: Record<string, unknown> = { title: 'Help' }) {
-  const res = await call('POST', `${base}/tickets`, body);
-  if (res.status !== 201) throw new Error(`ticket create failed: ${res.status} ${JSON.stringify(res.body)}`);
-  return res.body;
 }
 
 /** A raw request through inject (no credential unless given): status, headers and the bytes. */

@@ -1,25 +1,16 @@
 import t from 'tap';
 import { systemCtx, tenantCtx } from '../../server/core/context.js';
 import * as blockedSources from '../../server/domains/blocked-sources/service.js';
-import { assertErrorShape, assertNotFound, client, makeBrand, type Reply, type Signup, signup, testApp } from '../helpers/app.js';
+import { assertErrorShape, assertNotFound, client, makeBrand, mustCreate, ownerWithBrand, type Reply, signup, testApp } from '../helpers/app.js';
 
 const { app, db } = await testApp(t, { TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: '10000' });
 const anonymous = client(app);
 
-type Call = Signup['live'];
 const PREFIXES = ['/v1/brands', '/v1/workspaces'] as const;
 
-async function setup() {
-  const owner = await signup(app);
-  const brand = await makeBrand(owner.live);
-  return { owner, brand, base: `/v1/brands/${brand.id}` };
-}
+const setup = () => ownerWithBrand(app);
 
-async function post(call: Call, url: string, body: Record<string, unknown>) {
-  const res = await call('POST', url, body);
-  if (res.status !== 201) throw new Error(`create failed: ${url} ${res.status} ${JSON.stringify(res.body)}`);
-  return res.body;
-}
+const post = mustCreate;
 
 const emails = (res: Reply): string[] => res.body.data.map((c: { email: string }) => c.email).sort();
 

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { assertErrorShape, assertNotFound, client, makeBrand, type Reply, type Signup, signup, testApp } from '../helpers/app.js';
+import { assertErrorShape, assertNotFound, client, makeBrand, makeTicket, type Reply, type Signup, signup, testApp } from '../helpers/app.js';
 
 // Every test signs up its own accounts: lift the per-hour signup limit for this file.
 const { app, db } = await testApp(t, { TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: '10000' });
@@ -15,12 +15,6 @@ async function setup() {
   const base = `/v1/brands/${brand.id}`;
   const ticket = await makeTicket(owner.live, base, { title: 'Printer on fire', body: 'Flames everywhere.' });
   return { owner, brand, base, ticket, comments: `${base}/tickets/${ticket.id}/comments` };
-}
-
-async function makeTicket(call: Call, base: string, body: Record<string, unknown> = { title: 'A ticket' }) {
-  const res = await call('POST', `${base}/tickets`, body);
-  if (res.status !== 201) throw new Error(`ticket create failed: ${res.status} ${JSON.stringify(res.body)}`);
-  return res.body;
 }
 
 async function comment(call: Call, path: string, body: Record<string, unknown>) {

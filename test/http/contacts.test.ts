@@ -1,7 +1,7 @@
 import t from 'tap';
 import { systemCtx, tenantCtx } from '../../server/core/context.js';
 import * as contactsService from '../../server/domains/contacts/service.js';
-import { assertErrorShape, assertNotFound, client, makeBrand, type Reply, type Signup, signup, testApp } from '../helpers/app.js';
+import { assertErrorShape, assertNotFound, client, makeBrand, ownerWithBrand, type Reply, type Signup, signup, testApp } from '../helpers/app.js';
 
 // Every test signs up its own accounts: lift the per-hour signup limit for this file.
 const { app, db } = await testApp(t, { TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: '10000' });
@@ -15,11 +15,7 @@ const PATHS = ['contacts', 'customers'] as const;
 let seq = 0;
 
 /** An account with one brand and the base path of its contacts. */
-async function setup() {
-  const owner = await signup(app);
-  const brand = await makeBrand(owner.live);
-  return { owner, brand, base: `/v1/brands/${brand.id}` };
-}
+const setup = () => ownerWithBrand(app);
 
 async function makeContact(call: Call, base: string, body: Record<string, unknown>, path = 'contacts') {
   const res = await call('POST', `${base}/${path}`, body);

@@ -1,6 +1,6 @@
 import t from 'tap';
 import { newId } from '../../server/core/ids.js';
-import { assertErrorShape, assertNotFound, client, makeBrand, type Reply, type Signup, signup, testApp } from '../helpers/app.js';
+import { assertErrorShape, assertNotFound, client, makeBrand, makeTicket, ownerWithBrand, type Reply, type Signup, testApp } from '../helpers/app.js';
 
 // Every test signs up its own accounts: lift the per-hour signup limit for this file.
 const { app, db } = await testApp(t, { TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: '10000' });
@@ -8,17 +8,7 @@ const anonymous = client(app);
 
 type Call = Signup['live'];
 
-async function setup() {
-  const owner = await signup(app);
-  const brand = await makeBrand(owner.live);
-  return { owner, brand, base: `/v1/brands/${brand.id}` };
-}
-
-async function makeTicket(call: Call, base: string, body: Record<string, unknown>) {
-  const res = await call('POST', `${base}/tickets`, body);
-  if (res.status !== 201) throw new Error(`ticket create failed: ${res.status} ${JSON.stringify(res.body)}`);
-  return res.body;
-}
+const setup = () => ownerWithBrand(app);
 
 async function addMember(accountId: string, name: string, email: string): Promise<string> {
   const id = newId('mem');

@@ -1,15 +1,11 @@
 import t from 'tap';
-import { assertErrorShape, assertNotFound, client, makeBrand, signup, testApp, type Signup } from '../helpers/app.js';
+import { assertErrorShape, assertNotFound, client, makeBrand, ownerWithBrand, signup, type Signup, testApp } from '../helpers/app.js';
 
 const { app, db } = await testApp(t, { TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: '10000' });
 const anonymous = client(app);
 type Call = Signup['live'];
 
-async function setup() {
-  const owner = await signup(app);
-  const brand = await makeBrand(owner.live);
-  return { owner, brand, base: `/v1/brands/${brand.id}` };
-}
+const setup = () => ownerWithBrand(app);
 
 async function ticket(call: Call, base: string, title: string) {
   const res = await call('POST', `${base}/tickets`, { title, customerEmail: `${title.toLowerCase().replace(/\W+/g, '')}@example.com` });

@@ -1,7 +1,7 @@
 import t from 'tap';
 import { systemCtx, tenantCtx } from '../../server/core/context.js';
 import * as ticketService from '../../server/domains/tickets/service.js';
-import { assertErrorShape, assertNotFound, client, makeBrand, type Signup, signup, testApp } from '../helpers/app.js';
+import { assertErrorShape, assertNotFound, client, makeBrand, makeTicket, ownerWithBrand, signup, type Signup, testApp } from '../helpers/app.js';
 
 // Every test signs up its own accounts: lift the per-hour signup limit for this file.
 const { app, db } = await testApp(t, { TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: '10000' });
@@ -9,17 +9,7 @@ const anonymous = client(app);
 
 type Call = Signup['live'];
 
-async function setup() {
-  const owner = await signup(app);
-  const brand = await makeBrand(owner.live);
-  return { owner, brand, base: `/v1/brands/${brand.id}` };
-}
-
-async function makeTicket(call: Call, base: string, body: Record<string, unknown>) {
-  const res = await call('POST', `${base}/tickets`, body);
-  if (res.status !== 201) throw new Error(`ticket create failed: ${res.status} ${JSON.stringify(res.body)}`);
-  return res.body;
-}
+const setup = () => ownerWithBrand(app);
 
 async function addMember(accountId: string, name: string, email: string): Promise<string> {
   const id = `mem_${Math.random().toString(36).slice(2).padEnd(12, '0')}`;

@@ -1,23 +1,13 @@
 import t from 'tap';
 import { SEARCH_RANK_WINDOW } from '../../server/domains/tickets/service.js';
-import { assertErrorShape, client, makeBrand, type Signup, signup, testApp } from '../helpers/app.js';
+import { assertErrorShape, client, makeBrand, makeTicket, ownerWithBrand, signup, type Signup, testApp } from '../helpers/app.js';
 
 // Every test signs up its own accounts: lift the per-hour signup limit for this file.
 const { app, db } = await testApp(t, { TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: '10000' });
 
 type Call = Signup['live'];
 
-async function setup() {
-  const owner = await signup(app);
-  const brand = await makeBrand(owner.live);
-  return { owner, brand, base: `/v1/brands/${brand.id}` };
-}
-
-async function makeTicket(call: Call, base: string, body: Record<string, unknown>): Promise<{ id: string }> {
-  const res = await call('POST', `${base}/tickets`, body);
-  if (res.status !== 201) throw new Error(`ticket create failed: ${res.status} ${JSON.stringify(res.body)}`);
-  return res.body;
-}
+const setup = () => ownerWithBrand(app);
 
 const q = encodeURIComponent;
 const sorted = (ids: string[]) => [...ids].sort();

@@ -1,25 +1,14 @@
 import t from 'tap';
-import { assertErrorShape, assertNotFound, client, makeBrand, type Reply, type Signup, signup, testApp } from '../helpers/app.js';
+import { assertErrorShape, assertNotFound, client, makeBrand, makeTicket, ownerWithBrand, type Reply, signup, testApp } from '../helpers/app.js';
 
 // Every test signs up its own accounts: lift the per-hour signup limit for this file.
 const { app, db } = await testApp(t, { TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: '10000' });
 const anonymous = client(app);
 
-type Call = Signup['live'];
 const TICKET_ID = /^tkt_[0-9a-z]{26}$/;
 const ISO = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$/;
 
-async function setup() {
-  const owner = await signup(app);
-  const brand = await makeBrand(owner.live);
-  return { owner, brand, base: `/v1/brands/${brand.id}` };
-}
-
-async function makeTicket(call: Call, base: string, body: Record<string, unknown>, headers: Record<string, string> = {}) {
-  const res = await call('POST', `${base}/tickets`, body, headers);
-  if (res.status !== 201) throw new Error(`ticket create failed: ${res.status} ${JSON.stringify(res.body)}`);
-  return res.body;
-}
+const setup = () => ownerWithBrand(app);
 
 const fieldsNamed = (res: Reply): string[] => (res.body?.errors ?? []).map((e: { field: string }) => e.field);
 

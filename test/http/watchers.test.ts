@@ -1,26 +1,15 @@
 import t from 'tap';
 import { newId } from '../../server/core/ids.js';
-import { assertErrorShape, assertNotFound, client, makeBrand, type Reply, type Signup, signup, testApp } from '../helpers/app.js';
+import { assertErrorShape, assertNotFound, client, makeBrand, makeTicket, ownerWithBrand, type Reply, testApp } from '../helpers/app.js';
 
 // Every test signs up its own accounts: lift the per-hour signup limit for this file.
 const { app, db } = await testApp(t, { TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: '10000' });
 const anonymous = client(app);
 
-type Call = Signup['live'];
 const WATCHER_ID = /^wch_[0-9a-z]{26}$/;
 const ISO = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/;
 
-async function setup() {
-  const owner = await signup(app, `owner-${Math.random().toString(36).slice(2)}@example.com`);
-  const brand = await makeBrand(owner.live);
-  return { owner, brand, base: `/v1/brands/${brand.id}` };
-}
-
-async function makeTicket(call: Call, base: string, body: Record<string, unknown>) {
-  const res = await call('POST', `${base}/tickets`, body);
-  if (res.status !== 201) throw new Error(`ticket create failed: ${res.status} ${JSON.stringify(res.body)}`);
-  return res.body;
-}
+const setup = () => ownerWithBrand(app);
 
 async function addMember(accountId: string, name: string | null, email: string): Promise<string> {
   const id = newId('mem');

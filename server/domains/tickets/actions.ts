@@ -12,7 +12,7 @@ import type { TicketView } from './schemas.js';
 import { asFieldError, assertAssignee, fetchView, resolveTags } from './service.js';
 
 /**
- * Ticket actions beyond create/update/delete: the spam flag and bulk actions (merge comes later).
+ * Ticket actions beyond create/update/delete: the spam flag and bulk actions (merge is in merge.ts).
  *
  * Both lock the tickets they act on (FOR UPDATE, in id order, so concurrent bulks over
  * overlapping tickets queue instead of deadlocking) and then do every write, with its audit

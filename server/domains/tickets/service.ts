@@ -268,7 +268,7 @@ export async function countForBrand(ctx: TenantCtx, brandId: string): Promise<nu
 
 export interface UpdateResult {
   ticket: TicketView;
-  /** The fields that really changed, for the ticket events of the next issue. */
+  /** The fields that really changed (the same list the ticket.updated audit entry records). */
   changes: Change[];
 }
 
