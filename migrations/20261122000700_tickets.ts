@@ -12,7 +12,7 @@ import type { Knex } from 'knex';
  * ticket_number is unique per brand; the service allocates it from brands.next_ticket_number.
  *
  * idempotency_keys are per account and mode: (account_id, livemode, key). A request claims its key
- * by inserting the row inside its transaction; `resource_id` is the ticket it created.
+ * by inserting the row inside its transaction; `resource_id` is what it created (a ticket, a comment).
  */
 export async function up(knex: Knex): Promise<void> {
   await knex.raw('ALTER TABLE members ADD CONSTRAINT members_account_id_unique UNIQUE (account_id, id)');
@@ -73,7 +73,7 @@ export async function up(knex: Knex): Promise<void> {
     t.foreign(['account_id', 'livemode', 'brand_id', 'ticket_id'], 'ticket_tags_ticket_fk').references(['account_id', 'livemode', 'brand_id', 'id']).inTable('tickets').onDelete('CASCADE');
     t.foreign(['account_id', 'livemode', 'brand_id', 'tag_id'], 'ticket_tags_tag_fk').references(['account_id', 'livemode', 'brand_id', 'id']).inTable('tags').onDelete('CASCADE');
   });
-  // Tag stats, tag merge and (later) the tagIds filter go from the tag to its tickets.
+  // Tag stats, tag merge and the tagIds filter go from the tag to its tickets.
   await knex.raw('CREATE INDEX ticket_tags_tag_idx ON ticket_tags (account_id, livemode, brand_id, tag_id, ticket_id)');
 
   await knex.schema.createTable('idempotency_keys', (t) => {

@@ -57,7 +57,7 @@ export function encodeCursor(position: Position, filters: Record<string, unknown
   return `${payload}.${checksum(payload)}`;
 }
 
-const invalidCursor = () => badRequest('The cursor is not valid: pass pagination.nextCursor from the previous page unchanged', [{ field: 'cursor', message: 'is not a cursor this list issued' }], 'invalid_cursor');
+export const invalidCursor = () => badRequest('The cursor is not valid: pass pagination.nextCursor from the previous page unchanged', [{ field: 'cursor', message: 'is not a cursor this list issued' }], 'invalid_cursor');
 
 export function decodeCursor(cursor: string, filters: Record<string, unknown>): Position {
   const [payload, sum, extra] = cursor.split('.');

@@ -25,14 +25,13 @@ export interface AuditFact {
  * together; called outside one it throws, which tests catch at once.
  */
 export async function record(ctx: TenantCtx, fact: AuditFact): Promise<void> {
-  if (!ctx.db.isTransaction) throw new Error(`audit.record(${fact.event}) must run inside the change's transaction`);
-  await AuditEntry.query(ctx.db).insert(rowOf(ctx, fact));
+  await recordMany(ctx, [fact]);
 }
 
 /** Several entries in one statement (bulk actions), in the given order; same rules as record. */
 export async function recordMany(ctx: TenantCtx, facts: readonly AuditFact[]): Promise<void> {
   if (!facts.length) return;
-  if (!ctx.db.isTransaction) throw new Error(`audit.recordMany(${facts[0]!.event}) must run inside the change's transaction`);
+  if (!ctx.db.isTransaction) throw new Error(`audit entry ${facts[0]!.event} must run inside the change's transaction`);
   await AuditEntry.query(ctx.db).insert(facts.map((fact) => rowOf(ctx, fact)));
 }
 

@@ -53,7 +53,8 @@ async function lockTickets(ctx: TenantCtx, brandId: string, ids: readonly string
  * for the ticket's parts (watchers, …). The brand must already have been checked.
  */
 export async function requireTicket(ctx: TenantCtx, brandId: string, ticketId: string): Promise<Ticket> {
-  const row = await Ticket.scoped(ctx).where({ 'tickets.brandId': brandId, 'tickets.id': ticketId }).whereNull('tickets.deletedAt').first();
+  const row = await Ticket.scoped(ctx).where({ 'tickets.brandId': brandId, 'tickets.id': ticketId }).whereNull('tickets.deletedAt')
+    .select('tickets.id', 'tickets.ticketNumber', 'tickets.title').first();
   if (!row) throw notFound('Ticket');
   return row;
 }

@@ -16,7 +16,7 @@ import * as statuses from '../statuses/service.js';
 import * as tags from '../tags/service.js';
 import * as watchers from '../watchers/service.js';
 import { Ticket } from './model.js';
-import { decodeCursor, encodeCursor, keysetPage, PAGE_LIMIT_DEFAULT, type Page, type Position, type SortValue } from '../../core/pagination.js';
+import { decodeCursor, encodeCursor, keysetPage, PAGE_LIMIT_DEFAULT, type Page, type Position, type SortValue, invalidCursor } from '../../core/pagination.js';
 import type { Change } from '../audit/service.js';
 import { TICKET_SORTS, type CreateTicketInput, type TicketListInput, type TicketView, type UpdateTicketInput } from './schemas.js';
 
@@ -291,7 +291,8 @@ export async function update(ctx: TenantCtx, brandId: string, ticketId: string, 
 
   const outcome = await withTx(ctx, async (tx) => {
     const brand = await brands.requireBrand(tx, brandId);
-    const locked = await Ticket.scoped(tx).where({ 'tickets.brandId': brand.id, 'tickets.id': ticketId }).whereNull('tickets.deletedAt').forUpdate().first();
+    const locked = await Ticket.scoped(tx).where({ 'tickets.brandId': brand.id, 'tickets.id': ticketId }).whereNull('tickets.deletedAt')
+      .forUpdate().select('tickets.id').first();
     if (!locked) throw notFound('Ticket');
     const before = await fetchView(tx, brand.id, locked.id);
 
@@ -340,7 +341,7 @@ export async function update(ctx: TenantCtx, brandId: string, ticketId: string, 
       const sets = columns.map((c) => `${snake(c)} = ?${json.has(c) ? '::jsonb' : ''}`);
       await tx.db.raw(`update tickets set ${[...sets, 'updated_at = now()'].join(', ')}
         where account_id = ? and livemode = ? and brand_id = ? and id = ?`, [...columns.map((c) => patch[c] ?? null) as never[], tx.accountId, tx.livemode, brand.id, locked.id]);
-      await audit.record(tx, { brandId: brand.id, ticketId: locked.id, entityType: 'ticket', entityId: locked.id, event: 'ticket.updated', changes, metadata: { ticketNumber: locked.ticketNumber, title: title ?? locked.title } });
+      await audit.record(tx, { brandId: brand.id, ticketId: locked.id, entityType: 'ticket', entityId: locked.id, event: 'ticket.updated', changes, metadata: { ticketNumber: before.ticketNumber, title: title ?? before.title } });
       if (newTags) {
         await tx.db('ticket_tags').where({ accountId: tx.accountId, livemode: tx.livemode, brandId: brand.id, ticketId: locked.id }).whereNotIn('tagId', newTags).delete();
         if (newTags.length) {
@@ -514,7 +515,7 @@ async function relevancePage(q: TicketQuery, base: () => TicketQuery, search: st
     rows.push(...found.map((row) => ({ row, key: row.sortKey })));
   } else {
     position = decodeCursor(input.cursor, filters);
-    if (position.length !== 3) throw badRequest('The cursor is not valid: pass pagination.nextCursor from the previous page unchanged', [{ field: 'cursor', message: 'is not a cursor this list issued' }], 'invalid_cursor');
+    if (position.length !== 3) throw invalidCursor();
     anchor = position[2];
     if (position[0] !== null) {
       const found = await q.clone().where('tickets.id', '>=', anchor)
