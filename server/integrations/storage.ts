@@ -30,7 +30,7 @@ export class ByteLimitExceeded extends Error {
 /**
  * Where attachment bytes live. Keys are attachment ids (never a client's file name). A write
  * goes to a staging area first and is moved under its key in one step, so a reader never sees
- * a half-written object. Another backend (S3, …) implements the same five calls.
+ * a half-written object. Another backend (S3, …) implements the same calls.
  */
 export interface Storage {
   /** Streams `source` into staging, hashing as it goes; more than `maxBytes` rejects with ByteLimitExceeded. */

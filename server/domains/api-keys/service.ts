@@ -206,7 +206,9 @@ export class ApiKeyCache {
     const entry = this.byHash.get(hash);
     if (!entry) return null;
     if (entry.cachedUntil <= now) {
-      this.drop([entry.keyId]);
+      // Plain expiry, not an invalidation: no generation bump, so concurrent reads of other keys still cache.
+      this.byHash.delete(hash);
+      this.hashById.delete(entry.keyId);
       return null;
     }
     return entry;

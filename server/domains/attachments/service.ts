@@ -26,12 +26,12 @@ import type { AttachmentView, AttachmentWithUrlView, CreateAttachmentInput, Uplo
  * tickets.attachment_count counts a ticket's UPLOADED attachments; every change to it happens in
  * the transaction that changes the attachment. Bytes are written to staging first and moved under
  * their key inside the transaction that records them, holding the row lock, so the stored file and
- * the row's sha256 always agree and a half-written upload is never served. Deleted rows queue their
+ * the row's sha256 agree once committed and a half-written upload is never served. Deleted rows queue their
  * file for removal (a trigger, see the migration); the DELETE removes it at once, the dispatcher
  * removes anything left.
  */
 
-export const PENDING_LINK_HOURS = 24;
+const PENDING_LINK_HOURS = 24;
 const PURGE_BATCH = 500;
 
 /** What the attachment services need beyond the database: set up once per process. */
@@ -252,7 +252,7 @@ export interface IncomingFile {
 const CONTENT_TYPE = /^[A-Za-z0-9!#$&^_.+-]+\/[A-Za-z0-9!#$&^_.+-]+$/;
 
 /** A client's file name as shown: no directories, no control characters, at most 255 characters. */
-export function cleanFilename(raw: string): string {
+function cleanFilename(raw: string): string {
   // eslint-disable-next-line no-control-regex
   const name = path.win32.basename(raw).replace(/[\u0000-\u001f\u007f]/g, '').trim().slice(0, 255);
   return name || 'file';
@@ -272,12 +272,13 @@ export async function uploadFile(ctx: TenantCtx, io: AttachmentIo, brandId: stri
   }
   try {
     if (file.truncated()) throw tooLarge(io.maxBytes);
+    const id = newId(ID_PREFIX.attachment);
     const row = await withTx(ctx, async (tx) => {
       await brands.requireBrand(tx, brand.id);
       if (ticketId) await requireTicket(tx, brand.id, ticketId);
       const type = file.contentType.split(';')[0]!.trim().toLowerCase();
       const inserted = await Attachment.query(tx.db).insert({
-        id: newId(ID_PREFIX.attachment),
+        id,
         ...scopeOf(tx),
         brandId: brand.id,
         ticketId,
@@ -291,6 +292,10 @@ export async function uploadFile(ctx: TenantCtx, io: AttachmentIo, brandId: stri
       await recordCreated(tx, inserted);
       await staged.commit(inserted.id);
       return inserted;
+    }).catch(async (err: unknown) => {
+      // The file was moved under the id before a commit that failed: no row will ever queue it for removal.
+      await io.storage.delete(id).catch(() => undefined);
+      throw err;
     });
     const grant = await grantUrl(io, row, 'download');
     return { attachment: toView(row), downloadUrl: grant.url, expiresAt: grant.expiresAt };
@@ -366,7 +371,7 @@ const SAFE_TYPES = new Set([
   'audio/mpeg', 'audio/ogg', 'audio/wav', 'audio/webm', 'audio/mp4', 'video/mp4', 'video/webm', 'video/ogg', 'video/quicktime',
 ]);
 
-export function servedContentType(recorded: string): string {
+function servedContentType(recorded: string): string {
   const type = recorded.split(';')[0]!.trim().toLowerCase();
   if (!SAFE_TYPES.has(type)) return 'application/octet-stream';
   return type.startsWith('text/') ? `${type}; charset=utf-8` : type;
@@ -448,6 +453,9 @@ export interface PurgeResult {
   files: number;
 }
 
+/** When each process's deps last swept staging (see purgeAbandoned). */
+const lastStagingSweep = new WeakMap<AttachmentDeps, number>();
+
 /**
  * Deletes pending attachments never linked within 24 h and uploads never completed within their
  * grant (PENDING older than the upload URL's lifetime), then removes the files of every deleted
@@ -464,18 +472,26 @@ export async function purgeAbandoned(base: BaseCtx, deps: AttachmentDeps): Promi
       returning id, account_id, livemode, brand_id, ticket_id, status, filename, content_type, size`, [PENDING_LINK_HOURS, deps.uploadTtlSeconds, PURGE_BATCH]) as {
       rows: { id: string; account_id: string; livemode: boolean; brand_id: string; ticket_id: string | null; status: string; filename: string; content_type: string; size: string }[];
     }; // raw rows keep their snake_case names
-    for (const row of deleted.rows) {
-      // Uploaded-but-never-linked attachments had an attachment.created entry: close it.
-      if (row.status !== 'UPLOADED') continue;
-      await audit.record(tenantCtx(tx, row.account_id, row.livemode), {
+    // Uploaded-but-never-linked attachments had an attachment.created entry: close it, one insert per tenant.
+    const byTenant = new Map<string, typeof deleted.rows>();
+    for (const row of deleted.rows.filter((r) => r.status === 'UPLOADED')) {
+      const key = `${row.account_id}:${row.livemode}`;
+      byTenant.set(key, [...byTenant.get(key) ?? [], row]);
+    }
+    for (const rows of byTenant.values()) {
+      await audit.recordMany(tenantCtx(tx, rows[0]!.account_id, rows[0]!.livemode), rows.map((row) => ({
         brandId: row.brand_id, ticketId: row.ticket_id, entityType: 'attachment', entityId: row.id, event: 'attachment.deleted',
         metadata: { filename: row.filename, contentType: row.content_type, size: Number(row.size), reason: 'never_linked' },
-      });
+      })));
     }
     return deleted.rows.length;
   });
   const queued = (await base.db('attachment_file_deletions').orderBy('deletedAt').limit(PURGE_BATCH).select('attachmentId') as { attachmentId: string }[]).map((r) => r.attachmentId);
   await removeFiles(base, deps, queued);
-  await deps.storage.purgeStaging(new Date(deps.now() - PENDING_LINK_HOURS * 3600_000));
+  // Staging leftovers only come from crashes: a sweep an hour is plenty, not one per tick.
+  if (deps.now() - (lastStagingSweep.get(deps) ?? -Infinity) >= 3600_000) {
+    lastStagingSweep.set(deps, deps.now());
+    await deps.storage.purgeStaging(new Date(deps.now() - PENDING_LINK_HOURS * 3600_000));
+  }
   return { abandoned, files: queued.length };
 }
