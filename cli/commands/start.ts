@@ -33,7 +33,7 @@ function banner(running: Running): string[] {
 export function registerStart(program: Command, globals: () => GlobalOptions): void {
   program
     .command('start')
-    .description('run the server: migrate, bootstrap an empty database, then serve the API and run the dispatcher')
+    .description('run the server: migrate, bootstrap an empty database, then serve the API and/or run the dispatcher (see --role)')
     .addOption(new Option('--role <role>', 'what this process runs').choices(['all', 'api', 'dispatcher']).default('all'))
     .option('--port <port>', 'HTTP port (default: PORT or 3000)')
     .option('--json', 'print the start-up summary (and any bootstrap keys) as one JSON line')

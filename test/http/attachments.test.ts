@@ -173,6 +173,10 @@ t.test('multipart upload on a ticket: { attachment, downloadUrl }, UPLOADED at o
   const noFile = await send('POST', `${base}/tickets/${ticket.id}/attachments/upload`,
     Buffer.from(empty.payload.toString().replace(/; filename="x"\r\nContent-Type: text\/plain/, '')), { authorization: `Bearer ${owner.liveKey}`, 'content-type': empty.contentType });
   assertErrorShape(t, noFile, 400, 'file_missing');
+  assertErrorShape(t, await owner.live('POST', `${base}/attachments/pending/upload`, { file: 'x' }), 415, 'unsupported_media_type');
+  const noPendingFile = await send('POST', `${base}/attachments/pending/upload`,
+    Buffer.from(empty.payload.toString().replace(/; filename="x"\r\nContent-Type: text\/plain/, '')), { authorization: `Bearer ${owner.liveKey}`, 'content-type': empty.contentType });
+  assertErrorShape(t, noPendingFile, 400, 'file_missing');
 
   const before = await db('attachments').where({ ticketId: ticket.id }).count({ n: '*' }).first() as { n: string };
   const big = await upload(owner.liveKey, `${base}/tickets/${ticket.id}/attachments/upload`, 'big.bin', 'application/octet-stream', Buffer.alloc(MAX + 1, 7));
@@ -283,6 +287,17 @@ t.test('signed URLs: expired, tampered, wrong purpose and garbage tokens are ref
   t.equal((await send('GET', `/v1/files/${valid}`)).status, 200, 'the same grant in date works');
   const wrongMode = signGrant(key, { attachmentId: up.attachment.id, accountId: owner.accountId, livemode: false, purpose: 'download', expiresAt: Math.floor(Date.now() / 1000) + 60 });
   assertNotFound(t, await send('GET', `/v1/files/${wrongMode}`), 'a grant for the other mode');
+  const stranger = await signup(app);
+  const otherAccount = signGrant(key, { attachmentId: up.attachment.id, accountId: stranger.accountId, livemode: true, purpose: 'download', expiresAt: Math.floor(Date.now() / 1000) + 60 });
+  assertNotFound(t, await send('GET', `/v1/files/${otherAccount}`), 'a grant naming another account');
+  for (const [label, grant] of [
+    ['the other mode', { accountId: owner.accountId, livemode: false }],
+    ['another account', { accountId: stranger.accountId, livemode: true }],
+  ] as const) {
+    const upload = signGrant(key, { attachmentId: g.id, ...grant, purpose: 'upload', expiresAt: Math.floor(Date.now() / 1000) + 60 });
+    assertNotFound(t, await send('PUT', `/v1/uploads/${upload}`, 'aa'), `an upload grant for ${label}`);
+  }
+  t.equal((await db('attachments').where({ id: g.id }).first()).sha256, null, 'no refused upload stored anything');
 
   const token = pathOf(up.downloadUrl).split('/').pop()!;
   const parts = token.split('.');
@@ -317,6 +332,10 @@ t.test('sizes: declared over the limit, sent over the limit, more or fewer bytes
   assertErrorShape(t, await owner.live('POST', path_, { filename: 'a\nb', contentType: 'text/plain', size: 1 }), 400, 'validation_failed');
   assertErrorShape(t, await owner.live('POST', path_, { filename: 'x', contentType: 'text/plain', size: 1, extra: 1 }), 400, 'validation_failed');
   assertErrorShape(t, await owner.live('POST', path_, { contentType: 'text/plain', size: 1 }), 400, 'validation_failed');
+  // The pending route takes the same body with the same rules.
+  assertErrorShape(t, await owner.live('POST', `${base}/attachments/pending`, { filename: 'x', contentType: 'text/plain', size: -1 }), 400, 'validation_failed');
+  assertErrorShape(t, await owner.live('POST', `${base}/attachments/pending`, { contentType: 'text/plain', size: 1 }), 400, 'validation_failed');
+  assertErrorShape(t, await owner.live('POST', `${base}/attachments/pending`, { filename: 'big.iso', contentType: 'application/octet-stream', size: MAX + 1 }), 413, 'attachment_too_large');
 
   const g = (await owner.live('POST', path_, { filename: 'ten.bin', contentType: 'application/octet-stream', size: 10 })).body;
   assertErrorShape(t, await put(g.uploadUrl, Buffer.alloc(MAX + 5, 1)), 413, 'attachment_too_large');

@@ -323,6 +323,7 @@ t.test('PATCH changes body, links, metadata; an internal note stays internal unl
     t.equal(res.status, 400, `${label}: 400`);
     if (field) t.ok(fieldsNamed(res).some((f) => f.includes(field)), `${label}: names ${field}`);
   }
+  assertErrorShape(t, await owner.live('PATCH', `${comments}/${c.id}`, { body: '  ' }), 400, 'validation_failed');
   t.equal((await owner.live('GET', short)).body.body, 'second');
 });
 

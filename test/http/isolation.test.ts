@@ -101,6 +101,7 @@ const fill = (suffix: string) => suffix.replace(/\{(\w+)\}/g, (_, name: string) 
 
 const stranger = await signup(app);
 const strangerBrand = await makeBrand(stranger.live, 'Stranger brand');
+const ownTestBrand = await makeBrand(owner.test, 'Owner test brand');
 
 t.test('every brand-scoped route is covered', async (t) => {
   t.ok(routes.length > 60, `${routes.length} routes`);
@@ -120,10 +121,14 @@ for (const r of routes) {
       ['another account, on this brand', await stranger.live(r.method, url(base), body, headers)],
       ['this account in test mode, on the live brand', await owner.test(r.method, url(base), body, headers)],
       ['the workspaces path too', await stranger.live(r.method, url(`/v1/workspaces/ws_${brand.id.slice(3)}`), body, headers)],
+      ['test mode on the workspaces path', await owner.test(r.method, url(`/v1/workspaces/ws_${brand.id.slice(3)}`), body, headers)],
     ];
     // With its own brand in the path, a stranger still cannot reach this brand's ids.
     const hasIds = /\{(?!entityType)\w+\}/.test(r.suffix);
-    if (hasIds) attempts.push(['another account, own brand, these ids', await stranger.live(r.method, url(`/v1/brands/${strangerBrand.id}`), body, headers)]);
+    if (hasIds) {
+      attempts.push(['another account, own brand, these ids', await stranger.live(r.method, url(`/v1/brands/${strangerBrand.id}`), body, headers)]);
+      attempts.push(['this account in test mode, own test brand, live ids', await owner.test(r.method, url(`/v1/brands/${ownTestBrand.id}`), body, headers)]);
+    }
     for (const [label, res] of attempts) {
       t.equal(res.status, 404, res.status === 404 ? `${label}: 404` : `${label}: 404, got ${res.status} ${JSON.stringify(res.body)}`);
       t.equal(res.body?.code, 'not_found', label);
