@@ -122,3 +122,26 @@ t.test('a brand created inside a transaction that rolls back leaves no statuses 
   }));
   t.equal(Number((await db('statuses').count({ n: '*' }))[0]!.n), before, 'the system statuses went with the brand');
 });
+
+t.test('the rules ticket create validates with follow every definition change at once, also inside a transaction and under concurrency', async (t) => {
+  const { ctx, brand } = await setup();
+  // Ten definitions created at once: each commit sees the others (the trigger serializes on the brand row).
+  await Promise.all(Array.from({ length: 10 }, (_, i) => fields.create(ctx, brand.id, 'ticket', { key: `f${i}`, label: `F${i}`, type: 'number', required: true })));
+  t.same((await failure(fields.validateCustomFields(ctx, brand.id, {}))).fields, Array.from({ length: 10 }, (_, i) => `customFields.f${i}`).sort());
+
+  await fields.update(ctx, brand.id, 'ticket', 'f0', { type: 'text' });
+  const all = Object.fromEntries(Array.from({ length: 10 }, (_, i) => [`f${i}`, i]));
+  t.same((await failure(fields.validateCustomFields(ctx, brand.id, all))).fields, ['customFields.f0'], 'a type change applies');
+  for (let i = 1; i < 10; i++) await fields.remove(ctx, brand.id, 'ticket', `f${i}`);
+  await t.resolves(fields.validateCustomFields(ctx, brand.id, { f0: 'x' }), 'removed definitions no longer constrain');
+
+  // In one transaction: the brand read before the change is not reused after it.
+  await db.transaction(async (trx) => {
+    const tx = { ...ctx, db: trx };
+    await t.resolves(fields.validateCustomFields(tx, brand.id, { f0: 'x' }));
+    await fields.create(tx, brand.id, 'ticket', { key: 'sla', label: 'SLA', type: 'boolean', required: true });
+    t.same((await failure(fields.validateCustomFields(tx, brand.id, { f0: 'x' }))).fields, ['customFields.sla'], 'the new rule applies in the same transaction');
+    throw new Error('roll back');
+  }).catch(() => undefined);
+  await t.resolves(fields.validateCustomFields(ctx, brand.id, { f0: 'x' }), 'a rolled-back definition leaves no rule');
+});

@@ -1,3 +1,4 @@
+import type { Knex } from 'knex';
 import type { TenantCtx } from '../../core/context.js';
 import { newId, ID_PREFIX } from '../../core/ids.js';
 import { scopeOf } from '../../core/model.js';
@@ -31,8 +32,17 @@ export async function record(ctx: TenantCtx, fact: AuditFact): Promise<void> {
 /** Several entries in one statement (bulk actions), in the given order; same rules as record. */
 export async function recordMany(ctx: TenantCtx, facts: readonly AuditFact[]): Promise<void> {
   if (!facts.length) return;
-  if (!ctx.db.isTransaction) throw new Error(`audit entry ${facts[0]!.event} must run inside the change's transaction`);
-  await AuditEntry.query(ctx.db).insert(facts.map((fact) => rowOf(ctx, fact)));
+  const { sql, bindings } = insertStatement(ctx, facts);
+  await ctx.db.raw(sql, bindings);
+}
+
+/**
+ * The INSERT of these entries, for a caller that folds it into a larger statement (ticket create
+ * runs it inside its last one). Same rules as record: the caller's transaction, or it throws.
+ */
+export function insertStatement(ctx: TenantCtx, facts: readonly AuditFact[]): Pick<Knex.Sql, 'sql' | 'bindings'> {
+  if (!ctx.db.isTransaction) throw new Error(`audit entry ${facts[0]?.event} must run inside the change's transaction`);
+  return AuditEntry.query(ctx.db).insert(facts.map((fact) => rowOf(ctx, fact))).toKnexQuery().toSQL();
 }
 
 function rowOf(ctx: TenantCtx, fact: AuditFact): Partial<AuditEntry> {

@@ -1,3 +1,4 @@
+import type { Knex } from 'knex';
 import type { TenantCtx } from '../../core/context.js';
 import { isPgError, PG } from '../../core/db.js';
 import { badRequest, conflict, notFound } from '../../core/errors.js';
@@ -75,15 +76,28 @@ export function blockedCondition(table: string, emailColumn: string): string {
 /** Whether mail from `email` is blocked for the brand (for the ticket issue: such tickets are spam). */
 export async function isBlocked(ctx: TenantCtx, brandId: string, email: string): Promise<boolean> {
   const brand = await brands.requireBrand(ctx, brandId);
+  return Boolean(await entriesMatching(ctx, brand.id, email).first());
+}
+
+/**
+ * The same test as one SQL boolean, for a statement that decides inside the database (ticket
+ * create's last statement sets is_spam with it). brandId must be a brand the caller checked.
+ */
+export function isBlockedCondition(ctx: TenantCtx, brandId: string, email: string): Pick<Knex.Sql, 'sql' | 'bindings'> {
+  const { sql, bindings } = entriesMatching(ctx, brandId, email).toKnexQuery().toSQL();
+  return { sql: `exists (${sql})`, bindings };
+}
+
+/** Entries blocking the address itself or any of its parent domains. */
+function entriesMatching(ctx: TenantCtx, brandId: string, email: string) {
   const address = normalizeEmail(email);
   const domain = emailDomain(address);
   // example.com blocks mail.example.com: every parent domain of the address is a candidate.
   const labels = domain.split('.');
   const domains = labels.map((_, i) => labels.slice(i).join('.')).filter((d) => d.includes('.'));
-  const hit = await BlockedSource.scoped(ctx).where('brandId', brand.id)
+  return BlockedSource.scoped(ctx).where('brandId', brandId)
     .where((q) => q.where({ type: 'email', value: address }).orWhere((q2) => q2.where('type', 'domain').whereIn('value', domains)))
-    .select('id').first();
-  return Boolean(hit);
+    .select('id');
 }
 
 /** For the brand delete preview. */

@@ -1,9 +1,17 @@
 import { TenantModel } from '../../core/model.js';
 
+/** What validating a custom-field value needs of one field definition. */
+export interface FieldRule {
+  key: string;
+  type: string;
+  options: string[] | null;
+  required: boolean;
+}
+
 export class Brand extends TenantModel {
   static override tableName = 'brands';
   // jsonb columns; the text[] columns (portalOrigins) must not be JSON-encoded.
-  static override jsonAttributes = ['settings', 'metadata', 'ticketSchema', 'slaByPriority', 'slaBusinessHours'];
+  static override jsonAttributes = ['settings', 'metadata', 'ticketSchema', 'slaByPriority', 'slaBusinessHours', 'fieldRules'];
 
   declare id: string;
   declare name: string;
@@ -15,6 +23,8 @@ export class Brand extends TenantModel {
   declare settings: Record<string, unknown>;
   declare metadata: Record<string, unknown>;
   declare ticketSchema: Record<string, unknown> | null;
+  /** Kept by a trigger on field_definitions (migration 1700): per entity type, in display order. */
+  declare fieldRules: Partial<Record<'ticket' | 'customer' | 'company', FieldRule[]>>;
   declare inboundEmailEnabled: boolean;
   declare autoresponseEnabled: boolean;
   declare autoresponseSubject: string | null;

@@ -15,6 +15,7 @@ import * as statuses from '../statuses/service.js';
 import * as tags from '../tags/service.js';
 import * as tickets from '../tickets/service.js';
 import { Brand } from './model.js';
+export type { FieldRule } from './model.js';
 import type { BrandView, CreateBrandInput, DeleteBrandResultView, UpdateBrandInput } from './schemas.js';
 
 export const DEFAULT_TICKET_NUMBER_START = 1000;

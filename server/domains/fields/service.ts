@@ -85,7 +85,7 @@ export function valueSchema(def: { type: string; options?: string[] | null }): J
 }
 
 /** The schema the definitions of one entity type generate; null when there are none. */
-export function generatedSchema(defs: Pick<FieldDefinition, 'key' | 'type' | 'options' | 'required'>[]): JsonSchema | null {
+export function generatedSchema(defs: readonly brands.FieldRule[]): JsonSchema | null {
   if (defs.length === 0) return null;
   const properties: Record<string, JsonSchema> = {};
   for (const d of defs) properties[d.key] = d.required ? valueSchema(d) : { anyOf: [valueSchema(d), { type: 'null' }] };
@@ -174,6 +174,7 @@ export async function create(ctx: Ctx, brandId: string, entityType: string, inpu
   assertConsistent({ type: input.type, options, defaultValue: input.defaultValue });
   return withTx(ctx, async (tx) => {
     const brand = await brands.requireBrand(tx, brandId);
+    brands.forgetFound(tx, brand.id); // the change below rewrites its fieldRules (trigger)
     const last = await ofBrand(tx, brand.id, entity).max('sortOrder as m').first() as unknown as { m: number | null };
     const now = new Date();
     try {
@@ -211,6 +212,7 @@ export async function update(ctx: Ctx, brandId: string, entityType: string, key:
   const entity = canonicalEntity(entityType);
   return withTx(ctx, async (tx) => {
     const brand = await brands.requireBrand(tx, brandId);
+    brands.forgetFound(tx, brand.id); // the change below rewrites its fieldRules (trigger)
     const field = await requireField(tx, brand.id, entity, key);
     const type = input.type ?? field.type;
     const choice = type === 'select' || type === 'multiselect';
@@ -229,6 +231,7 @@ export async function remove(ctx: Ctx, brandId: string, entityType: string, key:
   const entity = canonicalEntity(entityType);
   return withTx(ctx, async (tx) => {
     const brand = await brands.requireBrand(tx, brandId);
+    brands.forgetFound(tx, brand.id); // the change below rewrites its fieldRules (trigger)
     const field = await requireField(tx, brand.id, entity, key);
     await ofBrand(tx, brand.id, entity).where('id', field.id).delete();
     return toView(field);
@@ -240,6 +243,7 @@ export async function reorder(ctx: Ctx, brandId: string, entityType: string, inp
   const entity = canonicalEntity(entityType);
   return withTx(ctx, async (tx) => {
     const brand = await brands.requireBrand(tx, brandId);
+    brands.forgetFound(tx, brand.id); // the change below rewrites its fieldRules (trigger)
     const rows = await ofBrand(tx, brand.id, entity).forUpdate();
     const byKey = new Map(rows.map((r) => [r.key, r]));
     const seen = new Set<string>();
@@ -271,7 +275,8 @@ export async function count(ctx: Ctx, brandId: string): Promise<number> {
 async function schemasOf(ctx: Ctx, brandId: string, entityType: EntityType) {
   const brand = await brands.requireBrand(ctx, brandId);
   const hand = entityType === 'ticket' ? brand.ticketSchema : null;
-  const generated = generatedSchema(await ordered(ctx, brand.id, entityType));
+  // The brand row carries its definitions' rules (a trigger keeps them): no second read.
+  const generated = generatedSchema(brand.fieldRules[entityType] ?? []);
   return { brand, hand, generated };
 }
 

@@ -98,9 +98,9 @@ export async function findOrCreateByNames(ctx: TenantCtx, brandId: string, names
   if (!wanted.size) return [];
   return withTx(ctx, async (tx) => {
     const brand = await brands.requireBrand(tx, brandId);
-    const find = () => ofBrand(tx, brand.id).whereIn(Tag.raw('lower(tags.name)'), [...wanted.keys()]);
-    const found = new Set((await find()).map((t) => t.name.toLowerCase()));
-    const missing = [...wanted].filter(([key]) => !found.has(key));
+    const find = async () => new Map((await ofBrand(tx, brand.id).whereIn(Tag.raw('lower(tags.name)'), [...wanted.keys()])).map((t) => [t.name.toLowerCase(), t]));
+    let rows = await find();
+    const missing = [...wanted].filter(([key]) => !rows.has(key));
     if (missing.length) {
       try {
         await Tag.query(tx.db)
@@ -109,8 +109,8 @@ export async function findOrCreateByNames(ctx: TenantCtx, brandId: string, names
       } catch (err) {
         throw translate(err, undefined);
       }
+      rows = await find();
     }
-    const rows = new Map((await find()).map((t) => [t.name.toLowerCase(), t]));
     return [...wanted.keys()].map((key) => toView(rows.get(key)!));
   });
 }

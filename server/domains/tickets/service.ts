@@ -26,11 +26,14 @@ import { TICKET_SORTS, type CreateTicketInput, type TicketListInput, type Ticket
  * Create runs in one transaction, in this order:
  *   1. claim the idempotency key (if any): INSERT … ON CONFLICT; a concurrent request with the
  *      same key blocks on the uncommitted row and then sees the committed ticket;
- *   2. every check and every side write (status, category, assignee, tags, customer contact,
- *      blocked sender, custom fields, the audit entry, watchers): none of them locks the brand row
- *      (watcher rows reference the ticket through a deferred foreign key, checked at commit);
+ *   2. every check and every side write (status, category, assignee, custom fields against the
+ *      rules the brand row carries, tags, customer contact, attachments, watchers): none of them
+ *      locks the brand row (watcher rows reference the ticket through a deferred foreign key,
+ *      checked at commit);
  *   3. LAST, one statement: a CTE that bumps brands.next_ticket_number (UPDATE … RETURNING), inserts
- *      the ticket with that number and inserts its tag links. The brand row lock, which serializes
+ *      the ticket with that number (is_spam when the sender is blocked), its tag links and its
+ *      audit entry. Round trips are the cost of a create, so whatever can ride in this statement
+ *      does (blocked-sources and audit hand out their SQL for it). The brand row lock, which serializes
  *      creates within a brand, is taken by that statement and held only until the commit right
  *      after it. A failed create rolls the counter back with everything else: numbers have no gaps.
  *   The full ticket is read after the commit, outside the lock.
@@ -88,21 +91,29 @@ function toView(row: Row): TicketView {
   };
 }
 
+/** Rows of raw statements arrive with column names; views read model properties. */
+const { parse: columnsToProperties } = objection.snakeCaseMappers();
+
 /**
  * The columns a ticket view reads. Not `tickets.*`: the derived list and search columns
  * (search_vector can be as large as the body) stay in the database.
  */
-const TICKET_COLUMNS = ['id', 'account_id', 'livemode', 'brand_id', 'ticket_number', 'title', 'body', 'status', 'priority', 'assignee_id',
+const VIEW_COLUMNS = ['id', 'account_id', 'livemode', 'brand_id', 'ticket_number', 'title', 'body', 'status', 'priority', 'assignee_id',
   'created_by', 'customer_id', 'category_id', 'links', 'custom_fields', 'metadata', 'source', 'source_id', 'source_data', 'is_spam',
-  'merged_into_id', 'comment_count', 'attachment_count', 'close_reason', 'due_at', 'created_at', 'updated_at', 'deleted_at'].map((c) => `tickets.${c}`);
+  'merged_into_id', 'comment_count', 'attachment_count', 'close_reason', 'due_at', 'created_at', 'updated_at', 'deleted_at'];
+const TICKET_COLUMNS = VIEW_COLUMNS.map((c) => `tickets.${c}`);
 
-type TicketQuery = ReturnType<typeof query>;
-
-/** The brand's tickets with every related record, in one statement. */
-function query(ctx: TenantCtx, brandId: string) {
-  return Ticket.scoped(ctx)
-    .where('tickets.brandId', brandId)
-    .select(...TICKET_COLUMNS, objection.raw(`
+/**
+ * The related records of a view, as columns over a row named `tickets`. The tag list reads the
+ * ticket's links, or (tagIds: ticket create, whose own statement cannot see the links it inserts)
+ * the tags with the ids bound to its one placeholder.
+ */
+function relatedColumns(tagsFrom: 'links' | 'tagIds'): string {
+  const tagRows = tagsFrom === 'links'
+    ? `ticket_tags tt join tags tg on tg.account_id = tt.account_id and tg.livemode = tt.livemode and tg.brand_id = tt.brand_id and tg.id = tt.tag_id
+        where tt.account_id = tickets.account_id and tt.livemode = tickets.livemode and tt.brand_id = tickets.brand_id and tt.ticket_id = tickets.id`
+    : `tags tg where tg.account_id = tickets.account_id and tg.livemode = tickets.livemode and tg.brand_id = tickets.brand_id and tg.id = any(?::text[])`;
+  return `
       (select json_build_object('id', s.id, 'key', s.key, 'name', s.name, 'color', s.color) from statuses s
         where s.account_id = tickets.account_id and s.livemode = tickets.livemode and s.brand_id = tickets.brand_id and s.key = tickets.status) as status_ref,
       (select json_build_object('id', c.id, 'email', c.email, 'name', c.name, 'avatarUrl', c.avatar_url, 'companyId', c.company_id,
@@ -111,8 +122,18 @@ function query(ctx: TenantCtx, brandId: string) {
       (select json_build_object('id', ca.id, 'name', ca.name, 'color', ca.color) from categories ca
         where ca.account_id = tickets.account_id and ca.livemode = tickets.livemode and ca.brand_id = tickets.brand_id and ca.id = tickets.category_id) as category,
       coalesce((select json_agg(json_build_object('id', tg.id, 'name', tg.name, 'color', tg.color) order by lower(tg.name), tg.id)
-        from ticket_tags tt join tags tg on tg.account_id = tt.account_id and tg.livemode = tt.livemode and tg.brand_id = tt.brand_id and tg.id = tt.tag_id
-        where tt.account_id = tickets.account_id and tt.livemode = tickets.livemode and tt.brand_id = tickets.brand_id and tt.ticket_id = tickets.id), '[]'::json) as tag_list`));
+        from ${tagRows}), '[]'::json) as tag_list`;
+}
+const RELATED_BY_LINKS = relatedColumns('links');
+const RELATED_BY_TAG_IDS = relatedColumns('tagIds');
+
+type TicketQuery = ReturnType<typeof query>;
+
+/** The brand's tickets with every related record, in one statement. */
+function query(ctx: TenantCtx, brandId: string) {
+  return Ticket.scoped(ctx)
+    .where('tickets.brandId', brandId)
+    .select(...TICKET_COLUMNS, objection.raw(RELATED_BY_LINKS));
 }
 
 export async function fetchView(ctx: TenantCtx, brandId: string, ticketId: string, includeDeleted = false): Promise<TicketView> {
@@ -202,7 +223,7 @@ export async function create(ctx: TenantCtx, brandId: string, input: CreateTicke
     const id = newId(ID_PREFIX.ticket);
     if (idempotencyKey !== undefined) {
       const claim = await claimIdempotencyKey(tx, idempotencyKey, requestFingerprint('POST', `/brands/${brand.id}/tickets`, input), id, 'ticket');
-      if (!claim.claimed) return { created: false, id: claim.resourceId, brandId: brand.id };
+      if (!claim.claimed) return { created: false as const, id: claim.resourceId, brandId: brand.id };
     }
 
     const status = input.status ?? 'open';
@@ -216,19 +237,16 @@ export async function create(ctx: TenantCtx, brandId: string, input: CreateTicke
 
     const tagIds = await resolveTags(tx, brand.id, input.tags ?? []);
 
-    let customerId: string | null = null;
-    let isSpam = false;
-    if (email) {
-      customerId = (await contacts.findOrCreateByEmail(tx, brand.id, email, input.customerName ?? null)).id;
-      isSpam = await blockedSources.isBlocked(tx, brand.id, email);
-    }
-
+    const customerId = email ? (await contacts.findOrCreateByEmail(tx, brand.id, email, input.customerName ?? null)).id : null;
     const attachmentCount = await attachments.linkPending(tx, brand.id, id, input.attachmentIds ?? []);
-    await audit.record(tx, { brandId: brand.id, ticketId: id, entityType: 'ticket', entityId: id, event: 'ticket.created', metadata: { title } });
+    // The entry is written by the last statement, but made (and so ordered) before the watchers'.
+    const entry = audit.insertStatement(tx, [{ brandId: brand.id, ticketId: id, entityType: 'ticket', entityId: id, event: 'ticket.created', metadata: { title } }]);
     // Written before the ticket exists: their ticket key is checked at commit (deferred).
     if (input.watchers?.length) await watchers.addToNewTicket(tx, brand.id, id, input.watchers);
 
-    // Last statement of the transaction (see the file comment): counter, ticket and tag links.
+    // Last statement of the transaction (see the file comment): counter, ticket (a blocked sender
+    // makes it spam), tag links and the audit entry, in one round trip.
+    const blocked = email ? blockedSources.isBlockedCondition(tx, brand.id, email) : { sql: 'false', bindings: [] };
     const json = (v: unknown) => (v === undefined ? null : JSON.stringify(v));
     const inserted = await tx.db.raw(`
       with n as (
@@ -238,26 +256,29 @@ export async function create(ctx: TenantCtx, brandId: string, input: CreateTicke
       ), t as (
         insert into tickets (id, account_id, livemode, brand_id, ticket_number, title, body, status, priority, assignee_id, created_by,
           customer_id, category_id, links, custom_fields, metadata, source, source_id, source_data, is_spam, close_reason, due_at, attachment_count)
-        select ?, ?, ?, ?, n.num, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?::jsonb, ?::jsonb, ?, ?, ?::jsonb, ?, ?, ?::timestamptz, ? from n
-        returning id, account_id, livemode, brand_id
+        select ?, ?, ?, ?, n.num, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?::jsonb, ?::jsonb, ?, ?, ?::jsonb, ${blocked.sql}, ?, ?::timestamptz, ? from n
+        returning ${VIEW_COLUMNS.join(', ')}
       ), tt as (
         insert into ticket_tags (account_id, livemode, brand_id, ticket_id, tag_id)
         select t.account_id, t.livemode, t.brand_id, t.id, tag from t, unnest(?::text[]) as tag
-      )
-      select id from t`, [
+      ), entry as (${entry.sql})
+      select tickets.*, ${RELATED_BY_TAG_IDS} from t as tickets`, [
       tx.accountId, tx.livemode, brand.id,
       id, tx.accountId, tx.livemode, brand.id, title, input.body ?? null, status, input.priority ?? null, assigneeId, input.createdBy ?? null,
       customerId, categoryId, JSON.stringify(input.links ?? []), json(input.customFields), JSON.stringify(input.metadata ?? {}),
-      input.source ?? 'api', input.sourceId ?? null, json(input.sourceData ?? null), isSpam, input.closeReason ?? null, isoOrNull(input.dueAt), attachmentCount,
+      input.source ?? 'api', input.sourceId ?? null, json(input.sourceData ?? null), ...blocked.bindings, input.closeReason ?? null, isoOrNull(input.dueAt), attachmentCount,
       [...tagIds],
-    ]) as { rows: { id: string }[] };
+      ...entry.bindings,
+      [...tagIds],
+    ]) as { rows: Record<string, unknown>[] };
     if (inserted.rows.length !== 1) throw notFound('Brand');
     brands.forgetFound(tx, brand.id); // its next_ticket_number moved
-    return { created: true, id, brandId: brand.id };
+    return { created: true as const, ticket: toView(columnsToProperties(inserted.rows[0]!) as Row) };
   });
 
   // A replay answers with the ticket as it is now, even if it was deleted since.
-  return { created: outcome.created, ticket: await fetchView(ctx, outcome.brandId, outcome.id, !outcome.created) };
+  if (!outcome.created) return { created: false, ticket: await fetchView(ctx, outcome.brandId, outcome.id, true) };
+  return outcome;
 }
 
 /** For the brand delete preview: the brand's tickets that are not deleted. */
