@@ -7,6 +7,7 @@ import { registerBrands } from './commands/brands.js';
 import { registerDb } from './commands/db.js';
 import { registerInit } from './commands/init.js';
 import { registerKeys } from './commands/keys.js';
+import { registerMail } from './commands/mail.js';
 import { registerStart } from './commands/start.js';
 import { EXIT, fail, UsageError } from './io.js';
 
@@ -34,6 +35,7 @@ Every command takes --json for scripts. Environment: DATABASE_URL, PORT, TICKETD
   registerAccounts(program, globals);
   registerBrands(program, globals);
   registerKeys(program, globals);
+  registerMail(program, globals);
   for (const command of program.commands) command.exitOverride();
   return program;
 }

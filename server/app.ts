@@ -22,6 +22,9 @@ import { companyRoutes } from './domains/companies/routes.js';
 import { contactRoutes, customerRoutes } from './domains/contacts/routes.js';
 import { fieldRoutes, ticketSchemaRoutes } from './domains/fields/routes.js';
 import { healthRoutes } from './domains/health/routes.js';
+import { mailSettings } from './domains/mail/messages.js';
+import { inboundMailRoutes } from './domains/mail/routes.js';
+import * as mail from './domains/mail/service.js';
 import { memberRoutes } from './domains/members/routes.js';
 import { statusRoutes } from './domains/statuses/routes.js';
 import { tagRoutes } from './domains/tags/routes.js';
@@ -106,6 +109,8 @@ export async function buildApp({ config, db, isShuttingDown = () => false, attac
 
   // API keys are served from memory, invalidated through LISTEN/NOTIFY (see api-keys/service.ts).
   const keyCache = startKeyCache(db);
+  // Outbound mail is built with the configured addresses (see domains/mail/service.ts).
+  mail.configure(mailSettings(config));
   app.addHook('onClose', async () => keyCache.close());
 
   // Every API route lives in this scope: each must declare its auth kind and permission.
@@ -125,6 +130,7 @@ export async function buildApp({ config, db, isShuttingDown = () => false, attac
       await api.register(attachmentRoutes, { prefix: `${prefix}/:brandId`, deps: attachments });
     }
     await api.register(attachmentFileRoutes, { deps: attachments });
+    await api.register(inboundMailRoutes, { config, deps: { settings: mailSettings(config), attachments } });
   });
 
   return app;

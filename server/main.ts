@@ -5,9 +5,12 @@ import { createDb, type Db } from './core/db.js';
 import { systemCtx } from './core/context.js';
 import { migrateLatest } from './core/migrate.js';
 import { openDatabase, type DatabaseHandle } from './integrations/embedded-postgres.js';
+import { startSmtpListener, type SmtpListener } from './integrations/smtp-listener.js';
 import { Dispatcher } from './outbox/dispatcher.js';
 import * as accounts from './domains/accounts/service.js';
 import { attachmentDeps } from './domains/attachments/service.js';
+import { receive as receiveMail } from './domains/mail/inbound.js';
+import { mailSettings } from './domains/mail/messages.js';
 import type { CreatedAccountView } from './domains/accounts/schemas.js';
 
 export type Role = 'api' | 'dispatcher' | 'all';
@@ -18,6 +21,8 @@ export interface Running {
   database: 'embedded' | 'external';
   /** What the first start on an empty database created (keys shown only now); otherwise null. */
   bootstrap: CreatedAccountView | null;
+  /** Port of the inbound SMTP listener, when one runs (config smtpPort / --smtp-port). */
+  smtpPort: number | null;
   /** Graceful stop: refuse new requests, finish in-flight ones, drain the dispatcher, close the pool, stop the embedded database. */
   stop(): Promise<void>;
 }
@@ -30,10 +35,12 @@ export async function startServer(config: Config, role: Role, log: Log = () => u
   let db: Db | null = null;
   let app: FastifyInstance | null = null;
   let dispatcher: Dispatcher | null = null;
+  let smtp: SmtpListener | null = null;
   let shuttingDown = false;
 
   const stop = async () => {
     shuttingDown = true;
+    await smtp?.close(); // refuses new SMTP sessions, waits for open ones
     await app?.close(); // stops accepting, waits for in-flight requests
     await dispatcher?.stop();
     await db?.destroy();
@@ -55,6 +62,13 @@ export async function startServer(config: Config, role: Role, log: Log = () => u
       app = await buildApp({ config, db, isShuttingDown: () => shuttingDown, attachments });
       await app.listen({ port: config.port, host: config.host });
       port = (app.server.address() as { port: number }).port;
+      if (config.smtpPort !== null) {
+        const deps = { settings: mailSettings(config), attachments };
+        smtp = await startSmtpListener({
+          host: config.host, port: config.smtpPort, maxBytes: config.inboundMaxBytes, inboundDomain: config.inboundDomain, log,
+          deliver: (raw, recipients) => receiveMail(systemCtx(db!, 'smtp'), deps, raw, recipients),
+        });
+      }
     }
     if (role !== 'api') {
       // Without the API there is no Fastify logger: dispatcher lines go to the start-up log.
@@ -62,7 +76,7 @@ export async function startServer(config: Config, role: Role, log: Log = () => u
       dispatcher = new Dispatcher(db, app?.log ?? lines, attachments);
       dispatcher.start();
     }
-    return { baseUrl: publicBaseUrl(config, port), role, database: handle.embedded ? 'embedded' : 'external', bootstrap, stop };
+    return { baseUrl: publicBaseUrl(config, port), role, database: handle.embedded ? 'embedded' : 'external', bootstrap, smtpPort: smtp?.port ?? null, stop };
   } catch (err) {
     await stop().catch(() => undefined);
     throw err;

@@ -25,6 +25,7 @@ function banner(running: Running): string[] {
       `  ${curlLine(running)}`,
     );
   }
+  if (running.smtpPort !== null) lines.push(`Inbound mail by SMTP on port ${running.smtpPort}`);
   if (running.role !== 'dispatcher') lines.push('', `API docs: ${running.baseUrl}/docs   OpenAPI: ${running.baseUrl}/v1/openapi.json`);
   lines.push('Press Ctrl-C to stop.');
   return lines;
@@ -36,9 +37,10 @@ export function registerStart(program: Command, globals: () => GlobalOptions): v
     .description('run the server: migrate, bootstrap an empty database, then serve the API and/or run the dispatcher (see --role)')
     .addOption(new Option('--role <role>', 'what this process runs').choices(['all', 'api', 'dispatcher']).default('all'))
     .option('--port <port>', 'HTTP port (default: PORT or 3000)')
+    .option('--smtp-port <port>', 'also listen for inbound mail by SMTP on this port, for direct MX delivery (default: TICKETD_SMTP_PORT, else off)')
     .option('--json', 'print the start-up summary (and any bootstrap keys) as one JSON line')
-    .action(async (opts: { role: Role; port?: string; json?: boolean }) => {
-      const env = opts.port ? { ...process.env, PORT: opts.port } : process.env;
+    .action(async (opts: { role: Role; port?: string; smtpPort?: string; json?: boolean }) => {
+      const env = { ...process.env, ...(opts.port ? { PORT: opts.port } : {}), ...(opts.smtpPort ? { TICKETD_SMTP_PORT: opts.smtpPort } : {}) };
       const config = loadConfig({ configFile: globals().config, env });
       const starting = startServer(config, opts.role, note);
       stopOnSignals(starting, config, note);
@@ -47,6 +49,7 @@ export function registerStart(program: Command, globals: () => GlobalOptions): v
         url: running.baseUrl,
         role: running.role,
         database: running.database,
+        smtpPort: running.smtpPort,
         docsUrl: `${running.baseUrl}/docs`,
         bootstrap: running.bootstrap,
         curl: curlLine(running),

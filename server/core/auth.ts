@@ -47,6 +47,7 @@ export const PERMISSIONS = {
   'attachments:write': { accountWide: false },
   'files:upload': { accountWide: false },
   'files:download': { accountWide: false },
+  'inbound_email:write': { accountWide: false },
 } as const;
 export type Permission = keyof typeof PERMISSIONS;
 

@@ -21,6 +21,18 @@ export interface Config {
   readonly attachmentMaxBytes: number;
   readonly attachmentUploadUrlTtlSeconds: number;
   readonly attachmentDownloadUrlTtlSeconds: number;
+  readonly mailTransport: 'file' | 'smtp';
+  readonly mailFrom: string;
+  readonly mailSmtpHost: string | null;
+  readonly mailSmtpPort: number;
+  readonly mailSmtpSecure: boolean;
+  readonly mailSmtpRequireTls: boolean;
+  readonly mailSmtpUser: string | null;
+  readonly mailSmtpPass: string | null;
+  readonly inboundDomain: string;
+  readonly inboundSecret: string | null;
+  readonly inboundMaxBytes: number;
+  readonly smtpPort: number | null;
   readonly bootstrap: {
     readonly ownerEmail: string;
     readonly ownerName: string;
@@ -54,6 +66,18 @@ export const ENV_KEYS: Record<string, [string, Kind]> = {
   TICKETD_ATTACHMENT_MAX_BYTES: ['attachmentMaxBytes', 'integer'],
   TICKETD_ATTACHMENT_UPLOAD_URL_TTL_SECONDS: ['attachmentUploadUrlTtlSeconds', 'integer'],
   TICKETD_ATTACHMENT_DOWNLOAD_URL_TTL_SECONDS: ['attachmentDownloadUrlTtlSeconds', 'integer'],
+  TICKETD_MAIL_TRANSPORT: ['mailTransport', 'string'],
+  TICKETD_MAIL_FROM: ['mailFrom', 'string'],
+  TICKETD_MAIL_SMTP_HOST: ['mailSmtpHost', 'string'],
+  TICKETD_MAIL_SMTP_PORT: ['mailSmtpPort', 'integer'],
+  TICKETD_MAIL_SMTP_SECURE: ['mailSmtpSecure', 'boolean'],
+  TICKETD_MAIL_SMTP_REQUIRE_TLS: ['mailSmtpRequireTls', 'boolean'],
+  TICKETD_MAIL_SMTP_USER: ['mailSmtpUser', 'string'],
+  TICKETD_MAIL_SMTP_PASS: ['mailSmtpPass', 'string'],
+  TICKETD_INBOUND_DOMAIN: ['inboundDomain', 'string'],
+  TICKETD_INBOUND_SECRET: ['inboundSecret', 'string'],
+  TICKETD_INBOUND_MAX_BYTES: ['inboundMaxBytes', 'integer'],
+  TICKETD_SMTP_PORT: ['smtpPort', 'integer'],
   TICKETD_BOOTSTRAP_OWNER_EMAIL: ['bootstrap.ownerEmail', 'string'],
 };
 

@@ -21,6 +21,8 @@ export const ID_PREFIX = {
   auditEntry: 'log',
   watcher: 'wch',
   attachment: 'att',
+  mailMessage: 'mail',
+  inboundEmail: 'inb',
 } as const;
 
 let lastTime = -1;

@@ -46,7 +46,7 @@ t.test('help and usage errors', async (t) => {
     cli(['keys', 'revoke']),
   ]);
   exits(t, help, 0, '--help');
-  for (const command of ['start', 'init', 'db', 'accounts', 'brands', 'keys']) t.match(help.stdout, new RegExp(`^\\s+${command}\\b`, 'm'), `help lists ${command}`);
+  for (const command of ['start', 'init', 'db', 'accounts', 'brands', 'keys', 'mail']) t.match(help.stdout, new RegExp(`^\\s+${command}\\b`, 'm'), `help lists ${command}`);
   exits(t, nope, 2, 'unknown command');
   t.match(nope.stderr, /nope/, 'names the unknown command');
   exits(t, revoke, 2, 'keys revoke without its argument');

@@ -305,6 +305,55 @@ export async function uploadFile(ctx: TenantCtx, io: AttachmentIo, brandId: stri
 }
 
 // ---------------------------------------------------------------------------------------------
+// Inbound mail: files that arrive inside a message.
+
+export interface FileContent {
+  filename: string;
+  contentType: string;
+  content: Buffer;
+}
+
+/**
+ * Stores a file as an UPLOADED attachment of a ticket (and of one of its comments), inside the
+ * caller's transaction (inbound mail: the ticket or comment and its files commit together). The
+ * bytes are moved under the id last; if the caller's transaction then fails, it removes them with
+ * discardFiles. A file over the size limit is the caller's to skip; here it is a 413.
+ */
+export async function addFile(tx: TenantCtx, deps: AttachmentDeps, brandId: string, ticketId: string, commentId: string | null, file: FileContent, uploadedBy: string | null): Promise<AttachmentView> {
+  if (!tx.db.isTransaction) throw new Error('addFile must run inside the transaction of the ticket or comment it belongs to');
+  if (file.content.length > deps.maxBytes) throw tooLarge(deps.maxBytes);
+  const brand = await brands.requireBrand(tx, brandId);
+  const staged = await deps.storage.stage(Readable.from([file.content]), deps.maxBytes);
+  try {
+    const type = file.contentType.split(';')[0]!.trim().toLowerCase();
+    const row = await Attachment.query(tx.db).insert({
+      id: newId(ID_PREFIX.attachment),
+      ...scopeOf(tx),
+      brandId: brand.id,
+      ticketId,
+      commentId,
+      filename: cleanFilename(file.filename),
+      contentType: CONTENT_TYPE.test(type) ? type : 'application/octet-stream',
+      size: staged.size,
+      status: 'UPLOADED',
+      sha256: staged.sha256,
+      uploadedBy,
+      metadata: {},
+    }).returning('*') as unknown as Attachment;
+    await recordCreated(tx, row);
+    await staged.commit(row.id);
+    return toView(row);
+  } finally {
+    await staged.discard();
+  }
+}
+
+/** Removes the stored bytes of attachments whose transaction did not commit. */
+export async function discardFiles(deps: AttachmentDeps, attachmentIds: readonly string[]): Promise<void> {
+  for (const id of attachmentIds) await deps.storage.delete(id).catch(() => undefined);
+}
+
+// ---------------------------------------------------------------------------------------------
 // Reads, delete, URLs.
 
 /** A ticket's attachments, oldest first (PENDING ones included: their upload may be under way). */

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { Ajv } from 'ajv';
-import { canSeeBrand, withTx, type TenantCtx } from '../../core/context.js';
+import { canSeeBrand, withTx, type BaseCtx, type TenantCtx } from '../../core/context.js';
 import { badRequest, conflict, notFound } from '../../core/errors.js';
 import { newId, ID_PREFIX, normalizeBrandId } from '../../core/ids.js';
 import { isPgError, PG } from '../../core/db.js';
@@ -145,6 +145,15 @@ export async function requireBrand(ctx: TenantCtx, brandId: string): Promise<Bra
   if (!row) throw notFound('Brand');
   if (memo) foundInTx.set(ctx.db, memo.set(key, row));
   return row;
+}
+
+/**
+ * Inbound mail names a brand by id alone (`<brandId>@<inbound domain>`): its account and mode, in
+ * any tenant, or null. Only the inbound mail path, authenticated by the server's inbound secret, asks.
+ */
+export async function locate(base: BaseCtx, brandId: string): Promise<{ id: string; accountId: string; livemode: boolean; inboundEmailEnabled: boolean } | null> {
+  const row = await Brand.query(base.db).findById(normalizeBrandId(brandId)).select('id', 'accountId', 'livemode', 'inboundEmailEnabled');
+  return row ? { id: row.id, accountId: row.accountId, livemode: row.livemode, inboundEmailEnabled: row.inboundEmailEnabled } : null;
 }
 
 /** After a write to the brand row inside ctx's transaction: the next requireBrand reads it again. */

@@ -7,6 +7,7 @@ import { isEmail, normalizeEmail } from '../../core/text.js';
 import * as audit from '../audit/service.js';
 import type { Change } from '../audit/service.js';
 import * as brands from '../brands/service.js';
+import * as mail from '../mail/service.js';
 import * as statuses from '../statuses/service.js';
 import { Comment } from './model.js';
 import type { CommentView, CreateCommentInput, UpdateCommentInput } from './schemas.js';
@@ -235,6 +236,8 @@ export async function create(ctx: TenantCtx, brandId: string, ticketId: string, 
       cc,
       connectionId: input.connectionId ?? null,
     }, input.setStatus);
+    // Mail (issue 5): the customer's copy of a public agent comment and the watchers' notification, queued in this transaction.
+    await mail.commentCreated(tx, brand.id, row);
     return { created: true, row };
   });
 

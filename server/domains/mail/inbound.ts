@@ -1,0 +1,274 @@
+import { createHash } from 'node:crypto';
+import { simpleParser, type AddressObject, type ParsedMail } from 'mailparser';
+import { tenantCtx, withTx, type BaseCtx, type TenantCtx } from '../../core/context.js';
+import { badRequest, HttpError } from '../../core/errors.js';
+import { isEmail, normalizeEmail } from '../../core/text.js';
+import * as attachments from '../attachments/service.js';
+import * as blockedSources from '../blocked-sources/service.js';
+import * as brands from '../brands/service.js';
+import * as comments from '../comments/service.js';
+import { MAX_COMMENT_BODY_LENGTH } from '../comments/schemas.js';
+import * as contacts from '../contacts/service.js';
+import * as tickets from '../tickets/service.js';
+import { MAX_BODY_LENGTH, type TicketView } from '../tickets/schemas.js';
+import type { MailSettings } from './messages.js';
+import type { InboundAction } from './model.js';
+import { stripQuotedReply } from './quotes.js';
+import * as mail from './service.js';
+import { verifyReplyToken } from './tokens.js';
+
+/**
+ * Inbound mail: one raw RFC 822 message, from `POST /v1/inbound/email` or the SMTP listener, becomes
+ * a ticket, a comment on the ticket it replies to, or nothing (ignored), in one transaction.
+ *
+ * 1. The brand comes from the first recipient at the inbound domain (SMTP envelope, then
+ *    Delivered-To, X-Original-To, To, Cc): `<brandId>@<domain>` or `<brandId>+<reply token>@<domain>`.
+ * 2. The Message-ID (a hash of the raw message when there is none) is claimed for the brand: the
+ *    same message delivered again answers with what the first delivery did, and creates nothing.
+ * 3. Our own messages (an X-Ticketd-* header, or From our sending address) are ignored: no loop.
+ * 4. A valid reply token, else In-Reply-To/References naming a message we sent or received for a
+ *    ticket, make it a CUSTOMER comment on that ticket (quoted history and signature trimmed; the
+ *    full text kept in metadata.email.originalText); a reply to a pending, resolved or closed ticket
+ *    reopens it (status open), except an auto-reply. Anything else is a new ticket (source email).
+ * 5. Blocked senders: a new ticket is created as spam (what ticket create does for a blocked
+ *    address); a reply from one adds nothing (action spam).
+ * 6. The brand's autoresponse goes to the sender of a new ticket unless the message is itself
+ *    automatic (Auto-Submitted other than no, X-Autoreply, X-Autorespond, Precedence
+ *    bulk/junk/list/auto_reply, List-Id, List-Unsubscribe) or spam.
+ * Attachments over attachmentMaxBytes are skipped and listed in metadata.email.skippedAttachments.
+ */
+
+export interface InboundDeps {
+  settings: MailSettings;
+  attachments: attachments.AttachmentDeps;
+}
+
+export interface InboundResult {
+  action: InboundAction;
+  brandId: string;
+  ticketId?: string;
+  commentId?: string;
+  reason?: string;
+  /** The same Message-ID was delivered before: this answer is the first delivery's. */
+  duplicate?: boolean;
+}
+
+const BRAND_LOCAL = /^((?:br|ws)_[0-9a-z]{26})(?:\+([0-9a-z]{1,64}))?$/;
+const ADDRESS = /[^\s<>,;:"()[\]]+@[^\s<>,;:"()[\]]+/g;
+const HEADER_LINE = /^[\x21-\x39\x3b-\x7e]+:/;
+
+/** An RFC 822 message starts with header fields up to a blank line (or the end). */
+function looksLikeMessage(raw: Buffer): boolean {
+  const head = raw.subarray(0, 64 * 1024).toString('latin1');
+  const end = head.search(/\r?\n\r?\n/);
+  const lines = (end < 0 ? head : head.slice(0, end)).split(/\r?\n/);
+  if (!lines[0] || !HEADER_LINE.test(lines[0])) return false;
+  return lines.every((l, i) => HEADER_LINE.test(l) || (i > 0 && /^[ \t]/.test(l)) || (end < 0 && i === lines.length - 1));
+}
+
+function addressesOf(value: unknown): string[] {
+  if (!value) return [];
+  if (Array.isArray(value)) return value.flatMap(addressesOf);
+  if (typeof value === 'object' && 'value' in (value as object)) {
+    return ((value as AddressObject).value ?? []).flatMap((a) => [a.address ?? '', ...addressesOf(a.group)]).filter(Boolean);
+  }
+  return String(typeof value === 'object' && 'text' in (value as object) ? (value as { text: string }).text : value).match(ADDRESS) ?? [];
+}
+
+interface Recipient {
+  brandId: string;
+  token: string | null;
+}
+
+function findRecipient(parsed: ParsedMail, envelope: readonly string[], inboundDomain: string): Recipient | null {
+  const h = parsed.headers;
+  const candidates = [...envelope, ...['delivered-to', 'x-original-to', 'to', 'cc'].flatMap((name) => addressesOf(h.get(name)))];
+  for (const candidate of candidates) {
+    const address = normalizeEmail(candidate);
+    const at = address.lastIndexOf('@');
+    if (address.slice(at + 1) !== inboundDomain) continue;
+    const local = BRAND_LOCAL.exec(address.slice(0, at));
+    if (local) return { brandId: local[1]!.replace(/^ws_/, 'br_'), token: local[2] ?? null };
+  }
+  return null;
+}
+
+function header(parsed: ParsedMail, name: string): string {
+  const value = parsed.headers.get(name);
+  if (value == null) return '';
+  return (typeof value === 'object' && 'text' in (value as object) ? (value as { text: string }).text : String(value)).trim().toLowerCase();
+}
+
+/** Sent by a machine in answer to something (out-of-office, autoresponders). */
+function isAutoReply(parsed: ParsedMail): boolean {
+  const autoSubmitted = header(parsed, 'auto-submitted');
+  return (autoSubmitted !== '' && autoSubmitted !== 'no') || parsed.headers.has('x-autoreply') || parsed.headers.has('x-autorespond')
+    || header(parsed, 'precedence') === 'auto_reply';
+}
+
+/** Mailing lists and bulk mail: never answered automatically. */
+function isBulk(parsed: ParsedMail): boolean {
+  return ['bulk', 'junk', 'list'].includes(header(parsed, 'precedence')) || parsed.headers.has('list-id') || parsed.headers.has('list-unsubscribe');
+}
+
+function isOwnMessage(parsed: ParsedMail, from: string, ownAddresses: readonly string[]): boolean {
+  return [...parsed.headers.keys()].some((k) => k.startsWith('x-ticketd-')) || ownAddresses.includes(from);
+}
+
+function referencedIds(parsed: ParsedMail): string[] {
+  const refs = Array.isArray(parsed.references) ? parsed.references : parsed.references ? parsed.references.split(/\s+/) : [];
+  const inReplyTo = parsed.inReplyTo?.match(/<[^<>\s]+>/g) ?? [];
+  return [...inReplyTo, ...refs.reverse()].map((id) => id.trim()).filter((id) => /^<[^<>\s]+>$/.test(id));
+}
+
+const clip = (text: string, max: number) => (text.length > max ? text.slice(0, max) : text);
+
+function titleOf(subject: string | undefined): string {
+  return clip((subject ?? '').replace(/\s+/g, ' ').trim(), 500) || '(no subject)';
+}
+
+interface Files {
+  kept: attachments.FileContent[];
+  skipped: { filename: string; size: number }[];
+}
+
+function filesOf(parsed: ParsedMail, maxBytes: number): Files {
+  const files: Files = { kept: [], skipped: [] };
+  for (const a of parsed.attachments) {
+    const filename = a.filename ?? (a.contentType === 'message/rfc822' ? 'message.eml' : 'attachment');
+    if (a.content.length > maxBytes) files.skipped.push({ filename, size: a.content.length });
+    else files.kept.push({ filename, contentType: a.contentType, content: a.content });
+  }
+  return files;
+}
+
+/** Without the mbox "From sender date" line some delivery pipes put before the headers. */
+function withoutEnvelopeLine(raw: Buffer): Buffer {
+  if (raw.subarray(0, 5).toString('latin1') !== 'From ') return raw;
+  const end = raw.indexOf(0x0a);
+  return end < 0 ? raw : raw.subarray(end + 1);
+}
+
+async function parse(input: Buffer): Promise<ParsedMail> {
+  const raw = withoutEnvelopeLine(input);
+  if (!looksLikeMessage(raw)) throw badRequest('The body is not an RFC 822 message: it must start with header fields such as From: and Subject:', [], 'invalid_message');
+  try {
+    return await simpleParser(raw, { skipImageLinks: true, skipTextToHtml: true, skipTextLinks: true });
+  } catch {
+    throw badRequest('The message could not be parsed as MIME', [], 'invalid_message');
+  }
+}
+
+/** The live ticket the message replies to: by reply token, else by the Message-IDs it names. */
+async function repliedTicket(ctx: TenantCtx, brandId: string, token: string | null, parsed: ParsedMail): Promise<TicketView | null> {
+  let ticketId = token ? verifyReplyToken(await mail.replyTokenKey(ctx.db), brandId, token) : null;
+  ticketId ??= await mail.ticketForMessageIds(ctx, brandId, referencedIds(parsed));
+  // A merged ticket's replies go to the ticket it was merged into (one step).
+  for (let hop = 0; ticketId && hop < 2; hop++) {
+    const ticket = await tickets.fetchView(ctx, brandId, ticketId).catch((err: unknown) => {
+      if (err instanceof HttpError && err.statusCode === 404) return null;
+      throw err;
+    });
+    if (!ticket) return null;
+    if (!ticket.mergedIntoId) return ticket;
+    ticketId = ticket.mergedIntoId;
+  }
+  return null;
+}
+
+const REOPENED_FROM = ['pending', 'resolved', 'closed'];
+// Valid values of the create inputs; typebox types those mapped literal unions as undefined.
+const SOURCE_EMAIL = 'email' as never;
+const AUTHOR_CUSTOMER = 'CUSTOMER' as never;
+
+export async function receive(base: BaseCtx, deps: InboundDeps, raw: Buffer, envelope: readonly string[] = []): Promise<InboundResult> {
+  const parsed = await parse(raw);
+  const sender = parsed.from?.value.find((a) => a.address);
+  const from = sender?.address ? normalizeEmail(sender.address) : '';
+  if (!from) throw badRequest('The message has no From address', [{ field: 'from', message: 'is missing' }], 'missing_from');
+  if (!isEmail(from)) throw badRequest(`The From address ${from} is not an email address`, [{ field: 'from', message: 'is not an email address' }], 'invalid_from');
+  const fromName = sender?.name?.trim() || null;
+
+  const recipient = findRecipient(parsed, envelope, deps.settings.inboundDomain);
+  const located = recipient ? await brands.locate(base, recipient.brandId) : null;
+  if (!recipient || !located) {
+    throw new HttpError(404, 'unknown_recipient', `No recipient is a brand address at ${deps.settings.inboundDomain} (<brandId>@${deps.settings.inboundDomain})`);
+  }
+  const ctx = tenantCtx({ ...base, actor: { type: 'customer', id: null, name: fromName ? `${fromName} <${from}>` : from } }, located.accountId, located.livemode);
+  const messageId = parsed.messageId?.trim() || `<${createHash('sha256').update(raw).digest('hex')}@message-id.invalid>`;
+  const brandId = located.id;
+
+  const stored: string[] = [];
+  try {
+    return await withTx(ctx, async (tx): Promise<InboundResult> => {
+      const claimed = await mail.claimInbound(tx, brandId, messageId, from);
+      if (!claimed) {
+        const first = (await mail.findInbound(tx, brandId, messageId))!;
+        return { action: first.action, brandId, duplicate: true, ...present(first) };
+      }
+      const settle = async (outcome: { action: InboundAction; reason?: string; ticketId?: string; commentId?: string }): Promise<InboundResult> => {
+        await mail.settleInbound(tx, claimed, { action: outcome.action, reason: outcome.reason ?? null, ticketId: outcome.ticketId ?? null, commentId: outcome.commentId ?? null });
+        return { brandId, ...outcome };
+      };
+
+      const brand = await brands.requireBrand(tx, brandId);
+      const own = [deps.settings.fromAddress, ...(brand.fromEmail ? [normalizeEmail(brand.fromEmail)] : [])];
+      if (isOwnMessage(parsed, from, own)) return settle({ action: 'ignored', reason: 'own_message' });
+      if (!located.inboundEmailEnabled) return settle({ action: 'ignored', reason: 'inbound_email_disabled' });
+
+      const automatic = isAutoReply(parsed);
+      const files = filesOf(parsed, deps.attachments.maxBytes);
+      const text = (parsed.text ?? '').replace(/\r\n?/g, '\n').trim();
+      const email = {
+        messageId, from, subject: parsed.subject ?? null,
+        ...(automatic ? { autoReply: true } : {}),
+        ...(files.skipped.length ? { skippedAttachments: files.skipped } : {}),
+      };
+      const blocked = await blockedSources.isBlocked(tx, brandId, from);
+      const ticket = await repliedTicket(tx, brandId, recipient.token, parsed);
+
+      if (ticket) {
+        if (blocked) return settle({ action: 'spam', reason: 'blocked_sender', ticketId: ticket.id });
+        await contacts.findOrCreateByEmail(tx, brandId, from, fromName);
+        const reply = stripQuotedReply(text);
+        const { comment } = await comments.create(tx, brandId, ticket.id, {
+          body: clip(reply || (files.kept.length ? '(attachments only)' : '(empty message)'), MAX_COMMENT_BODY_LENGTH),
+          authorType: AUTHOR_CUSTOMER,
+          authorName: fromName ?? from,
+          source: SOURCE_EMAIL,
+          sourceId: clip(messageId, 500),
+          metadata: { email: { ...email, ...(reply !== text ? { originalText: clip(text, MAX_COMMENT_BODY_LENGTH) } : {}) } },
+          ...(REOPENED_FROM.includes(ticket.status) && !automatic ? { setStatus: 'open' } : {}),
+        });
+        for (const file of files.kept) stored.push((await attachments.addFile(tx, deps.attachments, brandId, ticket.id, comment.id, file, from)).id);
+        return settle({ action: 'comment_created', ticketId: ticket.id, commentId: comment.id });
+      }
+
+      const { ticket: created } = await tickets.create(tx, brandId, {
+        title: titleOf(parsed.subject),
+        body: clip(text, MAX_BODY_LENGTH) || null,
+        customerEmail: from,
+        customerName: fromName,
+        source: SOURCE_EMAIL,
+        sourceId: clip(messageId, 500),
+        sourceData: { messageId, from, to: addressesOf(parsed.to), cc: addressesOf(parsed.cc), subject: parsed.subject ?? null, date: parsed.date?.toISOString() ?? null },
+        ...(files.skipped.length || automatic ? { metadata: { email } } : {}),
+      });
+      // The ticket's own Message-ID first: its outbound mail threads on it.
+      await mail.settleInbound(tx, claimed, { action: 'ticket_created', reason: null, ticketId: created.id, commentId: null });
+      for (const file of files.kept) stored.push((await attachments.addFile(tx, deps.attachments, brandId, created.id, null, file, from)).id);
+      if (created.isSpam) return settle({ action: 'spam', reason: 'blocked_sender', ticketId: created.id });
+      if (brand.autoresponseEnabled && !automatic && !isBulk(parsed)) {
+        await mail.queueAutoresponse(tx, brandId, { id: created.id, ticketNumber: created.ticketNumber, title: created.title }, { name: fromName, address: from });
+      }
+      return settle({ action: 'ticket_created', ticketId: created.id });
+    });
+  } catch (err) {
+    await attachments.discardFiles(deps.attachments, stored);
+    throw err;
+  }
+}
+
+function present(r: mail.InboundRecord): Omit<InboundResult, 'action' | 'brandId'> {
+  return { ...(r.ticketId ? { ticketId: r.ticketId } : {}), ...(r.commentId ? { commentId: r.commentId } : {}), ...(r.reason ? { reason: r.reason } : {}) };
+}

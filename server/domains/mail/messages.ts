@@ -1,0 +1,192 @@
+import { randomBytes } from 'node:crypto';
+import type { Config } from '../../core/config.js';
+import type { MailAddress, MailMessage } from '../../integrations/mail.js';
+import { signReplyToken } from './tokens.js';
+
+/**
+ * Pure builders of outbound messages: plain objects, no I/O. Every message carries
+ * - a stable Message-ID derived from its event (`<comment id>@<mail domain>`, …), so a retried
+ *   send is recognisably the same message;
+ * - In-Reply-To/References into the ticket's conversation: the ticket's first and latest inbound
+ *   Message-IDs and a per-ticket root `<ticket id>@<mail domain>`;
+ * - `X-Ticketd-Brand` and `X-Ticketd-Ticket`, by which inbound mail recognises our own messages;
+ * - a Reply-To `<brandId>+<reply token>@<inbound domain>` that routes a reply to its ticket even
+ *   when the client drops the threading headers.
+ */
+
+export interface MailSettings {
+  /** Sender unless the brand has fromEmail; its domain names our Message-IDs. */
+  fromAddress: string;
+  inboundDomain: string;
+}
+
+export function mailSettings(config: Pick<Config, 'mailFrom' | 'inboundDomain'>): MailSettings {
+  return { fromAddress: config.mailFrom.toLowerCase(), inboundDomain: config.inboundDomain.toLowerCase() };
+}
+
+export function messageIdDomain(settings: MailSettings): string {
+  return settings.fromAddress.slice(settings.fromAddress.lastIndexOf('@') + 1);
+}
+
+export interface BrandInfo {
+  id: string;
+  name: string;
+  ticketPrefix: string;
+  fromName: string | null;
+  fromEmail: string | null;
+  autoresponseSubject: string | null;
+  autoresponseBody: string | null;
+}
+
+export interface TicketInfo {
+  id: string;
+  ticketNumber: number;
+  title: string;
+}
+
+/** A ticket's conversation: the Message-IDs of its inbound mail, oldest first. */
+export interface Thread {
+  inboundMessageIds: string[];
+}
+
+export const DEFAULT_AUTORESPONSE_SUBJECT = 'Re: {{ticketTitle}} [#{{ticketNumber}}]';
+export const DEFAULT_AUTORESPONSE_BODY = `Hello,
+
+Thank you for contacting {{brandName}}. We received your request and will get back to you as soon as we can.
+Your ticket number is #{{ticketNumber}}. To add anything, reply to this email.`;
+
+const escapes: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
+export function escapeHtml(text: string): string {
+  return text.replace(/[&<>"']/g, (c) => escapes[c]!);
+}
+
+/** Plain text as HTML: everything escaped, line breaks kept. */
+function htmlOf(text: string): string {
+  return `<!doctype html><html><body><div style="font-family:sans-serif;white-space:pre-wrap">${escapeHtml(text)}</div></body></html>`;
+}
+
+/**
+ * `{{name}}` placeholders replaced by their values; unknown placeholders stay as written. Templates
+ * are plain text: the HTML part is the rendered text escaped, so neither a template nor a value
+ * (a brand or ticket name with `<` or `&`) can inject markup.
+ */
+export function renderTemplate(template: string, values: Record<string, string>): string {
+  return template.replace(/\{\{\s*(\w+)\s*\}\}/g, (whole, name: string) => (Object.hasOwn(values, name) ? values[name]! : whole));
+}
+
+/** A header-safe subject: one line, at most 250 characters. */
+function subjectLine(text: string): string {
+  return text.replace(/[\r\n\t]+/g, ' ').replace(/\s{2,}/g, ' ').trim().slice(0, 250);
+}
+
+function sender(settings: MailSettings, brand: BrandInfo): MailAddress {
+  return { name: brand.fromName ?? brand.name, address: brand.fromEmail ?? settings.fromAddress };
+}
+
+/** `<brandId>+<token>@<inbound domain>`: replies to it become comments on the ticket. */
+export function replyAddress(settings: MailSettings, key: Buffer, brandId: string, ticketId: string): string {
+  return `${brandId}+${signReplyToken(key, brandId, ticketId)}@${settings.inboundDomain}`;
+}
+
+function threading(settings: MailSettings, ticket: TicketInfo, thread: Thread): { inReplyTo: string; references: string[] } {
+  const root = `<${ticket.id}@${messageIdDomain(settings)}>`;
+  const ids = thread.inboundMessageIds;
+  const latest = ids[ids.length - 1];
+  return { inReplyTo: latest ?? root, references: [...new Set([ids[0], root, latest].filter((id): id is string => Boolean(id)))] };
+}
+
+function ticketRef(brand: BrandInfo, ticket: TicketInfo): string {
+  return `${brand.ticketPrefix}-${ticket.ticketNumber}`;
+}
+
+interface Common {
+  settings: MailSettings;
+  /** The reply-token key (server_secrets). */
+  key: Buffer;
+  brand: BrandInfo;
+  ticket: TicketInfo;
+  thread: Thread;
+}
+
+function base(c: Common): Pick<MailMessage, 'from' | 'replyTo' | 'inReplyTo' | 'references' | 'headers'> {
+  return {
+    from: sender(c.settings, c.brand),
+    replyTo: replyAddress(c.settings, c.key, c.brand.id, c.ticket.id),
+    ...threading(c.settings, c.ticket, c.thread),
+    headers: { 'X-Ticketd-Brand': c.brand.id, 'X-Ticketd-Ticket': c.ticket.id },
+  };
+}
+
+/** A public agent comment, mailed to the ticket's customer with the comment's CCs. */
+export function agentReply(c: Common & { comment: { id: string; body: string; cc: string[] }; customer: MailAddress }): MailMessage {
+  const text = c.comment.body;
+  return {
+    kind: 'agent_reply',
+    ...base(c),
+    to: [c.customer],
+    cc: c.comment.cc.filter((a) => a !== c.customer.address).map((address) => ({ address })),
+    subject: subjectLine(`Re: ${c.ticket.title} [${ticketRef(c.brand, c.ticket)}]`),
+    text,
+    html: htmlOf(text),
+    messageId: `<${c.comment.id}@${messageIdDomain(c.settings)}>`,
+  };
+}
+
+/** The brand's autoresponse to the sender of a new email ticket. */
+export function autoresponse(c: Common & { customer: MailAddress }): MailMessage {
+  const values = { ticketNumber: String(c.ticket.ticketNumber), brandName: c.brand.name, ticketTitle: c.ticket.title };
+  const text = renderTemplate(c.brand.autoresponseBody?.trim() || DEFAULT_AUTORESPONSE_BODY, values);
+  const b = base(c);
+  return {
+    kind: 'autoresponse',
+    ...b,
+    to: [c.customer],
+    cc: [],
+    subject: subjectLine(renderTemplate(c.brand.autoresponseSubject?.trim() || DEFAULT_AUTORESPONSE_SUBJECT, values)),
+    text,
+    html: htmlOf(text),
+    messageId: `<${c.ticket.id}.autoresponse@${messageIdDomain(c.settings)}>`,
+    // RFC 3834: a machine's answer; well-behaved responders never answer it, Exchange is asked not to.
+    headers: { ...b.headers, 'Auto-Submitted': 'auto-replied', 'X-Auto-Response-Suppress': 'All' },
+  };
+}
+
+/** A comment on a watched ticket, to the watchers who asked for comment notifications. */
+export function watcherNotification(c: Common & {
+  comment: { id: string; body: string; authorName: string | null; authorType: string; isInternal: boolean };
+  watchers: MailAddress[];
+}): MailMessage {
+  const who = c.comment.authorName ?? (c.comment.authorType === 'CUSTOMER' ? 'The customer' : c.comment.authorType === 'SYSTEM' ? 'ticketd' : 'An agent');
+  const text = `${who} ${c.comment.isInternal ? 'added an internal note' : 'wrote'} on ${ticketRef(c.brand, c.ticket)} "${c.ticket.title}":\n\n${c.comment.body}`;
+  const b = base(c);
+  return {
+    kind: 'watcher_notification',
+    ...b,
+    to: c.watchers,
+    cc: [],
+    subject: subjectLine(`[${ticketRef(c.brand, c.ticket)}] ${c.ticket.title}`),
+    text,
+    html: htmlOf(text),
+    messageId: `<${c.comment.id}.watchers@${messageIdDomain(c.settings)}>`,
+    headers: { ...b.headers, 'Auto-Submitted': 'auto-generated', 'X-Auto-Response-Suppress': 'All' },
+  };
+}
+
+/** `ticketd mail send-test TO`: a fresh Message-ID every time. */
+export function testMessage(settings: MailSettings, to: string): MailMessage {
+  const text = 'This is a test message from ticketd. If you can read it, outbound mail works.';
+  return {
+    kind: 'test',
+    from: { name: 'ticketd', address: settings.fromAddress },
+    to: [{ address: to }],
+    cc: [],
+    replyTo: null,
+    subject: 'ticketd test message',
+    text,
+    html: htmlOf(text),
+    messageId: `<test.${Date.now().toString(36)}.${randomBytes(6).toString('hex')}@${messageIdDomain(settings)}>`,
+    inReplyTo: null,
+    references: [],
+    headers: { 'X-Ticketd-Test': 'true', 'Auto-Submitted': 'auto-generated' },
+  };
+}

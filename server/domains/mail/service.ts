@@ -1,0 +1,169 @@
+import type { TenantCtx } from '../../core/context.js';
+import type { Db } from '../../core/db.js';
+import { newId, ID_PREFIX } from '../../core/ids.js';
+import { scopeOf } from '../../core/model.js';
+import { serverSecret } from '../../core/secrets.js';
+import type { MailMessage } from '../../integrations/mail.js';
+import * as brands from '../brands/service.js';
+import * as tickets from '../tickets/service.js';
+import * as watchers from '../watchers/service.js';
+import { agentReply, autoresponse, mailSettings, watcherNotification, type BrandInfo, type MailSettings, type TicketInfo } from './messages.js';
+import { InboundEmail, QueuedMail, type InboundAction } from './model.js';
+
+/**
+ * Mail of a brand: the outbound seam (queueMail and the events that call it) and the records of
+ * inbound mail (idempotency and threading). Messages are built here, in the transaction of the
+ * change that causes them, and stored; nothing here touches the network (see README, "Mail").
+ */
+
+let settings: MailSettings = mailSettings({ mailFrom: 'notifications@ticketd.localhost', inboundDomain: 'inbound.ticketd.localhost' });
+
+/**
+ * The addresses outbound mail is built with, from the configuration. Set once per process by
+ * buildApp (every path that creates comments runs in it); until then the config defaults apply.
+ */
+export function configure(next: MailSettings): void {
+  settings = next;
+}
+
+export function currentSettings(): MailSettings {
+  return settings;
+}
+
+/** The key of reply tokens (server_secrets): shared by every process on the database. */
+export function replyTokenKey(db: Db): Promise<Buffer> {
+  return serverSecret(db, 'mail_reply_token_key');
+}
+
+// ---------------------------------------------------------------------------------------------
+// The outbound seam.
+
+/**
+ * Queues a built message for delivery, inside the transaction of the change that caused it: the
+ * change and its mail commit together or not at all, and no mail leaves inside a transaction.
+ *
+ * SEAM: for now the message is only recorded in mail_messages; nothing sends it yet. The outbox
+ * replaces the body of this function with `enqueue(tx, { kind: 'mail', … })` (or enqueues the
+ * mail_messages row id), and the dispatcher's mail handler calls integrations/mail.ts sendMail.
+ * A second queue of the same Message-ID (the same event) is a no-op.
+ */
+export async function queueMail(tx: TenantCtx, brandId: string, ticketId: string | null, message: MailMessage): Promise<void> {
+  if (!tx.db.isTransaction) throw new Error(`mail ${message.messageId} must be queued inside the change's transaction`);
+  if (message.kind === 'test') throw new Error('test messages are sent directly, never queued');
+  await QueuedMail.query(tx.db).insert({ id: newId(ID_PREFIX.mailMessage), ...scopeOf(tx), brandId, ticketId, kind: message.kind, message, messageId: message.messageId })
+    .onConflict(['accountId', 'livemode', 'brandId', 'messageId']).ignore();
+}
+
+function brandInfo(brand: Awaited<ReturnType<typeof brands.requireBrand>>): BrandInfo {
+  return {
+    id: brand.id, name: brand.name, ticketPrefix: brand.ticketPrefix, fromName: brand.fromName, fromEmail: brand.fromEmail,
+    autoresponseSubject: brand.autoresponseSubject, autoresponseBody: brand.autoresponseBody,
+  };
+}
+
+/** The Message-IDs of a ticket's inbound mail, oldest first. */
+async function inboundMessageIds(ctx: TenantCtx, brandId: string, ticketId: string): Promise<string[]> {
+  const rows = await InboundEmail.scoped(ctx).where({ brandId, ticketId }).orderBy('id').select('messageId');
+  return rows.map((r) => r.messageId);
+}
+
+export interface CreatedComment {
+  id: string;
+  ticketId: string;
+  body: string;
+  authorType: string;
+  authorName: string | null;
+  isInternal: boolean;
+  cc: string[];
+}
+
+/**
+ * Called by comment create in its transaction: a public AGENT comment is mailed to the ticket's
+ * customer (with the comment's CCs) unless the ticket is spam; watchers who asked for comment
+ * notifications get one message about any comment.
+ */
+export async function commentCreated(tx: TenantCtx, brandId: string, comment: CreatedComment): Promise<void> {
+  const toCustomer = comment.authorType === 'AGENT' && !comment.isInternal;
+  const watching = (await watchers.list(tx, brandId, comment.ticketId)).filter((w) => w.notifyOnComment);
+  if (!toCustomer && !watching.length) return;
+  const ticket = await tickets.fetchView(tx, brandId, comment.ticketId);
+  const customer = ticket.customer?.email && !ticket.isSpam ? { name: ticket.customer.name, address: ticket.customer.email } : null;
+  if (!watching.length && !(toCustomer && customer)) return;
+
+  const common = {
+    settings,
+    key: await replyTokenKey(tx.db),
+    brand: brandInfo(await brands.requireBrand(tx, brandId)),
+    ticket: ticketInfo(ticket),
+    thread: { inboundMessageIds: await inboundMessageIds(tx, brandId, ticket.id) },
+  };
+  if (toCustomer && customer) await queueMail(tx, brandId, ticket.id, agentReply({ ...common, comment, customer }));
+  if (watching.length) {
+    const to = watching.map((w) => ({ name: w.memberName, address: w.memberEmail }));
+    await queueMail(tx, brandId, ticket.id, watcherNotification({ ...common, comment, watchers: to }));
+  }
+}
+
+function ticketInfo(ticket: { id: string; ticketNumber: number; title: string }): TicketInfo {
+  return { id: ticket.id, ticketNumber: ticket.ticketNumber, title: ticket.title };
+}
+
+/** The brand's autoresponse to the sender of a new email ticket (the caller checked it is wanted). */
+export async function queueAutoresponse(tx: TenantCtx, brandId: string, ticket: TicketInfo, customer: { name: string | null; address: string }): Promise<void> {
+  const brand = await brands.requireBrand(tx, brandId);
+  const message = autoresponse({
+    settings,
+    key: await replyTokenKey(tx.db),
+    brand: brandInfo(brand),
+    ticket,
+    thread: { inboundMessageIds: await inboundMessageIds(tx, brandId, ticket.id) },
+    customer,
+  });
+  await queueMail(tx, brandId, ticket.id, message);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Inbound records.
+
+export interface InboundRecord {
+  id: string;
+  action: InboundAction;
+  reason: string | null;
+  ticketId: string | null;
+  commentId: string | null;
+}
+
+/**
+ * Claims a Message-ID for the brand, in the caller's transaction: the new row, or null when the
+ * message was taken already. A concurrent claim of the same id waits on this uncommitted row (the
+ * unique index) and then finds it taken: one delivery wins, however many arrive at once.
+ */
+export async function claimInbound(tx: TenantCtx, brandId: string, messageId: string, fromEmail: string): Promise<string | null> {
+  const rows = await tx.db('inboundEmails').insert({ id: newId(ID_PREFIX.inboundEmail), ...scopeOf(tx), brandId, messageId, fromEmail, action: 'ignored' })
+    .onConflict(['accountId', 'livemode', 'brandId', 'messageId']).ignore().returning('id') as { id: string }[];
+  return rows[0]?.id ?? null;
+}
+
+export async function findInbound(ctx: TenantCtx, brandId: string, messageId: string): Promise<InboundRecord | null> {
+  const row = await InboundEmail.scoped(ctx).where({ brandId, messageId }).first();
+  return row ? { id: row.id, action: row.action, reason: row.reason, ticketId: row.ticketId, commentId: row.commentId } : null;
+}
+
+export async function settleInbound(tx: TenantCtx, id: string, outcome: Omit<InboundRecord, 'id'>): Promise<void> {
+  await InboundEmail.scoped(tx).where({ id }).patch(outcome);
+}
+
+/**
+ * The ticket a message replies to, from Message-IDs it names (In-Reply-To first, then References
+ * newest first): a message we sent for the ticket or one we received for it. Null when none is known.
+ */
+export async function ticketForMessageIds(ctx: TenantCtx, brandId: string, messageIds: readonly string[]): Promise<string | null> {
+  const ids = [...new Set(messageIds)].slice(0, 100);
+  if (!ids.length) return null;
+  // Sequential: ctx may be a transaction (one connection).
+  const received = await InboundEmail.scoped(ctx).where({ brandId }).whereIn('messageId', ids).whereNotNull('ticketId').select('messageId', 'ticketId');
+  const sent = await QueuedMail.scoped(ctx).where({ brandId }).whereIn('messageId', ids).whereNotNull('ticketId').select('messageId', 'ticketId');
+  const byId = new Map([...received, ...sent].map((r) => [r.messageId, r.ticketId!]));
+  for (const id of ids) if (byId.has(id)) return byId.get(id)!;
+  return null;
+}

@@ -1,0 +1,69 @@
+import { SMTPServer } from 'smtp-server';
+
+/**
+ * An SMTP listener for direct MX delivery of inbound mail (`ticketd start --smtp-port N`). It is
+ * an MX, not a relay: no AUTH, RCPT accepted only at the inbound domain, messages size-limited
+ * (announced with SIZE, 552 beyond). STARTTLS is not offered: ticketd has no certificate to offer;
+ * put a TLS-terminating MTA in front, or use POST /v1/inbound/email, where transport security matters.
+ * Each message goes to `deliver` with its envelope recipients; a client error there (4xx, e.g. an
+ * unknown brand or a message that is not MIME) is a permanent 550, anything else a temporary 451
+ * so the sending server retries.
+ */
+
+export interface SmtpListenerOptions {
+  host: string;
+  port: number;
+  maxBytes: number;
+  inboundDomain: string;
+  deliver(raw: Buffer, recipients: string[]): Promise<unknown>;
+  log(line: string): void;
+}
+
+export interface SmtpListener {
+  port: number;
+  close(): Promise<void>;
+}
+
+function smtpError(message: string, responseCode: number): Error {
+  return Object.assign(new Error(message), { responseCode });
+}
+
+export async function startSmtpListener(opts: SmtpListenerOptions): Promise<SmtpListener> {
+  const domain = opts.inboundDomain.toLowerCase();
+  const server = new SMTPServer({
+    banner: 'ticketd',
+    authOptional: true,
+    disabledCommands: ['AUTH', 'STARTTLS'],
+    size: opts.maxBytes,
+    logger: false,
+    onRcptTo(address, _session, callback) {
+      const at = address.address.lastIndexOf('@');
+      if (at < 0 || address.address.slice(at + 1).toLowerCase() !== domain) return callback(smtpError(`Relay denied: only mail for @${domain} is accepted`, 550));
+      callback();
+    },
+    onData(stream, session, callback) {
+      const chunks: Buffer[] = [];
+      stream.on('data', (chunk: Buffer) => chunks.push(chunk));
+      stream.on('error', (err: Error) => callback(err));
+      stream.on('end', () => {
+        if (stream.sizeExceeded) return callback(smtpError(`Message exceeds the size limit of ${opts.maxBytes} bytes`, 552));
+        const recipients = session.envelope.rcptTo.map((a) => a.address);
+        opts.deliver(Buffer.concat(chunks), recipients).then(() => callback(), (err: Error & { statusCode?: number }) => {
+          const permanent = err.statusCode !== undefined && err.statusCode >= 400 && err.statusCode < 500;
+          if (!permanent) opts.log(`inbound SMTP delivery failed: ${err.message}`);
+          callback(smtpError(permanent ? err.message : 'Temporary failure; try again later', permanent ? 550 : 451));
+        });
+      });
+    },
+  });
+  server.on('error', (err) => opts.log(`SMTP listener error: ${err.message}`));
+  await new Promise<void>((resolve, reject) => {
+    server.server.once('error', reject);
+    server.listen(opts.port, opts.host, () => {
+      server.server.off('error', reject);
+      resolve();
+    });
+  });
+  const port = (server.server.address() as { port: number }).port;
+  return { port, close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
+}
