@@ -109,9 +109,9 @@ export function statementsOp(input: FloorInput) {
     await c.query(`select id from blocked_sources where ${SCOPE} and brand_id = $3 and (type = $4 and value = $5 or (type = $6 and value in ($7)))`,
       [...s, 'email', email, 'domain', email.slice(email.indexOf('@') + 1)]);
     const title = text(input.words, 6);
-    await c.query(`insert into audit_log (account_id, brand_id, changes, entity_id, entity_type, event, id, livemode, metadata, performer_id, performer_name, performer_type, request_id, ticket_id)
-      values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) returning id`,
-    [input.accountId, brandId, '[]', id, 'ticket', 'ticket.created', newId('log'), true, JSON.stringify({ title }), 'key_bench', 'bench', 'api', 'req_bench', id]);
+    await c.query(`insert into audit_log (account_id, brand_id, changes, entity_id, entity_type, event, id, livemode, metadata, performer_id, performer_name, performer_type, request_id, ticket_id, source)
+      values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) returning id`,
+    [input.accountId, brandId, '[]', id, 'ticket', 'ticket.created', newId('log'), true, JSON.stringify({ title }), 'key_bench', 'bench', 'api', 'req_bench', id, 'api']);
     await c.query(`with n as (update brands set next_ticket_number = next_ticket_number + 1 where account_id = $1 and livemode = $2 and id = $3
         returning next_ticket_number - 1 as num),
       t as (insert into tickets (id, account_id, livemode, brand_id, ticket_number, title, body, status, priority, assignee_id, created_by,
@@ -158,8 +158,8 @@ export function oneStatementOp(input: FloorInput) {
       ), tt as (
         insert into ticket_tags (account_id, livemode, brand_id, ticket_id, tag_id) select t.account_id, t.livemode, t.brand_id, t.id, tag from t, unnest($10::text[]) as tag
       ), a as (
-        insert into audit_log (id, account_id, livemode, brand_id, ticket_id, entity_type, entity_id, event, changes, metadata, performer_type, performer_id, performer_name, request_id)
-        select $11, t.account_id, t.livemode, t.brand_id, t.id, 'ticket', t.id, 'ticket.created', '[]', json_build_object('title', $8::text), 'api', 'key_bench', 'bench', 'req_bench' from t
+        insert into audit_log (id, account_id, livemode, brand_id, ticket_id, entity_type, entity_id, event, changes, metadata, performer_type, performer_id, performer_name, request_id, source)
+        select $11, t.account_id, t.livemode, t.brand_id, t.id, 'ticket', t.id, 'ticket.created', '[]', json_build_object('title', $8::text), 'api', 'key_bench', 'bench', 'req_bench', 'api' from t
       )
       select id, ticket_number from t`,
     [input.accountId, true, input.brandIds[b], randomUUID(), 'f'.repeat(64), id, pick(input.emails[b]!), title, text(input.words, 40), input.tags[b]!.ids, newId('log')]);

@@ -14,6 +14,7 @@ import { accountRoutes } from './domains/accounts/routes.js';
 import { apiKeyRoutes } from './domains/api-keys/routes.js';
 import { attachmentFileRoutes, attachmentRoutes, withoutGrantTokens } from './domains/attachments/routes.js';
 import { attachmentDeps, type AttachmentDeps } from './domains/attachments/service.js';
+import { auditRoutes } from './domains/audit/routes.js';
 import { blockedSourceRoutes } from './domains/blocked-sources/routes.js';
 import { brandRoutes } from './domains/brands/routes.js';
 import { categoryRoutes } from './domains/categories/routes.js';
@@ -55,6 +56,7 @@ const BRAND_SCOPED_ROUTES: FastifyPluginAsync[] = [
   ticketRoutes,
   ticketActionRoutes,
   watcherRoutes,
+  auditRoutes, // /logs and /tickets/:ticketId/logs
 ];
 
 const CLIENT_ERRORS = ['400', '401', '403', '404', '409', '413', '429'] as const;

@@ -48,6 +48,7 @@ export const PERMISSIONS = {
   'files:upload': { accountWide: false },
   'files:download': { accountWide: false },
   'inbound_email:write': { accountWide: false },
+  'audit_logs:read': { accountWide: false },
 } as const;
 export type Permission = keyof typeof PERMISSIONS;
 

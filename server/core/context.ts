@@ -6,6 +6,8 @@ export interface Actor {
   type: PerformerType;
   id: string | null;
   name: string | null;
+  /** Where the actor's changes come from, when the type does not say it (e.g. `email` for inbound mail). */
+  source?: string;
 }
 
 /** What every service call carries: the connection (pool or open transaction) and who acts. */

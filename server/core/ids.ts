@@ -50,13 +50,20 @@ function randomPart(now: number): number[] {
  * which keyset pagination and "oldest first" lists rely on.
  */
 export function newId(prefix: string, now = Date.now()): string {
+  return `${idTimePrefix(prefix, now)}${randomPart(now).map((d) => ALPHABET[d]).join('')}`;
+}
+
+/**
+ * The start every id made in millisecond `ms` shares: ids of that millisecond sort at or after it,
+ * ids of earlier ones before it. Turns a time range into an id range (the audit log's date filter).
+ */
+export function idTimePrefix(prefix: string, ms: number): string {
   let time = '';
-  let ms = now;
   for (let i = 0; i < 10; i++) {
     time = ALPHABET[ms % 32] + time;
     ms = Math.floor(ms / 32);
   }
-  return `${prefix}_${time}${randomPart(now).map((d) => ALPHABET[d]).join('')}`;
+  return `${prefix}_${time}`;
 }
 
 /** Brand ids are `br_…`; clients of the hosted product also send the workspace spelling `ws_…`. */

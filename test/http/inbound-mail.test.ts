@@ -66,8 +66,8 @@ t.test('a plain message creates an email ticket; its sender becomes a contact', 
   const contacts = (await owner.live('GET', `${base}/contacts`)).body.data;
   t.same(contacts.map((c: { email: string }) => c.email), ['jane@customer.example']);
   t.same(await queued(ticket.id), [], 'no autoresponse: the brand has not enabled it');
-  const logs = await db('audit_log').where({ entityId: ticket.id, event: 'ticket.created' }).select('performerType', 'performerName');
-  t.same(logs, [{ performerType: 'customer', performerName: 'Jane Customer <jane@customer.example>' }], 'the sender is the performer');
+  const logs = await db('audit_log').where({ entityId: ticket.id, event: 'ticket.created' }).select('performerType', 'performerName', 'source');
+  t.same(logs, [{ performerType: 'customer', performerName: 'Jane Customer <jane@customer.example>', source: 'email' }], 'the sender is the performer, by email');
 });
 
 t.test('an HTML-only message: the body is the text of the HTML', async (t) => {

@@ -1,6 +1,7 @@
 import t from 'tap';
 import { systemCtx, tenantCtx, withTx, type TenantCtx } from '../../server/core/context.js';
 import * as accounts from '../../server/domains/accounts/service.js';
+import * as apiKeys from '../../server/domains/api-keys/service.js';
 import * as audit from '../../server/domains/audit/service.js';
 import * as brands from '../../server/domains/brands/service.js';
 import * as tickets from '../../server/domains/tickets/service.js';
@@ -60,4 +61,24 @@ t.test('entries are append-only, yet go with their account', async (t) => {
   await direct('delete from accounts where id = $1');
   const left = await direct('select count(*)::int as n from audit_log where account_id = $1');
   t.equal(left.rows[0].n, 0, 'deleting the account took its entries');
+});
+
+t.test('keys changed by other operations: a rotation with grace, its expiry by the clock, a deleted brand leaving a key\'s scope', async (t) => {
+  const { ctx, brandId } = await setup();
+  const limited = await apiKeys.create(ctx, { name: 'Limited', brandIds: [brandId] });
+  const { newKey } = await apiKeys.rotate(ctx, limited.id, 5);
+  await db('apiKeys').where({ id: limited.id }).update({ expiresAt: new Date(Date.now() - 1000) });
+  t.equal(await apiKeys.revokeExpired(systemCtx(db, 'dispatcher')), 1);
+  const old = await audit.forEntity(ctx, 'api_key', limited.id);
+  t.same(old.map((e) => e.event), ['api_key.created', 'api_key.updated', 'api_key.revoked']);
+  t.equal(old[1]!.changes[0]!.field, 'expiresAt', 'the grace period is the change');
+  t.match(old[1]!.metadata, { rotatedTo: newKey.id });
+  t.match(old[2], { performerType: 'system', performerName: 'dispatcher', source: 'system', metadata: { reason: 'rotation_grace_ended' } }, 'the clock revoked it');
+
+  await brands.remove(ctx, brandId, true);
+  const scoped = await audit.forEntity(ctx, 'api_key', newKey.id);
+  t.same(scoped.map((e) => e.event), ['api_key.created', 'api_key.updated']);
+  t.same(scoped[1]!.changes, [{ field: 'brandIds', from: [brandId], to: [] }], 'the deleted brand left the key\'s scope');
+  t.match(scoped[1]!.metadata, { reason: 'brand_deleted' });
+  t.same((await audit.forEntity(ctx, 'brand', brandId)).map((e) => e.event), ['brand.created', 'brand.deleted'], 'the brand\'s history outlives it');
 });

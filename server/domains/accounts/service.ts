@@ -23,9 +23,9 @@ export async function create(ctx: BaseCtx, input: CreateAccountInput, firstBrand
       id: newId(ID_PREFIX.account),
       name: input.accountName ?? input.name ?? input.email,
     });
-    const owner = await members.createOwner(tx, account.id, input.email, input.name ?? null);
     const live = tenantCtx(tx, account.id, true);
     const test = tenantCtx(tx, account.id, false);
+    const owner = await members.createOwner(live, input.email, input.name ?? null);
     const result: CreatedAccountView = {
       account: { id: account.id, object: 'account', name: account.name, createdAt: account.createdAt.toISOString(), updatedAt: account.updatedAt.toISOString() },
       owner,

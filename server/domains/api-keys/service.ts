@@ -1,12 +1,13 @@
 import { createHash, randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
-import { withTx, type BaseCtx, type TenantCtx } from '../../core/context.js';
+import { tenantCtx, withTx, type BaseCtx, type TenantCtx } from '../../core/context.js';
 import { badRequest, conflict, notFound } from '../../core/errors.js';
 import { newId, ID_PREFIX, normalizeBrandId } from '../../core/ids.js';
 import { scopeOf } from '../../core/model.js';
 import type { Db } from '../../core/db.js';
 import { Listener, notify } from '../../core/notify.js';
 import type { ApiKeyIdentity } from '../../core/auth.js';
+import * as audit from '../audit/service.js';
 import * as brands from '../brands/service.js';
 import { ApiKey } from './model.js';
 import type { ApiKeyView, ApiKeyWithSecretView, CreateApiKeyInput, UpdateScopeInput } from './schemas.js';
@@ -64,12 +65,20 @@ async function resolveScope(ctx: TenantCtx, input: { allBrands?: boolean; brandI
   return { allBrands, brandIds };
 }
 
-/** Creates a key in the caller's mode. The secret is returned here and never again. */
-export async function create(ctx: TenantCtx, input: CreateApiKeyInput): Promise<ApiKeyWithSecretView> {
-  return insertKey(ctx, input.name, await resolveScope(ctx, input));
+/**
+ * Audit entries of keys are account-level (brandId null). They name the key by id, name and
+ * display prefix; the secret and its hash never go into an entry.
+ */
+function keyFact(row: ApiKey, event: string, changes?: audit.Change[], metadata: Record<string, unknown> = {}): audit.AuditFact {
+  return { brandId: null, entityType: 'api_key', entityId: row.id, event, changes, metadata: { name: row.name, prefix: row.keyPreview, ...metadata } };
 }
 
-async function insertKey(ctx: TenantCtx, name: string | undefined, scope: { allBrands: boolean; brandIds: string[] }): Promise<ApiKeyWithSecretView> {
+/** Creates a key in the caller's mode. The secret is returned here and never again. */
+export async function create(ctx: TenantCtx, input: CreateApiKeyInput): Promise<ApiKeyWithSecretView> {
+  return withTx(ctx, async (tx) => insertKey(tx, input.name, await resolveScope(tx, input)));
+}
+
+async function insertKey(ctx: TenantCtx, name: string | undefined, scope: { allBrands: boolean; brandIds: string[] }, rotatedFrom?: string): Promise<ApiKeyWithSecretView> {
   const secret = `sk_${ctx.livemode ? 'live' : 'test'}_${randomBase62(SECRET_LENGTH)}`;
   const row = await ApiKey.query(ctx.db).insertAndFetch({
     id: newId(ID_PREFIX.apiKey),
@@ -79,6 +88,7 @@ async function insertKey(ctx: TenantCtx, name: string | undefined, scope: { allB
     keyPreview: `${secret.slice(0, 8)}…${secret.slice(-4)}`,
     ...scope,
   });
+  await audit.record(ctx, keyFact(row, 'api_key.created', undefined, { ...scope, ...(rotatedFrom ? { rotatedFrom } : {}) }));
   return { ...toView(row), key: secret };
 }
 
@@ -104,9 +114,11 @@ export async function list(ctx: TenantCtx): Promise<ApiKeyView[]> {
 
 export async function updateScope(ctx: TenantCtx, keyId: string, input: UpdateScopeInput): Promise<ApiKeyView> {
   const view = await withTx(ctx, async (tx) => {
-    await requireActive(tx, keyId);
+    const before = await requireActive(tx, keyId);
     const scope = await resolveScope(tx, input);
     const row = await ApiKey.scoped(tx).patchAndFetchById(keyId, { ...scope, updatedAt: new Date() });
+    const changes = audit.changesBetween(toView(before), toView(row), ['allBrands', 'brandIds']);
+    if (changes.length) await audit.record(tx, keyFact(row, 'api_key.updated', changes));
     await keysChanged(tx, [keyId]);
     return toView(row);
   });
@@ -119,8 +131,9 @@ export async function revoke(ctx: TenantCtx, keyId: string): Promise<{ success: 
   const now = new Date();
   await withTx(ctx, async (tx) => {
     // Compare and set: of two concurrent revokes, one succeeds and the other finds nothing (404).
-    const revoked = await activeKeys(tx).findById(keyId).patch({ revokedAt: now, updatedAt: now });
+    const revoked = await activeKeys(tx).findById(keyId).patch({ revokedAt: now, updatedAt: now }).returning('*') as unknown as ApiKey | undefined;
     if (!revoked) throw notFound('API key');
+    await audit.record(tx, keyFact(revoked, 'api_key.revoked'));
     await keysChanged(tx, [keyId]);
   });
   dropCached(ctx.db, [keyId]);
@@ -133,12 +146,16 @@ export async function rotate(ctx: TenantCtx, keyId: string, graceMinutes = 0): P
     const old = await requireActive(tx, keyId);
     if (old.expiresAt) throw conflict(`API key ${keyId} was already rotated; it stops working at ${old.expiresAt.toISOString()}`, 'key_already_rotated');
     // The scope is copied as it is: deleting a brand may have left a limited key with no brand.
-    const newKey = await insertKey(tx, old.name, { allBrands: old.allBrands, brandIds: old.allBrands ? [] : [...old.brandIds] });
+    const newKey = await insertKey(tx, old.name, { allBrands: old.allBrands, brandIds: old.allBrands ? [] : [...old.brandIds] }, old.id);
     const now = new Date();
     const patch = graceMinutes > 0
       ? { expiresAt: new Date(now.getTime() + graceMinutes * 60_000), updatedAt: now }
       : { revokedAt: now, updatedAt: now };
     const oldKey = await ApiKey.scoped(tx).patchAndFetchById(keyId, patch);
+    // With a grace period the key is revoked later, by the clock (revokeExpired records that).
+    await audit.record(tx, graceMinutes > 0
+      ? keyFact(oldKey, 'api_key.updated', [{ field: 'expiresAt', from: null, to: oldKey.expiresAt!.toISOString() }], { rotatedTo: newKey.id })
+      : keyFact(oldKey, 'api_key.revoked', undefined, { rotatedTo: newKey.id }));
     await keysChanged(tx, [keyId]);
     return { newKey, oldKey: toView(oldKey) };
   });
@@ -148,10 +165,11 @@ export async function rotate(ctx: TenantCtx, keyId: string, graceMinutes = 0): P
 
 /** Drops a deleted brand from every key's scope, inside the brand delete transaction. */
 export async function forgetBrand(ctx: TenantCtx, brandId: string): Promise<void> {
-  const changed = await ApiKey.scoped(ctx)
-    .whereRaw('? = any(brand_ids)', [brandId])
-    .patch({ brandIds: ctx.db.raw('array_remove(brand_ids, ?)', [brandId]) as unknown as string[] })
-    .returning('id') as unknown as { id: string }[];
+  const changed = await ApiKey.scoped(ctx).whereRaw('? = any(brand_ids)', [brandId]).orderBy('id').forUpdate();
+  if (!changed.length) return;
+  await ApiKey.scoped(ctx).whereIn('id', changed.map((k) => k.id))
+    .patch({ brandIds: ctx.db.raw('array_remove(brand_ids, ?)', [brandId]) as unknown as string[] });
+  await audit.recordMany(ctx, changed.map((k) => keyFact(k, 'api_key.updated', [{ field: 'brandIds', from: k.brandIds, to: k.brandIds.filter((id) => id !== brandId) }], { reason: 'brand_deleted' })));
   await keysChanged(ctx, changed.map((k) => k.id));
 }
 
@@ -332,7 +350,8 @@ export async function revokeExpired(ctx: BaseCtx): Promise<number> {
       .whereNull('revokedAt')
       .where('expiresAt', '<=', tx.db.fn.now())
       .patch({ revokedAt: tx.db.ref('expiresAt') as unknown as Date })
-      .returning('id') as unknown as { id: string }[];
+      .returning('*') as unknown as ApiKey[];
+    for (const key of revoked) await audit.record(tenantCtx(tx, key.accountId, key.livemode), keyFact(key, 'api_key.revoked', undefined, { reason: 'rotation_grace_ended' }));
     // Caches already refuse these keys by the clock; the notification just frees their entries.
     await keysChanged(tx, revoked.map((k) => k.id));
     return revoked.length;

@@ -20,8 +20,11 @@ export class AuditEntry extends TenantModel {
   declare performerType: PerformerType;
   declare performerId: string | null;
   declare performerName: string | null;
+  declare source: string;
   declare changes: Change[];
   declare metadata: Record<string, unknown>;
   declare requestId: string | null;
   declare createdAt: Date;
+  /** Selected by reads: the display prefix of the API key that made the change. */
+  declare apiKeyPrefix?: string | null;
 }

@@ -1,8 +1,14 @@
 import type { Knex } from 'knex';
-import type { TenantCtx } from '../../core/context.js';
-import { newId, ID_PREFIX } from '../../core/ids.js';
+import type { PerformerType, TenantCtx } from '../../core/context.js';
+import { badRequest } from '../../core/errors.js';
+import { canonicalJson } from '../../core/idempotency.js';
+import { idTimePrefix, newId, ID_PREFIX } from '../../core/ids.js';
 import { scopeOf } from '../../core/model.js';
+import { keysetPage, type Page } from '../../core/pagination.js';
+import * as brands from '../brands/service.js';
+import * as tickets from '../tickets/service.js';
 import { AuditEntry, type Change } from './model.js';
+import type { AuditLogListInput, AuditLogView } from './schemas.js';
 
 export type { Change };
 
@@ -16,9 +22,12 @@ export interface AuditFact {
   /** `<entity>.<verb>`: ticket.created, ticket.updated, comment.deleted, … */
   event: string;
   changes?: Change[];
-  /** Small context for readers of the log (ticket number, title, …). */
+  /** Small context for readers of the log (ticket number, title, …). Never secrets. */
   metadata?: Record<string, unknown>;
 }
+
+/** Where a performer's changes come from unless its actor says otherwise (Actor.source). */
+const DEFAULT_SOURCE: Record<PerformerType, string> = { api: 'api', user: 'dashboard', customer: 'portal', system: 'system' };
 
 /**
  * Records one audit entry: who (ctx.actor) did what, under which request. It must run inside the
@@ -42,12 +51,17 @@ export async function recordMany(ctx: TenantCtx, facts: readonly AuditFact[]): P
  */
 export function insertStatement(ctx: TenantCtx, facts: readonly AuditFact[]): Pick<Knex.Sql, 'sql' | 'bindings'> {
   if (!ctx.db.isTransaction) throw new Error(`audit entry ${facts[0]?.event} must run inside the change's transaction`);
-  return AuditEntry.query(ctx.db).insert(facts.map((fact) => rowOf(ctx, fact))).toKnexQuery().toSQL();
+  const now = Date.now();
+  return AuditEntry.query(ctx.db).insert(facts.map((fact) => rowOf(ctx, fact, now))).toKnexQuery().toSQL();
 }
 
-function rowOf(ctx: TenantCtx, fact: AuditFact): Partial<AuditEntry> {
+/**
+ * createdAt is the time in the entry's id (not the database clock): the id orders the log and the
+ * date filters are id ranges, so a date range selects exactly the entries whose createdAt is in it.
+ */
+function rowOf(ctx: TenantCtx, fact: AuditFact, now: number): Partial<AuditEntry> {
   return {
-    id: newId(ID_PREFIX.auditEntry),
+    id: newId(ID_PREFIX.auditEntry, now),
     ...scopeOf(ctx),
     brandId: fact.brandId,
     ticketId: fact.ticketId ?? null,
@@ -57,10 +71,37 @@ function rowOf(ctx: TenantCtx, fact: AuditFact): Partial<AuditEntry> {
     performerType: ctx.actor.type,
     performerId: ctx.actor.id,
     performerName: ctx.actor.name,
+    source: ctx.actor.source ?? DEFAULT_SOURCE[ctx.actor.type],
     changes: fact.changes ?? [],
     metadata: fact.metadata ?? {},
     requestId: ctx.requestId,
+    createdAt: new Date(now),
   };
+}
+
+/**
+ * The fields whose value differs between two states of a record (views, so dates are ISO text),
+ * as changes in the given field order. Values compare as JSON, ignoring object key order.
+ */
+export function changesBetween<T extends object>(before: T, after: T, fields: readonly (keyof T & string)[]): Change[] {
+  return fields
+    .filter((field) => canonicalJson(before[field]) !== canonicalJson(after[field]))
+    .map((field) => ({ field, from: before[field] ?? null, to: after[field] ?? null }));
+}
+
+/** The ids of records in display order (sortOrder, then id), as a reorder's `from`. */
+export function displayOrder(rows: readonly { id: string; sortOrder: number }[]): string[] {
+  return [...rows].sort((a, b) => a.sortOrder - b.sortOrder || (a.id < b.id ? -1 : 1)).map((r) => r.id);
+}
+
+/**
+ * A brand-wide reorder is one `<entityType>.reordered` entry, about the brand's records as a whole:
+ * entityId is the brand id and `order` lists the records before and after. No entry when the order
+ * did not change.
+ */
+export async function recordReorder(ctx: TenantCtx, brandId: string, entityType: string, from: readonly string[], to: readonly string[], metadata?: Record<string, unknown>): Promise<void> {
+  const changes = changesBetween({ order: from }, { order: to }, ['order']);
+  if (changes.length) await record(ctx, { brandId, entityType, entityId: brandId, event: `${entityType}.reordered`, changes, metadata });
 }
 
 /** An entity's entries, oldest first. */
@@ -71,4 +112,99 @@ export async function forEntity(ctx: TenantCtx, entityType: string, entityId: st
 /** A ticket's history, oldest first: its own entries and those of its comments, attachments, … */
 export async function forTicket(ctx: TenantCtx, ticketId: string): Promise<AuditEntry[]> {
   return AuditEntry.scoped(ctx).where({ ticketId }).orderBy('id');
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reads for the routes
+
+export function toView(row: AuditEntry): AuditLogView {
+  return {
+    id: row.id,
+    object: 'audit_log',
+    brandId: row.brandId,
+    ticketId: row.ticketId,
+    event: row.event,
+    entityType: row.entityType,
+    entityId: row.entityId,
+    changes: Object.fromEntries(row.changes.map((c) => [c.field, { old: c.from, new: c.to }])),
+    changeList: row.changes,
+    performedBy: {
+      type: row.performerType,
+      id: row.performerId,
+      name: row.performerName,
+      ...(row.apiKeyPrefix ? { apiKeyPrefix: row.apiKeyPrefix } : {}),
+    },
+    performerType: row.performerType,
+    source: row.source,
+    metadata: row.metadata,
+    requestId: row.requestId,
+    createdAt: row.createdAt.toISOString(),
+  };
+}
+
+/**
+ * Entries with the display prefix of the API key that made them. Keys are revoked, never deleted
+ * (until their account goes, and its entries with it), so the join always finds the key.
+ */
+function withPerformer(ctx: TenantCtx) {
+  return AuditEntry.scoped(ctx)
+    .leftJoin('apiKeys', (j) => j.on('apiKeys.id', 'auditLog.performerId').andOnVal('auditLog.performerType', 'api'))
+    .select('auditLog.*', 'apiKeys.keyPreview as apiKeyPrefix');
+}
+
+const DATE_ONLY = /^\d{4}-\d{2}-\d{2}$/;
+const DAY_MS = 86_400_000;
+
+/** startDate and endDate as an id range [from, before): a date alone is its whole day (UTC). */
+function idRange(startDate: string | undefined, endDate: string | undefined): { from: string | null; before: string | null } {
+  // Ids count milliseconds from 1970: an earlier bound is 1970.
+  const start = startDate === undefined ? null : Math.max(0, Date.parse(startDate));
+  const end = endDate === undefined ? null : Math.max(0, Date.parse(endDate) + (DATE_ONLY.test(endDate) ? DAY_MS : 1));
+  if (start !== null && end !== null && start >= end) {
+    throw badRequest('startDate must not be after endDate', [{ field: 'startDate', message: 'must not be after endDate' }]);
+  }
+  return {
+    from: start === null ? null : idTimePrefix(ID_PREFIX.auditEntry, start),
+    before: end === null ? null : idTimePrefix(ID_PREFIX.auditEntry, end),
+  };
+}
+
+/**
+ * The brand's log, newest first, in keyset pages over the id. Every filter the dashboard sends
+ * alone has an index of (brand, filter, id), and the dates bound the id on it (migration 1400).
+ */
+export async function list(ctx: TenantCtx, brandId: string, input: AuditLogListInput): Promise<Page<AuditLogView>> {
+  const brand = await brands.requireBrand(ctx, brandId);
+  const { from, before } = idRange(input.startDate, input.endDate);
+  const q = withPerformer(ctx).where('auditLog.brandId', brand.id);
+  if (input.entityType !== undefined) q.where('auditLog.entityType', input.entityType);
+  if (input.entityId !== undefined) q.where('auditLog.entityId', input.entityId);
+  if (input.event !== undefined) q.where('auditLog.event', input.event);
+  if (input.performerType !== undefined) q.where('auditLog.performerType', input.performerType);
+  if (from) q.where('auditLog.id', '>=', from);
+  if (before) q.where('auditLog.id', '<', before);
+  return keysetPage(q, {
+    sort: 'audit_log.id',
+    id: 'audit_log.id',
+    order: 'desc',
+    limit: input.limit,
+    cursor: input.cursor,
+    filters: {
+      brandId: brand.id, entityType: input.entityType, entityId: input.entityId, event: input.event, performerType: input.performerType, from, before,
+    },
+    valueOf: (row) => row.id,
+    toView,
+  });
+}
+
+/**
+ * A ticket's history, oldest first (its comments', attachments' and watchers' entries included).
+ * A deleted or merged ticket's history stays readable: history outlives the ticket. An id that is
+ * not a ticket of this brand (never was, or of another brand, account or mode) is 404.
+ */
+export async function ticketHistory(ctx: TenantCtx, brandId: string, ticketId: string): Promise<AuditLogView[]> {
+  const brand = await brands.requireBrand(ctx, brandId);
+  const ticket = await tickets.fetchView(ctx, brand.id, ticketId, true);
+  const rows = await withPerformer(ctx).where('auditLog.ticketId', ticket.id).orderBy('auditLog.id');
+  return rows.map(toView);
 }

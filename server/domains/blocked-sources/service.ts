@@ -1,10 +1,11 @@
 import type { Knex } from 'knex';
-import type { TenantCtx } from '../../core/context.js';
+import { withTx, type TenantCtx } from '../../core/context.js';
 import { isPgError, PG } from '../../core/db.js';
 import { badRequest, conflict, notFound } from '../../core/errors.js';
 import { newId, ID_PREFIX } from '../../core/ids.js';
 import { scopeOf } from '../../core/model.js';
 import { emailDomain, isDomain, isEmail, normalizeDomain, normalizeEmail } from '../../core/text.js';
+import * as audit from '../audit/service.js';
 import * as brands from '../brands/service.js';
 import { BlockedSource } from './model.js';
 import type { BlockedSourceView, CreateBlockedSourceInput } from './schemas.js';
@@ -34,18 +35,29 @@ export function parseBlockedValue(raw: string): { type: 'email' | 'domain'; valu
 }
 
 export async function create(ctx: TenantCtx, brandId: string, input: CreateBlockedSourceInput): Promise<BlockedSourceView> {
-  const brand = await brands.requireBrand(ctx, brandId);
   const { type, value } = parseBlockedValue(input.value);
-  try {
-    const row = await BlockedSource.query(ctx.db).insertAndFetch({
-      id: newId(ID_PREFIX.blockedSource), ...scopeOf(ctx), brandId: brand.id, type, value, reason: input.reason ?? null, createdBy: ctx.actor.id,
-    });
+  return withTx(ctx, async (tx) => {
+    const brand = await brands.requireBrand(tx, brandId);
+    let row: BlockedSource;
+    try {
+      row = await BlockedSource.query(tx.db).insertAndFetch({
+        id: newId(ID_PREFIX.blockedSource), ...scopeOf(tx), brandId: brand.id, type, value, reason: input.reason ?? null, createdBy: tx.actor.id,
+      });
+    } catch (err) {
+      if (isPgError(err, PG.uniqueViolation, 'blocked_sources_value_unique')) throw conflict(`${value} is already blocked`, 'blocked_source_exists');
+      throw err;
+    }
+    await audit.record(tx, createdFact(row));
     return toView(row);
-  } catch (err) {
-    if (isPgError(err, PG.uniqueViolation, 'blocked_sources_value_unique')) throw conflict(`${value} is already blocked`, 'blocked_source_exists');
-    throw err;
-  }
+  });
 }
+
+const createdFact = (row: Pick<BlockedSource, 'brandId' | 'id' | 'type' | 'value' | 'reason'>): audit.AuditFact => ({
+  brandId: row.brandId, entityType: 'blocked_source', entityId: row.id, event: 'blocked_source.created', metadata: { type: row.type, value: row.value, reason: row.reason },
+});
+const deletedFact = (row: Pick<BlockedSource, 'brandId' | 'id' | 'type' | 'value'>): audit.AuditFact => ({
+  brandId: row.brandId, entityType: 'blocked_source', entityId: row.id, event: 'blocked_source.deleted', metadata: { type: row.type, value: row.value },
+});
 
 /** All blocked sources of the brand, oldest first (a bare array: brands block a handful of sources). */
 export async function list(ctx: TenantCtx, brandId: string): Promise<BlockedSourceView[]> {
@@ -55,10 +67,13 @@ export async function list(ctx: TenantCtx, brandId: string): Promise<BlockedSour
 
 /** Unblocks; returns what was removed. */
 export async function remove(ctx: TenantCtx, brandId: string, sourceId: string): Promise<BlockedSourceView> {
-  const brand = await brands.requireBrand(ctx, brandId);
-  const [row] = await BlockedSource.scoped(ctx).where({ brandId: brand.id, id: sourceId }).delete().returning('*') as unknown as BlockedSource[];
-  if (!row) throw notFound('Blocked source');
-  return toView(row);
+  return withTx(ctx, async (tx) => {
+    const brand = await brands.requireBrand(tx, brandId);
+    const [row] = await BlockedSource.scoped(tx).where({ brandId: brand.id, id: sourceId }).delete().returning('*') as unknown as BlockedSource[];
+    if (!row) throw notFound('Blocked source');
+    await audit.record(tx, deletedFact(row));
+    return toView(row);
+  });
 }
 
 /**
@@ -109,15 +124,19 @@ export async function countForBrand(ctx: TenantCtx, brandId: string): Promise<nu
 /**
  * For ticket spam marking: blocks these addresses (normalized) in the brand, leaving existing
  * blocks as they are. One statement; concurrent callers blocking the same address are fine.
+ * Inside the caller's transaction (its audit entries need one), like unblockEmails.
  */
 export async function blockEmails(ctx: TenantCtx, brandId: string, emails: readonly string[], reason: string): Promise<void> {
   const brand = await brands.requireBrand(ctx, brandId);
   // Sorted, so concurrent transactions take the unique-index locks in the same order.
   const values = [...new Set(emails.map(normalizeEmail))].sort();
   if (!values.length) return;
-  await BlockedSource.query(ctx.db)
+  const created = await ctx.db.table('blockedSources')
     .insert(values.map((value) => ({ id: newId(ID_PREFIX.blockedSource), ...scopeOf(ctx), brandId: brand.id, type: 'email' as const, value, reason, createdBy: ctx.actor.id })))
-    .onConflict(['accountId', 'livemode', 'brandId', 'type', 'value']).ignore();
+    .onConflict(['accountId', 'livemode', 'brandId', 'type', 'value']).ignore()
+    .returning(['id', 'brandId', 'type', 'value', 'reason']) as Pick<BlockedSource, 'id' | 'brandId' | 'type' | 'value' | 'reason'>[];
+  // Addresses that were blocked already keep their one entry.
+  await audit.recordMany(ctx, created.map(createdFact));
 }
 
 /** For ticket spam unmarking: removes the exact-address blocks of these emails; domain blocks stay. */
@@ -125,5 +144,6 @@ export async function unblockEmails(ctx: TenantCtx, brandId: string, emails: rea
   const brand = await brands.requireBrand(ctx, brandId);
   const values = [...new Set(emails.map(normalizeEmail))].sort();
   if (!values.length) return;
-  await BlockedSource.scoped(ctx).where({ brandId: brand.id, type: 'email' }).whereIn('value', values).delete();
+  const removed = await BlockedSource.scoped(ctx).where({ brandId: brand.id, type: 'email' }).whereIn('value', values).delete().returning('*') as unknown as BlockedSource[];
+  await audit.recordMany(ctx, removed.map(deletedFact));
 }

@@ -6,6 +6,7 @@ import { newId, ID_PREFIX, normalizeBrandId } from '../../core/ids.js';
 import { isPgError, PG } from '../../core/db.js';
 import { scopeOf } from '../../core/model.js';
 import * as apiKeys from '../api-keys/service.js';
+import * as audit from '../audit/service.js';
 import * as blockedSources from '../blocked-sources/service.js';
 import * as categories from '../categories/service.js';
 import * as companies from '../companies/service.js';
@@ -116,7 +117,9 @@ export async function create(ctx: TenantCtx, input: CreateBrandInput): Promise<B
         if (givenSlug || attempt >= 4) throw slugTaken(slug);
         continue;
       }
+      // The system statuses are part of this entry, not entries of their own.
       await statuses.createSystemStatuses(tx, row.id);
+      await audit.record(tx, { brandId: row.id, entityType: 'brand', entityId: row.id, event: 'brand.created', metadata: { name: row.name, slug: row.slug } });
       return toView(row);
     }
   });
@@ -177,11 +180,16 @@ export async function list(ctx: TenantCtx): Promise<BrandView[]> {
   return (await visibleBrands(ctx).orderBy('id', 'asc')).map(toView);
 }
 
+/** Brand fields no update changes by hand; every other field of the view is compared for the audit entry. */
+const NOT_AUDITED = new Set(['id', 'object', 'accountId', 'livemode', 'createdAt', 'updatedAt']);
+
 export async function update(ctx: TenantCtx, brandId: string, input: UpdateBrandInput): Promise<BrandView> {
   assertValidTicketSchema(input.ticketSchema);
   return withTx(ctx, async (tx) => {
-    const brand = await requireBrand(tx, brandId);
-    forgetFound(tx, brand.id);
+    const { id } = await requireBrand(tx, brandId);
+    forgetFound(tx, id);
+    // Locked and read again, so the audit entry's `from` values are what this update replaced.
+    const brand = (await Brand.scoped(tx).findById(id).forUpdate())!;
     const { ticketNumberStart, ticketPrefix, ...rest } = input;
     const patch: Partial<Brand> = { ...rest, updatedAt: new Date() };
     if (ticketPrefix !== undefined) patch.ticketPrefix = ticketPrefix.toUpperCase();
@@ -193,12 +201,16 @@ export async function update(ctx: TenantCtx, brandId: string, input: UpdateBrand
         throw badRequest(`ticketNumberStart must be at least the next ticket number (${current})`, [{ field: 'ticketNumberStart', message: `must be >= ${current}` }]);
       }
     }
+    let after: BrandView;
     try {
-      return toView(await Brand.scoped(tx).patchAndFetchById(brand.id, patch));
+      after = toView(await Brand.scoped(tx).patchAndFetchById(brand.id, patch));
     } catch (err) {
       if (isPgError(err, PG.uniqueViolation, 'brands_slug_unique')) throw slugTaken(input.slug!);
       throw err;
     }
+    const changes = audit.changesBetween(toView(brand), after, (Object.keys(after) as (keyof BrandView)[]).filter((f) => !NOT_AUDITED.has(f)));
+    if (changes.length) await audit.record(tx, { brandId: brand.id, entityType: 'brand', entityId: brand.id, event: 'brand.updated', changes, metadata: { name: after.name } });
+    return after;
   });
 }
 
@@ -232,6 +244,8 @@ export async function remove(ctx: TenantCtx, brandId: string, confirm: boolean):
     await Brand.scoped(tx).deleteById(brand.id);
     forgetFound(tx, brand.id);
     await apiKeys.forgetBrand(tx, brand.id);
+    // Everything in the brand goes with it: this one entry (with the counts) stands for all of it.
+    await audit.record(tx, { brandId: brand.id, entityType: 'brand', entityId: brand.id, event: 'brand.deleted', metadata: { name: brand.name, slug: brand.slug, ...counts } });
     return { id: brand.id, deleted: true, ...counts, message: `Brand "${brand.name}" and everything in it were deleted.` };
   });
 }

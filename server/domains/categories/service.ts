@@ -3,6 +3,7 @@ import { badRequest, conflict, notFound } from '../../core/errors.js';
 import { newId, ID_PREFIX } from '../../core/ids.js';
 import { isPgError, PG } from '../../core/db.js';
 import { scopeOf } from '../../core/model.js';
+import * as audit from '../audit/service.js';
 import * as brands from '../brands/service.js';
 import { Category } from './model.js';
 import type { CategoryStatsView, CategoryView, CreateCategoryInput, ReorderCategoriesInput, UpdateCategoryInput } from './schemas.js';
@@ -74,8 +75,9 @@ export async function create(ctx: TenantCtx, brandId: string, input: CreateCateg
     const brand = await brands.requireBrand(tx, brandId);
     // New categories go last unless the caller says where.
     const sortOrder = input.sortOrder ?? await nextSortOrder(tx, brand.id);
+    let row: Category;
     try {
-      return toView(await Category.query(tx.db).insertAndFetch({
+      row = await Category.query(tx.db).insertAndFetch({
         id: newId(ID_PREFIX.category),
         ...scopeOf(tx),
         brandId: brand.id,
@@ -83,26 +85,35 @@ export async function create(ctx: TenantCtx, brandId: string, input: CreateCateg
         color: input.color ?? DEFAULT_CATEGORY_COLOR,
         description: input.description ?? null,
         sortOrder,
-      }));
+      });
     } catch (err) {
       throw translate(err, name);
     }
+    await audit.record(tx, { brandId: brand.id, entityType: 'category', entityId: row.id, event: 'category.created', metadata: { name } });
+    return toView(row);
   });
 }
 
 export async function update(ctx: TenantCtx, brandId: string, categoryId: string, input: UpdateCategoryInput): Promise<CategoryView> {
   return withTx(ctx, async (tx) => {
-    const row = await requireCategory(tx, brandId, categoryId);
+    const brand = await brands.requireBrand(tx, brandId);
+    // Locked, so the audit entry's `from` values are what this update replaced.
+    const row = await ofBrand(tx, brand.id).findById(categoryId).forUpdate();
+    if (!row) throw notFound('Category');
     const patch: Partial<Category> = { updatedAt: new Date() };
     if (input.name !== undefined) patch.name = input.name.trim();
     if (input.color !== undefined) patch.color = input.color ?? DEFAULT_CATEGORY_COLOR;
     if (input.description !== undefined) patch.description = input.description;
     if (input.sortOrder !== undefined) patch.sortOrder = input.sortOrder;
+    let after: CategoryView;
     try {
-      return toView(await ofBrand(tx, row.brandId).patchAndFetchById(row.id, patch));
+      after = toView(await ofBrand(tx, row.brandId).patchAndFetchById(row.id, patch));
     } catch (err) {
       throw translate(err, patch.name);
     }
+    const changes = audit.changesBetween(toView(row), after, ['name', 'color', 'description', 'sortOrder']);
+    if (changes.length) await audit.record(tx, { brandId: row.brandId, entityType: 'category', entityId: row.id, event: 'category.updated', changes, metadata: { name: after.name } });
+    return after;
   });
 }
 
@@ -115,6 +126,7 @@ export async function remove(ctx: TenantCtx, brandId: string, categoryId: string
   await withTx(ctx, async (tx) => {
     const row = await requireCategory(tx, brandId, categoryId);
     await ofBrand(tx, row.brandId).deleteById(row.id);
+    await audit.record(tx, { brandId: row.brandId, entityType: 'category', entityId: row.id, event: 'category.deleted', metadata: { name: row.name } });
   });
 }
 
@@ -136,6 +148,7 @@ export async function reorder(ctx: TenantCtx, brandId: string, input: ReorderCat
     if (missing.length) throw badRequest(`categoryIds must list every category of the brand; missing: ${missing.join(', ')}`, [{ field: 'categoryIds', message: 'must list every category of the brand exactly once' }], 'invalid_reorder');
     const now = new Date();
     for (const [i, id] of input.categoryIds.entries()) await ofBrand(tx, brand.id).findById(id).patch({ sortOrder: i, updatedAt: now });
+    await audit.recordReorder(tx, brand.id, 'category', audit.displayOrder(rows), input.categoryIds);
     return (await ofBrand(tx, brand.id).orderBy([{ column: 'sortOrder' }, { column: 'id' }])).map(toView);
   });
 }

@@ -6,6 +6,7 @@ import { newId, ID_PREFIX } from '../../core/ids.js';
 import { scopeOf } from '../../core/model.js';
 import { keysetPage, type Page } from '../../core/pagination.js';
 import { escapeLike, foldText, isDomain, normalizeDomain } from '../../core/text.js';
+import * as audit from '../audit/service.js';
 import * as brands from '../brands/service.js';
 import * as contacts from '../contacts/service.js';
 import { Company } from './model.js';
@@ -53,8 +54,10 @@ function query(ctx: TenantCtx, brandId: string) {
   return Company.scoped(ctx).where('companies.brandId', brandId).select('companies.*', CUSTOMER_COUNT);
 }
 
-async function fetch(ctx: TenantCtx, brandId: string, companyId: string): Promise<Company> {
-  const row = await query(ctx, brandId).where('companies.id', companyId).first();
+/** `lock`: for update, so the audit entry's `from` values are what the change replaced. */
+async function fetch(ctx: TenantCtx, brandId: string, companyId: string, lock = false): Promise<Company> {
+  const q = query(ctx, brandId).where('companies.id', companyId).first();
+  const row = await (lock ? q.forUpdate() : q);
   if (!row) throw notFound('Company');
   return row;
 }
@@ -69,7 +72,9 @@ export async function create(ctx: TenantCtx, brandId: string, input: CreateCompa
     } catch (err) {
       translate(err, domain);
     }
-    if (domain) await contacts.linkUnlinkedByDomain(tx, brand.id, id, domain);
+    const linkedContacts = domain ? await contacts.linkUnlinkedByDomain(tx, brand.id, id, domain) : 0;
+    // Contacts linked by domain are part of this entry (a count), not entries of their own.
+    await audit.record(tx, { brandId: brand.id, entityType: 'company', entityId: id, event: 'company.created', metadata: { name: input.name, domain, linkedContacts } });
     return toView(await fetch(tx, brand.id, id));
   });
 }
@@ -105,7 +110,7 @@ export async function update(ctx: TenantCtx, brandId: string, companyId: string,
   const domain = checkedDomain(input.domain);
   return withTx(ctx, async (tx) => {
     const brand = await brands.requireBrand(tx, brandId);
-    const before = await fetch(tx, brand.id, companyId);
+    const before = await fetch(tx, brand.id, companyId, true);
     const patch: Partial<Company> = { updatedAt: new Date() };
     if (input.name !== undefined) Object.assign(patch, { name: input.name, nameKey: foldText(input.name) });
     if (domain !== undefined) patch.domain = domain;
@@ -115,8 +120,11 @@ export async function update(ctx: TenantCtx, brandId: string, companyId: string,
     } catch (err) {
       translate(err, domain);
     }
-    if (domain && domain !== before.domain) await contacts.linkUnlinkedByDomain(tx, brand.id, before.id, domain);
-    return toView(await fetch(tx, brand.id, before.id));
+    const linkedContacts = domain && domain !== before.domain ? await contacts.linkUnlinkedByDomain(tx, brand.id, before.id, domain) : 0;
+    const after = toView(await fetch(tx, brand.id, before.id));
+    const changes = audit.changesBetween(toView(before), after, ['name', 'domain', 'metadata']);
+    if (changes.length) await audit.record(tx, { brandId: brand.id, entityType: 'company', entityId: before.id, event: 'company.updated', changes, metadata: { name: after.name, linkedContacts } });
+    return after;
   });
 }
 
@@ -126,6 +134,8 @@ export async function remove(ctx: TenantCtx, brandId: string, companyId: string)
     const brand = await brands.requireBrand(tx, brandId);
     const row = await fetch(tx, brand.id, companyId);
     await Company.scoped(tx).where({ brandId: brand.id, id: row.id }).delete();
+    // Its contacts lose their company through the foreign key; this entry stands for that too.
+    await audit.record(tx, { brandId: brand.id, entityType: 'company', entityId: row.id, event: 'company.deleted', metadata: { name: row.name, domain: row.domain, unlinkedContacts: Number(row.customerCount ?? 0) } });
     return toView(row);
   });
 }

@@ -6,6 +6,7 @@ import { newId, ID_PREFIX } from '../../core/ids.js';
 import { scopeOf } from '../../core/model.js';
 import { keysetPage, type Page } from '../../core/pagination.js';
 import { emailDomain, escapeLike, foldText, isEmail, normalizeEmail } from '../../core/text.js';
+import * as audit from '../audit/service.js';
 import * as blockedSources from '../blocked-sources/service.js';
 import * as brands from '../brands/service.js';
 import * as companies from '../companies/service.js';
@@ -91,6 +92,7 @@ export async function create(ctx: TenantCtx, brandId: string, input: CreateConta
       if (isPgError(err, PG.uniqueViolation, 'contacts_email_unique')) throw emailTaken(email);
       throw err;
     }
+    await audit.record(tx, { brandId: brand.id, entityType: 'contact', entityId: id, event: 'contact.created', metadata: { email } });
     return toView(await fetch(tx, brand.id, id));
   });
 }
@@ -114,7 +116,8 @@ export async function findOrCreateByEmail(ctx: TenantCtx, brandId: string, rawEm
     const inserted = await tx.db.table('contacts')
       .insert({ id: newId(ID_PREFIX.contact), ...scopeOf(tx), brandId: brand.id, email, name: name ?? null, nameKey: foldText(name ?? ''), companyId })
       .onConflict(['accountId', 'livemode', 'brandId', 'email']).ignore().returning('id') as { id: string }[];
-    // Empty when a concurrent create won the race: its row is the contact.
+    // Empty when a concurrent create won the race: its row is the contact (and its entry the winner's).
+    if (inserted[0]) await audit.record(tx, { brandId: brand.id, entityType: 'contact', entityId: inserted[0].id, event: 'contact.created', metadata: { email } });
     return { id: inserted[0]?.id ?? (await byEmail())!.id };
   });
 }
@@ -167,6 +170,8 @@ export async function update(ctx: TenantCtx, brandId: string, contactId: string,
   const email = input.email === undefined ? undefined : checkedEmail(input.email);
   return withTx(ctx, async (tx) => {
     const brand = await brands.requireBrand(tx, brandId);
+    // Locked first (the read joins companies), so the audit entry's `from` values are what this update replaced.
+    await Contact.scoped(tx).where({ brandId: brand.id, id: contactId }).forUpdate().select('id');
     const before = await fetch(tx, brand.id, contactId);
     const patch: Partial<Contact> = { updatedAt: new Date() };
     if (email !== undefined) patch.email = email;
@@ -181,7 +186,10 @@ export async function update(ctx: TenantCtx, brandId: string, contactId: string,
       if (isPgError(err, PG.uniqueViolation, 'contacts_email_unique')) throw emailTaken(email!);
       throw err;
     }
-    return toView(await fetch(tx, brand.id, before.id));
+    const after = toView(await fetch(tx, brand.id, before.id));
+    const changes = audit.changesBetween(toView(before), after, ['email', 'name', 'avatarUrl', 'companyId', 'notifyEmail', 'metadata']);
+    if (changes.length) await audit.record(tx, { brandId: brand.id, entityType: 'contact', entityId: before.id, event: 'contact.updated', changes, metadata: { email: after.email } });
+    return after;
   });
 }
 
@@ -191,6 +199,7 @@ export async function remove(ctx: TenantCtx, brandId: string, contactId: string)
     const brand = await brands.requireBrand(tx, brandId);
     const row = await fetch(tx, brand.id, contactId);
     await Contact.scoped(tx).where({ brandId: brand.id, id: row.id }).delete();
+    await audit.record(tx, { brandId: brand.id, entityType: 'contact', entityId: row.id, event: 'contact.deleted', metadata: { email: row.email, name: row.name } });
     return toView(row);
   });
 }

@@ -6,6 +6,7 @@ import { badRequest, conflict, notFound } from '../../core/errors.js';
 import { validationErrors } from '../../core/validation.js';
 import { ID_PREFIX, newId } from '../../core/ids.js';
 import { scopeOf } from '../../core/model.js';
+import * as audit from '../audit/service.js';
 import * as brands from '../brands/service.js';
 import { FieldDefinition } from './model.js';
 import type {
@@ -134,8 +135,13 @@ async function ordered(ctx: Ctx, brandId: string, entityType: EntityType): Promi
   return ofBrand(ctx, brandId, entityType).orderBy([{ column: 'sortOrder', order: 'asc' }, { column: 'id', order: 'asc' }]);
 }
 
-async function requireField(ctx: Ctx, brandId: string, entityType: EntityType, key: string): Promise<FieldDefinition> {
-  const row = await ofBrand(ctx, brandId, entityType).where('key', key).first();
+/** What a PATCH may change, in the order the audit entry lists it. */
+const EDITABLE = ['label', 'type', 'required', 'defaultValue', 'description', 'placeholder', 'options', 'visible', 'showOnCreate', 'showInTable', 'showInDetail', 'sortOrder', 'source'] as const;
+
+/** `lock`: for update, so the audit entry's `from` values are what the change replaced. */
+async function requireField(ctx: Ctx, brandId: string, entityType: EntityType, key: string, lock = false): Promise<FieldDefinition> {
+  const query = ofBrand(ctx, brandId, entityType).where('key', key).first();
+  const row = await (lock ? query.forUpdate() : query);
   if (!row) throw notFound('Field definition');
   return row;
 }
@@ -200,6 +206,7 @@ export async function create(ctx: Ctx, brandId: string, entityType: string, inpu
         createdAt: now,
         updatedAt: now,
       }));
+      await audit.record(tx, { brandId: brand.id, entityType: 'field', entityId: row.id, event: 'field.created', metadata: { appliesTo: entity, key: row.key, label: row.label } });
       return toView(row);
     } catch (err) {
       if (isPgError(err, PG.uniqueViolation, 'field_definitions_key_unique')) throw keyTaken(entity, input.key);
@@ -213,7 +220,7 @@ export async function update(ctx: Ctx, brandId: string, entityType: string, key:
   return withTx(ctx, async (tx) => {
     const brand = await brands.requireBrand(tx, brandId);
     brands.forgetFound(tx, brand.id); // the change below rewrites its fieldRules (trigger)
-    const field = await requireField(tx, brand.id, entity, key);
+    const field = await requireField(tx, brand.id, entity, key, true);
     const type = input.type ?? field.type;
     const choice = type === 'select' || type === 'multiselect';
     // Leaving select for another type drops the options the caller did not restate.
@@ -222,7 +229,10 @@ export async function update(ctx: Ctx, brandId: string, entityType: string, key:
     const defaultValue = input.defaultValue !== undefined ? input.defaultValue : field.defaultValue;
     assertConsistent({ type, options, defaultValue });
     const patch = { ...input, options: options?.length ? options : null, defaultValue: defaultValue ?? null, updatedAt: new Date() };
-    return toView(await FieldDefinition.scoped(tx).patchAndFetchById(field.id, patch));
+    const after = toView(await FieldDefinition.scoped(tx).patchAndFetchById(field.id, patch));
+    const changes = audit.changesBetween(toView(field), after, EDITABLE);
+    if (changes.length) await audit.record(tx, { brandId: brand.id, entityType: 'field', entityId: field.id, event: 'field.updated', changes, metadata: { appliesTo: entity, key: after.key, label: after.label } });
+    return after;
   });
 }
 
@@ -234,6 +244,7 @@ export async function remove(ctx: Ctx, brandId: string, entityType: string, key:
     brands.forgetFound(tx, brand.id); // the change below rewrites its fieldRules (trigger)
     const field = await requireField(tx, brand.id, entity, key);
     await ofBrand(tx, brand.id, entity).where('id', field.id).delete();
+    await audit.record(tx, { brandId: brand.id, entityType: 'field', entityId: field.id, event: 'field.deleted', metadata: { appliesTo: entity, key: field.key, label: field.label } });
     return toView(field);
   });
 }
@@ -259,6 +270,9 @@ export async function reorder(ctx: Ctx, brandId: string, entityType: string, inp
     for (const [i, k] of input.keys.entries()) {
       await ofBrand(tx, brand.id, entity).findById(byKey.get(k)!.id).patch({ sortOrder: i, updatedAt: now });
     }
+    // By key, which is how the caller names fields here.
+    const keyOf = new Map(rows.map((r) => [r.id, r.key]));
+    await audit.recordReorder(tx, brand.id, 'field', audit.displayOrder(rows).map((id) => keyOf.get(id)!), input.keys, { appliesTo: entity });
     return (await ordered(tx, brand.id, entity)).map(toView);
   });
 }

@@ -194,7 +194,7 @@ export async function receive(base: BaseCtx, deps: InboundDeps, raw: Buffer, env
   if (!recipient || !located) {
     throw new HttpError(404, 'unknown_recipient', `No recipient is a brand address at ${deps.settings.inboundDomain} (<brandId>@${deps.settings.inboundDomain})`);
   }
-  const ctx = tenantCtx({ ...base, actor: { type: 'customer', id: null, name: fromName ? `${fromName} <${from}>` : from } }, located.accountId, located.livemode);
+  const ctx = tenantCtx({ ...base, actor: { type: 'customer', id: null, name: fromName ? `${fromName} <${from}>` : from, source: 'email' } }, located.accountId, located.livemode);
   const messageId = parsed.messageId?.trim() || `<${createHash('sha256').update(raw).digest('hex')}@message-id.invalid>`;
   const brandId = located.id;
 

@@ -1,6 +1,7 @@
-import type { BaseCtx, TenantCtx } from '../../core/context.js';
+import type { TenantCtx } from '../../core/context.js';
 import { newId, ID_PREFIX } from '../../core/ids.js';
 import { normalizeEmail } from '../../core/text.js';
+import * as audit from '../audit/service.js';
 import { Member } from './model.js';
 import type { MemberView } from './schemas.js';
 
@@ -19,16 +20,20 @@ export function toView(row: Member): MemberView {
   };
 }
 
-/** Called inside the account-creation transaction. */
-export async function createOwner(ctx: BaseCtx, accountId: string, email: string, name: string | null): Promise<MemberView> {
+/**
+ * Called inside the account-creation transaction. Members belong to the account in both modes;
+ * their audit entries are account-level (brandId null) and written in live mode (ctx is live).
+ */
+export async function createOwner(ctx: TenantCtx, email: string, name: string | null): Promise<MemberView> {
   const row = await Member.query(ctx.db).insertAndFetch({
     id: newId(ID_PREFIX.member),
-    accountId,
+    accountId: ctx.accountId,
     email: normalizeEmail(email),
     name,
     role: 'owner',
     status: 'active',
   });
+  await audit.record(ctx, { brandId: null, entityType: 'member', entityId: row.id, event: 'member.created', metadata: { email: row.email, role: row.role } });
   return toView(row);
 }
 

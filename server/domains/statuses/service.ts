@@ -3,6 +3,7 @@ import { isPgError, PG } from '../../core/db.js';
 import { badRequest, conflict, forbidden, notFound } from '../../core/errors.js';
 import { ID_PREFIX, newId } from '../../core/ids.js';
 import { scopeOf } from '../../core/model.js';
+import * as audit from '../audit/service.js';
 import * as brands from '../brands/service.js';
 import { Status } from './model.js';
 import type { CreateStatusInput, ReorderStatusesInput, StatusView, StatusWithCountView, UpdateStatusInput } from './schemas.js';
@@ -92,8 +93,10 @@ export async function stats(ctx: TenantCtx, brandId: string): Promise<StatusWith
   });
 }
 
-async function requireStatus(ctx: TenantCtx, brandId: string, statusId: string): Promise<Status> {
-  const row = await ofBrand(ctx, brandId).findById(statusId);
+/** `lock`: for update, so the audit entry's `from` values are what the change replaced. */
+async function requireStatus(ctx: TenantCtx, brandId: string, statusId: string, lock = false): Promise<Status> {
+  const query = ofBrand(ctx, brandId).findById(statusId);
+  const row = await (lock ? query.forUpdate() : query);
   if (!row) throw notFound('Status');
   return row;
 }
@@ -124,6 +127,7 @@ export async function create(ctx: TenantCtx, brandId: string, input: CreateStatu
         createdAt: now,
         updatedAt: now,
       }));
+      await audit.record(tx, { brandId: brand.id, entityType: 'status', entityId: row.id, event: 'status.created', metadata: { key: row.key, name: row.name } });
       return toView(row);
     } catch (err) {
       if (isPgError(err, PG.uniqueViolation, KEY_UNIQUE)) throw keyTaken(input.key);
@@ -140,13 +144,15 @@ export async function create(ctx: TenantCtx, brandId: string, input: CreateStatu
 export async function update(ctx: TenantCtx, brandId: string, statusId: string, input: UpdateStatusInput): Promise<StatusView> {
   return withTx(ctx, async (tx) => {
     const brand = await brands.requireBrand(tx, brandId);
-    const status = await requireStatus(tx, brand.id, statusId);
+    const status = await requireStatus(tx, brand.id, statusId, true);
     if (input.key !== undefined && input.key !== status.key && status.isSystem) {
       throw forbidden(`"${status.key}" is a system status: its key cannot change`, 'system_status');
     }
     try {
-      const row = await tx.db.transaction(async (trx) => Status.query(trx).patchAndFetchById(status.id, { ...input, updatedAt: new Date() }));
-      return toView(row);
+      const after = toView(await tx.db.transaction(async (trx) => Status.query(trx).patchAndFetchById(status.id, { ...input, updatedAt: new Date() })));
+      const changes = audit.changesBetween(toView(status), after, ['key', 'name', 'color', 'description', 'isActive', 'sortOrder']);
+      if (changes.length) await audit.record(tx, { brandId: brand.id, entityType: 'status', entityId: status.id, event: 'status.updated', changes, metadata: { key: after.key, name: after.name } });
+      return after;
     } catch (err) {
       if (isPgError(err, PG.uniqueViolation, KEY_UNIQUE)) throw keyTaken(input.key!);
       throw err;
@@ -161,6 +167,7 @@ export async function remove(ctx: TenantCtx, brandId: string, statusId: string):
     const status = await requireStatus(tx, brand.id, statusId);
     if (status.isSystem) throw forbidden(`"${status.key}" is a system status and cannot be deleted`, 'system_status');
     await ofBrand(tx, brand.id).where('id', status.id).delete();
+    await audit.record(tx, { brandId: brand.id, entityType: 'status', entityId: status.id, event: 'status.deleted', metadata: { key: status.key, name: status.name } });
     return toView(status);
   });
 }
@@ -185,6 +192,7 @@ export async function reorder(ctx: TenantCtx, brandId: string, input: ReorderSta
     for (const [i, id] of input.statusIds.entries()) {
       await ofBrand(tx, brand.id).findById(id).patch({ sortOrder: i, updatedAt: now });
     }
+    await audit.recordReorder(tx, brand.id, 'status', audit.displayOrder(rows), input.statusIds);
     return (await ordered(tx, brand.id)).map(toView);
   });
 }

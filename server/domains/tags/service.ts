@@ -3,6 +3,7 @@ import { badRequest, conflict, notFound } from '../../core/errors.js';
 import { newId, ID_PREFIX } from '../../core/ids.js';
 import { isPgError, PG } from '../../core/db.js';
 import { scopeOf } from '../../core/model.js';
+import * as audit from '../audit/service.js';
 import * as brands from '../brands/service.js';
 import { Tag } from './model.js';
 import type { CreateTagInput, TagStatsView, TagView, UpdateTagInput } from './schemas.js';
@@ -68,17 +69,20 @@ export async function create(ctx: TenantCtx, brandId: string, input: CreateTagIn
   const name = input.name.trim();
   return withTx(ctx, async (tx) => {
     const brand = await brands.requireBrand(tx, brandId);
+    let row: Tag;
     try {
-      return toView(await Tag.query(tx.db).insertAndFetch({
+      row = await Tag.query(tx.db).insertAndFetch({
         id: newId(ID_PREFIX.tag),
         ...scopeOf(tx),
         brandId: brand.id,
         name,
         color: input.color ?? DEFAULT_TAG_COLOR,
-      }));
+      });
     } catch (err) {
       throw translate(err, name);
     }
+    await audit.record(tx, { brandId: brand.id, entityType: 'tag', entityId: row.id, event: 'tag.created', metadata: { name } });
+    return toView(row);
   });
 }
 
@@ -102,13 +106,16 @@ export async function findOrCreateByNames(ctx: TenantCtx, brandId: string, names
     let rows = await find();
     const missing = [...wanted].filter(([key]) => !rows.has(key));
     if (missing.length) {
+      let created: { id: string; name: string }[];
       try {
-        await Tag.query(tx.db)
+        created = await tx.db.table('tags')
           .insert(missing.map(([, name]) => ({ id: newId(ID_PREFIX.tag), ...scopeOf(tx), brandId: brand.id, name, color: DEFAULT_TAG_COLOR })))
-          .onConflict().ignore();
+          .onConflict().ignore().returning(['id', 'name']);
       } catch (err) {
         throw translate(err, undefined);
       }
+      // Only the tags this call inserted: one that lost a race to the same name was the winner's to record.
+      await audit.recordMany(tx, created.map((t) => ({ brandId: brand.id, entityType: 'tag', entityId: t.id, event: 'tag.created', metadata: { name: t.name } })));
       rows = await find();
     }
     return [...wanted.keys()].map((key) => toView(rows.get(key)!));
@@ -117,15 +124,20 @@ export async function findOrCreateByNames(ctx: TenantCtx, brandId: string, names
 
 export async function update(ctx: TenantCtx, brandId: string, tagId: string, input: UpdateTagInput): Promise<TagView> {
   return withTx(ctx, async (tx) => {
-    const row = await requireTag(tx, brandId, tagId);
+    // Locked, so the audit entry's `from` values are what this update replaced.
+    const [row] = await requireTags(tx, brandId, [tagId], true);
     const patch: Partial<Tag> = { updatedAt: new Date() };
     if (input.name !== undefined) patch.name = input.name.trim();
     if (input.color !== undefined) patch.color = input.color ?? DEFAULT_TAG_COLOR;
+    let after: TagView;
     try {
-      return toView(await ofBrand(tx, row.brandId).patchAndFetchById(row.id, patch));
+      after = toView(await ofBrand(tx, row.brandId).patchAndFetchById(row.id, patch));
     } catch (err) {
       throw translate(err, patch.name);
     }
+    const changes = audit.changesBetween(toView(row), after, ['name', 'color']);
+    if (changes.length) await audit.record(tx, { brandId: row.brandId, entityType: 'tag', entityId: row.id, event: 'tag.updated', changes, metadata: { name: after.name } });
+    return after;
   });
 }
 
@@ -134,6 +146,7 @@ export async function remove(ctx: TenantCtx, brandId: string, tagId: string): Pr
   await withTx(ctx, async (tx) => {
     const row = await requireTag(tx, brandId, tagId);
     await ofBrand(tx, row.brandId).deleteById(row.id);
+    await audit.record(tx, { brandId: row.brandId, entityType: 'tag', entityId: row.id, event: 'tag.deleted', metadata: { name: row.name } });
   });
 }
 
@@ -157,6 +170,12 @@ export async function merge(ctx: TenantCtx, brandId: string, targetId: string, s
     await relinkTickets(tx, target, sources);
 
     await ofBrand(tx, target.brandId).whereIn('tags.id', sources).delete();
+    // The target's entry names what went into it; each source's own history ends with its deletion.
+    const merged = locked.filter((t) => t.id !== target.id);
+    await audit.recordMany(tx, [
+      { brandId: target.brandId, entityType: 'tag', entityId: target.id, event: 'tag.merged', metadata: { name: target.name, sourceTagIds: merged.map((t) => t.id), sourceNames: merged.map((t) => t.name) } },
+      ...merged.map((t) => ({ brandId: t.brandId, entityType: 'tag', entityId: t.id, event: 'tag.deleted', metadata: { name: t.name, mergedInto: target.id } })),
+    ]);
     return toView(await ofBrand(tx, target.brandId).patchAndFetchById(target.id, { updatedAt: new Date() }));
   });
 }
