@@ -6,6 +6,7 @@
  *   npm run bench -- [--tickets 1000000] [--duration 5] [--connections 32] [--read-connections 2]
  *   npm run bench -- --quick            (20,000 tickets, 2 s per scenario: for development)
  *   BENCH_DATABASE_URL=postgres://admin@host/postgres npm run bench   (else an embedded cluster)
+ *   npm run bench -- --events          (webhook delivery latency and throughput instead: see events.ts)
  *
  * Measured: create throughput (idempotency keys; concurrency 1, 16, 32 on one brand, 16 across 16
  * brands) next to the raw database floor (the same writes by a plain pg client, as the service's
@@ -23,6 +24,7 @@ import pg from 'pg';
 import { packageRoot } from '../server/core/paths.js';
 import { EmbeddedPostgres } from '../server/integrations/embedded-postgres.js';
 import { oneStatementOp, percentile, runLoad, statementsOp, type FloorInput, type LoadResult } from './floor.js';
+import { runEventsBench } from './events.js';
 import { seed } from './seed.js';
 
 const { values } = parseArgs({
@@ -32,6 +34,7 @@ const { values } = parseArgs({
     connections: { type: 'string', default: '32' },
     'read-connections': { type: 'string', default: '2' },
     quick: { type: 'boolean', default: false },
+    events: { type: 'boolean', default: false },
   },
 });
 const quick = values.quick!;
@@ -284,7 +287,7 @@ async function main() {
   }
 }
 
-main().catch((err) => {
+(values.events ? runEventsBench() : main()).catch((err) => {
   process.stderr.write(`bench failed: ${(err as Error).stack}\n`);
   process.exit(1);
 });

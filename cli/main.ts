@@ -8,7 +8,9 @@ import { registerDb } from './commands/db.js';
 import { registerInit } from './commands/init.js';
 import { registerKeys } from './commands/keys.js';
 import { registerMail } from './commands/mail.js';
+import { registerOutbox } from './commands/outbox.js';
 import { registerStart } from './commands/start.js';
+import { registerWebhooks } from './commands/webhooks.js';
 import { EXIT, fail, UsageError } from './io.js';
 
 export interface GlobalOptions {
@@ -36,6 +38,8 @@ Every command takes --json for scripts. Environment: DATABASE_URL, PORT, TICKETD
   registerBrands(program, globals);
   registerKeys(program, globals);
   registerMail(program, globals);
+  registerWebhooks(program, globals);
+  registerOutbox(program, globals);
   for (const command of program.commands) command.exitOverride();
   return program;
 }

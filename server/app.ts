@@ -32,6 +32,7 @@ import { tagRoutes } from './domains/tags/routes.js';
 import { ticketRoutes } from './domains/tickets/routes.js';
 import { ticketActionRoutes } from './domains/tickets/actions-routes.js';
 import { watcherRoutes } from './domains/watchers/routes.js';
+import { webhookRoutes } from './domains/webhooks/routes.js';
 
 export interface AppDeps {
   config: Config;
@@ -130,6 +131,7 @@ export async function buildApp({ config, db, isShuttingDown = () => false, attac
       await api.register(brandRoutes, { prefix });
       for (const routes of BRAND_SCOPED_ROUTES) await api.register(routes, { prefix: `${prefix}/:brandId` });
       await api.register(attachmentRoutes, { prefix: `${prefix}/:brandId`, deps: attachments });
+      await api.register(webhookRoutes, { prefix: `${prefix}/:brandId`, policy: { allowPrivate: config.webhookAllowPrivate } });
     }
     await api.register(attachmentFileRoutes, { deps: attachments });
     await api.register(inboundMailRoutes, { config, deps: { settings: mailSettings(config), attachments } });

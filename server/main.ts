@@ -42,7 +42,7 @@ export async function startServer(config: Config, role: Role, log: Log = () => u
     shuttingDown = true;
     await smtp?.close(); // refuses new SMTP sessions, waits for open ones
     await app?.close(); // stops accepting, waits for in-flight requests
-    await dispatcher?.stop();
+    await dispatcher?.stop(Math.floor(config.shutdownTimeoutMs / 2));
     await db?.destroy();
     await handle.release();
   };
@@ -73,7 +73,10 @@ export async function startServer(config: Config, role: Role, log: Log = () => u
     if (role !== 'api') {
       // Without the API there is no Fastify logger: dispatcher lines go to the start-up log.
       const lines = { info: (o: object, m: string) => log(`${m} ${JSON.stringify(o)}`), error: (o: object, m: string) => log(`${m}: ${String((o as { err?: Error }).err?.message)}`) };
-      dispatcher = new Dispatcher(db, app?.log ?? lines, attachments);
+      dispatcher = new Dispatcher(db, app?.log ?? lines, attachments, {
+        concurrency: config.dispatcherConcurrency,
+        webhooks: { allowPrivate: config.webhookAllowPrivate, timeoutMs: config.webhookTimeoutMs },
+      });
       dispatcher.start();
     }
     return { baseUrl: publicBaseUrl(config, port), role, database: handle.embedded ? 'embedded' : 'external', bootstrap, smtpPort: smtp?.port ?? null, stop };

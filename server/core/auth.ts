@@ -45,6 +45,8 @@ export const PERMISSIONS = {
   'watchers:write': { accountWide: false },
   'attachments:read': { accountWide: false },
   'attachments:write': { accountWide: false },
+  'webhooks:read': { accountWide: false },
+  'webhooks:write': { accountWide: false },
   'files:upload': { accountWide: false },
   'files:download': { accountWide: false },
   'inbound_email:write': { accountWide: false },

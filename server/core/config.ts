@@ -33,6 +33,9 @@ export interface Config {
   readonly inboundSecret: string | null;
   readonly inboundMaxBytes: number;
   readonly smtpPort: number | null;
+  readonly webhookAllowPrivate: boolean;
+  readonly webhookTimeoutMs: number;
+  readonly dispatcherConcurrency: number;
   readonly bootstrap: {
     readonly ownerEmail: string;
     readonly ownerName: string;
@@ -78,6 +81,9 @@ export const ENV_KEYS: Record<string, [string, Kind]> = {
   TICKETD_INBOUND_SECRET: ['inboundSecret', 'string'],
   TICKETD_INBOUND_MAX_BYTES: ['inboundMaxBytes', 'integer'],
   TICKETD_SMTP_PORT: ['smtpPort', 'integer'],
+  TICKETD_WEBHOOK_ALLOW_PRIVATE: ['webhookAllowPrivate', 'boolean'],
+  TICKETD_WEBHOOK_TIMEOUT_MS: ['webhookTimeoutMs', 'integer'],
+  TICKETD_DISPATCHER_CONCURRENCY: ['dispatcherConcurrency', 'integer'],
   TICKETD_BOOTSTRAP_OWNER_EMAIL: ['bootstrap.ownerEmail', 'string'],
 };
 

@@ -23,6 +23,10 @@ export const ID_PREFIX = {
   attachment: 'att',
   mailMessage: 'mail',
   inboundEmail: 'inb',
+  webhook: 'wh',
+  /** Outbox rows; made in SQL by ticketd_new_id() (see the outbox migration). */
+  delivery: 'dlv',
+  event: 'evt',
 } as const;
 
 let lastTime = -1;

@@ -36,11 +36,15 @@ const BOUNDARY = 'ticketd-isolation';
 const MULTIPART_HEADERS = { 'content-type': `multipart/form-data; boundary=${BOUNDARY}` };
 const MULTIPART_BODY = `--${BOUNDARY}\r\nContent-Disposition: form-data; name="file"; filename="a.txt"\r\nContent-Type: text/plain\r\n\r\nabc\r\n--${BOUNDARY}--\r\n`;
 const attachment = (await must(owner.live('POST', `${base}/tickets/${ticket.id}/attachments/upload`, MULTIPART_BODY, MULTIPART_HEADERS))).attachment;
+// A public IP literal: accepted without DNS, and never called (no dispatcher runs here).
+const webhook = await must(owner.live('POST', `${base}/webhooks`, { url: 'https://93.184.215.14/hook', events: ['ticket.created'] }));
+await must(owner.live('POST', `${base}/tickets`, { title: 'Announced' }));
+const delivery = (await must(owner.live('GET', `${base}/webhooks/${webhook.id}/deliveries`), 200))[0];
 
 const ids: Record<string, string> = {
   ticketId: ticket.id, commentId: comment.id, statusId: status.id, categoryId: category.id, tagId: tag.id, targetId: tag.id,
   contactId: contact.id, companyId: company.id, sourceId: blocked.id, memberId: member[0]!.id, attachmentId: attachment.id,
-  entityType: 'ticket', key: 'plan',
+  entityType: 'ticket', key: 'plan', webhookId: webhook.id, deliveryId: delivery.id,
 };
 
 /** A valid body for every write route, by "METHOD suffix" (the suffix after /v1/brands/{brandId}). */
@@ -85,6 +89,10 @@ const BODIES: Record<string, unknown> = {
   'POST /attachments/pending/{attachmentId}/confirm': undefined,
   'POST /attachments/pending/upload': MULTIPART_BODY,
   'POST /attachments/urls': { ids: [attachment.id] },
+  'POST /webhooks': { url: 'https://93.184.215.14/other', events: ['ticket.updated'] },
+  'PATCH /webhooks/{webhookId}': { enabled: false },
+  'POST /webhooks/{webhookId}/rotate-secret': { graceMinutes: 5 },
+  'POST /webhooks/{webhookId}/deliveries/{deliveryId}/redeliver': undefined,
 };
 /** Required query strings. */
 const QUERIES: Record<string, string> = { 'GET /contacts/search': '?q=pe', 'GET /customers/search': '?q=pe' };

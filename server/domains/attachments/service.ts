@@ -10,6 +10,7 @@ import { scopeOf } from '../../core/model.js';
 import { cachedServerSecret } from '../../core/secrets.js';
 import { ByteLimitExceeded, storageFromConfig, type StagedObject, type Storage } from '../../integrations/storage.js';
 import * as audit from '../audit/service.js';
+import * as events from '../../outbox/events.js';
 import * as brands from '../brands/service.js';
 import { signGrant, verifyGrant, type GrantPurpose } from './grants.js';
 import { Attachment } from './model.js';
@@ -236,6 +237,7 @@ async function recordCreated(tx: TenantCtx, row: Attachment): Promise<void> {
     brandId: row.brandId, ticketId: row.ticketId, entityType: 'attachment', entityId: row.id, event: 'attachment.created',
     metadata: { filename: row.filename, contentType: row.contentType, size: Number(row.size), pending: row.ticketId === null },
   });
+  await events.attachmentsChanged(tx, 'attachment.created', [row]);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -394,6 +396,7 @@ export async function remove(ctx: TenantCtx, deps: AttachmentDeps, brandId: stri
       brandId: brand.id, ticketId, entityType: 'attachment', entityId: row.id, event: 'attachment.deleted',
       metadata: { filename: row.filename, contentType: row.contentType, size: Number(row.size) },
     });
+    await events.attachmentsChanged(tx, 'attachment.deleted', [row]);
     return toView(row);
   });
   await removeFiles(ctx, deps, [view.id]).catch(() => undefined); // the dispatcher retries
@@ -518,8 +521,8 @@ export async function purgeAbandoned(base: BaseCtx, deps: AttachmentDeps): Promi
         where (ticket_id is null and created_at < now() - make_interval(hours => ?))
            or (status = 'PENDING' and created_at < now() - make_interval(secs => ?))
         limit ? for update skip locked)
-      returning id, account_id, livemode, brand_id, ticket_id, status, filename, content_type, size`, [PENDING_LINK_HOURS, deps.uploadTtlSeconds, PURGE_BATCH]) as {
-      rows: { id: string; account_id: string; livemode: boolean; brand_id: string; ticket_id: string | null; status: string; filename: string; content_type: string; size: string }[];
+      returning id, account_id, livemode, brand_id, ticket_id, comment_id, status, filename, content_type, size, created_at`, [PENDING_LINK_HOURS, deps.uploadTtlSeconds, PURGE_BATCH]) as {
+      rows: { id: string; account_id: string; livemode: boolean; brand_id: string; ticket_id: string | null; comment_id: string | null; status: string; filename: string; content_type: string; size: string; created_at: Date }[];
     }; // raw rows keep their snake_case names
     // Uploaded-but-never-linked attachments had an attachment.created entry: close it, one insert per tenant.
     const byTenant = new Map<string, typeof deleted.rows>();
@@ -531,6 +534,9 @@ export async function purgeAbandoned(base: BaseCtx, deps: AttachmentDeps): Promi
       await audit.recordMany(tenantCtx(tx, rows[0]!.account_id, rows[0]!.livemode), rows.map((row) => ({
         brandId: row.brand_id, ticketId: row.ticket_id, entityType: 'attachment', entityId: row.id, event: 'attachment.deleted',
         metadata: { filename: row.filename, contentType: row.content_type, size: Number(row.size), reason: 'never_linked' },
+      })));
+      await events.attachmentsChanged(tenantCtx(tx, rows[0]!.account_id, rows[0]!.livemode), 'attachment.deleted', rows.map((row) => ({
+        id: row.id, brandId: row.brand_id, ticketId: row.ticket_id, commentId: row.comment_id, filename: row.filename, contentType: row.content_type, size: row.size, createdAt: row.created_at,
       })));
     }
     return deleted.rows.length;

@@ -15,6 +15,7 @@ import * as fields from '../fields/service.js';
 import * as statuses from '../statuses/service.js';
 import * as tags from '../tags/service.js';
 import * as tickets from '../tickets/service.js';
+import * as webhooks from '../webhooks/service.js';
 import { Brand } from './model.js';
 export type { FieldRule } from './model.js';
 import type { BrandView, CreateBrandInput, DeleteBrandResultView, UpdateBrandInput } from './schemas.js';
@@ -215,14 +216,13 @@ export async function update(ctx: TenantCtx, brandId: string, input: UpdateBrand
 }
 
 /**
- * What deleting a brand removes, counted through each domain's service. Webhooks arrive with a later
- * issue and add their count here; ticketCount leaves out soft-deleted tickets. statusCount counts custom statuses only (every brand
+ * What deleting a brand removes, counted through each domain's service; ticketCount leaves out soft-deleted tickets. statusCount counts custom statuses only (every brand
  * has the four system ones). Every child table cascades from brands, so the delete stays one statement.
  */
 async function contentCounts(ctx: TenantCtx, brand: Brand) {
   return {
     ticketCount: await tickets.countForBrand(ctx, brand.id),
-    webhookCount: 0,
+    webhookCount: await webhooks.countForBrand(ctx, brand.id),
     categoryCount: await categories.countInBrand(ctx, brand.id),
     tagCount: await tags.countInBrand(ctx, brand.id),
     statusCount: await statuses.countCustom(ctx, brand.id),

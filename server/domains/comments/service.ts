@@ -9,6 +9,7 @@ import type { Change } from '../audit/service.js';
 import * as brands from '../brands/service.js';
 import * as mail from '../mail/service.js';
 import * as statuses from '../statuses/service.js';
+import * as events from '../../outbox/events.js';
 import { Comment } from './model.js';
 import type { CommentView, CreateCommentInput, UpdateCommentInput } from './schemas.js';
 
@@ -175,11 +176,13 @@ async function insert(tx: TenantCtx, brandId: string, ticketId: string, comment:
   const row = await Comment.query(tx.db).insert({ ...scopeOf(tx), brandId, ticketId: ticket.id, ...comment }).returning('*') as unknown as Comment;
 
   await audit.record(tx, { brandId, ticketId: ticket.id, entityType: 'comment', entityId: row.id, event: 'comment.created', metadata: { ticketNumber: ticket.ticketNumber, isInternal: row.isInternal } });
+  await events.commentCreated(tx, brandId, row);
   if (statusChange.status) {
     await audit.record(tx, {
       brandId, ticketId: ticket.id, entityType: 'ticket', entityId: ticket.id, event: 'ticket.updated',
       changes: [{ field: 'status', from: ticket.status, to: statusChange.status }], metadata: { ticketNumber: ticket.ticketNumber, title: ticket.title },
     });
+    await events.ticketsUpdated(tx, brandId, [{ ticketId: ticket.id, changes: ['status'] }]);
   }
   return row;
 }
@@ -285,6 +288,7 @@ export async function update(ctx: TenantCtx, brandId: string, commentId: string,
       brandId: brand.id, ticketId: current.ticketId, entityType: 'comment', entityId: current.id, event: 'comment.updated', changes,
       metadata: { ticketNumber: current.ticketNumber, isInternal: row!.isInternal },
     });
+    await events.commentUpdated(tx, brand.id, row!, changes.map((c) => c.field));
     return present(tx, row!);
   });
 }
@@ -304,6 +308,7 @@ export async function remove(ctx: TenantCtx, brandId: string, commentId: string,
       brandId: brand.id, ticketId: ticket.id, entityType: 'comment', entityId: row.id, event: 'comment.deleted',
       metadata: { ticketNumber: ticket.ticketNumber, isInternal: row.isInternal },
     });
+    await events.commentDeleted(tx, brand.id, row);
     return toView(row);
   });
 }

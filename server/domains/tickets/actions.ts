@@ -2,6 +2,7 @@ import objection from 'objection';
 import { withTx, type TenantCtx } from '../../core/context.js';
 import { badRequest, notFound } from '../../core/errors.js';
 import * as audit from '../audit/service.js';
+import * as events from '../../outbox/events.js';
 import * as blockedSources from '../blocked-sources/service.js';
 import * as brands from '../brands/service.js';
 import * as categories from '../categories/service.js';
@@ -89,6 +90,7 @@ async function applySpam(ctx: TenantCtx, brandId: string, rows: readonly Locked[
     changes: [{ field: 'isSpam', from: r.isSpam, to: isSpam }],
     metadata: { ...ticketMeta(r, bulk), sender: r.customerEmail },
   })));
+  await events.ticketsUpdated(ctx, brandId, changed.map((r) => ({ ticketId: r.id, changes: ['isSpam'] })));
 }
 
 /** POST /tickets/:ticketId/spam: mark or unmark; returns the ticket. */
@@ -120,6 +122,7 @@ async function applyFields(ctx: TenantCtx, brandId: string, rows: readonly Locke
   await audit.recordMany(ctx, changed.map(({ row, changes }): AuditFact => ({
     brandId, ticketId: row.id, entityType: 'ticket', entityId: row.id, event: 'ticket.updated', changes, metadata: ticketMeta(row, true),
   })));
+  await events.ticketsUpdated(ctx, brandId, changed.map(({ row, changes }) => ({ ticketId: row.id, changes: changes.map((c) => c.field) })));
 }
 
 /** Replaces the tags of every locked ticket with `tagIds`; changes are sorted id lists, as PATCH records them. */
@@ -145,6 +148,7 @@ async function applyTags(ctx: TenantCtx, brandId: string, rows: readonly Locked[
     brandId, ticketId: row.id, entityType: 'ticket', entityId: row.id, event: 'ticket.updated',
     changes: [{ field: 'tags', from: current.get(row.id)!, to }], metadata: ticketMeta(row, true),
   })));
+  await events.ticketsUpdated(ctx, brandId, changed.map((row) => ({ ticketId: row.id, changes: ['tags'] })));
 }
 
 /** Soft-deletes every locked ticket, as DELETE /tickets/:id does. */
@@ -155,6 +159,7 @@ async function applyDelete(ctx: TenantCtx, brandId: string, rows: readonly Locke
   await audit.recordMany(ctx, rows.map((row): AuditFact => ({
     brandId, ticketId: row.id, entityType: 'ticket', entityId: row.id, event: 'ticket.deleted', metadata: ticketMeta(row, true),
   })));
+  await events.ticketsDeleted(ctx, brandId, rows.map((row) => row.id));
 }
 
 type BulkAction = typeof BULK_ACTIONS[number];

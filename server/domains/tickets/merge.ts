@@ -5,6 +5,7 @@ import * as attachments from '../attachments/service.js';
 import * as audit from '../audit/service.js';
 import * as brands from '../brands/service.js';
 import * as comments from '../comments/service.js';
+import * as events from '../../outbox/events.js';
 import type { MergeInput, MergeResultView } from './actions-schemas.js';
 import { Ticket } from './model.js';
 import { fetchView } from './service.js';
@@ -69,6 +70,7 @@ export async function merge(ctx: TenantCtx, brandId: string, targetId: string, i
         metadata: { ticketNumber: s.ticketNumber, title: s.title, mergedIntoId: targetId },
       })),
     ]);
+    await events.ticketsUpdated(tx, brand.id, sources.map((s) => ({ ticketId: s.id, changes: [...(s.status === 'closed' ? [] : ['status']), 'mergedIntoId'] })));
 
     const ticket = await fetchView(tx, brand.id, targetId);
     return { ...ticket, targetTicketId: targetId, mergedTicketIds: sourceIds, mergedCount: sourceIds.length };

@@ -15,6 +15,7 @@ import * as members from '../members/service.js';
 import * as statuses from '../statuses/service.js';
 import * as tags from '../tags/service.js';
 import * as watchers from '../watchers/service.js';
+import * as events from '../../outbox/events.js';
 import { Ticket } from './model.js';
 import { decodeCursor, encodeCursor, keysetPage, PAGE_LIMIT_DEFAULT, type Page, type Position, type SortValue, invalidCursor } from '../../core/pagination.js';
 import type { Change } from '../audit/service.js';
@@ -272,6 +273,9 @@ export async function create(ctx: TenantCtx, brandId: string, input: CreateTicke
       [...tagIds],
     ]) as { rows: Record<string, unknown>[] };
     if (inserted.rows.length !== 1) throw notFound('Brand');
+    // Webhook fan-out (one statement; nothing when no webhook subscribes). After the numbering
+    // statement, not beside audit.record: the body carries the ticket number that statement assigns.
+    await events.ticketCreated(tx, brand.id, id);
     brands.forgetFound(tx, brand.id); // its next_ticket_number moved
     return { created: true as const, ticket: toView(columnsToProperties(inserted.rows[0]!) as Row) };
   });
@@ -363,6 +367,7 @@ export async function update(ctx: TenantCtx, brandId: string, ticketId: string, 
       await tx.db.raw(`update tickets set ${[...sets, 'updated_at = now()'].join(', ')}
         where account_id = ? and livemode = ? and brand_id = ? and id = ?`, [...columns.map((c) => patch[c] ?? null) as never[], tx.accountId, tx.livemode, brand.id, locked.id]);
       await audit.record(tx, { brandId: brand.id, ticketId: locked.id, entityType: 'ticket', entityId: locked.id, event: 'ticket.updated', changes, metadata: { ticketNumber: before.ticketNumber, title: title ?? before.title } });
+      await events.ticketsUpdated(tx, brand.id, [{ ticketId: locked.id, changes: changes.map((c) => c.field) }]);
       if (newTags) {
         await tx.db('ticket_tags').where({ accountId: tx.accountId, livemode: tx.livemode, brandId: brand.id, ticketId: locked.id }).whereNotIn('tagId', newTags).delete();
         if (newTags.length) {
@@ -385,6 +390,7 @@ export async function remove(ctx: TenantCtx, brandId: string, ticketId: string):
     if (!n) throw notFound('Ticket');
     const ticket = await fetchView(tx, brand.id, ticketId, true);
     await audit.record(tx, { brandId: brand.id, ticketId, entityType: 'ticket', entityId: ticketId, event: 'ticket.deleted', metadata: { ticketNumber: ticket.ticketNumber, title: ticket.title } });
+    await events.ticketsDeleted(tx, brand.id, [ticketId]);
     return ticket;
   });
 }

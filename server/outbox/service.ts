@@ -1,0 +1,283 @@
+import type { BaseCtx, TenantCtx } from '../core/context.js';
+import { notFound, conflict } from '../core/errors.js';
+import { newId, ID_PREFIX } from '../core/ids.js';
+import { scopeOf } from '../core/model.js';
+import { OutboxMessage, type OutboxKind, type OutboxStatus } from './model.js';
+
+export { OUTBOX_STATUSES, type OutboxStatus } from './model.js';
+
+/**
+ * The transactional outbox: messages are inserted in the transaction of the change they announce
+ * (enqueue refuses to run outside one) and a NOTIFY in that transaction wakes the dispatchers when,
+ * and only if, it commits. The dispatcher claims, delivers and settles them (dispatcher.ts); the
+ * kind of a message picks its handler (handlers/), so new kinds need no change here.
+ */
+
+export const OUTBOX_CHANNEL = 'ticketd_outbox';
+
+function assertInTransaction(ctx: BaseCtx, what: string): void {
+  if (!ctx.db.isTransaction) throw new Error(`outbox message ${what} must be enqueued inside the change's transaction`);
+}
+
+export interface Message {
+  kind: OutboxKind;
+  brandId: string | null;
+  event: string;
+  /** The exact body to deliver (for mail: whatever its handler needs), fixed now. */
+  payload: Record<string, unknown>;
+  webhookId?: string | null;
+}
+
+/** One message (e.g. a mail); same transaction rules as enqueueEvents. Returns its id. */
+export async function enqueue(tx: TenantCtx, message: Message): Promise<string> {
+  assertInTransaction(tx, message.event);
+  const id = newId(ID_PREFIX.delivery);
+  await OutboxMessage.query(tx.db).insert({
+    id, ...scopeOf(tx), brandId: message.brandId, kind: message.kind, event: message.event, webhookId: message.webhookId ?? null, payload: message.payload,
+  });
+  await tx.db.raw('select pg_notify(?, ?)', [OUTBOX_CHANNEL, message.kind]);
+  return id;
+}
+
+/** A domain event to fan out to the webhooks of its brand that subscribe to it. */
+export interface EventSpec {
+  brandId: string;
+  /** The names a webhook may subscribe to this event by; each subscriber gets the first one it chose. */
+  names: readonly string[];
+  /** The ticket the event is about: its fields (ticketFields) are read in the same statement. */
+  ticketId: string | null;
+  /** Which of TICKET_FIELDS go into data (null when the ticket is gone). */
+  ticketFields: readonly string[];
+  /** The rest of data; wins over ticket fields of the same name. */
+  data: Record<string, unknown>;
+}
+
+const iso = (column: string) => `to_char(${column} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
+
+/** The ticket fields an event may carry, as the API spells them. */
+const TICKET_JSON = `jsonb_build_object(
+  'id', t.id, 'ticketId', t.id, 'ticketNumber', t.ticket_number, 'title', t.title, 'status', t.status, 'priority', t.priority,
+  'assigneeId', t.assignee_id, 'source', t.source, 'createdAt', ${iso('t.created_at')}, 'updatedAt', ${iso('t.updated_at')},
+  'deletedAt', ${iso('t.deleted_at')}, 'customerId', t.customer_id, 'customerEmail', c.email, 'customerName', c.name)`;
+
+/**
+ * Fans events out: one outbox row per (event, enabled webhook of its brand and mode subscribed to
+ * one of its names), in ONE statement that also builds each body and reads the ticket's fields, and
+ * NOTIFYs when it inserted anything. An event nobody subscribes to costs that one indexed statement
+ * and inserts nothing. Each body is `{ id, event, brand_id, data, timestamp }`, with the name the
+ * webhook subscribed to as `event`, and the event's id shared by all its deliveries.
+ */
+export async function enqueueEvents(tx: TenantCtx, events: readonly EventSpec[]): Promise<void> {
+  if (!events.length) return;
+  assertInTransaction(tx, events[0]!.names[0]!);
+  const timestamp = new Date().toISOString();
+  const specs = events.map((e, ord) => ({
+    ord, event_id: newId(ID_PREFIX.event), brand_id: e.brandId, names: e.names, ticket_id: e.ticketId, ticket_fields: e.ticketFields, data: e.data,
+  }));
+  await tx.db.raw(`
+    with ev as (
+      select * from jsonb_to_recordset(?::jsonb) as e(ord int, event_id text, brand_id text, names text[], ticket_id text, ticket_fields text[], data jsonb)
+    ), ins as (
+      insert into outbox (id, account_id, livemode, brand_id, kind, event, webhook_id, payload)
+      select ticketd_new_id('dlv'), w.account_id, w.livemode, w.brand_id, 'webhook', s.name, w.id,
+        jsonb_build_object('id', ev.event_id, 'event', s.name, 'brand_id', w.brand_id, 'timestamp', ?::text,
+          'data', coalesce((select jsonb_object_agg(k, coalesce(tk.fields -> k, 'null'::jsonb)) from unnest(ev.ticket_fields) as k), '{}'::jsonb) || ev.data)
+      from ev
+      join webhooks w on w.account_id = ? and w.livemode = ? and w.brand_id = ev.brand_id and w.enabled and w.events && ev.names
+      cross join lateral (select n as name from unnest(ev.names) with ordinality as a(n, i) where n = any(w.events) order by i limit 1) s
+      left join lateral (
+        select ${TICKET_JSON} as fields from tickets t
+        left join contacts c on c.account_id = t.account_id and c.livemode = t.livemode and c.brand_id = t.brand_id and c.id = t.customer_id
+        where t.account_id = w.account_id and t.livemode = w.livemode and t.brand_id = w.brand_id and t.id = ev.ticket_id
+      ) tk on true
+      order by ev.ord, w.id
+      returning 1
+    )
+    select pg_notify(?, 'webhook') from (select 1 from ins limit 1) as any_row`,
+  [JSON.stringify(specs), timestamp, tx.accountId, tx.livemode, OUTBOX_CHANNEL]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The dispatcher's side: claim, settle, release.
+
+/** A claimed message as the dispatcher holds it. */
+export interface Claimed {
+  id: string;
+  accountId: string;
+  livemode: boolean;
+  brandId: string | null;
+  kind: OutboxKind;
+  event: string;
+  webhookId: string | null;
+  /** The payload as the text to send: the same bytes on every attempt. */
+  body: string;
+  /** Including this one. */
+  attempts: number;
+  leaseOwner: string;
+}
+
+/**
+ * Claims up to `limit` due messages for `owner` until `leaseUntil`: one UPDATE over a
+ * FOR UPDATE SKIP LOCKED subquery, so concurrent dispatchers never claim the same row. A row is
+ * due when available_at has passed: new, retry time reached, or an earlier lease expired.
+ */
+export async function claim(ctx: BaseCtx, owner: string, now: Date, leaseUntil: Date, limit: number): Promise<Claimed[]> {
+  const result = await ctx.db.raw(`
+    update outbox o set lease_owner = ?, lease_expires_at = ?, available_at = ?, attempts = o.attempts + 1
+    where o.id in (
+      select id from outbox where status in ('pending', 'retrying') and available_at <= ?
+      order by available_at, id limit ? for update skip locked)
+    returning o.id, o.account_id as "accountId", o.livemode, o.brand_id as "brandId", o.kind, o.event, o.webhook_id as "webhookId",
+      o.payload::text as body, o.attempts, o.lease_owner as "leaseOwner"`, [owner, leaseUntil, leaseUntil, now, limit]) as { rows: Claimed[] };
+  return result.rows;
+}
+
+export interface Settlement {
+  status: OutboxStatus;
+  /** Next attempt (retrying only). */
+  availableAt: Date | null;
+  error: string | null;
+  responseCode: number | null;
+  responseBody: string | null;
+  attemptedAt: Date;
+}
+
+/**
+ * Records the outcome of an attempt, if `row`'s claim still holds (same owner, same attempt): a
+ * dispatcher whose lease expired and was taken over settles nothing. Returns whether it settled.
+ */
+export async function settle(tx: BaseCtx, row: Claimed, s: Settlement): Promise<boolean> {
+  assertInTransaction(tx, row.event);
+  const n = await tx.db('outbox').where({ id: row.id, leaseOwner: row.leaseOwner, attempts: row.attempts }).update({
+    status: s.status,
+    availableAt: s.availableAt ?? s.attemptedAt,
+    leaseOwner: null,
+    leaseExpiresAt: null,
+    lastError: s.error,
+    responseCode: s.responseCode,
+    responseBody: s.responseBody,
+    lastAttemptAt: s.attemptedAt,
+    deliveredAt: s.status === 'success' ? s.attemptedAt : null,
+  });
+  return n === 1;
+}
+
+/**
+ * Gives claimed rows back (shutdown), due at `now`. Rows never started get their attempt back;
+ * rows cut off mid-request keep it (the receiver may have seen them: delivery is at least once).
+ */
+export async function release(ctx: BaseCtx, rows: readonly Claimed[], attempted: boolean, now: Date): Promise<number> {
+  let released = 0;
+  for (const row of rows) {
+    released += await ctx.db('outbox').where({ id: row.id, leaseOwner: row.leaseOwner, attempts: row.attempts })
+      .update({ leaseOwner: null, leaseExpiresAt: null, availableAt: now, attempts: attempted ? row.attempts : row.attempts - 1 });
+  }
+  return released;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Webhook deliveries (for the webhooks domain).
+
+/** A webhook's deliveries, newest first. */
+export async function listForWebhook(ctx: TenantCtx, webhookId: string, limit: number): Promise<OutboxMessage[]> {
+  return OutboxMessage.scoped(ctx).where('outbox.webhookId', webhookId).orderBy('outbox.id', 'desc').limit(limit);
+}
+
+export async function findForWebhook(ctx: TenantCtx, webhookId: string, deliveryId: string): Promise<OutboxMessage> {
+  const row = await OutboxMessage.scoped(ctx).where({ 'outbox.webhookId': webhookId, 'outbox.id': deliveryId }).first();
+  if (!row) throw notFound('Delivery');
+  return row;
+}
+
+/**
+ * A new delivery of the same body (a copy: the original keeps its own attempt log), due now. It
+ * gets its own id, so receivers de-duplicating on webhook-id see it as a new message.
+ */
+export async function redeliver(tx: TenantCtx, original: OutboxMessage): Promise<OutboxMessage> {
+  assertInTransaction(tx, original.event);
+  const id = newId(ID_PREFIX.delivery);
+  await tx.db.raw(`insert into outbox (id, account_id, livemode, brand_id, kind, event, webhook_id, payload)
+    select ?, account_id, livemode, brand_id, kind, event, webhook_id, payload from outbox where account_id = ? and livemode = ? and id = ?`,
+  [id, tx.accountId, tx.livemode, original.id]);
+  await tx.db.raw('select pg_notify(?, ?)', [OUTBOX_CHANNEL, original.kind]);
+  return (await OutboxMessage.scoped(tx).findById(id))!;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Operators (CLI): across every account.
+
+export interface OutboxStats {
+  counts: { kind: string; status: string; count: number }[];
+  /** Age in seconds of the oldest message still to deliver (pending or retrying); null when none. */
+  oldestPendingAgeSeconds: number | null;
+}
+
+export async function stats(ctx: BaseCtx, now = new Date()): Promise<OutboxStats> {
+  const counts = await ctx.db('outbox').groupBy('kind', 'status').orderBy(['kind', 'status']).select('kind', 'status').count({ count: '*' }) as { kind: string; status: string; count: string }[];
+  const oldest = await ctx.db('outbox').whereIn('status', ['pending', 'retrying']).min({ at: 'createdAt' }).first() as { at: Date | null };
+  return {
+    counts: counts.map((c) => ({ kind: c.kind, status: c.status, count: Number(c.count) })),
+    oldestPendingAgeSeconds: oldest.at ? Math.max(0, Math.round((now.getTime() - new Date(oldest.at).getTime()) / 1000)) : null,
+  };
+}
+
+/** A message as operators see it (no payload: it may be large). */
+export interface OperatorView {
+  id: string;
+  kind: string;
+  event: string;
+  status: OutboxStatus;
+  attempts: number;
+  accountId: string;
+  livemode: boolean;
+  brandId: string | null;
+  webhookId: string | null;
+  nextAttemptAt: string | null;
+  lastAttemptAt: string | null;
+  lastError: string | null;
+  responseCode: number | null;
+  createdAt: string;
+  deliveredAt: string | null;
+}
+
+const isoOrNull = (d: Date | null) => (d ? new Date(d).toISOString() : null);
+
+function operatorView(row: OutboxMessage): OperatorView {
+  return {
+    id: row.id, kind: row.kind, event: row.event, status: row.status, attempts: row.attempts, accountId: row.accountId, livemode: row.livemode,
+    brandId: row.brandId, webhookId: row.webhookId, nextAttemptAt: row.status === 'pending' || row.status === 'retrying' ? isoOrNull(row.availableAt) : null,
+    lastAttemptAt: isoOrNull(row.lastAttemptAt), lastError: row.lastError, responseCode: row.responseCode, createdAt: new Date(row.createdAt).toISOString(),
+    deliveredAt: isoOrNull(row.deliveredAt),
+  };
+}
+
+/** Newest first, optionally of one status. */
+export async function listAll(ctx: BaseCtx, filter: { status?: OutboxStatus; limit: number }): Promise<OperatorView[]> {
+  const q = OutboxMessage.query(ctx.db).orderBy('id', 'desc').limit(filter.limit);
+  if (filter.status) q.where('status', filter.status);
+  return (await q).map(operatorView);
+}
+
+/** A failed or dead message back to pending, due now, with a fresh set of attempts. */
+export async function retry(ctx: BaseCtx, id: string): Promise<OperatorView> {
+  const row = await OutboxMessage.query(ctx.db).findById(id);
+  if (!row) throw notFound('Outbox message');
+  const [updated] = await OutboxMessage.query(ctx.db).where({ id }).whereIn('status', ['failed', 'dead'])
+    .patch({ status: 'pending', attempts: 0, availableAt: ctx.db.fn.now() as unknown as Date, leaseOwner: null, leaseExpiresAt: null })
+    .returning('*') as unknown as OutboxMessage[];
+  if (!updated) throw conflict(`Outbox message ${id} is ${row.status}: only failed and dead messages can be retried`, 'not_retryable');
+  await ctx.db.raw('select pg_notify(?, ?)', [OUTBOX_CHANNEL, updated.kind]);
+  return operatorView(updated);
+}
+
+const PURGE_BATCH = 5_000;
+
+/** Deletes finished messages (success, failed, dead) created before `before`, in batches. */
+export async function purge(ctx: BaseCtx, before: Date): Promise<number> {
+  let total = 0;
+  for (;;) {
+    const n = await ctx.db('outbox').whereIn('id', ctx.db('outbox').whereIn('status', ['success', 'failed', 'dead']).where('createdAt', '<', before).limit(PURGE_BATCH).select('id')).delete();
+    total += n;
+    if (n < PURGE_BATCH) return total;
+  }
+}

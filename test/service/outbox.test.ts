@@ -1,0 +1,391 @@
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import { Webhook as StandardWebhook } from 'standardwebhooks';
+import t, { type Test } from 'tap';
+import { systemCtx, tenantCtx, withTx, type TenantCtx } from '../../server/core/context.js';
+import * as accounts from '../../server/domains/accounts/service.js';
+import * as brands from '../../server/domains/brands/service.js';
+import * as comments from '../../server/domains/comments/service.js';
+import * as ticketActions from '../../server/domains/tickets/actions.js';
+import * as tickets from '../../server/domains/tickets/service.js';
+import * as webhooks from '../../server/domains/webhooks/service.js';
+import { MAX_ATTEMPTS, scheduledDelayMs } from '../../server/outbox/backoff.js';
+import { Dispatcher, type OutboxOptions } from '../../server/outbox/dispatcher.js';
+import * as events from '../../server/outbox/events.js';
+import * as outbox from '../../server/outbox/service.js';
+import { freshDatabase } from '../helpers/db.js';
+import { receiver, type Answer, type Received } from '../helpers/receiver.js';
+
+const { db } = await freshDatabase(t);
+const quietLog = { info: () => undefined, error: () => undefined };
+const LOOPBACK = { allowPrivate: true };
+
+async function setup(): Promise<{ ctx: TenantCtx; brandId: string }> {
+  const created = await accounts.create(systemCtx(db), { email: `evt-${Math.random().toString(36).slice(2)}@example.com` });
+  const ctx: TenantCtx = { ...tenantCtx(systemCtx(db), created.account.id, true), actor: { type: 'api', id: 'key_test', name: 'CI key' } };
+  const brand = await brands.create(ctx, { name: 'Events' });
+  return { ctx, brandId: brand.id };
+}
+
+/** A brand with one webhook to a fresh loopback receiver. */
+async function withHook(t: Test, subscribed: string[] = ['ticket.created'], answer?: (req: Received) => Answer, secret?: string) {
+  const { ctx, brandId } = await setup();
+  const hook = await receiver(t, answer);
+  const webhook = await webhooks.create(ctx, LOOPBACK, brandId, { url: `${hook.url}/hook`, events: subscribed as never, ...(secret ? { secret } : {}) });
+  return { ctx, brandId, hook, webhook };
+}
+
+/** A clock tests move by hand, starting a second ahead so rows just committed are due. */
+function clock() {
+  let now = Date.now() + 1000;
+  return { now: () => now, advance: (ms: number) => { now += ms; }, set: (ms: number) => { now = ms; } };
+}
+
+function dispatcher(t: Test, options: OutboxOptions = {}): Dispatcher {
+  const d = new Dispatcher(db, quietLog, null, { webhooks: { allowPrivate: true, timeoutMs: 3000 }, random: () => 0.5, concurrency: 4, ...options });
+  t.teardown(() => d.stop());
+  return d;
+}
+
+const rowsOf = (webhookId: string) => db('outbox').where({ webhookId }).orderBy('id');
+const webhookRow = (id: string) => db('webhooks').where({ id }).first();
+
+/** `n` events in one transaction (bodies say which), as the services enqueue them. */
+async function enqueue(ctx: TenantCtx, brandId: string, n: number, name = 'ticket.created'): Promise<void> {
+  await withTx(ctx, (tx) => outbox.enqueueEvents(tx, Array.from({ length: n }, (_, i) => ({ brandId, names: [name], ticketId: null, ticketFields: [], data: { n: i } }))));
+}
+
+// Tests share the database: messages a test leaves due must not reach the next test's dispatchers.
+t.afterEach(async () => {
+  await db('outbox').whereIn('status', ['pending', 'retrying']).delete();
+});
+
+async function until(what: string, cond: () => boolean | Promise<boolean>, ms = 10_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!(await cond())) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+t.test('enqueue refuses to run outside a transaction', async (t) => {
+  const { ctx, brandId } = await setup();
+  await t.rejects(outbox.enqueue(ctx, { kind: 'webhook', brandId, event: 'ticket.created', payload: {} }), /inside the change's transaction/);
+  await t.rejects(events.ticketCreated(ctx, brandId, 'tkt_x'), /inside the change's transaction/);
+});
+
+t.test('a rolled-back change leaves no outbox row and no audit row; the committed one leaves both', async (t) => {
+  const { ctx, brandId, webhook } = await withHook(t, ['ticket.updated']);
+  const ticket = (await tickets.create(ctx, brandId, { title: 'Before' })).ticket;
+  const count = async () => ({
+    outbox: Number((await db('outbox').where({ webhookId: webhook.id }).count({ n: '*' }))[0]!.n),
+    audit: Number((await db('auditLog').where({ entityId: ticket.id, event: 'ticket.updated' }).count({ n: '*' }))[0]!.n),
+  });
+  await t.rejects(withTx(ctx, async (tx) => {
+    await tickets.update(tx, brandId, ticket.id, { title: 'Rolled back' });
+    t.same(await withTx(tx, async () => ({
+      outbox: Number((await tx.db('outbox').where({ webhookId: webhook.id }).count({ n: '*' }))[0]!.n),
+    })), { outbox: 1 }, 'inside the transaction the row exists');
+    throw new Error('boom');
+  }), /boom/);
+  t.same(await count(), { outbox: 0, audit: 0 }, 'nothing after the rollback');
+  await tickets.update(ctx, brandId, ticket.id, { title: 'Committed' });
+  t.same(await count(), { outbox: 1, audit: 1 });
+});
+
+t.test('fan-out: one row per subscribed, enabled webhook of the brand and mode, in one statement', async (t) => {
+  const { ctx, brandId } = await setup();
+  const url = 'http://127.0.0.1:9/x';
+  const a = await webhooks.create(ctx, LOOPBACK, brandId, { url, events: ['ticket.created', 'ticket.updated'] });
+  const b = await webhooks.create(ctx, LOOPBACK, brandId, { url, events: ['ticket.updated'] });
+  const off = await webhooks.create(ctx, LOOPBACK, brandId, { url, events: ['ticket.created'], enabled: false });
+  const otherBrand = await brands.create(ctx, { name: 'Other' });
+  const elsewhere = await webhooks.create(ctx, LOOPBACK, otherBrand.id, { url, events: ['ticket.created'] });
+  const testCtx = { ...ctx, livemode: false };
+  const testBrand = await brands.create(testCtx, { name: 'Test mode' });
+  const testHook = await webhooks.create(testCtx, LOOPBACK, testBrand.id, { url, events: ['ticket.created'] });
+
+  const ticket = (await tickets.create(ctx, brandId, { title: 'Fan out' })).ticket;
+  t.same((await rowsOf(a.id)).map((r) => r.event), ['ticket.created']);
+  for (const w of [b, off, elsewhere, testHook]) t.same(await rowsOf(w.id), [], 'no row for a webhook not subscribed, disabled, of another brand or mode');
+
+  const statements: string[] = [];
+  const spy = (q: { sql: string }) => statements.push(q.sql);
+  await withTx(ctx, async (tx) => {
+    db.on('query', spy);
+    try {
+      await events.commentCreated(tx, brandId, { id: 'cmt_x', ticketId: ticket.id, body: 'x', authorId: null, authorName: null, authorType: 'AGENT', parentId: null, isInternal: false, createdAt: new Date(), updatedAt: new Date(), deletedAt: null });
+      await events.ticketsUpdated(tx, brandId, [{ ticketId: ticket.id, changes: ['title'] }]);
+    } finally {
+      db.off('query', spy);
+    }
+  });
+  t.equal(statements.length, 2, 'one statement per enqueue, with or without subscribers');
+  t.same((await db('outbox').whereIn('webhookId', [a.id, b.id]).where('event', 'ticket.updated').count({ n: '*' }))[0]!.n, '2', 'one row per subscriber');
+  t.same((await db('outbox').where('event', 'like', '%comment%').whereIn('webhookId', [a.id, b.id]).count({ n: '*' }))[0]!.n, '0', 'nothing for an event nobody subscribes to');
+});
+
+t.test('bodies follow the contract; each subscriber gets the event under the name it chose', async (t) => {
+  const { ctx, brandId } = await setup();
+  const url = 'http://127.0.0.1:9/x';
+  const ticketHook = await webhooks.create(ctx, LOOPBACK, brandId, { url, events: ['ticket.created', 'ticket.updated', 'ticket.deleted'] });
+  const short = await webhooks.create(ctx, LOOPBACK, brandId, { url, events: ['comment.created', 'comment.updated', 'comment.deleted'] });
+  const long = await webhooks.create(ctx, LOOPBACK, brandId, { url, events: ['ticket.comment.created'] });
+
+  const ticket = (await tickets.create(ctx, brandId, { title: 'Refund', customerEmail: 'zoe@example.com', customerName: 'Zoë', priority: 'high' })).ticket;
+  await tickets.update(ctx, brandId, ticket.id, { status: 'pending', assigneeId: null, title: 'Refund please' });
+  const comment = (await comments.create(ctx, brandId, ticket.id, { body: 'On it', authorId: 'mem_1' })).comment;
+  await comments.update(ctx, brandId, comment.id, { body: 'On it now' });
+  await comments.remove(ctx, brandId, comment.id);
+  await ticketActions.bulk(ctx, brandId, { action: 'delete', ticketIds: [ticket.id] } as Parameters<typeof ticketActions.bulk>[2]);
+
+  const bodies = async (id: string) => (await rowsOf(id)).map((r) => r.payload as { id: string; event: string; brand_id: string; data: Record<string, unknown>; timestamp: string });
+  const [created, updated, deleted] = await bodies(ticketHook.id);
+  const customer = { customerId: ticket.customerId, customerEmail: 'zoe@example.com', customerName: 'Zoë' };
+  t.same(Object.keys(created!).sort(), ['brand_id', 'data', 'event', 'id', 'timestamp']);
+  t.match(created!, { event: 'ticket.created', brand_id: brandId, id: /^evt_/ });
+  t.same(created!.data, { id: ticket.id, ticketNumber: ticket.ticketNumber, title: 'Refund', status: 'open', priority: 'high', source: 'api', createdAt: ticket.createdAt, ...customer });
+  t.match(updated!.data, { id: ticket.id, ticketNumber: ticket.ticketNumber, title: 'Refund please', status: 'pending', priority: 'high', assigneeId: null, changes: ['title', 'status'], ...customer });
+  t.same(Object.keys(updated!.data).sort(), ['assigneeId', 'changes', 'customerEmail', 'customerId', 'customerName', 'id', 'priority', 'status', 'ticketNumber', 'title', 'updatedAt']);
+  t.match(deleted!, { event: 'ticket.deleted', data: { id: ticket.id, deletedAt: String } }, 'bulk delete announces ticket.deleted');
+
+  const [shortCreated, shortUpdated, shortDeleted] = await bodies(short.id);
+  const [longCreated] = await bodies(long.id);
+  t.equal(shortCreated!.event, 'comment.created');
+  t.equal(longCreated!.event, 'ticket.comment.created', 'the name the webhook subscribed to');
+  t.equal(shortCreated!.id, longCreated!.id, 'one event, one id');
+  t.same(shortCreated!.data, longCreated!.data);
+  t.match(longCreated!.data, { ticketId: ticket.id, ticketNumber: ticket.ticketNumber, comment: { id: comment.id, body: 'On it', authorId: 'mem_1', authorType: 'AGENT', createdAt: comment.createdAt }, ...customer });
+  t.match(shortUpdated!.data, { comment: { body: 'On it now' }, changes: ['body'] });
+  t.match(shortDeleted!, { event: 'comment.deleted', data: { comment: { id: comment.id, deletedAt: String } } });
+});
+
+t.test('a delivery is one signed POST that independent verifiers accept', async (t) => {
+  const { ctx, brandId, hook, webhook } = await withHook(t);
+  const own = await webhooks.create(ctx, LOOPBACK, brandId, { url: `${hook.url}/own`, events: ['ticket.created'], secret: 'plain-ascii-secret-42' });
+  await tickets.create(ctx, brandId, { title: 'Signed' });
+  const d = dispatcher(t); // the real clock: Standard Webhooks rejects timestamps 5 minutes off
+  t.match(await d.deliverDue(), { claimed: 2, success: 2 });
+
+  const got = hook.received.find((r) => r.path === '/hook')!;
+  const [row] = await rowsOf(webhook.id);
+  t.equal(got.headers['content-type'], 'application/json');
+  t.equal(got.headers['user-agent'], 'ticketd');
+  t.equal(got.headers['webhook-id'], row.id, 'webhook-id is the delivery id');
+  t.ok(Math.abs(Number(got.headers['webhook-timestamp']) - Date.now() / 1000) < 60, 'webhook-timestamp is now, in seconds');
+  t.same(JSON.parse(got.body), row.payload, 'the stored body');
+
+  // Standard Webhooks, by the reference library, with the secret as given.
+  t.same(new StandardWebhook(webhook.secret).verify(got.body, got.headers as Record<string, string>), row.payload, 'standardwebhooks verifies');
+  t.throws(() => new StandardWebhook(webhook.secret).verify(`${got.body} `, got.headers as Record<string, string>), 'a changed body does not verify');
+  // X-Dispatch-Signature, from its description: sha256=<hex HMAC-SHA256 of the raw body, keyed by the secret>.
+  const expected = Buffer.from(`sha256=${createHmac('sha256', webhook.secret).update(got.body).digest('hex')}`);
+  const sent = Buffer.from(String(got.headers['x-dispatch-signature']));
+  t.ok(sent.length === expected.length && timingSafeEqual(sent, expected), 'X-Dispatch-Signature verifies');
+
+  const ownGot = hook.received.find((r) => r.path === '/own')!;
+  t.ok(new StandardWebhook('plain-ascii-secret-42', { format: 'raw' }).verify(ownGot.body, ownGot.headers as Record<string, string>), 'a secret of the client\'s own verifies in raw format');
+  t.equal(ownGot.headers['x-dispatch-signature'], `sha256=${createHmac('sha256', own.secret).update(ownGot.body).digest('hex')}`);
+  t.match(await webhookRow(webhook.id), { failureCount: 0, lastTriggeredAt: Date });
+});
+
+t.test('two dispatchers on one database deliver 1,000 events exactly once each', async (t) => {
+  const { ctx, brandId, hook, webhook } = await withHook(t);
+  await enqueue(ctx, brandId, 1000);
+  const a = dispatcher(t, { concurrency: 8, instanceId: 'a' });
+  const b = dispatcher(t, { concurrency: 8, instanceId: 'b' });
+  const [sa, sb] = await Promise.all([a.deliverDue(), b.deliverDue()]);
+  t.equal(sa.success + sb.success, 1000, `a delivered ${sa.success}, b ${sb.success}`);
+  t.equal(sa.lost + sb.lost, 0, 'no settle lost its lease');
+  const perId = new Map<string, number>();
+  for (const r of hook.received) perId.set(String(r.headers['webhook-id']), (perId.get(String(r.headers['webhook-id'])) ?? 0) + 1);
+  t.equal(perId.size, 1000, '1,000 distinct deliveries');
+  t.ok([...perId.values()].every((n) => n === 1), 'each exactly once');
+  t.same(new Set(hook.received.map((r) => (JSON.parse(r.body) as { data: { n: number } }).data.n)).size, 1000, 'every event');
+  t.same(await db('outbox').where({ webhookId: webhook.id }).whereNot('status', 'success').count({ n: '*' }).first(), { n: '0' });
+});
+
+t.test('a dispatcher that claimed a batch and died loses nothing: its leases expire and another delivers', async (t) => {
+  const { ctx, brandId, hook, webhook } = await withHook(t);
+  await enqueue(ctx, brandId, 5);
+  const time = clock();
+  const leaseMs = 60_000;
+  const dead = await outbox.claim(systemCtx(db), 'killed-dispatcher', new Date(time.now()), new Date(time.now() + leaseMs), 10);
+  t.equal(dead.length, 5, 'the doomed dispatcher claimed the batch');
+  const survivor = dispatcher(t, { now: time.now, leaseMs });
+  t.match(await survivor.deliverDue(), { claimed: 0 }, 'leased rows are not due');
+  time.advance(leaseMs + 1);
+  t.match(await survivor.deliverDue(), { claimed: 5, success: 5 }, 'after the lease expired');
+  t.equal(hook.received.length, 5);
+  t.same((await rowsOf(webhook.id)).map((r) => [r.status, r.attempts, r.leaseOwner]), Array(5).fill(['success', 2, null]), 'the lost claim counted as an attempt');
+  t.equal(await outbox.settle(systemCtx(db), dead[0]!, { status: 'failed', availableAt: null, error: 'late', responseCode: null, responseBody: null, attemptedAt: new Date() }).catch((e: Error) => e.message), 'outbox message ticket.created must be enqueued inside the change\'s transaction', 'settle needs a transaction');
+  t.equal(await withTx(systemCtx(db), (tx) => outbox.settle(tx, dead[0]!, { status: 'failed', availableAt: null, error: 'late', responseCode: null, responseBody: null, attemptedAt: new Date() })), false, 'a late settle by the old owner changes nothing');
+  t.equal((await rowsOf(webhook.id))[0].status, 'success');
+});
+
+t.test('retries follow the schedule on 5xx; a success resets the failure count', async (t) => {
+  let status = 500;
+  const { ctx, brandId, hook, webhook } = await withHook(t, ['ticket.created'], () => ({ status, body: 'down' }));
+  await tickets.create(ctx, brandId, { title: 'Retry me' });
+  const time = clock();
+  const d = dispatcher(t, { now: time.now });
+  const start = time.now();
+  t.match(await d.deliverDue(), { retrying: 1 });
+  let [row] = await rowsOf(webhook.id);
+  t.match(row, { status: 'retrying', attempts: 1, lastError: 'HTTP 500', responseCode: 500, responseBody: 'down', leaseOwner: null });
+  t.equal(new Date(row.availableAt).getTime(), start + scheduledDelayMs(1), 'next attempt after 1 minute');
+  time.advance(scheduledDelayMs(1) - 1000);
+  t.match(await d.deliverDue(), { claimed: 0 }, 'not before');
+  time.advance(1000);
+  t.match(await d.deliverDue(), { retrying: 1 });
+  [row] = await rowsOf(webhook.id);
+  t.equal(new Date(row.availableAt).getTime(), time.now() + scheduledDelayMs(2), 'then after 2 minutes');
+  t.match(await webhookRow(webhook.id), { failureCount: 2, lastFailure: 'HTTP 500', enabled: true });
+  status = 200;
+  time.set(new Date(row.availableAt).getTime());
+  t.match(await d.deliverDue(), { success: 1 });
+  t.match((await rowsOf(webhook.id))[0], { status: 'success', attempts: 3, lastError: null, responseCode: 200 });
+  t.match(await webhookRow(webhook.id), { failureCount: 0, lastFailure: 'HTTP 500' }, 'lastFailure stays for the record');
+  t.equal(hook.received.length, 3);
+});
+
+t.test('429 and 503 honour Retry-After, in seconds or as a date, capped at 12 hours', async (t) => {
+  const time = clock();
+  time.set(Math.ceil(time.now() / 1000) * 1000); // HTTP dates have whole seconds
+  const answers: Answer[] = [
+    { status: 429, headers: { 'retry-after': '3600' } },
+    { status: 503, headers: { 'retry-after': new Date(time.now() + 7200_000).toUTCString() } },
+    { status: 429, headers: { 'retry-after': String(10 * 24 * 3600) } },
+    { status: 429, headers: { 'retry-after': '1' } },
+  ];
+  let i = 0;
+  const { ctx, brandId, webhook } = await withHook(t, ['ticket.created'], () => answers[i++]!);
+  const d = dispatcher(t, { now: time.now, concurrency: 1 });
+  const expected = [3600_000, 7200_000, 12 * 3600_000, scheduledDelayMs(1)];
+  for (const [n, delay] of expected.entries()) {
+    await tickets.create(ctx, brandId, { title: `Busy ${n}` });
+    await d.deliverDue();
+    const row = (await db('outbox').where({ webhookId: webhook.id }).orderBy('id', 'desc').first());
+    t.equal(new Date(row.availableAt).getTime() - time.now(), delay, `${answers[n]!.status} Retry-After ${answers[n]!.headers!['retry-after']}`);
+  }
+});
+
+t.test('other 4xx fail at once; 410 Gone also disables the webhook', async (t) => {
+  const bad = await withHook(t, ['ticket.created'], () => ({ status: 400, body: 'nope' }));
+  await tickets.create(bad.ctx, bad.brandId, { title: 'Bad' });
+  const time = clock();
+  const d = dispatcher(t, { now: time.now });
+  t.match(await d.deliverDue(), { failed: 1 });
+  t.match((await rowsOf(bad.webhook.id))[0], { status: 'failed', attempts: 1, lastError: 'HTTP 400', responseBody: 'nope' });
+  time.advance(30 * 24 * 3600_000);
+  t.match(await d.deliverDue(), { claimed: 0 }, 'never retried');
+  t.match(await webhookRow(bad.webhook.id), { enabled: true, failureCount: 1, lastFailure: 'HTTP 400' });
+
+  const gone = await withHook(t, ['ticket.created', 'ticket.updated'], () => ({ status: 410 }));
+  const ticket = (await tickets.create(gone.ctx, gone.brandId, { title: 'Gone' })).ticket;
+  t.match(await d.deliverDue(), { failed: 1 });
+  t.match(await webhookRow(gone.webhook.id), { enabled: false, disabledReason: 'the receiver answered 410 Gone' });
+  const [entry] = await db('auditLog').where({ entityId: gone.webhook.id, event: 'webhook.disabled' });
+  t.match(entry, { performerType: 'system', performerName: 'dispatcher', metadata: { reason: 'the receiver answered 410 Gone' } }, 'audited');
+  await tickets.update(gone.ctx, gone.brandId, ticket.id, { title: 'Still gone' });
+  t.equal((await rowsOf(gone.webhook.id)).length, 1, 'a disabled webhook gets no new deliveries');
+  t.equal(gone.hook.received.length, 1);
+});
+
+t.test('exhausted attempts dead-letter the message and disable the webhook', async (t) => {
+  const { ctx, brandId, hook, webhook } = await withHook(t, ['ticket.created'], () => ({ status: 502 }));
+  await tickets.create(ctx, brandId, { title: 'Never' });
+  const time = clock();
+  const first = time.now();
+  const d = dispatcher(t, { now: time.now });
+  for (let attempt = 1; attempt <= MAX_ATTEMPTS; attempt++) {
+    t.equal((await d.deliverDue()).claimed, 1, `attempt ${attempt}`);
+    time.set(new Date((await rowsOf(webhook.id))[0].availableAt).getTime());
+  }
+  const [row] = await rowsOf(webhook.id);
+  t.match(row, { status: 'dead', attempts: MAX_ATTEMPTS, lastError: 'HTTP 502' });
+  const days = (new Date(row.lastAttemptAt).getTime() - first) / 86_400_000;
+  t.ok(days > 2.5 && days < 4, `the attempts spanned ${days.toFixed(2)} days`);
+  t.equal(hook.received.length, MAX_ATTEMPTS);
+  t.match(await webhookRow(webhook.id), { enabled: false, failureCount: MAX_ATTEMPTS, disabledReason: /every delivery attempt failed/ });
+  const [view] = await webhooks.deliveries(ctx, brandId, webhook.id);
+  t.match(view, { status: 'FAILED', state: 'dead', attempts: MAX_ATTEMPTS, nextAttempt: null });
+  time.advance(30 * 24 * 3600_000);
+  t.match(await d.deliverDue(), { claimed: 0 }, 'dead stays dead');
+});
+
+t.test('redirects are not followed; slow receivers time out; stored answers are capped', async (t) => {
+  const redirect = await withHook(t, ['ticket.created'], (r) => (r.path === '/hook' ? { status: 302, headers: { location: '/elsewhere' } } : {}));
+  await tickets.create(redirect.ctx, redirect.brandId, { title: 'Moved' });
+  const slow = await withHook(t, ['ticket.created'], () => ({ delayMs: 5000 }));
+  await tickets.create(slow.ctx, slow.brandId, { title: 'Slow' });
+  const big = await withHook(t, ['ticket.created'], () => ({ body: 'x'.repeat(100_000) }));
+  await tickets.create(big.ctx, big.brandId, { title: 'Chatty' });
+
+  const d = dispatcher(t, { webhooks: { allowPrivate: true, timeoutMs: 300 } });
+  await d.deliverDue();
+  t.match((await rowsOf(redirect.webhook.id))[0], { status: 'failed', responseCode: 302, lastError: /redirect \(HTTP 302\) not followed/ });
+  t.same(redirect.hook.received.map((r) => r.path), ['/hook'], 'the Location was not visited');
+  t.match((await rowsOf(slow.webhook.id))[0], { status: 'retrying', lastError: 'timeout after 300 ms', responseCode: null });
+  const chatty = (await rowsOf(big.webhook.id))[0];
+  t.match(chatty, { status: 'success', responseCode: 200 });
+  t.equal(chatty.responseBody.length, 4096, 'the first 4 KiB are kept');
+});
+
+t.test('without webhookAllowPrivate, non-public addresses are refused again at delivery', async (t) => {
+  const { ctx, brandId, hook, webhook } = await withHook(t);
+  const port = new URL(hook.url).port;
+  const byName = await webhooks.create(ctx, LOOPBACK, brandId, { url: `http://localhost:${port}/by-name`, events: ['ticket.created'] });
+  await tickets.create(ctx, brandId, { title: 'Rebound' });
+  const d = dispatcher(t, { webhooks: { allowPrivate: false, timeoutMs: 3000 } });
+  t.match(await d.deliverDue(), { failed: 2 });
+  t.match((await rowsOf(webhook.id))[0], { status: 'failed', lastError: /^refused: 127\.0\.0\.1 is or resolves to a non-public address/ });
+  t.match((await rowsOf(byName.id))[0], { status: 'failed', lastError: /^refused: localhost resolves to a non-public address/ }, 'checked on the address connected to');
+  t.equal(hook.received.length, 0, 'nothing reached the receiver');
+});
+
+t.test('redeliver sends the same body again under a new id; rotation signs with both secrets during the grace', async (t) => {
+  const { ctx, brandId, hook, webhook } = await withHook(t);
+  await tickets.create(ctx, brandId, { title: 'Again' });
+  const d = dispatcher(t);
+  await d.deliverDue();
+  const [original] = await webhooks.deliveries(ctx, brandId, webhook.id);
+  const rotated = await webhooks.rotateSecret(ctx, brandId, webhook.id, { graceMinutes: 10 });
+  const copy = await webhooks.redeliver(ctx, brandId, webhook.id, original!.id);
+  t.match(copy, { status: 'PENDING', attempts: 0, event: 'ticket.created' });
+  t.match(await d.deliverDue(), { success: 1 });
+  const [first, second] = hook.received;
+  t.equal(second!.body, first!.body, 'the same bytes');
+  t.equal(second!.headers['webhook-id'], copy.id);
+  t.equal(String(second!.headers['webhook-signature']).split(' ').length, 2, 'two signatures during the grace period');
+  t.ok(new StandardWebhook(rotated.secret).verify(second!.body, second!.headers as Record<string, string>), 'the new secret verifies');
+  t.ok(new StandardWebhook(webhook.secret).verify(second!.body, second!.headers as Record<string, string>), 'the old one still does');
+  t.equal(second!.headers['x-dispatch-signature'], `sha256=${createHmac('sha256', rotated.secret).update(second!.body).digest('hex')}`, 'X-Dispatch-Signature uses the new secret');
+  const views = await webhooks.deliveries(ctx, brandId, webhook.id);
+  t.same(views.map((v) => v.status), ['SUCCESS', 'SUCCESS'], 'the original keeps its own log');
+
+  await webhooks.rotateSecret(ctx, brandId, webhook.id);
+  await webhooks.redeliver(ctx, brandId, webhook.id, original!.id);
+  await d.deliverDue();
+  t.equal(String(hook.received[2]!.headers['webhook-signature']).split(' ').length, 1, 'without grace, one signature');
+});
+
+t.test('stop() interrupts deliveries in flight and gives them back', async (t) => {
+  const { ctx, brandId, hook, webhook } = await withHook(t, ['ticket.created'], () => ({ delayMs: 5000 }));
+  await tickets.create(ctx, brandId, { title: 'Interrupted' });
+  const d = new Dispatcher(db, quietLog, null, { webhooks: { allowPrivate: true, timeoutMs: 10_000 } });
+  const run = d.deliverDue();
+  await until('the request', () => hook.received.length === 1);
+  await d.stop(50);
+  t.match(await run, { claimed: 1, released: 1, success: 0 });
+  t.match((await rowsOf(webhook.id))[0], { status: 'pending', leaseOwner: null, leaseExpiresAt: null, attempts: 1 });
+  t.ok(new Date((await rowsOf(webhook.id))[0].availableAt).getTime() <= Date.now(), 'due at once for any dispatcher');
+});
+
+t.test('start(): a commit wakes the dispatcher through LISTEN/NOTIFY', async (t) => {
+  const { ctx, brandId, hook } = await withHook(t);
+  const d = dispatcher(t);
+  d.start();
+  await tickets.create(ctx, brandId, { title: 'Wake up' });
+  await until('the delivery', () => hook.received.length === 1);
+  t.equal(JSON.parse(hook.received[0]!.body).data.title, 'Wake up');
+});
