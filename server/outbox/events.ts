@@ -1,5 +1,6 @@
+import type { Knex } from 'knex';
 import type { TenantCtx } from '../core/context.js';
-import { enqueueEvents, type EventSpec } from './service.js';
+import { enqueueEvents, eventsInsert, type EventSpec } from './service.js';
 
 /**
  * The webhook events, enqueued by the services beside their audit entries, in the same
@@ -26,8 +27,12 @@ const PART_FIELDS = ['ticketId', 'ticketNumber', ...CUSTOMER];
 
 const iso = (d: Date | string | null | undefined) => (d ? new Date(d).toISOString() : null);
 
-export function ticketCreated(tx: TenantCtx, brandId: string, ticketId: string): Promise<void> {
-  return enqueueEvents(tx, [{ brandId, names: ['ticket.created'], ticketId, ticketFields: TICKET_CREATED_FIELDS, data: {} }]);
+/**
+ * ticket.created as an INSERT that ticket create runs inside its last statement: the body carries
+ * the number that statement assigns, and the new ticket is there only as its CTE `ticketsRelation`.
+ */
+export function ticketCreated(tx: TenantCtx, brandId: string, ticketId: string, ticketsRelation: string): Pick<Knex.Sql, 'sql' | 'bindings'> {
+  return eventsInsert(tx, [{ brandId, names: ['ticket.created'], ticketId, ticketFields: TICKET_CREATED_FIELDS, data: {} }], ticketsRelation);
 }
 
 /** `changes` are the names of the changed fields, per ticket. */

@@ -1,3 +1,4 @@
+import type { Knex } from 'knex';
 import type { BaseCtx, TenantCtx } from '../core/context.js';
 import { notFound, conflict } from '../core/errors.js';
 import { newId, ID_PREFIX } from '../core/ids.js';
@@ -8,8 +9,8 @@ export { OUTBOX_STATUSES, type OutboxStatus } from './model.js';
 
 /**
  * The transactional outbox: messages are inserted in the transaction of the change they announce
- * (enqueue refuses to run outside one) and a NOTIFY in that transaction wakes the dispatchers when,
- * and only if, it commits. The dispatcher claims, delivers and settles them (dispatcher.ts); the
+ * (enqueue refuses to run outside one) and a NOTIFY in that transaction (a trigger on outbox, see
+ * migration 1900) wakes the dispatchers when, and only if, it commits. The dispatcher claims, delivers and settles them (dispatcher.ts); the
  * kind of a message picks its handler (handlers/), so new kinds need no change here.
  */
 
@@ -35,7 +36,6 @@ export async function enqueue(tx: TenantCtx, message: Message): Promise<string> 
   await OutboxMessage.query(tx.db).insert({
     id, ...scopeOf(tx), brandId: message.brandId, kind: message.kind, event: message.event, webhookId: message.webhookId ?? null, payload: message.payload,
   });
-  await tx.db.raw('select pg_notify(?, ?)', [OUTBOX_CHANNEL, message.kind]);
   return id;
 }
 
@@ -62,39 +62,45 @@ const TICKET_JSON = `jsonb_build_object(
 
 /**
  * Fans events out: one outbox row per (event, enabled webhook of its brand and mode subscribed to
- * one of its names), in ONE statement that also builds each body and reads the ticket's fields, and
- * NOTIFYs when it inserted anything. An event nobody subscribes to costs that one indexed statement
- * and inserts nothing. Each body is `{ id, event, brand_id, data, timestamp }`, with the name the
- * webhook subscribed to as `event`, and the event's id shared by all its deliveries.
+ * one of its names), in ONE statement that also builds each body and reads the ticket's fields.
+ * An event nobody subscribes to costs that one indexed statement and inserts nothing. Each body is
+ * `{ id, event, brand_id, data, timestamp }`, with the name the webhook subscribed to as `event`,
+ * and the event's id shared by all its deliveries. The insert wakes the dispatchers (a trigger
+ * NOTIFYs at commit).
  */
 export async function enqueueEvents(tx: TenantCtx, events: readonly EventSpec[]): Promise<void> {
   if (!events.length) return;
-  assertInTransaction(tx, events[0]!.names[0]!);
+  const { sql, bindings } = eventsInsert(tx, events);
+  await tx.db.raw(sql, bindings);
+}
+
+/**
+ * enqueueEvents' INSERT, for a statement that folds it in: ticket create's last statement, whose
+ * new ticket is not in `tickets` yet for its other parts, passes the name of the CTE holding it.
+ */
+export function eventsInsert(tx: TenantCtx, events: readonly EventSpec[], ticketsRelation = 'tickets'): Pick<Knex.Sql, 'sql' | 'bindings'> {
+  assertInTransaction(tx, events[0]?.names[0] ?? 'event');
   const timestamp = new Date().toISOString();
   const specs = events.map((e, ord) => ({
     ord, event_id: newId(ID_PREFIX.event), brand_id: e.brandId, names: e.names, ticket_id: e.ticketId, ticket_fields: e.ticketFields, data: e.data,
   }));
-  await tx.db.raw(`
-    with ev as (
-      select * from jsonb_to_recordset(?::jsonb) as e(ord int, event_id text, brand_id text, names text[], ticket_id text, ticket_fields text[], data jsonb)
-    ), ins as (
+  return {
+    sql: `
       insert into outbox (id, account_id, livemode, brand_id, kind, event, webhook_id, payload)
       select ticketd_new_id('dlv'), w.account_id, w.livemode, w.brand_id, 'webhook', s.name, w.id,
         jsonb_build_object('id', ev.event_id, 'event', s.name, 'brand_id', w.brand_id, 'timestamp', ?::text,
           'data', coalesce((select jsonb_object_agg(k, coalesce(tk.fields -> k, 'null'::jsonb)) from unnest(ev.ticket_fields) as k), '{}'::jsonb) || ev.data)
-      from ev
+      from jsonb_to_recordset(?::jsonb) as ev(ord int, event_id text, brand_id text, names text[], ticket_id text, ticket_fields text[], data jsonb)
       join webhooks w on w.account_id = ? and w.livemode = ? and w.brand_id = ev.brand_id and w.enabled and w.events && ev.names
       cross join lateral (select n as name from unnest(ev.names) with ordinality as a(n, i) where n = any(w.events) order by i limit 1) s
       left join lateral (
-        select ${TICKET_JSON} as fields from tickets t
+        select ${TICKET_JSON} as fields from ${ticketsRelation} t
         left join contacts c on c.account_id = t.account_id and c.livemode = t.livemode and c.brand_id = t.brand_id and c.id = t.customer_id
         where t.account_id = w.account_id and t.livemode = w.livemode and t.brand_id = w.brand_id and t.id = ev.ticket_id
       ) tk on true
-      order by ev.ord, w.id
-      returning 1
-    )
-    select pg_notify(?, 'webhook') from (select 1 from ins limit 1) as any_row`,
-  [JSON.stringify(specs), timestamp, tx.accountId, tx.livemode, OUTBOX_CHANNEL]);
+      order by ev.ord, w.id`,
+    bindings: [timestamp, JSON.stringify(specs), tx.accountId, tx.livemode],
+  };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -199,7 +205,6 @@ export async function redeliver(tx: TenantCtx, original: OutboxMessage): Promise
   await tx.db.raw(`insert into outbox (id, account_id, livemode, brand_id, kind, event, webhook_id, payload)
     select ?, account_id, livemode, brand_id, kind, event, webhook_id, payload from outbox where account_id = ? and livemode = ? and id = ?`,
   [id, tx.accountId, tx.livemode, original.id]);
-  await tx.db.raw('select pg_notify(?, ?)', [OUTBOX_CHANNEL, original.kind]);
   return (await OutboxMessage.scoped(tx).findById(id))!;
 }
 

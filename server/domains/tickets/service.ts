@@ -32,12 +32,13 @@ import { TICKET_SORTS, type CreateTicketInput, type TicketListInput, type Ticket
  *      locks the brand row (watcher rows reference the ticket through a deferred foreign key,
  *      checked at commit);
  *   3. LAST, one statement: a CTE that bumps brands.next_ticket_number (UPDATE … RETURNING), inserts
- *      the ticket with that number (is_spam when the sender is blocked), its tag links and its
- *      audit entry. Round trips are the cost of a create, so whatever can ride in this statement
- *      does (blocked-sources and audit hand out their SQL for it). The brand row lock, which serializes
- *      creates within a brand, is taken by that statement and held only until the commit right
- *      after it. A failed create rolls the counter back with everything else: numbers have no gaps.
- *   The full ticket is read after the commit, outside the lock.
+ *      the ticket with that number (is_spam when the sender is blocked), its tag links, its audit
+ *      entry and its ticket.created webhook deliveries, and returns the ticket as the response
+ *      shows it. Round trips are the cost of a create, so whatever can ride in this statement does
+ *      (blocked-sources, audit and the outbox hand out their SQL for it). The brand row lock, which
+ *      serializes creates within a brand, is taken by that statement and held only until the
+ *      commit right after it. A failed create rolls the counter back with everything else:
+ *      numbers have no gaps.
  *
  * attachmentIds (pending attachments) are linked in step 2: their rows are locked and pointed at
  * the new ticket id (the FK is deferred to the commit), and the CTE inserts the ticket with that
@@ -246,8 +247,9 @@ export async function create(ctx: TenantCtx, brandId: string, input: CreateTicke
     if (input.watchers?.length) await watchers.addToNewTicket(tx, brand.id, id, input.watchers);
 
     // Last statement of the transaction (see the file comment): counter, ticket (a blocked sender
-    // makes it spam), tag links and the audit entry, in one round trip.
+    // makes it spam), tag links, the audit entry and the webhook deliveries, in one round trip.
     const blocked = email ? blockedSources.isBlockedCondition(tx, brand.id, email) : { sql: 'false', bindings: [] };
+    const announced = events.ticketCreated(tx, brand.id, id, 't'); // webhook fan-out; inserts nothing without subscribers
     const json = (v: unknown) => (v === undefined ? null : JSON.stringify(v));
     const inserted = await tx.db.raw(`
       with n as (
@@ -262,7 +264,9 @@ export async function create(ctx: TenantCtx, brandId: string, input: CreateTicke
       ), tt as (
         insert into ticket_tags (account_id, livemode, brand_id, ticket_id, tag_id)
         select t.account_id, t.livemode, t.brand_id, t.id, tag from t, unnest(?::text[]) as tag
-      ), entry as (${entry.sql})
+      ), entry as (${entry.sql}
+      ), announced as (${announced.sql}
+      )
       select tickets.*, ${RELATED_BY_TAG_IDS} from t as tickets`, [
       tx.accountId, tx.livemode, brand.id,
       id, tx.accountId, tx.livemode, brand.id, title, input.body ?? null, status, input.priority ?? null, assigneeId, input.createdBy ?? null,
@@ -270,12 +274,10 @@ export async function create(ctx: TenantCtx, brandId: string, input: CreateTicke
       input.source ?? 'api', input.sourceId ?? null, json(input.sourceData ?? null), ...blocked.bindings, input.closeReason ?? null, isoOrNull(input.dueAt), attachmentCount,
       [...tagIds],
       ...entry.bindings,
+      ...announced.bindings,
       [...tagIds],
     ]) as { rows: Record<string, unknown>[] };
     if (inserted.rows.length !== 1) throw notFound('Brand');
-    // Webhook fan-out (one statement; nothing when no webhook subscribes). After the numbering
-    // statement, not beside audit.record: the body carries the ticket number that statement assigns.
-    await events.ticketCreated(tx, brand.id, id);
     brands.forgetFound(tx, brand.id); // its next_ticket_number moved
     return { created: true as const, ticket: toView(columnsToProperties(inserted.rows[0]!) as Row) };
   });
