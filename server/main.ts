@@ -5,8 +5,10 @@ import { createDb, type Db } from './core/db.js';
 import { systemCtx } from './core/context.js';
 import { migrateLatest } from './core/migrate.js';
 import { openDatabase, type DatabaseHandle } from './integrations/embedded-postgres.js';
+import { mailTransport } from './integrations/mail.js';
 import { startSmtpListener, type SmtpListener } from './integrations/smtp-listener.js';
 import { Dispatcher } from './outbox/dispatcher.js';
+import { mailHandler } from './outbox/handlers/mail.js';
 import * as accounts from './domains/accounts/service.js';
 import { attachmentDeps } from './domains/attachments/service.js';
 import { receive as receiveMail } from './domains/mail/inbound.js';
@@ -73,9 +75,12 @@ export async function startServer(config: Config, role: Role, log: Log = () => u
     if (role !== 'api') {
       // Without the API there is no Fastify logger: dispatcher lines go to the start-up log.
       const lines = { info: (o: object, m: string) => log(`${m} ${JSON.stringify(o)}`), error: (o: object, m: string) => log(`${m}: ${String((o as { err?: Error }).err?.message)}`) };
-      dispatcher = new Dispatcher(db, app?.log ?? lines, attachments, {
+      const dispatcherLog = app?.log ?? lines;
+      dispatcher = new Dispatcher(db, dispatcherLog, attachments, {
         concurrency: config.dispatcherConcurrency,
         webhooks: { allowPrivate: config.webhookAllowPrivate, timeoutMs: config.webhookTimeoutMs },
+        // file (the default) writes .eml files under the data directory and logs one line each.
+        handlers: { mail: mailHandler(mailTransport(config, (line) => dispatcherLog.info({}, line))) },
       });
       dispatcher.start();
     }

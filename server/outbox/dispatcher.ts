@@ -25,10 +25,10 @@ export interface OutboxOptions {
   random?: () => number;
   /** Messages delivered at once by this process. */
   concurrency?: number;
-  /** How long a claim holds; default 2 × the webhook timeout + 30 s. */
+  /** How long a claim holds; default the longer of 2 × the webhook timeout + 30 s and 3 min (a slow SMTP relay). */
   leaseMs?: number;
   webhooks?: WebhookDeliveryOptions;
-  /** Handlers by kind, over the default ones (mail plugs in here). */
+  /** Handlers by kind, over the default ones (main.ts gives mail its handler with the configured transport). */
   handlers?: Partial<Record<OutboxKind, OutboxHandler>>;
   /** Names this process in lease_owner. */
   instanceId?: string;
@@ -82,7 +82,10 @@ export class Dispatcher {
     this.random = options.random ?? Math.random;
     this.concurrency = options.concurrency ?? 16;
     const webhookOptions = options.webhooks ?? { allowPrivate: false, timeoutMs: 10_000 };
-    this.leaseMs = options.leaseMs ?? 2 * webhookOptions.timeoutMs + 30_000;
+    // Longer than any one attempt may take, or another dispatcher would start the same message
+    // again: a webhook is cut off at its timeout, an SMTP send (timeouts in integrations/mail.ts:
+    // 30 s to connect, 30 s for the greeting, 60 s idle) can take a couple of minutes.
+    this.leaseMs = options.leaseMs ?? Math.max(2 * webhookOptions.timeoutMs + 30_000, 180_000);
     this.handlers = { webhook: webhookHandler(webhookOptions), ...options.handlers };
     this.instanceId = options.instanceId ?? `${os.hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
   }

@@ -14,7 +14,7 @@ export type Attempt =
   | { outcome: 'interrupted' };
 
 /**
- * Delivers the messages of one outbox kind (webhook; mail next). The dispatcher claims, calls
+ * Delivers the messages of one outbox kind (handlers/webhook.ts, handlers/mail.ts). The dispatcher claims, calls
  * deliver outside any transaction, then settles the row and calls settled in that transaction.
  */
 export interface OutboxHandler {

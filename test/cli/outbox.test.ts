@@ -1,4 +1,7 @@
 import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import t, { type Test } from 'tap';
 import { buildApp } from '../../server/app.js';
 import { makeTicket, ownerWithBrand, testConfig } from '../helpers/app.js';
@@ -9,7 +12,9 @@ import { receiver } from '../helpers/receiver.js';
 
 // The real bin/ticketd against this file's own database; the app creates the data it works on.
 const { url, db } = await freshDatabase(t);
-const env = { DATABASE_URL: url, TICKETD_WEBHOOK_ALLOW_PRIVATE: 'true' };
+const dataDir = mkdtempSync(path.join(os.tmpdir(), 'ticketd-cli-outbox-'));
+t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
+const env = { DATABASE_URL: url, TICKETD_WEBHOOK_ALLOW_PRIVATE: 'true', TICKETD_DATA_DIR: dataDir };
 const cli = (args: string[]) => runCli(args, env);
 const app = await buildApp({ config: testConfig(env), db });
 t.teardown(() => app.close());
@@ -22,7 +27,10 @@ const hook = await receiver(t, (r) => (r.path === '/reject' ? { status: 400, bod
 const { owner, base } = await ownerWithBrand(app);
 const good = (await owner.live('POST', `${base}/webhooks`, { url: `${hook.url}/accept`, events: ['ticket.created'] })).body;
 const bad = (await owner.live('POST', `${base}/webhooks`, { url: `${hook.url}/reject`, events: ['ticket.created'] })).body;
-await makeTicket(owner.live, base, { title: 'Via the CLI' });
+const ticket = await makeTicket(owner.live, base, { title: 'Via the CLI', customerEmail: 'jane@customer.example' });
+// A public agent reply: one mail message, written by the default file transport.
+const reply = (await owner.live('POST', `${base}/tickets/${ticket.id}/comments`, { body: 'On it.' })).body;
+const eml = path.join(dataDir, 'mail', 'outbox', `${reply.id}@ticketd.localhost.eml`);
 
 t.test('help lists the commands', async (t) => {
   const help = await cli(['--help']);
@@ -34,10 +42,11 @@ t.test('help lists the commands', async (t) => {
 t.test('stats before delivery', async (t) => {
   const res = await cli(['outbox', 'stats', '--json']);
   exits(t, res, 0, 'outbox stats');
-  t.same(res.json().counts, [{ kind: 'webhook', status: 'pending', count: 2 }]);
+  t.same(res.json().counts, [{ kind: 'mail', status: 'pending', count: 1 }, { kind: 'webhook', status: 'pending', count: 2 }]);
   t.type(res.json().oldestPendingAgeSeconds, 'number');
   const human = await cli(['outbox', 'stats']);
   t.match(human.stdout, /webhook\s+pending\s+2/);
+  t.match(human.stdout, /mail\s+pending\s+1/);
 });
 
 t.test('start --role dispatcher delivers alone and stops on SIGTERM', async (t) => {
@@ -49,8 +58,9 @@ t.test('start --role dispatcher delivers alone and stops on SIGTERM', async (t) 
   const exited = new Promise<number | null>((resolve) => child.on('close', resolve));
   t.teardown(() => { child.kill('SIGKILL'); });
   const end = Date.now() + 30_000;
-  while (hook.received.length < 2 && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
+  while ((hook.received.length < 2 || !existsSync(eml)) && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
   t.equal(hook.received.length, 2, 'both deliveries were made');
+  t.ok(existsSync(eml), 'the mail was written under the data directory');
   t.equal(JSON.parse(stdout.split('\n')[0]!).role, 'dispatcher');
   t.equal((await fetch(`${JSON.parse(stdout.split('\n')[0]!).url}/v1/health`).catch(() => null))?.status, undefined, 'no HTTP server in this role');
   child.kill('SIGTERM');
@@ -90,6 +100,6 @@ t.test('purge wants --yes and a duration, and keeps what is still to deliver', a
   t.same(kept.json(), { purged: 0 }, 'nothing that old');
   const purged = await cli(['outbox', 'purge', '--older-than', '0s', '--yes', '--json']);
   exits(t, purged, 0, 'purge');
-  t.same(purged.json(), { purged: 1 }, 'the delivered message');
+  t.same(purged.json(), { purged: 2 }, 'the delivered webhook message and mail');
   t.same((await cli(['outbox', 'stats', '--json'])).json().counts, [{ kind: 'webhook', status: 'pending', count: 1 }], 'the pending one stays');
 });

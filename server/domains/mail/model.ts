@@ -1,7 +1,7 @@
 import { TenantModel } from '../../core/model.js';
 import type { MailKind, MailMessage } from '../../integrations/mail.js';
 
-/** A built outbound message waiting for delivery (see the migration). */
+/** A built outbound message as queued (see the migration); its delivery is an outbox row of kind mail. */
 export class QueuedMail extends TenantModel {
   static override tableName = 'mailMessages';
   static override jsonAttributes = ['message'];

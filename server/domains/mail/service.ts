@@ -4,6 +4,7 @@ import { newId, ID_PREFIX } from '../../core/ids.js';
 import { scopeOf } from '../../core/model.js';
 import { serverSecret } from '../../core/secrets.js';
 import type { MailMessage } from '../../integrations/mail.js';
+import * as outbox from '../../outbox/service.js';
 import * as brands from '../brands/service.js';
 import * as tickets from '../tickets/service.js';
 import * as watchers from '../watchers/service.js';
@@ -11,9 +12,10 @@ import { agentReply, autoresponse, mailSettings, watcherNotification, type Brand
 import { InboundEmail, QueuedMail, type InboundAction } from './model.js';
 
 /**
- * Mail of a brand: the outbound seam (queueMail and the events that call it) and the records of
+ * Mail of a brand: outbound queuing (queueMail and the events that call it) and the records of
  * inbound mail (idempotency and threading). Messages are built here, in the transaction of the
- * change that causes them, and stored; nothing here touches the network (see README, "Mail").
+ * change that causes them, and handed to the outbox; nothing here touches the network (see
+ * README, "Mail").
  */
 
 let settings: MailSettings = mailSettings({ mailFrom: 'notifications@ticketd.localhost', inboundDomain: 'inbound.ticketd.localhost' });
@@ -36,22 +38,23 @@ export function replyTokenKey(db: Db): Promise<Buffer> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The outbound seam.
+// Outbound.
 
 /**
  * Queues a built message for delivery, inside the transaction of the change that caused it: the
- * change and its mail commit together or not at all, and no mail leaves inside a transaction.
- *
- * SEAM: for now the message is only recorded in mail_messages; nothing sends it yet. The outbox
- * replaces the body of this function with `enqueue(tx, { kind: 'mail', … })` (or enqueues the
- * mail_messages row id), and the dispatcher's mail handler calls integrations/mail.ts sendMail.
- * A second queue of the same Message-ID (the same event) is a no-op.
+ * change and its mail commit together or not at all. The message is recorded in mail_messages
+ * (inbound replies are threaded against it) and enqueued as an outbox row of kind mail carrying the
+ * whole message, which the dispatcher's mail handler (server/outbox/handlers/mail.ts) sends outside
+ * any transaction, with the same Message-ID on every attempt. A second queue of the same
+ * Message-ID (the same event) records and enqueues nothing.
  */
 export async function queueMail(tx: TenantCtx, brandId: string, ticketId: string | null, message: MailMessage): Promise<void> {
   if (!tx.db.isTransaction) throw new Error(`mail ${message.messageId} must be queued inside the change's transaction`);
   if (message.kind === 'test') throw new Error('test messages are sent directly, never queued');
-  await QueuedMail.query(tx.db).insert({ id: newId(ID_PREFIX.mailMessage), ...scopeOf(tx), brandId, ticketId, kind: message.kind, message, messageId: message.messageId })
-    .onConflict(['accountId', 'livemode', 'brandId', 'messageId']).ignore();
+  const inserted = await tx.db('mailMessages').insert({ id: newId(ID_PREFIX.mailMessage), ...scopeOf(tx), brandId, ticketId, kind: message.kind, message, messageId: message.messageId })
+    .onConflict(['accountId', 'livemode', 'brandId', 'messageId']).ignore().returning('id') as { id: string }[];
+  if (!inserted.length) return;
+  await outbox.enqueue(tx, { kind: 'mail', brandId, event: `mail.${message.kind}`, payload: { mailMessageId: inserted[0]!.id, message } });
 }
 
 function brandInfo(brand: Awaited<ReturnType<typeof brands.requireBrand>>): BrandInfo {
