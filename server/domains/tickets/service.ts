@@ -398,7 +398,17 @@ export async function remove(ctx: TenantCtx, brandId: string, ticketId: string):
 }
 
 const PRIORITY_RANK = `(case tickets.priority when 'low' then 1 when 'normal' then 2 when 'medium' then 3 when 'high' then 4 when 'urgent' then 5 else 0 end)`;
-const SAME_SCOPE = (alias: string) => `${alias}.account_id = tickets.account_id and ${alias}.livemode = tickets.livemode and ${alias}.brand_id = tickets.brand_id`;
+/**
+ * A filter subquery's scope as bound values, not as columns of the ticket row: PostgreSQL folds
+ * `livemode = true` into the bare boolean, which then no longer carries over to the subquery's
+ * table, and an index led by (account_id, livemode, brand_id, …) is only usable with all three
+ * given. Bound, the tag filter reads ticket_tags by its tag index (a rare tag drives the plan) and
+ * the customer email lookup runs once, not per ticket.
+ */
+const inScope = (ctx: TenantCtx, brandId: string, alias: string) => ({
+  sql: `${alias}.account_id = ? and ${alias}.livemode = ? and ${alias}.brand_id = ?`,
+  bindings: [ctx.accountId, ctx.livemode, brandId],
+});
 
 /**
  * Sort expressions, never NULL (keysetPage compares row values). Each one is, character for
@@ -454,10 +464,12 @@ export async function list(ctx: TenantCtx, brandId: string, input: TicketListInp
   if (input.customerId) q.where('tickets.customerId', input.customerId);
   const customerEmail = input.customerEmail !== undefined ? normalizeEmail(input.customerEmail) : null;
   if (customerEmail !== null) {
-    q.whereRaw(`tickets.customer_id = (select c.id from contacts c where ${SAME_SCOPE('c')} and c.email = ?)`, [customerEmail]);
+    const scope = inScope(ctx, brand.id, 'c');
+    q.whereRaw(`tickets.customer_id = (select c.id from contacts c where ${scope.sql} and c.email = ?)`, [...scope.bindings, customerEmail]);
   }
   if (input.companyId) {
-    q.whereRaw(`exists (select 1 from contacts c where ${SAME_SCOPE('c')} and c.id = tickets.customer_id and c.company_id = ?)`, [input.companyId]);
+    const scope = inScope(ctx, brand.id, 'c');
+    q.whereRaw(`exists (select 1 from contacts c where ${scope.sql} and c.id = tickets.customer_id and c.company_id = ?)`, [...scope.bindings, input.companyId]);
   }
   if (input.createdBy) q.where('tickets.createdBy', input.createdBy);
   const createdAfter = input.createdAfter ? new Date(input.createdAfter).toISOString() : null;
@@ -479,7 +491,8 @@ export async function list(ctx: TenantCtx, brandId: string, input: TicketListInp
     throw badRequest(`tagIds may name at most ${MAX_TAG_FILTER} tags`, [{ field: 'tagIds', message: `must name at most ${MAX_TAG_FILTER} tags` }]);
   }
   for (const tagId of tagIds ?? []) {
-    q.whereRaw(`exists (select 1 from ticket_tags tt where ${SAME_SCOPE('tt')} and tt.ticket_id = tickets.id and tt.tag_id = ?)`, [tagId]);
+    const scope = inScope(ctx, brand.id, 'tt');
+    q.whereRaw(`exists (select 1 from ticket_tags tt where ${scope.sql} and tt.ticket_id = tickets.id and tt.tag_id = ?)`, [...scope.bindings, tagId]);
   }
 
   const filters = {
