@@ -490,9 +490,12 @@ export async function list(ctx: TenantCtx, brandId: string, input: TicketListInp
   if (tagIds && tagIds.length > MAX_TAG_FILTER) {
     throw badRequest(`tagIds may name at most ${MAX_TAG_FILTER} tags`, [{ field: 'tagIds', message: `must name at most ${MAX_TAG_FILTER} tags` }]);
   }
-  for (const tagId of tagIds ?? []) {
-    const scope = inScope(ctx, brand.id, 'tt');
-    q.whereRaw(`exists (select 1 from ticket_tags tt where ${scope.sql} and tt.ticket_id = tickets.id and tt.tag_id = ?)`, [...scope.bindings, tagId]);
+  for (const [i, tagId] of (tagIds ?? []).entries()) {
+    // A join, not EXISTS: (scope, ticket, tag) is ticket_tags' primary key, so a ticket never comes
+    // twice, and the planner may walk a rare tag's index in ticket order and stop at the page's end.
+    const alias = `tt${i}`;
+    const scope = inScope(ctx, brand.id, alias);
+    q.joinRaw(`join ticket_tags ${alias} on ${scope.sql} and ${alias}.tag_id = ? and ${alias}.ticket_id = tickets.id`, [...scope.bindings, tagId]);
   }
 
   const filters = {
