@@ -9,50 +9,23 @@
  *  - throughput: EVENTS messages committed at once (one INSERT and its NOTIFY), delivered by one,
  *    then by two dispatcher processes; deliveries per second from the commit to the last receipt.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import pg from 'pg';
-import { packageRoot } from '../server/core/paths.js';
 import { EmbeddedPostgres } from '../server/integrations/embedded-postgres.js';
 import { percentile } from './floor.js';
+import { sql, startTicketd, withDatabase } from './server.js';
 
 const TICKETS = 300;
 const EVENTS = 3000;
 const log = (s: string) => process.stderr.write(`${s}\n`);
 
-function withDatabase(url: string, database: string): string {
-  const u = new URL(url);
-  u.pathname = `/${database}`;
-  return u.toString();
-}
-
-async function sql(url: string, text: string, params: unknown[] = []): Promise<Record<string, unknown>[]> {
-  const c = new pg.Client({ connectionString: url });
-  await c.connect();
-  try { return (await c.query(text, params)).rows; } finally { await c.end(); }
-}
-
-/** bin/ticketd start in a role; resolves with its start-up JSON line once it serves. */
-async function ticketd(role: 'api' | 'dispatcher', databaseUrl: string): Promise<{ child: ChildProcess; info: any }> { // eslint-disable-line @typescript-eslint/no-explicit-any
-  const child = spawn(process.execPath, [path.join(packageRoot, 'bin', 'ticketd'), 'start', '--role', role, '--json', '--port', '0'], {
-    env: { ...process.env, DATABASE_URL: databaseUrl, TICKETD_LOG_LEVEL: 'warn', TICKETD_WEBHOOK_ALLOW_PRIVATE: 'true' },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const line = await new Promise<string>((resolve, reject) => {
-    let out = '';
-    child.stdout!.on('data', (d) => {
-      out += d;
-      if (out.includes('\n')) resolve(out.split('\n')[0]!);
-    });
-    child.on('exit', (code) => reject(new Error(`ticketd ${role} exited with ${code}`)));
-  });
-  return { child, info: JSON.parse(line) };
-}
+/** The receiver listens on loopback, which webhooks may not target by default. */
+const RECEIVER_ON_LOOPBACK = { TICKETD_WEBHOOK_ALLOW_PRIVATE: 'true' };
 
 async function stop(children: ChildProcess[]): Promise<void> {
   await Promise.all(children.map((c) => new Promise((r) => { c.once('exit', r); c.kill('SIGTERM'); })));
@@ -88,7 +61,7 @@ export async function runEventsBench(): Promise<void> {
 
   const children: ChildProcess[] = [];
   try {
-    const api = await ticketd('api', dbUrl);
+    const api = await startTicketd('api', dbUrl, RECEIVER_ON_LOOPBACK);
     children.push(api.child);
     const key = api.info.bootstrap.apiKeys.live.key as string;
     const brandId = api.info.bootstrap.brand.id as string;
@@ -99,7 +72,7 @@ export async function runEventsBench(): Promise<void> {
     if (webhook.status !== 201) throw new Error(`webhook create failed: ${JSON.stringify(webhook.body)}`);
 
     // Latency, one dispatcher.
-    let dispatchers = [await ticketd('dispatcher', dbUrl)];
+    let dispatchers = [await startTicketd('dispatcher', dbUrl, RECEIVER_ON_LOOPBACK)];
     children.push(dispatchers[0]!.child);
     const latencies: number[] = [];
     const events: { id: string; timestamp: number }[] = [];
@@ -121,7 +94,7 @@ export async function runEventsBench(): Promise<void> {
     // Throughput, one then two dispatchers: EVENTS rows committed at once.
     for (const count of [1, 2]) {
       await stop(dispatchers.map((d) => d.child));
-      dispatchers = await Promise.all(Array.from({ length: count }, () => ticketd('dispatcher', dbUrl)));
+      dispatchers = await Promise.all(Array.from({ length: count }, () => startTicketd('dispatcher', dbUrl, RECEIVER_ON_LOOPBACK)));
       children.push(...dispatchers.map((d) => d.child));
       receivedAt.clear();
       log(`throughput: ${EVENTS} events, ${count} dispatcher${count > 1 ? 's' : ''}`);

@@ -13,19 +13,18 @@
  * statements and as one statement); list first page and page 2,000 by cursor for every sort key;
  * a filtered list; search (common word, rare word, prefix); and the server's peak RSS.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { chmodSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import autocannon from 'autocannon';
-import pg from 'pg';
-import { packageRoot } from '../server/core/paths.js';
 import { EmbeddedPostgres } from '../server/integrations/embedded-postgres.js';
 import { oneStatementOp, percentile, runLoad, statementsOp, type FloorInput, type LoadResult } from './floor.js';
 import { runEventsBench } from './events.js';
 import { seed } from './seed.js';
+import { sql, startTicketd, withDatabase } from './server.js';
 
 const { values } = parseArgs({
   options: {
@@ -44,18 +43,6 @@ const connections = Number(values.connections);
 const readConnections = Number(values['read-connections']);
 const log = (s: string) => process.stderr.write(`${s}\n`);
 
-function withDatabase(url: string, database: string): string {
-  const u = new URL(url);
-  u.pathname = `/${database}`;
-  return u.toString();
-}
-
-async function sql<R extends pg.QueryResultRow = Record<string, unknown>>(url: string, text: string, params: unknown[] = []): Promise<R[]> {
-  const c = new pg.Client({ connectionString: url });
-  await c.connect();
-  try { return (await c.query<R>(text, params)).rows; } finally { await c.end(); }
-}
-
 function memory(pid: number): { rss: number; peak: number } {
   const lines = readFileSync(`/proc/${pid}/status`, 'utf8').split('\n');
   const kb = (key: string) => Number(lines.find((l) => l.startsWith(key))?.split(/\s+/)[1] ?? 0);
@@ -64,19 +51,7 @@ function memory(pid: number): { rss: number; peak: number } {
 
 async function startServer(databaseUrl: string): Promise<{ child: ChildProcess; url: string; liveKey: string; brandId: string; accountId: string; startupMs: number }> {
   const started = Date.now();
-  const child = spawn(process.execPath, [path.join(packageRoot, 'bin', 'ticketd'), 'start', '--json', '--port', '0'], {
-    env: { ...process.env, DATABASE_URL: databaseUrl, TICKETD_LOG_LEVEL: 'warn', TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: '1000000', TICKETD_DB_POOL_MAX: '20' },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  const line = await new Promise<string>((resolve, reject) => {
-    let out = '';
-    child.stdout!.on('data', (d) => {
-      out += d;
-      if (out.includes('\n')) resolve(out.split('\n')[0]!);
-    });
-    child.on('exit', (code) => reject(new Error(`server exited with ${code}`)));
-  });
-  const info = JSON.parse(line);
+  const { child, info } = await startTicketd('all', databaseUrl, { TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: '1000000', TICKETD_DB_POOL_MAX: '20' });
   return { child, url: info.url, liveKey: info.bootstrap.apiKeys.live.key, brandId: info.bootstrap.brand.id, accountId: info.bootstrap.account.id, startupMs: Date.now() - started };
 }
 

@@ -1,0 +1,34 @@
+/** What both benches share: database URLs, one-off SQL, and bin/ticketd as a child process. */
+import { spawn, type ChildProcess } from 'node:child_process';
+import path from 'node:path';
+import pg from 'pg';
+import { packageRoot } from '../server/core/paths.js';
+
+export function withDatabase(url: string, database: string): string {
+  const u = new URL(url);
+  u.pathname = `/${database}`;
+  return u.toString();
+}
+
+export async function sql<R extends pg.QueryResultRow = Record<string, unknown>>(url: string, text: string, params: unknown[] = []): Promise<R[]> {
+  const c = new pg.Client({ connectionString: url });
+  await c.connect();
+  try { return (await c.query<R>(text, params)).rows; } finally { await c.end(); }
+}
+
+/** `bin/ticketd start` in a role on databaseUrl; resolves with its start-up JSON line once it serves. */
+export async function startTicketd(role: 'all' | 'api' | 'dispatcher', databaseUrl: string, env: Record<string, string> = {}): Promise<{ child: ChildProcess; info: any }> { // eslint-disable-line @typescript-eslint/no-explicit-any
+  const child = spawn(process.execPath, [path.join(packageRoot, 'bin', 'ticketd'), 'start', '--role', role, '--json', '--port', '0'], {
+    env: { ...process.env, DATABASE_URL: databaseUrl, TICKETD_LOG_LEVEL: 'warn', ...env },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const line = await new Promise<string>((resolve, reject) => {
+    let out = '';
+    child.stdout!.on('data', (d) => {
+      out += d;
+      if (out.includes('\n')) resolve(out.split('\n')[0]!);
+    });
+    child.on('exit', (code) => reject(new Error(`ticketd ${role} exited with ${code}`)));
+  });
+  return { child, info: JSON.parse(line) };
+}
