@@ -23,7 +23,7 @@ export function parseLimit(text: string): number {
 }
 
 export function registerOutbox(program: Command, globals: () => GlobalOptions): void {
-  const cmd = program.command('outbox').description('messages waiting for delivery, delivered and failed (webhooks; every account)');
+  const cmd = program.command('outbox').description('messages waiting for delivery, delivered and failed (webhooks and mail; every account)');
   const config = () => loadConfig({ configFile: globals().config });
 
   cmd.command('stats')

@@ -340,3 +340,9 @@ t.test('cursor and limit errors', async (t) => {
   t.equal(all.body.data.length, 3);
   t.same(all.body.pagination, { cursor: null, nextCursor: null, hasMore: false }, 'last page');
 });
+
+t.test('the server\'s connections plan without parallel workers (their start-up costs a list more than they save on 2 cores)', async (t) => {
+  // Every pooled connection, not just the first: the setting comes with the connection.
+  const settings = await Promise.all(Array.from({ length: 3 }, () => db.transaction(async (trx) => (await trx.raw('show max_parallel_workers_per_gather')).rows[0].max_parallel_workers_per_gather)));
+  t.same(settings, ['0', '0', '0']);
+});
