@@ -9,8 +9,8 @@
  *   npm run bench -- --events          (webhook delivery latency and throughput instead: see events.ts)
  *
  * Measured: create throughput (idempotency keys; concurrency 1, 16, 32 on one brand, 16 across 16
- * brands) next to the raw database floor (the same writes by a plain pg client, as the service's
- * statements and as one statement); list first page and page 2,000 by cursor for every sort key;
+ * brands) next to the raw database floor (the same statements by a plain pg client: the usual create's
+ * one statement, and a create step by step); list first page and page 2,000 by cursor for every sort key;
  * a filtered list; search (common word, rare word, prefix); and the server's peak RSS.
  */
 import type { ChildProcess } from 'node:child_process';
@@ -176,7 +176,7 @@ async function main() {
     await sql(dbUrl, `INSERT INTO tags (id, account_id, livemode, brand_id, name, color)
       SELECT 'tag_b' || b.i || '_' || g, $1, true, b.id, (ARRAY['billing', 'bug'])[g], '#123456'
       FROM unnest($2::text[]) WITH ORDINALITY AS b (id, i), generate_series(1, 2) AS g`, [server.accountId, brandIds.slice(1)]);
-    const emails = [seeded.contactEmails.slice(0, 5000), ...brandIds.slice(1).map((_, i) => Array.from({ length: 200 }, (_x, g) => `customer${g + 1}@brand${i + 2}.example`))];
+    const emails = [seeded.contactEmails.slice(0, 5000), ...brandIds.slice(1).map((_, i) => Array.from({ length: 200 }, (_x, g) => `customer${g + 1}@brand${i + 1}.example`))];
     const tagRows = await sql<{ brand_id: string; id: string; name: string }>(dbUrl, `SELECT brand_id, id, name FROM tags WHERE brand_id = ANY($1) AND name IN ('billing', 'bug') ORDER BY name`, [brandIds]);
     const tags = brandIds.map((b) => ({ ids: tagRows.filter((r) => r.brand_id === b).map((r) => r.id), names: ['billing', 'bug'] }));
     const floorInput: FloorInput = { url: dbUrl, accountId: server.accountId, brandIds, emails, tags, words: seeded.words.slice(0, 5000) };
@@ -184,9 +184,9 @@ async function main() {
     interface CreateRow { scenario: string; concurrency: number; brands: number; 'tickets/s': number; 'p50 ms': number; 'p99 ms': number; errors: number; 'vs one-statement floor': string }
     const createRows: CreateRow[] = [];
     const floors = new Map<string, number>();
-    const floor = async (label: 'statements' | 'one statement', c: number, brands: number) => {
+    const floor = async (label: 'step by step' | 'one statement', c: number, brands: number) => {
       const input = { ...floorInput, brandIds: brandIds.slice(0, brands) };
-      const op = label === 'statements' ? statementsOp(input) : oneStatementOp(input);
+      const op = label === 'step by step' ? statementsOp(input) : oneStatementOp(input);
       await runLoad(dbUrl, c, 1000, op);
       const r: LoadResult = await runLoad(dbUrl, c, duration * 1000, op);
       if (label === 'one statement') floors.set(`${c}/${brands}`, r.perSec);
@@ -224,13 +224,13 @@ async function main() {
       push('API create (idempotency key)', c, brands, row['req/s'], row['p50 ms'], row['p99 ms'], row.errors + row.non2xx);
     };
     await floor('one statement', 1, 1);
-    await floor('statements', 1, 1);
+    await floor('step by step', 1, 1);
     await create(1, 1);
     await floor('one statement', 16, 1);
-    await floor('statements', 16, 1);
+    await floor('step by step', 16, 1);
     await create(16, 1);
     await floor('one statement', 16, 16);
-    await floor('statements', 16, 16);
+    await floor('step by step', 16, 16);
     await create(16, 16);
     await floor('one statement', connections, 1);
     await create(connections, 1);

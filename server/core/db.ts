@@ -1,6 +1,7 @@
 import knexFactory, { type Knex } from 'knex';
 import objection from 'objection';
 import { distRoot } from './paths.js';
+import { createHash } from 'node:crypto';
 import path from 'node:path';
 
 export type Db = Knex;
@@ -28,6 +29,18 @@ export function createDb(connectionString: string, options: DbOptions = {}): Db 
     migrations: migrationConfig,
     ...objection.knexSnakeCaseMappers(),
   });
+}
+
+/**
+ * `query` as a named prepared statement: PostgreSQL parses and plans it once per connection (then
+ * keeps a generic plan when that costs no more than planning each time), where an unnamed one is
+ * parsed and planned on every run. For the hot statement whose planning costs as much as running
+ * it (ticket create: ~0.9 ms of ~2 ms). The name is a hash of the text, so each variant of the
+ * text is its own statement and a name never meets another text.
+ */
+export function prepared(db: Knex | Knex.Transaction, query: Knex.Raw): Knex.Raw {
+  const { sql, bindings } = query.toSQL();
+  return db.raw(sql, bindings).options({ name: `ticketd_${createHash('sha1').update(sql).digest('hex').slice(0, 32)}` });
 }
 
 export const migrationConfig: Knex.MigratorConfig = {

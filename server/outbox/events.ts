@@ -28,11 +28,12 @@ const PART_FIELDS = ['ticketId', 'ticketNumber', ...CUSTOMER];
 const iso = (d: Date | string | null | undefined) => (d ? new Date(d).toISOString() : null);
 
 /**
- * ticket.created as an INSERT that ticket create runs inside its last statement: the body carries
- * the number that statement assigns, and the new ticket is there only as its CTE `ticketsRelation`.
+ * ticket.created as an INSERT that ticket create runs inside its statement: the body carries the
+ * number that statement assigns, and the new ticket is there only as its CTE `ticketsRelation`
+ * (a contact it creates, as `contactsRelation`).
  */
-export function ticketCreated(tx: TenantCtx, brandId: string, ticketId: string, ticketsRelation: string): Pick<Knex.Sql, 'sql' | 'bindings'> {
-  return eventsInsert(tx, [{ brandId, names: ['ticket.created'], ticketId, ticketFields: TICKET_CREATED_FIELDS, data: {} }], ticketsRelation);
+export function ticketCreated(tx: TenantCtx, brandId: string, ticketId: string, ticketsRelation: string, contactsRelation: string): Pick<Knex.Sql, 'sql' | 'bindings'> {
+  return eventsInsert(tx, [{ brandId, names: ['ticket.created'], ticketId, ticketFields: TICKET_CREATED_FIELDS, data: {} }], ticketsRelation, contactsRelation);
 }
 
 /** `changes` are the names of the changed fields, per ticket. */

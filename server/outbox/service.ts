@@ -70,16 +70,18 @@ const TICKET_JSON = `jsonb_build_object(
  */
 export async function enqueueEvents(tx: TenantCtx, events: readonly EventSpec[]): Promise<void> {
   if (!events.length) return;
+  assertInTransaction(tx, events[0]!.names[0] ?? 'event');
   const { sql, bindings } = eventsInsert(tx, events);
   await tx.db.raw(sql, bindings);
 }
 
 /**
- * enqueueEvents' INSERT, for a statement that folds it in: ticket create's last statement, whose
- * new ticket is not in `tickets` yet for its other parts, passes the name of the CTE holding it.
+ * enqueueEvents' INSERT, for a statement that also makes the change (a single statement commits
+ * as a whole): ticket create, whose new ticket (and perhaps new contact) is not in `tickets` (and
+ * `contacts`) yet for the statement's other parts, passes the names of the CTEs holding them. No
+ * row in the tickets CTE, no delivery.
  */
-export function eventsInsert(tx: TenantCtx, events: readonly EventSpec[], ticketsRelation = 'tickets'): Pick<Knex.Sql, 'sql' | 'bindings'> {
-  assertInTransaction(tx, events[0]?.names[0] ?? 'event');
+export function eventsInsert(tx: TenantCtx, events: readonly EventSpec[], ticketsRelation = 'tickets', contactsRelation = 'contacts'): Pick<Knex.Sql, 'sql' | 'bindings'> {
   const timestamp = new Date().toISOString();
   const specs = events.map((e, ord) => ({
     ord, event_id: newId(ID_PREFIX.event), brand_id: e.brandId, names: e.names, ticket_id: e.ticketId, ticket_fields: e.ticketFields, data: e.data,
@@ -95,7 +97,7 @@ export function eventsInsert(tx: TenantCtx, events: readonly EventSpec[], ticket
       cross join lateral (select n as name from unnest(ev.names) with ordinality as a(n, i) where n = any(w.events) order by i limit 1) s
       left join lateral (
         select ${TICKET_JSON} as fields from ${ticketsRelation} t
-        left join contacts c on c.account_id = t.account_id and c.livemode = t.livemode and c.brand_id = t.brand_id and c.id = t.customer_id
+        left join ${contactsRelation} c on c.account_id = t.account_id and c.livemode = t.livemode and c.brand_id = t.brand_id and c.id = t.customer_id
         where t.account_id = w.account_id and t.livemode = w.livemode and t.brand_id = w.brand_id and t.id = ev.ticket_id
       ) tk on true
       order by ev.ord, w.id`,

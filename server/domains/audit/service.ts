@@ -1,4 +1,5 @@
 import type { Knex } from 'knex';
+import objection from 'objection';
 import type { PerformerType, TenantCtx } from '../../core/context.js';
 import { badRequest } from '../../core/errors.js';
 import { canonicalJson } from '../../core/idempotency.js';
@@ -41,18 +42,28 @@ export async function record(ctx: TenantCtx, fact: AuditFact): Promise<void> {
 /** Several entries in one statement (bulk actions), in the given order; same rules as record. */
 export async function recordMany(ctx: TenantCtx, facts: readonly AuditFact[]): Promise<void> {
   if (!facts.length) return;
+  if (!ctx.db.isTransaction) throw new Error(`audit entry ${facts[0]?.event} must run inside the change's transaction`);
   const { sql, bindings } = insertStatement(ctx, facts);
   await ctx.db.raw(sql, bindings);
 }
 
+const AUDIT_COLUMNS = ['id', 'account_id', 'livemode', 'brand_id', 'ticket_id', 'entity_type', 'entity_id', 'event', 'performer_type',
+  'performer_id', 'performer_name', 'source', 'changes', 'metadata', 'request_id', 'created_at'].join(', ');
+const { format: propertiesToColumns } = objection.snakeCaseMappers();
+
 /**
- * The INSERT of these entries, for a caller that folds it into a larger statement (ticket create
- * runs it inside its last one). Same rules as record: the caller's transaction, or it throws.
+ * The INSERT of these entries, for a statement that also makes the change they describe (ticket
+ * create folds it into its one statement; a single statement commits as a whole), and for
+ * recordMany. `when` makes the insert conditional on the rest of that statement (e.g. "the
+ * ticket CTE inserted a row"): no change, no entry.
  */
-export function insertStatement(ctx: TenantCtx, facts: readonly AuditFact[]): Pick<Knex.Sql, 'sql' | 'bindings'> {
-  if (!ctx.db.isTransaction) throw new Error(`audit entry ${facts[0]?.event} must run inside the change's transaction`);
+export function insertStatement(ctx: TenantCtx, facts: readonly AuditFact[], when?: { sql: string; bindings: readonly unknown[] }): Pick<Knex.Sql, 'sql' | 'bindings'> {
   const now = Date.now();
-  return AuditEntry.query(ctx.db).insert(facts.map((fact) => rowOf(ctx, fact, now))).toKnexQuery().toSQL();
+  const rows = facts.map((fact) => propertiesToColumns(rowOf(ctx, fact, now)));
+  return {
+    sql: `insert into audit_log (${AUDIT_COLUMNS}) select ${AUDIT_COLUMNS} from jsonb_populate_recordset(null::audit_log, ?::jsonb)${when ? ` where ${when.sql}` : ''}`,
+    bindings: [JSON.stringify(rows), ...(when?.bindings ?? [])] as Knex.Value[],
+  };
 }
 
 /**

@@ -122,6 +122,42 @@ export async function findOrCreateByEmail(ctx: TenantCtx, brandId: string, rawEm
   });
 }
 
+/**
+ * findOrCreateByEmail as CTEs of a larger statement (ticket create's one statement), for an email
+ * already normalized and checked: `found_contact` reads the contact; `made_contact` inserts it
+ * when it is missing and the SQL condition `ready` holds, with its contact.created entry; and
+ * `customer` is the contact's row (the rest of the statement cannot see a new one in `contacts`). A concurrent insert of the same email is waited for and its row
+ * returned (ON CONFLICT DO UPDATE to the same email: no trigger fires, nothing changes), so
+ * `customer` has a row whenever `ready` holds.
+ */
+/** What a statement folding findOrCreateCtes in reads of the customer (the ticket view, webhook bodies). */
+const CUSTOMER_COLUMNS = 'id, account_id, livemode, brand_id, email, name, avatar_url, company_id';
+
+export function findOrCreateCtes(ctx: TenantCtx, brandId: string, email: string, name: string | null, ready: string): { sql: string; bindings: unknown[] } {
+  const id = newId(ID_PREFIX.contact);
+  const entry = audit.insertStatement(ctx, [{ brandId, entityType: 'contact', entityId: id, event: 'contact.created', metadata: { email } }],
+    { sql: 'exists (select 1 from made_contact where id = ?)', bindings: [id] });
+  return {
+    sql: `found_contact as (
+        select ${CUSTOMER_COLUMNS} from contacts where account_id = ? and livemode = ? and brand_id = ? and email = ?
+      ), made_contact as (
+        insert into contacts (id, account_id, livemode, brand_id, email, name, name_key, company_id)
+        select ?, ?, ?, ?, ?, ?, ?, (select co.id from companies co where co.account_id = ? and co.livemode = ? and co.brand_id = ? and co.domain = ?)
+        where ${ready} and not exists (select 1 from found_contact)
+        on conflict (account_id, livemode, brand_id, email) do update set email = excluded.email
+        returning ${CUSTOMER_COLUMNS}
+      ), contact_entry as (${entry.sql}
+      ), customer as (
+        select * from found_contact union all select * from made_contact
+      )`,
+    bindings: [
+      ctx.accountId, ctx.livemode, brandId, email,
+      id, ctx.accountId, ctx.livemode, brandId, email, name, foldText(name ?? ''), ctx.accountId, ctx.livemode, brandId, emailDomain(email),
+      ...entry.bindings,
+    ],
+  };
+}
+
 export async function list(ctx: TenantCtx, brandId: string, input: ContactListInput): Promise<Page<ContactView>> {
   const brand = await brands.requireBrand(ctx, brandId);
   const sort = input.sort ?? 'createdAt';

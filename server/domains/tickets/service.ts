@@ -1,8 +1,11 @@
+import type { Knex } from 'knex';
 import objection from 'objection';
-import { withTx, type TenantCtx } from '../../core/context.js';
+import { canSeeBrand, withTx, type TenantCtx } from '../../core/context.js';
+import { prepared } from '../../core/db.js';
+import { perKeyLimit } from '../../core/per-key-limit.js';
 import { badRequest, HttpError, notFound } from '../../core/errors.js';
-import { newId, ID_PREFIX } from '../../core/ids.js';
-import { canonicalJson, claim as claimIdempotencyKey, requestFingerprint } from '../../core/idempotency.js';
+import { newId, normalizeBrandId, ID_PREFIX } from '../../core/ids.js';
+import { canonicalJson, claim as claimIdempotencyKey, IDEMPOTENCY_TTL_HOURS, requestFingerprint } from '../../core/idempotency.js';
 import { isEmail, normalizeEmail } from '../../core/text.js';
 import * as attachments from '../attachments/service.js';
 import * as audit from '../audit/service.js';
@@ -24,26 +27,12 @@ import { TICKET_SORTS, type CreateTicketInput, type TicketListInput, type Ticket
 /**
  * Tickets of a brand: create, get, update, soft delete and the list with full-text search.
  *
- * Create runs in one transaction, in this order:
- *   1. claim the idempotency key (if any): INSERT … ON CONFLICT; a concurrent request with the
- *      same key blocks on the uncommitted row and then sees the committed ticket;
- *   2. every check and every side write (status, category, assignee, custom fields against the
- *      rules the brand row carries, tags, customer contact, attachments, watchers): none of them
- *      locks the brand row (watcher rows reference the ticket through a deferred foreign key,
- *      checked at commit);
- *   3. LAST, one statement: a CTE that bumps brands.next_ticket_number (UPDATE … RETURNING), inserts
- *      the ticket with that number (is_spam when the sender is blocked), its tag links, its audit
- *      entry and its ticket.created webhook deliveries, and returns the ticket as the response
- *      shows it. Round trips are the cost of a create, so whatever can ride in this statement does
- *      (blocked-sources, audit and the outbox hand out their SQL for it). The brand row lock, which
- *      serializes creates within a brand, is taken by that statement and held only until the
- *      commit right after it. A failed create rolls the counter back with everything else:
- *      numbers have no gaps.
- *
- * attachmentIds (pending attachments) are linked in step 2: their rows are locked and pointed at
- * the new ticket id (the FK is deferred to the commit), and the CTE inserts the ticket with that
- * attachment_count, so the brand lock is not held any longer for them.
- * notifyCustomer is accepted and not stored (notifications come with a later issue).
+ * Create: round trips are its cost, and the per-brand ticket counter serializes creates within a
+ * brand, so the usual create (customer, existing tags, status, category, assignee, no watchers or
+ * pending attachments, no custom-field schema) is ONE statement (createInOneStatement); anything
+ * else, every error included, goes step by step in a transaction (createStepByStep). Both write
+ * the ticket with the same statement (writeStatement).
+ * notifyCustomer is accepted and not stored.
  */
 
 export const MAX_CUSTOM_FIELDS_BYTES = 64 * 1024;
@@ -107,27 +96,27 @@ const TICKET_COLUMNS = VIEW_COLUMNS.map((c) => `tickets.${c}`);
 
 /**
  * The related records of a view, as columns over a row named `tickets`. The tag list reads the
- * ticket's links, or (tagIds: ticket create, whose own statement cannot see the links it inserts)
- * the tags with the ids bound to its one placeholder.
+ * ticket's links, or (`tagIdsSql`: ticket create, whose own statement cannot see the links it
+ * inserts) the brand's tags whose ids that SQL array expression holds; likewise the customer is
+ * read from `contactsRelation` (ticket create's CTE holding a contact it creates).
  */
-function relatedColumns(tagsFrom: 'links' | 'tagIds'): string {
-  const tagRows = tagsFrom === 'links'
+function relatedColumns(tagIdsSql: string | null, contactsRelation = 'contacts'): string {
+  const tagRows = tagIdsSql === null
     ? `ticket_tags tt join tags tg on tg.account_id = tt.account_id and tg.livemode = tt.livemode and tg.brand_id = tt.brand_id and tg.id = tt.tag_id
         where tt.account_id = tickets.account_id and tt.livemode = tickets.livemode and tt.brand_id = tickets.brand_id and tt.ticket_id = tickets.id`
-    : `tags tg where tg.account_id = tickets.account_id and tg.livemode = tickets.livemode and tg.brand_id = tickets.brand_id and tg.id = any(?::text[])`;
+    : `tags tg where tg.account_id = tickets.account_id and tg.livemode = tickets.livemode and tg.brand_id = tickets.brand_id and tg.id = any(${tagIdsSql})`;
   return `
       (select json_build_object('id', s.id, 'key', s.key, 'name', s.name, 'color', s.color) from statuses s
         where s.account_id = tickets.account_id and s.livemode = tickets.livemode and s.brand_id = tickets.brand_id and s.key = tickets.status) as status_ref,
       (select json_build_object('id', c.id, 'email', c.email, 'name', c.name, 'avatarUrl', c.avatar_url, 'companyId', c.company_id,
           'company', (select json_build_object('id', co.id, 'name', co.name) from companies co where co.id = c.company_id))
-        from contacts c where c.account_id = tickets.account_id and c.livemode = tickets.livemode and c.brand_id = tickets.brand_id and c.id = tickets.customer_id) as customer,
+        from ${contactsRelation} c where c.account_id = tickets.account_id and c.livemode = tickets.livemode and c.brand_id = tickets.brand_id and c.id = tickets.customer_id) as customer,
       (select json_build_object('id', ca.id, 'name', ca.name, 'color', ca.color) from categories ca
         where ca.account_id = tickets.account_id and ca.livemode = tickets.livemode and ca.brand_id = tickets.brand_id and ca.id = tickets.category_id) as category,
       coalesce((select json_agg(json_build_object('id', tg.id, 'name', tg.name, 'color', tg.color) order by lower(tg.name), tg.id)
         from ${tagRows}), '[]'::json) as tag_list`;
 }
-const RELATED_BY_LINKS = relatedColumns('links');
-const RELATED_BY_TAG_IDS = relatedColumns('tagIds');
+const RELATED_BY_LINKS = relatedColumns(null);
 
 type TicketQuery = ReturnType<typeof query>;
 
@@ -219,12 +208,185 @@ export async function create(ctx: TenantCtx, brandId: string, input: CreateTicke
     email = normalizeEmail(input.customerEmail);
     if (!isEmail(email)) throw badRequest('customerEmail must be an email address', [{ field: 'customerEmail', message: 'is not an email address' }], 'invalid_email');
   }
+  const id = normalizeBrandId(brandId);
+  if (!canSeeBrand(ctx.brandScope, id)) throw notFound('Brand');
+  const fingerprint = requestFingerprint('POST', `/brands/${id}/tickets`, input);
+  const ticket = await createInOneStatement(ctx, id, title, email, input, idempotencyKey === undefined ? undefined : { key: idempotencyKey, fingerprint });
+  if (ticket) return { created: true, ticket };
+  return createStepByStep(ctx, id, title, email, input, idempotencyKey === undefined ? undefined : { key: idempotencyKey, fingerprint });
+}
 
+interface TicketWrite {
+  id: string;
+  brandId: string;
+  title: string;
+  email: string | null;
+  status: string;
+  categoryId: string | null;
+  assigneeId: string | null;
+  attachmentCount: number;
+  input: CreateTicketInput;
+}
+
+type Sql = { sql: string; bindings: readonly unknown[] };
+
+/**
+ * How a create's statement learns what it does not bind: the customer's id and the tag ids as SQL,
+ * `ready` (nothing is written unless it holds), and the CTEs that compute them, which run first.
+ */
+interface Resolution {
+  before: Sql | null;
+  /** Where the customer's row is: `contacts`, or the CTE of a contact made by this statement. */
+  contactsRelation: string;
+  customerId: Sql;
+  tagIds: Sql;
+  ready: string;
+}
+
+/** The ticket.created entry, written by the create's statement only if it inserts the ticket. */
+const createdEntry = (ctx: TenantCtx, w: Pick<TicketWrite, 'brandId' | 'id' | 'title'>) => audit.insertStatement(ctx,
+  [{ brandId: w.brandId, ticketId: w.id, entityType: 'ticket', entityId: w.id, event: 'ticket.created', metadata: { title: w.title } }],
+  { sql: 'exists (select 1 from t)', bindings: [] });
+
+/**
+ * The statement that writes a ticket, for both ways of creating one: the counter (UPDATE …
+ * RETURNING, which takes the brand row lock that serializes creates within a brand), the ticket
+ * (spam when the sender is blocked), its tag links, its audit entry and its ticket.created webhook
+ * deliveries; it returns the ticket as the response shows it, or no row when `ready` did not hold.
+ */
+function writeStatement(ctx: TenantCtx, w: TicketWrite, r: Resolution, entry: Sql): Knex.Raw {
+  const { input } = w;
+  const raw = (q: Sql) => ctx.db.raw(q.sql, q.bindings as never[]);
+  const blocked = w.email ? blockedSources.isBlockedCondition(ctx, w.brandId, w.email) : { sql: 'false', bindings: [] };
+  const announced = events.ticketCreated(ctx, w.brandId, w.id, 't', r.contactsRelation); // inserts nothing without subscribers
+  const json = (v: unknown) => (v === undefined ? null : JSON.stringify(v));
+  return ctx.db.raw(`
+    with ${r.before ? '?, ' : ''}n as (
+      update brands set next_ticket_number = next_ticket_number + 1
+      where account_id = ? and livemode = ? and id = ? and ${r.ready}
+      returning next_ticket_number - 1 as num
+    ), t as (
+      insert into tickets (id, account_id, livemode, brand_id, ticket_number, title, body, status, priority, assignee_id, created_by,
+        customer_id, category_id, links, custom_fields, metadata, source, source_id, source_data, is_spam, close_reason, due_at, attachment_count)
+      select ?, ?, ?, ?, n.num, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?::jsonb, ?::jsonb, ?, ?, ?::jsonb, ?, ?, ?::timestamptz, ? from n
+      returning ${VIEW_COLUMNS.join(', ')}
+    ), tt as (
+      insert into ticket_tags (account_id, livemode, brand_id, ticket_id, tag_id)
+      select t.account_id, t.livemode, t.brand_id, t.id, tag from t, unnest(?) as tag
+    ), entry as (?
+    ), announced as (?
+    )
+    select tickets.*, ${relatedColumns('?', r.contactsRelation)} from t as tickets`, [
+    ...(r.before ? [raw(r.before)] : []),
+    ctx.accountId, ctx.livemode, w.brandId,
+    w.id, ctx.accountId, ctx.livemode, w.brandId, w.title, input.body ?? null, w.status, input.priority ?? null, w.assigneeId, input.createdBy ?? null,
+    raw(r.customerId), w.categoryId, JSON.stringify(input.links ?? []), json(input.customFields), JSON.stringify(input.metadata ?? {}),
+    input.source ?? 'api', input.sourceId ?? null, json(input.sourceData ?? null), raw(blocked), input.closeReason ?? null, isoOrNull(input.dueAt), w.attachmentCount,
+    raw(r.tagIds),
+    raw(entry),
+    raw(announced),
+    raw(r.tagIds),
+  ]);
+}
+
+const viewOf = (rows: Record<string, unknown>[]) => (rows[0] ? toView(columnsToProperties(rows[0]) as Row) : null);
+
+/**
+ * One-statement creates in flight per brand (and process): one can hold the brand row lock while
+ * the next is sent and checked; more would only wait on that lock holding pool connections.
+ */
+const oneStatementCreates = perKeyLimit(2);
+
+/**
+ * The usual create in ONE statement, committed on its own (or inside the caller's transaction):
+ * one round trip, and the brand row lock held only from the counter's UPDATE to the end of that
+ * statement. Its CTEs check the brand (visible, no ticket schema or field rules to validate
+ * customFields against), the status, category, assignee and every tag (by id or name), then claim
+ * the idempotency key, find or create the customer contact, and write the ticket (writeStatement).
+ * When any of that does not hold (a check fails, a tag is new, the key is taken) nothing is written
+ * and it returns null: the step-by-step create then gives the precise answer (a 400 or 404, new
+ * tags, the replay). Watchers and pending attachments always go step by step. The statement is
+ * prepared (planned once per connection) and at most two per brand run at once.
+ */
+async function createInOneStatement(ctx: TenantCtx, brandId: string, title: string, email: string | null, input: CreateTicketInput,
+  idempotency: { key: string; fingerprint: string } | undefined): Promise<TicketView | null> {
+  if (input.watchers?.length || input.attachmentIds?.length) return null;
+  const given = input.tags ?? [];
+  const tagIds = [...new Set(given.filter((t) => TAG_ID.test(t)))];
+  const tagNames = [...new Set(given.filter((t) => !TAG_ID.test(t)).map((t) => t.trim().toLowerCase()))];
+  if (tagNames.some((n) => !n || n.length > tags.MAX_TAG_NAME_LENGTH)) return null;
+
+  const scope = [ctx.accountId, ctx.livemode, brandId];
+  const w: TicketWrite = {
+    id: newId(ID_PREFIX.ticket), brandId, title, email, status: input.status ?? 'open',
+    categoryId: input.categoryId ?? null, assigneeId: input.assigneeId ?? null, attachmentCount: 0, input,
+  };
+  const ctes: Sql[] = [{
+    sql: `given_tags as (
+        select id, lower(name) as name_key from tags where account_id = ? and livemode = ? and brand_id = ? and (id = any(?::text[]) or lower(name) = any(?::text[]))
+      ), checks as (
+        select exists (select 1 from brands b where b.account_id = ? and b.livemode = ? and b.id = ?
+              and b.ticket_schema is null and jsonb_array_length(coalesce(b.field_rules -> 'ticket', '[]'::jsonb)) = 0)
+          and exists (select 1 from statuses s where s.account_id = ? and s.livemode = ? and s.brand_id = ? and s.key = ?)
+          and (?::text is null or exists (select 1 from categories ca where ca.account_id = ? and ca.livemode = ? and ca.brand_id = ? and ca.id = ?))
+          and (?::text is null or exists (select 1 from members m where m.account_id = ? and m.id = ?))
+          and ?::text[] <@ (select coalesce(array_agg(id), '{}') from given_tags)
+          and ?::text[] <@ (select coalesce(array_agg(name_key), '{}') from given_tags) as ok
+      )`,
+    bindings: [...scope, tagIds, tagNames, ...scope, ...scope, w.status, w.categoryId, ...scope, w.categoryId, w.assigneeId, ctx.accountId, w.assigneeId, tagIds, tagNames],
+  }];
+  if (idempotency) {
+    // Claimed only when every check holds; a key already taken leaves `go` false (the replay, or the 409, comes step by step).
+    ctes.push({
+      sql: `claim as (
+          insert into idempotency_keys (account_id, livemode, key, fingerprint, resource_id, created_at, expires_at)
+          select ?, ?, ?, ?, ?, now(), now() + make_interval(hours => ?) where (select ok from checks)
+          on conflict (account_id, livemode, key) do update
+            set fingerprint = excluded.fingerprint, resource_id = excluded.resource_id, created_at = excluded.created_at, expires_at = excluded.expires_at
+            where idempotency_keys.expires_at <= now()
+          returning key
+        ), go as (select (select ok from checks) and exists (select 1 from claim) as ok)`,
+      bindings: [ctx.accountId, ctx.livemode, idempotency.key, idempotency.fingerprint, w.id, IDEMPOTENCY_TTL_HOURS],
+    });
+  } else {
+    ctes.push({ sql: 'go as (select ok from checks)', bindings: [] });
+  }
+  if (email) ctes.push(contacts.findOrCreateCtes(ctx, brandId, email, input.customerName ?? null, '(select ok from go)'));
+  const before = { sql: ctes.map((c) => c.sql).join(', '), bindings: ctes.flatMap((c) => c.bindings) };
+  const resolution: Resolution = {
+    before,
+    contactsRelation: email ? 'customer' : 'contacts',
+    customerId: email ? { sql: '(select id from customer)', bindings: [] } : { sql: '?::text', bindings: [null] },
+    tagIds: { sql: 'array(select id from given_tags)', bindings: [] },
+    // With a customer, `ready` reads it, so the contact is found or made before the counter's UPDATE
+    // locks the brand row: nothing under that lock waits on another create.
+    ready: email ? '(select ok from go) and exists (select 1 from customer)' : '(select ok from go)',
+  };
+  const statement = prepared(ctx.db, writeStatement(ctx, w, resolution, createdEntry(ctx, w)));
+  const result = await oneStatementCreates(`${ctx.accountId}:${ctx.livemode}:${brandId}`,
+    async () => await statement as unknown as { rows: Record<string, unknown>[] }); // a knex query runs when awaited
+  return viewOf(result.rows);
+}
+
+/**
+ * The create for everything else, in one transaction:
+ *   1. claim the idempotency key (if any): INSERT … ON CONFLICT; a concurrent request with the
+ *      same key blocks on the uncommitted row and then sees the committed ticket;
+ *   2. every check and every side write (status, category, assignee, custom fields against the
+ *      brand's schema, new tags, the customer contact, attachments, watchers): none of them locks
+ *      the brand row (watcher rows and linked attachments reference the ticket through deferred
+ *      foreign keys, checked at commit);
+ *   3. LAST, writeStatement with every value bound; the commit follows at once, so the brand row
+ *      lock is held for that statement and the commit. A failed create rolls the counter back with
+ *      everything else: numbers have no gaps.
+ */
+async function createStepByStep(ctx: TenantCtx, brandId: string, title: string, email: string | null, input: CreateTicketInput,
+  idempotency: { key: string; fingerprint: string } | undefined): Promise<CreateResult> {
   const outcome = await withTx(ctx, async (tx) => {
     const brand = await brands.requireBrand(tx, brandId);
     const id = newId(ID_PREFIX.ticket);
-    if (idempotencyKey !== undefined) {
-      const claim = await claimIdempotencyKey(tx, idempotencyKey, requestFingerprint('POST', `/brands/${brand.id}/tickets`, input), id, 'ticket');
+    if (idempotency) {
+      const claim = await claimIdempotencyKey(tx, idempotency.key, idempotency.fingerprint, id, 'ticket');
       if (!claim.claimed) return { created: false as const, id: claim.resourceId, brandId: brand.id };
     }
 
@@ -238,48 +400,24 @@ export async function create(ctx: TenantCtx, brandId: string, input: CreateTicke
     await fields.validateCustomFields(tx, brand.id, input.customFields);
 
     const tagIds = await resolveTags(tx, brand.id, input.tags ?? []);
-
     const customerId = email ? (await contacts.findOrCreateByEmail(tx, brand.id, email, input.customerName ?? null)).id : null;
     const attachmentCount = await attachments.linkPending(tx, brand.id, id, input.attachmentIds ?? []);
-    // The entry is written by the last statement, but made (and so ordered) before the watchers'.
-    const entry = audit.insertStatement(tx, [{ brandId: brand.id, ticketId: id, entityType: 'ticket', entityId: id, event: 'ticket.created', metadata: { title } }]);
-    // Written before the ticket exists: their ticket key is checked at commit (deferred).
+    const w: TicketWrite = { id, brandId: brand.id, title, email, status, categoryId, assigneeId, attachmentCount, input };
+    // Made (and so ordered) before the watchers' entries, though written by the last statement.
+    const entry = createdEntry(tx, w);
     if (input.watchers?.length) await watchers.addToNewTicket(tx, brand.id, id, input.watchers);
 
-    // Last statement of the transaction (see the file comment): counter, ticket (a blocked sender
-    // makes it spam), tag links, the audit entry and the webhook deliveries, in one round trip.
-    const blocked = email ? blockedSources.isBlockedCondition(tx, brand.id, email) : { sql: 'false', bindings: [] };
-    const announced = events.ticketCreated(tx, brand.id, id, 't'); // webhook fan-out; inserts nothing without subscribers
-    const json = (v: unknown) => (v === undefined ? null : JSON.stringify(v));
-    const inserted = await tx.db.raw(`
-      with n as (
-        update brands set next_ticket_number = next_ticket_number + 1
-        where account_id = ? and livemode = ? and id = ?
-        returning next_ticket_number - 1 as num
-      ), t as (
-        insert into tickets (id, account_id, livemode, brand_id, ticket_number, title, body, status, priority, assignee_id, created_by,
-          customer_id, category_id, links, custom_fields, metadata, source, source_id, source_data, is_spam, close_reason, due_at, attachment_count)
-        select ?, ?, ?, ?, n.num, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?::jsonb, ?::jsonb, ?, ?, ?::jsonb, ${blocked.sql}, ?, ?::timestamptz, ? from n
-        returning ${VIEW_COLUMNS.join(', ')}
-      ), tt as (
-        insert into ticket_tags (account_id, livemode, brand_id, ticket_id, tag_id)
-        select t.account_id, t.livemode, t.brand_id, t.id, tag from t, unnest(?::text[]) as tag
-      ), entry as (${entry.sql}
-      ), announced as (${announced.sql}
-      )
-      select tickets.*, ${RELATED_BY_TAG_IDS} from t as tickets`, [
-      tx.accountId, tx.livemode, brand.id,
-      id, tx.accountId, tx.livemode, brand.id, title, input.body ?? null, status, input.priority ?? null, assigneeId, input.createdBy ?? null,
-      customerId, categoryId, JSON.stringify(input.links ?? []), json(input.customFields), JSON.stringify(input.metadata ?? {}),
-      input.source ?? 'api', input.sourceId ?? null, json(input.sourceData ?? null), ...blocked.bindings, input.closeReason ?? null, isoOrNull(input.dueAt), attachmentCount,
-      [...tagIds],
-      ...entry.bindings,
-      ...announced.bindings,
-      [...tagIds],
-    ]) as { rows: Record<string, unknown>[] };
-    if (inserted.rows.length !== 1) throw notFound('Brand');
+    const inserted = await writeStatement(tx, w, {
+      before: null,
+      contactsRelation: 'contacts',
+      customerId: { sql: '?::text', bindings: [customerId] },
+      tagIds: { sql: '?::text[]', bindings: [[...tagIds]] },
+      ready: 'true',
+    }, entry) as unknown as { rows: Record<string, unknown>[] };
+    const ticket = viewOf(inserted.rows);
+    if (!ticket) throw notFound('Brand');
     brands.forgetFound(tx, brand.id); // its next_ticket_number moved
-    return { created: true as const, ticket: toView(columnsToProperties(inserted.rows[0]!) as Row) };
+    return { created: true as const, ticket };
   });
 
   // A replay answers with the ticket as it is now, even if it was deleted since.

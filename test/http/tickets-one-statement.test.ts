@@ -1,0 +1,159 @@
+import t from 'tap';
+import { assertErrorShape, mustCreate, ownerWithBrand, testApp } from '../helpers/app.js';
+
+/**
+ * Ticket create has two ways (server/domains/tickets/service.ts): the usual create in ONE
+ * statement, and step by step for everything else (new tags, watchers, pending attachments, a
+ * custom-field schema, every error, replays). These tests hold the one-statement way to what the
+ * step-by-step way does: same ticket, same audit entries and webhook deliveries, nothing written
+ * when a check fails, and correct under concurrency.
+ */
+
+// Loopback webhook URLs need webhookAllowPrivate (no delivery runs here: only outbox rows are read).
+const { app, db } = await testApp(t, { TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: '10000', TICKETD_WEBHOOK_ALLOW_PRIVATE: 'true' });
+
+/** Statements the app sends while `fn` runs (the app and the test share this knex). */
+async function statementsDuring(fn: () => Promise<unknown>): Promise<string[]> {
+  const seen: string[] = [];
+  const listener = (q: { sql: string }) => seen.push(q.sql);
+  db.on('query', listener);
+  try {
+    await fn();
+  } finally {
+    db.removeListener('query', listener);
+  }
+  return seen;
+}
+
+const contactRows = (brandId: string, email: string) => db('contacts').where({ brandId, email }).select('id');
+const auditOf = (brandId: string, event: string) => db('auditLog').where({ brandId, event }).orderBy('id').select('*');
+
+t.test('the usual create is one statement; a new tag, watchers or a replay go step by step', async (t) => {
+  const { owner, base } = await ownerWithBrand(app);
+  await mustCreate(owner.live, `${base}/tags`, { name: 'vip' });
+  const category = await mustCreate(owner.live, `${base}/categories`, { name: 'Billing' });
+  const body = { title: 'Hello', body: 'b', customerEmail: 'new@example.com', tags: ['vip'], priority: 'high', categoryId: category.id, assigneeId: owner.ownerId };
+
+  const sent = async (what: string, expected: number, request: () => Promise<{ status: number }>) => {
+    let status = 0;
+    const statements = await statementsDuring(async () => { status = (await request()).status; });
+    t.equal(status, expected, `${what}: ${expected}`);
+    return statements;
+  };
+  const usual = await sent('the usual create', 201, () => owner.live('POST', `${base}/tickets`, body, { 'x-idempotency-key': 'one' }));
+  t.equal(usual.length, 1, 'one statement, no BEGIN or COMMIT');
+  const replay = await sent('a replay', 200, () => owner.live('POST', `${base}/tickets`, body, { 'x-idempotency-key': 'one' }));
+  t.ok(replay.includes('BEGIN;'), 'a replay goes step by step');
+  const newTag = await sent('a new tag', 201, () => owner.live('POST', `${base}/tickets`, { ...body, tags: ['brand-new'] }));
+  t.ok(newTag.includes('BEGIN;'), 'a new tag name goes step by step');
+  const withWatchers = await sent('watchers', 201, () => owner.live('POST', `${base}/tickets`, { ...body, watchers: [{ memberId: owner.ownerId }] }));
+  t.ok(withWatchers.includes('BEGIN;'), 'watchers go step by step');
+  const again = await sent('the new tag, now known', 201, () => owner.live('POST', `${base}/tickets`, { ...body, tags: ['Brand-New', 'vip'] }));
+  t.equal(again.length, 1, 'a tag that exists by now, named in another case: one statement');
+});
+
+t.test('both ways write the same ticket, audit entries and webhook deliveries', async (t) => {
+  const { owner, brand, base } = await ownerWithBrand(app);
+  await mustCreate(owner.live, `${base}/webhooks`, { url: 'http://127.0.0.1:9/hook', events: ['ticket.created'] });
+  await mustCreate(owner.live, `${base}/companies`, { name: 'Acme', domain: 'acme.com' });
+  await mustCreate(owner.live, `${base}/tags`, { name: 'existing' });
+  const input = (email: string, tag: string) => ({
+    title: ' Same ', body: 'Body', customerEmail: email, customerName: 'Ann', tags: [tag], priority: 'urgent', status: 'pending',
+    links: [{ url: 'https://example.com/1' }], customFields: { a: [1, { b: true }] }, metadata: { m: 1 }, source: 'email', sourceId: 's-1',
+    sourceData: { inbox: 'x' }, createdBy: 'agent-1', dueAt: '2030-01-02T03:04:05.678Z',
+  });
+  const oneStatement = await mustCreate(owner.live, `${base}/tickets`, input('ann@acme.com', 'existing'));
+  const stepByStep = await mustCreate(owner.live, `${base}/tickets`, input('bob@acme.com', 'fresh')); // a new tag: step by step
+
+  const comparable = (v: Record<string, any>) => ({ // eslint-disable-line @typescript-eslint/no-explicit-any
+    ...v, id: 'x', ticketNumber: 0, createdAt: 'x', updatedAt: 'x', customerId: 'x',
+    customer: { ...v.customer, id: 'x', email: 'x' }, tags: v.tags.map((g: { color: string }) => ({ color: g.color })),
+  });
+  t.same(comparable(oneStatement), comparable(stepByStep), 'the same view');
+  t.equal(oneStatement.customer.company.name, 'Acme', 'the new contact was linked to the company of its domain');
+  t.equal(oneStatement.title, 'Same');
+
+  // The list's sort and search columns, which a trigger derives from the contact (new in both cases).
+  const derived = async (id: string) => db('tickets').where({ id }).first('customerText', 'customerSort', 'companySort');
+  t.same(await derived(oneStatement.id), { customerText: 'Ann ann@acme.com', customerSort: 'ann', companySort: 'acme' }, 'derived from the contact made by the same statement');
+  t.same(await derived(stepByStep.id), { customerText: 'Ann bob@acme.com', customerSort: 'ann', companySort: 'acme' }, 'step by step likewise');
+  const found = await owner.live('GET', `${base}/tickets?search=ann@acme.com`);
+  t.equal(found.body.data[0]?.id, oneStatement.id, 'search finds it by its new customer\'s email, ranked first');
+
+  for (const [what, ticket, email] of [['one statement', oneStatement, 'ann@acme.com'], ['step by step', stepByStep, 'bob@acme.com']] as const) {
+    const created = (await auditOf(brand.id, 'ticket.created')).filter((e) => e.entityId === ticket.id);
+    t.equal(created.length, 1, `${what}: one ticket.created entry`);
+    t.match(created[0], { ticketId: ticket.id, performerType: 'api', source: 'api', metadata: { title: 'Same' } }, `${what}: who and what`);
+    const contactEntries = (await auditOf(brand.id, 'contact.created')).filter((e) => e.entityId === ticket.customerId);
+    t.equal(contactEntries.length, 1, `${what}: one contact.created entry`);
+    t.same(contactEntries[0].metadata, { email }, `${what}: the contact entry names the email`);
+    t.ok(contactEntries[0].id < created[0].id, `${what}: the contact's entry comes before the ticket's`);
+    const deliveries = await db('outbox').where({ brandId: brand.id, event: 'ticket.created' }).whereRaw("payload -> 'data' ->> 'id' = ?", [ticket.id]);
+    t.equal(deliveries.length, 1, `${what}: one ticket.created delivery`);
+    t.match(deliveries[0].payload.data, { id: ticket.id, ticketNumber: ticket.ticketNumber, customerEmail: email, customerName: 'Ann' }, `${what}: the delivery's body`);
+  }
+});
+
+t.test('an existing contact is reused and gets no new entry; a blocked sender makes spam', async (t) => {
+  const { owner, brand, base } = await ownerWithBrand(app);
+  const first = await mustCreate(owner.live, `${base}/tickets`, { title: 'one', customerEmail: 'Repeat@Example.com' });
+  const second = await mustCreate(owner.live, `${base}/tickets`, { title: 'two', customerEmail: 'repeat@example.com' });
+  t.equal(second.customerId, first.customerId, 'the same contact');
+  t.equal((await auditOf(brand.id, 'contact.created')).length, 1, 'created once');
+  await mustCreate(owner.live, `${base}/blocked-sources`, { value: 'spam.example' });
+  const spam = await mustCreate(owner.live, `${base}/tickets`, { title: 'buy', customerEmail: 'x@mail.spam.example' });
+  t.equal(spam.isSpam, true, 'a sender under a blocked domain');
+});
+
+t.test('a failed check writes nothing: no contact, no key, no number, no entry', async (t) => {
+  const { owner, brand, base } = await ownerWithBrand(app);
+  const stranger = await ownerWithBrand(app);
+  const foreignTag = await mustCreate(stranger.owner.live, `${stranger.base}/tags`, { name: 'theirs' });
+  const foreignCategory = await mustCreate(stranger.owner.live, `${stranger.base}/categories`, { name: 'Theirs' });
+  const cases: [string, Record<string, unknown>, string][] = [
+    ['an unknown status', { status: 'nope' }, 'invalid_status'],
+    ['another brand\'s category', { categoryId: foreignCategory.id }, 'invalid_category'],
+    ['an assignee of another account', { assigneeId: stranger.owner.ownerId }, 'invalid_assignee'],
+    ['another brand\'s tag id', { tags: [foreignTag.id] }, 'invalid_tags'],
+  ];
+  for (const [what, extra, code] of cases) {
+    const email = `${code}@example.com`;
+    const res = await owner.live('POST', `${base}/tickets`, { title: 'x', customerEmail: email, ...extra }, { 'x-idempotency-key': code });
+    assertErrorShape(t, res, 400, code);
+    t.equal((await contactRows(brand.id, email)).length, 0, `${what}: no contact was made`);
+    t.equal((await db('idempotency_keys').where({ key: code })).length, 0, `${what}: the key is not used up`);
+  }
+  const key = { 'x-idempotency-key': 'taken' };
+  await mustCreate(owner.live, `${base}/tickets`, { title: 'first' }, key);
+  assertErrorShape(t, await owner.live('POST', `${base}/tickets`, { title: 'other', customerEmail: 'late@example.com' }, key), 409, 'idempotency_key_reused');
+  t.equal((await contactRows(brand.id, 'late@example.com')).length, 0, 'a reused key makes no contact');
+
+  const ticket = await mustCreate(owner.live, `${base}/tickets`, { title: 'next' });
+  t.equal(ticket.ticketNumber, 1001, 'no number was used by the failed creates');
+  t.equal((await auditOf(brand.id, 'ticket.created')).length, 2, 'two tickets, two entries');
+});
+
+t.test('concurrent one-statement creates: consecutive numbers, one contact per new email, no deadlock', async (t) => {
+  const { owner, brand, base } = await ownerWithBrand(app);
+  await mustCreate(owner.live, `${base}/tags`, { name: 'shared' });
+  const results = await Promise.all(Array.from({ length: 40 }, (_, i) =>
+    owner.live('POST', `${base}/tickets`, { title: `t${i}`, customerEmail: `c${i % 4}@new.example`, tags: ['shared'] })));
+  t.same(results.map((r) => r.status), Array(40).fill(201), 'all created');
+  t.same(results.map((r) => r.body.ticketNumber).sort((a, b) => a - b), Array.from({ length: 40 }, (_, i) => 1000 + i), 'consecutive, no gaps, no duplicates');
+  t.equal(new Set(results.map((r) => r.body.customerId)).size, 4, 'one contact per email');
+  t.equal((await auditOf(brand.id, 'contact.created')).length, 4, 'one contact.created entry per contact');
+  t.equal((await db('ticket_tags').where({ brandId: brand.id })).length, 40, 'every ticket linked to the tag');
+});
+
+t.test('50 concurrent identical requests with one key and a new customer: one ticket, one contact', async (t) => {
+  const { owner, brand, base } = await ownerWithBrand(app);
+  await mustCreate(owner.live, `${base}/tags`, { name: 'race' });
+  const key = { 'x-idempotency-key': 'same-one' };
+  const results = await Promise.all(Array.from({ length: 50 }, () =>
+    owner.live('POST', `${base}/tickets`, { title: 'Only once', customerEmail: 'first-time@example.com', tags: ['race'] }, key)));
+  t.equal(results.filter((r) => r.status === 201).length, 1, 'one 201');
+  t.equal(results.filter((r) => r.status === 200).length, 49, '49 replays');
+  t.equal(new Set(results.map((r) => r.body.id)).size, 1, 'every caller got the same ticket');
+  t.equal((await db('tickets').where({ brandId: brand.id })).length, 1, 'one ticket');
+  t.equal((await contactRows(brand.id, 'first-time@example.com')).length, 1, 'one contact');
+});
