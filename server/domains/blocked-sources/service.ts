@@ -91,28 +91,26 @@ export function blockedCondition(table: string, emailColumn: string): string {
 /** Whether mail from `email` is blocked for the brand (for the ticket issue: such tickets are spam). */
 export async function isBlocked(ctx: TenantCtx, brandId: string, email: string): Promise<boolean> {
   const brand = await brands.requireBrand(ctx, brandId);
-  return Boolean(await entriesMatching(ctx, brand.id, email).first());
+  const { sql, bindings } = isBlockedCondition(ctx, brand.id, email);
+  const result = await ctx.db.raw(`select ${sql} as blocked`, bindings as Knex.Value[]) as { rows: { blocked: boolean }[] };
+  return result.rows[0]!.blocked;
 }
 
 /**
  * The same test as one SQL boolean, for a statement that decides inside the database (ticket
- * create's last statement sets is_spam with it). brandId must be a brand the caller checked.
+ * create's statement sets is_spam with it): an entry for the address itself or for any of its
+ * parent domains (example.com blocks mail.example.com). One text for every address, so the
+ * statement holding it stays one prepared statement. brandId must be a brand the caller checked.
  */
-export function isBlockedCondition(ctx: TenantCtx, brandId: string, email: string): Pick<Knex.Sql, 'sql' | 'bindings'> {
-  const { sql, bindings } = entriesMatching(ctx, brandId, email).toKnexQuery().toSQL();
-  return { sql: `exists (${sql})`, bindings };
-}
-
-/** Entries blocking the address itself or any of its parent domains. */
-function entriesMatching(ctx: TenantCtx, brandId: string, email: string) {
+export function isBlockedCondition(ctx: TenantCtx, brandId: string, email: string): { sql: string; bindings: readonly unknown[] } {
   const address = normalizeEmail(email);
-  const domain = emailDomain(address);
-  // example.com blocks mail.example.com: every parent domain of the address is a candidate.
-  const labels = domain.split('.');
+  const labels = emailDomain(address).split('.');
   const domains = labels.map((_, i) => labels.slice(i).join('.')).filter((d) => d.includes('.'));
-  return BlockedSource.scoped(ctx).where('brandId', brandId)
-    .where((q) => q.where({ type: 'email', value: address }).orWhere((q2) => q2.where('type', 'domain').whereIn('value', domains)))
-    .select('id');
+  return {
+    sql: `exists (select 1 from blocked_sources bs where bs.account_id = ? and bs.livemode = ? and bs.brand_id = ?
+      and ((bs.type = 'email' and bs.value = ?) or (bs.type = 'domain' and bs.value = any(?::text[]))))`,
+    bindings: [ctx.accountId, ctx.livemode, brandId, address, domains],
+  };
 }
 
 /** For the brand delete preview. */
