@@ -176,3 +176,38 @@ export function oneStatementOp(input: FloorInput) {
     if (created.rowCount !== 1) throw new Error('the statement created no ticket'); // counted as an error
   };
 }
+
+/**
+ * The least a create must write, in one prepared statement (autocommit): idempotency key, counter,
+ * ticket, tag links by id, audit entry; no checks, no tag names, no blocked-sender test, no webhook
+ * fan-out, no ticket view. A floor under the usual create's own statement, for reference.
+ */
+export function writesOnlyOp(input: FloorInput) {
+  return async (c: pg.Client, w: number) => {
+    const b = w % input.brandIds.length;
+    const id = newId('tkt');
+    const title = text(input.words, 6);
+    const created = await c.query({ name: 'ticketd_bench_writes_only', text: `with k as (
+        insert into idempotency_keys (account_id, livemode, key, fingerprint, resource_id, created_at, expires_at)
+        values ($1, $2, $4, $5, $6, now(), now() + interval '24 hours') on conflict do nothing returning key
+      ), cu as (
+        select id from contacts where account_id = $1 and livemode = $2 and brand_id = $3 and email = $7
+      ), n as (
+        update brands set next_ticket_number = next_ticket_number + 1
+        where account_id = $1 and livemode = $2 and id = $3 and exists (select 1 from k)
+        returning next_ticket_number - 1 as num
+      ), t as (
+        insert into tickets (id, account_id, livemode, brand_id, ticket_number, title, body, status, priority, customer_id, source)
+        select $6, $1, $2, $3, n.num, $8, $9, 'open', 'high', (select id from cu), 'api' from n
+        returning id, account_id, livemode, brand_id, ticket_number
+      ), tt as (
+        insert into ticket_tags (account_id, livemode, brand_id, ticket_id, tag_id) select t.account_id, t.livemode, t.brand_id, t.id, tag from t, unnest($10::text[]) as tag
+      ), a as (
+        insert into audit_log (id, account_id, livemode, brand_id, ticket_id, entity_type, entity_id, event, changes, metadata, performer_type, performer_id, performer_name, request_id, source)
+        select $11, t.account_id, t.livemode, t.brand_id, t.id, 'ticket', t.id, 'ticket.created', '[]', json_build_object('title', $8::text), 'api', 'key_bench', 'bench', 'req_bench', 'api' from t
+      )
+      select id, ticket_number from t`,
+    values: [input.accountId, true, input.brandIds[b], randomUUID(), 'f'.repeat(64), id, pick(input.emails[b]!), title, text(input.words, 40), input.tags[b]!.ids, newId('log')] });
+    if (created.rowCount !== 1) throw new Error('the statement created no ticket');
+  };
+}

@@ -21,7 +21,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import autocannon from 'autocannon';
 import { EmbeddedPostgres } from '../server/integrations/embedded-postgres.js';
-import { oneStatementOp, percentile, runLoad, statementsOp, type FloorInput, type LoadResult } from './floor.js';
+import { oneStatementOp, percentile, runLoad, statementsOp, writesOnlyOp, type FloorInput, type LoadResult } from './floor.js';
 import { runEventsBench } from './events.js';
 import { seed } from './seed.js';
 import { sql, startTicketd, withDatabase } from './server.js';
@@ -181,20 +181,25 @@ async function main() {
     const tags = brandIds.map((b) => ({ ids: tagRows.filter((r) => r.brand_id === b).map((r) => r.id), names: ['billing', 'bug'] }));
     const floorInput: FloorInput = { url: dbUrl, accountId: server.accountId, brandIds, emails, tags, words: seeded.words.slice(0, 5000) };
 
-    interface CreateRow { scenario: string; concurrency: number; brands: number; 'tickets/s': number; 'p50 ms': number; 'p99 ms': number; errors: number; 'vs one-statement floor': string }
+    interface CreateRow { scenario: string; concurrency: number; brands: number; 'tickets/s': number; 'p50 ms': number; 'p99 ms': number; errors: number; 'vs one-statement floor': string; 'vs writes-only floor': string }
     const createRows: CreateRow[] = [];
     const floors = new Map<string, number>();
-    const floor = async (label: 'step by step' | 'one statement', c: number, brands: number) => {
-      const input = { ...floorInput, brandIds: brandIds.slice(0, brands) };
-      const op = label === 'step by step' ? statementsOp(input) : oneStatementOp(input);
+    type FloorLabel = 'step by step' | 'one statement' | 'writes only';
+    const floorOps = { 'step by step': statementsOp, 'one statement': oneStatementOp, 'writes only': writesOnlyOp };
+    const floor = async (label: FloorLabel, c: number, brands: number) => {
+      const op = floorOps[label]({ ...floorInput, brandIds: brandIds.slice(0, brands) });
       await runLoad(dbUrl, c, 1000, op);
       const r: LoadResult = await runLoad(dbUrl, c, duration * 1000, op);
-      if (label === 'one statement') floors.set(`${c}/${brands}`, r.perSec);
+      floors.set(`${label} ${c}/${brands}`, r.perSec);
       push(`raw floor, ${label}`, c, brands, r.perSec, r.p50, r.p99, r.errors);
     };
     const push = (scenario: string, c: number, brands: number, perSec: number, p50: number, p99: number, errors: number) => {
-      const one = floors.get(`${c}/${brands}`);
-      const row = { scenario, concurrency: c, brands, 'tickets/s': perSec, 'p50 ms': Math.round(p50 * 100) / 100, 'p99 ms': Math.round(p99 * 100) / 100, errors, 'vs one-statement floor': one && !scenario.includes('one statement') ? `${Math.round((perSec / one) * 100)}%` : '' };
+      const ratio = (label: FloorLabel) => {
+        const base = floors.get(`${label} ${c}/${brands}`);
+        return base && !scenario.endsWith(label) ? `${Math.round((perSec / base) * 100)}%` : '';
+      };
+      const row = { scenario, concurrency: c, brands, 'tickets/s': perSec, 'p50 ms': Math.round(p50 * 100) / 100, 'p99 ms': Math.round(p99 * 100) / 100, errors,
+        'vs one-statement floor': ratio('one statement'), 'vs writes-only floor': ratio('writes only') };
       createRows.push(row);
       log(`  ${scenario} c${c} b${brands}: ${perSec}/s p50 ${row['p50 ms']} p99 ${row['p99 ms']}${errors ? ` errors ${errors}` : ''}`);
     };
@@ -223,17 +228,12 @@ async function main() {
       const row = await measure(`POST tickets c${c} b${brands}`, opts);
       push('API create (idempotency key)', c, brands, row['req/s'], row['p50 ms'], row['p99 ms'], row.errors + row.non2xx);
     };
-    await floor('one statement', 1, 1);
-    await floor('step by step', 1, 1);
-    await create(1, 1);
-    await floor('one statement', 16, 1);
-    await floor('step by step', 16, 1);
-    await create(16, 1);
-    await floor('one statement', 16, 16);
-    await floor('step by step', 16, 16);
-    await create(16, 16);
-    await floor('one statement', connections, 1);
-    await create(connections, 1);
+    for (const [c, brands] of [[1, 1], [16, 1], [16, 16], [connections, 1]] as const) {
+      await floor('writes only', c, brands);
+      await floor('one statement', c, brands);
+      if (c === 1 || c === 16) await floor('step by step', c, brands);
+      await create(c, brands);
+    }
 
     // ---- the API-key path and small reads ----
     log('small requests:');
