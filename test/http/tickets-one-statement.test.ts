@@ -52,6 +52,21 @@ t.test('the usual create is one statement; a new tag, watchers or a replay go st
   t.equal(again.length, 1, 'a tag that exists by now, named in another case: one statement');
 });
 
+t.test('a brand with a ticket schema: its creates are checked against it, and soon go straight to step by step', async (t) => {
+  const { owner, base } = await ownerWithBrand(app);
+  t.equal((await owner.live('PUT', `${base}/schema`, { schema: { type: 'object', properties: { orderId: { type: 'string' } }, required: ['orderId'] } })).status, 200);
+  assertErrorShape(t, await owner.live('POST', `${base}/tickets`, { title: 'no order id' }), 400, 'invalid_custom_fields');
+  let status = 0;
+  const statements = await statementsDuring(async () => {
+    status = (await owner.live('POST', `${base}/tickets`, { title: 'with order id', customFields: { orderId: 'A-1' } })).status;
+  });
+  t.equal(status, 201);
+  t.equal(statements[0], 'BEGIN;', 'no one-statement attempt that could only fall back');
+  t.equal((await owner.live('DELETE', `${base}/schema`)).status, 200, 'schema cleared');
+  const created = await owner.live('POST', `${base}/tickets`, { title: 'no schema now' });
+  t.equal(created.status, 201, 'a create right after works (step by step until the hint expires)');
+});
+
 t.test('both ways write the same ticket, audit entries and webhook deliveries', async (t) => {
   const { owner, brand, base } = await ownerWithBrand(app);
   await mustCreate(owner.live, `${base}/webhooks`, { url: 'http://127.0.0.1:9/hook', events: ['ticket.created'] });

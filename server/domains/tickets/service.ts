@@ -211,9 +211,24 @@ export async function create(ctx: TenantCtx, brandId: string, input: CreateTicke
   const id = normalizeBrandId(brandId);
   if (!canSeeBrand(ctx.brandScope, id)) throw notFound('Brand');
   const fingerprint = requestFingerprint('POST', `/brands/${id}/tickets`, input);
-  const ticket = await createInOneStatement(ctx, id, title, email, input, idempotencyKey === undefined ? undefined : { key: idempotencyKey, fingerprint });
+  const idempotency = idempotencyKey === undefined ? undefined : { key: idempotencyKey, fingerprint };
+  const brandKey = `${ctx.accountId}:${ctx.livemode}:${id}`;
+  const ticket = hasFieldSchema(brandKey) ? null : await createInOneStatement(ctx, id, title, email, input, idempotency);
   if (ticket) return { created: true, ticket };
-  return createStepByStep(ctx, id, title, email, input, idempotencyKey === undefined ? undefined : { key: idempotencyKey, fingerprint });
+  return createStepByStep(ctx, id, title, email, input, idempotency, brandKey);
+}
+
+/**
+ * Brands seen (in the last minute) with a ticket schema or field rules: their creates always go
+ * step by step, so they skip the one statement that would only find that out. A hint, not a rule:
+ * the statement checks for itself, so a stale entry costs one round trip, never a wrong ticket.
+ */
+const FIELD_SCHEMA_HINT_MS = 60_000;
+const brandsWithFieldSchema = new Map<string, number>();
+function hasFieldSchema(brandKey: string): boolean {
+  const until = brandsWithFieldSchema.get(brandKey);
+  if (until !== undefined && until <= Date.now()) brandsWithFieldSchema.delete(brandKey);
+  return until !== undefined && until > Date.now();
 }
 
 interface TicketWrite {
@@ -381,9 +396,10 @@ async function createInOneStatement(ctx: TenantCtx, brandId: string, title: stri
  *      everything else: numbers have no gaps.
  */
 async function createStepByStep(ctx: TenantCtx, brandId: string, title: string, email: string | null, input: CreateTicketInput,
-  idempotency: { key: string; fingerprint: string } | undefined): Promise<CreateResult> {
+  idempotency: { key: string; fingerprint: string } | undefined, brandKey: string): Promise<CreateResult> {
   const outcome = await withTx(ctx, async (tx) => {
     const brand = await brands.requireBrand(tx, brandId);
+    if (brand.ticketSchema !== null || (brand.fieldRules.ticket ?? []).length > 0) brandsWithFieldSchema.set(brandKey, Date.now() + FIELD_SCHEMA_HINT_MS);
     const id = newId(ID_PREFIX.ticket);
     if (idempotency) {
       const claim = await claimIdempotencyKey(tx, idempotency.key, idempotency.fingerprint, id, 'ticket');
