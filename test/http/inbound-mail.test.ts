@@ -4,6 +4,8 @@ import path from 'node:path';
 import t from 'tap';
 import { buildApp } from '../../server/app.js';
 import { packageRoot } from '../../server/core/paths.js';
+import { attachmentDeps } from '../../server/domains/attachments/service.js';
+import { storageFromConfig, type Storage } from '../../server/integrations/storage.js';
 import { assertErrorShape, client, makeBrand, makeTicket, ownerWithBrand, signup, testApp, testConfig } from '../helpers/app.js';
 
 /** Inbound mail through POST /v1/inbound/email with the MIME fixtures of test/fixtures/mail. */
@@ -22,7 +24,7 @@ const env = {
   TICKETD_ATTACHMENT_MAX_BYTES: '50',
   TICKETD_DATA_DIR: dataDir,
 };
-const { app, db, url } = await testApp(t, env);
+const { app, db, url, config } = await testApp(t, env);
 
 /** A fixture with its placeholders filled; read and written as latin1 so 8-bit bytes pass unchanged. */
 function fixture(name: string, vars: Record<string, string>, edit: (text: string) => string = (s) => s): Buffer {
@@ -78,6 +80,26 @@ t.test('an HTML-only message: the body is the text of the HTML', async (t) => {
   t.match(ticket.body, 'Hello team');
   t.match(ticket.body, 'the invoice & the receipt do not match.');
   t.notMatch(ticket.body, /<\/?[bp]>|color: red|alert/, 'no markup, style or script');
+});
+
+t.test('a new email ticket\'s files are written before its statement takes the brand row lock', async (t) => {
+  const { brand } = await ownerWithBrand(app);
+  const order: string[] = [];
+  const disk = storageFromConfig(config);
+  const storage: Storage = Object.assign(Object.create(disk) as Storage, {
+    stage: (...args: Parameters<Storage['stage']>) => { order.push('file written'); return disk.stage(...args); },
+  });
+  const traced = await buildApp({ config, db, attachments: attachmentDeps(config, db, storage) });
+  t.teardown(() => traced.close());
+  const counter = (q: { sql: string }) => { if (q.sql.includes('next_ticket_number = next_ticket_number + 1')) order.push('brand row locked'); };
+  db.on('query', counter);
+  try {
+    const res = await deliver(fixture('multipart-attachments.eml', { BRAND: brand.id }), {}, traced);
+    t.equal(res.body.action, 'ticket_created');
+  } finally {
+    db.removeListener('query', counter);
+  }
+  t.same(order, ['file written', 'brand row locked'], 'the one file that fits is staged first');
 });
 
 t.test('multipart with attachments: files stored on the ticket; oversized ones skipped and noted', async (t) => {

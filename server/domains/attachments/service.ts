@@ -315,39 +315,65 @@ export interface FileContent {
   content: Buffer;
 }
 
+/** A file of an inbound message whose bytes are already in staging. */
+export interface StagedFile {
+  filename: string;
+  contentType: string;
+  staged: StagedObject;
+}
+
 /**
- * Stores a file as an UPLOADED attachment of a ticket (and of one of its comments), inside the
- * caller's transaction (inbound mail: the ticket or comment and its files commit together). The
- * bytes are moved under the id last; if the caller's transaction then fails, it removes them with
- * discardFiles. A file over the size limit is the caller's to skip; here it is a 413.
+ * Inbound mail, first step: writes (and hashes) the files' bytes to staging before the ticket or
+ * comment is written, so no lock that write takes (a new ticket's takes the brand row's) is held
+ * while files are written. Throw them away with discardStaged; a file over the limit is a 413
+ * (the caller skips those).
  */
-export async function addFile(tx: TenantCtx, deps: AttachmentDeps, brandId: string, ticketId: string, commentId: string | null, file: FileContent, uploadedBy: string | null): Promise<AttachmentView> {
-  if (!tx.db.isTransaction) throw new Error('addFile must run inside the transaction of the ticket or comment it belongs to');
-  if (file.content.length > deps.maxBytes) throw tooLarge(deps.maxBytes);
-  const brand = await brands.requireBrand(tx, brandId);
-  const staged = await deps.storage.stage(Readable.from([file.content]), deps.maxBytes);
+export async function stageFiles(deps: AttachmentDeps, files: readonly FileContent[]): Promise<StagedFile[]> {
+  const staged: StagedFile[] = [];
   try {
-    const type = file.contentType.split(';')[0]!.trim().toLowerCase();
-    const row = await Attachment.query(tx.db).insert({
-      id: newId(ID_PREFIX.attachment),
-      ...scopeOf(tx),
-      brandId: brand.id,
-      ticketId,
-      commentId,
-      filename: cleanFilename(file.filename),
-      contentType: CONTENT_TYPE.test(type) ? type : 'application/octet-stream',
-      size: staged.size,
-      status: 'UPLOADED',
-      sha256: staged.sha256,
-      uploadedBy,
-      metadata: {},
-    }).returning('*') as unknown as Attachment;
-    await recordCreated(tx, row);
-    await staged.commit(row.id);
-    return toView(row);
-  } finally {
-    await staged.discard();
+    for (const file of files) {
+      if (file.content.length > deps.maxBytes) throw tooLarge(deps.maxBytes);
+      staged.push({ filename: file.filename, contentType: file.contentType, staged: await deps.storage.stage(Readable.from([file.content]), deps.maxBytes) });
+    }
+  } catch (err) {
+    await discardStaged(staged);
+    throw err;
   }
+  return staged;
+}
+
+/** Staged bytes no attachment took; harmless for those committed under an id. */
+export async function discardStaged(files: readonly StagedFile[]): Promise<void> {
+  for (const file of files) await file.staged.discard();
+}
+
+/**
+ * Second step: a staged file as an UPLOADED attachment of a ticket (and of one of its comments),
+ * inside the caller's transaction (the ticket or comment and its files commit together). The
+ * bytes move under the id last; if the transaction then fails, the caller removes them with
+ * discardFiles.
+ */
+export async function addStagedFile(tx: TenantCtx, brandId: string, ticketId: string, commentId: string | null, file: StagedFile, uploadedBy: string | null): Promise<AttachmentView> {
+  if (!tx.db.isTransaction) throw new Error('addStagedFile must run inside the transaction of the ticket or comment it belongs to');
+  const brand = await brands.requireBrand(tx, brandId);
+  const type = file.contentType.split(';')[0]!.trim().toLowerCase();
+  const row = await Attachment.query(tx.db).insert({
+    id: newId(ID_PREFIX.attachment),
+    ...scopeOf(tx),
+    brandId: brand.id,
+    ticketId,
+    commentId,
+    filename: cleanFilename(file.filename),
+    contentType: CONTENT_TYPE.test(type) ? type : 'application/octet-stream',
+    size: file.staged.size,
+    status: 'UPLOADED',
+    sha256: file.staged.sha256,
+    uploadedBy,
+    metadata: {},
+  }).returning('*') as unknown as Attachment;
+  await recordCreated(tx, row);
+  await file.staged.commit(row.id);
+  return toView(row);
 }
 
 /** Removes the stored bytes of attachments whose transaction did not commit. */

@@ -199,6 +199,7 @@ export async function receive(base: BaseCtx, deps: InboundDeps, raw: Buffer, env
   const brandId = located.id;
 
   const stored: string[] = [];
+  let staged: attachments.StagedFile[] = [];
   try {
     return await withTx(ctx, async (tx): Promise<InboundResult> => {
       const claimed = await mail.claimInbound(tx, brandId, messageId, from);
@@ -218,6 +219,8 @@ export async function receive(base: BaseCtx, deps: InboundDeps, raw: Buffer, env
 
       const automatic = isAutoReply(parsed);
       const files = filesOf(parsed, deps.attachments.maxBytes);
+      // Written now, before the ticket's statement takes the brand row lock (held to the commit).
+      staged = await attachments.stageFiles(deps.attachments, files.kept);
       const text = (parsed.text ?? '').replace(/\r\n?/g, '\n').trim();
       const email = {
         messageId, from, subject: parsed.subject ?? null,
@@ -240,7 +243,7 @@ export async function receive(base: BaseCtx, deps: InboundDeps, raw: Buffer, env
           metadata: { email: { ...email, ...(reply !== text ? { originalText: clip(text, MAX_COMMENT_BODY_LENGTH) } : {}) } },
           ...(REOPENED_FROM.includes(ticket.status) && !automatic ? { setStatus: 'open' } : {}),
         });
-        for (const file of files.kept) stored.push((await attachments.addFile(tx, deps.attachments, brandId, ticket.id, comment.id, file, from)).id);
+        for (const file of staged) stored.push((await attachments.addStagedFile(tx, brandId, ticket.id, comment.id, file, from)).id);
         return settle({ action: 'comment_created', ticketId: ticket.id, commentId: comment.id });
       }
 
@@ -256,7 +259,7 @@ export async function receive(base: BaseCtx, deps: InboundDeps, raw: Buffer, env
       });
       // The ticket's own Message-ID first: its outbound mail threads on it.
       await mail.settleInbound(tx, claimed, { action: 'ticket_created', reason: null, ticketId: created.id, commentId: null });
-      for (const file of files.kept) stored.push((await attachments.addFile(tx, deps.attachments, brandId, created.id, null, file, from)).id);
+      for (const file of staged) stored.push((await attachments.addStagedFile(tx, brandId, created.id, null, file, from)).id);
       if (created.isSpam) return settle({ action: 'spam', reason: 'blocked_sender', ticketId: created.id });
       if (brand.autoresponseEnabled && !automatic && !isBulk(parsed)) {
         await mail.queueAutoresponse(tx, brandId, { id: created.id, ticketNumber: created.ticketNumber, title: created.title }, { name: fromName, address: from });
@@ -266,6 +269,8 @@ export async function receive(base: BaseCtx, deps: InboundDeps, raw: Buffer, env
   } catch (err) {
     await attachments.discardFiles(deps.attachments, stored);
     throw err;
+  } finally {
+    await attachments.discardStaged(staged);
   }
 }
 
