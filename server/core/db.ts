@@ -31,6 +31,12 @@ export function createDb(connectionString: string, options: DbOptions = {}): Db 
   });
 }
 
+/** SQL with `?` placeholders and their values: a piece a service hands out for another's statement. */
+export interface SqlFragment {
+  sql: string;
+  bindings: readonly unknown[];
+}
+
 /**
  * `query` as a named prepared statement: PostgreSQL parses and plans it once per connection (then
  * keeps a generic plan when that costs no more than planning each time), where an unnamed one is

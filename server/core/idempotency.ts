@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { BaseCtx, TenantCtx } from './context.js';
+import type { SqlFragment } from './db.js';
 import { conflict } from './errors.js';
 
 /**
@@ -41,13 +42,8 @@ export async function claim(ctx: TenantCtx, key: string, fingerprint: string, re
   if (!ctx.db.isTransaction) throw new Error('idempotency.claim must run inside the transaction of the create');
   // Twice at most: the row we conflicted with may be purged (it expired) before we read it.
   for (let attempt = 0; attempt < 2; attempt++) {
-    const claimed = await ctx.db.raw(`
-      insert into idempotency_keys (account_id, livemode, key, fingerprint, resource_id, created_at, expires_at)
-      values (?, ?, ?, ?, ?, now(), now() + make_interval(hours => ?))
-      on conflict (account_id, livemode, key) do update
-        set fingerprint = excluded.fingerprint, resource_id = excluded.resource_id, created_at = excluded.created_at, expires_at = excluded.expires_at
-        where idempotency_keys.expires_at <= now()
-      returning key`, [ctx.accountId, ctx.livemode, key, fingerprint, resourceId, IDEMPOTENCY_TTL_HOURS]) as { rows: unknown[] };
+    const { sql, bindings } = claimStatement(ctx, key, fingerprint, resourceId);
+    const claimed = await ctx.db.raw(sql, bindings as never[]) as { rows: unknown[] };
     if (claimed.rows.length) return { claimed: true };
     const existing = await ctx.db('idempotency_keys').where({ accountId: ctx.accountId, livemode: ctx.livemode, key })
       .first('fingerprint', 'resourceId') as { fingerprint: string; resourceId: string | null } | undefined;
@@ -58,6 +54,22 @@ export async function claim(ctx: TenantCtx, key: string, fingerprint: string, re
     return { claimed: false, resourceId: existing.resourceId };
   }
   throw conflict('This X-Idempotency-Key is being reused right now; retry the request', 'idempotency_key_reused');
+}
+
+/**
+ * The claim's INSERT, returning the key when it was claimed (no row: a live key holds it), for
+ * claim and for a create that claims inside its one statement; `when` (SQL) gates it.
+ */
+export function claimStatement(ctx: TenantCtx, key: string, fingerprint: string, resourceId: string, when = 'true'): SqlFragment {
+  return {
+    sql: `insert into idempotency_keys (account_id, livemode, key, fingerprint, resource_id, created_at, expires_at)
+      select ?, ?, ?, ?, ?, now(), now() + make_interval(hours => ?) where ${when}
+      on conflict (account_id, livemode, key) do update
+        set fingerprint = excluded.fingerprint, resource_id = excluded.resource_id, created_at = excluded.created_at, expires_at = excluded.expires_at
+        where idempotency_keys.expires_at <= now()
+      returning key`,
+    bindings: [ctx.accountId, ctx.livemode, key, fingerprint, resourceId, IDEMPOTENCY_TTL_HOURS],
+  };
 }
 
 /**

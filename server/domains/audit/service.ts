@@ -1,6 +1,6 @@
-import type { Knex } from 'knex';
 import objection from 'objection';
 import type { PerformerType, TenantCtx } from '../../core/context.js';
+import type { SqlFragment } from '../../core/db.js';
 import { badRequest } from '../../core/errors.js';
 import { canonicalJson } from '../../core/idempotency.js';
 import { idTimePrefix, newId, ID_PREFIX } from '../../core/ids.js';
@@ -44,7 +44,7 @@ export async function recordMany(ctx: TenantCtx, facts: readonly AuditFact[]): P
   if (!facts.length) return;
   if (!ctx.db.isTransaction) throw new Error(`audit entry ${facts[0]?.event} must run inside the change's transaction`);
   const { sql, bindings } = insertStatement(ctx, facts);
-  await ctx.db.raw(sql, bindings);
+  await ctx.db.raw(sql, bindings as never[]);
 }
 
 const AUDIT_COLUMNS = ['id', 'account_id', 'livemode', 'brand_id', 'ticket_id', 'entity_type', 'entity_id', 'event', 'performer_type',
@@ -57,12 +57,12 @@ const { format: propertiesToColumns } = objection.snakeCaseMappers();
  * recordMany. `when` makes the insert conditional on the rest of that statement (e.g. "the
  * ticket CTE inserted a row"): no change, no entry.
  */
-export function insertStatement(ctx: TenantCtx, facts: readonly AuditFact[], when?: { sql: string; bindings: readonly unknown[] }): Pick<Knex.Sql, 'sql' | 'bindings'> {
+export function insertStatement(ctx: TenantCtx, facts: readonly AuditFact[], when?: SqlFragment): SqlFragment {
   const now = Date.now();
   const rows = facts.map((fact) => propertiesToColumns(rowOf(ctx, fact, now)));
   return {
     sql: `insert into audit_log (${AUDIT_COLUMNS}) select ${AUDIT_COLUMNS} from jsonb_populate_recordset(null::audit_log, ?::jsonb)${when ? ` where ${when.sql}` : ''}`,
-    bindings: [JSON.stringify(rows), ...(when?.bindings ?? [])] as Knex.Value[],
+    bindings: [JSON.stringify(rows), ...(when?.bindings ?? [])],
   };
 }
 

@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import { withTx, type TenantCtx } from '../../core/context.js';
-import { isPgError, PG } from '../../core/db.js';
+import { isPgError, PG, type SqlFragment } from '../../core/db.js';
 import { badRequest, conflict, notFound } from '../../core/errors.js';
 import { newId, ID_PREFIX } from '../../core/ids.js';
 import { scopeOf } from '../../core/model.js';
@@ -102,7 +102,7 @@ export async function isBlocked(ctx: TenantCtx, brandId: string, email: string):
  * parent domains (example.com blocks mail.example.com). One text for every address, so the
  * statement holding it stays one prepared statement. brandId must be a brand the caller checked.
  */
-export function isBlockedCondition(ctx: TenantCtx, brandId: string, email: string): { sql: string; bindings: readonly unknown[] } {
+export function isBlockedCondition(ctx: TenantCtx, brandId: string, email: string): SqlFragment {
   const address = normalizeEmail(email);
   const labels = emailDomain(address).split('.');
   const domains = labels.map((_, i) => labels.slice(i).join('.')).filter((d) => d.includes('.'));

@@ -1,6 +1,6 @@
 import objection from 'objection';
 import { withTx, type TenantCtx } from '../../core/context.js';
-import { isPgError, PG } from '../../core/db.js';
+import { isPgError, PG, type SqlFragment } from '../../core/db.js';
 import { badRequest, conflict, notFound } from '../../core/errors.js';
 import { newId, ID_PREFIX } from '../../core/ids.js';
 import { scopeOf } from '../../core/model.js';
@@ -122,18 +122,19 @@ export async function findOrCreateByEmail(ctx: TenantCtx, brandId: string, rawEm
   });
 }
 
+/** What a statement folding findOrCreateCtes in reads of the customer (the ticket view, webhook bodies). */
+const CUSTOMER_COLUMNS = 'id, account_id, livemode, brand_id, email, name, avatar_url, company_id';
+
 /**
  * findOrCreateByEmail as CTEs of a larger statement (ticket create's one statement), for an email
  * already normalized and checked: `found_contact` reads the contact; `made_contact` inserts it
  * when it is missing and the SQL condition `ready` holds, with its contact.created entry; and
- * `customer` is the contact's row (the rest of the statement cannot see a new one in `contacts`). A concurrent insert of the same email is waited for and its row
- * returned (ON CONFLICT DO UPDATE to the same email: no trigger fires, nothing changes), so
- * `customer` has a row whenever `ready` holds.
+ * `customer` is the contact's row (the rest of the statement cannot see a new one in
+ * `contacts`). A concurrent insert of the same email is waited for and its row returned (ON
+ * CONFLICT DO UPDATE to the same email: no trigger fires, nothing changes), so `customer` has a row
+ * whenever `ready` holds.
  */
-/** What a statement folding findOrCreateCtes in reads of the customer (the ticket view, webhook bodies). */
-const CUSTOMER_COLUMNS = 'id, account_id, livemode, brand_id, email, name, avatar_url, company_id';
-
-export function findOrCreateCtes(ctx: TenantCtx, brandId: string, email: string, name: string | null, ready: string): { sql: string; bindings: unknown[] } {
+export function findOrCreateCtes(ctx: TenantCtx, brandId: string, email: string, name: string | null, ready: string): SqlFragment {
   const id = newId(ID_PREFIX.contact);
   const entry = audit.insertStatement(ctx, [{ brandId, entityType: 'contact', entityId: id, event: 'contact.created', metadata: { email } }],
     { sql: 'exists (select 1 from made_contact where id = ?)', bindings: [id] });

@@ -1,11 +1,11 @@
 import type { Knex } from 'knex';
 import objection from 'objection';
 import { canSeeBrand, withTx, type TenantCtx } from '../../core/context.js';
-import { prepared } from '../../core/db.js';
+import { prepared, type SqlFragment } from '../../core/db.js';
 import { perKeyLimit } from '../../core/per-key-limit.js';
 import { badRequest, HttpError, notFound } from '../../core/errors.js';
 import { newId, normalizeBrandId, ID_PREFIX } from '../../core/ids.js';
-import { canonicalJson, claim as claimIdempotencyKey, IDEMPOTENCY_TTL_HOURS, requestFingerprint } from '../../core/idempotency.js';
+import { canonicalJson, claim as claimIdempotencyKey, claimStatement, requestFingerprint } from '../../core/idempotency.js';
 import { isEmail, normalizeEmail } from '../../core/text.js';
 import * as attachments from '../attachments/service.js';
 import * as audit from '../audit/service.js';
@@ -213,7 +213,7 @@ export async function create(ctx: TenantCtx, brandId: string, input: CreateTicke
   const fingerprint = requestFingerprint('POST', `/brands/${id}/tickets`, input);
   const idempotency = idempotencyKey === undefined ? undefined : { key: idempotencyKey, fingerprint };
   const brandKey = `${ctx.accountId}:${ctx.livemode}:${id}`;
-  const ticket = hasFieldSchema(brandKey) ? null : await createInOneStatement(ctx, id, title, email, input, idempotency);
+  const ticket = hasFieldSchema(brandKey) ? null : await createInOneStatement(ctx, id, brandKey, title, email, input, idempotency);
   if (ticket) return { created: true, ticket };
   return createStepByStep(ctx, id, title, email, input, idempotency, brandKey);
 }
@@ -227,8 +227,10 @@ const FIELD_SCHEMA_HINT_MS = 60_000;
 const brandsWithFieldSchema = new Map<string, number>();
 function hasFieldSchema(brandKey: string): boolean {
   const until = brandsWithFieldSchema.get(brandKey);
-  if (until !== undefined && until <= Date.now()) brandsWithFieldSchema.delete(brandKey);
-  return until !== undefined && until > Date.now();
+  if (until === undefined) return false;
+  if (until > Date.now()) return true;
+  brandsWithFieldSchema.delete(brandKey);
+  return false;
 }
 
 interface TicketWrite {
@@ -243,18 +245,16 @@ interface TicketWrite {
   input: CreateTicketInput;
 }
 
-type Sql = { sql: string; bindings: readonly unknown[] };
-
 /**
  * How a create's statement learns what it does not bind: the customer's id and the tag ids as SQL,
  * `ready` (nothing is written unless it holds), and the CTEs that compute them, which run first.
  */
 interface Resolution {
-  before: Sql | null;
+  before: SqlFragment | null;
   /** Where the customer's row is: `contacts`, or the CTE of a contact made by this statement. */
   contactsRelation: string;
-  customerId: Sql;
-  tagIds: Sql;
+  customerId: SqlFragment;
+  tagIds: SqlFragment;
   ready: string;
 }
 
@@ -269,9 +269,9 @@ const createdEntry = (ctx: TenantCtx, w: Pick<TicketWrite, 'brandId' | 'id' | 't
  * (spam when the sender is blocked), its tag links, its audit entry and its ticket.created webhook
  * deliveries; it returns the ticket as the response shows it, or no row when `ready` did not hold.
  */
-function writeStatement(ctx: TenantCtx, w: TicketWrite, r: Resolution, entry: Sql): Knex.Raw {
+function writeStatement(ctx: TenantCtx, w: TicketWrite, r: Resolution, entry: SqlFragment): Knex.Raw {
   const { input } = w;
-  const raw = (q: Sql) => ctx.db.raw(q.sql, q.bindings as never[]);
+  const raw = (q: SqlFragment) => ctx.db.raw(q.sql, q.bindings as never[]);
   const blocked = w.email ? blockedSources.isBlockedCondition(ctx, w.brandId, w.email) : { sql: 'false', bindings: [] };
   const announced = events.ticketCreated(ctx, w.brandId, w.id, 't', r.contactsRelation); // inserts nothing without subscribers
   const json = (v: unknown) => (v === undefined ? null : JSON.stringify(v));
@@ -323,7 +323,7 @@ const oneStatementCreates = perKeyLimit(2);
  * tags, the replay). Watchers and pending attachments always go step by step. The statement is
  * prepared (planned once per connection) and at most two per brand run at once.
  */
-async function createInOneStatement(ctx: TenantCtx, brandId: string, title: string, email: string | null, input: CreateTicketInput,
+async function createInOneStatement(ctx: TenantCtx, brandId: string, brandKey: string, title: string, email: string | null, input: CreateTicketInput,
   idempotency: { key: string; fingerprint: string } | undefined): Promise<TicketView | null> {
   if (input.watchers?.length || input.attachmentIds?.length) return null;
   const given = input.tags ?? [];
@@ -336,7 +336,7 @@ async function createInOneStatement(ctx: TenantCtx, brandId: string, title: stri
     id: newId(ID_PREFIX.ticket), brandId, title, email, status: input.status ?? 'open',
     categoryId: input.categoryId ?? null, assigneeId: input.assigneeId ?? null, attachmentCount: 0, input,
   };
-  const ctes: Sql[] = [{
+  const ctes: SqlFragment[] = [{
     sql: `given_tags as (
         select id, lower(name) as name_key from tags where account_id = ? and livemode = ? and brand_id = ? and (id = any(?::text[]) or lower(name) = any(?::text[]))
       ), checks as (
@@ -352,17 +352,8 @@ async function createInOneStatement(ctx: TenantCtx, brandId: string, title: stri
   }];
   if (idempotency) {
     // Claimed only when every check holds; a key already taken leaves `go` false (the replay, or the 409, comes step by step).
-    ctes.push({
-      sql: `claim as (
-          insert into idempotency_keys (account_id, livemode, key, fingerprint, resource_id, created_at, expires_at)
-          select ?, ?, ?, ?, ?, now(), now() + make_interval(hours => ?) where (select ok from checks)
-          on conflict (account_id, livemode, key) do update
-            set fingerprint = excluded.fingerprint, resource_id = excluded.resource_id, created_at = excluded.created_at, expires_at = excluded.expires_at
-            where idempotency_keys.expires_at <= now()
-          returning key
-        ), go as (select (select ok from checks) and exists (select 1 from claim) as ok)`,
-      bindings: [ctx.accountId, ctx.livemode, idempotency.key, idempotency.fingerprint, w.id, IDEMPOTENCY_TTL_HOURS],
-    });
+    const claim = claimStatement(ctx, idempotency.key, idempotency.fingerprint, w.id, '(select ok from checks)');
+    ctes.push({ sql: `claim as (${claim.sql}), go as (select (select ok from checks) and exists (select 1 from claim) as ok)`, bindings: claim.bindings });
   } else {
     ctes.push({ sql: 'go as (select ok from checks)', bindings: [] });
   }
@@ -378,7 +369,7 @@ async function createInOneStatement(ctx: TenantCtx, brandId: string, title: stri
     ready: email ? '(select ok from go) and exists (select 1 from customer)' : '(select ok from go)',
   };
   const statement = prepared(ctx.db, writeStatement(ctx, w, resolution, createdEntry(ctx, w)));
-  const result = await oneStatementCreates(`${ctx.accountId}:${ctx.livemode}:${brandId}`,
+  const result = await oneStatementCreates(brandKey,
     async () => await statement as unknown as { rows: Record<string, unknown>[] }); // a knex query runs when awaited
   return viewOf(result.rows);
 }
