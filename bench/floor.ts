@@ -102,7 +102,7 @@ export function statementsOp(input: FloorInput) {
         select $4, $1, $2, $3, n.num, $5, $6, 'open', 'high', $7, '[]'::jsonb, '{}'::jsonb, 'api', 'null'::jsonb,
           exists (select 1 from blocked_sources where ${SCOPE} and brand_id = $3 and (type = 'email' and value = $9 or (type = 'domain' and value = $10))) from n
         returning *),
-      tt as (insert into ticket_tags (account_id, livemode, brand_id, ticket_id, tag_id) select t.account_id, t.livemode, t.brand_id, t.id, tag from t, unnest($8::text[]) as tag),
+      tt as (insert into ticket_tags (account_id, livemode, brand_id, ticket_id, tag_id, status, priority) select t.account_id, t.livemode, t.brand_id, t.id, tag, t.status, t.priority from t, unnest($8::text[]) as tag),
       a as (insert into audit_log (id, account_id, livemode, brand_id, ticket_id, entity_type, entity_id, event, changes, metadata, performer_type, performer_id, performer_name, request_id, source)
         values ($11, $1, $2, $3, $4, 'ticket', $4, 'ticket.created', '[]', json_build_object('title', $5::text), 'api', 'key_bench', 'bench', 'req_bench', 'api')),
       e as (insert into outbox (id, account_id, livemode, brand_id, kind, event, webhook_id, payload)
@@ -155,7 +155,7 @@ export function oneStatementOp(input: FloorInput) {
           exists (select 1 from blocked_sources where ${SCOPE} and brand_id = $3 and (type = 'email' and value = $9 or (type = 'domain' and value = $12))), 0 from n
         returning *
       ), tt as (
-        insert into ticket_tags (account_id, livemode, brand_id, ticket_id, tag_id) select t.account_id, t.livemode, t.brand_id, t.id, tag from t, unnest(array(select id from given_tags)) as tag
+        insert into ticket_tags (account_id, livemode, brand_id, ticket_id, tag_id, status, priority) select t.account_id, t.livemode, t.brand_id, t.id, tag, t.status, t.priority from t, unnest(array(select id from given_tags)) as tag
       ), a as (
         insert into audit_log (id, account_id, livemode, brand_id, ticket_id, entity_type, entity_id, event, changes, metadata, performer_type, performer_id, performer_name, request_id, source)
         select $13, t.account_id, t.livemode, t.brand_id, t.id, 'ticket', t.id, 'ticket.created', '[]', json_build_object('title', $10::text), 'api', 'key_bench', 'bench', 'req_bench', 'api' from t
@@ -199,9 +199,9 @@ export function writesOnlyOp(input: FloorInput) {
       ), t as (
         insert into tickets (id, account_id, livemode, brand_id, ticket_number, title, body, status, priority, customer_id, source)
         select $6, $1, $2, $3, n.num, $8, $9, 'open', 'high', (select id from cu), 'api' from n
-        returning id, account_id, livemode, brand_id, ticket_number
+        returning id, account_id, livemode, brand_id, ticket_number, status, priority
       ), tt as (
-        insert into ticket_tags (account_id, livemode, brand_id, ticket_id, tag_id) select t.account_id, t.livemode, t.brand_id, t.id, tag from t, unnest($10::text[]) as tag
+        insert into ticket_tags (account_id, livemode, brand_id, ticket_id, tag_id, status, priority) select t.account_id, t.livemode, t.brand_id, t.id, tag, t.status, t.priority from t, unnest($10::text[]) as tag
       ), a as (
         insert into audit_log (id, account_id, livemode, brand_id, ticket_id, entity_type, entity_id, event, changes, metadata, performer_type, performer_id, performer_name, request_id, source)
         select $11, t.account_id, t.livemode, t.brand_id, t.id, 'ticket', t.id, 'ticket.created', '[]', json_build_object('title', $8::text), 'api', 'key_bench', 'bench', 'req_bench', 'api' from t

@@ -138,8 +138,8 @@ export async function seed(url: string, opts: { accountId: string; brandId: stri
     await Promise.all([worker(a), worker(b)]);
     await a.query('UPDATE brands SET next_ticket_number = $1 WHERE account_id = $2 AND livemode = true AND id = $3', [n + 1, accountId, brandId]);
     await a.query(`
-      INSERT INTO ticket_tags (account_id, livemode, brand_id, ticket_id, tag_id)
-      SELECT t.account_id, t.livemode, t.brand_id, t.id, ($4::text[])[floor(exp(random() * ln(51)))::int]
+      INSERT INTO ticket_tags (account_id, livemode, brand_id, ticket_id, tag_id, status, priority)
+      SELECT t.account_id, t.livemode, t.brand_id, t.id, ($4::text[])[floor(exp(random() * ln(51)))::int], t.status, t.priority
       FROM tickets t, generate_series(1, 3) AS k
       WHERE t.account_id = $1 AND t.livemode = $2 AND t.brand_id = $3 AND random() < 0.5
       ON CONFLICT DO NOTHING`, [...scope, tags.rows.map((r) => r.id)]);

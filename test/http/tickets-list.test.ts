@@ -248,6 +248,44 @@ t.test('list filters with their sentinels', async (t) => {
   t.equal(item.customer.company.name, 'Acme');
 });
 
+t.test('the tag filter with status and priority follows every writer of a ticket\'s status, priority and tags', async (t) => {
+  const { owner, base } = await setup();
+  const red = (await owner.live('POST', `${base}/tags`, { name: 'red' })).body;
+  const L = (qs: string) => listIds(owner.live, `${base}/tickets?${qs}`).then(sorted);
+  // The links mirror the ticket (migration 2000); any drift would show as a wrong filter result.
+  const drift = async () => Number((await db.raw(`select count(*) as n from ticket_tags tt join tickets t on t.account_id = tt.account_id
+    and t.livemode = tt.livemode and t.brand_id = tt.brand_id and t.id = tt.ticket_id
+    where tt.account_id = ? and (tt.status <> t.status or tt.priority is distinct from t.priority)`, [owner.accountId])).rows[0].n);
+
+  const a = await makeTicket(owner.live, base, { title: 'a', priority: 'low', tags: [red.id] }); // one statement
+  const b = await makeTicket(owner.live, base, { title: 'b', status: 'pending', tags: ['red', 'green'] }); // a new tag: step by step
+  t.same(await L(`tagIds=${red.id}&status=open&priority=low`), [a.id], 'create, one statement');
+  t.same(await L(`tagIds=${red.id}&status=pending`), [b.id], 'create, step by step');
+
+  await owner.live('PATCH', `${base}/tickets/${a.id}`, { status: 'closed', priority: 'urgent' });
+  t.same(await L(`tagIds=${red.id}&status=open`), [], 'PATCH: the old status no longer matches');
+  t.same(await L(`tagIds=${red.id}&status=closed&priority=urgent`), [a.id], 'PATCH: the new one does');
+  const blue = (await owner.live('POST', `${base}/tags`, { name: 'blue' })).body;
+  await owner.live('PATCH', `${base}/tickets/${a.id}`, { tags: [red.id, blue.id], priority: 'high' });
+  t.same(await L(`tagIds=${blue.id}&status=closed&priority=high`), [a.id], 'a tag added with a priority change in one PATCH');
+  t.same(await L(`tagIds=${red.id},${blue.id}&priority=high`), [a.id], 'two tags');
+
+  t.equal((await owner.live('POST', `${base}/tickets/bulk`, { action: 'resolve', ticketIds: [b.id] })).status, 200);
+  t.same(await L(`tagIds=${red.id}&status=resolved`), [b.id], 'bulk resolve');
+  t.equal((await owner.live('POST', `${base}/tickets/bulk`, { action: 'setTags', ticketIds: [b.id], tags: [blue.id] })).status, 200);
+  t.same(await L(`tagIds=${blue.id}&status=resolved`), [b.id], 'bulk setTags');
+
+  const c = await makeTicket(owner.live, base, { title: 'c', tags: [red.id] });
+  t.equal((await owner.live('POST', `${base}/tickets/${a.id}/merge`, { sourceTicketIds: [c.id] })).status, 200);
+  t.same(await L(`tagIds=${red.id}&status=closed&priority=high`), [a.id], 'a merged source is closed, and no longer matches open');
+  t.same(await L(`tagIds=${red.id}&status=open`), [], 'merge');
+
+  const gold = (await owner.live('POST', `${base}/tags`, { name: 'gold' })).body;
+  t.equal((await owner.live('POST', `${base}/tags/${gold.id}/merge`, { sourceTagIds: [red.id] })).status, 200);
+  t.same(await L(`tagIds=${gold.id}&status=closed&priority=high`), [a.id], 'tag merge relinks with the ticket\'s status');
+  t.equal(await drift(), 0, 'no link differs from its ticket');
+});
+
 t.test('sort keys, priority by rank, relation sorts by related name', async (t) => {
   const { owner, base } = await setup();
   const zed = await addMember(owner.accountId, 'Zed', 'zed@example.com');

@@ -286,8 +286,8 @@ function writeStatement(ctx: TenantCtx, w: TicketWrite, r: Resolution, entry: Sq
       select ?, ?, ?, ?, n.num, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?::jsonb, ?::jsonb, ?, ?, ?::jsonb, ?, ?, ?::timestamptz, ? from n
       returning ${VIEW_COLUMNS.join(', ')}
     ), tt as (
-      insert into ticket_tags (account_id, livemode, brand_id, ticket_id, tag_id)
-      select t.account_id, t.livemode, t.brand_id, t.id, tag from t, unnest(?) as tag
+      insert into ticket_tags (account_id, livemode, brand_id, ticket_id, tag_id, status, priority)
+      select t.account_id, t.livemode, t.brand_id, t.id, tag, t.status, t.priority from t, unnest(?) as tag
     ), entry as (?
     ), announced as (?
     )
@@ -638,9 +638,21 @@ export async function list(ctx: TenantCtx, brandId: string, input: TicketListInp
   for (const [i, tagId] of (tagIds ?? []).entries()) {
     // A join, not EXISTS: (scope, ticket, tag) is ticket_tags' primary key, so a ticket never comes
     // twice, and the planner may walk a rare tag's index in ticket order and stop at the page's end.
+    // The link carries its ticket's status and priority (migration 2000): filtered on the link too,
+    // a rare tag's index yields only the matching tickets instead of every ticket of the tag.
     const alias = `tt${i}`;
     const scope = inScope(ctx, brand.id, alias);
-    q.joinRaw(`join ticket_tags ${alias} on ${scope.sql} and ${alias}.tag_id = ? and ${alias}.ticket_id = tickets.id`, [...scope.bindings, tagId]);
+    const onLink = [`${scope.sql} and ${alias}.tag_id = ? and ${alias}.ticket_id = tickets.id`];
+    const bindings: unknown[] = [...scope.bindings, tagId];
+    if (status) {
+      onLink.push(`${alias}.status in (${status.map(() => '?').join(', ')})`); // one key parses as "=": the index stays in ticket order
+      bindings.push(...status);
+    }
+    if (priority) {
+      onLink.push(`${alias}.priority = ?`);
+      bindings.push(priority);
+    }
+    q.joinRaw(`join ticket_tags ${alias} on ${onLink.join(' and ')}`, bindings as never[]);
   }
 
   const filters = {
