@@ -99,7 +99,8 @@ export function eventsInsert(tx: TenantCtx, events: readonly EventSpec[], ticket
         select ${TICKET_JSON} as fields from ${ticketsRelation} t
         left join ${contactsRelation} c on c.account_id = t.account_id and c.livemode = t.livemode and c.brand_id = t.brand_id and c.id = t.customer_id
         where t.account_id = w.account_id and t.livemode = w.livemode and t.brand_id = w.brand_id and t.id = ev.ticket_id
-      ) tk on true
+      ) tk on true${ticketsRelation === 'tickets' ? '' : `
+      where ev.ticket_id is null or tk.fields is not null`}
       order by ev.ord, w.id`,
     bindings: [timestamp, JSON.stringify(specs), tx.accountId, tx.livemode],
   };

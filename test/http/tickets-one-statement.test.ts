@@ -107,6 +107,8 @@ t.test('both ways write the same ticket, audit entries and webhook deliveries', 
     t.equal(deliveries.length, 1, `${what}: one ticket.created delivery`);
     t.match(deliveries[0].payload.data, { id: ticket.id, ticketNumber: ticket.ticketNumber, customerEmail: email, customerName: 'Ann' }, `${what}: the delivery's body`);
   }
+  // The step-by-step create first tried one statement, which wrote nothing (its tag was new): no delivery either.
+  t.equal((await db('outbox').where({ brandId: brand.id })).length, 2, 'one delivery per ticket, none for the attempt');
 });
 
 t.test('an existing contact is reused and gets no new entry; a blocked sender makes spam', async (t) => {
