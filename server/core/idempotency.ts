@@ -57,19 +57,25 @@ export async function claim(ctx: TenantCtx, key: string, fingerprint: string, re
 }
 
 /**
- * The claim's INSERT, returning the key when it was claimed (no row: a live key holds it), for
- * claim and for a create that claims inside its one statement; `when` (SQL) gates it.
+ * The claim's INSERT for the rows of `source` (SQL yielding key, fingerprint and resource_id),
+ * returning each key it claimed (a key a live row holds is left out): for claim, one row; for
+ * ticket create's statement, the keys of its requests that passed their checks. The keys in
+ * `source` must be distinct (one statement cannot claim a key twice).
  */
-export function claimStatement(ctx: TenantCtx, key: string, fingerprint: string, resourceId: string, when = 'true'): SqlFragment {
+export function claimRowsStatement(ctx: TenantCtx, source: SqlFragment): SqlFragment {
   return {
     sql: `insert into idempotency_keys (account_id, livemode, key, fingerprint, resource_id, created_at, expires_at)
-      select ?, ?, ?, ?, ?, now(), now() + make_interval(hours => ?) where ${when}
+      select ?, ?, claim_source.key, claim_source.fingerprint, claim_source.resource_id, now(), now() + make_interval(hours => ?) from (${source.sql}) claim_source
       on conflict (account_id, livemode, key) do update
         set fingerprint = excluded.fingerprint, resource_id = excluded.resource_id, created_at = excluded.created_at, expires_at = excluded.expires_at
         where idempotency_keys.expires_at <= now()
       returning key`,
-    bindings: [ctx.accountId, ctx.livemode, key, fingerprint, resourceId, IDEMPOTENCY_TTL_HOURS],
+    bindings: [ctx.accountId, ctx.livemode, IDEMPOTENCY_TTL_HOURS, ...source.bindings],
   };
+}
+
+function claimStatement(ctx: TenantCtx, key: string, fingerprint: string, resourceId: string): SqlFragment {
+  return claimRowsStatement(ctx, { sql: 'select ?::text as key, ?::text as fingerprint, ?::text as resource_id', bindings: [key, fingerprint, resourceId] });
 }
 
 /**

@@ -28,12 +28,14 @@ const PART_FIELDS = ['ticketId', 'ticketNumber', ...CUSTOMER];
 const iso = (d: Date | string | null | undefined) => (d ? new Date(d).toISOString() : null);
 
 /**
- * ticket.created as an INSERT that ticket create runs inside its statement: the body carries the
- * number that statement assigns, and the new ticket is there only as its CTE `ticketsRelation`
- * (a contact it creates, as `contactsRelation`).
+ * ticket.created as an INSERT that ticket create runs inside its statement, for each ticket it
+ * creates: the body carries the number that statement assigns, and the new tickets are there only
+ * as its CTE `ticketsRelation` (a contact it creates, in `contactsRelation`); a ticket absent
+ * there (not created) is not announced.
  */
-export function ticketCreated(tx: TenantCtx, brandId: string, ticketId: string, ticketsRelation: string, contactsRelation: string): Pick<Knex.Sql, 'sql' | 'bindings'> {
-  return eventsInsert(tx, [{ brandId, names: ['ticket.created'], ticketId, ticketFields: TICKET_CREATED_FIELDS, data: {} }], ticketsRelation, contactsRelation);
+export function ticketsCreated(tx: TenantCtx, tickets: readonly { brandId: string; ticketId: string }[], ticketsRelation: string, contactsRelation: string): Pick<Knex.Sql, 'sql' | 'bindings'> {
+  return eventsInsert(tx, tickets.map(({ brandId, ticketId }) => ({ brandId, names: ['ticket.created'], ticketId, ticketFields: TICKET_CREATED_FIELDS, data: {} })),
+    ticketsRelation, contactsRelation);
 }
 
 /** `changes` are the names of the changed fields, per ticket. */

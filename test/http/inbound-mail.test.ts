@@ -91,7 +91,7 @@ t.test('a new email ticket\'s files are written before its statement takes the b
   });
   const traced = await buildApp({ config, db, attachments: attachmentDeps(config, db, storage) });
   t.teardown(() => traced.close());
-  const counter = (q: { sql: string }) => { if (q.sql.includes('next_ticket_number = next_ticket_number + 1')) order.push('brand row locked'); };
+  const counter = (q: { sql: string }) => { if (q.sql.includes('set next_ticket_number = b.next_ticket_number +')) order.push('brand row locked'); };
   db.on('query', counter);
   try {
     const res = await deliver(fixture('multipart-attachments.eml', { BRAND: brand.id }), {}, traced);

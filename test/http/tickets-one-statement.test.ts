@@ -1,5 +1,5 @@
 import t from 'tap';
-import { assertErrorShape, mustCreate, ownerWithBrand, testApp } from '../helpers/app.js';
+import { assertErrorShape, makeBrand, mustCreate, ownerWithBrand, testApp } from '../helpers/app.js';
 
 /**
  * Ticket create has two ways (server/domains/tickets/service.ts): the usual create in ONE
@@ -173,4 +173,71 @@ t.test('50 concurrent identical requests with one key and a new customer: one ti
   t.equal(new Set(results.map((r) => r.body.id)).size, 1, 'every caller got the same ticket');
   t.equal((await db('tickets').where({ brandId: brand.id })).length, 1, 'one ticket');
   t.equal((await contactRows(brand.id, 'first-time@example.com')).length, 1, 'one contact');
+});
+
+/** The creates' statement (writeStatement), among the statements a test saw. */
+const createStatements = (statements: string[]) => statements.filter((s) => s.includes('::jsonb) as i(ord int')).length;
+
+t.test('concurrent creates across brands go together (group commit): each ticket numbered, announced and recorded as if alone', async (t) => {
+  const owner = (await ownerWithBrand(app)).owner;
+  const brandIds: string[] = [];
+  for (let b = 0; b < 3; b++) {
+    const brand = await makeBrand(owner.live, `Batch ${b}`);
+    brandIds.push(brand.id);
+    await mustCreate(owner.live, `/v1/brands/${brand.id}/webhooks`, { url: 'http://127.0.0.1:9/hook', events: ['ticket.created'] });
+    await mustCreate(owner.live, `/v1/brands/${brand.id}/tags`, { name: 'vip' });
+  }
+  let results: { status: number; body: any }[] = []; // eslint-disable-line @typescript-eslint/no-explicit-any
+  const statements = await statementsDuring(async () => {
+    results = await Promise.all(Array.from({ length: 30 }, (_, i) => owner.live('POST', `/v1/brands/${brandIds[i % 3]}/tickets`,
+      { title: `t${i}`, customerEmail: i % 2 ? `shared@b${i % 3}.example` : `own${i}@b${i % 3}.example`, customerName: `Name ${i}`, tags: ['vip'], priority: 'high' },
+      { 'x-idempotency-key': `batch-${i}` })));
+  });
+  t.same(results.map((r) => r.status), Array(30).fill(201), 'all created');
+  const sent = createStatements(statements);
+  t.ok(sent >= 2 && sent < 30, `30 creates took ${sent} statements`);
+
+  for (const [b, brandId] of brandIds.entries()) {
+    const mine = results.filter((_, i) => i % 3 === b).map((r) => r.body);
+    t.same(mine.map((x) => x.ticketNumber).sort((x, y) => x - y), Array.from({ length: 10 }, (_, i) => 1000 + i), `brand ${b}: consecutive numbers`);
+    const shared = mine.filter((x) => x.customer.email === `shared@b${b}.example`);
+    t.equal(new Set(shared.map((x) => x.customerId)).size, 1, `brand ${b}: the shared email is one contact`);
+    t.equal((await auditOf(brandId, 'contact.created')).length, 1 + mine.length - shared.length, `brand ${b}: one contact.created entry per contact`);
+    const entries = await auditOf(brandId, 'ticket.created');
+    t.same(entries.map((e) => e.entityId).sort(), mine.map((x) => x.id).sort(), `brand ${b}: one ticket.created entry per ticket`);
+    const deliveries = await db('outbox').where({ brandId, event: 'ticket.created' });
+    t.equal(deliveries.length, 10, `brand ${b}: one delivery per ticket`);
+    for (const x of mine) {
+      const body = deliveries.find((d) => d.payload.data.id === x.id)?.payload.data;
+      t.match(body, { ticketNumber: x.ticketNumber, customerEmail: x.customer.email, title: x.title }, `brand ${b}: ${x.title}'s delivery`);
+    }
+  }
+  const one = results[4]!.body;
+  t.same(one, (await owner.live('GET', `/v1/brands/${brandIds[1]}/tickets/${one.id}`)).body, 'a response is the ticket as GET shows it');
+  t.same(one.tags.map((g: { name: string }) => g.name), ['vip']);
+});
+
+t.test('in a batch, a create that fails a check fails alone; a replayed key replays', async (t) => {
+  const { owner, brand, base } = await ownerWithBrand(app);
+  const stranger = await ownerWithBrand(app);
+  const foreignTag = await mustCreate(stranger.owner.live, `${stranger.base}/tags`, { name: 'theirs' });
+  const earlier = await mustCreate(owner.live, `${base}/tickets`, { title: 'earlier' }, { 'x-idempotency-key': 'replayed' });
+  const bodies: [Record<string, unknown>, Record<string, string>][] = [
+    ...Array.from({ length: 8 }, (_, i): [Record<string, unknown>, Record<string, string>] => [{ title: `good ${i}`, customerEmail: `good${i}@example.com` }, { 'x-idempotency-key': `good-${i}` }]),
+    [{ title: 'bad status', customerEmail: 'bad1@example.com', status: 'nope' }, { 'x-idempotency-key': 'bad-1' }],
+    [{ title: 'foreign tag', customerEmail: 'bad2@example.com', tags: [foreignTag.id] }, {}],
+    [{ title: 'earlier' }, { 'x-idempotency-key': 'replayed' }],
+    [{ title: 'other body' }, { 'x-idempotency-key': 'good-0' }],
+  ];
+  const results = await Promise.all(bodies.map(([body, headers]) => owner.live('POST', `${base}/tickets`, body, headers)));
+  t.same(results.slice(0, 8).map((r) => r.status), Array(8).fill(201), 'the good creates are made');
+  assertErrorShape(t, results[8]!, 400, 'invalid_status');
+  assertErrorShape(t, results[9]!, 400, 'invalid_tags');
+  t.equal(results[10]!.status, 200, 'the replay answers 200');
+  t.equal(results[10]!.body.id, earlier.id, 'with the earlier ticket');
+  assertErrorShape(t, results[11]!, 409, 'idempotency_key_reused');
+  t.same(results.slice(0, 8).map((r) => r.body.ticketNumber).sort((a, b) => a - b), Array.from({ length: 8 }, (_, i) => 1001 + i), 'no number lost to the failures');
+  t.equal((await contactRows(brand.id, 'bad1@example.com')).length + (await contactRows(brand.id, 'bad2@example.com')).length, 0, 'the failed creates made no contact');
+  t.equal((await db('idempotency_keys').where({ key: 'bad-1' })).length, 0, 'nor used up their key');
+  t.equal((await auditOf(brand.id, 'ticket.created')).length, 9, 'one entry per ticket made');
 });

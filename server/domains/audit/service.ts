@@ -58,10 +58,23 @@ const { format: propertiesToColumns } = objection.snakeCaseMappers();
  * ticket CTE inserted a row"): no change, no entry.
  */
 export function insertStatement(ctx: TenantCtx, facts: readonly AuditFact[], when?: SqlFragment): SqlFragment {
+  return insertRowsStatement(entryRows(ctx, facts), when);
+}
+
+/** The rows of these entries as insertRowsStatement takes them (each entry's id and time are fixed here). */
+export function entryRows(ctx: TenantCtx, facts: readonly AuditFact[]): Record<string, unknown>[] {
   const now = Date.now();
-  const rows = facts.map((fact) => propertiesToColumns(rowOf(ctx, fact, now)));
+  return facts.map((fact) => propertiesToColumns(rowOf(ctx, fact, now)));
+}
+
+/**
+ * insertStatement for rows made by entryRows, perhaps of several requests (ticket create's
+ * statement writes the entries of every create it takes). `when` may test each row: its columns
+ * are those of audit_log, under the name `entry`.
+ */
+export function insertRowsStatement(rows: readonly Record<string, unknown>[], when?: SqlFragment): SqlFragment {
   return {
-    sql: `insert into audit_log (${AUDIT_COLUMNS}) select ${AUDIT_COLUMNS} from jsonb_populate_recordset(null::audit_log, ?::jsonb)${when ? ` where ${when.sql}` : ''}`,
+    sql: `insert into audit_log (${AUDIT_COLUMNS}) select ${AUDIT_COLUMNS} from jsonb_populate_recordset(null::audit_log, ?::jsonb) entry${when ? ` where ${when.sql}` : ''}`,
     bindings: [JSON.stringify(rows), ...(when?.bindings ?? [])],
   };
 }

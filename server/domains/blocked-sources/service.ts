@@ -104,12 +104,25 @@ export async function isBlocked(ctx: TenantCtx, brandId: string, email: string):
  */
 export function isBlockedCondition(ctx: TenantCtx, brandId: string, email: string): SqlFragment {
   const address = normalizeEmail(email);
+  const blocked = isBlockedSql(ctx, '?', '?', '?::text[]');
+  return { sql: blocked.sql, bindings: [...blocked.bindings, brandId, address, blockedDomainsOf(address)] };
+}
+
+/** The domains an entry may block an address by: its domain and each parent domain with a dot. */
+export function blockedDomainsOf(address: string): string[] {
   const labels = emailDomain(address).split('.');
-  const domains = labels.map((_, i) => labels.slice(i).join('.')).filter((d) => d.includes('.'));
+  return labels.map((_, i) => labels.slice(i).join('.')).filter((d) => d.includes('.'));
+}
+
+/**
+ * isBlockedCondition over SQL expressions (a statement testing many addresses): the brand id, the
+ * normalized address and its blockedDomainsOf as a text[]. Bindings: the tenant scope only.
+ */
+export function isBlockedSql(ctx: TenantCtx, brandIdSql: string, addressSql: string, domainsSql: string): SqlFragment {
   return {
-    sql: `exists (select 1 from blocked_sources bs where bs.account_id = ? and bs.livemode = ? and bs.brand_id = ?
-      and ((bs.type = 'email' and bs.value = ?) or (bs.type = 'domain' and bs.value = any(?::text[]))))`,
-    bindings: [ctx.accountId, ctx.livemode, brandId, address, domains],
+    sql: `exists (select 1 from blocked_sources bs where bs.account_id = ? and bs.livemode = ? and bs.brand_id = ${brandIdSql}
+      and ((bs.type = 'email' and bs.value = ${addressSql}) or (bs.type = 'domain' and bs.value = any(${domainsSql}))))`,
+    bindings: [ctx.accountId, ctx.livemode],
   };
 }
 

@@ -122,41 +122,50 @@ export async function findOrCreateByEmail(ctx: TenantCtx, brandId: string, rawEm
   });
 }
 
-/** What a statement folding findOrCreateCtes in reads of the customer (the ticket view, webhook bodies). */
-const CUSTOMER_COLUMNS = 'id, account_id, livemode, brand_id, email, name, avatar_url, company_id';
+/** What a statement folding findOrCreateManyCtes in reads of the customer (the ticket view, webhook bodies). */
+const CUSTOMER_COLUMNS = ['id', 'account_id', 'livemode', 'brand_id', 'email', 'name', 'avatar_url', 'company_id'];
 
 /**
- * findOrCreateByEmail as CTEs of a larger statement (ticket create's one statement), for an email
- * already normalized and checked: `found_contact` reads the contact; `made_contact` inserts it
- * when it is missing and the SQL condition `ready` holds, with its contact.created entry; and
- * `customer` is the contact's row (the rest of the statement cannot see a new one in
- * `contacts`). A concurrent insert of the same email is waited for and its row returned (ON
- * CONFLICT DO UPDATE to the same email: no trigger fires, nothing changes), so `customer` has a row
- * whenever `ready` holds.
+ * findOrCreateByEmail as CTEs of a larger statement (ticket create's statement, for each create it
+ * takes). `requests` names a relation with, per row: ord, brand_id, email (normalized and checked,
+ * or null for none), email_domain, contact_id (the id a new contact takes: the same on every row of
+ * one brand and email), customer_name and customer_name_key (the first row's name wins); `ready` is
+ * a condition on its row `r`.
+ * - `found_contact` reads the existing contacts;
+ * - `made_contact` inserts the missing ones of ready rows, each once, linked to the company of its
+ *   email's domain, with their contact.created entries (`entries`: createdEntryRows of every
+ *   contact_id, written for those made);
+ * - `customer` holds every such contact's row (the rest of the statement cannot see a new one in
+ *   `contacts`).
+ * A concurrent insert of the same email is waited for and its row returned (ON CONFLICT DO UPDATE
+ * to the same email: no trigger fires, nothing changes), so `customer` has each ready row's contact.
  */
-export function findOrCreateCtes(ctx: TenantCtx, brandId: string, email: string, name: string | null, ready: string): SqlFragment {
-  const id = newId(ID_PREFIX.contact);
-  const entry = audit.insertStatement(ctx, [{ brandId, entityType: 'contact', entityId: id, event: 'contact.created', metadata: { email } }],
-    { sql: 'exists (select 1 from made_contact where id = ?)', bindings: [id] });
+export function findOrCreateManyCtes(ctx: TenantCtx, requests: string, ready: string, entries: readonly Record<string, unknown>[]): SqlFragment {
+  const entry = audit.insertRowsStatement(entries, { sql: 'exists (select 1 from made_contact m where m.id = entry.entity_id)', bindings: [] });
   return {
     sql: `found_contact as (
-        select ${CUSTOMER_COLUMNS} from contacts where account_id = ? and livemode = ? and brand_id = ? and email = ?
+        select ${CUSTOMER_COLUMNS.map((c) => `c.${c}`).join(', ')} from contacts c
+        where c.account_id = ? and c.livemode = ? and (c.brand_id, c.email) in (select r.brand_id, r.email from ${requests} r where r.email is not null)
       ), made_contact as (
         insert into contacts (id, account_id, livemode, brand_id, email, name, name_key, company_id)
-        select ?, ?, ?, ?, ?, ?, ?, (select co.id from companies co where co.account_id = ? and co.livemode = ? and co.brand_id = ? and co.domain = ?)
-        where ${ready} and not exists (select 1 from found_contact)
+        select distinct on (r.brand_id, r.email) r.contact_id, ?, ?, r.brand_id, r.email, r.customer_name, r.customer_name_key,
+          (select co.id from companies co where co.account_id = ? and co.livemode = ? and co.brand_id = r.brand_id and co.domain = r.email_domain)
+        from ${requests} r
+        where r.email is not null and ${ready} and not exists (select 1 from found_contact f where f.brand_id = r.brand_id and f.email = r.email)
+        order by r.brand_id, r.email, r.ord
         on conflict (account_id, livemode, brand_id, email) do update set email = excluded.email
-        returning ${CUSTOMER_COLUMNS}
+        returning ${CUSTOMER_COLUMNS.join(', ')}
       ), contact_entry as (${entry.sql}
       ), customer as (
         select * from found_contact union all select * from made_contact
       )`,
-    bindings: [
-      ctx.accountId, ctx.livemode, brandId, email,
-      id, ctx.accountId, ctx.livemode, brandId, email, name, foldText(name ?? ''), ctx.accountId, ctx.livemode, brandId, emailDomain(email),
-      ...entry.bindings,
-    ],
+    bindings: [ctx.accountId, ctx.livemode, ctx.accountId, ctx.livemode, ctx.accountId, ctx.livemode, ...entry.bindings],
   };
+}
+
+/** The contact.created entry of a contact findOrCreateManyCtes may make. */
+export function createdEntryRows(ctx: TenantCtx, brandId: string, contactId: string, email: string): Record<string, unknown>[] {
+  return audit.entryRows(ctx, [{ brandId, entityType: 'contact', entityId: contactId, event: 'contact.created', metadata: { email } }]);
 }
 
 export async function list(ctx: TenantCtx, brandId: string, input: ContactListInput): Promise<Page<ContactView>> {
