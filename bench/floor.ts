@@ -3,10 +3,13 @@
  * no JSON schema, no knex/objection. Two shapes:
  *  - 'statements': tickets.create step by step (its way for new tags, watchers, …), one round trip
  *    each in one transaction (read off the service with knex's query events);
- *  - 'one statement': the single statement of the usual create (the checks, idempotency key, tags
- *    by name, contact, brand counter, ticket with the blocked-sender test, tag links, audit entry,
- *    webhook fan-out and the ticket as the response shows it), so the brand row lock lives exactly
- *    as long as one statement.
+ *  - 'one statement': the usual create as ONE statement for ONE ticket (the checks, idempotency
+ *    key, tags by name, contact, brand counter, ticket with the blocked-sender test, tag links,
+ *    audit entry, webhook fan-out and the ticket as the response shows it): what each create cost
+ *    before group commit, so the brand row lock lives exactly as long as one statement. The API
+ *    now sends concurrent creates together in one set-based statement (tickets/service.ts
+ *    writeStatement), which is why it can pass this floor.
+ *  - 'writes only': the least one create must write, in one statement.
  */
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
@@ -121,8 +124,8 @@ export function statementsOp(input: FloorInput) {
 }
 
 /**
- * The usual create's one statement (autocommit), as tickets.create sends it for an existing
- * customer and existing tags, prepared like it: the brand row is locked for one statement.
+ * One create in one statement (autocommit), as tickets.create sent it for an existing customer and
+ * existing tags before it batched creates, prepared like it: the brand row is locked for one statement.
  */
 export function oneStatementOp(input: FloorInput) {
   return async (c: pg.Client, w: number) => {

@@ -9,8 +9,8 @@
  *   npm run bench -- --events          (webhook delivery latency and throughput instead: see events.ts)
  *
  * Measured: create throughput (idempotency keys; concurrency 1, 16, 32 on one brand, 16 across 16
- * brands) next to the raw database floor (the same statements by a plain pg client: the usual create's
- * one statement, and a create step by step); list first page and page 2,000 by cursor for every sort key;
+ * brands) next to the raw database floor (plain pg clients, one create at a time: in one statement,
+ * writes only, and step by step); list first page and page 2,000 by cursor for every sort key;
  * a filtered list; search (common word, rare word, prefix); and the server's peak RSS.
  */
 import type { ChildProcess } from 'node:child_process';
