@@ -394,6 +394,14 @@ const createLane = (brandId: string) => createHash('sha1').update(brandId).diges
  * process, a row deleted under it) answers null for each create, which then goes step by step.
  */
 const MAX_CREATE_BATCH = 32;
+/** A batch runs on its first create's connection pool: creates sent to other pools (tests run several apps in one process) never share one. */
+const databaseNumbers = new WeakMap<Knex, number>();
+let databasesSeen = 0;
+function databaseNumber(db: Knex): number {
+  let n = databaseNumbers.get(db);
+  if (n === undefined) databaseNumbers.set(db, n = ++databasesSeen);
+  return n;
+}
 const createBatches = batcher<TicketWrite, TicketView | null>(
   async (writes) => runWrites(writes[0]!.ctx, writes).catch(() => writes.map(() => null)),
   { maxSize: MAX_CREATE_BATCH, exclusive: (w) => w.idempotency?.key ?? null },
@@ -415,7 +423,7 @@ async function createInOneStatement(ctx: TenantCtx, brandId: string, title: stri
   if (tagNames.some((n) => !n || n.length > tags.MAX_TAG_NAME_LENGTH)) return null;
   const w = ticketWrite(ctx, brandId, title, email, input, { tagIds, tagNames, idempotency });
   if (ctx.db.isTransaction) return (await runWrites(ctx, [w]))[0]!;
-  return createBatches(`${ctx.accountId}:${ctx.livemode}:${createLane(brandId)}`, w);
+  return createBatches(`${databaseNumber(ctx.db)}:${ctx.accountId}:${ctx.livemode}:${createLane(brandId)}`, w);
 }
 
 /**
