@@ -1,4 +1,4 @@
-import type { Knex } from 'knex';
+import type { SqlFragment } from '../core/db.js';
 import type { TenantCtx } from '../core/context.js';
 import { enqueueEvents, eventsInsert, type EventSpec } from './service.js';
 
@@ -33,7 +33,7 @@ const iso = (d: Date | string | null | undefined) => (d ? new Date(d).toISOStrin
  * as its CTE `ticketsRelation` (a contact it creates, in `contactsRelation`); a ticket absent
  * there (not created) is not announced.
  */
-export function ticketsCreated(tx: TenantCtx, tickets: readonly { brandId: string; ticketId: string }[], ticketsRelation: string, contactsRelation: string): Pick<Knex.Sql, 'sql' | 'bindings'> {
+export function ticketsCreated(tx: TenantCtx, tickets: readonly { brandId: string; ticketId: string }[], ticketsRelation: string, contactsRelation: string): SqlFragment {
   return eventsInsert(tx, tickets.map(({ brandId, ticketId }) => ({ brandId, names: ['ticket.created'], ticketId, ticketFields: TICKET_CREATED_FIELDS, data: {} })),
     ticketsRelation, contactsRelation);
 }

@@ -1,5 +1,5 @@
-import type { Knex } from 'knex';
 import type { BaseCtx, TenantCtx } from '../core/context.js';
+import type { SqlFragment } from '../core/db.js';
 import { notFound, conflict } from '../core/errors.js';
 import { newId, ID_PREFIX } from '../core/ids.js';
 import { scopeOf } from '../core/model.js';
@@ -72,7 +72,7 @@ export async function enqueueEvents(tx: TenantCtx, events: readonly EventSpec[])
   if (!events.length) return;
   assertInTransaction(tx, events[0]!.names[0] ?? 'event');
   const { sql, bindings } = eventsInsert(tx, events);
-  await tx.db.raw(sql, bindings);
+  await tx.db.raw(sql, bindings as never[]);
 }
 
 /**
@@ -81,7 +81,7 @@ export async function enqueueEvents(tx: TenantCtx, events: readonly EventSpec[])
  * `contacts`) yet for the statement's other parts, passes the names of the CTEs holding them. No
  * row in the tickets CTE, no delivery.
  */
-export function eventsInsert(tx: TenantCtx, events: readonly EventSpec[], ticketsRelation = 'tickets', contactsRelation = 'contacts'): Pick<Knex.Sql, 'sql' | 'bindings'> {
+export function eventsInsert(tx: TenantCtx, events: readonly EventSpec[], ticketsRelation = 'tickets', contactsRelation = 'contacts'): SqlFragment {
   const timestamp = new Date().toISOString();
   const specs = events.map((e, ord) => ({
     ord, event_id: newId(ID_PREFIX.event), brand_id: e.brandId, names: e.names, ticket_id: e.ticketId, ticket_fields: e.ticketFields, data: e.data,

@@ -43,23 +43,13 @@ export async function record(ctx: TenantCtx, fact: AuditFact): Promise<void> {
 export async function recordMany(ctx: TenantCtx, facts: readonly AuditFact[]): Promise<void> {
   if (!facts.length) return;
   if (!ctx.db.isTransaction) throw new Error(`audit entry ${facts[0]?.event} must run inside the change's transaction`);
-  const { sql, bindings } = insertStatement(ctx, facts);
+  const { sql, bindings } = insertRowsStatement(entryRows(ctx, facts));
   await ctx.db.raw(sql, bindings as never[]);
 }
 
 const AUDIT_COLUMNS = ['id', 'account_id', 'livemode', 'brand_id', 'ticket_id', 'entity_type', 'entity_id', 'event', 'performer_type',
   'performer_id', 'performer_name', 'source', 'changes', 'metadata', 'request_id', 'created_at'].join(', ');
 const { format: propertiesToColumns } = objection.snakeCaseMappers();
-
-/**
- * The INSERT of these entries, for a statement that also makes the change they describe (ticket
- * create folds it into its one statement; a single statement commits as a whole), and for
- * recordMany. `when` makes the insert conditional on the rest of that statement (e.g. "the
- * ticket CTE inserted a row"): no change, no entry.
- */
-export function insertStatement(ctx: TenantCtx, facts: readonly AuditFact[], when?: SqlFragment): SqlFragment {
-  return insertRowsStatement(entryRows(ctx, facts), when);
-}
 
 /** The rows of these entries as insertRowsStatement takes them (each entry's id and time are fixed here). */
 export function entryRows(ctx: TenantCtx, facts: readonly AuditFact[]): Record<string, unknown>[] {
@@ -68,9 +58,10 @@ export function entryRows(ctx: TenantCtx, facts: readonly AuditFact[]): Record<s
 }
 
 /**
- * insertStatement for rows made by entryRows, perhaps of several requests (ticket create's
- * statement writes the entries of every create it takes). `when` may test each row: its columns
- * are those of audit_log, under the name `entry`.
+ * The INSERT of rows made by entryRows, for recordMany and for a statement that also makes the
+ * change they describe (ticket create's, for every create it takes; a single statement commits as
+ * a whole). `when` may test each row, whose columns are those of audit_log under the name `entry`
+ * (e.g. "the statement inserted this entry's ticket"): no change, no entry.
  */
 export function insertRowsStatement(rows: readonly Record<string, unknown>[], when?: SqlFragment): SqlFragment {
   return {

@@ -91,21 +91,10 @@ export function blockedCondition(table: string, emailColumn: string): string {
 /** Whether mail from `email` is blocked for the brand (for the ticket issue: such tickets are spam). */
 export async function isBlocked(ctx: TenantCtx, brandId: string, email: string): Promise<boolean> {
   const brand = await brands.requireBrand(ctx, brandId);
-  const { sql, bindings } = isBlockedCondition(ctx, brand.id, email);
-  const result = await ctx.db.raw(`select ${sql} as blocked`, bindings as Knex.Value[]) as { rows: { blocked: boolean }[] };
-  return result.rows[0]!.blocked;
-}
-
-/**
- * The same test as one SQL boolean, for a statement that decides inside the database (ticket
- * create's statement sets is_spam with it): an entry for the address itself or for any of its
- * parent domains (example.com blocks mail.example.com). One text for every address, so the
- * statement holding it stays one prepared statement. brandId must be a brand the caller checked.
- */
-export function isBlockedCondition(ctx: TenantCtx, brandId: string, email: string): SqlFragment {
   const address = normalizeEmail(email);
-  const blocked = isBlockedSql(ctx, '?', '?', '?::text[]');
-  return { sql: blocked.sql, bindings: [...blocked.bindings, brandId, address, blockedDomainsOf(address)] };
+  const { sql, bindings } = isBlockedSql(ctx, '?', '?', '?::text[]');
+  const result = await ctx.db.raw(`select ${sql} as blocked`, [...bindings, brand.id, address, blockedDomainsOf(address)] as Knex.Value[]) as { rows: { blocked: boolean }[] };
+  return result.rows[0]!.blocked;
 }
 
 /** The domains an entry may block an address by: its domain and each parent domain with a dot. */
@@ -115,8 +104,11 @@ export function blockedDomainsOf(address: string): string[] {
 }
 
 /**
- * isBlockedCondition over SQL expressions (a statement testing many addresses): the brand id, the
- * normalized address and its blockedDomainsOf as a text[]. Bindings: the tenant scope only.
+ * The blocked test as one SQL boolean, for a statement that decides inside the database (ticket
+ * create's sets is_spam with it, for each of its creates): an entry for the address itself or for
+ * any of its parent domains (example.com blocks mail.example.com). Over SQL expressions for the
+ * brand id (one the caller checked), the normalized address and its blockedDomainsOf as a text[];
+ * the bindings are the tenant scope only.
  */
 export function isBlockedSql(ctx: TenantCtx, brandIdSql: string, addressSql: string, domainsSql: string): SqlFragment {
   return {

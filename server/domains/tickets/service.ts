@@ -269,11 +269,9 @@ function ticketWrite(ctx: TenantCtx, brandId: string, title: string, email: stri
   };
 }
 
-/** A write's row of the statement's `items` relation (jsonb_to_recordset). */
-function itemOf(w: TicketWrite, ord: number, contactIds: Map<string, string>) {
+/** A write's row of the statement's `items` relation (jsonb_to_recordset); `contactId`: the id its new customer would take. */
+function itemOf(w: TicketWrite, ord: number, contactId: string | null) {
   const { input } = w;
-  const emailKey = `${w.brandId} ${w.email}`;
-  if (w.email && !contactIds.has(emailKey)) contactIds.set(emailKey, w.contactId);
   return {
     ord, id: w.id, brand_id: w.brandId, title: w.title, body: input.body ?? null, status: input.status ?? 'open', priority: input.priority ?? null,
     assignee_id: input.assigneeId ?? null, created_by: input.createdBy ?? null, category_id: input.categoryId ?? null,
@@ -282,8 +280,7 @@ function itemOf(w: TicketWrite, ord: number, contactIds: Map<string, string>) {
     attachment_count: w.attachmentCount, tag_ids: w.tagIds, tag_names: w.tagNames, fields_checked: w.fieldsChecked,
     key: w.idempotency?.key ?? null, fingerprint: w.idempotency?.fingerprint ?? null,
     email: w.email, email_domain: w.email ? emailDomain(w.email) : null, blocked_domains: w.email ? blockedSources.blockedDomainsOf(w.email) : [],
-    // Every create of the batch naming this email makes (at most) the same contact.
-    contact_id: w.email ? contactIds.get(emailKey)! : null, customer_name: input.customerName ?? null, customer_name_key: foldText(input.customerName ?? ''),
+    contact_id: contactId, customer_name: input.customerName ?? null, customer_name_key: foldText(input.customerName ?? ''),
   };
 }
 
@@ -309,10 +306,12 @@ const ITEM_COLUMNS = `ord int, id text, brand_id text, title text, body text, st
  * check, or whose key was taken, is absent and wrote nothing.
  */
 function writeStatement(ctx: TenantCtx, writes: readonly TicketWrite[]): Knex.Raw {
+  // Every create of the batch naming one email makes (at most) one contact: the first one's.
+  const emailKey = (w: TicketWrite) => `${w.brandId} ${w.email}`;
   const contactIds = new Map<string, string>();
-  const items = writes.map((w, ord) => itemOf(w, ord, contactIds));
-  const madeBy = new Set(contactIds.values()); // the writes whose contact id the batch uses for their email
-  const contactEntries = writes.filter((w) => madeBy.has(w.contactId)).flatMap((w) => w.contactEntry);
+  for (const w of writes) if (w.email && !contactIds.has(emailKey(w))) contactIds.set(emailKey(w), w.contactId);
+  const items = writes.map((w, ord) => itemOf(w, ord, w.email ? contactIds.get(emailKey(w))! : null));
+  const contactEntries = writes.filter((w) => w.email && contactIds.get(emailKey(w)) === w.contactId).flatMap((w) => w.contactEntry);
   const scope = [ctx.accountId, ctx.livemode];
   const claim = claimRowsStatement(ctx, { sql: 'select i.key, i.fingerprint, i.id as resource_id from items i join checks c on c.ord = i.ord where c.ok and i.key is not null', bindings: [] });
   const contactCtes = contacts.findOrCreateManyCtes(ctx, 'items', 'r.ord in (select ord from go)', contactEntries);
