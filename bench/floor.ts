@@ -77,6 +77,15 @@ export async function runLoad(url: string, concurrency: number, ms: number, op: 
 const SCOPE = 'account_id = $1 and livemode = $2';
 
 /**
+ * The derived columns a create fills itself (migration 2200), from its customer row `cu` (one
+ * contact or none) and the title and body parameters: no assignee or category here.
+ */
+const DERIVED_COLUMNS = 'customer_sort, customer_text, company_sort, assignee_sort, category_sort, search_vector';
+const derivedValues = (title: string, body: string) => `coalesce(ticketd_person_sort(cu.name, cu.email), ''), coalesce(ticketd_person_text(cu.name, cu.email), ''),
+  coalesce((select lower(co.name) from companies co where co.account_id = cu.account_id and co.livemode = cu.livemode and co.brand_id = cu.brand_id and co.id = cu.company_id), ''),
+  '', '', ticketd_ticket_vector(${title}, coalesce(ticketd_person_text(cu.name, cu.email), ''), ${body})`;
+
+/**
  * The statements of tickets.create step by step, one round trip each (7): BEGIN, the brand,
  * the idempotency claim, the tags by name, the contact by email, the last statement (counter,
  * ticket with the blocked-sender test, tag links, audit entry, webhook fan-out, and the ticket as
@@ -101,9 +110,11 @@ export function statementsOp(input: FloorInput) {
     const title = text(input.words, 6);
     await c.query(`with n as (update brands set next_ticket_number = next_ticket_number + 1 where account_id = $1 and livemode = $2 and id = $3
         returning next_ticket_number - 1 as num),
-      t as (insert into tickets (id, account_id, livemode, brand_id, ticket_number, title, body, status, priority, customer_id, links, metadata, source, source_data, is_spam)
+      t as (insert into tickets (id, account_id, livemode, brand_id, ticket_number, title, body, status, priority, customer_id, links, metadata, source, source_data, is_spam, ${DERIVED_COLUMNS})
         select $4, $1, $2, $3, n.num, $5, $6, 'open', 'high', $7, '[]'::jsonb, '{}'::jsonb, 'api', 'null'::jsonb,
-          exists (select 1 from blocked_sources where ${SCOPE} and brand_id = $3 and (type = 'email' and value = $9 or (type = 'domain' and value = $10))) from n
+          exists (select 1 from blocked_sources where ${SCOPE} and brand_id = $3 and (type = 'email' and value = $9 or (type = 'domain' and value = $10))),
+          ${derivedValues('$5', '$6')}
+        from n left join contacts cu on cu.account_id = $1 and cu.livemode = $2 and cu.brand_id = $3 and cu.id = $7
         returning *),
       tt as (insert into ticket_tags (account_id, livemode, brand_id, ticket_id, tag_id, status, priority) select t.account_id, t.livemode, t.brand_id, t.id, tag, t.status, t.priority from t, unnest($8::text[]) as tag),
       a as (insert into audit_log (id, account_id, livemode, brand_id, ticket_id, entity_type, entity_id, event, changes, metadata, performer_type, performer_id, performer_name, request_id, source)
@@ -153,9 +164,11 @@ export function oneStatementOp(input: FloorInput) {
         where account_id = $1 and livemode = $2 and id = $3 and (select ok from go) and exists (select 1 from customer)
         returning next_ticket_number - 1 as num
       ), t as (
-        insert into tickets (id, account_id, livemode, brand_id, ticket_number, title, body, status, priority, customer_id, links, metadata, source, source_data, is_spam, attachment_count)
-        select $8, $1, $2, $3, n.num, $10, $11, 'open', 'high', (select id from customer), '[]'::jsonb, '{}'::jsonb, 'api', 'null'::jsonb,
-          exists (select 1 from blocked_sources where ${SCOPE} and brand_id = $3 and (type = 'email' and value = $9 or (type = 'domain' and value = $12))), 0 from n
+        insert into tickets (id, account_id, livemode, brand_id, ticket_number, title, body, status, priority, customer_id, links, metadata, source, source_data, is_spam, attachment_count, ${DERIVED_COLUMNS})
+        select $8, $1, $2, $3, n.num, $10, $11, 'open', 'high', cu.id, '[]'::jsonb, '{}'::jsonb, 'api', 'null'::jsonb,
+          exists (select 1 from blocked_sources where ${SCOPE} and brand_id = $3 and (type = 'email' and value = $9 or (type = 'domain' and value = $12))), 0,
+          ${derivedValues('$10', '$11')}
+        from n left join customer cu on true
         returning *
       ), tt as (
         insert into ticket_tags (account_id, livemode, brand_id, ticket_id, tag_id, status, priority) select t.account_id, t.livemode, t.brand_id, t.id, tag, t.status, t.priority from t, unnest(array(select id from given_tags)) as tag
@@ -182,7 +195,7 @@ export function oneStatementOp(input: FloorInput) {
 
 /**
  * The least a create must write, in one prepared statement (autocommit): idempotency key, counter,
- * ticket, tag links by id, audit entry; no checks, no tag names, no blocked-sender test, no webhook
+ * ticket (with its derived columns), tag links by id, audit entry; no checks, no tag names, no blocked-sender test, no webhook
  * fan-out, no ticket view. A floor under the usual create's own statement, for reference.
  */
 export function writesOnlyOp(input: FloorInput) {
@@ -193,15 +206,16 @@ export function writesOnlyOp(input: FloorInput) {
     const created = await c.query({ name: 'ticketd_bench_writes_only', text: `with k as (
         insert into idempotency_keys (account_id, livemode, key, fingerprint, resource_id, created_at, expires_at)
         values ($1, $2, $4, $5, $6, now(), now() + interval '24 hours') on conflict do nothing returning key
-      ), cu as (
-        select id from contacts where account_id = $1 and livemode = $2 and brand_id = $3 and email = $7
+      ), customer as (
+        select * from contacts where account_id = $1 and livemode = $2 and brand_id = $3 and email = $7
       ), n as (
         update brands set next_ticket_number = next_ticket_number + 1
         where account_id = $1 and livemode = $2 and id = $3 and exists (select 1 from k)
         returning next_ticket_number - 1 as num
       ), t as (
-        insert into tickets (id, account_id, livemode, brand_id, ticket_number, title, body, status, priority, customer_id, source)
-        select $6, $1, $2, $3, n.num, $8, $9, 'open', 'high', (select id from cu), 'api' from n
+        insert into tickets (id, account_id, livemode, brand_id, ticket_number, title, body, status, priority, customer_id, source, ${DERIVED_COLUMNS})
+        select $6, $1, $2, $3, n.num, $8, $9, 'open', 'high', cu.id, 'api', ${derivedValues('$8', '$9')}
+        from n left join customer cu on true
         returning id, account_id, livemode, brand_id, ticket_number, status, priority
       ), tt as (
         insert into ticket_tags (account_id, livemode, brand_id, ticket_id, tag_id, status, priority) select t.account_id, t.livemode, t.brand_id, t.id, tag, t.status, t.priority from t, unnest($10::text[]) as tag

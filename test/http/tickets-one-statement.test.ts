@@ -111,6 +111,40 @@ t.test('both ways write the same ticket, audit entries and webhook deliveries', 
   t.equal((await db('outbox').where({ brandId: brand.id })).length, 2, 'one delivery per ticket, none for the attempt');
 });
 
+t.test('the derived columns a create fills itself are the ones the insert trigger computes', async (t) => {
+  const { owner, brand, base } = await ownerWithBrand(app);
+  await mustCreate(owner.live, `${base}/companies`, { name: 'Umlaut GmbH', domain: 'umlaut.example' });
+  const category = await mustCreate(owner.live, `${base}/categories`, { name: 'Réclamations' });
+  await mustCreate(owner.live, `${base}/tags`, { name: 'known' });
+  await mustCreate(owner.live, `${base}/tickets`, { title: 'makes the contact', customerEmail: 'old@umlaut.example', customerName: 'Ödön Old' });
+  const full = { body: 'Crème brûlée, order #42-b', categoryId: category.id, assigneeId: owner.ownerId, tags: ['known'] };
+  const created = await Promise.all([
+    { title: 'Lone; existing contact', customerEmail: 'OLD@umlaut.example', ...full },
+    { title: 'Batched, new contact', customerEmail: 'new@umlaut.example', customerName: 'Zoë New', ...full },
+    { title: 'Batched, no contact, no name', ...full, assigneeId: undefined, categoryId: undefined },
+    { title: '!!!', customerEmail: 'nameless@elsewhere.example' }, // no word in the title
+    { title: 'Step by step (new tag)', customerEmail: 'new@umlaut.example', ...full, tags: ['brand-new'] },
+  ].map((input) => mustCreate(owner.live, `${base}/tickets`, input)));
+
+  const columns = ['customer_text', 'customer_sort', 'company_sort', 'assignee_sort', 'category_sort', 'search_vector'];
+  const ids = created.map((c) => c.id as string);
+  // Copies inserted without the derived columns: the trigger fills them from the same rows.
+  await db.raw(`insert into tickets (id, account_id, livemode, brand_id, ticket_number, title, body, status, assignee_id, customer_id, category_id)
+    select id || '_copy', account_id, livemode, brand_id, ticket_number + 1000000, title, body, status, assignee_id, customer_id, category_id
+    from tickets where id = any(?)`, [ids]);
+  const rows = await db.raw(`select t.id, ${columns.map((c) => `t.${c}::text as ${c}, c.${c}::text as copy_${c}`).join(', ')}
+    from tickets t join tickets c on c.id = t.id || '_copy' where t.id = any(?) order by t.id`, [ids]);
+  t.equal(rows.rows.length, ids.length);
+  for (const row of rows.rows) {
+    for (const c of columns) t.equal(row[c], row[`copy_${c}`], `${row.id}: ${c}`);
+  }
+  const lone = rows.rows.find((r: { id: string }) => r.id === ids[0]);
+  t.match(lone, { customer_sort: 'ödön old', company_sort: 'umlaut gmbh', category_sort: 'réclamations', customer_text: 'Ödön Old old@umlaut.example' }, 'filled, not left empty');
+  t.match(lone.search_vector, /'creme'.*'odon'/, 'search words folded, the customer\'s included');
+  await db('tickets').where({ brandId: brand.id }).whereLike('id', '%_copy').delete();
+  t.equal((await owner.live('GET', `${base}/tickets?search=zoe&sort=customer`)).body.data.length, 2, 'found by the new contact\'s name');
+});
+
 t.test('an existing contact is reused and gets no new entry; a blocked sender makes spam', async (t) => {
   const { owner, brand, base } = await ownerWithBrand(app);
   const first = await mustCreate(owner.live, `${base}/tickets`, { title: 'one', customerEmail: 'Repeat@Example.com' });
