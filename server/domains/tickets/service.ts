@@ -395,8 +395,8 @@ async function runWrites(ctx: TenantCtx, writes: readonly TicketWrite[]): Promis
  * commit to reach the disk), the other uses the second. The second starts only with at least as
  * many creates as the running one holds, and never with a brand the running one writes (it would
  * wait for that brand's row lock): a brand's creates wait and go together in the next batch. On 2
- * cores, 16 brands at concurrency 16 (harness, 20k tickets): ~650 creates/s in even batches of 8,
- * where two lanes split by brand hash made ~505/s in batches of ~4.
+ * cores, 16 brands at concurrency 16 (harness, 20k tickets): ~615 creates/s in batches of about 6,
+ * where two lanes split by brand hash made ~515/s in batches of about 4.
  */
 const CREATE_BATCHES_AT_ONCE = 2;
 const MAX_CREATE_BATCH = 32;
