@@ -607,10 +607,10 @@ const inScope = (ctx: TenantCtx, brandId: string, alias: string) => ({
 /**
  * Sort expressions, never NULL (keysetPage compares row values). Each one is, character for
  * character, the expression of an index (migrations 0800 and 1300) followed by the id, so a page
- * at any depth is an index range scan; ticketNumber, unique in its brand, reads tickets_number_unique
- * and the id only orders groups of one row (migration 2300). Timestamps sort as integer microseconds so the cursor keeps
- * their full precision; relation sorts use the related name (lower-cased, '' for none), which
- * triggers keep denormalized on the ticket.
+ * at any depth is an index range scan. ticketNumber, unique in its brand, reads
+ * tickets_number_unique, and the id only orders groups of one row (migration 2300). Timestamps
+ * sort as integer microseconds so the cursor keeps their full precision; relation sorts use the
+ * related name (lower-cased, '' for none), which triggers keep denormalized on the ticket.
  */
 const SORT_SQL: Record<typeof TICKET_SORTS[number], string> = {
   createdAt: 'tickets.id',
