@@ -1,4 +1,4 @@
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Command } from 'commander';
 import { DEFAULT_CONFIG_FILE, loadConfig } from '../../server/core/config.js';
@@ -24,7 +24,9 @@ interface InitOptions {
 function saveDatabaseChoice(file: string, databaseUrl: string | null, dataDir: string | undefined): void {
   const current = existsSync(file) ? JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown> : {};
   const next = { ...current, databaseUrl, ...(dataDir ? { dataDir } : {}) };
-  // It may hold a database password: readable by its owner only.
+  // It may hold a database password: readable by its owner only. writeFileSync's mode applies to a
+  // new file; an existing one is narrowed first, so the password never lands in a wider file.
+  if (existsSync(file)) chmodSync(file, 0o600);
   writeFileSync(file, `${JSON.stringify(next, null, 2)}\n`, { mode: 0o600 });
 }
 
@@ -33,7 +35,7 @@ export function registerInit(program: Command, globals: () => GlobalOptions): vo
     .command('init')
     .description('set up this installation: choose the database, migrate it, create the owner account, first brand and keys')
     .option('--database <kind>', 'embedded (ticketd runs PostgreSQL itself) or external')
-    .option('--database-url <url>', 'external PostgreSQL URL (implies --database external)')
+    .option('--database-url <url>', 'external PostgreSQL URL (implies --database external; not with --database embedded)')
     .option('--data-dir <dir>', 'data directory for the embedded database and files')
     .option('--owner-email <email>', "owner's email")
     .option('--owner-name <name>', "owner's name")
@@ -41,8 +43,10 @@ export function registerInit(program: Command, globals: () => GlobalOptions): vo
     .option('--brand-name <name>', 'first brand name')
     .option('--json', 'JSON output')
     .action(async (opts: InitOptions) => {
+      if (opts.database && opts.database !== 'embedded' && opts.database !== 'external') throw new UsageError('--database must be embedded or external');
+      // Saying both is a contradiction, not a choice to guess at.
+      if (opts.database === 'embedded' && opts.databaseUrl) throw new UsageError('--database embedded takes no --database-url (that URL is for --database external)');
       let kind: string | undefined = opts.databaseUrl ? 'external' : opts.database;
-      if (kind && kind !== 'embedded' && kind !== 'external') throw new UsageError('--database must be embedded or external');
       if (!kind) {
         kind = canPrompt()
           ? await choose('Which PostgreSQL should ticketd use?', [
