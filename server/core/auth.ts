@@ -97,7 +97,7 @@ export function installAuth(app: FastifyInstance, db: Db, authenticateApiKey: Ap
   app.decorateRequest('baseCtx', null as unknown as BaseCtx);
   app.decorateRequest('ctx', null as unknown as TenantCtx);
   app.addHook('onRequest', async (req) => {
-    req.baseCtx = { db, actor: { type: 'api', id: null, name: null }, requestId: req.id };
+    req.baseCtx = { db, actor: { type: 'api', id: null, name: null }, requestId: req.id, log: req.log };
     const { auth, permission } = req.routeOptions.config ?? {};
     if (!auth || auth === 'none') return;
 
@@ -109,7 +109,7 @@ export function installAuth(app: FastifyInstance, db: Db, authenticateApiKey: Ap
       throw forbidden('This API key is limited to some brands and cannot do account-wide changes', 'insufficient_scope');
     }
     const actor = { type: 'api' as const, id: identity.keyId, name: identity.name };
-    req.ctx = tenantCtx({ db, actor, requestId: req.id }, identity.accountId, identity.livemode, identity.brandScope);
     req.log = req.log.child({ accountId: identity.accountId, livemode: identity.livemode, keyId: identity.keyId });
+    req.ctx = tenantCtx({ db, actor, requestId: req.id, log: req.log }, identity.accountId, identity.livemode, identity.brandScope);
   });
 }

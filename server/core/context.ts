@@ -10,11 +10,17 @@ export interface Actor {
   source?: string;
 }
 
+/** Where a service reports what the caller is not told (the request's logger over HTTP). */
+export interface Log {
+  warn(details: object, message: string): void;
+}
+
 /** What every service call carries: the connection (pool or open transaction) and who acts. */
 export interface BaseCtx {
   db: Db;
   actor: Actor;
   requestId: string | null;
+  log?: Log;
 }
 
 /** The brand scope of the credential in use. */

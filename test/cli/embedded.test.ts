@@ -1,27 +1,15 @@
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import t from 'tap';
-import { emptyDir } from '../helpers/app.js';
-import { BIN, runCli } from '../helpers/cli.js';
+import { runCli, startServer as startTicketd, type Server } from '../helpers/cli.js';
 import { isAlive } from '../../server/integrations/embedded-postgres.js';
 import { shippedMigrations } from '../helpers/db.js';
 
 // No DATABASE_URL anywhere in this file: every command runs the embedded PostgreSQL under its
 // own TICKETD_DATA_DIR. initdb is slow, so the file makes two clusters only.
-
-const CLEAN_ENV = { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', TICKETD_LOG_LEVEL: 'silent' };
-
-interface Server {
-  child: ChildProcess;
-  /** The start-up summary (first stdout line), or null when the start failed. */
-  ready: Promise<any>; // eslint-disable-line @typescript-eslint/no-explicit-any
-  /** Exit code once the process has ended (null after a signal). */
-  exited: Promise<number | null>;
-  stderr(): string;
-}
 
 const servers: Server[] = [];
 const dataDirs: string[] = [];
@@ -45,31 +33,9 @@ function newDataDir(): string {
   return dir;
 }
 
-/** `ticketd start --json --port 0`, kept running. */
+/** `ticketd start --json --port 0` on the embedded cluster under dataDir, kept running. */
 function startServer(dataDir: string): Server {
-  // `env -u NODE_OPTIONS`: without it, tap's processinfo loader makes the ESM bin fail to load.
-  const child = spawn('env', ['-u', 'NODE_OPTIONS', process.execPath, BIN, 'start', '--json', '--port', '0'], {
-    cwd: emptyDir,
-    env: { ...CLEAN_ENV, TICKETD_DATA_DIR: dataDir },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stdout = '';
-  let stderr = '';
-  const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
-  const ready = new Promise((resolve, reject) => {
-    child.stdout!.on('data', (d) => {
-      stdout += d;
-      const newline = stdout.indexOf('\n');
-      if (newline >= 0) {
-        // A start that fails prints {"error": ...} instead (with --json).
-        try { const line = JSON.parse(stdout.slice(0, newline)); resolve(line.error ? null : line); } catch (err) { reject(err); }
-      }
-    });
-    void exited.then(() => resolve(null));
-    setTimeout(() => reject(new Error(`no start-up line within 60 s; stderr: ${stderr}`)), 60_000).unref();
-  });
-  child.stderr!.on('data', (d) => { stderr += d; });
-  const server = { child, ready, exited, stderr: () => stderr };
+  const server = startTicketd({ TICKETD_DATA_DIR: dataDir });
   servers.push(server);
   return server;
 }

@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
 import { packageRoot } from '../../server/core/paths.js';
 import { emptyDir } from './app.js';
@@ -33,4 +33,41 @@ export function runCli(args: string[], env: Record<string, string> = {}, options
       resolve({ code, stdout, stderr, json: () => JSON.parse(stdout.trim().split('\n').pop()!) });
     });
   });
+}
+
+export interface Server {
+  child: ChildProcess;
+  /** The start-up summary (first stdout line), or null when the start failed. */
+  ready: Promise<any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+  /** Exit code once the process has ended (null after a signal). */
+  exited: Promise<number | null>;
+  /** What it logged so far. */
+  stderr(): string;
+}
+
+/** `ticketd start --json --port 0` with only `env` (plus PATH and HOME), kept running; the caller stops it. */
+export function startServer(env: Record<string, string>): Server {
+  // `env -u NODE_OPTIONS`: see runCli.
+  const child = spawn('env', ['-u', 'NODE_OPTIONS', process.execPath, BIN, 'start', '--json', '--port', '0'], {
+    cwd: emptyDir,
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', TICKETD_LOG_LEVEL: 'silent', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
+  const ready = new Promise((resolve, reject) => {
+    child.stdout!.on('data', (d) => {
+      stdout += d;
+      const newline = stdout.indexOf('\n');
+      if (newline >= 0) {
+        // A start that fails prints {"error": ...} instead (with --json).
+        try { const line = JSON.parse(stdout.slice(0, newline)); resolve(line.error ? null : line); } catch (err) { reject(err); }
+      }
+    });
+    void exited.then(() => resolve(null));
+    setTimeout(() => reject(new Error(`no start-up line within 60 s; stderr: ${stderr}`)), 60_000).unref();
+  });
+  child.stderr!.on('data', (d) => { stderr += d; });
+  return { child, ready, exited, stderr: () => stderr };
 }

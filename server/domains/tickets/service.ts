@@ -409,7 +409,11 @@ function databaseNumber(db: Knex): number {
   return n;
 }
 const createBatches = batcher<TicketWrite, TicketView | null>(
-  async (writes) => runWrites(writes[0]!.ctx, writes).catch(() => writes.map(() => null)),
+  async (writes) => runWrites(writes[0]!.ctx, writes).catch((err: unknown) => {
+    // The callers still get their tickets (step by step); the log says group commit failed.
+    writes[0]!.ctx.log?.warn({ err, creates: writes.length }, 'a batch of ticket creates failed as a whole: each goes step by step');
+    return writes.map(() => null);
+  }),
   { maxSize: MAX_CREATE_BATCH, concurrency: CREATE_BATCHES_AT_ONCE, exclusive: (w) => w.idempotency?.key ?? null, affinity: (w) => w.brandId },
 );
 
