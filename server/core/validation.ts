@@ -21,13 +21,23 @@ function messageOf(e: ErrorObject): string {
 export function validationErrors(errors: ErrorObject[]): { field: string; message: string }[] {
   const seen = new Set<string>();
   const out: { field: string; message: string }[] = [];
+  const isNullBranch = (o: ErrorObject) => o.keyword === 'type' && o.params.type === 'null';
   // A nullable field reports each branch of its anyOf: the summary, "must be null", and the real
   // problem. Keep the real problem; "must be null" only when nothing else was said about the field.
-  const saidElse = (path: string) => errors.some((o) => o.keyword !== 'anyOf' && !(o.keyword === 'type' && o.params.type === 'null') && (o.instancePath === path || o.instancePath.startsWith(`${path}/`)));
+  const saidElse = (path: string) => errors.some((o) => o.keyword !== 'anyOf' && !isNullBranch(o) && (o.instancePath === path || o.instancePath.startsWith(`${path}/`)));
+  // A set of values (TypeBox: a union of literals) fails once per value, each "must be equal to
+  // constant": when that is all that was said about the field, name the values it takes.
+  const valuesOf = (path: string): string | null => {
+    const about = errors.filter((o) => o.instancePath === path && o.keyword !== 'anyOf' && !isNullBranch(o));
+    if (!about.every((o) => o.keyword === 'const')) return null;
+    const values = about.map((o) => String(o.params.allowedValue));
+    const orNull = errors.some((o) => o.instancePath === path && isNullBranch(o)) ? ' (or null)' : '';
+    return values.length === 1 ? `must be ${values[0]}${orNull}` : `must be one of: ${values.join(', ')}${orNull}`;
+  };
   for (const e of errors) {
     if (e.keyword === 'anyOf' || e.keyword === 'oneOf') continue;
-    if (e.keyword === 'type' && e.params.type === 'null' && saidElse(e.instancePath)) continue;
-    const item = { field: fieldOf(e), message: messageOf(e) };
+    if (isNullBranch(e) && saidElse(e.instancePath)) continue;
+    const item = { field: fieldOf(e), message: (e.keyword === 'const' ? valuesOf(e.instancePath) : null) ?? messageOf(e) };
     if (seen.has(item.field)) continue;
     seen.add(item.field);
     out.push(item);

@@ -44,6 +44,26 @@ t.test('validation errors name the field and say what is wrong', async (t) => {
   ]);
 });
 
+t.test('a field that takes a set of values names them; a union with other kinds keeps its own message', async (t) => {
+  const constant = (path: string, allowedValue: string) => ({ keyword: 'const', instancePath: path, params: { allowedValue }, schemaPath: '', message: 'must be equal to constant' });
+  const errors = validationErrors([
+    constant('/sort', 'createdAt'), constant('/sort', 'title'),
+    { keyword: 'anyOf', instancePath: '/sort', params: {}, schemaPath: '', message: '' },
+    constant('/priority', 'low'), constant('/priority', 'high'),
+    { keyword: 'type', instancePath: '/priority', params: { type: 'null' }, schemaPath: '', message: 'must be null' },
+    { keyword: 'anyOf', instancePath: '/priority', params: {}, schemaPath: '', message: '' },
+    constant('/object', 'ticket'),
+    constant('/assigneeId', 'unassigned'),
+    { keyword: 'pattern', instancePath: '/assigneeId', params: {}, schemaPath: '', message: 'must match pattern "^mem_"' },
+  ]);
+  t.same(errors, [
+    { field: 'sort', message: 'must be one of: createdAt, title' },
+    { field: 'priority', message: 'must be one of: low, high (or null)' },
+    { field: 'object', message: 'must be ticket' },
+    { field: 'assigneeId', message: 'must be equal to constant' },
+  ]);
+});
+
 t.test('ids made in the same millisecond still sort in creation order', async (t) => {
   const at = Date.UTC(2026, 5, 1);
   const ids = Array.from({ length: 5000 }, () => newId('br', at));
