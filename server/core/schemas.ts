@@ -27,8 +27,23 @@ export const BrandParams = Type.Object({
   brandId: Type.String({ minLength: 1, maxLength: 64, description: 'Brand id (`br_…`; `ws_…` is accepted too)' }),
 });
 
+/** The patterns schemas share: validation.ts says in words what each means rather than quote it. */
+export const PATTERNS = {
+  email: '^\\s*[^\\s@]+@[^\\s@.]+(?:\\.[^\\s@.]+)+\\s*$',
+  notBlank: '\\S',
+  hexColor: '^#[0-9a-fA-F]{6}$',
+  httpUrl: '^https?://\\S+$',
+  origin: '^https?://[^/\\s]+$',
+  timeOfDay: '^([01]\\d|2[0-3]):[0-5]\\d$',
+} as const;
+
 /** A colour as clients send it: `#` and six hex digits. */
-export const HexColor = Type.String({ pattern: '^#[0-9a-fA-F]{6}$', description: 'Hex colour such as #6b7280' });
+export const HexColor = Type.String({ pattern: PATTERNS.hexColor, description: 'Hex colour such as #6b7280' });
 
 /** A display name: 1-100 characters with at least one that is not white space; stored trimmed. */
-export const DisplayName = Type.String({ minLength: 1, maxLength: 100, pattern: '\\S' });
+export const DisplayName = Type.String({ minLength: 1, maxLength: 100, pattern: PATTERNS.notBlank });
+
+/** An email address as clients send it: surrounding spaces are allowed (it is stored trimmed and lower-cased). */
+export const EmailAddress = (description: string) => Type.String({ minLength: 3, maxLength: 320, pattern: PATTERNS.email, description });
+
+export const HttpUrl = Type.String({ maxLength: 2048, pattern: PATTERNS.httpUrl });

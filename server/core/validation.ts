@@ -1,4 +1,5 @@
 import type { ErrorObject } from 'ajv';
+import { PATTERNS } from './schemas.js';
 
 /** ajv errors as the `errors: [{ field, message }]` of the error shape: for routes and services alike. */
 
@@ -11,8 +12,19 @@ function fieldOf(e: ErrorObject): string {
   return [base, child].filter(Boolean).join('.') || '(body)';
 }
 
+/** What the shared patterns mean, in words: a client should not have to read a regular expression. */
+const PATTERN_MEANINGS: Record<string, string> = {
+  [PATTERNS.email]: 'must be an email address',
+  [PATTERNS.notBlank]: 'must not be blank',
+  [PATTERNS.hexColor]: 'must be a hex colour such as #6b7280',
+  [PATTERNS.httpUrl]: 'must be an http:// or https:// URL',
+  [PATTERNS.origin]: 'must be an origin such as https://app.example.com (no path)',
+  [PATTERNS.timeOfDay]: 'must be a time of day as HH:MM (00:00-23:59)',
+};
+
 function messageOf(e: ErrorObject): string {
   if (e.keyword === 'required') return 'is required';
+  if (e.keyword === 'pattern' && PATTERN_MEANINGS[String(e.params.pattern)]) return PATTERN_MEANINGS[String(e.params.pattern)]!;
   if (e.keyword === 'additionalProperties') return 'is not a known field';
   if (e.keyword === 'enum') return `must be one of: ${(e.params.allowedValues as unknown[]).join(', ')}`;
   return e.message ?? 'is invalid';

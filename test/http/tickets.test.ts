@@ -159,6 +159,15 @@ t.test('bad input is a 400 naming the field, and creates nothing', async (t) => 
   t.equal(fresh.ticketNumber, 1000, 'failed creates used no numbers');
 });
 
+t.test('bad input is explained in words a client can act on, not in regular expressions', async (t) => {
+  const { owner, base } = await setup();
+  const said = async (body: Record<string, unknown>) => (await owner.live('POST', `${base}/tickets`, body)).body.errors;
+  t.same(await said({ title: '   ' }), [{ field: 'title', message: 'must not be blank' }]);
+  t.same(await said({ title: 'x', customerEmail: 'not-an-email' }), [{ field: 'customerEmail', message: 'must be an email address' }]);
+  t.same(await said({ title: 'x', priority: 'critical' }), [{ field: 'priority', message: 'must be one of: low, normal, medium, high, urgent (or null)' }]);
+  t.same(await said({ title: 'x', source: 'fax' }), [{ field: 'source', message: 'must be one of: api, web, email, slack, sms, discord, instagram, twitter, whatsapp, custom' }]);
+});
+
 t.test('customFields: too deep or too large is a 400; a brand schema is enforced with paths', async (t) => {
   const { owner, base } = await setup();
   let deep: unknown = 'leaf';

@@ -2,6 +2,7 @@ import t from 'tap';
 import { newId, normalizeBrandId } from '../../server/core/ids.js';
 import { requestIdFor } from '../../server/core/http.js';
 import { validationErrors } from '../../server/core/validation.js';
+import { PATTERNS } from '../../server/core/schemas.js';
 
 t.test('ids are prefixed, 26 base32 characters, and sort by creation time', async (t) => {
   const id = newId('tkt');
@@ -61,6 +62,22 @@ t.test('a field that takes a set of values names them; a union with other kinds 
     { field: 'priority', message: 'must be one of: low, high (or null)' },
     { field: 'object', message: 'must be ticket' },
     { field: 'assigneeId', message: 'must be equal to constant' },
+  ]);
+});
+
+t.test('the shared patterns are explained in words; any other keeps ajv\'s message', async (t) => {
+  const pattern = (path: string, p: string) => ({ keyword: 'pattern', instancePath: path, params: { pattern: p }, schemaPath: '', message: `must match pattern "${p}"` });
+  t.same(validationErrors([
+    pattern('/email', PATTERNS.email), pattern('/title', PATTERNS.notBlank), pattern('/color', PATTERNS.hexColor),
+    pattern('/url', PATTERNS.httpUrl), pattern('/origin', PATTERNS.origin), pattern('/start', PATTERNS.timeOfDay), pattern('/prefix', '^[A-Za-z0-9]+$'),
+  ]), [
+    { field: 'email', message: 'must be an email address' },
+    { field: 'title', message: 'must not be blank' },
+    { field: 'color', message: 'must be a hex colour such as #6b7280' },
+    { field: 'url', message: 'must be an http:// or https:// URL' },
+    { field: 'origin', message: 'must be an origin such as https://app.example.com (no path)' },
+    { field: 'start', message: 'must be a time of day as HH:MM (00:00-23:59)' },
+    { field: 'prefix', message: 'must match pattern "^[A-Za-z0-9]+$"' },
   ]);
 });
 

@@ -1,13 +1,12 @@
 import { Type, type Static } from 'typebox';
-import { Metadata, Nullable, Timestamp } from '../../core/schemas.js';
+import { HttpUrl, Metadata, Nullable, PATTERNS, Timestamp } from '../../core/schemas.js';
 
 export const SLUG_PATTERN = '^[a-z0-9]+(?:-[a-z0-9]+)*$';
 const Slug = Type.String({ minLength: 1, maxLength: 64, pattern: SLUG_PATTERN, description: 'Lower-case letters, digits and single hyphens; unique per account' });
 const TicketPrefix = Type.String({ minLength: 1, maxLength: 10, pattern: '^[A-Za-z0-9]+$', description: 'Letters and digits; stored upper-case' });
 const TicketNumberStart = Type.Integer({ minimum: 1, maximum: 1_000_000_000 });
-const HttpUrl = Type.String({ maxLength: 2048, pattern: '^https?://\\S+$' });
 const Email = Type.String({ format: 'email', maxLength: 320 });
-const Origin = Type.String({ maxLength: 255, pattern: '^https?://[^/\\s]+$', description: 'An origin such as https://app.example.com (no path, no trailing slash)' });
+const Origin = Type.String({ maxLength: 255, pattern: PATTERNS.origin, description: 'An origin such as https://app.example.com (no path, no trailing slash)' });
 const TicketSchema = Nullable(Type.Record(Type.String(), Type.Unknown(), { description: 'A JSON Schema that ticket customFields must satisfy' }));
 /** Up to ten years of hours; the column is a 4-byte integer. */
 const SlaHours = Type.Number({ minimum: 0, maximum: 87_600 });
@@ -17,8 +16,8 @@ const SlaByPriority = Type.Object(
 );
 const SlaBusinessHours = Type.Object(
   {
-    start: Type.String({ pattern: '^([01]\\d|2[0-3]):[0-5]\\d$' }),
-    end: Type.String({ pattern: '^([01]\\d|2[0-3]):[0-5]\\d$' }),
+    start: Type.String({ pattern: PATTERNS.timeOfDay }),
+    end: Type.String({ pattern: PATTERNS.timeOfDay }),
     days: Type.Array(Type.Integer({ minimum: 0, maximum: 6 }), { maxItems: 7, uniqueItems: true }),
     timezone: Type.String({ minLength: 1, maxLength: 64 }),
   },

@@ -1,5 +1,5 @@
 import { Type, type Static } from 'typebox';
-import { BrandParams, Nullable, Timestamp } from '../../core/schemas.js';
+import { BrandParams, EmailAddress, Nullable, PATTERNS, Timestamp } from '../../core/schemas.js';
 import { Link, SOURCES } from '../tickets/schemas.js';
 
 export const AUTHOR_TYPES = ['CUSTOMER', 'AGENT', 'SYSTEM'] as const;
@@ -9,8 +9,8 @@ export const MAX_CC = 50;
 const AuthorType = Type.Union(AUTHOR_TYPES.map((a) => Type.Literal(a)));
 const Source = Type.Union(SOURCES.map((s) => Type.Literal(s)));
 const AnyObject = Type.Record(Type.String(), Type.Unknown());
-const Email = Type.String({ minLength: 3, maxLength: 320, pattern: '^\\s*[^\\s@]+@[^\\s@.]+(?:\\.[^\\s@.]+)+\\s*$', description: 'Stored trimmed and lower-cased' });
-const Body = Type.String({ minLength: 1, maxLength: MAX_COMMENT_BODY_LENGTH, pattern: '\\S', description: 'Markdown or plain text (not blank), stored as sent' });
+const Email = EmailAddress('Stored trimmed and lower-cased');
+const Body = Type.String({ minLength: 1, maxLength: MAX_COMMENT_BODY_LENGTH, pattern: PATTERNS.notBlank, description: 'Markdown or plain text (not blank), stored as sent' });
 const CommentMetadata = Type.Record(Type.String(), Type.Unknown(), {
   maxProperties: 50, // the limits of core's Metadata
   propertyNames: { maxLength: 40 },

@@ -1,10 +1,8 @@
 import { Type, type Static } from 'typebox';
-import { BrandParams, Metadata, Nullable, Timestamp } from '../../core/schemas.js';
+import { BrandParams, EmailAddress, HttpUrl, Metadata, Nullable, Timestamp } from '../../core/schemas.js';
 import { PageOf, PageQuery } from '../../core/pagination.js';
 
-/** Surrounding spaces are allowed: the address is stored trimmed and lower-cased. */
-const Email = Type.String({ minLength: 3, maxLength: 320, pattern: '^\\s*[^\\s@]+@[^\\s@.]+(?:\\.[^\\s@.]+)+\\s*$', description: 'Stored trimmed and lower-cased; unique per brand' });
-const HttpUrl = Type.String({ maxLength: 2048, pattern: '^https?://\\S+$' });
+const Email = EmailAddress('Stored trimmed and lower-cased; unique per brand');
 const Name = Type.String({ maxLength: 200 });
 
 export const ContactOut = Type.Object({

@@ -4,6 +4,7 @@ import { withTx, type TenantCtx } from '../../core/context.js';
 import { isPgError, PG } from '../../core/db.js';
 import { badRequest, conflict, notFound } from '../../core/errors.js';
 import { validationErrors } from '../../core/validation.js';
+import { PATTERNS } from '../../core/schemas.js';
 import { ID_PREFIX, newId } from '../../core/ids.js';
 import { scopeOf } from '../../core/model.js';
 import * as audit from '../audit/service.js';
@@ -74,7 +75,7 @@ const ISO_DATE = '^\\d{4}-\\d{2}-\\d{2}([Tt ]\\d{2}:\\d{2}(:\\d{2}(\\.\\d+)?)?([
 export function valueSchema(def: { type: string; options?: string[] | null }): JsonSchema {
   switch (def.type as FieldType) {
     case 'text': return { type: 'string' };
-    case 'url': return { type: 'string', pattern: '^https?://\\S+$' };
+    case 'url': return { type: 'string', pattern: PATTERNS.httpUrl };
     case 'date': return { type: 'string', pattern: ISO_DATE };
     case 'number': return { type: 'number' };
     case 'boolean': return { type: 'boolean' };

@@ -1,6 +1,6 @@
 import { Type, type Static } from 'typebox';
 import { PageOf, PageQuery } from '../../core/pagination.js';
-import { BrandParams, Metadata, Nullable, Timestamp } from '../../core/schemas.js';
+import { BrandParams, EmailAddress, Metadata, Nullable, PATTERNS, Timestamp } from '../../core/schemas.js';
 import { WatcherInput } from '../watchers/schemas.js';
 
 export const PRIORITIES = ['low', 'normal', 'medium', 'high', 'urgent'] as const;
@@ -12,7 +12,7 @@ export const MAX_SEARCH_LENGTH = 500;
 const Priority = Type.Union([Type.Literal('low'), Type.Literal('normal'), Type.Literal('medium'), Type.Literal('high'), Type.Literal('urgent')], { description: 'low < normal < medium < high < urgent' });
 const Source = Type.Union(SOURCES.map((s) => Type.Literal(s)));
 const Id = Type.String({ minLength: 1, maxLength: 64 });
-const Email = Type.String({ minLength: 3, maxLength: 320, pattern: '^\\s*[^\\s@]+@[^\\s@.]+(?:\\.[^\\s@.]+)+\\s*$', description: 'Stored trimmed and lower-cased' });
+const Email = EmailAddress('Stored trimmed and lower-cased');
 export const Link = Type.Object(
   {
     url: Type.String({ minLength: 1, maxLength: 2048 }),
@@ -69,7 +69,7 @@ export const TicketOut = Type.Object({
 
 export const CreateTicketBody = Type.Object(
   {
-    title: Type.String({ minLength: 1, maxLength: MAX_TITLE_LENGTH, pattern: '\\S', description: 'Stored trimmed' }),
+    title: Type.String({ minLength: 1, maxLength: MAX_TITLE_LENGTH, pattern: PATTERNS.notBlank, description: 'Stored trimmed' }),
     body: Type.Optional(Nullable(Type.String({ maxLength: MAX_BODY_LENGTH }))),
     customerEmail: Type.Optional(Nullable(Email)),
     customerName: Type.Optional(Nullable(Type.String({ maxLength: 200 }))),
@@ -105,7 +105,7 @@ export const TicketParams = Type.Object({
 
 export const UpdateTicketBody = Type.Object(
   {
-    title: Type.Optional(Type.String({ minLength: 1, maxLength: MAX_TITLE_LENGTH, pattern: '\\S', description: 'Stored trimmed' })),
+    title: Type.Optional(Type.String({ minLength: 1, maxLength: MAX_TITLE_LENGTH, pattern: PATTERNS.notBlank, description: 'Stored trimmed' })),
     body: Type.Optional(Nullable(Type.String({ maxLength: MAX_BODY_LENGTH }))),
     status: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'A status key of the brand (system or custom)' })),
     priority: Type.Optional(Nullable(Priority)),

@@ -1,5 +1,5 @@
 import { Type, type Static } from 'typebox';
-import { BrandParams, Nullable, Timestamp } from '../../core/schemas.js';
+import { BrandParams, EmailAddress, Nullable, Timestamp } from '../../core/schemas.js';
 
 export const WatcherOut = Type.Object({
   id: Type.String(),
@@ -14,7 +14,7 @@ export const WatcherOut = Type.Object({
 });
 
 const MemberId = Type.String({ minLength: 1, maxLength: 64, description: 'A member id from GET /v1/accounts/me/members' });
-const MemberEmail = Type.String({ minLength: 3, maxLength: 320, pattern: '^\\s*[^\\s@]+@[^\\s@.]+(?:\\.[^\\s@.]+)+\\s*$', description: 'Default: the member\'s email' });
+const MemberEmail = EmailAddress('Default: the member\'s email');
 const MemberName = Nullable(Type.String({ maxLength: 200, description: 'Default: the member\'s name' }));
 
 /** A watcher as ticket create takes it (`watchers: [...]`). */
