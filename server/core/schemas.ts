@@ -1,4 +1,5 @@
 import { Type, type TSchema } from 'typebox';
+import { SENT_EMAIL_PATTERN } from './text.js';
 
 export const Timestamp = Type.String({ format: 'date-time' });
 export const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);
@@ -29,7 +30,7 @@ export const BrandParams = Type.Object({
 
 /** The patterns schemas share: validation.ts says in words what each means rather than quote it. */
 export const PATTERNS = {
-  email: '^\\s*[^\\s@]+@[^\\s@.]+(?:\\.[^\\s@.]+)+\\s*$',
+  email: SENT_EMAIL_PATTERN,
   notBlank: '\\S',
   hexColor: '^#[0-9a-fA-F]{6}$',
   httpUrl: '^https?://\\S+$',

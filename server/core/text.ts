@@ -14,7 +14,10 @@ export function normalizeEmail(email: string): string {
 }
 
 /** A practical email check: one @, no spaces, a dotted domain. */
-export const EMAIL_PATTERN = '^[^\\s@]+@[^\\s@.]+(?:\\.[^\\s@.]+)+$';
+const EMAIL_ADDRESS = '[^\\s@]+@[^\\s@.]+(?:\\.[^\\s@.]+)+';
+export const EMAIL_PATTERN = `^${EMAIL_ADDRESS}$`;
+/** The same address as a client may send it: surrounding spaces allowed (normalizeEmail trims them). */
+export const SENT_EMAIL_PATTERN = `^\\s*${EMAIL_ADDRESS}\\s*$`;
 const EMAIL_RE = new RegExp(EMAIL_PATTERN, 'u');
 export function isEmail(s: string): boolean {
   return s.length <= 320 && EMAIL_RE.test(s);
