@@ -22,11 +22,12 @@ interface InitOptions {
 
 /** Writes the database choice into the config file, keeping whatever else it holds. */
 function saveDatabaseChoice(file: string, databaseUrl: string | null, dataDir: string | undefined): void {
-  const current = existsSync(file) ? JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown> : {};
+  const exists = existsSync(file);
+  const current = exists ? JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown> : {};
   const next = { ...current, databaseUrl, ...(dataDir ? { dataDir } : {}) };
   // It may hold a database password: readable by its owner only. writeFileSync's mode applies to a
   // new file; an existing one is narrowed first, so the password never lands in a wider file.
-  if (existsSync(file)) chmodSync(file, 0o600);
+  if (exists) chmodSync(file, 0o600);
   writeFileSync(file, `${JSON.stringify(next, null, 2)}\n`, { mode: 0o600 });
 }
 

@@ -24,7 +24,8 @@ const PATTERN_MEANINGS: Record<string, string> = {
 
 function messageOf(e: ErrorObject): string {
   if (e.keyword === 'required') return 'is required';
-  if (e.keyword === 'pattern' && PATTERN_MEANINGS[String(e.params.pattern)]) return PATTERN_MEANINGS[String(e.params.pattern)]!;
+  const meaning = e.keyword === 'pattern' ? PATTERN_MEANINGS[String(e.params.pattern)] : undefined;
+  if (meaning) return meaning;
   if (e.keyword === 'additionalProperties') return 'is not a known field';
   if (e.keyword === 'enum') return `must be one of: ${(e.params.allowedValues as unknown[]).join(', ')}`;
   return e.message ?? 'is invalid';
