@@ -1,27 +1,27 @@
 import { systemCtx, tenantCtx, type BaseCtx, type TenantCtx } from '../server/core/context.js';
-import type { Db } from '../server/core/db.js';
+import type { Services } from '../server/core/services.js';
 import * as accounts from '../server/domains/accounts/service.js';
 import { UsageError } from './io.js';
 
 export type Mode = 'live' | 'test';
 
 /** Administrators act as the system; audit entries name the CLI. */
-export function adminCtx(db: Db): BaseCtx {
-  return systemCtx(db, 'cli');
+export function adminCtx(services: Services): BaseCtx {
+  return systemCtx(services, 'cli');
 }
 
 /** The account named by --account, or the only one there is. */
-export async function resolveAccount(db: Db, accountId: string | undefined): Promise<string> {
+export async function resolveAccount(services: Services, accountId: string | undefined): Promise<string> {
   if (accountId) return accountId;
-  const all = await accounts.listAll(adminCtx(db));
+  const all = await accounts.listAll(adminCtx(services));
   if (all.length === 1) return all[0]!.id;
   if (all.length === 0) throw new UsageError('there are no accounts yet: run `ticketd init` or `ticketd accounts create`');
   throw new UsageError(`there are ${all.length} accounts: pass --account (see \`ticketd accounts list\`)`);
 }
 
 /** A tenant scope for the CLI; fails (not found) when the account does not exist. */
-export async function accountCtx(db: Db, accountId: string | undefined, mode: Mode): Promise<TenantCtx> {
-  const ctx = tenantCtx(adminCtx(db), await resolveAccount(db, accountId), mode === 'live');
+export async function accountCtx(services: Services, accountId: string | undefined, mode: Mode): Promise<TenantCtx> {
+  const ctx = tenantCtx(adminCtx(services), await resolveAccount(services, accountId), mode === 'live');
   await accounts.get(ctx);
   return ctx;
 }

@@ -9,11 +9,12 @@ import { installAuth, requireAuthDeclaration } from './core/auth.js';
 import { installErrorHandling, installJsonParser, installValidators, requestIdFor } from './core/http.js';
 import { ErrorResponse } from './core/schemas.js';
 import { version } from './core/version.js';
+import { createServices, type Services } from './core/services.js';
 import { authenticate as authenticateApiKey, startKeyCache } from './domains/api-keys/service.js';
 import { accountRoutes } from './domains/accounts/routes.js';
 import { apiKeyRoutes } from './domains/api-keys/routes.js';
 import { attachmentFileRoutes, attachmentRoutes, withoutGrantTokens } from './domains/attachments/routes.js';
-import { attachmentDeps, type AttachmentDeps } from './domains/attachments/service.js';
+import { attachmentDepsOf, type AttachmentDeps } from './domains/attachments/service.js';
 import { auditRoutes } from './domains/audit/routes.js';
 import { blockedSourceRoutes } from './domains/blocked-sources/routes.js';
 import { brandRoutes } from './domains/brands/routes.js';
@@ -23,9 +24,7 @@ import { companyRoutes } from './domains/companies/routes.js';
 import { contactRoutes, customerRoutes } from './domains/contacts/routes.js';
 import { fieldRoutes, ticketSchemaRoutes } from './domains/fields/routes.js';
 import { healthRoutes } from './domains/health/routes.js';
-import { mailSettings } from './domains/mail/messages.js';
 import { inboundMailRoutes } from './domains/mail/routes.js';
-import * as mail from './domains/mail/service.js';
 import { memberRoutes } from './domains/members/routes.js';
 import { statusRoutes } from './domains/statuses/routes.js';
 import { tagRoutes } from './domains/tags/routes.js';
@@ -37,8 +36,10 @@ import { webhookRoutes } from './domains/webhooks/routes.js';
 export interface AppDeps {
   config: Config;
   db: Db;
+  /** The process's services (main.ts shares them with the dispatcher); default: built here for this app, and closed with it. */
+  services?: Services;
   isShuttingDown?: () => boolean;
-  /** Attachment storage and URL signing; default: local disk under dataDir. */
+  /** Attachment storage and URL signing; default: the services' (local disk under dataDir). */
   attachments?: AttachmentDeps;
 }
 
@@ -63,7 +64,9 @@ const BRAND_SCOPED_ROUTES: FastifyPluginAsync[] = [
 const CLIENT_ERRORS = ['400', '401', '403', '404', '409', '413', '429'] as const;
 
 /** Builds the whole HTTP API without listening: tests inject into it, main.ts listens. */
-export async function buildApp({ config, db, isShuttingDown = () => false, attachments = attachmentDeps(config, db) }: AppDeps): Promise<FastifyInstance> {
+export async function buildApp({ config, db, services: given, isShuttingDown = () => false, attachments: givenAttachments }: AppDeps): Promise<FastifyInstance> {
+  const services = given ?? createServices({ config, db });
+  const attachments = givenAttachments ?? attachmentDepsOf(services);
   const app = Fastify({
     // Logs go to stderr: stdout carries what commands print (e.g. `ticketd start --json`).
     logger: config.logLevel === 'silent' ? false : {
@@ -111,15 +114,13 @@ export async function buildApp({ config, db, isShuttingDown = () => false, attac
   await app.register(swaggerUi, { routePrefix: '/docs' });
 
   // API keys are served from memory, invalidated through LISTEN/NOTIFY (see api-keys/service.ts).
-  const keyCache = startKeyCache(db);
-  // Outbound mail is built with the configured addresses (see domains/mail/service.ts).
-  mail.configure(mailSettings(config));
-  app.addHook('onClose', async () => keyCache.close());
+  startKeyCache(services);
+  if (!given) app.addHook('onClose', async () => services.close());
 
   // Every API route lives in this scope: each must declare its auth kind and permission.
   await app.register(async (api) => {
     api.addHook('onRoute', requireAuthDeclaration);
-    installAuth(api, db, authenticateApiKey);
+    installAuth(api, services, authenticateApiKey);
 
     api.get('/v1/openapi.json', { config: { auth: 'none', permission: 'docs:read' }, schema: { hide: true } }, async () => app.swagger());
     await api.register(healthRoutes, { db, version, isShuttingDown });
@@ -134,7 +135,7 @@ export async function buildApp({ config, db, isShuttingDown = () => false, attac
       await api.register(webhookRoutes, { prefix: `${prefix}/:brandId`, policy: { allowPrivate: config.webhookAllowPrivate } });
     }
     await api.register(attachmentFileRoutes, { deps: attachments });
-    await api.register(inboundMailRoutes, { config, deps: { settings: mailSettings(config), attachments } });
+    await api.register(inboundMailRoutes, { config, deps: { attachments } });
   });
 
   return app;

@@ -2,18 +2,17 @@ import type { FastifyInstance } from 'fastify';
 import { buildApp } from './app.js';
 import { publicBaseUrl, type Config } from './core/config.js';
 import { createDb, type Db } from './core/db.js';
+import { createServices, type Services } from './core/services.js';
 import { systemCtx } from './core/context.js';
 import { migrateLatest } from './core/migrate.js';
 import { openDatabase, type DatabaseHandle } from './integrations/embedded-postgres.js';
-import { mailTransport } from './integrations/mail.js';
 import { startSmtpListener, type SmtpListener } from './integrations/smtp-listener.js';
 import { Dispatcher } from './outbox/dispatcher.js';
 import { mailHandler } from './outbox/handlers/mail.js';
-import * as accounts from './domains/accounts/service.js';
-import { attachmentDeps } from './domains/attachments/service.js';
-import { receive as receiveMail } from './domains/mail/inbound.js';
-import { mailSettings } from './domains/mail/messages.js';
+import { attachmentDepsOf } from './domains/attachments/service.js';
+import { receive as receiveMail } from './flows/inbound-mail.js';
 import type { CreatedAccountView } from './domains/accounts/schemas.js';
+import { bootstrapIfEmpty } from './flows/accounts.js';
 
 export type Role = 'api' | 'dispatcher' | 'all';
 
@@ -35,6 +34,7 @@ type Log = (line: string) => void;
 export async function startServer(config: Config, role: Role, log: Log = () => undefined): Promise<Running> {
   const handle: DatabaseHandle = await openDatabase(config, log);
   let db: Db | null = null;
+  let services: Services | null = null;
   let app: FastifyInstance | null = null;
   let dispatcher: Dispatcher | null = null;
   let smtp: SmtpListener | null = null;
@@ -45,6 +45,7 @@ export async function startServer(config: Config, role: Role, log: Log = () => u
     await smtp?.close(); // refuses new SMTP sessions, waits for open ones
     await app?.close(); // stops accepting, waits for in-flight requests
     await dispatcher?.stop(Math.floor(config.shutdownTimeoutMs / 2));
+    await services?.close();
     await db?.destroy();
     await handle.release();
   };
@@ -52,35 +53,46 @@ export async function startServer(config: Config, role: Role, log: Log = () => u
   try {
     db = createDb(handle.url, { poolMax: config.dbPoolMax });
     await migrateLatest(db);
-    const bootstrap = role === 'dispatcher' ? null : await accounts.bootstrapIfEmpty(systemCtx(db, 'bootstrap'), {
+    // Without the API there is no Fastify logger: service and dispatcher lines go to the start-up log.
+    const lines = {
+      info: (o: object, m: string) => log(`${m} ${JSON.stringify(o)}`),
+      warn: (o: object, m: string) => log(`${m} ${JSON.stringify(o)}`),
+      error: (o: object, m: string) => log(`${m}: ${String((o as { err?: Error }).err?.message)}`),
+    };
+    // One set of services for this process: the API, the SMTP listener and the dispatcher share them.
+    // They log through Fastify's logger once the API runs, as the dispatcher does.
+    const logger = {
+      info: (o: object, m: string) => (app?.log ?? lines).info(o, m),
+      warn: (o: object, m: string) => (app?.log ?? lines).warn(o, m),
+      error: (o: object, m: string) => (app?.log ?? lines).error(o, m),
+    };
+    const svc = services = createServices({ config, db, logger });
+    const bootstrap = role === 'dispatcher' ? null : await bootstrapIfEmpty(systemCtx(svc, 'bootstrap'), {
       email: config.bootstrap.ownerEmail,
       name: config.bootstrap.ownerName,
       accountName: config.bootstrap.accountName,
       brandName: config.bootstrap.brandName,
     });
     let port = config.port;
-    const attachments = attachmentDeps(config, db);
+    const attachments = attachmentDepsOf(svc);
     if (role !== 'dispatcher') {
-      app = await buildApp({ config, db, isShuttingDown: () => shuttingDown, attachments });
+      app = await buildApp({ config, db, services: svc, isShuttingDown: () => shuttingDown });
       await app.listen({ port: config.port, host: config.host });
       port = (app.server.address() as { port: number }).port;
       if (config.smtpPort !== null) {
-        const deps = { settings: mailSettings(config), attachments };
+        const deps = { attachments };
         smtp = await startSmtpListener({
           host: config.host, port: config.smtpPort, maxBytes: config.inboundMaxBytes, inboundDomain: config.inboundDomain, log,
-          deliver: (raw, recipients) => receiveMail(systemCtx(db!, 'smtp'), deps, raw, recipients),
+          deliver: (raw, recipients) => receiveMail(systemCtx(svc, 'smtp'), deps, raw, recipients),
         });
       }
     }
     if (role !== 'api') {
-      // Without the API there is no Fastify logger: dispatcher lines go to the start-up log.
-      const lines = { info: (o: object, m: string) => log(`${m} ${JSON.stringify(o)}`), error: (o: object, m: string) => log(`${m}: ${String((o as { err?: Error }).err?.message)}`) };
       const dispatcherLog = app?.log ?? lines;
-      dispatcher = new Dispatcher(db, dispatcherLog, attachments, {
+      dispatcher = new Dispatcher(svc, dispatcherLog, attachments, {
         concurrency: config.dispatcherConcurrency,
         webhooks: { allowPrivate: config.webhookAllowPrivate, timeoutMs: config.webhookTimeoutMs },
-        // file (the default) writes .eml files under the data directory and logs one line each.
-        handlers: { mail: mailHandler(mailTransport(config, (line) => dispatcherLog.info({}, line))) },
+        handlers: { mail: mailHandler(svc.mailTransport) },
       });
       dispatcher.start();
     }

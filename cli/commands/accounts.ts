@@ -2,10 +2,11 @@ import { Option, type Command } from 'commander';
 import { loadConfig } from '../../server/core/config.js';
 import * as accounts from '../../server/domains/accounts/service.js';
 import type { CreatedAccountView } from '../../server/domains/accounts/schemas.js';
-import { withDb } from '../database.js';
+import { withServices } from '../database.js';
 import { adminCtx } from '../context.js';
 import { emit, need, table } from '../io.js';
 import type { GlobalOptions } from '../main.js';
+import { createAccount } from '../../server/flows/accounts.js';
 
 export function describeCreated(result: CreatedAccountView): string[] {
   return [
@@ -32,8 +33,8 @@ export function registerAccounts(program: Command, globals: () => GlobalOptions)
     .action(async (opts: { email?: string; name?: string; accountName?: string; brand?: string; brandSlug?: string; brandMode: 'live' | 'test'; json?: boolean }) => {
       const email = await need(opts.email, '--email', "Owner's email");
       const brand = opts.brand ? { name: opts.brand, slug: opts.brandSlug, livemode: opts.brandMode === 'live' } : undefined;
-      const result = await withDb(loadConfig({ configFile: globals().config }),
-        (db) => accounts.create(adminCtx(db), { email, name: opts.name, accountName: opts.accountName }, brand), { migrate: true });
+      const result = await withServices(loadConfig({ configFile: globals().config }),
+        (services) => createAccount(adminCtx(services), { email, name: opts.name, accountName: opts.accountName }, brand), { migrate: true });
       emit(Boolean(opts.json), result, () => describeCreated(result));
     });
 
@@ -41,7 +42,7 @@ export function registerAccounts(program: Command, globals: () => GlobalOptions)
     .description('list accounts')
     .option('--json', 'JSON output')
     .action(async (opts: { json?: boolean }) => {
-      const rows = await withDb(loadConfig({ configFile: globals().config }), (db) => accounts.listAll(adminCtx(db)), { migrate: true });
+      const rows = await withServices(loadConfig({ configFile: globals().config }), (services) => accounts.listAll(adminCtx(services)), { migrate: true });
       emit(Boolean(opts.json), rows, () => table(rows, ['id', 'name', 'createdAt']));
     });
 }

@@ -1,10 +1,11 @@
 import { Option, type Command } from 'commander';
 import { loadConfig } from '../../server/core/config.js';
 import * as brands from '../../server/domains/brands/service.js';
-import { withDb } from '../database.js';
+import { withServices } from '../database.js';
 import { accountCtx, type Mode } from '../context.js';
 import { emit, need, table, UsageError } from '../io.js';
 import type { GlobalOptions } from '../main.js';
+import { createBrand } from '../../server/flows/brands.js';
 
 const modeOption = () => new Option('--mode <mode>', 'live or test data').choices(['live', 'test']).default('live');
 
@@ -24,8 +25,8 @@ export function registerBrands(program: Command, globals: () => GlobalOptions): 
       const name = await need(opts.name, '--name', 'Brand name');
       const start = opts.ticketNumberStart === undefined ? undefined : Number(opts.ticketNumberStart);
       if (start !== undefined && !(Number.isInteger(start) && start >= 1)) throw new UsageError('--ticket-number-start must be a positive integer');
-      const brand = await withDb(loadConfig({ configFile: globals().config }), async (db) =>
-        brands.create(await accountCtx(db, opts.account, opts.mode), { name, slug: opts.slug, ticketPrefix: opts.ticketPrefix, ticketNumberStart: start }), { migrate: true });
+      const brand = await withServices(loadConfig({ configFile: globals().config }), async (services) =>
+        createBrand(await accountCtx(services, opts.account, opts.mode), { name, slug: opts.slug, ticketPrefix: opts.ticketPrefix, ticketNumberStart: start }), { migrate: true });
       emit(Boolean(opts.json), brand, () => [`brand ${brand.id} "${brand.name}" (slug ${brand.slug}, ${opts.mode} mode, next ticket ${brand.ticketPrefix}-${brand.nextTicketNumber})`]);
     });
 
@@ -35,7 +36,7 @@ export function registerBrands(program: Command, globals: () => GlobalOptions): 
     .addOption(modeOption())
     .option('--json', 'JSON output')
     .action(async (opts: { account?: string; mode: Mode; json?: boolean }) => {
-      const rows = await withDb(loadConfig({ configFile: globals().config }), async (db) => brands.list(await accountCtx(db, opts.account, opts.mode)), { migrate: true });
+      const rows = await withServices(loadConfig({ configFile: globals().config }), async (services) => brands.list(await accountCtx(services, opts.account, opts.mode)), { migrate: true });
       emit(Boolean(opts.json), rows, () => table(rows, ['id', 'name', 'slug', 'ticketPrefix', 'nextTicketNumber', 'createdAt']));
     });
 }

@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { loadConfig } from '../../server/core/config.js';
 import { migrateLatest, migrationStatus, rollback } from '../../server/core/migrate.js';
 import { provisionDatabase } from '../../server/core/provision.js';
-import { withDb } from '../database.js';
+import { withServices } from '../database.js';
 import { confirmOrFlag, emit, need } from '../io.js';
 import type { GlobalOptions } from '../main.js';
 
@@ -13,7 +13,7 @@ export function registerDb(program: Command, globals: () => GlobalOptions): void
     .description('apply pending migrations')
     .option('--json', 'JSON output')
     .action(async (opts: { json?: boolean }) => {
-      const applied = await withDb(loadConfig({ configFile: globals().config }), migrateLatest);
+      const applied = await withServices(loadConfig({ configFile: globals().config }), (services) => migrateLatest(services.db));
       emit(Boolean(opts.json), { applied }, () => (applied.length ? applied.map((m) => `applied ${m}`) : ['already up to date']));
     });
 
@@ -24,7 +24,7 @@ export function registerDb(program: Command, globals: () => GlobalOptions): void
     .option('--json', 'JSON output')
     .action(async (opts: { all?: boolean; yes?: boolean; json?: boolean }) => {
       if (!(await confirmOrFlag(opts.yes, `Roll back ${opts.all ? 'ALL migrations' : 'the last batch'}? Tables and their data will be dropped.`))) return;
-      const rolledBack = await withDb(loadConfig({ configFile: globals().config }), (conn) => rollback(conn, Boolean(opts.all)));
+      const rolledBack = await withServices(loadConfig({ configFile: globals().config }), (services) => rollback(services.db, Boolean(opts.all)));
       emit(Boolean(opts.json), { rolledBack }, () => (rolledBack.length ? rolledBack.map((m) => `rolled back ${m}`) : ['nothing to roll back']));
     });
 
@@ -32,7 +32,7 @@ export function registerDb(program: Command, globals: () => GlobalOptions): void
     .description('list applied and pending migrations')
     .option('--json', 'JSON output')
     .action(async (opts: { json?: boolean }) => {
-      const status = await withDb(loadConfig({ configFile: globals().config }), migrationStatus);
+      const status = await withServices(loadConfig({ configFile: globals().config }), (services) => migrationStatus(services.db));
       emit(Boolean(opts.json), status, () => [
         ...status.completed.map((m) => `applied  ${m}`),
         ...status.pending.map((m) => `pending  ${m}`),

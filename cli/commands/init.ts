@@ -2,12 +2,12 @@ import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Command } from 'commander';
 import { DEFAULT_CONFIG_FILE, loadConfig } from '../../server/core/config.js';
-import * as accounts from '../../server/domains/accounts/service.js';
-import { withDb } from '../database.js';
+import { withServices } from '../database.js';
 import { adminCtx } from '../context.js';
 import { canPrompt, choose, emit, need, UsageError } from '../io.js';
 import type { GlobalOptions } from '../main.js';
 import { describeCreated } from './accounts.js';
+import { bootstrapIfEmpty } from '../../server/flows/accounts.js';
 
 interface InitOptions {
   database?: 'embedded' | 'external';
@@ -65,8 +65,8 @@ export function registerInit(program: Command, globals: () => GlobalOptions): vo
       const file = path.resolve(globals().config ?? process.env.TICKETD_CONFIG ?? DEFAULT_CONFIG_FILE);
       saveDatabaseChoice(file, databaseUrl, opts.dataDir);
       const config = loadConfig({ configFile: file });
-      const created = await withDb(config, (db) =>
-        accounts.bootstrapIfEmpty(adminCtx(db), { email: ownerEmail, name: ownerName, accountName, brandName }), { migrate: true });
+      const created = await withServices(config, (services) =>
+        bootstrapIfEmpty(adminCtx(services), { email: ownerEmail, name: ownerName, accountName, brandName }), { migrate: true });
       emit(Boolean(opts.json), { configFile: file, database: kind, created }, () => [
         `saved the database choice (${kind}) to ${file}`,
         ...(created ? describeCreated(created) : ['this database already has accounts: nothing was created (use `ticketd accounts create` or `ticketd keys create`)']),

@@ -1,17 +1,17 @@
 import { Option, type Command } from 'commander';
 import { loadConfig } from '../../server/core/config.js';
 import { tenantCtx } from '../../server/core/context.js';
-import type { Db } from '../../server/core/db.js';
+import type { Services } from '../../server/core/services.js';
 import * as apiKeys from '../../server/domains/api-keys/service.js';
-import { withDb } from '../database.js';
+import { withServices } from '../database.js';
 import { accountCtx, adminCtx, type Mode } from '../context.js';
 import { confirmOrFlag, emit, table, UsageError } from '../io.js';
 import type { GlobalOptions } from '../main.js';
 
 /** A key is named by id alone: its account and mode are looked up. */
-async function keyCtx(db: Db, keyId: string) {
-  const { accountId, livemode } = await apiKeys.ownerOf(adminCtx(db), keyId);
-  return tenantCtx(adminCtx(db), accountId, livemode);
+async function keyCtx(services: Services, keyId: string) {
+  const { accountId, livemode } = await apiKeys.ownerOf(adminCtx(services), keyId);
+  return tenantCtx(adminCtx(services), accountId, livemode);
 }
 
 export function registerKeys(program: Command, globals: () => GlobalOptions): void {
@@ -27,8 +27,8 @@ export function registerKeys(program: Command, globals: () => GlobalOptions): vo
     .option('--json', 'JSON output')
     .action(async (opts: { name?: string; brands?: string; account?: string; mode: Mode; json?: boolean }) => {
       const brandIds = opts.brands?.split(',').map((s) => s.trim()).filter(Boolean);
-      const key = await withDb(config(), async (db) =>
-        apiKeys.create(await accountCtx(db, opts.account, opts.mode), { name: opts.name, ...(brandIds?.length ? { brandIds } : {}) }), { migrate: true });
+      const key = await withServices(config(), async (services) =>
+        apiKeys.create(await accountCtx(services, opts.account, opts.mode), { name: opts.name, ...(brandIds?.length ? { brandIds } : {}) }), { migrate: true });
       emit(Boolean(opts.json), key, () => [`created ${key.id} "${key.name}" (${key.allBrands ? 'all brands' : key.brandIds.join(', ')})`, `secret, shown this once: ${key.key}`]);
     });
 
@@ -38,7 +38,7 @@ export function registerKeys(program: Command, globals: () => GlobalOptions): vo
     .addOption(new Option('--mode <mode>', 'live or test keys').choices(['live', 'test']).default('live'))
     .option('--json', 'JSON output')
     .action(async (opts: { account?: string; mode: Mode; json?: boolean }) => {
-      const rows = await withDb(config(), async (db) => apiKeys.list(await accountCtx(db, opts.account, opts.mode)), { migrate: true });
+      const rows = await withServices(config(), async (services) => apiKeys.list(await accountCtx(services, opts.account, opts.mode)), { migrate: true });
       emit(Boolean(opts.json), rows, () => table(rows.map((k) => ({ ...k, scope: k.allBrands ? 'all brands' : k.brandIds.join(',') })), ['id', 'name', 'keyPreview', 'scope', 'lastUsedAt', 'expiresAt', 'createdAt']));
     });
 
@@ -48,7 +48,7 @@ export function registerKeys(program: Command, globals: () => GlobalOptions): vo
     .option('--json', 'JSON output')
     .action(async (keyId: string, opts: { yes?: boolean; json?: boolean }) => {
       if (!(await confirmOrFlag(opts.yes, `Revoke ${keyId}? Integrations using it stop working at once.`))) return;
-      const result = await withDb(config(), async (db) => apiKeys.revoke(await keyCtx(db, keyId), keyId), { migrate: true });
+      const result = await withServices(config(), async (services) => apiKeys.revoke(await keyCtx(services, keyId), keyId), { migrate: true });
       emit(Boolean(opts.json), result, () => [`revoked ${keyId}`]);
     });
 
@@ -59,7 +59,7 @@ export function registerKeys(program: Command, globals: () => GlobalOptions): vo
     .action(async (keyId: string, opts: { grace: string; json?: boolean }) => {
       const grace = Number(opts.grace);
       if (!Number.isInteger(grace) || grace < 0 || grace > 43_200) throw new UsageError('--grace must be a whole number of minutes from 0 to 43200');
-      const result = await withDb(config(), async (db) => apiKeys.rotate(await keyCtx(db, keyId), keyId, grace), { migrate: true });
+      const result = await withServices(config(), async (services) => apiKeys.rotate(await keyCtx(services, keyId), keyId, grace), { migrate: true });
       emit(Boolean(opts.json), result, () => [
         `new key ${result.newKey.id}; secret, shown this once: ${result.newKey.key}`,
         grace ? `old key ${keyId} keeps working until ${result.oldKey.expiresAt}` : `old key ${keyId} revoked`,

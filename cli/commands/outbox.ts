@@ -2,7 +2,7 @@ import { Option, type Command } from 'commander';
 import { loadConfig } from '../../server/core/config.js';
 import * as outbox from '../../server/outbox/service.js';
 import { OUTBOX_STATUSES, type OutboxStatus } from '../../server/outbox/service.js';
-import { withDb } from '../database.js';
+import { withServices } from '../database.js';
 import { adminCtx } from '../context.js';
 import { confirmOrFlag, emit, table, UsageError } from '../io.js';
 import type { GlobalOptions } from '../main.js';
@@ -30,7 +30,7 @@ export function registerOutbox(program: Command, globals: () => GlobalOptions): 
     .description('message counts by kind and status, and the age of the oldest one still to deliver')
     .option('--json', 'JSON output')
     .action(async (opts: { json?: boolean }) => {
-      const stats = await withDb(config(), (db) => outbox.stats(adminCtx(db)), { migrate: true });
+      const stats = await withServices(config(), (services) => outbox.stats(adminCtx(services)), { migrate: true });
       emit(Boolean(opts.json), stats, () => [
         ...table(stats.counts, ['kind', 'status', 'count']),
         `oldest pending: ${stats.oldestPendingAgeSeconds === null ? 'none' : `${stats.oldestPendingAgeSeconds} s old`}`,
@@ -44,7 +44,7 @@ export function registerOutbox(program: Command, globals: () => GlobalOptions): 
     .option('--json', 'JSON output')
     .action(async (opts: { status?: OutboxStatus; limit: string; json?: boolean }) => {
       const limit = parseLimit(opts.limit);
-      const rows = await withDb(config(), (db) => outbox.listAll(adminCtx(db), { status: opts.status, limit }), { migrate: true });
+      const rows = await withServices(config(), (services) => outbox.listAll(adminCtx(services), { status: opts.status, limit }), { migrate: true });
       emit(Boolean(opts.json), rows, () => table(rows as unknown as Record<string, unknown>[], ['id', 'kind', 'event', 'status', 'attempts', 'nextAttemptAt', 'lastError', 'createdAt']));
     });
 
@@ -52,7 +52,7 @@ export function registerOutbox(program: Command, globals: () => GlobalOptions): 
     .description('send a failed or dead message again: back to pending, due now, with a fresh set of attempts')
     .option('--json', 'JSON output')
     .action(async (id: string, opts: { json?: boolean }) => {
-      const row = await withDb(config(), (db) => outbox.retry(adminCtx(db), id), { migrate: true });
+      const row = await withServices(config(), (services) => outbox.retry(adminCtx(services), id), { migrate: true });
       emit(Boolean(opts.json), row, () => [`${row.id} is pending again; a running dispatcher sends it now`]);
     });
 
@@ -64,7 +64,7 @@ export function registerOutbox(program: Command, globals: () => GlobalOptions): 
     .action(async (opts: { olderThan: string; yes?: boolean; json?: boolean }) => {
       const ms = parseDuration(opts.olderThan, '--older-than');
       if (!(await confirmOrFlag(opts.yes, `Delete finished outbox messages older than ${opts.olderThan}? Their delivery logs go with them.`))) return;
-      const purged = await withDb(config(), (db) => outbox.purge(adminCtx(db), new Date(Date.now() - ms)), { migrate: true });
+      const purged = await withServices(config(), (services) => outbox.purge(adminCtx(services), new Date(Date.now() - ms)), { migrate: true });
       emit(Boolean(opts.json), { purged }, () => [`purged ${purged} message${purged === 1 ? '' : 's'}`]);
     });
 }

@@ -2,7 +2,7 @@ import type { Command } from 'commander';
 import { loadConfig } from '../../server/core/config.js';
 import { tenantCtx } from '../../server/core/context.js';
 import * as webhooks from '../../server/domains/webhooks/service.js';
-import { withDb } from '../database.js';
+import { withServices } from '../database.js';
 import { adminCtx } from '../context.js';
 import { emit, table } from '../io.js';
 import type { GlobalOptions } from '../main.js';
@@ -18,9 +18,9 @@ export function registerWebhooks(program: Command, globals: () => GlobalOptions)
     .option('--json', 'JSON output')
     .action(async (webhookId: string, opts: { limit: string; json?: boolean }) => {
       const limit = Math.min(parseLimit(opts.limit), 100);
-      const rows = await withDb(config(), async (db) => {
-        const owner = await webhooks.ownerOf(adminCtx(db), webhookId);
-        return webhooks.deliveries(tenantCtx(adminCtx(db), owner.accountId, owner.livemode), owner.brandId, webhookId, { limit });
+      const rows = await withServices(config(), async (services) => {
+        const owner = await webhooks.ownerOf(adminCtx(services), webhookId);
+        return webhooks.deliveries(tenantCtx(adminCtx(services), owner.accountId, owner.livemode), owner.brandId, webhookId, { limit });
       }, { migrate: true });
       emit(Boolean(opts.json), rows, () => table(rows as unknown as Record<string, unknown>[], ['id', 'event', 'state', 'attempts', 'responseCode', 'error', 'lastAttempt', 'nextAttempt', 'createdAt']));
     });

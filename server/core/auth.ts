@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyRequest, RouteOptions } from 'fastify';
 import { unauthorized, forbidden } from './errors.js';
 import { tenantCtx, type BaseCtx, type TenantCtx, type BrandScope } from './context.js';
-import type { Db } from './db.js';
+import type { Services } from './services.js';
 
 /** How a route is called. Later kinds (session, portal) join this list. */
 export type AuthKind = 'none' | 'api-key';
@@ -76,7 +76,7 @@ export interface ApiKeyIdentity {
   brandScope: BrandScope;
 }
 
-export type ApiKeyAuthenticator = (db: Db, secret: string) => Promise<ApiKeyIdentity | null>;
+export type ApiKeyAuthenticator = (services: Services, secret: string) => Promise<ApiKeyIdentity | null>;
 
 function bearerToken(req: FastifyRequest): string | null {
   const header = req.headers.authorization;
@@ -93,23 +93,24 @@ export function requireAuthDeclaration(route: RouteOptions): void {
   }
 }
 
-export function installAuth(app: FastifyInstance, db: Db, authenticateApiKey: ApiKeyAuthenticator): void {
+export function installAuth(app: FastifyInstance, services: Services, authenticateApiKey: ApiKeyAuthenticator): void {
+  const { db } = services;
   app.decorateRequest('baseCtx', null as unknown as BaseCtx);
   app.decorateRequest('ctx', null as unknown as TenantCtx);
   app.addHook('onRequest', async (req) => {
-    req.baseCtx = { db, actor: { type: 'api', id: null, name: null }, requestId: req.id, log: req.log };
+    req.baseCtx = { services, db, actor: { type: 'api', id: null, name: null }, requestId: req.id, log: req.log };
     const { auth, permission } = req.routeOptions.config ?? {};
     if (!auth || auth === 'none') return;
 
     const secret = bearerToken(req);
     if (!secret) throw unauthorized('Send an API key as "Authorization: Bearer sk_live_…" or "sk_test_…"', 'missing_credentials');
-    const identity = await authenticateApiKey(db, secret);
+    const identity = await authenticateApiKey(services, secret);
     if (!identity) throw unauthorized('This API key is not valid: it is unknown, revoked or expired', 'invalid_api_key');
     if (permission && PERMISSIONS[permission].accountWide && !identity.brandScope.allBrands) {
       throw forbidden('This API key is limited to some brands and cannot do account-wide changes', 'insufficient_scope');
     }
     const actor = { type: 'api' as const, id: identity.keyId, name: identity.name };
     req.log = req.log.child({ accountId: identity.accountId, livemode: identity.livemode, keyId: identity.keyId });
-    req.ctx = tenantCtx({ db, actor, requestId: req.id, log: req.log }, identity.accountId, identity.livemode, identity.brandScope);
+    req.ctx = tenantCtx({ services, db, actor, requestId: req.id, log: req.log }, identity.accountId, identity.livemode, identity.brandScope);
   });
 }

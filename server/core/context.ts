@@ -1,4 +1,5 @@
 import type { Db } from './db.js';
+import type { Services } from './services.js';
 
 export type PerformerType = 'api' | 'user' | 'customer' | 'system';
 
@@ -15,12 +16,15 @@ export interface Log {
   warn(details: object, message: string): void;
 }
 
-/** What every service call carries: the connection (pool or open transaction) and who acts. */
+/** What every service call carries: the process's services, the connection (pool or open transaction) and who acts. */
 export interface BaseCtx {
+  services: Services;
   db: Db;
   actor: Actor;
   requestId: string | null;
   log?: Log;
+  /** Brands already found in this transaction (core/brand.ts requireBrand); set by withTx. */
+  txBrands?: Map<string, object>;
 }
 
 /** The brand scope of the credential in use. */
@@ -45,8 +49,8 @@ export function systemActor(name = 'ticketd'): Actor {
   return { type: 'system', id: null, name };
 }
 
-export function systemCtx(db: Db, name?: string): BaseCtx {
-  return { db, actor: systemActor(name), requestId: null };
+export function systemCtx(services: Services, name?: string): BaseCtx {
+  return { services, db: services.db, actor: systemActor(name), requestId: null };
 }
 
 export function tenantCtx(base: BaseCtx, accountId: string, livemode: boolean, brandScope = ALL_BRANDS): TenantCtx {
@@ -56,7 +60,7 @@ export function tenantCtx(base: BaseCtx, accountId: string, livemode: boolean, b
 /** Runs fn in a transaction, joining the one ctx already holds. Only services call this. */
 export async function withTx<C extends BaseCtx, T>(ctx: C, fn: (ctx: C) => Promise<T>): Promise<T> {
   if (ctx.db.isTransaction) return fn(ctx);
-  return ctx.db.transaction((trx) => fn({ ...ctx, db: trx }));
+  return ctx.db.transaction((trx) => fn({ ...ctx, db: trx, txBrands: new Map() }));
 }
 
 export function canSeeBrand(scope: BrandScope, brandId: string): boolean {

@@ -1,9 +1,11 @@
+import type { Knex } from 'knex';
 import objection from 'objection';
 import type { TenantCtx } from './context.js';
 
 /**
  * Base of every tenant table: rows carry accountId and livemode, and services reach them only
- * through scoped(ctx), the one place the tenant predicate is written.
+ * through scoped(ctx); SQL written by hand takes its condition from tenantScope below. Those two
+ * are the only places the tenant predicate is written.
  */
 export class TenantModel extends objection.Model {
   declare accountId: string;
@@ -19,4 +21,23 @@ export class TenantModel extends objection.Model {
 /** The scope columns a new tenant row must carry. */
 export function scopeOf(ctx: TenantCtx): { accountId: string; livemode: boolean } {
   return { accountId: ctx.accountId, livemode: ctx.livemode };
+}
+
+const ALIAS = /^[a-z_][a-z0-9_]*$/;
+
+/**
+ * The tenant condition for SQL written by hand, as a piece to bind where the text says `?`:
+ * `db.raw('select … from tags tg where ? and tg.brand_id = ?', [tenantScope(ctx, 'tg'), brandId])`.
+ * The scope is bound as values (not read from another row), so the planner can use indexes that
+ * lead with (account_id, livemode) in subqueries too.
+ */
+export function tenantScope(ctx: TenantCtx, alias: string): Knex.Raw {
+  if (!ALIAS.test(alias)) throw new Error(`tenantScope: "${alias}" is not a plain table alias`);
+  return ctx.db.raw(`${alias}.account_id = ? and ${alias}.livemode = ?`, [ctx.accountId, ctx.livemode]);
+}
+
+/** The account condition alone, for account-wide tables without a mode (members). */
+export function accountScope(ctx: TenantCtx, alias: string): Knex.Raw {
+  if (!ALIAS.test(alias)) throw new Error(`accountScope: "${alias}" is not a plain table alias`);
+  return ctx.db.raw(`${alias}.account_id = ?`, [ctx.accountId]);
 }

@@ -2,7 +2,7 @@ import { randomBytes } from 'node:crypto';
 import os from 'node:os';
 import cron, { type ScheduledTask } from 'node-cron';
 import { systemCtx, withTx, type BaseCtx } from '../core/context.js';
-import type { Db } from '../core/db.js';
+import type { Services } from '../core/services.js';
 import { purgeExpired as purgeExpiredIdempotencyKeys } from '../core/idempotency.js';
 import { Listener } from '../core/notify.js';
 import * as apiKeys from '../domains/api-keys/service.js';
@@ -76,8 +76,8 @@ export class Dispatcher {
   readonly instanceId: string;
 
   /** attachmentDeps: without them (tests of other jobs) the attachment cleanup is skipped. */
-  constructor(private readonly db: Db, private readonly log: DispatcherLog, private readonly attachmentDeps: attachments.AttachmentDeps | null = null, options: OutboxOptions = {}) {
-    this.ctx = systemCtx(db, 'dispatcher');
+  constructor(private readonly services: Services, private readonly log: DispatcherLog, private readonly attachmentDeps: attachments.AttachmentDeps | null = null, options: OutboxOptions = {}) {
+    this.ctx = systemCtx(services, 'dispatcher');
     this.now = options.now ?? Date.now;
     this.random = options.random ?? Math.random;
     this.concurrency = options.concurrency ?? 16;
@@ -209,7 +209,7 @@ export class Dispatcher {
       wake();
     }, { name: 'ticketd-dispatcher', noOverlap: true });
     // 'up' also after a reconnect: notifications sent while the connection was down are lost.
-    this.listener = Listener.forDb(this.db, [outbox.OUTBOX_CHANNEL]).start();
+    this.listener = Listener.forDb(this.services.db, [outbox.OUTBOX_CHANNEL]).start();
     this.listener.on('notification', wake);
     this.listener.on('up', wake);
   }

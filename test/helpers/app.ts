@@ -7,6 +7,7 @@ import type { Test } from 'tap';
 import { buildApp } from '../../server/app.js';
 import { loadConfig, type Config } from '../../server/core/config.js';
 import type { Db } from '../../server/core/db.js';
+import { createServices, type Services } from '../../server/core/services.js';
 import { freshDatabase } from './db.js';
 
 /** A directory with no ticketd.config.json in it, so a developer's own config never leaks into tests. */
@@ -28,9 +29,25 @@ export interface TestApp {
 export async function testApp(t: Test, env: Record<string, string> = {}): Promise<TestApp> {
   const { url, db } = await freshDatabase(t);
   const config = testConfig({ DATABASE_URL: url, ...env });
-  const app = await buildApp({ config, db });
-  t.teardown(() => app.close());
+  const services = servicesOf(db, config);
+  const app = await buildApp({ config, db, services });
+  t.teardown(async () => {
+    await app.close();
+    await services.close();
+  });
   return { app, db, url, config };
+}
+
+const servicesByDb = new WeakMap<Db, Services>();
+
+/**
+ * The services tests call with a system ctx on `db`: one instance per pool, the same one the
+ * test's app serves with (so a test sees the app's caches).
+ */
+export function servicesOf(db: Db, config: Config = testConfig({})): Services {
+  let services = servicesByDb.get(db);
+  if (!services) servicesByDb.set(db, services = createServices({ config, db }));
+  return services;
 }
 
 export interface Reply {

@@ -1,7 +1,7 @@
 import t from 'tap';
 import { keyCacheOf, KEYS_CHANNEL } from '../../server/domains/api-keys/service.js';
 import { Dispatcher } from '../../server/outbox/dispatcher.js';
-import { assertErrorShape, client, signup, testApp, type Signup } from '../helpers/app.js';
+import { assertErrorShape, client, signup, testApp, type Signup, servicesOf } from '../helpers/app.js';
 
 // The signup limit is per app; this file signs up more accounts than the default 20 per hour.
 const { app, db } = await testApp(t, { TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: '1000' });
@@ -329,14 +329,14 @@ t.test('rotate with a grace period: the old key works until it expires, then the
   // The clock moves on: expiry brought forward by hand, announced as any change to a key is.
   await db('api_keys').where({ id: old.body.id }).update({ expiresAt: db.raw("now() - interval '1 second'") });
   await db.raw('select pg_notify(?, ?)', [KEYS_CHANNEL, old.body.id]);
-  await keyCacheOf(db)?.sync();
+  await keyCacheOf(servicesOf(db))?.sync();
   assertErrorShape(t, await oldCall('GET', '/v1/accounts/me'), 401, 'invalid_api_key');
   t.notOk((await listKeys(a.live)).some((k) => k.id === old.body.id), 'an expired key leaves the list');
   assertErrorShape(t, await a.live('DELETE', `${KEYS}/${old.body.id}`), 404, 'not_found');
 
   const row = await db('api_keys').where({ id: old.body.id }).first();
   t.equal(row.revokedAt, null, 'not yet marked revoked');
-  const result = await new Dispatcher(db, quietLog).tick();
+  const result = await new Dispatcher(servicesOf(db), quietLog).tick();
   t.ok(result.revokedKeys >= 1, `the tick revoked the expired key (${result.revokedKeys})`);
   const after = await db('api_keys').where({ id: old.body.id }).first();
   t.ok(after.revokedAt instanceof Date, 'revoked_at is set');
@@ -344,7 +344,7 @@ t.test('rotate with a grace period: the old key works until it expires, then the
   t.equal((await oldCall('GET', '/v1/accounts/me')).status, 401, 'still refused');
   const newRow = await db('api_keys').where({ id: res.body.newKey.id }).first();
   t.equal(newRow.revokedAt, null, 'the new key is left alone');
-  t.equal((await new Dispatcher(db, quietLog).tick()).revokedKeys, 0, 'a second tick has nothing to do');
+  t.equal((await new Dispatcher(servicesOf(db), quietLog).tick()).revokedKeys, 0, 'a second tick has nothing to do');
 });
 
 t.test('lastUsedAt is null until the key is used, then set', async (t) => {

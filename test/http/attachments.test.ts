@@ -10,7 +10,7 @@ import { signGrant } from '../../server/domains/attachments/grants.js';
 import { withoutGrantTokens } from '../../server/domains/attachments/routes.js';
 import { attachmentDeps } from '../../server/domains/attachments/service.js';
 import { Dispatcher } from '../../server/outbox/dispatcher.js';
-import { assertErrorShape, assertNotFound, client, makeBrand, makeTicket, signup, type Signup, testApp } from '../helpers/app.js';
+import { assertErrorShape, assertNotFound, client, makeBrand, makeTicket, signup, type Signup, testApp, servicesOf } from '../helpers/app.js';
 
 const MAX = 1024;
 const dataDir = mkdtempSync(path.join(os.tmpdir(), 'ticketd-attachments-'));
@@ -422,7 +422,7 @@ t.test('deleting a ticket hides its attachments; deleting the brand removes thei
 
   t.equal((await owner.live('DELETE', `/v1/brands/${brand.id}?confirm=true`)).status, 200);
   t.ok(existsSync(fileOf(att.attachment.id)), 'the cascade queued the file');
-  const tick = await new Dispatcher(db, quietLog, attachmentDeps(config, db)).tick();
+  const tick = await new Dispatcher(servicesOf(db), quietLog, attachmentDeps(config, db)).tick();
   t.ok(tick.removedFiles >= 1);
   t.notOk(existsSync(fileOf(att.attachment.id)), 'the dispatcher removed it');
   t.same(await db('attachment_file_deletions').where({ attachmentId: att.attachment.id }), [], 'and its queue entry');
@@ -441,7 +441,7 @@ t.test('the dispatcher removes pending attachments never linked (24 h) and uploa
   await db('attachments').where({ id: unfinished.id }).update({ createdAt: db.raw("now() - interval '16 minutes'") });
   await db('attachments').where({ id: inTime.id }).update({ createdAt: db.raw("now() - interval '14 minutes'") });
 
-  const dispatcher = new Dispatcher(db, quietLog, attachmentDeps(config, db));
+  const dispatcher = new Dispatcher(servicesOf(db), quietLog, attachmentDeps(config, db));
   const first = await dispatcher.tick();
   t.ok(first.abandonedAttachments >= 2, `removed ${first.abandonedAttachments}`);
   const left = (await db('attachments').whereIn('id', [stale.id, fresh.id, unfinished.id, inTime.id, linkedOld.id]).pluck('id')).sort();

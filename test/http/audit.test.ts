@@ -1,15 +1,15 @@
 import t from 'tap';
 import { systemCtx, tenantCtx, withTx, type TenantCtx } from '../../server/core/context.js';
-import * as audit from '../../server/domains/audit/service.js';
+import * as audit from '../../server/core/audit.js';
 import * as categories from '../../server/domains/categories/service.js';
 import * as contacts from '../../server/domains/contacts/service.js';
-import { assertErrorShape, assertNotFound, client, makeBrand, makeTicket, mustCreate, ownerWithBrand, signup, testApp, type Signup } from '../helpers/app.js';
+import { assertErrorShape, assertNotFound, client, makeBrand, makeTicket, mustCreate, ownerWithBrand, signup, testApp, type Signup, servicesOf } from '../helpers/app.js';
 
 const { app, db } = await testApp(t, { TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: '1000' });
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** The tenant scope of an account's live mode, acting as the system (for direct service calls). */
-const liveCtx = (owner: Signup): TenantCtx => tenantCtx(systemCtx(db, 'test'), owner.accountId, true);
+const liveCtx = (owner: Signup): TenantCtx => tenantCtx(systemCtx(servicesOf(db), 'test'), owner.accountId, true);
 /** Every entry of one entity, oldest first, straight from the log (account-level ones included). */
 const entriesOf = async (owner: Signup, entityType: string, entityId: string) => audit.forEntity(liveCtx(owner), entityType, entityId);
 

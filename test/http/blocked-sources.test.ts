@@ -1,7 +1,7 @@
 import t from 'tap';
 import { systemCtx, tenantCtx } from '../../server/core/context.js';
 import * as blockedSources from '../../server/domains/blocked-sources/service.js';
-import { assertErrorShape, assertNotFound, client, makeBrand, mustCreate, ownerWithBrand, type Reply, signup, testApp } from '../helpers/app.js';
+import { assertErrorShape, assertNotFound, client, makeBrand, mustCreate, ownerWithBrand, type Reply, signup, testApp, servicesOf } from '../helpers/app.js';
 
 const { app, db } = await testApp(t, { TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: '10000' });
 const anonymous = client(app);
@@ -96,7 +96,7 @@ t.test('isBlocked(ctx, brandId, email): addresses, domains and subdomains, per b
   const other = await makeBrand(owner.live, 'Other');
   await post(owner.live, `${base}/blocked-sources`, { value: 'example.com' });
   await post(owner.live, `${base}/blocked-sources`, { value: 'one@good.org' });
-  const ctx = tenantCtx(systemCtx(db), owner.accountId, true);
+  const ctx = tenantCtx(systemCtx(servicesOf(db)), owner.accountId, true);
   const cases: [string, boolean][] = [
     ['a@example.com', true], ['  A@EXAMPLE.COM ', true], ['a@mail.example.com', true], ['a@deep.mail.example.com', true],
     ['a@notexample.com', false], ['a@example.com.evil.net', false], ['a@example.co', false],
@@ -104,7 +104,7 @@ t.test('isBlocked(ctx, brandId, email): addresses, domains and subdomains, per b
   ];
   for (const [email, expected] of cases) t.equal(await blockedSources.isBlocked(ctx, brand.id, email), expected, `${email}: ${expected}`);
   t.equal(await blockedSources.isBlocked(ctx, other.id, 'a@example.com'), false, 'another brand is not affected');
-  await t.rejects(blockedSources.isBlocked(tenantCtx(systemCtx(db), owner.accountId, false), brand.id, 'a@example.com'), { statusCode: 404, code: 'not_found' }, 'the other mode cannot see the brand');
+  await t.rejects(blockedSources.isBlocked(tenantCtx(systemCtx(servicesOf(db)), owner.accountId, false), brand.id, 'a@example.com'), { statusCode: 404, code: 'not_found' }, 'the other mode cannot see the brand');
 });
 
 t.test('401 and 404 (other account, other mode, other brand, limited key) on every blocked-source route', async (t) => {

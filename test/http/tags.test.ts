@@ -1,5 +1,5 @@
 import t from 'tap';
-import { assertErrorShape, assertNotFound, client, makeBrand, type Signup, signup, testApp } from '../helpers/app.js';
+import { assertErrorShape, assertNotFound, client, makeBrand, type Signup, signup, testApp, servicesOf } from '../helpers/app.js';
 import { tenantCtx, systemCtx } from '../../server/core/context.js';
 import * as tagService from '../../server/domains/tags/service.js';
 
@@ -273,7 +273,7 @@ t.test('findOrCreateByNames matches ignoring case, creates the rest once, and st
   const other = await makeBrand(owner.live, 'Other');
   const existing = await makeTag(owner.live, brand.id, { name: 'Billing' });
   const foreign = await makeTag(owner.live, other.id, { name: 'refund' });
-  const ctx = tenantCtx(systemCtx(db), owner.accountId, true);
+  const ctx = tenantCtx(systemCtx(servicesOf(db)), owner.accountId, true);
 
   const found = await tagService.findOrCreateByNames(ctx, brand.id, ['billing', ' Refund ', 'REFUND', 'new-one']);
   t.same(found.map((x) => x.name), ['Billing', 'Refund', 'new-one'], 'one per distinct name, first spelling wins');
@@ -288,7 +288,7 @@ t.test('findOrCreateByNames matches ignoring case, creates the rest once, and st
 
   const statusOf = (p: Promise<unknown>) => p.then(() => 'resolved', (err: { statusCode?: number }) => err.statusCode);
   t.equal(await statusOf(tagService.findOrCreateByNames(ctx, brand.id, ['   '])), 400, 'blank name refused');
-  const testCtx = tenantCtx(systemCtx(db), owner.accountId, false);
+  const testCtx = tenantCtx(systemCtx(servicesOf(db)), owner.accountId, false);
   t.equal(await statusOf(tagService.findOrCreateByNames(testCtx, brand.id, ['x'])), 404, 'the other mode cannot reach the brand');
   t.equal(await statusOf(tagService.requireTags(ctx, brand.id, [existing.id, foreign.id])), 404, "requireTags refuses another brand's tag");
   t.equal((await tagService.requireTags(ctx, brand.id, [existing.id])).length, 1);

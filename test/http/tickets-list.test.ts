@@ -1,7 +1,7 @@
 import t from 'tap';
 import { systemCtx, tenantCtx } from '../../server/core/context.js';
-import * as ticketService from '../../server/domains/tickets/service.js';
-import { assertErrorShape, assertNotFound, client, makeBrand, makeTicket, ownerWithBrand, signup, type Signup, testApp } from '../helpers/app.js';
+import { assertErrorShape, assertNotFound, client, makeBrand, makeTicket, ownerWithBrand, signup, type Signup, testApp, servicesOf } from '../helpers/app.js';
+import { updateTicket } from '../../server/flows/ticket-update.js';
 
 // Every test signs up its own accounts: lift the per-hour signup limit for this file.
 const { app, db } = await testApp(t, { TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: '10000' });
@@ -90,13 +90,13 @@ t.test('PATCH records exactly the real changes; no change keeps updatedAt', asyn
   const { owner, base } = await setup();
   const tag = (await owner.live('POST', `${base}/tags`, { name: 'a' })).body;
   const tk = await makeTicket(owner.live, base, { title: 'Same', priority: 'high', tags: [tag.id], metadata: { x: 1 } });
-  const ctx = tenantCtx(systemCtx(db), owner.accountId, true);
-  const r1 = await ticketService.update(ctx, tk.brandId, tk.id, { title: 'Same', priority: 'urgent', metadata: { x: 1 }, tags: ['a'] });
+  const ctx = tenantCtx(systemCtx(servicesOf(db)), owner.accountId, true);
+  const r1 = await updateTicket(ctx, tk.brandId, tk.id, { title: 'Same', priority: 'urgent', metadata: { x: 1 }, tags: ['a'] });
   t.same(r1.changes, [{ field: 'priority', from: 'high', to: 'urgent' }], 'only priority changed (title, metadata and tags by name are the same)');
-  const r2 = await ticketService.update(ctx, tk.brandId, tk.id, { title: 'Same', priority: 'urgent' });
+  const r2 = await updateTicket(ctx, tk.brandId, tk.id, { title: 'Same', priority: 'urgent' });
   t.same(r2.changes, [], 'nothing changed');
   t.equal(r2.ticket.updatedAt, r1.ticket.updatedAt, 'updatedAt stays when nothing changed');
-  const r3 = await ticketService.update(ctx, tk.brandId, tk.id, { tags: ['b'], assigneeId: owner.ownerId, customFields: { q: 1 } });
+  const r3 = await updateTicket(ctx, tk.brandId, tk.id, { tags: ['b'], assigneeId: owner.ownerId, customFields: { q: 1 } });
   const byField = Object.fromEntries(r3.changes.map((c) => [c.field, c])) as Record<string, { field: string; from: unknown; to: string[] }>;
   t.same(Object.keys(byField).sort(), ['assigneeId', 'customFields', 'tags']);
   t.same(byField.assigneeId, { field: 'assigneeId', from: null, to: owner.ownerId });

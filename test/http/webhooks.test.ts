@@ -1,6 +1,6 @@
 import t from 'tap';
 import { buildApp } from '../../server/app.js';
-import { assertErrorShape, assertNotFound, client, makeBrand, makeTicket, ownerWithBrand, signup, testApp, testConfig } from '../helpers/app.js';
+import { assertErrorShape, assertNotFound, client, makeBrand, makeTicket, ownerWithBrand, signup, testApp, testConfig, servicesOf } from '../helpers/app.js';
 import { Dispatcher } from '../../server/outbox/dispatcher.js';
 import { receiver } from '../helpers/receiver.js';
 
@@ -136,7 +136,7 @@ t.test('deliveries, redeliver and rotate over HTTP; the audit log records change
   t.match(pending.body[1].payload, { event: 'ticket.created', brand_id: brand.id, data: { id: ticket.id, ticketNumber: ticket.ticketNumber, title: 'Printer on fire', customerEmail: 'ann@example.com', customerName: 'Ann' } });
   t.same(pending.body[0].payload.data.changes, ['title', 'priority']);
 
-  const dispatcher = new Dispatcher(db, quietLog, null, { webhooks: { allowPrivate: true, timeoutMs: 5000 } });
+  const dispatcher = new Dispatcher(servicesOf(db), quietLog, null, { webhooks: { allowPrivate: true, timeoutMs: 5000 } });
   t.teardown(() => dispatcher.stop());
   t.match((await dispatcher.deliverDue()), { success: 2 });
   t.equal(hook.received.length, 2);

@@ -4,12 +4,13 @@ import path from 'node:path';
 import { Readable } from 'node:stream';
 import t from 'tap';
 import { systemCtx, tenantCtx, withTx, type TenantCtx } from '../../server/core/context.js';
-import * as accounts from '../../server/domains/accounts/service.js';
 import * as attachments from '../../server/domains/attachments/service.js';
-import * as brands from '../../server/domains/brands/service.js';
 import * as tickets from '../../server/domains/tickets/service.js';
-import { testConfig } from '../helpers/app.js';
+import { testConfig, servicesOf } from '../helpers/app.js';
 import { freshDatabase } from '../helpers/db.js';
+import { createBrand } from '../../server/flows/brands.js';
+import { createAccount } from '../../server/flows/accounts.js';
+import { createTicket } from '../../server/flows/ticket-create.js';
 
 const { db, url } = await freshDatabase(t);
 const dataDir = mkdtempSync(path.join(os.tmpdir(), 'ticketd-attachments-svc-'));
@@ -18,9 +19,9 @@ const deps = attachments.attachmentDeps(testConfig({ DATABASE_URL: url, TICKETD_
 const io = attachments.forRequest(deps, 'http', 'localhost');
 
 async function setup(): Promise<{ ctx: TenantCtx; brandId: string }> {
-  const created = await accounts.create(systemCtx(db), { email: `att-${Math.random().toString(36).slice(2)}@example.com` });
-  const ctx = tenantCtx(systemCtx(db), created.account.id, true);
-  const brand = await brands.create(ctx, { name: 'Files' });
+  const created = await createAccount(systemCtx(servicesOf(db)), { email: `att-${Math.random().toString(36).slice(2)}@example.com` });
+  const ctx = tenantCtx(systemCtx(servicesOf(db)), created.account.id, true);
+  const brand = await createBrand(ctx, { name: 'Files' });
   return { ctx, brandId: brand.id };
 }
 
@@ -33,7 +34,7 @@ async function counts(ctx: TenantCtx, brandId: string, ids: string[]): Promise<n
 
 t.test('moveToTicket re-links every attachment of the source tickets and fixes the counts on both sides', async (t) => {
   const { ctx, brandId } = await setup();
-  const [a, b, target] = await Promise.all(['A', 'B', 'Target'].map(async (title) => (await tickets.create(ctx, brandId, { title })).ticket));
+  const [a, b, target] = await Promise.all(['A', 'B', 'Target'].map(async (title) => (await createTicket(ctx, brandId, { title })).ticket));
   await attachments.uploadFile(ctx, io, brandId, a!.id, file('a1.txt', 'a1'));
   await attachments.uploadFile(ctx, io, brandId, a!.id, file('a2.txt', 'a2'));
   await attachments.uploadFile(ctx, io, brandId, b!.id, file('b1.txt', 'b1'));
@@ -56,9 +57,9 @@ t.test('moveToTicket re-links every attachment of the source tickets and fixes t
 t.test('moveToTicket stays inside its brand and tenant; it rolls back with the merge', async (t) => {
   const { ctx, brandId } = await setup();
   const other = await setup();
-  const mine = (await tickets.create(ctx, brandId, { title: 'Mine' })).ticket;
-  const target = (await tickets.create(ctx, brandId, { title: 'Target' })).ticket;
-  const theirs = (await tickets.create(other.ctx, other.brandId, { title: 'Theirs' })).ticket;
+  const mine = (await createTicket(ctx, brandId, { title: 'Mine' })).ticket;
+  const target = (await createTicket(ctx, brandId, { title: 'Target' })).ticket;
+  const theirs = (await createTicket(other.ctx, other.brandId, { title: 'Theirs' })).ticket;
   await attachments.uploadFile(ctx, io, brandId, mine.id, file('m.txt', 'm'));
   await attachments.uploadFile(other.ctx, io, other.brandId, theirs.id, file('o.txt', 'o'));
 
@@ -76,8 +77,8 @@ t.test('moveToTicket stays inside its brand and tenant; it rolls back with the m
 t.test('two ticket creates racing for one pending attachment: one links it, the other is a 400', async (t) => {
   const { ctx, brandId } = await setup();
   const pending = await attachments.uploadFile(ctx, io, brandId, null, file('p.txt', 'p'));
-  const results = await Promise.allSettled([1, 2].map((n) => tickets.create(ctx, brandId, { title: `Race ${n}`, attachmentIds: [pending.attachment.id] })));
-  const won = results.filter((r) => r.status === 'fulfilled') as PromiseFulfilledResult<tickets.CreateResult>[];
+  const results = await Promise.allSettled([1, 2].map((n) => createTicket(ctx, brandId, { title: `Race ${n}`, attachmentIds: [pending.attachment.id] })));
+  const won = results.filter((r) => r.status === 'fulfilled') as PromiseFulfilledResult<import('../../server/flows/ticket-create.js').CreateResult>[];
   const lost = results.filter((r) => r.status === 'rejected') as PromiseRejectedResult[];
   t.equal(won.length, 1, 'one create wins');
   t.equal(lost.length, 1);

@@ -1,28 +1,31 @@
 import t from 'tap';
 import { systemCtx, tenantCtx, withTx, type TenantCtx } from '../../server/core/context.js';
-import * as accounts from '../../server/domains/accounts/service.js';
 import * as apiKeys from '../../server/domains/api-keys/service.js';
-import * as audit from '../../server/domains/audit/service.js';
-import * as brands from '../../server/domains/brands/service.js';
+import * as audit from '../../server/core/audit.js';
 import * as tickets from '../../server/domains/tickets/service.js';
 import pg from 'pg';
 import { freshDatabase, urlFor } from '../helpers/db.js';
+import { createBrand, deleteBrand } from '../../server/flows/brands.js';
+import { createAccount } from '../../server/flows/accounts.js';
+import { servicesOf } from '../helpers/app.js';
+import { updateTicket } from '../../server/flows/ticket-update.js';
+import { createTicket } from '../../server/flows/ticket-create.js';
 
 const { db, name } = await freshDatabase(t);
 
 async function setup(): Promise<{ ctx: TenantCtx; brandId: string; accountId: string }> {
-  const created = await accounts.create(systemCtx(db), { email: `audit-${Math.random().toString(36).slice(2)}@example.com` });
-  const base = tenantCtx(systemCtx(db), created.account.id, true);
+  const created = await createAccount(systemCtx(servicesOf(db)), { email: `audit-${Math.random().toString(36).slice(2)}@example.com` });
+  const base = tenantCtx(systemCtx(servicesOf(db)), created.account.id, true);
   const ctx: TenantCtx = { ...base, actor: { type: 'api', id: 'key_test', name: 'CI key' }, requestId: 'req_abc' };
-  const brand = await brands.create(ctx, { name: 'Audited' });
+  const brand = await createBrand(ctx, { name: 'Audited' });
   return { ctx, brandId: brand.id, accountId: created.account.id };
 }
 
 t.test('create, update and delete of a ticket each leave one entry with the actor, the request and the changes', async (t) => {
   const { ctx, brandId } = await setup();
-  const { ticket } = await tickets.create(ctx, brandId, { title: 'Printer on fire' });
-  await tickets.update(ctx, brandId, ticket.id, { priority: 'urgent', title: 'Printer on fire' });
-  await tickets.update(ctx, brandId, ticket.id, { priority: 'urgent' }); // no change: no entry
+  const { ticket } = await createTicket(ctx, brandId, { title: 'Printer on fire' });
+  await updateTicket(ctx, brandId, ticket.id, { priority: 'urgent', title: 'Printer on fire' });
+  await updateTicket(ctx, brandId, ticket.id, { priority: 'urgent' }); // no change: no entry
   await tickets.remove(ctx, brandId, ticket.id);
   const entries = await audit.forEntity(ctx, 'ticket', ticket.id);
   t.same(entries.map((e) => e.event), ['ticket.created', 'ticket.updated', 'ticket.deleted']);
@@ -36,7 +39,7 @@ t.test('a change that rolls back leaves no entry', async (t) => {
   const { ctx, brandId } = await setup();
   let ticketId = '';
   await t.rejects(withTx(ctx, async (tx) => {
-    ticketId = (await tickets.create(tx, brandId, { title: 'Never happened' })).ticket.id;
+    ticketId = (await createTicket(tx, brandId, { title: 'Never happened' })).ticket.id;
     throw new Error('rollback');
   }), /rollback/);
   t.ok(ticketId, 'the ticket was created inside the transaction');
@@ -50,7 +53,7 @@ t.test('recording outside a transaction is a programming error', async (t) => {
 
 t.test('entries are append-only, yet go with their account', async (t) => {
   const { ctx, brandId, accountId } = await setup();
-  await tickets.create(ctx, brandId, { title: 'Kept' });
+  await createTicket(ctx, brandId, { title: 'Kept' });
   const direct = async (sql: string) => {
     const client = new pg.Client({ connectionString: urlFor(name) });
     await client.connect();
@@ -68,14 +71,14 @@ t.test('keys changed by other operations: a rotation with grace, its expiry by t
   const limited = await apiKeys.create(ctx, { name: 'Limited', brandIds: [brandId] });
   const { newKey } = await apiKeys.rotate(ctx, limited.id, 5);
   await db('apiKeys').where({ id: limited.id }).update({ expiresAt: new Date(Date.now() - 1000) });
-  t.equal(await apiKeys.revokeExpired(systemCtx(db, 'dispatcher')), 1);
+  t.equal(await apiKeys.revokeExpired(systemCtx(servicesOf(db), 'dispatcher')), 1);
   const old = await audit.forEntity(ctx, 'api_key', limited.id);
   t.same(old.map((e) => e.event), ['api_key.created', 'api_key.updated', 'api_key.revoked']);
   t.equal(old[1]!.changes[0]!.field, 'expiresAt', 'the grace period is the change');
   t.match(old[1]!.metadata, { rotatedTo: newKey.id });
   t.match(old[2], { performerType: 'system', performerName: 'dispatcher', source: 'system', metadata: { reason: 'rotation_grace_ended' } }, 'the clock revoked it');
 
-  await brands.remove(ctx, brandId, true);
+  await deleteBrand(ctx, brandId, true);
   const scoped = await audit.forEntity(ctx, 'api_key', newKey.id);
   t.same(scoped.map((e) => e.event), ['api_key.created', 'api_key.updated']);
   t.same(scoped[1]!.changes, [{ field: 'brandIds', from: [brandId], to: [] }], 'the deleted brand left the key\'s scope');

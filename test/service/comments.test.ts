@@ -1,25 +1,28 @@
 import t from 'tap';
 import { systemCtx, tenantCtx, withTx, type TenantCtx } from '../../server/core/context.js';
 import { newId } from '../../server/core/ids.js';
-import * as accounts from '../../server/domains/accounts/service.js';
-import * as audit from '../../server/domains/audit/service.js';
-import * as brands from '../../server/domains/brands/service.js';
+import * as audit from '../../server/core/audit.js';
 import * as comments from '../../server/domains/comments/service.js';
 import * as tickets from '../../server/domains/tickets/service.js';
 import { freshDatabase } from '../helpers/db.js';
+import { createBrand, deleteBrand } from '../../server/flows/brands.js';
+import { createAccount } from '../../server/flows/accounts.js';
+import { servicesOf } from '../helpers/app.js';
+import { createTicket } from '../../server/flows/ticket-create.js';
+import { createComment } from '../../server/flows/comment-create.js';
 
 const { db } = await freshDatabase(t);
 
 async function setup(): Promise<{ ctx: TenantCtx; brandId: string }> {
-  const created = await accounts.create(systemCtx(db), { email: `cmt-${Math.random().toString(36).slice(2)}@example.com` });
-  const ctx: TenantCtx = { ...tenantCtx(systemCtx(db), created.account.id, true), actor: { type: 'api', id: 'key_test', name: 'CI key' } };
-  const brand = await brands.create(ctx, { name: 'Comments' });
+  const created = await createAccount(systemCtx(servicesOf(db)), { email: `cmt-${Math.random().toString(36).slice(2)}@example.com` });
+  const ctx: TenantCtx = { ...tenantCtx(systemCtx(servicesOf(db)), created.account.id, true), actor: { type: 'api', id: 'key_test', name: 'CI key' } };
+  const brand = await createBrand(ctx, { name: 'Comments' });
   return { ctx, brandId: brand.id };
 }
 
-const newTicket = async (ctx: TenantCtx, brandId: string, title = 'T') => (await tickets.create(ctx, brandId, { title })).ticket;
+const newTicket = async (ctx: TenantCtx, brandId: string, title = 'T') => (await createTicket(ctx, brandId, { title })).ticket;
 const add = async (ctx: TenantCtx, brandId: string, ticketId: string, body: string, parentId?: string) =>
-  (await comments.create(ctx, brandId, ticketId, { body, parentId })).comment;
+  (await createComment(ctx, brandId, ticketId, { body, parentId })).comment;
 const count = async (ctx: TenantCtx, brandId: string, ticketId: string) => (await tickets.get(ctx, brandId, ticketId)).commentCount;
 
 async function pgError(promise: Promise<unknown>): Promise<{ code?: string; constraint?: string }> {
@@ -66,7 +69,7 @@ t.test('moveToTicket refuses a target among the sources, an unknown or foreign t
   const target = await newTicket(ctx, brandId);
   await add(ctx, brandId, a.id, 'x');
   const foreign = await newTicket(other.ctx, other.brandId);
-  const otherBrand = await brands.create(ctx, { name: 'Other brand' });
+  const otherBrand = await createBrand(ctx, { name: 'Other brand' });
   const otherBrandTicket = await newTicket(ctx, otherBrand.id);
 
   await t.rejects(comments.moveToTicket(ctx, brandId, [a.id, target.id], target.id), { statusCode: 400, code: 'invalid_request' });
@@ -125,6 +128,6 @@ t.test('the schema: a parent must be a comment of the same ticket; comments go w
   await db('tickets').where({ id: a.id }).delete();
   t.equal(Number((await db('comments').where({ ticketId: a.id }).count({ n: '*' }).first() as { n: string }).n), 0, 'a hard-deleted ticket takes its threads');
   await add(ctx, brandId, b.id, 'on b');
-  await brands.remove(ctx, brandId, true);
+  await deleteBrand(ctx, brandId, true);
   t.equal(Number((await db('comments').where({ brandId }).count({ n: '*' }).first() as { n: string }).n), 0, 'a deleted brand takes its comments');
 });

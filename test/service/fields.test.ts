@@ -1,18 +1,20 @@
 import t from 'tap';
 import { systemCtx, tenantCtx } from '../../server/core/context.js';
-import * as accounts from '../../server/domains/accounts/service.js';
-import * as brands from '../../server/domains/brands/service.js';
 import * as fields from '../../server/domains/fields/service.js';
 import * as statuses from '../../server/domains/statuses/service.js';
 import { freshDatabase } from '../helpers/db.js';
+import { createBrand } from '../../server/flows/brands.js';
+import { createAccount } from '../../server/flows/accounts.js';
+import { servicesOf } from '../helpers/app.js';
+import { putTicketSchema } from '../../server/flows/ticket-schema.js';
 
 const { db } = await freshDatabase(t);
 let seq = 0;
 
 async function setup() {
-  const created = await accounts.create(systemCtx(db), { email: `svc-${++seq}@example.com` });
-  const ctx = tenantCtx(systemCtx(db), created.account.id, true);
-  const brand = await brands.create(ctx, { name: `Brand ${seq}` });
+  const created = await createAccount(systemCtx(servicesOf(db)), { email: `svc-${++seq}@example.com` });
+  const ctx = tenantCtx(systemCtx(servicesOf(db)), created.account.id, true);
+  const brand = await createBrand(ctx, { name: `Brand ${seq}` });
   return { ctx, brand };
 }
 
@@ -38,7 +40,7 @@ t.test('without a schema or ticket fields, any customFields are accepted', async
 
 t.test('the hand-written schema rejects bad customFields, naming each path', async (t) => {
   const { ctx, brand } = await setup();
-  await fields.putTicketSchema(ctx, brand.id, {
+  await putTicketSchema(ctx, brand.id, {
     schema: {
       type: 'object',
       properties: {
@@ -85,7 +87,7 @@ t.test('ticket field definitions generate the effective schema, merged with the 
   t.same((await failure(fields.validateCustomFields(ctx, brand.id, {}))).fields, ['customFields.plan'], 'nor missing');
 
   // Both sources apply: the hand-written schema adds its own rule.
-  await fields.putTicketSchema(ctx, brand.id, { type: 'object', properties: { seats: { type: 'number', maximum: 10 } }, required: ['seats'] });
+  await putTicketSchema(ctx, brand.id, { type: 'object', properties: { seats: { type: 'number', maximum: 10 } }, required: ['seats'] });
   t.same((await failure(fields.validateCustomFields(ctx, brand.id, { plan: 'pro', seats: 50 }))).fields, ['customFields.seats'], 'the hand-written maximum applies');
   t.same((await failure(fields.validateCustomFields(ctx, brand.id, { seats: 5 }))).fields, ['customFields.plan'], 'the required definition applies');
   await t.resolves(fields.validateCustomFields(ctx, brand.id, { plan: 'pro', seats: 5 }));
@@ -101,7 +103,7 @@ t.test('ticket field definitions generate the effective schema, merged with the 
 
 t.test('assertStatusKey accepts the brand\'s status keys and refuses others', async (t) => {
   const { ctx, brand } = await setup();
-  const other = await brands.create(ctx, { name: 'Other' });
+  const other = await createBrand(ctx, { name: 'Other' });
   await statuses.create(ctx, other.id, { key: 'only_other', name: 'Only other', color: '#000000' });
   for (const key of ['open', 'pending', 'resolved', 'closed']) await t.resolves(statuses.assertStatusKey(ctx, brand.id, key), key);
   const refused = await failure(statuses.assertStatusKey(ctx, brand.id, 'only_other'));
@@ -117,7 +119,7 @@ t.test('a brand created inside a transaction that rolls back leaves no statuses 
   const { ctx } = await setup();
   const before = Number((await db('statuses').count({ n: '*' }))[0]!.n);
   await t.rejects(db.transaction(async (trx) => {
-    await brands.create({ ...ctx, db: trx }, { name: 'Doomed' });
+    await createBrand({ ...ctx, db: trx }, { name: 'Doomed' });
     throw new Error('roll back');
   }));
   t.equal(Number((await db('statuses').count({ n: '*' }))[0]!.n), before, 'the system statuses went with the brand');

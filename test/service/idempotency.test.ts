@@ -1,16 +1,17 @@
 import t from 'tap';
 import { systemCtx, tenantCtx, withTx, type TenantCtx } from '../../server/core/context.js';
 import { claim, purgeExpired, requestFingerprint } from '../../server/core/idempotency.js';
-import * as accounts from '../../server/domains/accounts/service.js';
 import { Dispatcher } from '../../server/outbox/dispatcher.js';
 import { freshDatabase } from '../helpers/db.js';
+import { createAccount } from '../../server/flows/accounts.js';
+import { servicesOf } from '../helpers/app.js';
 
 const { db } = await freshDatabase(t);
 const quietLog = { info() {}, error() {} };
 
 async function tenant(livemode = true): Promise<TenantCtx> {
-  const created = await accounts.create(systemCtx(db), { email: `idem-${Math.random().toString(36).slice(2)}@example.com` });
-  return tenantCtx(systemCtx(db), created.account.id, livemode);
+  const created = await createAccount(systemCtx(servicesOf(db)), { email: `idem-${Math.random().toString(36).slice(2)}@example.com` });
+  return tenantCtx(systemCtx(servicesOf(db)), created.account.id, livemode);
 }
 
 /** Rows as a client's requests would leave them: `hoursLeft` < 0 means expired. */
@@ -48,7 +49,7 @@ t.test('claim: first wins, the same request gets the first resource, another req
     throw new Error('the create failed');
   }), /create failed/);
   t.same(await withTx(ctx, (tx) => claim(tx, 'rolled-back', 'other', 'res_5')), { claimed: true }, 'a failed request released its key');
-  const testMode = tenantCtx(systemCtx(db), ctx.accountId, false);
+  const testMode = tenantCtx(systemCtx(servicesOf(db)), ctx.accountId, false);
   t.same(await withTx(testMode, (tx) => claim(tx, 'k', 'f2', 'res_6')), { claimed: true }, 'the other mode has its own keys');
 });
 
@@ -58,13 +59,13 @@ t.test('purge: expired keys go in batches, live ones stay, an expired key can be
   await seed(a, { 'old-1': -1, 'old-2': -30, 'old-3': -0.01, 'live-1': 1, 'live-2': 23.9 });
   await seed(b, { 'old-4': -2, 'old-5': -5, 'live-3': 0.5 });
 
-  const first = await purgeExpired(systemCtx(db), { batchSize: 2, maxBatches: 1 });
+  const first = await purgeExpired(systemCtx(servicesOf(db)), { batchSize: 2, maxBatches: 1 });
   t.equal(first, 2, 'one batch of 2 when told to stop there');
-  const rest = await purgeExpired(systemCtx(db), { batchSize: 2 });
+  const rest = await purgeExpired(systemCtx(servicesOf(db)), { batchSize: 2 });
   t.ok(rest >= 3, `the next run takes the rest, batch after batch (${rest})`);
   t.same(await keysOf(a), ['live-1', 'live-2'], 'account a keeps its live keys');
   t.same(await keysOf(b), ['live-3'], 'account b keeps its live key');
-  t.equal(await purgeExpired(systemCtx(db)), 0, 'nothing left to purge');
+  t.equal(await purgeExpired(systemCtx(servicesOf(db))), 0, 'nothing left to purge');
 
   t.same(await withTx(a, (tx) => claim(tx, 'old-1', 'new request', 'res_new')), { claimed: true }, 'a purged key is free again');
   t.same(await withTx(a, (tx) => claim(tx, 'live-1', requestFingerprint('POST', '/x', { key: 'live-1' }), 'res_other')), { claimed: false, resourceId: 'res_live-1' }, 'a live key still replays');
@@ -78,8 +79,8 @@ t.test('purge: expired keys go in batches, live ones stay, an expired key can be
 t.test('the dispatcher tick purges expired keys', async (t) => {
   const a = await tenant();
   await seed(a, { 'tick-old': -1, 'tick-live': 2 });
-  const result = await new Dispatcher(db, quietLog).tick();
+  const result = await new Dispatcher(servicesOf(db), quietLog).tick();
   t.ok(result.purgedIdempotencyKeys >= 1, `purged (${result.purgedIdempotencyKeys})`);
   t.same(await keysOf(a), ['tick-live']);
-  t.equal((await new Dispatcher(db, quietLog).tick()).purgedIdempotencyKeys, 0, 'a second tick has nothing to do');
+  t.equal((await new Dispatcher(servicesOf(db), quietLog).tick()).purgedIdempotencyKeys, 0, 'a second tick has nothing to do');
 });

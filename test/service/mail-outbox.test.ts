@@ -6,13 +6,13 @@ import { simpleParser, type AddressObject } from 'mailparser';
 import { SMTPServer } from 'smtp-server';
 import t, { type Test } from 'tap';
 import { systemCtx, tenantCtx, withTx, type TenantCtx } from '../../server/core/context.js';
-import * as comments from '../../server/domains/comments/service.js';
 import * as mail from '../../server/domains/mail/service.js';
 import { mailTransport, smtpTransport, type MailMessage, type MailTransport } from '../../server/integrations/mail.js';
 import { Dispatcher } from '../../server/outbox/dispatcher.js';
 import { mailHandler } from '../../server/outbox/handlers/mail.js';
 import * as outbox from '../../server/outbox/service.js';
-import { makeTicket, mustCreate, ownerWithBrand, testApp } from '../helpers/app.js';
+import { makeTicket, mustCreate, ownerWithBrand, testApp, servicesOf } from '../helpers/app.js';
+import { createComment } from '../../server/flows/comment-create.js';
 
 /** Outbound mail through the outbox: queued with the change, delivered by the dispatcher's mail handler. */
 
@@ -43,7 +43,7 @@ function clock() {
 
 /** A dispatcher delivering mail through `transport` (default: the configured one, file). */
 function dispatcher(t: Test, transport: MailTransport = mailTransport(config), now = clock().now): Dispatcher {
-  const d = new Dispatcher(db, quietLog, null, { now, random: () => 0.5, concurrency: 2, handlers: { mail: mailHandler(transport) } });
+  const d = new Dispatcher(servicesOf(db), quietLog, null, { now, random: () => 0.5, concurrency: 2, handlers: { mail: mailHandler(transport) } });
   t.teardown(() => d.stop());
   return d;
 }
@@ -56,7 +56,7 @@ const addresses = (a: AddressObject | AddressObject[] | undefined) => (Array.isA
 async function ticketWithCustomer() {
   const { owner, brand, base } = await ownerWithBrand(app);
   const ticket = await makeTicket(owner.live, base, { title: 'Printer on fire', customerEmail: 'jane@customer.example', customerName: 'Jane Customer' });
-  const ctx: TenantCtx = { ...tenantCtx(systemCtx(db), owner.accountId, true), actor: { type: 'api', id: 'key_test', name: 'CI key' } };
+  const ctx: TenantCtx = { ...tenantCtx(systemCtx(servicesOf(db)), owner.accountId, true), actor: { type: 'api', id: 'key_test', name: 'CI key' } };
   return { owner, brand, base, ticket, ctx };
 }
 
@@ -81,9 +81,9 @@ t.test('a public agent comment is mailed once the dispatcher runs: an .eml under
   t.match(await db('outbox').where({ id: row.id }).first(), { status: 'success', attempts: 1, lastError: null, responseBody: `written to ${emlOf(messageId)}` });
 
   // Operators see mail rows by kind.
-  const stats = await outbox.stats(systemCtx(db));
+  const stats = await outbox.stats(systemCtx(servicesOf(db)));
   t.ok(stats.counts.some((c) => c.kind === 'mail' && c.status === 'success' && c.count >= 1), 'outbox stats count mail');
-  t.match((await outbox.listAll(systemCtx(db), { status: 'success', limit: 100 })).find((r) => r.id === row.id), { kind: 'mail', event: 'mail.agent_reply' });
+  t.match((await outbox.listAll(systemCtx(servicesOf(db)), { status: 'success', limit: 100 })).find((r) => r.id === row.id), { kind: 'mail', event: 'mail.agent_reply' });
   t.match((await dispatcher(t).tick()).delivery, { claimed: 0 }, 'delivered once: nothing left for a second pass');
 });
 
@@ -98,7 +98,7 @@ t.test('internal notes and customer comments send nothing to the customer', asyn
 t.test('a rolled-back comment leaves no mail_messages row and no outbox row', async (t) => {
   const { brand, ticket, ctx } = await ticketWithCustomer();
   await t.rejects(withTx(ctx, async (tx) => {
-    await comments.create(tx, brand.id, ticket.id, { body: 'Never sent' });
+    await createComment(tx, brand.id, ticket.id, { body: 'Never sent' });
     t.equal((await tx.db('outbox').where({ brandId: brand.id, kind: 'mail' })).length, 1, 'inside the transaction the row exists');
     throw new Error('boom');
   }), /boom/);

@@ -2,11 +2,8 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
 import { Webhook as StandardWebhook } from 'standardwebhooks';
 import t, { type Test } from 'tap';
 import { systemCtx, tenantCtx, withTx, type TenantCtx } from '../../server/core/context.js';
-import * as accounts from '../../server/domains/accounts/service.js';
-import * as brands from '../../server/domains/brands/service.js';
 import * as comments from '../../server/domains/comments/service.js';
-import * as ticketActions from '../../server/domains/tickets/actions.js';
-import * as tickets from '../../server/domains/tickets/service.js';
+import * as ticketActions from '../../server/flows/ticket-actions.js';
 import * as webhooks from '../../server/domains/webhooks/service.js';
 import { MAX_ATTEMPTS, scheduledDelayMs } from '../../server/outbox/backoff.js';
 import { Dispatcher, type OutboxOptions } from '../../server/outbox/dispatcher.js';
@@ -14,15 +11,21 @@ import * as events from '../../server/outbox/events.js';
 import * as outbox from '../../server/outbox/service.js';
 import { freshDatabase } from '../helpers/db.js';
 import { receiver, type Answer, type Received } from '../helpers/receiver.js';
+import { createBrand } from '../../server/flows/brands.js';
+import { createAccount } from '../../server/flows/accounts.js';
+import { servicesOf } from '../helpers/app.js';
+import { updateTicket } from '../../server/flows/ticket-update.js';
+import { createTicket } from '../../server/flows/ticket-create.js';
+import { createComment } from '../../server/flows/comment-create.js';
 
 const { db } = await freshDatabase(t);
 const quietLog = { info: () => undefined, error: () => undefined };
 const LOOPBACK = { allowPrivate: true };
 
 async function setup(): Promise<{ ctx: TenantCtx; brandId: string }> {
-  const created = await accounts.create(systemCtx(db), { email: `evt-${Math.random().toString(36).slice(2)}@example.com` });
-  const ctx: TenantCtx = { ...tenantCtx(systemCtx(db), created.account.id, true), actor: { type: 'api', id: 'key_test', name: 'CI key' } };
-  const brand = await brands.create(ctx, { name: 'Events' });
+  const created = await createAccount(systemCtx(servicesOf(db)), { email: `evt-${Math.random().toString(36).slice(2)}@example.com` });
+  const ctx: TenantCtx = { ...tenantCtx(systemCtx(servicesOf(db)), created.account.id, true), actor: { type: 'api', id: 'key_test', name: 'CI key' } };
+  const brand = await createBrand(ctx, { name: 'Events' });
   return { ctx, brandId: brand.id };
 }
 
@@ -41,7 +44,7 @@ function clock() {
 }
 
 function dispatcher(t: Test, options: OutboxOptions = {}): Dispatcher {
-  const d = new Dispatcher(db, quietLog, null, { webhooks: { allowPrivate: true, timeoutMs: 3000 }, random: () => 0.5, concurrency: 4, ...options });
+  const d = new Dispatcher(servicesOf(db), quietLog, null, { webhooks: { allowPrivate: true, timeoutMs: 3000 }, random: () => 0.5, concurrency: 4, ...options });
   t.teardown(() => d.stop());
   return d;
 }
@@ -75,20 +78,20 @@ t.test('enqueue refuses to run outside a transaction', async (t) => {
 
 t.test('a rolled-back change leaves no outbox row and no audit row; the committed one leaves both', async (t) => {
   const { ctx, brandId, webhook } = await withHook(t, ['ticket.updated']);
-  const ticket = (await tickets.create(ctx, brandId, { title: 'Before' })).ticket;
+  const ticket = (await createTicket(ctx, brandId, { title: 'Before' })).ticket;
   const count = async () => ({
     outbox: Number((await db('outbox').where({ webhookId: webhook.id }).count({ n: '*' }))[0]!.n),
     audit: Number((await db('auditLog').where({ entityId: ticket.id, event: 'ticket.updated' }).count({ n: '*' }))[0]!.n),
   });
   await t.rejects(withTx(ctx, async (tx) => {
-    await tickets.update(tx, brandId, ticket.id, { title: 'Rolled back' });
+    await updateTicket(tx, brandId, ticket.id, { title: 'Rolled back' });
     t.same(await withTx(tx, async () => ({
       outbox: Number((await tx.db('outbox').where({ webhookId: webhook.id }).count({ n: '*' }))[0]!.n),
     })), { outbox: 1 }, 'inside the transaction the row exists');
     throw new Error('boom');
   }), /boom/);
   t.same(await count(), { outbox: 0, audit: 0 }, 'nothing after the rollback');
-  await tickets.update(ctx, brandId, ticket.id, { title: 'Committed' });
+  await updateTicket(ctx, brandId, ticket.id, { title: 'Committed' });
   t.same(await count(), { outbox: 1, audit: 1 });
 });
 
@@ -98,13 +101,13 @@ t.test('fan-out: one row per subscribed, enabled webhook of the brand and mode, 
   const a = await webhooks.create(ctx, LOOPBACK, brandId, { url, events: ['ticket.created', 'ticket.updated'] });
   const b = await webhooks.create(ctx, LOOPBACK, brandId, { url, events: ['ticket.updated'] });
   const off = await webhooks.create(ctx, LOOPBACK, brandId, { url, events: ['ticket.created'], enabled: false });
-  const otherBrand = await brands.create(ctx, { name: 'Other' });
+  const otherBrand = await createBrand(ctx, { name: 'Other' });
   const elsewhere = await webhooks.create(ctx, LOOPBACK, otherBrand.id, { url, events: ['ticket.created'] });
   const testCtx = { ...ctx, livemode: false };
-  const testBrand = await brands.create(testCtx, { name: 'Test mode' });
+  const testBrand = await createBrand(testCtx, { name: 'Test mode' });
   const testHook = await webhooks.create(testCtx, LOOPBACK, testBrand.id, { url, events: ['ticket.created'] });
 
-  const ticket = (await tickets.create(ctx, brandId, { title: 'Fan out' })).ticket;
+  const ticket = (await createTicket(ctx, brandId, { title: 'Fan out' })).ticket;
   t.same((await rowsOf(a.id)).map((r) => r.event), ['ticket.created']);
   for (const w of [b, off, elsewhere, testHook]) t.same(await rowsOf(w.id), [], 'no row for a webhook not subscribed, disabled, of another brand or mode');
 
@@ -131,9 +134,9 @@ t.test('bodies follow the contract; each subscriber gets the event under the nam
   const short = await webhooks.create(ctx, LOOPBACK, brandId, { url, events: ['comment.created', 'comment.updated', 'comment.deleted'] });
   const long = await webhooks.create(ctx, LOOPBACK, brandId, { url, events: ['ticket.comment.created'] });
 
-  const ticket = (await tickets.create(ctx, brandId, { title: 'Refund', customerEmail: 'zoe@example.com', customerName: 'Zoë', priority: 'high' })).ticket;
-  await tickets.update(ctx, brandId, ticket.id, { status: 'pending', assigneeId: null, title: 'Refund please' });
-  const comment = (await comments.create(ctx, brandId, ticket.id, { body: 'On it', authorId: 'mem_1' })).comment;
+  const ticket = (await createTicket(ctx, brandId, { title: 'Refund', customerEmail: 'zoe@example.com', customerName: 'Zoë', priority: 'high' })).ticket;
+  await updateTicket(ctx, brandId, ticket.id, { status: 'pending', assigneeId: null, title: 'Refund please' });
+  const comment = (await createComment(ctx, brandId, ticket.id, { body: 'On it', authorId: 'mem_1' })).comment;
   await comments.update(ctx, brandId, comment.id, { body: 'On it now' });
   await comments.remove(ctx, brandId, comment.id);
   await ticketActions.bulk(ctx, brandId, { action: 'delete', ticketIds: [ticket.id] } as Parameters<typeof ticketActions.bulk>[2]);
@@ -162,7 +165,7 @@ t.test('bodies follow the contract; each subscriber gets the event under the nam
 t.test('a delivery is one signed POST that independent verifiers accept', async (t) => {
   const { ctx, brandId, hook, webhook } = await withHook(t);
   const own = await webhooks.create(ctx, LOOPBACK, brandId, { url: `${hook.url}/own`, events: ['ticket.created'], secret: 'plain-ascii-secret-42' });
-  await tickets.create(ctx, brandId, { title: 'Signed' });
+  await createTicket(ctx, brandId, { title: 'Signed' });
   const d = dispatcher(t); // the real clock: Standard Webhooks rejects timestamps 5 minutes off
   t.match(await d.deliverDue(), { claimed: 2, success: 2 });
 
@@ -209,7 +212,7 @@ t.test('a dispatcher that claimed a batch and died loses nothing: its leases exp
   await enqueue(ctx, brandId, 5);
   const time = clock();
   const leaseMs = 60_000;
-  const dead = await outbox.claim(systemCtx(db), 'killed-dispatcher', new Date(time.now()), new Date(time.now() + leaseMs), 10);
+  const dead = await outbox.claim(systemCtx(servicesOf(db)), 'killed-dispatcher', new Date(time.now()), new Date(time.now() + leaseMs), 10);
   t.equal(dead.length, 5, 'the doomed dispatcher claimed the batch');
   const survivor = dispatcher(t, { now: time.now, leaseMs });
   t.match(await survivor.deliverDue(), { claimed: 0 }, 'leased rows are not due');
@@ -217,15 +220,15 @@ t.test('a dispatcher that claimed a batch and died loses nothing: its leases exp
   t.match(await survivor.deliverDue(), { claimed: 5, success: 5 }, 'after the lease expired');
   t.equal(hook.received.length, 5);
   t.same((await rowsOf(webhook.id)).map((r) => [r.status, r.attempts, r.leaseOwner]), Array(5).fill(['success', 2, null]), 'the lost claim counted as an attempt');
-  t.equal(await outbox.settle(systemCtx(db), dead[0]!, { status: 'failed', availableAt: null, error: 'late', responseCode: null, responseBody: null, attemptedAt: new Date() }).catch((e: Error) => e.message), 'outbox message ticket.created must be enqueued inside the change\'s transaction', 'settle needs a transaction');
-  t.equal(await withTx(systemCtx(db), (tx) => outbox.settle(tx, dead[0]!, { status: 'failed', availableAt: null, error: 'late', responseCode: null, responseBody: null, attemptedAt: new Date() })), false, 'a late settle by the old owner changes nothing');
+  t.equal(await outbox.settle(systemCtx(servicesOf(db)), dead[0]!, { status: 'failed', availableAt: null, error: 'late', responseCode: null, responseBody: null, attemptedAt: new Date() }).catch((e: Error) => e.message), 'outbox message ticket.created must be enqueued inside the change\'s transaction', 'settle needs a transaction');
+  t.equal(await withTx(systemCtx(servicesOf(db)), (tx) => outbox.settle(tx, dead[0]!, { status: 'failed', availableAt: null, error: 'late', responseCode: null, responseBody: null, attemptedAt: new Date() })), false, 'a late settle by the old owner changes nothing');
   t.equal((await rowsOf(webhook.id))[0].status, 'success');
 });
 
 t.test('retries follow the schedule on 5xx; a success resets the failure count', async (t) => {
   let status = 500;
   const { ctx, brandId, hook, webhook } = await withHook(t, ['ticket.created'], () => ({ status, body: 'down' }));
-  await tickets.create(ctx, brandId, { title: 'Retry me' });
+  await createTicket(ctx, brandId, { title: 'Retry me' });
   const time = clock();
   const d = dispatcher(t, { now: time.now });
   const start = time.now();
@@ -262,7 +265,7 @@ t.test('429 and 503 honour Retry-After, in seconds or as a date, capped at 12 ho
   const d = dispatcher(t, { now: time.now, concurrency: 1 });
   const expected = [3600_000, 7200_000, 12 * 3600_000, scheduledDelayMs(1)];
   for (const [n, delay] of expected.entries()) {
-    await tickets.create(ctx, brandId, { title: `Busy ${n}` });
+    await createTicket(ctx, brandId, { title: `Busy ${n}` });
     await d.deliverDue();
     const row = (await db('outbox').where({ webhookId: webhook.id }).orderBy('id', 'desc').first());
     t.equal(new Date(row.availableAt).getTime() - time.now(), delay, `${answers[n]!.status} Retry-After ${answers[n]!.headers!['retry-after']}`);
@@ -271,7 +274,7 @@ t.test('429 and 503 honour Retry-After, in seconds or as a date, capped at 12 ho
 
 t.test('other 4xx fail at once; 410 Gone also disables the webhook', async (t) => {
   const bad = await withHook(t, ['ticket.created'], () => ({ status: 400, body: 'nope' }));
-  await tickets.create(bad.ctx, bad.brandId, { title: 'Bad' });
+  await createTicket(bad.ctx, bad.brandId, { title: 'Bad' });
   const time = clock();
   const d = dispatcher(t, { now: time.now });
   t.match(await d.deliverDue(), { failed: 1 });
@@ -281,19 +284,19 @@ t.test('other 4xx fail at once; 410 Gone also disables the webhook', async (t) =
   t.match(await webhookRow(bad.webhook.id), { enabled: true, failureCount: 1, lastFailure: 'HTTP 400' });
 
   const gone = await withHook(t, ['ticket.created', 'ticket.updated'], () => ({ status: 410 }));
-  const ticket = (await tickets.create(gone.ctx, gone.brandId, { title: 'Gone' })).ticket;
+  const ticket = (await createTicket(gone.ctx, gone.brandId, { title: 'Gone' })).ticket;
   t.match(await d.deliverDue(), { failed: 1 });
   t.match(await webhookRow(gone.webhook.id), { enabled: false, disabledReason: 'the receiver answered 410 Gone' });
   const [entry] = await db('auditLog').where({ entityId: gone.webhook.id, event: 'webhook.disabled' });
   t.match(entry, { performerType: 'system', performerName: 'dispatcher', metadata: { reason: 'the receiver answered 410 Gone' } }, 'audited');
-  await tickets.update(gone.ctx, gone.brandId, ticket.id, { title: 'Still gone' });
+  await updateTicket(gone.ctx, gone.brandId, ticket.id, { title: 'Still gone' });
   t.equal((await rowsOf(gone.webhook.id)).length, 1, 'a disabled webhook gets no new deliveries');
   t.equal(gone.hook.received.length, 1);
 });
 
 t.test('exhausted attempts dead-letter the message and disable the webhook', async (t) => {
   const { ctx, brandId, hook, webhook } = await withHook(t, ['ticket.created'], () => ({ status: 502 }));
-  await tickets.create(ctx, brandId, { title: 'Never' });
+  await createTicket(ctx, brandId, { title: 'Never' });
   const time = clock();
   const first = time.now();
   const d = dispatcher(t, { now: time.now });
@@ -315,11 +318,11 @@ t.test('exhausted attempts dead-letter the message and disable the webhook', asy
 
 t.test('redirects are not followed; slow receivers time out; stored answers are capped', async (t) => {
   const redirect = await withHook(t, ['ticket.created'], (r) => (r.path === '/hook' ? { status: 302, headers: { location: '/elsewhere' } } : {}));
-  await tickets.create(redirect.ctx, redirect.brandId, { title: 'Moved' });
+  await createTicket(redirect.ctx, redirect.brandId, { title: 'Moved' });
   const slow = await withHook(t, ['ticket.created'], () => ({ delayMs: 5000 }));
-  await tickets.create(slow.ctx, slow.brandId, { title: 'Slow' });
+  await createTicket(slow.ctx, slow.brandId, { title: 'Slow' });
   const big = await withHook(t, ['ticket.created'], () => ({ body: 'x'.repeat(100_000) }));
-  await tickets.create(big.ctx, big.brandId, { title: 'Chatty' });
+  await createTicket(big.ctx, big.brandId, { title: 'Chatty' });
 
   const d = dispatcher(t, { webhooks: { allowPrivate: true, timeoutMs: 300 } });
   await d.deliverDue();
@@ -335,7 +338,7 @@ t.test('without webhookAllowPrivate, non-public addresses are refused again at d
   const { ctx, brandId, hook, webhook } = await withHook(t);
   const port = new URL(hook.url).port;
   const byName = await webhooks.create(ctx, LOOPBACK, brandId, { url: `http://localhost:${port}/by-name`, events: ['ticket.created'] });
-  await tickets.create(ctx, brandId, { title: 'Rebound' });
+  await createTicket(ctx, brandId, { title: 'Rebound' });
   const d = dispatcher(t, { webhooks: { allowPrivate: false, timeoutMs: 3000 } });
   t.match(await d.deliverDue(), { failed: 2 });
   t.match((await rowsOf(webhook.id))[0], { status: 'failed', lastError: /^refused: 127\.0\.0\.1 is or resolves to a non-public address/ });
@@ -345,7 +348,7 @@ t.test('without webhookAllowPrivate, non-public addresses are refused again at d
 
 t.test('redeliver sends the same body again under a new id; rotation signs with both secrets during the grace', async (t) => {
   const { ctx, brandId, hook, webhook } = await withHook(t);
-  await tickets.create(ctx, brandId, { title: 'Again' });
+  await createTicket(ctx, brandId, { title: 'Again' });
   const d = dispatcher(t);
   await d.deliverDue();
   const [original] = await webhooks.deliveries(ctx, brandId, webhook.id);
@@ -371,8 +374,8 @@ t.test('redeliver sends the same body again under a new id; rotation signs with 
 
 t.test('stop() interrupts deliveries in flight and gives them back', async (t) => {
   const { ctx, brandId, hook, webhook } = await withHook(t, ['ticket.created'], () => ({ delayMs: 5000 }));
-  await tickets.create(ctx, brandId, { title: 'Interrupted' });
-  const d = new Dispatcher(db, quietLog, null, { webhooks: { allowPrivate: true, timeoutMs: 10_000 } });
+  await createTicket(ctx, brandId, { title: 'Interrupted' });
+  const d = new Dispatcher(servicesOf(db), quietLog, null, { webhooks: { allowPrivate: true, timeoutMs: 10_000 } });
   const run = d.deliverDue();
   await until('the request', () => hook.received.length === 1);
   await d.stop(50);
@@ -385,7 +388,7 @@ t.test('start(): a commit wakes the dispatcher through LISTEN/NOTIFY', async (t)
   const { ctx, brandId, hook } = await withHook(t);
   const d = dispatcher(t);
   d.start();
-  await tickets.create(ctx, brandId, { title: 'Wake up' });
+  await createTicket(ctx, brandId, { title: 'Wake up' });
   await until('the delivery', () => hook.received.length === 1);
   t.equal(JSON.parse(hook.received[0]!.body).data.title, 'Wake up');
 });

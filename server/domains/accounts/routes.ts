@@ -3,6 +3,7 @@ import type { Config } from '../../core/config.js';
 import { forbidden } from '../../core/errors.js';
 import { AccountOut, CreateAccountBody, CreatedAccount, UsageOut, type CreateAccountInput } from './schemas.js';
 import * as accounts from './service.js';
+import { createAccount, usage } from '../../flows/accounts.js';
 
 export async function accountRoutes(app: FastifyInstance, opts: { config: Config }): Promise<void> {
   app.post<{ Body: CreateAccountInput }>('/v1/accounts', {
@@ -21,7 +22,7 @@ export async function accountRoutes(app: FastifyInstance, opts: { config: Config
     if (opts.config.signup === 'closed') {
       throw forbidden('Sign-up is closed on this server; an administrator creates accounts with `ticketd accounts create`', 'signup_closed');
     }
-    return reply.status(201).send(await accounts.create(req.baseCtx, req.body));
+    return reply.status(201).send(await createAccount(req.baseCtx, req.body));
   });
 
   app.get('/v1/accounts/me', {
@@ -32,5 +33,5 @@ export async function accountRoutes(app: FastifyInstance, opts: { config: Config
   app.get('/v1/accounts/me/usage', {
     config: { auth: 'api-key', permission: 'account:read' },
     schema: { tags: ['Accounts'], summary: 'Usage in the mode of the API key', response: { 200: UsageOut } },
-  }, async (req) => accounts.usage(req.ctx));
+  }, async (req) => usage(req.ctx));
 }

@@ -4,11 +4,11 @@ import { tenantCtx, withTx, type BaseCtx, type TenantCtx } from '../../core/cont
 import { badRequest, conflict, notFound } from '../../core/errors.js';
 import { newId, ID_PREFIX, normalizeBrandId } from '../../core/ids.js';
 import { scopeOf } from '../../core/model.js';
-import type { Db } from '../../core/db.js';
+import { part, type Services } from '../../core/services.js';
 import { Listener, notify } from '../../core/notify.js';
 import type { ApiKeyIdentity } from '../../core/auth.js';
-import * as audit from '../audit/service.js';
-import * as brands from '../brands/service.js';
+import * as audit from '../../core/audit.js';
+import { assertBrandsExist } from '../../core/brand.js';
 import { ApiKey } from './model.js';
 import type { ApiKeyView, ApiKeyWithSecretView, CreateApiKeyInput, UpdateScopeInput } from './schemas.js';
 
@@ -61,7 +61,7 @@ async function resolveScope(ctx: TenantCtx, input: { allBrands?: boolean; brandI
   if (!allBrands && brandIds.length === 0) {
     throw badRequest('A key limited to brands needs at least one brand id', [{ field: 'brandIds', message: 'must list at least one brand' }]);
   }
-  await brands.assertBrandsExist(ctx, brandIds);
+  await assertBrandsExist(ctx, brandIds);
   return { allBrands, brandIds };
 }
 
@@ -122,7 +122,7 @@ export async function updateScope(ctx: TenantCtx, keyId: string, input: UpdateSc
     await keysChanged(tx, [keyId]);
     return toView(row);
   });
-  dropCached(ctx.db, [keyId]);
+  dropCached(ctx.services, [keyId]);
   return view;
 }
 
@@ -136,7 +136,7 @@ export async function revoke(ctx: TenantCtx, keyId: string): Promise<{ success: 
     await audit.record(tx, keyFact(revoked, 'api_key.revoked'));
     await keysChanged(tx, [keyId]);
   });
-  dropCached(ctx.db, [keyId]);
+  dropCached(ctx.services, [keyId]);
   return { success: true, id: keyId, revokedAt: now.toISOString() };
 }
 
@@ -159,7 +159,7 @@ export async function rotate(ctx: TenantCtx, keyId: string, graceMinutes = 0): P
     await keysChanged(tx, [keyId]);
     return { newKey, oldKey: toView(oldKey) };
   });
-  dropCached(ctx.db, [keyId]);
+  dropCached(ctx.services, [keyId]);
   return result;
 }
 
@@ -172,8 +172,6 @@ export async function forgetBrand(ctx: TenantCtx, brandId: string): Promise<void
   await audit.recordMany(ctx, changed.map((k) => keyFact(k, 'api_key.updated', [{ field: 'brandIds', from: k.brandIds, to: k.brandIds.filter((id) => id !== brandId) }], { reason: 'brand_deleted' })));
   await keysChanged(ctx, changed.map((k) => k.id));
 }
-
-const lastUsedWrites = new Map<string, number>();
 
 /**
  * API-key cache: authentication answers from memory for CACHE_TTL_MS after one database read.
@@ -279,33 +277,38 @@ export class ApiKeyCache {
   }
 }
 
-const caches = new WeakMap<Db, ApiKeyCache>();
+/**
+ * This process's authentication state: the cache (started by the API, which LISTENs; without it
+ * every request reads the database) and when each key's last use was last written.
+ */
+const keyAuth = part('apiKeys.auth', () => ({ cache: null as ApiKeyCache | null, lastUsedWrites: new Map<string, number>() }), (state) => state.cache?.close());
 
-/** Starts the cache used by authenticate(db, …) for this pool; close it with the app. */
-export function startKeyCache(db: Db, ttlMs = CACHE_TTL_MS): ApiKeyCache {
-  const cache = new ApiKeyCache(Listener.forDb(db, [KEYS_CHANNEL]).start(), ttlMs);
-  caches.set(db, cache);
-  return cache;
+/** Starts the cache authenticate() answers from; it closes with the services. */
+export function startKeyCache(services: Services, ttlMs = CACHE_TTL_MS): ApiKeyCache {
+  const state = services.get(keyAuth);
+  state.cache ??= new ApiKeyCache(Listener.forDb(services.db, [KEYS_CHANNEL]).start(), ttlMs);
+  return state.cache;
 }
 
-export function keyCacheOf(db: Db): ApiKeyCache | undefined {
-  return caches.get(db);
+export function keyCacheOf(services: Services): ApiKeyCache | null {
+  return services.get(keyAuth).cache;
 }
 
-/** After a commit made through `db`: this process's cache forgets at once (others hear the NOTIFY). */
-function dropCached(db: Db, keyIds: readonly string[]): void {
-  caches.get(db)?.drop(keyIds);
+/** After a commit: this process's cache forgets at once (others hear the NOTIFY). */
+function dropCached(services: Services, keyIds: readonly string[]): void {
+  services.get(keyAuth).cache?.drop(keyIds);
 }
 
 /** Lets notifications that already reached this process be applied before a cached answer is used. */
 const turn = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 /** The API-key authenticator used by every authenticated route: memory, else one indexed read; no write. */
-export async function authenticate(db: Db, secret: string): Promise<ApiKeyIdentity | null> {
+export async function authenticate(services: Services, secret: string): Promise<ApiKeyIdentity | null> {
   if (!SECRET_FORMAT.test(secret)) return null;
   const hash = hashSecret(secret);
-  const cache = caches.get(db);
-  let now = Date.now();
+  const { db } = services;
+  const { cache, lastUsedWrites } = services.get(keyAuth);
+  let now = services.now();
   let entry = cache?.get(hash, now) ?? null;
   if (entry) {
     await turn();
@@ -316,7 +319,7 @@ export async function authenticate(db: Db, secret: string): Promise<ApiKeyIdenti
   } else {
     const token = cache?.token() ?? 0;
     const row = await ApiKey.query(db).findOne({ secretHash: hash });
-    now = Date.now();
+    now = services.now();
     if (!row || row.revokedAt || (row.expiresAt && row.expiresAt.getTime() <= now)) return null;
     if (row.livemode !== secret.startsWith('sk_live_')) return null;
     entry = {

@@ -8,10 +8,11 @@ import { badRequest, conflict, forbidden, HttpError, notFound } from '../../core
 import { newId, ID_PREFIX } from '../../core/ids.js';
 import { scopeOf } from '../../core/model.js';
 import { cachedServerSecret } from '../../core/secrets.js';
+import { part, type Services } from '../../core/services.js';
 import { ByteLimitExceeded, storageFromConfig, type StagedObject, type Storage } from '../../integrations/storage.js';
-import * as audit from '../audit/service.js';
+import * as audit from '../../core/audit.js';
 import * as events from '../../outbox/events.js';
-import * as brands from '../brands/service.js';
+import { requireBrand } from '../../core/brand.js';
 import { signGrant, verifyGrant, type GrantPurpose } from './grants.js';
 import { Attachment } from './model.js';
 import type { AttachmentView, AttachmentWithUrlView, CreateAttachmentInput, UploadedView, UploadGrantView, UploadReceiptView, UrlsView } from './schemas.js';
@@ -46,6 +47,8 @@ export interface AttachmentDeps {
   signingKey: () => Promise<Buffer>;
   /** Milliseconds; tests may move it. */
   now: () => number;
+  /** When this process last swept staging (see purgeAbandoned). */
+  staging: { lastSweep: number };
 }
 
 /** Deps plus the absolute base URL the current request's links are built on. */
@@ -62,7 +65,14 @@ export function attachmentDeps(config: Config, db: Db, storage: Storage = storag
     publicUrl: config.publicUrl,
     signingKey: cachedServerSecret(db, 'attachment_url_signing_key'),
     now: Date.now,
+    staging: { lastSweep: -Infinity },
   };
+}
+
+/** The process's attachment deps, made once with its services (storage and config from them). */
+const depsPart = part('attachments.deps', (services) => attachmentDeps(services.config, services.db, services.storage));
+export function attachmentDepsOf(services: Services): AttachmentDeps {
+  return services.get(depsPart);
 }
 
 const SANE_HOST = /^[A-Za-z0-9.-]+(:\d{1,5})?$|^\[[0-9A-Fa-f:.]+\](:\d{1,5})?$/;
@@ -142,7 +152,7 @@ async function grantUrl(io: AttachmentIo, row: Attachment, purpose: GrantPurpose
 export async function createUpload(ctx: TenantCtx, io: AttachmentIo, brandId: string, ticketId: string | null, input: CreateAttachmentInput): Promise<UploadGrantView> {
   const filename = input.filename.trim();
   if (input.size > io.maxBytes) throw tooLarge(io.maxBytes);
-  const brand = await brands.requireBrand(ctx, brandId);
+  const brand = await requireBrand(ctx, brandId);
   if (ticketId) await requireTicket(ctx, brand.id, ticketId);
   const row = await Attachment.query(ctx.db).insert({
     id: newId(ID_PREFIX.attachment),
@@ -214,7 +224,7 @@ export async function receiveUpload(base: BaseCtx, deps: AttachmentDeps, token: 
  */
 export async function confirm(ctx: TenantCtx, io: AttachmentIo, brandId: string, ticketId: string | null, attachmentId: string): Promise<AttachmentView> {
   return withTx(ctx, async (tx) => {
-    const brand = await brands.requireBrand(tx, brandId);
+    const brand = await requireBrand(tx, brandId);
     if (ticketId) await requireTicket(tx, brand.id, ticketId);
     const q = ofBrand(tx, brand.id).findById(attachmentId).forUpdate();
     if (ticketId) q.where('attachments.ticketId', ticketId);
@@ -263,7 +273,7 @@ function cleanFilename(raw: string): string {
 /** Multipart upload: UPLOADED at once, on a ticket (ticketId) or pending (null). */
 export async function uploadFile(ctx: TenantCtx, io: AttachmentIo, brandId: string, ticketId: string | null, file: IncomingFile): Promise<UploadedView> {
   // Fail fast, before reading the body: the checks are repeated in the transaction below.
-  const brand = await brands.requireBrand(ctx, brandId);
+  const brand = await requireBrand(ctx, brandId);
   if (ticketId) await requireTicket(ctx, brand.id, ticketId);
   let staged: StagedObject;
   try {
@@ -276,7 +286,7 @@ export async function uploadFile(ctx: TenantCtx, io: AttachmentIo, brandId: stri
     if (file.truncated()) throw tooLarge(io.maxBytes);
     const id = newId(ID_PREFIX.attachment);
     const row = await withTx(ctx, async (tx) => {
-      await brands.requireBrand(tx, brand.id);
+      await requireBrand(tx, brand.id);
       if (ticketId) await requireTicket(tx, brand.id, ticketId);
       const type = file.contentType.split(';')[0]!.trim().toLowerCase();
       const inserted = await Attachment.query(tx.db).insert({
@@ -355,7 +365,7 @@ export async function discardStaged(files: readonly StagedFile[]): Promise<void>
  */
 export async function addStagedFile(tx: TenantCtx, brandId: string, ticketId: string, commentId: string | null, file: StagedFile, uploadedBy: string | null): Promise<AttachmentView> {
   if (!tx.db.isTransaction) throw new Error('addStagedFile must run inside the transaction of the ticket or comment it belongs to');
-  const brand = await brands.requireBrand(tx, brandId);
+  const brand = await requireBrand(tx, brandId);
   const type = file.contentType.split(';')[0]!.trim().toLowerCase();
   const row = await Attachment.query(tx.db).insert({
     id: newId(ID_PREFIX.attachment),
@@ -386,7 +396,7 @@ export async function discardFiles(deps: AttachmentDeps, attachmentIds: readonly
 
 /** A ticket's attachments, oldest first (PENDING ones included: their upload may be under way). */
 export async function list(ctx: TenantCtx, brandId: string, ticketId: string): Promise<AttachmentView[]> {
-  const brand = await brands.requireBrand(ctx, brandId);
+  const brand = await requireBrand(ctx, brandId);
   await requireTicket(ctx, brand.id, ticketId);
   return (await ofBrand(ctx, brand.id).where('attachments.ticketId', ticketId).orderBy('attachments.id')).map(toView);
 }
@@ -401,7 +411,7 @@ async function requireOnTicket(ctx: TenantCtx, brandId: string, ticketId: string
 
 /** One attachment, with a fresh download URL once uploaded. */
 export async function get(ctx: TenantCtx, io: AttachmentIo, brandId: string, ticketId: string, attachmentId: string): Promise<AttachmentWithUrlView> {
-  const brand = await brands.requireBrand(ctx, brandId);
+  const brand = await requireBrand(ctx, brandId);
   const row = await requireOnTicket(ctx, brand.id, ticketId, attachmentId);
   const view = toView(row);
   const grant = row.status === 'UPLOADED' ? await grantUrl(io, row, 'download') : null;
@@ -414,7 +424,7 @@ export async function get(ctx: TenantCtx, io: AttachmentIo, brandId: string, tic
  */
 export async function remove(ctx: TenantCtx, deps: AttachmentDeps, brandId: string, ticketId: string, attachmentId: string): Promise<AttachmentView> {
   const view = await withTx(ctx, async (tx) => {
-    const brand = await brands.requireBrand(tx, brandId);
+    const brand = await requireBrand(tx, brandId);
     const row = await requireOnTicket(tx, brand.id, ticketId, attachmentId, true);
     await ofBrand(tx, brand.id).where('attachments.id', row.id).delete();
     if (row.status === 'UPLOADED') await bumpCount(tx, brand.id, ticketId, -1);
@@ -431,7 +441,7 @@ export async function remove(ctx: TenantCtx, deps: AttachmentDeps, brandId: stri
 
 /** Fresh download URLs: { [id]: { url, filename, contentType, expiresAt } | null } for every id asked. */
 export async function urls(ctx: TenantCtx, io: AttachmentIo, brandId: string, ids: readonly string[]): Promise<UrlsView> {
-  const brand = await brands.requireBrand(ctx, brandId);
+  const brand = await requireBrand(ctx, brandId);
   const rows = ids.length ? await ofBrand(ctx, brand.id).whereIn('attachments.id', [...new Set(ids)]).where('attachments.status', 'UPLOADED').whereRaw(ON_LIVE_TICKET) : [];
   const found = new Map<string, UrlsView[string]>();
   for (const row of rows) {
@@ -492,7 +502,7 @@ export async function openDownload(base: BaseCtx, deps: AttachmentDeps, token: s
 export async function linkPending(tx: TenantCtx, brandId: string, ticketId: string, attachmentIds: readonly string[]): Promise<number> {
   const wanted = [...new Set(attachmentIds)];
   if (!wanted.length) return 0;
-  const brand = await brands.requireBrand(tx, brandId);
+  const brand = await requireBrand(tx, brandId);
   const linked = await ofBrand(tx, brand.id).whereIn('attachments.id', wanted).whereNull('attachments.ticketId').where('attachments.status', 'UPLOADED')
     .patch({ ticketId, updatedAt: objection.raw('now()') as unknown as Date }).returning('id') as unknown as { id: string }[];
   if (linked.length !== wanted.length) {
@@ -508,7 +518,7 @@ export async function linkPending(tx: TenantCtx, brandId: string, ticketId: stri
 export async function moveToTicket(tx: TenantCtx, brandId: string, fromTicketIds: readonly string[], toTicketId: string): Promise<number> {
   const from = [...new Set(fromTicketIds)].filter((id) => id !== toTicketId);
   if (!from.length) return 0;
-  const brand = await brands.requireBrand(tx, brandId);
+  const brand = await requireBrand(tx, brandId);
   return withTx(tx, async (t) => {
     const moved = await ofBrand(t, brand.id).whereIn('attachments.ticketId', from)
       .patch({ ticketId: toTicketId, updatedAt: objection.raw('now()') as unknown as Date });
@@ -530,9 +540,6 @@ export interface PurgeResult {
   abandoned: number;
   files: number;
 }
-
-/** When each process's deps last swept staging (see purgeAbandoned). */
-const lastStagingSweep = new WeakMap<AttachmentDeps, number>();
 
 /**
  * Deletes pending attachments never linked within 24 h and uploads never completed within their
@@ -570,8 +577,8 @@ export async function purgeAbandoned(base: BaseCtx, deps: AttachmentDeps): Promi
   const queued = (await base.db('attachment_file_deletions').orderBy('deletedAt').limit(PURGE_BATCH).select('attachmentId') as { attachmentId: string }[]).map((r) => r.attachmentId);
   await removeFiles(base, deps, queued);
   // Staging leftovers only come from crashes: a sweep an hour is plenty, not one per tick.
-  if (deps.now() - (lastStagingSweep.get(deps) ?? -Infinity) >= 3600_000) {
-    lastStagingSweep.set(deps, deps.now());
+  if (deps.now() - deps.staging.lastSweep >= 3600_000) {
+    deps.staging.lastSweep = deps.now();
     await deps.storage.purgeStaging(new Date(deps.now() - PENDING_LINK_HOURS * 3600_000));
   }
   return { abandoned, files: queued.length };

@@ -3,6 +3,7 @@ import { Type } from 'typebox';
 import { BrandParams } from '../../core/schemas.js';
 import { AuditLogListQuery, AuditLogOut, AuditLogPage, TicketLogParams, type AuditLogListInput } from './schemas.js';
 import * as audit from './service.js';
+import { ticketHistory } from '../../flows/audit-history.js';
 
 /** Mounted under /v1/brands/:brandId and /v1/workspaces/:brandId. Read-only: entries are append-only. */
 export async function auditRoutes(app: FastifyInstance): Promise<void> {
@@ -28,5 +29,5 @@ export async function auditRoutes(app: FastifyInstance): Promise<void> {
       params: TicketLogParams,
       response: { 200: Type.Array(AuditLogOut) },
     },
-  }, async (req) => audit.ticketHistory(req.ctx, req.params.brandId, req.params.ticketId));
+  }, async (req) => ticketHistory(req.ctx, req.params.brandId, req.params.ticketId));
 }

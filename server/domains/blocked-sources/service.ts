@@ -5,8 +5,8 @@ import { badRequest, conflict, notFound } from '../../core/errors.js';
 import { newId, ID_PREFIX } from '../../core/ids.js';
 import { scopeOf } from '../../core/model.js';
 import { emailDomain, isDomain, isEmail, normalizeDomain, normalizeEmail } from '../../core/text.js';
-import * as audit from '../audit/service.js';
-import * as brands from '../brands/service.js';
+import * as audit from '../../core/audit.js';
+import { requireBrand } from '../../core/brand.js';
 import { BlockedSource } from './model.js';
 import type { BlockedSourceView, CreateBlockedSourceInput } from './schemas.js';
 
@@ -37,7 +37,7 @@ export function parseBlockedValue(raw: string): { type: 'email' | 'domain'; valu
 export async function create(ctx: TenantCtx, brandId: string, input: CreateBlockedSourceInput): Promise<BlockedSourceView> {
   const { type, value } = parseBlockedValue(input.value);
   return withTx(ctx, async (tx) => {
-    const brand = await brands.requireBrand(tx, brandId);
+    const brand = await requireBrand(tx, brandId);
     let row: BlockedSource;
     try {
       row = await BlockedSource.query(tx.db).insertAndFetch({
@@ -61,14 +61,14 @@ const deletedFact = (row: Pick<BlockedSource, 'brandId' | 'id' | 'type' | 'value
 
 /** All blocked sources of the brand, oldest first (a bare array: brands block a handful of sources). */
 export async function list(ctx: TenantCtx, brandId: string): Promise<BlockedSourceView[]> {
-  const brand = await brands.requireBrand(ctx, brandId);
+  const brand = await requireBrand(ctx, brandId);
   return (await BlockedSource.scoped(ctx).where('brandId', brand.id).orderBy('id', 'asc')).map(toView);
 }
 
 /** Unblocks; returns what was removed. */
 export async function remove(ctx: TenantCtx, brandId: string, sourceId: string): Promise<BlockedSourceView> {
   return withTx(ctx, async (tx) => {
-    const brand = await brands.requireBrand(tx, brandId);
+    const brand = await requireBrand(tx, brandId);
     const [row] = await BlockedSource.scoped(tx).where({ brandId: brand.id, id: sourceId }).delete().returning('*') as unknown as BlockedSource[];
     if (!row) throw notFound('Blocked source');
     await audit.record(tx, deletedFact(row));
@@ -90,7 +90,7 @@ export function blockedCondition(table: string, emailColumn: string): string {
 
 /** Whether mail from `email` is blocked for the brand (for the ticket issue: such tickets are spam). */
 export async function isBlocked(ctx: TenantCtx, brandId: string, email: string): Promise<boolean> {
-  const brand = await brands.requireBrand(ctx, brandId);
+  const brand = await requireBrand(ctx, brandId);
   const address = normalizeEmail(email);
   const { sql, bindings } = isBlockedSql(ctx, '?', '?', '?::text[]');
   const result = await ctx.db.raw(`select ${sql} as blocked`, [...bindings, brand.id, address, blockedDomainsOf(address)] as Knex.Value[]) as { rows: { blocked: boolean }[] };
@@ -130,7 +130,7 @@ export async function countForBrand(ctx: TenantCtx, brandId: string): Promise<nu
  * Inside the caller's transaction (its audit entries need one), like unblockEmails.
  */
 export async function blockEmails(ctx: TenantCtx, brandId: string, emails: readonly string[], reason: string): Promise<void> {
-  const brand = await brands.requireBrand(ctx, brandId);
+  const brand = await requireBrand(ctx, brandId);
   // Sorted, so concurrent transactions take the unique-index locks in the same order.
   const values = [...new Set(emails.map(normalizeEmail))].sort();
   if (!values.length) return;
@@ -144,7 +144,7 @@ export async function blockEmails(ctx: TenantCtx, brandId: string, emails: reado
 
 /** For ticket spam unmarking: removes the exact-address blocks of these emails; domain blocks stay. */
 export async function unblockEmails(ctx: TenantCtx, brandId: string, emails: readonly string[]): Promise<void> {
-  const brand = await brands.requireBrand(ctx, brandId);
+  const brand = await requireBrand(ctx, brandId);
   const values = [...new Set(emails.map(normalizeEmail))].sort();
   if (!values.length) return;
   const removed = await BlockedSource.scoped(ctx).where({ brandId: brand.id, type: 'email' }).whereIn('value', values).delete().returning('*') as unknown as BlockedSource[];

@@ -3,6 +3,7 @@ import { Type } from 'typebox';
 import { BrandParams } from '../../core/schemas.js';
 import { BrandOut, CreateBrandBody, DeleteBrandQuery, DeleteBrandResult, UpdateBrandBody, type CreateBrandInput, type UpdateBrandInput } from './schemas.js';
 import * as brands from './service.js';
+import { createBrand, deleteBrand } from '../../flows/brands.js';
 
 type BrandRoute<B = undefined, Q = undefined> = { Params: { brandId: string }; Body: B; Querystring: Q };
 
@@ -13,7 +14,7 @@ export async function brandRoutes(app: FastifyInstance): Promise<void> {
   app.post<{ Body: CreateBrandInput }>('', {
     config: { auth: 'api-key', permission: 'brands:create' },
     schema: { tags, summary: 'Create a brand', body: CreateBrandBody, response: { 201: BrandOut } },
-  }, async (req, reply) => reply.status(201).send(await brands.create(req.ctx, req.body)));
+  }, async (req, reply) => reply.status(201).send(await createBrand(req.ctx, req.body)));
 
   app.get('', {
     config: { auth: 'api-key', permission: 'brands:read' },
@@ -33,5 +34,5 @@ export async function brandRoutes(app: FastifyInstance): Promise<void> {
   app.delete<BrandRoute<undefined, { confirm?: boolean }>>('/:brandId', {
     config: { auth: 'api-key', permission: 'brands:write' },
     schema: { tags, summary: 'Preview deleting a brand, or delete it with everything in it (?confirm=true)', params: BrandParams, querystring: DeleteBrandQuery, response: { 200: DeleteBrandResult } },
-  }, async (req) => brands.remove(req.ctx, req.params.brandId, req.query.confirm === true));
+  }, async (req) => deleteBrand(req.ctx, req.params.brandId, req.query.confirm === true));
 }

@@ -1,24 +1,14 @@
 import { randomBytes } from 'node:crypto';
 import { Ajv } from 'ajv';
-import { canSeeBrand, withTx, type BaseCtx, type TenantCtx } from '../../core/context.js';
-import { badRequest, conflict, notFound } from '../../core/errors.js';
-import { newId, ID_PREFIX, normalizeBrandId } from '../../core/ids.js';
+import { withTx, type TenantCtx } from '../../core/context.js';
+import { badRequest, conflict } from '../../core/errors.js';
+import { newId, ID_PREFIX } from '../../core/ids.js';
 import { isPgError, PG } from '../../core/db.js';
 import { scopeOf } from '../../core/model.js';
-import * as apiKeys from '../api-keys/service.js';
-import * as audit from '../audit/service.js';
-import * as blockedSources from '../blocked-sources/service.js';
-import * as categories from '../categories/service.js';
-import * as companies from '../companies/service.js';
-import * as contacts from '../contacts/service.js';
-import * as fields from '../fields/service.js';
-import * as statuses from '../statuses/service.js';
-import * as tags from '../tags/service.js';
-import * as tickets from '../tickets/service.js';
-import * as webhooks from '../webhooks/service.js';
-import { Brand } from './model.js';
-export type { FieldRule } from './model.js';
-import type { BrandView, CreateBrandInput, DeleteBrandResultView, UpdateBrandInput } from './schemas.js';
+import * as audit from '../../core/audit.js';
+import { Brand, forgetFound, requireBrand } from '../../core/brand.js';
+export type { FieldRule } from '../../core/brand.js';
+import type { BrandView, CreateBrandInput, UpdateBrandInput } from './schemas.js';
 
 export const DEFAULT_TICKET_NUMBER_START = 1000;
 
@@ -106,7 +96,7 @@ export async function create(ctx: TenantCtx, input: CreateBrandInput): Promise<B
   };
   // A slug the caller chose must be free (409); a derived one gets a short suffix until it is.
   // Each attempt runs in its own savepoint, so a violation leaves an enclosing transaction usable.
-  // The brand and its system statuses commit together (see statuses/service.ts SYSTEM_STATUSES).
+  // Its system statuses are made by the caller in the same transaction (flows/brands.ts).
   return withTx(ctx, async (tx) => {
     for (let attempt = 0; ; attempt++) {
       const slug = givenSlug ?? (attempt === 0 ? slugify(input.name) : `${slugify(input.name).slice(0, 43).replace(/-+$/, '')}-${randomBytes(3).toString('hex').slice(0, 4)}`);
@@ -118,51 +108,10 @@ export async function create(ctx: TenantCtx, input: CreateBrandInput): Promise<B
         if (givenSlug || attempt >= 4) throw slugTaken(slug);
         continue;
       }
-      // The system statuses are part of this entry, not entries of their own.
-      await statuses.createSystemStatuses(tx, row.id);
       await audit.record(tx, { brandId: row.id, entityType: 'brand', entityId: row.id, event: 'brand.created', metadata: { name: row.name, slug: row.slug } });
       return toView(row);
     }
   });
-}
-
-/**
- * The brand, if the caller may see it. Every brand route goes through here: a brand of another
- * account, of the other mode, or outside the key's brand scope reads as 404, never 403.
- */
-/**
- * Brands already found inside a transaction, by transaction. One request's services each check the
- * brand (ticket create reaches five of them); within a transaction the first read answers the rest.
- * Writes to a brand row through this service (and the ticket counter) forget it.
- */
-const foundInTx = new WeakMap<object, Map<string, Brand>>();
-
-export async function requireBrand(ctx: TenantCtx, brandId: string): Promise<Brand> {
-  const id = normalizeBrandId(brandId);
-  if (!canSeeBrand(ctx.brandScope, id)) throw notFound('Brand');
-  const memo = ctx.db.isTransaction ? foundInTx.get(ctx.db) ?? new Map<string, Brand>() : null;
-  // The scope is part of the key: a transaction may serve more than one tenant ctx.
-  const key = `${ctx.accountId}:${ctx.livemode}:${id}`;
-  const known = memo?.get(key);
-  if (known) return known;
-  const row = await Brand.scoped(ctx).findById(id);
-  if (!row) throw notFound('Brand');
-  if (memo) foundInTx.set(ctx.db, memo.set(key, row));
-  return row;
-}
-
-/**
- * Inbound mail names a brand by id alone (`<brandId>@<inbound domain>`): its account and mode, in
- * any tenant, or null. Only the inbound mail path, authenticated by the server's inbound secret, asks.
- */
-export async function locate(base: BaseCtx, brandId: string): Promise<{ id: string; accountId: string; livemode: boolean; inboundEmailEnabled: boolean } | null> {
-  const row = await Brand.query(base.db).findById(normalizeBrandId(brandId)).select('id', 'accountId', 'livemode', 'inboundEmailEnabled');
-  return row ? { id: row.id, accountId: row.accountId, livemode: row.livemode, inboundEmailEnabled: row.inboundEmailEnabled } : null;
-}
-
-/** After a write to the brand row inside ctx's transaction: the next requireBrand reads it again. */
-export function forgetFound(ctx: TenantCtx, brandId: string): void {
-  if (ctx.db.isTransaction) foundInTx.get(ctx.db)?.delete(`${ctx.accountId}:${ctx.livemode}:${normalizeBrandId(brandId)}`);
 }
 
 export async function get(ctx: TenantCtx, brandId: string): Promise<BrandView> {
@@ -215,49 +164,10 @@ export async function update(ctx: TenantCtx, brandId: string, input: UpdateBrand
   });
 }
 
-/**
- * What deleting a brand removes, counted through each domain's service; ticketCount leaves out soft-deleted tickets. statusCount counts custom statuses only (every brand
- * has the four system ones). Every child table cascades from brands, so the delete stays one statement.
- */
-async function contentCounts(ctx: TenantCtx, brand: Brand) {
-  return {
-    ticketCount: await tickets.countForBrand(ctx, brand.id),
-    webhookCount: await webhooks.countForBrand(ctx, brand.id),
-    categoryCount: await categories.countInBrand(ctx, brand.id),
-    tagCount: await tags.countInBrand(ctx, brand.id),
-    statusCount: await statuses.countCustom(ctx, brand.id),
-    fieldCount: await fields.count(ctx, brand.id),
-    contactCount: await contacts.countForBrand(ctx, brand.id),
-    companyCount: await companies.countForBrand(ctx, brand.id),
-    blockedSourceCount: await blockedSources.countForBrand(ctx, brand.id),
-  };
-}
-
-/** Without confirm: a preview of what would go. With it: the brand and everything in it, atomically. */
-export async function remove(ctx: TenantCtx, brandId: string, confirm: boolean): Promise<DeleteBrandResultView> {
-  return withTx(ctx, async (tx) => {
-    const brand = await requireBrand(tx, brandId);
-    const counts = await contentCounts(tx, brand);
-    if (!confirm) {
-      return { id: brand.id, deleted: false, ...counts, message: 'Nothing was deleted. Repeat the request with ?confirm=true to delete this brand and everything in it.' };
-    }
-    await Brand.scoped(tx).deleteById(brand.id);
-    forgetFound(tx, brand.id);
-    await apiKeys.forgetBrand(tx, brand.id);
-    // Everything in the brand goes with it: this one entry (with the counts) stands for all of it.
-    await audit.record(tx, { brandId: brand.id, entityType: 'brand', entityId: brand.id, event: 'brand.deleted', metadata: { name: brand.name, slug: brand.slug, ...counts } });
-    return { id: brand.id, deleted: true, ...counts, message: `Brand "${brand.name}" and everything in it were deleted.` };
-  });
-}
-
-/** For credentials limited to brands: every id must be a brand of this account and mode. */
-export async function assertBrandsExist(ctx: TenantCtx, brandIds: string[]): Promise<void> {
-  if (brandIds.length === 0) return;
-  const found = (await Brand.scoped(ctx).whereIn('id', brandIds).select('id')).map((b) => b.id);
-  const missing = brandIds.filter((id) => !found.includes(id));
-  if (missing.length) {
-    throw badRequest(`Unknown brand id${missing.length > 1 ? 's' : ''}: ${missing.join(', ')}`, missing.map((id) => ({ field: 'brandIds', message: `${id} is not a brand of this account` })));
-  }
+/** Deletes the brand row; every child table cascades from brands, so this is one statement. */
+export async function deleteRow(ctx: TenantCtx, brandId: string): Promise<void> {
+  await Brand.scoped(ctx).deleteById(brandId);
+  forgetFound(ctx, brandId);
 }
 
 /** How many brands the caller may see. */

@@ -3,8 +3,8 @@ import { badRequest, conflict, notFound } from '../../core/errors.js';
 import { newId, ID_PREFIX } from '../../core/ids.js';
 import { isPgError, PG } from '../../core/db.js';
 import { scopeOf } from '../../core/model.js';
-import * as audit from '../audit/service.js';
-import * as brands from '../brands/service.js';
+import * as audit from '../../core/audit.js';
+import { requireBrand } from '../../core/brand.js';
 import { Category } from './model.js';
 import type { CategoryStatsView, CategoryView, CreateCategoryInput, ReorderCategoriesInput, UpdateCategoryInput } from './schemas.js';
 
@@ -45,7 +45,7 @@ async function nextSortOrder(ctx: TenantCtx, brandId: string): Promise<number> {
 }
 
 export async function list(ctx: TenantCtx, brandId: string): Promise<CategoryView[]> {
-  const brand = await brands.requireBrand(ctx, brandId);
+  const brand = await requireBrand(ctx, brandId);
   return (await ofBrand(ctx, brand.id).orderBy([{ column: 'sortOrder' }, { column: 'id' }])).map(toView);
 }
 
@@ -54,7 +54,7 @@ export async function list(ctx: TenantCtx, brandId: string): Promise<CategoryVie
  * is unknown or of another brand, account or mode). For callers such as tickets that store ids.
  */
 export async function requireCategories(ctx: TenantCtx, brandId: string, ids: readonly string[]): Promise<Category[]> {
-  const brand = await brands.requireBrand(ctx, brandId);
+  const brand = await requireBrand(ctx, brandId);
   const unique = [...new Set(ids)];
   const rows = unique.length ? await ofBrand(ctx, brand.id).whereIn('categories.id', unique) : [];
   if (rows.length !== unique.length) throw notFound('Category');
@@ -72,7 +72,7 @@ export async function get(ctx: TenantCtx, brandId: string, categoryId: string): 
 export async function create(ctx: TenantCtx, brandId: string, input: CreateCategoryInput): Promise<CategoryView> {
   const name = input.name.trim();
   return withTx(ctx, async (tx) => {
-    const brand = await brands.requireBrand(tx, brandId);
+    const brand = await requireBrand(tx, brandId);
     // New categories go last unless the caller says where.
     const sortOrder = input.sortOrder ?? await nextSortOrder(tx, brand.id);
     let row: Category;
@@ -96,7 +96,7 @@ export async function create(ctx: TenantCtx, brandId: string, input: CreateCateg
 
 export async function update(ctx: TenantCtx, brandId: string, categoryId: string, input: UpdateCategoryInput): Promise<CategoryView> {
   return withTx(ctx, async (tx) => {
-    const brand = await brands.requireBrand(tx, brandId);
+    const brand = await requireBrand(tx, brandId);
     // Locked, so the audit entry's `from` values are what this update replaced.
     const row = await ofBrand(tx, brand.id).findById(categoryId).forUpdate();
     if (!row) throw notFound('Category');
@@ -137,7 +137,7 @@ export async function remove(ctx: TenantCtx, brandId: string, categoryId: string
  */
 export async function reorder(ctx: TenantCtx, brandId: string, input: ReorderCategoriesInput): Promise<CategoryView[]> {
   return withTx(ctx, async (tx) => {
-    const brand = await brands.requireBrand(tx, brandId);
+    const brand = await requireBrand(tx, brandId);
     const rows = await ofBrand(tx, brand.id).orderBy('id').forUpdate();
     const known = new Set(rows.map((r) => r.id));
     if (input.categoryIds.some((id) => !known.has(id))) throw notFound('Category');
@@ -170,7 +170,7 @@ export async function ticketCountsByCategory(ctx: TenantCtx, brandId: string): P
 
 /** Every category of the brand, with its ticket count (0 when it has none). */
 export async function stats(ctx: TenantCtx, brandId: string): Promise<CategoryStatsView> {
-  const brand = await brands.requireBrand(ctx, brandId);
+  const brand = await requireBrand(ctx, brandId);
   const rows = await ofBrand(ctx, brand.id).orderBy([{ column: 'sortOrder' }, { column: 'id' }]);
   const counts = await ticketCountsByCategory(ctx, brand.id);
   return Object.fromEntries(rows.map((r) => [r.id, { id: r.id, name: r.name, color: r.color, ticketCount: counts[r.id] ?? 0 }]));

@@ -4,6 +4,7 @@ import {
   type CreateCommentInput, type UpdateCommentInput,
 } from './schemas.js';
 import * as comments from './service.js';
+import { createComment } from '../../flows/comment-create.js';
 
 type TicketRoute<B = undefined> = { Params: { brandId: string; ticketId: string }; Body: B };
 type CommentRoute<B = undefined> = { Params: { brandId: string; ticketId?: string; commentId: string }; Body: B };
@@ -33,7 +34,7 @@ export async function commentRoutes(app: FastifyInstance): Promise<void> {
       response: { 201: CommentOut, 200: CommentOut },
     },
   }, async (req, reply) => {
-    const result = await comments.create(req.ctx, req.params.brandId, req.params.ticketId, req.body, req.headers['x-idempotency-key']);
+    const result = await createComment(req.ctx, req.params.brandId, req.params.ticketId, req.body, req.headers['x-idempotency-key']);
     return reply.status(result.created ? 201 : 200).send(result.comment);
   });
 

@@ -4,11 +4,9 @@ import { canonicalJson, claim as claimIdempotencyKey, requestFingerprint } from 
 import { newId, ID_PREFIX } from '../../core/ids.js';
 import { scopeOf } from '../../core/model.js';
 import { isEmail, normalizeEmail } from '../../core/text.js';
-import * as audit from '../audit/service.js';
-import type { Change } from '../audit/service.js';
-import * as brands from '../brands/service.js';
-import * as mail from '../mail/service.js';
-import * as statuses from '../statuses/service.js';
+import * as audit from '../../core/audit.js';
+import type { Change } from '../../core/audit.js';
+import { requireBrand } from '../../core/brand.js';
 import * as events from '../../outbox/events.js';
 import { Comment } from './model.js';
 import type { CommentView, CreateCommentInput, UpdateCommentInput } from './schemas.js';
@@ -188,13 +186,13 @@ async function insert(tx: TenantCtx, brandId: string, ticketId: string, comment:
 }
 
 export async function list(ctx: TenantCtx, brandId: string, ticketId: string): Promise<CommentView[]> {
-  const brand = await brands.requireBrand(ctx, brandId);
+  const brand = await requireBrand(ctx, brandId);
   const ticket = await ticketOf(ctx, brand.id, ticketId);
   return threads(await liveComments(ctx, brand.id, ticket.id));
 }
 
 export async function get(ctx: TenantCtx, brandId: string, commentId: string, ticketId?: string): Promise<CommentView> {
-  const brand = await brands.requireBrand(ctx, brandId);
+  const brand = await requireBrand(ctx, brandId);
   return present(ctx, await find(ctx, brand.id, commentId, ticketId));
 }
 
@@ -207,7 +205,15 @@ export interface CreateResult {
  * Create (see insert). With an idempotency key, the same request again answers with the first
  * comment as it is now (created: false), even if it was deleted since.
  */
-export async function create(ctx: TenantCtx, brandId: string, ticketId: string, input: CreateCommentInput, idempotencyKey?: string): Promise<CreateResult> {
+/** What a flow adds to comment create inside its transaction (flows/comment-create.ts: the status check and the mail). */
+export interface CreateSteps {
+  /** Before anything is written, e.g. a check that may refuse the request. */
+  check?: (tx: TenantCtx, brandId: string) => Promise<void>;
+  /** After the comment is written. */
+  then?: (tx: TenantCtx, brandId: string, row: Comment) => Promise<void>;
+}
+
+export async function create(ctx: TenantCtx, brandId: string, ticketId: string, input: CreateCommentInput, idempotencyKey?: string, steps: CreateSteps = {}): Promise<CreateResult> {
   const isInternal = internalFlag(input.metadata) ?? false;
   const cc = normalizeCc(input.cc);
   const metadataName = input.metadata?.authorName;
@@ -215,14 +221,14 @@ export async function create(ctx: TenantCtx, brandId: string, ticketId: string, 
   const actor = ctx.actor;
 
   const outcome = await withTx(ctx, async (tx) => {
-    const brand = await brands.requireBrand(tx, brandId);
+    const brand = await requireBrand(tx, brandId);
     const id = newId(ID_PREFIX.comment);
     if (idempotencyKey !== undefined) {
       const fingerprint = requestFingerprint('POST', `/brands/${brand.id}/tickets/${ticketId}/comments`, input);
       const claim = await claimIdempotencyKey(tx, idempotencyKey, fingerprint, id, 'comment');
       if (!claim.claimed) return { created: false, id: claim.resourceId, brandId: brand.id };
     }
-    if (input.setStatus !== undefined) await statuses.assertStatusKey(tx, brand.id, input.setStatus, 'setStatus');
+    await steps.check?.(tx, brand.id);
     const row = await insert(tx, brand.id, ticketId, {
       id,
       body: input.body,
@@ -239,8 +245,7 @@ export async function create(ctx: TenantCtx, brandId: string, ticketId: string, 
       cc,
       connectionId: input.connectionId ?? null,
     }, input.setStatus);
-    // Mail (issue 5): the customer's copy of a public agent comment and the watchers' notification, queued in this transaction.
-    await mail.commentCreated(tx, brand.id, row);
+    await steps.then?.(tx, brand.id, row);
     return { created: true, row };
   });
 
@@ -260,7 +265,7 @@ export async function update(ctx: TenantCtx, brandId: string, commentId: string,
   const flag = input.metadata !== undefined ? internalFlag(input.metadata) : undefined;
 
   return withTx(ctx, async (tx) => {
-    const brand = await brands.requireBrand(tx, brandId);
+    const brand = await requireBrand(tx, brandId);
     const current = await find(tx, brand.id, commentId, ticketId, true);
     const changes: Change[] = [];
     const patch: Partial<Pick<Comment, 'body' | 'links' | 'metadata' | 'isInternal'>> = {};
@@ -296,7 +301,7 @@ export async function update(ctx: TenantCtx, brandId: string, commentId: string,
 /** Soft delete: returns the comment with deletedAt; the ticket's commentCount drops by one. */
 export async function remove(ctx: TenantCtx, brandId: string, commentId: string, ticketId?: string): Promise<CommentView> {
   return withTx(ctx, async (tx) => {
-    const brand = await brands.requireBrand(tx, brandId);
+    const brand = await requireBrand(tx, brandId);
     const found = await find(tx, brand.id, commentId, ticketId);
     const ticket = await ticketOf(tx, brand.id, found.ticketId, true);
     // Re-checked under the ticket lock: of two concurrent deletes, one finds nothing left (404).
@@ -324,7 +329,7 @@ export async function moveToTicket(ctx: TenantCtx, brandId: string, fromTicketId
   if (!from.length) return { moved: 0 };
 
   return withTx(ctx, async (tx) => {
-    const brand = await brands.requireBrand(tx, brandId);
+    const brand = await requireBrand(tx, brandId);
     const ids = [...from, toTicketId].sort();
     const locked = await tx.db('tickets').where({ accountId: tx.accountId, livemode: tx.livemode, brandId: brand.id }).whereIn('id', ids)
       .orderBy('id').forUpdate().select('id', 'deletedAt') as { id: string; deletedAt: Date | null }[];
@@ -349,7 +354,7 @@ export async function addSystemComment(ctx: TenantCtx, brandId: string, ticketId
   if (!body.trim()) throw badRequest('body must not be blank', [{ field: 'body', message: 'must not be blank' }]);
   const isInternal = internalFlag(metadata) ?? false;
   return withTx(ctx, async (tx) => {
-    const brand = await brands.requireBrand(tx, brandId);
+    const brand = await requireBrand(tx, brandId);
     const row = await insert(tx, brand.id, ticketId, {
       id: newId(ID_PREFIX.comment), body, authorId: null, authorName: null, authorType: 'SYSTEM', parentId: null, isInternal,
       links: [], metadata, source: 'api', sourceId: null, sourceData: null, cc: [], connectionId: null,

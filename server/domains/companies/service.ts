@@ -6,8 +6,8 @@ import { newId, ID_PREFIX } from '../../core/ids.js';
 import { scopeOf } from '../../core/model.js';
 import { keysetPage, type Page } from '../../core/pagination.js';
 import { escapeLike, foldText, isDomain, normalizeDomain } from '../../core/text.js';
-import * as audit from '../audit/service.js';
-import * as brands from '../brands/service.js';
+import * as audit from '../../core/audit.js';
+import { requireBrand } from '../../core/brand.js';
 import * as contacts from '../contacts/service.js';
 import { Company } from './model.js';
 import type { CompanyListInput, CompanyView, CreateCompanyInput, UpdateCompanyInput } from './schemas.js';
@@ -65,7 +65,7 @@ async function fetch(ctx: TenantCtx, brandId: string, companyId: string, lock = 
 export async function create(ctx: TenantCtx, brandId: string, input: CreateCompanyInput): Promise<CompanyView> {
   const domain = checkedDomain(input.domain) ?? null;
   return withTx(ctx, async (tx) => {
-    const brand = await brands.requireBrand(tx, brandId);
+    const brand = await requireBrand(tx, brandId);
     const id = newId(ID_PREFIX.company);
     try {
       await Company.query(tx.db).insert({ id, ...scopeOf(tx), brandId: brand.id, name: input.name, nameKey: foldText(input.name), domain, metadata: input.metadata ?? {} });
@@ -80,7 +80,7 @@ export async function create(ctx: TenantCtx, brandId: string, input: CreateCompa
 }
 
 export async function list(ctx: TenantCtx, brandId: string, input: CompanyListInput): Promise<Page<CompanyView>> {
-  const brand = await brands.requireBrand(ctx, brandId);
+  const brand = await requireBrand(ctx, brandId);
   const sort = input.sort ?? 'createdAt';
   const order = input.order ?? 'desc';
   const q = query(ctx, brand.id);
@@ -102,14 +102,14 @@ export async function list(ctx: TenantCtx, brandId: string, input: CompanyListIn
 }
 
 export async function get(ctx: TenantCtx, brandId: string, companyId: string): Promise<CompanyView> {
-  const brand = await brands.requireBrand(ctx, brandId);
+  const brand = await requireBrand(ctx, brandId);
   return toView(await fetch(ctx, brand.id, companyId));
 }
 
 export async function update(ctx: TenantCtx, brandId: string, companyId: string, input: UpdateCompanyInput): Promise<CompanyView> {
   const domain = checkedDomain(input.domain);
   return withTx(ctx, async (tx) => {
-    const brand = await brands.requireBrand(tx, brandId);
+    const brand = await requireBrand(tx, brandId);
     const before = await fetch(tx, brand.id, companyId, true);
     const patch: Partial<Company> = { updatedAt: new Date() };
     if (input.name !== undefined) Object.assign(patch, { name: input.name, nameKey: foldText(input.name) });
@@ -131,7 +131,7 @@ export async function update(ctx: TenantCtx, brandId: string, companyId: string,
 /** Deletes the company and returns it as it was; its contacts stay, without a company. */
 export async function remove(ctx: TenantCtx, brandId: string, companyId: string): Promise<CompanyView> {
   return withTx(ctx, async (tx) => {
-    const brand = await brands.requireBrand(tx, brandId);
+    const brand = await requireBrand(tx, brandId);
     const row = await fetch(tx, brand.id, companyId);
     await Company.scoped(tx).where({ brandId: brand.id, id: row.id }).delete();
     // Its contacts lose their company through the foreign key; this entry stands for that too.

@@ -6,9 +6,9 @@ import { newId, ID_PREFIX } from '../../core/ids.js';
 import { scopeOf } from '../../core/model.js';
 import { keysetPage, type Page } from '../../core/pagination.js';
 import { emailDomain, escapeLike, foldText, isEmail, normalizeEmail } from '../../core/text.js';
-import * as audit from '../audit/service.js';
+import * as audit from '../../core/audit.js';
 import * as blockedSources from '../blocked-sources/service.js';
-import * as brands from '../brands/service.js';
+import { requireBrand } from '../../core/brand.js';
 import * as companies from '../companies/service.js';
 import { Contact } from './model.js';
 import type { ContactListInput, ContactView, CreateContactInput, UpdateContactInput } from './schemas.js';
@@ -79,7 +79,7 @@ async function companyFor(ctx: TenantCtx, brandId: string, email: string, compan
 export async function create(ctx: TenantCtx, brandId: string, input: CreateContactInput): Promise<ContactView> {
   const email = checkedEmail(input.email);
   return withTx(ctx, async (tx) => {
-    const brand = await brands.requireBrand(tx, brandId);
+    const brand = await requireBrand(tx, brandId);
     const companyId = await companyFor(tx, brand.id, email, input.companyId);
     const id = newId(ID_PREFIX.contact);
     const name = input.name ?? null;
@@ -108,7 +108,7 @@ export async function create(ctx: TenantCtx, brandId: string, input: CreateConta
 export async function findOrCreateByEmail(ctx: TenantCtx, brandId: string, rawEmail: string, name?: string | null): Promise<{ id: string }> {
   const email = checkedEmail(rawEmail);
   return withTx(ctx, async (tx) => {
-    const brand = await brands.requireBrand(tx, brandId);
+    const brand = await requireBrand(tx, brandId);
     const byEmail = () => Contact.scoped(tx).where({ 'contacts.brandId': brand.id, 'contacts.email': email }).select('contacts.id').first();
     const existing = await byEmail();
     if (existing) return { id: existing.id };
@@ -169,7 +169,7 @@ export function createdEntryRows(ctx: TenantCtx, brandId: string, contactId: str
 }
 
 export async function list(ctx: TenantCtx, brandId: string, input: ContactListInput): Promise<Page<ContactView>> {
-  const brand = await brands.requireBrand(ctx, brandId);
+  const brand = await requireBrand(ctx, brandId);
   const sort = input.sort ?? 'createdAt';
   const order = input.order ?? 'desc';
   const hideBlocked = input.hideBlocked !== false;
@@ -196,7 +196,7 @@ export async function list(ctx: TenantCtx, brandId: string, input: ContactListIn
 
 /** Autocomplete: up to 10 contacts whose email or name starts with q, blocked ones included (flagged). */
 export async function search(ctx: TenantCtx, brandId: string, q: string): Promise<ContactView[]> {
-  const brand = await brands.requireBrand(ctx, brandId);
+  const brand = await requireBrand(ctx, brandId);
   const text = q.trim();
   if (!text) return [];
   const rows = await query(ctx, brand.id)
@@ -208,14 +208,14 @@ export async function search(ctx: TenantCtx, brandId: string, q: string): Promis
 }
 
 export async function get(ctx: TenantCtx, brandId: string, contactId: string): Promise<ContactView> {
-  const brand = await brands.requireBrand(ctx, brandId);
+  const brand = await requireBrand(ctx, brandId);
   return toView(await fetch(ctx, brand.id, contactId));
 }
 
 export async function update(ctx: TenantCtx, brandId: string, contactId: string, input: UpdateContactInput): Promise<ContactView> {
   const email = input.email === undefined ? undefined : checkedEmail(input.email);
   return withTx(ctx, async (tx) => {
-    const brand = await brands.requireBrand(tx, brandId);
+    const brand = await requireBrand(tx, brandId);
     // Locked first (the read joins companies), so the audit entry's `from` values are what this update replaced.
     await Contact.scoped(tx).where({ brandId: brand.id, id: contactId }).forUpdate().select('id');
     const before = await fetch(tx, brand.id, contactId);
@@ -242,7 +242,7 @@ export async function update(ctx: TenantCtx, brandId: string, contactId: string,
 /** Deletes the contact and returns it as it was. */
 export async function remove(ctx: TenantCtx, brandId: string, contactId: string): Promise<ContactView> {
   return withTx(ctx, async (tx) => {
-    const brand = await brands.requireBrand(tx, brandId);
+    const brand = await requireBrand(tx, brandId);
     const row = await fetch(tx, brand.id, contactId);
     await Contact.scoped(tx).where({ brandId: brand.id, id: row.id }).delete();
     await audit.record(tx, { brandId: brand.id, entityType: 'contact', entityId: row.id, event: 'contact.deleted', metadata: { email: row.email, name: row.name } });

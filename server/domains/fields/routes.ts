@@ -6,6 +6,7 @@ import {
   type CreateFieldInput, type PutTicketSchemaInput, type ReorderFieldsInput, type UpdateFieldInput,
 } from './schemas.js';
 import * as fields from './service.js';
+import { putTicketSchema } from '../../flows/ticket-schema.js';
 
 type InBrand<B = undefined> = { Params: { brandId: string }; Body: B };
 type InEntity<B = undefined> = { Params: { brandId: string; entityType: string }; Body: B };
@@ -66,10 +67,10 @@ export async function ticketSchemaRoutes(app: FastifyInstance): Promise<void> {
       body: PutTicketSchemaBody,
       response: { 200: TicketSchemaOut },
     },
-  }, async (req) => fields.putTicketSchema(req.ctx, req.params.brandId, req.body));
+  }, async (req) => putTicketSchema(req.ctx, req.params.brandId, req.body));
 
   app.delete<InBrand>('/schema', {
     config: { auth: 'api-key', permission: 'schema:write' },
     schema: { tags, summary: 'Clear the hand-written ticket schema (the field definitions still apply)', params: BrandParams, response: { 200: TicketSchemaOut } },
-  }, async (req) => fields.putTicketSchema(req.ctx, req.params.brandId, { schema: null }));
+  }, async (req) => putTicketSchema(req.ctx, req.params.brandId, { schema: null }));
 }

@@ -6,9 +6,10 @@ import { badRequest, conflict, notFound } from '../../core/errors.js';
 import { validationErrors } from '../../core/validation.js';
 import { PATTERNS } from '../../core/schemas.js';
 import { ID_PREFIX, newId } from '../../core/ids.js';
+import { part } from '../../core/services.js';
 import { scopeOf } from '../../core/model.js';
-import * as audit from '../audit/service.js';
-import * as brands from '../brands/service.js';
+import * as audit from '../../core/audit.js';
+import { forgetFound, requireBrand, type FieldRule } from '../../core/brand.js';
 import { FieldDefinition } from './model.js';
 import type {
   AllFieldsView, CreateFieldInput, EntityType, FieldType, FieldView, PutTicketSchemaInput, ReorderFieldsInput, TicketSchemaView, UpdateFieldInput,
@@ -87,7 +88,7 @@ export function valueSchema(def: { type: string; options?: string[] | null }): J
 }
 
 /** The schema the definitions of one entity type generate; null when there are none. */
-export function generatedSchema(defs: readonly brands.FieldRule[]): JsonSchema | null {
+export function generatedSchema(defs: readonly FieldRule[]): JsonSchema | null {
   if (defs.length === 0) return null;
   const properties: Record<string, JsonSchema> = {};
   for (const d of defs) properties[d.key] = d.required ? valueSchema(d) : { anyOf: [valueSchema(d), { type: 'null' }] };
@@ -100,10 +101,11 @@ function effectiveOf(hand: JsonSchema | null, generated: JsonSchema | null): Jso
   return hand ?? generated;
 }
 
-// Compiled validators by schema text. One Ajv per schema: a schema's $id must not stay
-// registered for another tenant. Bounded, oldest dropped first.
-const compiled = new Map<string, ValidateFunction>();
-function validatorFor(schema: JsonSchema): ValidateFunction {
+// Compiled validators by schema text, per process. One Ajv per schema: a schema's $id must not
+// stay registered for another tenant. Bounded, oldest dropped first.
+const validators = part('fields.validators', () => new Map<string, ValidateFunction>());
+function validatorFor(ctx: Ctx, schema: JsonSchema): ValidateFunction {
+  const compiled = ctx.services.get(validators);
   const text = JSON.stringify(schema);
   let fn = compiled.get(text);
   if (!fn) {
@@ -116,8 +118,8 @@ function validatorFor(schema: JsonSchema): ValidateFunction {
   return fn;
 }
 
-function errorsAgainst(schema: JsonSchema, value: unknown, prefix: string): { field: string; message: string }[] {
-  const validate = validatorFor(schema);
+function errorsAgainst(ctx: Ctx, schema: JsonSchema, value: unknown, prefix: string): { field: string; message: string }[] {
+  const validate = validatorFor(ctx, schema);
   if (validate(value)) return [];
   return validationErrors(validate.errors as ErrorObject[]).map((e) => ({
     field: e.field === '(body)' ? prefix : `${prefix}.${e.field}`,
@@ -150,19 +152,19 @@ async function requireField(ctx: Ctx, brandId: string, entityType: EntityType, k
 const keyTaken = (entityType: string, key: string) => conflict(`A ${entityType} field with key "${key}" already exists in this brand`, 'field_key_taken');
 
 /** Options belong to select and multiselect (required there); the default must be a valid value. */
-function assertConsistent(def: { type: string; options: string[] | null; defaultValue: unknown }): void {
+function assertConsistent(ctx: Ctx, def: { type: string; options: string[] | null; defaultValue: unknown }): void {
   const errors: { field: string; message: string }[] = [];
   const choice = def.type === 'select' || def.type === 'multiselect';
   if (choice && !def.options?.length) errors.push({ field: 'options', message: `is required for ${def.type} fields (at least one option)` });
   if (!choice && def.options?.length) errors.push({ field: 'options', message: 'only select and multiselect fields have options' });
   if (!errors.length && def.defaultValue !== null && def.defaultValue !== undefined) {
-    errors.push(...errorsAgainst(valueSchema(def), def.defaultValue, 'defaultValue'));
+    errors.push(...errorsAgainst(ctx, valueSchema(def), def.defaultValue, 'defaultValue'));
   }
   if (errors.length) throw badRequest(`Field definition is invalid: ${errors[0]!.field} ${errors[0]!.message}`, errors, 'validation_failed');
 }
 
 export async function listAll(ctx: Ctx, brandId: string): Promise<AllFieldsView> {
-  const brand = await brands.requireBrand(ctx, brandId);
+  const brand = await requireBrand(ctx, brandId);
   const rows = await FieldDefinition.scoped(ctx).where('brandId', brand.id)
     .orderBy([{ column: 'sortOrder', order: 'asc' }, { column: 'id', order: 'asc' }]);
   const of = (e: EntityType) => rows.filter((r) => r.entityType === e).map(toView);
@@ -171,17 +173,17 @@ export async function listAll(ctx: Ctx, brandId: string): Promise<AllFieldsView>
 }
 
 export async function list(ctx: Ctx, brandId: string, entityType: string): Promise<FieldView[]> {
-  const brand = await brands.requireBrand(ctx, brandId);
+  const brand = await requireBrand(ctx, brandId);
   return (await ordered(ctx, brand.id, canonicalEntity(entityType))).map(toView);
 }
 
 export async function create(ctx: Ctx, brandId: string, entityType: string, input: CreateFieldInput): Promise<FieldView> {
   const entity = canonicalEntity(entityType);
   const options = input.options ?? null;
-  assertConsistent({ type: input.type, options, defaultValue: input.defaultValue });
+  assertConsistent(ctx, { type: input.type, options, defaultValue: input.defaultValue });
   return withTx(ctx, async (tx) => {
-    const brand = await brands.requireBrand(tx, brandId);
-    brands.forgetFound(tx, brand.id); // the change below rewrites its fieldRules (trigger)
+    const brand = await requireBrand(tx, brandId);
+    forgetFound(tx, brand.id); // the change below rewrites its fieldRules (trigger)
     const last = await ofBrand(tx, brand.id, entity).max('sortOrder as m').first() as unknown as { m: number | null };
     const now = new Date();
     try {
@@ -219,8 +221,8 @@ export async function create(ctx: Ctx, brandId: string, entityType: string, inpu
 export async function update(ctx: Ctx, brandId: string, entityType: string, key: string, input: UpdateFieldInput): Promise<FieldView> {
   const entity = canonicalEntity(entityType);
   return withTx(ctx, async (tx) => {
-    const brand = await brands.requireBrand(tx, brandId);
-    brands.forgetFound(tx, brand.id); // the change below rewrites its fieldRules (trigger)
+    const brand = await requireBrand(tx, brandId);
+    forgetFound(tx, brand.id); // the change below rewrites its fieldRules (trigger)
     const field = await requireField(tx, brand.id, entity, key, true);
     const type = input.type ?? field.type;
     const choice = type === 'select' || type === 'multiselect';
@@ -228,7 +230,7 @@ export async function update(ctx: Ctx, brandId: string, entityType: string, key:
     let options = input.options !== undefined ? input.options : field.options;
     if (!choice && input.options === undefined) options = null;
     const defaultValue = input.defaultValue !== undefined ? input.defaultValue : field.defaultValue;
-    assertConsistent({ type, options, defaultValue });
+    assertConsistent(ctx, { type, options, defaultValue });
     const patch = { ...input, options: options?.length ? options : null, defaultValue: defaultValue ?? null, updatedAt: new Date() };
     const after = toView(await FieldDefinition.scoped(tx).patchAndFetchById(field.id, patch));
     const changes = audit.changesBetween(toView(field), after, EDITABLE);
@@ -241,8 +243,8 @@ export async function update(ctx: Ctx, brandId: string, entityType: string, key:
 export async function remove(ctx: Ctx, brandId: string, entityType: string, key: string): Promise<FieldView> {
   const entity = canonicalEntity(entityType);
   return withTx(ctx, async (tx) => {
-    const brand = await brands.requireBrand(tx, brandId);
-    brands.forgetFound(tx, brand.id); // the change below rewrites its fieldRules (trigger)
+    const brand = await requireBrand(tx, brandId);
+    forgetFound(tx, brand.id); // the change below rewrites its fieldRules (trigger)
     const field = await requireField(tx, brand.id, entity, key);
     await ofBrand(tx, brand.id, entity).where('id', field.id).delete();
     await audit.record(tx, { brandId: brand.id, entityType: 'field', entityId: field.id, event: 'field.deleted', metadata: { appliesTo: entity, key: field.key, label: field.label } });
@@ -254,8 +256,8 @@ export async function remove(ctx: Ctx, brandId: string, entityType: string, key:
 export async function reorder(ctx: Ctx, brandId: string, entityType: string, input: ReorderFieldsInput): Promise<FieldView[]> {
   const entity = canonicalEntity(entityType);
   return withTx(ctx, async (tx) => {
-    const brand = await brands.requireBrand(tx, brandId);
-    brands.forgetFound(tx, brand.id); // the change below rewrites its fieldRules (trigger)
+    const brand = await requireBrand(tx, brandId);
+    forgetFound(tx, brand.id); // the change below rewrites its fieldRules (trigger)
     const rows = await ofBrand(tx, brand.id, entity).forUpdate();
     const byKey = new Map(rows.map((r) => [r.key, r]));
     const seen = new Set<string>();
@@ -288,7 +290,7 @@ export async function count(ctx: Ctx, brandId: string): Promise<number> {
 // Ticket schema and validation
 
 async function schemasOf(ctx: Ctx, brandId: string, entityType: EntityType) {
-  const brand = await brands.requireBrand(ctx, brandId);
+  const brand = await requireBrand(ctx, brandId);
   const hand = entityType === 'ticket' ? brand.ticketSchema : null;
   // The brand row carries its definitions' rules (a trigger keeps them): no second read.
   const generated = generatedSchema(brand.fieldRules[entityType] ?? []);
@@ -301,10 +303,10 @@ export async function getTicketSchema(ctx: Ctx, brandId: string): Promise<Ticket
 }
 
 /**
- * PUT /schema. The body is { schema: <JSON Schema | null> } (or { ticketSchema: … }) or a bare
- * JSON Schema; { schema: null } clears (so does DELETE /schema). An invalid schema is 400 invalid_ticket_schema (brands' check).
+ * The schema a PUT /schema body names: { schema: <JSON Schema | null> } (or { ticketSchema: … }) or
+ * a bare JSON Schema; null clears. Setting it is the brand's (flows/ticket-schema.ts).
  */
-export async function putTicketSchema(ctx: Ctx, brandId: string, body: PutTicketSchemaInput): Promise<TicketSchemaView> {
+export function ticketSchemaOfBody(body: PutTicketSchemaInput): JsonSchema | null {
   let schema: unknown = body;
   if (!body || typeof body !== 'object' || Array.isArray(body)) {
     throw badRequest('Send { "schema": <JSON Schema> }, { "schema": null } to clear, or a bare JSON Schema', [{ field: '(body)', message: 'must be an object' }]);
@@ -316,10 +318,7 @@ export async function putTicketSchema(ctx: Ctx, brandId: string, body: PutTicket
   if (schema !== null && (typeof schema !== 'object' || Array.isArray(schema))) {
     throw badRequest('The ticket schema must be a JSON Schema object, or null to clear it', [{ field: 'schema', message: 'must be an object or null' }], 'invalid_ticket_schema');
   }
-  return withTx(ctx, async (tx) => {
-    await brands.update(tx, brandId, { ticketSchema: schema as JsonSchema | null });
-    return getTicketSchema(tx, brandId);
-  });
+  return schema as JsonSchema | null;
 }
 
 /**
@@ -331,8 +330,8 @@ export async function validateFieldValues(ctx: Ctx, brandId: string, entityType:
   const { hand, generated } = await schemasOf(ctx, brandId, canonicalEntity(entityType));
   const value = values ?? {};
   const errors = [
-    ...(hand ? errorsAgainst(hand, value, prefix) : []),
-    ...(generated ? errorsAgainst(generated, value, prefix) : []),
+    ...(hand ? errorsAgainst(ctx, hand, value, prefix) : []),
+    ...(generated ? errorsAgainst(ctx, generated, value, prefix) : []),
   ];
   const seen = new Set<string>();
   const unique = errors.filter((e) => !seen.has(e.field) && seen.add(e.field));
@@ -341,7 +340,7 @@ export async function validateFieldValues(ctx: Ctx, brandId: string, entityType:
   }
 }
 
-/** For the tickets issue: ticket customFields against the brand's effective ticket schema. */
+/** Ticket customFields against the brand's effective ticket schema. */
 export async function validateCustomFields(ctx: Ctx, brandId: string, customFields: unknown): Promise<void> {
   return validateFieldValues(ctx, brandId, 'ticket', customFields, 'customFields');
 }

@@ -2,7 +2,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { Config } from '../../core/config.js';
 import { HttpError, unauthorized } from '../../core/errors.js';
-import { receive, type InboundDeps } from './inbound.js';
+import { receive, type InboundDeps } from '../../flows/inbound-mail.js';
 import { InboundResultOut } from './schemas.js';
 
 export interface InboundMailOptions {

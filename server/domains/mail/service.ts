@@ -3,12 +3,11 @@ import type { Db } from '../../core/db.js';
 import { newId, ID_PREFIX } from '../../core/ids.js';
 import { scopeOf } from '../../core/model.js';
 import { serverSecret } from '../../core/secrets.js';
+import { part, type Services } from '../../core/services.js';
 import type { MailMessage } from '../../integrations/mail.js';
 import * as outbox from '../../outbox/service.js';
-import * as brands from '../brands/service.js';
-import * as tickets from '../tickets/service.js';
-import * as watchers from '../watchers/service.js';
-import { agentReply, autoresponse, mailSettings, watcherNotification, type BrandInfo, type MailSettings, type TicketInfo } from './messages.js';
+import { requireBrand, type Brand } from '../../core/brand.js';
+import { autoresponse, mailSettings, type BrandInfo, type MailSettings, type TicketInfo } from './messages.js';
 import { InboundEmail, QueuedMail, type InboundAction } from './model.js';
 
 /**
@@ -18,18 +17,10 @@ import { InboundEmail, QueuedMail, type InboundAction } from './model.js';
  * README, "Mail").
  */
 
-let settings: MailSettings = mailSettings({ mailFrom: 'notifications@ticketd.localhost', inboundDomain: 'inbound.ticketd.localhost' });
-
-/**
- * The addresses outbound mail is built with, from the configuration. Set once per process by
- * buildApp (every path that creates comments runs in it); until then the config defaults apply.
- */
-export function configure(next: MailSettings): void {
-  settings = next;
-}
-
-export function currentSettings(): MailSettings {
-  return settings;
+/** The addresses outbound mail is built with: the process's configuration, read once. */
+const settingsPart = part('mail.settings', (services) => mailSettings(services.config));
+export function settingsOf(services: Services): MailSettings {
+  return services.get(settingsPart);
 }
 
 /** The key of reply tokens (server_secrets): shared by every process on the database. */
@@ -57,7 +48,7 @@ export async function queueMail(tx: TenantCtx, brandId: string, ticketId: string
   await outbox.enqueue(tx, { kind: 'mail', brandId, event: `mail.${message.kind}`, payload: { mailMessageId: inserted[0]!.id, message } });
 }
 
-function brandInfo(brand: Awaited<ReturnType<typeof brands.requireBrand>>): BrandInfo {
+export function brandInfo(brand: Brand): BrandInfo {
   return {
     id: brand.id, name: brand.name, ticketPrefix: brand.ticketPrefix, fromName: brand.fromName, fromEmail: brand.fromEmail,
     autoresponseSubject: brand.autoresponseSubject, autoresponseBody: brand.autoresponseBody,
@@ -65,57 +56,20 @@ function brandInfo(brand: Awaited<ReturnType<typeof brands.requireBrand>>): Bran
 }
 
 /** The Message-IDs of a ticket's inbound mail, oldest first. */
-async function inboundMessageIds(ctx: TenantCtx, brandId: string, ticketId: string): Promise<string[]> {
+export async function inboundMessageIds(ctx: TenantCtx, brandId: string, ticketId: string): Promise<string[]> {
   const rows = await InboundEmail.scoped(ctx).where({ brandId, ticketId }).orderBy('id').select('messageId');
   return rows.map((r) => r.messageId);
 }
 
-export interface CreatedComment {
-  id: string;
-  ticketId: string;
-  body: string;
-  authorType: string;
-  authorName: string | null;
-  isInternal: boolean;
-  cc: string[];
-}
-
-/**
- * Called by comment create in its transaction: a public AGENT comment is mailed to the ticket's
- * customer (with the comment's CCs) unless the ticket is spam; watchers who asked for comment
- * notifications get one message about any comment.
- */
-export async function commentCreated(tx: TenantCtx, brandId: string, comment: CreatedComment): Promise<void> {
-  const toCustomer = comment.authorType === 'AGENT' && !comment.isInternal;
-  const watching = (await watchers.list(tx, brandId, comment.ticketId)).filter((w) => w.notifyOnComment);
-  if (!toCustomer && !watching.length) return;
-  const ticket = await tickets.fetchView(tx, brandId, comment.ticketId);
-  const customer = ticket.customer?.email && !ticket.isSpam ? { name: ticket.customer.name, address: ticket.customer.email } : null;
-  if (!watching.length && !(toCustomer && customer)) return;
-
-  const common = {
-    settings,
-    key: await replyTokenKey(tx.db),
-    brand: brandInfo(await brands.requireBrand(tx, brandId)),
-    ticket: ticketInfo(ticket),
-    thread: { inboundMessageIds: await inboundMessageIds(tx, brandId, ticket.id) },
-  };
-  if (toCustomer && customer) await queueMail(tx, brandId, ticket.id, agentReply({ ...common, comment, customer }));
-  if (watching.length) {
-    const to = watching.map((w) => ({ name: w.memberName, address: w.memberEmail }));
-    await queueMail(tx, brandId, ticket.id, watcherNotification({ ...common, comment, watchers: to }));
-  }
-}
-
-function ticketInfo(ticket: { id: string; ticketNumber: number; title: string }): TicketInfo {
+export function ticketInfo(ticket: { id: string; ticketNumber: number; title: string }): TicketInfo {
   return { id: ticket.id, ticketNumber: ticket.ticketNumber, title: ticket.title };
 }
 
 /** The brand's autoresponse to the sender of a new email ticket (the caller checked it is wanted). */
 export async function queueAutoresponse(tx: TenantCtx, brandId: string, ticket: TicketInfo, customer: { name: string | null; address: string }): Promise<void> {
-  const brand = await brands.requireBrand(tx, brandId);
+  const brand = await requireBrand(tx, brandId);
   const message = autoresponse({
-    settings,
+    settings: settingsOf(tx.services),
     key: await replyTokenKey(tx.db),
     brand: brandInfo(brand),
     ticket,

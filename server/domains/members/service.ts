@@ -1,7 +1,7 @@
 import type { TenantCtx } from '../../core/context.js';
 import { newId, ID_PREFIX } from '../../core/ids.js';
 import { normalizeEmail } from '../../core/text.js';
-import * as audit from '../audit/service.js';
+import * as audit from '../../core/audit.js';
 import { Member } from './model.js';
 import type { MemberView } from './schemas.js';
 

@@ -3,8 +3,8 @@ import { isPgError, PG } from '../../core/db.js';
 import { badRequest, conflict, forbidden, notFound } from '../../core/errors.js';
 import { ID_PREFIX, newId } from '../../core/ids.js';
 import { scopeOf } from '../../core/model.js';
-import * as audit from '../audit/service.js';
-import * as brands from '../brands/service.js';
+import * as audit from '../../core/audit.js';
+import { requireBrand } from '../../core/brand.js';
 import { Status } from './model.js';
 import type { CreateStatusInput, ReorderStatusesInput, StatusView, StatusWithCountView, UpdateStatusInput } from './schemas.js';
 
@@ -65,7 +65,7 @@ export async function createSystemStatuses(ctx: TenantCtx, brandId: string): Pro
 }
 
 export async function list(ctx: TenantCtx, brandId: string): Promise<StatusView[]> {
-  const brand = await brands.requireBrand(ctx, brandId);
+  const brand = await requireBrand(ctx, brandId);
   return (await ordered(ctx, brand.id)).map(toView);
 }
 
@@ -86,7 +86,7 @@ async function ticketCountsByStatus(ctx: TenantCtx, brandId: string): Promise<Re
 
 export async function stats(ctx: TenantCtx, brandId: string): Promise<StatusWithCountView[]> {
   return withTx(ctx, async (tx) => {
-    const brand = await brands.requireBrand(tx, brandId);
+    const brand = await requireBrand(tx, brandId);
     const rows = await ordered(tx, brand.id);
     const counts = await ticketCountsByStatus(tx, brand.id);
     return rows.map((r) => ({ ...toView(r), ticketCount: counts[r.key] ?? 0 }));
@@ -102,13 +102,13 @@ async function requireStatus(ctx: TenantCtx, brandId: string, statusId: string, 
 }
 
 export async function get(ctx: TenantCtx, brandId: string, statusId: string): Promise<StatusView> {
-  const brand = await brands.requireBrand(ctx, brandId);
+  const brand = await requireBrand(ctx, brandId);
   return toView(await requireStatus(ctx, brand.id, statusId));
 }
 
 export async function create(ctx: TenantCtx, brandId: string, input: CreateStatusInput): Promise<StatusView> {
   return withTx(ctx, async (tx) => {
-    const brand = await brands.requireBrand(tx, brandId);
+    const brand = await requireBrand(tx, brandId);
     // New statuses go last unless a place was given.
     const last = await ofBrand(tx, brand.id).max('sortOrder as m').first() as unknown as { m: number | null };
     const now = new Date();
@@ -143,7 +143,7 @@ export async function create(ctx: TenantCtx, brandId: string, input: CreateStatu
  */
 export async function update(ctx: TenantCtx, brandId: string, statusId: string, input: UpdateStatusInput): Promise<StatusView> {
   return withTx(ctx, async (tx) => {
-    const brand = await brands.requireBrand(tx, brandId);
+    const brand = await requireBrand(tx, brandId);
     const status = await requireStatus(tx, brand.id, statusId, true);
     if (input.key !== undefined && input.key !== status.key && status.isSystem) {
       throw forbidden(`"${status.key}" is a system status: its key cannot change`, 'system_status');
@@ -163,7 +163,7 @@ export async function update(ctx: TenantCtx, brandId: string, statusId: string, 
 /** Custom statuses only (403 system_status). Returns the deleted status. */
 export async function remove(ctx: TenantCtx, brandId: string, statusId: string): Promise<StatusView> {
   return withTx(ctx, async (tx) => {
-    const brand = await brands.requireBrand(tx, brandId);
+    const brand = await requireBrand(tx, brandId);
     const status = await requireStatus(tx, brand.id, statusId);
     if (status.isSystem) throw forbidden(`"${status.key}" is a system status and cannot be deleted`, 'system_status');
     await ofBrand(tx, brand.id).where('id', status.id).delete();
@@ -175,7 +175,7 @@ export async function remove(ctx: TenantCtx, brandId: string, statusId: string):
 /** statusIds must name every status of the brand exactly once; anything else is 400 and changes nothing. */
 export async function reorder(ctx: TenantCtx, brandId: string, input: ReorderStatusesInput): Promise<StatusView[]> {
   return withTx(ctx, async (tx) => {
-    const brand = await brands.requireBrand(tx, brandId);
+    const brand = await requireBrand(tx, brandId);
     // Lock the brand's statuses so two reorders (or a create) cannot interleave.
     const rows = await ofBrand(tx, brand.id).forUpdate();
     const known = new Set(rows.map((r) => r.id));
@@ -204,7 +204,7 @@ export async function reorder(ctx: TenantCtx, brandId: string, input: ReorderSta
 export async function assertStatusKey(ctx: TenantCtx, brandId: string, key: string, field = 'status'): Promise<void> {
   // Every brand has the system statuses, which can be neither deleted nor re-keyed.
   if (SYSTEM_STATUSES.some((s) => s.key === key)) return;
-  const brand = await brands.requireBrand(ctx, brandId);
+  const brand = await requireBrand(ctx, brandId);
   const keys = (await ordered(ctx, brand.id)).map((s) => s.key);
   if (!keys.includes(key)) {
     throw badRequest(`"${key}" is not a status of this brand; use one of: ${keys.join(', ')}`, [{ field, message: `must be one of: ${keys.join(', ')}` }], 'invalid_status');

@@ -3,8 +3,8 @@ import { badRequest, conflict, notFound } from '../../core/errors.js';
 import { newId, ID_PREFIX } from '../../core/ids.js';
 import { isPgError, PG } from '../../core/db.js';
 import { scopeOf } from '../../core/model.js';
-import * as audit from '../audit/service.js';
-import * as brands from '../brands/service.js';
+import * as audit from '../../core/audit.js';
+import { requireBrand } from '../../core/brand.js';
 import { Tag } from './model.js';
 import type { CreateTagInput, TagStatsView, TagView, UpdateTagInput } from './schemas.js';
 
@@ -38,7 +38,7 @@ function translate(err: unknown, name: string | undefined): unknown {
 }
 
 export async function list(ctx: TenantCtx, brandId: string): Promise<TagView[]> {
-  const brand = await brands.requireBrand(ctx, brandId);
+  const brand = await requireBrand(ctx, brandId);
   return (await ofBrand(ctx, brand.id).orderByRaw('lower(tags.name), tags.id')).map(toView);
 }
 
@@ -48,7 +48,7 @@ export async function list(ctx: TenantCtx, brandId: string): Promise<TagView[]> 
  * `lock` takes row locks (inside a transaction) so the tags cannot vanish before the caller commits.
  */
 export async function requireTags(ctx: TenantCtx, brandId: string, ids: readonly string[], lock = false): Promise<Tag[]> {
-  const brand = await brands.requireBrand(ctx, brandId);
+  const brand = await requireBrand(ctx, brandId);
   const unique = [...new Set(ids)];
   if (!unique.length) return [];
   const query = ofBrand(ctx, brand.id).whereIn('tags.id', unique).orderBy('tags.id');
@@ -68,7 +68,7 @@ export async function get(ctx: TenantCtx, brandId: string, tagId: string): Promi
 export async function create(ctx: TenantCtx, brandId: string, input: CreateTagInput): Promise<TagView> {
   const name = input.name.trim();
   return withTx(ctx, async (tx) => {
-    const brand = await brands.requireBrand(tx, brandId);
+    const brand = await requireBrand(tx, brandId);
     let row: Tag;
     try {
       row = await Tag.query(tx.db).insertAndFetch({
@@ -101,7 +101,7 @@ export async function findOrCreateByNames(ctx: TenantCtx, brandId: string, names
   }
   if (!wanted.size) return [];
   return withTx(ctx, async (tx) => {
-    const brand = await brands.requireBrand(tx, brandId);
+    const brand = await requireBrand(tx, brandId);
     const find = async () => new Map((await ofBrand(tx, brand.id).whereIn(Tag.raw('lower(tags.name)'), [...wanted.keys()])).map((t) => [t.name.toLowerCase(), t]));
     let rows = await find();
     const missing = [...wanted].filter(([key]) => !rows.has(key));
@@ -202,7 +202,7 @@ export async function ticketCountsByTag(ctx: TenantCtx, brandId: string): Promis
 
 /** Every tag of the brand, with the number of tickets carrying it (0 when none). */
 export async function stats(ctx: TenantCtx, brandId: string): Promise<TagStatsView> {
-  const brand = await brands.requireBrand(ctx, brandId);
+  const brand = await requireBrand(ctx, brandId);
   const rows = await ofBrand(ctx, brand.id).orderByRaw('lower(tags.name), tags.id');
   const counts = await ticketCountsByTag(ctx, brand.id);
   return Object.fromEntries(rows.map((r) => [r.id, { id: r.id, name: r.name, color: r.color, ticketCount: counts[r.id] ?? 0 }]));

@@ -1,8 +1,8 @@
 import type { FastifyInstance } from 'fastify';
 import { BrandParams } from '../../core/schemas.js';
 import { BulkBody, BulkResult, MergeBody, MergeResult, SpamBody, type BulkInput, type MergeInput, type SpamInput } from './actions-schemas.js';
-import * as actions from './actions.js';
-import * as merging from './merge.js';
+import * as actions from '../../flows/ticket-actions.js';
+import * as merging from '../../flows/ticket-merge.js';
 import { TicketOut, TicketParams } from './schemas.js';
 
 /** Ticket actions (spam, merge, bulk), mounted under /v1/brands/:brandId and /v1/workspaces/:brandId. */

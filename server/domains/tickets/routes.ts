@@ -2,6 +2,8 @@ import type { FastifyInstance } from 'fastify';
 import { BrandParams } from '../../core/schemas.js';
 import { CreateTicketBody, IdempotencyHeaders, TicketListQuery, TicketOut, TicketPage, TicketParams, UpdateTicketBody, type CreateTicketInput, type TicketListInput, type UpdateTicketInput } from './schemas.js';
 import * as tickets from './service.js';
+import { updateTicket } from '../../flows/ticket-update.js';
+import { createTicket } from '../../flows/ticket-create.js';
 
 /** Mounted under /v1/brands/:brandId and /v1/workspaces/:brandId. */
 export async function ticketRoutes(app: FastifyInstance): Promise<void> {
@@ -18,7 +20,7 @@ export async function ticketRoutes(app: FastifyInstance): Promise<void> {
       response: { 201: TicketOut, 200: TicketOut },
     },
   }, async (req, reply) => {
-    const result = await tickets.create(req.ctx, req.params.brandId, req.body, req.headers['x-idempotency-key']);
+    const result = await createTicket(req.ctx, req.params.brandId, req.body, req.headers['x-idempotency-key']);
     return reply.status(result.created ? 201 : 200).send(result.ticket);
   });
 
@@ -35,7 +37,7 @@ export async function ticketRoutes(app: FastifyInstance): Promise<void> {
   app.patch<{ Params: { brandId: string; ticketId: string }; Body: UpdateTicketInput }>('/tickets/:ticketId', {
     config: { auth: 'api-key', permission: 'tickets:write' },
     schema: { tags, summary: 'Update a ticket (null clears assigneeId, categoryId, priority; tags is a full replacement)', params: TicketParams, body: UpdateTicketBody, response: { 200: TicketOut } },
-  }, async (req) => (await tickets.update(req.ctx, req.params.brandId, req.params.ticketId, req.body)).ticket);
+  }, async (req) => (await updateTicket(req.ctx, req.params.brandId, req.params.ticketId, req.body)).ticket);
 
   app.delete<{ Params: { brandId: string; ticketId: string } }>('/tickets/:ticketId', {
     config: { auth: 'api-key', permission: 'tickets:write' },

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
 import { AddWatcherBody, UpdateWatcherBody, WatcherOut, WatcherParams, WatcherTicketParams, type AddWatcherInput, type UpdateWatcherInput } from './schemas.js';
-import * as watchers from './service.js';
+import * as watchers from '../../flows/ticket-watchers.js';
 
 type TicketParams = { brandId: string; ticketId: string };
 type Params = TicketParams & { memberId: string };

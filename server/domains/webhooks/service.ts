@@ -6,9 +6,9 @@ import { scopeOf } from '../../core/model.js';
 import { assertPublicHost, OutboundRefused } from '../../core/outbound.js';
 import * as outbox from '../../outbox/service.js';
 import type { OutboxMessage } from '../../outbox/model.js';
-import type { Change } from '../audit/service.js';
-import * as audit from '../audit/service.js';
-import * as brands from '../brands/service.js';
+import type { Change } from '../../core/audit.js';
+import * as audit from '../../core/audit.js';
+import { requireBrand } from '../../core/brand.js';
 import { Webhook } from './model.js';
 import {
   DELIVERY_LIST_LIMIT_DEFAULT, type CreateWebhookInput, type DeliveryListInput, type DeliveryView, type RotateSecretInput, type UpdateWebhookInput,
@@ -112,7 +112,7 @@ function enabledOf(input: { enabled?: boolean; active?: boolean }): boolean | un
 const ofBrand = (ctx: TenantCtx, brandId: string) => Webhook.scoped(ctx).where('webhooks.brandId', brandId);
 
 async function requireWebhook(ctx: TenantCtx, brandId: string, webhookId: string, lock = false): Promise<Webhook> {
-  const brand = await brands.requireBrand(ctx, brandId);
+  const brand = await requireBrand(ctx, brandId);
   const q = ofBrand(ctx, brand.id).findById(webhookId);
   const row = await (lock ? q.forUpdate() : q);
   if (!row) throw notFound('Webhook');
@@ -120,7 +120,7 @@ async function requireWebhook(ctx: TenantCtx, brandId: string, webhookId: string
 }
 
 export async function list(ctx: TenantCtx, brandId: string): Promise<WebhookView[]> {
-  const brand = await brands.requireBrand(ctx, brandId);
+  const brand = await requireBrand(ctx, brandId);
   return (await ofBrand(ctx, brand.id).orderBy('id')).map(toView);
 }
 
@@ -133,7 +133,7 @@ export async function create(ctx: TenantCtx, policy: WebhookPolicy, brandId: str
   const events = [...new Set(input.events)];
   const enabled = enabledOf(input) ?? true;
   return withTx(ctx, async (tx) => {
-    const brand = await brands.requireBrand(tx, brandId);
+    const brand = await requireBrand(tx, brandId);
     const row = await Webhook.query(tx.db).insert({
       id: newId(ID_PREFIX.webhook), ...scopeOf(tx), brandId: brand.id, url, events, secret: input.secret ?? generateSecret(), enabled,
     }).returning('*') as unknown as Webhook;

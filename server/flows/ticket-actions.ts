@@ -1,16 +1,17 @@
 import objection from 'objection';
-import { withTx, type TenantCtx } from '../../core/context.js';
-import { badRequest, notFound } from '../../core/errors.js';
-import * as audit from '../audit/service.js';
-import * as events from '../../outbox/events.js';
-import * as blockedSources from '../blocked-sources/service.js';
-import * as brands from '../brands/service.js';
-import * as categories from '../categories/service.js';
-import type { AuditFact, Change } from '../audit/service.js';
-import { BULK_ACTIONS, type BulkInput, type BulkResultView, type SpamInput } from './actions-schemas.js';
-import { Ticket } from './model.js';
-import type { TicketView } from './schemas.js';
-import { asFieldError, assertAssignee, fetchView, resolveTags } from './service.js';
+import { withTx, type TenantCtx } from '../core/context.js';
+import { badRequest, notFound } from '../core/errors.js';
+import * as audit from '../core/audit.js';
+import * as events from '../outbox/events.js';
+import * as blockedSources from '../domains/blocked-sources/service.js';
+import { requireBrand } from '../core/brand.js';
+import * as categories from '../domains/categories/service.js';
+import type { AuditFact, Change } from '../core/audit.js';
+import { BULK_ACTIONS, type BulkInput, type BulkResultView, type SpamInput } from '../domains/tickets/actions-schemas.js';
+import { Ticket } from '../domains/tickets/model.js';
+import type { TicketView } from '../domains/tickets/schemas.js';
+import { fetchView } from '../domains/tickets/service.js';
+import { asFieldError, assertAssignee, resolveTags } from './ticket-create.js';
 
 /**
  * Ticket actions beyond create/update/delete: the spam flag and bulk actions (merge is in merge.ts).
@@ -47,17 +48,6 @@ async function lockTickets(ctx: TenantCtx, brandId: string, ids: readonly string
     .orderBy('tickets.id')
     .forUpdate();
   return rows as unknown as Locked[];
-}
-
-/**
- * A live ticket of the brand (404 otherwise: deleted, unknown, another brand, account or mode),
- * for the ticket's parts (watchers, …). The brand must already have been checked.
- */
-export async function requireTicket(ctx: TenantCtx, brandId: string, ticketId: string): Promise<Ticket> {
-  const row = await Ticket.scoped(ctx).where({ 'tickets.brandId': brandId, 'tickets.id': ticketId }).whereNull('tickets.deletedAt')
-    .select('tickets.id', 'tickets.ticketNumber', 'tickets.title').first();
-  if (!row) throw notFound('Ticket');
-  return row;
 }
 
 const ticketMeta = (t: Locked, bulk: boolean) => ({ ticketNumber: t.ticketNumber, title: t.title, ...(bulk ? { bulk: true } : {}) });
@@ -97,7 +87,7 @@ async function applySpam(ctx: TenantCtx, brandId: string, rows: readonly Locked[
 export async function setSpam(ctx: TenantCtx, brandId: string, ticketId: string, input: SpamInput): Promise<TicketView> {
   const isSpam = spamFlag(input);
   return withTx(ctx, async (tx) => {
-    const brand = await brands.requireBrand(tx, brandId);
+    const brand = await requireBrand(tx, brandId);
     const rows = await lockTickets(tx, brand.id, [ticketId]);
     if (!rows.length) throw notFound('Ticket');
     await applySpam(tx, brand.id, rows, isSpam, false);
@@ -197,7 +187,7 @@ function checkBulkParams(input: BulkInput): void {
 export async function bulk(ctx: TenantCtx, brandId: string, input: BulkInput): Promise<BulkResultView> {
   checkBulkParams(input);
   return withTx(ctx, async (tx) => {
-    const brand = await brands.requireBrand(tx, brandId);
+    const brand = await requireBrand(tx, brandId);
     // Tickets first, then tags and the rest: the order PATCH takes its locks in.
     const rows = await lockTickets(tx, brand.id, input.ticketIds);
     const found = new Set(rows.map((r) => r.id));

@@ -1,16 +1,16 @@
-import { withTx, type TenantCtx } from '../../core/context.js';
-import { badRequest, notFound } from '../../core/errors.js';
-import { newId, ID_PREFIX } from '../../core/ids.js';
-import { scopeOf } from '../../core/model.js';
-import { normalizeEmail } from '../../core/text.js';
-import * as audit from '../audit/service.js';
-import type { Change } from '../audit/service.js';
-import * as brands from '../brands/service.js';
-import * as members from '../members/service.js';
-import type { MemberView } from '../members/schemas.js';
-import { requireTicket } from '../tickets/actions.js';
-import { TicketWatcher } from './model.js';
-import type { AddWatcherInput, UpdateWatcherInput, WatcherInputValue, WatcherView } from './schemas.js';
+import { withTx, type TenantCtx } from '../core/context.js';
+import { badRequest, notFound } from '../core/errors.js';
+import { newId, ID_PREFIX } from '../core/ids.js';
+import { scopeOf } from '../core/model.js';
+import { normalizeEmail } from '../core/text.js';
+import * as audit from '../core/audit.js';
+import type { Change } from '../core/audit.js';
+import { requireBrand } from '../core/brand.js';
+import * as members from '../domains/members/service.js';
+import type { MemberView } from '../domains/members/schemas.js';
+import { requireTicket } from '../domains/tickets/service.js';
+import { TicketWatcher } from '../domains/watchers/model.js';
+import type { AddWatcherInput, UpdateWatcherInput, WatcherInputValue, WatcherView } from '../domains/watchers/schemas.js';
 
 /**
  * Watchers: members of the account who follow a ticket, with their notification preferences.
@@ -95,7 +95,7 @@ export async function addToNewTicket(ctx: TenantCtx, brandId: string, ticketId: 
 
 /** The ticket's watchers, in the order they were added (a bare array). */
 export async function list(ctx: TenantCtx, brandId: string, ticketId: string): Promise<WatcherView[]> {
-  const brand = await brands.requireBrand(ctx, brandId);
+  const brand = await requireBrand(ctx, brandId);
   await requireTicket(ctx, brand.id, ticketId);
   return (await TicketWatcher.scoped(ctx).where({ brandId: brand.id, ticketId }).orderBy('id')).map(toView);
 }
@@ -103,7 +103,7 @@ export async function list(ctx: TenantCtx, brandId: string, ticketId: string): P
 /** Adds a watcher; a member already watching is answered with the existing watcher (created: false). */
 export async function add(ctx: TenantCtx, brandId: string, ticketId: string, input: AddWatcherInput): Promise<{ created: boolean; watcher: WatcherView }> {
   return withTx(ctx, async (tx) => {
-    const brand = await brands.requireBrand(tx, brandId);
+    const brand = await requireBrand(tx, brandId);
     const ticket = await requireTicket(tx, brand.id, ticketId);
     const byId = await requireMembers(tx, [input.memberId], () => 'memberId');
     const [created] = await insert(tx, brand.id, ticket.id, [input], byId);
@@ -116,7 +116,7 @@ export async function add(ctx: TenantCtx, brandId: string, ticketId: string, inp
 /** Stops a member watching; returns the removed watcher. */
 export async function remove(ctx: TenantCtx, brandId: string, ticketId: string, memberId: string): Promise<WatcherView> {
   return withTx(ctx, async (tx) => {
-    const brand = await brands.requireBrand(tx, brandId);
+    const brand = await requireBrand(tx, brandId);
     const ticket = await requireTicket(tx, brand.id, ticketId);
     const [row] = await TicketWatcher.scoped(tx).where({ brandId: brand.id, ticketId: ticket.id, memberId }).delete().returning('*') as unknown as TicketWatcher[];
     if (!row) throw notFound('Watcher');
@@ -128,7 +128,7 @@ export async function remove(ctx: TenantCtx, brandId: string, ticketId: string, 
 /** Changes a watcher's notification preferences; only real changes are written and audited. */
 export async function update(ctx: TenantCtx, brandId: string, ticketId: string, memberId: string, input: UpdateWatcherInput): Promise<WatcherView> {
   return withTx(ctx, async (tx) => {
-    const brand = await brands.requireBrand(tx, brandId);
+    const brand = await requireBrand(tx, brandId);
     const ticket = await requireTicket(tx, brand.id, ticketId);
     const row = await TicketWatcher.scoped(tx).where({ brandId: brand.id, ticketId: ticket.id, memberId }).forUpdate().first();
     if (!row) throw notFound('Watcher');

@@ -1,14 +1,14 @@
 import objection from 'objection';
-import { withTx, type TenantCtx } from '../../core/context.js';
-import { badRequest, notFound } from '../../core/errors.js';
-import * as attachments from '../attachments/service.js';
-import * as audit from '../audit/service.js';
-import * as brands from '../brands/service.js';
-import * as comments from '../comments/service.js';
-import * as events from '../../outbox/events.js';
-import type { MergeInput, MergeResultView } from './actions-schemas.js';
-import { Ticket } from './model.js';
-import { fetchView } from './service.js';
+import { withTx, type TenantCtx } from '../core/context.js';
+import { badRequest, notFound } from '../core/errors.js';
+import * as attachments from '../domains/attachments/service.js';
+import * as audit from '../core/audit.js';
+import { requireBrand } from '../core/brand.js';
+import * as comments from '../domains/comments/service.js';
+import * as events from '../outbox/events.js';
+import type { MergeInput, MergeResultView } from '../domains/tickets/actions-schemas.js';
+import { Ticket } from '../domains/tickets/model.js';
+import { fetchView } from '../domains/tickets/service.js';
 
 /**
  * POST /tickets/:targetId/merge: folds source tickets into the target, Zendesk style. In one
@@ -29,7 +29,7 @@ export async function merge(ctx: TenantCtx, brandId: string, targetId: string, i
   }
 
   return withTx(ctx, async (tx) => {
-    const brand = await brands.requireBrand(tx, brandId);
+    const brand = await requireBrand(tx, brandId);
     const all = [targetId, ...sourceIds].sort();
     const locked = await Ticket.scoped(tx).where('tickets.brandId', brand.id).whereIn('tickets.id', all).whereNull('tickets.deletedAt')
       .orderBy('tickets.id').forUpdate()

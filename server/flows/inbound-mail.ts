@@ -1,21 +1,21 @@
 import { createHash } from 'node:crypto';
 import { simpleParser, type AddressObject, type ParsedMail } from 'mailparser';
-import { tenantCtx, withTx, type BaseCtx, type TenantCtx } from '../../core/context.js';
-import { badRequest, HttpError } from '../../core/errors.js';
-import { isEmail, normalizeEmail } from '../../core/text.js';
-import * as attachments from '../attachments/service.js';
-import * as blockedSources from '../blocked-sources/service.js';
-import * as brands from '../brands/service.js';
-import * as comments from '../comments/service.js';
-import { MAX_COMMENT_BODY_LENGTH } from '../comments/schemas.js';
-import * as contacts from '../contacts/service.js';
-import * as tickets from '../tickets/service.js';
-import { MAX_BODY_LENGTH, type TicketView } from '../tickets/schemas.js';
-import type { MailSettings } from './messages.js';
-import type { InboundAction } from './model.js';
-import { stripQuotedReply } from './quotes.js';
-import * as mail from './service.js';
-import { verifyReplyToken } from './tokens.js';
+import { tenantCtx, withTx, type BaseCtx, type TenantCtx } from '../core/context.js';
+import { badRequest, HttpError } from '../core/errors.js';
+import { isEmail, normalizeEmail } from '../core/text.js';
+import * as attachments from '../domains/attachments/service.js';
+import * as blockedSources from '../domains/blocked-sources/service.js';
+import { locate, requireBrand } from '../core/brand.js';
+import { MAX_COMMENT_BODY_LENGTH } from '../domains/comments/schemas.js';
+import * as contacts from '../domains/contacts/service.js';
+import * as tickets from '../domains/tickets/service.js';
+import { MAX_BODY_LENGTH, type TicketView } from '../domains/tickets/schemas.js';
+import type { InboundAction } from '../domains/mail/model.js';
+import { stripQuotedReply } from '../domains/mail/quotes.js';
+import * as mail from '../domains/mail/service.js';
+import { verifyReplyToken } from '../domains/mail/tokens.js';
+import { createTicket } from './ticket-create.js';
+import { createComment } from './comment-create.js';
 
 /**
  * Inbound mail: one raw RFC 822 message, from `POST /v1/inbound/email` or the SMTP listener, becomes
@@ -39,7 +39,6 @@ import { verifyReplyToken } from './tokens.js';
  */
 
 export interface InboundDeps {
-  settings: MailSettings;
   attachments: attachments.AttachmentDeps;
 }
 
@@ -182,6 +181,7 @@ const SOURCE_EMAIL = 'email' as never;
 const AUTHOR_CUSTOMER = 'CUSTOMER' as never;
 
 export async function receive(base: BaseCtx, deps: InboundDeps, raw: Buffer, envelope: readonly string[] = []): Promise<InboundResult> {
+  const settings = mail.settingsOf(base.services);
   const parsed = await parse(raw);
   const sender = parsed.from?.value.find((a) => a.address);
   const from = sender?.address ? normalizeEmail(sender.address) : '';
@@ -189,10 +189,10 @@ export async function receive(base: BaseCtx, deps: InboundDeps, raw: Buffer, env
   if (!isEmail(from)) throw badRequest(`The From address ${from} is not an email address`, [{ field: 'from', message: 'is not an email address' }], 'invalid_from');
   const fromName = sender?.name?.trim() || null;
 
-  const recipient = findRecipient(parsed, envelope, deps.settings.inboundDomain);
-  const located = recipient ? await brands.locate(base, recipient.brandId) : null;
+  const recipient = findRecipient(parsed, envelope, settings.inboundDomain);
+  const located = recipient ? await locate(base, recipient.brandId) : null;
   if (!recipient || !located) {
-    throw new HttpError(404, 'unknown_recipient', `No recipient is a brand address at ${deps.settings.inboundDomain} (<brandId>@${deps.settings.inboundDomain})`);
+    throw new HttpError(404, 'unknown_recipient', `No recipient is a brand address at ${settings.inboundDomain} (<brandId>@${settings.inboundDomain})`);
   }
   const ctx = tenantCtx({ ...base, actor: { type: 'customer', id: null, name: fromName ? `${fromName} <${from}>` : from, source: 'email' } }, located.accountId, located.livemode);
   const messageId = parsed.messageId?.trim() || `<${createHash('sha256').update(raw).digest('hex')}@message-id.invalid>`;
@@ -212,8 +212,8 @@ export async function receive(base: BaseCtx, deps: InboundDeps, raw: Buffer, env
         return { brandId, ...outcome };
       };
 
-      const brand = await brands.requireBrand(tx, brandId);
-      const own = [deps.settings.fromAddress, ...(brand.fromEmail ? [normalizeEmail(brand.fromEmail)] : [])];
+      const brand = await requireBrand(tx, brandId);
+      const own = [settings.fromAddress, ...(brand.fromEmail ? [normalizeEmail(brand.fromEmail)] : [])];
       if (isOwnMessage(parsed, from, own)) return settle({ action: 'ignored', reason: 'own_message' });
       if (!located.inboundEmailEnabled) return settle({ action: 'ignored', reason: 'inbound_email_disabled' });
 
@@ -234,7 +234,7 @@ export async function receive(base: BaseCtx, deps: InboundDeps, raw: Buffer, env
         if (blocked) return settle({ action: 'spam', reason: 'blocked_sender', ticketId: ticket.id });
         await contacts.findOrCreateByEmail(tx, brandId, from, fromName);
         const reply = stripQuotedReply(text);
-        const { comment } = await comments.create(tx, brandId, ticket.id, {
+        const { comment } = await createComment(tx, brandId, ticket.id, {
           body: clip(reply || (files.kept.length ? '(attachments only)' : '(empty message)'), MAX_COMMENT_BODY_LENGTH),
           authorType: AUTHOR_CUSTOMER,
           authorName: fromName ?? from,
@@ -247,7 +247,7 @@ export async function receive(base: BaseCtx, deps: InboundDeps, raw: Buffer, env
         return settle({ action: 'comment_created', ticketId: ticket.id, commentId: comment.id });
       }
 
-      const { ticket: created } = await tickets.create(tx, brandId, {
+      const { ticket: created } = await createTicket(tx, brandId, {
         title: titleOf(parsed.subject),
         body: clip(text, MAX_BODY_LENGTH) || null,
         customerEmail: from,

@@ -1,0 +1,101 @@
+import { canSeeBrand, type BaseCtx, type TenantCtx } from './context.js';
+import { badRequest, notFound } from './errors.js';
+import { normalizeBrandId } from './ids.js';
+import { TenantModel } from './model.js';
+
+/**
+ * The brand: the unit every brand-scoped route, service and row hangs from. The kernel owns its
+ * row and the scope check, so every domain can find "the caller's brand" without importing the
+ * brands domain.
+ */
+
+/** What validating a custom-field value needs of one field definition. */
+export interface FieldRule {
+  key: string;
+  type: string;
+  options: string[] | null;
+  required: boolean;
+}
+
+export class Brand extends TenantModel {
+  static override tableName = 'brands';
+  // jsonb columns; the text[] columns (portalOrigins) must not be JSON-encoded.
+  static override jsonAttributes = ['settings', 'metadata', 'ticketSchema', 'slaByPriority', 'slaBusinessHours', 'fieldRules'];
+
+  declare id: string;
+  declare name: string;
+  declare slug: string;
+  declare ticketPrefix: string;
+  declare nextTicketNumber: number;
+  declare url: string | null;
+  declare iconUrl: string | null;
+  declare settings: Record<string, unknown>;
+  declare metadata: Record<string, unknown>;
+  declare ticketSchema: Record<string, unknown> | null;
+  /** Kept by a trigger on field_definitions (migration 1700): per entity type, in display order. */
+  declare fieldRules: Partial<Record<'ticket' | 'customer' | 'company', FieldRule[]>>;
+  declare inboundEmailEnabled: boolean;
+  declare autoresponseEnabled: boolean;
+  declare autoresponseSubject: string | null;
+  declare autoresponseBody: string | null;
+  declare fromName: string | null;
+  declare fromEmail: string | null;
+  declare portalOrigins: string[];
+  declare csatEnabled: boolean;
+  declare csatType: string;
+  declare csatDelayMinutes: number;
+  declare csatEmailSubject: string | null;
+  declare csatEmailBody: string | null;
+  declare slaEnabled: boolean;
+  declare slaDefaultHours: number | null;
+  declare slaByPriority: Record<string, number> | null;
+  declare slaNotifyOverdue: boolean;
+  declare slaBusinessHoursOnly: boolean;
+  declare slaBusinessHours: Record<string, unknown> | null;
+  declare createdAt: Date;
+  declare updatedAt: Date;
+}
+
+/**
+ * The brand, if the caller may see it. Every brand route goes through here: a brand of another
+ * account, of the other mode, or outside the key's brand scope reads as 404, never 403.
+ * Within a transaction the first read answers the rest (ticket create reaches five services that
+ * each check the brand); writes to a brand row forget it (forgetFound).
+ */
+export async function requireBrand(ctx: TenantCtx, brandId: string): Promise<Brand> {
+  const id = normalizeBrandId(brandId);
+  if (!canSeeBrand(ctx.brandScope, id)) throw notFound('Brand');
+  const memo = ctx.db.isTransaction ? ctx.txBrands : undefined;
+  // The scope is part of the key: a transaction may serve more than one tenant ctx.
+  const key = `${ctx.accountId}:${ctx.livemode}:${id}`;
+  const known = memo?.get(key);
+  if (known) return known as Brand;
+  const row = await Brand.scoped(ctx).findById(id);
+  if (!row) throw notFound('Brand');
+  memo?.set(key, row);
+  return row;
+}
+
+/** After a write to the brand row inside ctx's transaction: the next requireBrand reads it again. */
+export function forgetFound(ctx: TenantCtx, brandId: string): void {
+  if (ctx.db.isTransaction) ctx.txBrands?.delete(`${ctx.accountId}:${ctx.livemode}:${normalizeBrandId(brandId)}`);
+}
+
+/**
+ * Inbound mail names a brand by id alone (`<brandId>@<inbound domain>`): its account and mode, in
+ * any tenant, or null. Only the inbound mail path, authenticated by the server's inbound secret, asks.
+ */
+export async function locate(base: BaseCtx, brandId: string): Promise<{ id: string; accountId: string; livemode: boolean; inboundEmailEnabled: boolean } | null> {
+  const row = await Brand.query(base.db).findById(normalizeBrandId(brandId)).select('id', 'accountId', 'livemode', 'inboundEmailEnabled');
+  return row ? { id: row.id, accountId: row.accountId, livemode: row.livemode, inboundEmailEnabled: row.inboundEmailEnabled } : null;
+}
+
+/** For credentials limited to brands: every id must be a brand of this account and mode. */
+export async function assertBrandsExist(ctx: TenantCtx, brandIds: string[]): Promise<void> {
+  if (brandIds.length === 0) return;
+  const found = (await Brand.scoped(ctx).whereIn('id', brandIds).select('id')).map((b) => b.id);
+  const missing = brandIds.filter((id) => !found.includes(id));
+  if (missing.length) {
+    throw badRequest(`Unknown brand id${missing.length > 1 ? 's' : ''}: ${missing.join(', ')}`, missing.map((id) => ({ field: 'brandIds', message: `${id} is not a brand of this account` })));
+  }
+}

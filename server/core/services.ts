@@ -1,0 +1,90 @@
+import type { Config } from './config.js';
+import type { Db } from './db.js';
+import { mailTransport as transportFromConfig, type MailTransport } from '../integrations/mail.js';
+import { storageFromConfig, type Storage } from '../integrations/storage.js';
+
+/**
+ * What a process's services are built with, once, by createServices: the API, a dispatcher-only
+ * process and every CLI command alike. Everything that lives longer than a call (caches, the ticket
+ * create batcher, compiled validators) hangs off the Services it returns, never off a module, so
+ * two apps in one process (tests run several) never share one, and every role gets the same
+ * configuration (mail settings included).
+ */
+export interface ServiceDeps {
+  config: Config;
+  /** The connection pool. */
+  db: Db;
+  /** Milliseconds since the epoch; tests may move it. */
+  clock?: () => number;
+  /** Where services report what callers are not told (a Fastify or CLI logger). */
+  logger?: ServiceLogger;
+  /** Outbound mail; default from the configuration (file or SMTP), made when first asked for. */
+  mailTransport?: MailTransport;
+  /** Attachment files; default: local disk under dataDir. */
+  storage?: Storage;
+}
+
+export interface ServiceLogger {
+  info(details: object, message: string): void;
+  warn(details: object, message: string): void;
+  error(details: object, message: string): void;
+}
+
+/**
+ * A piece of per-process state owned by a domain (its cache, its batcher), declared next to the
+ * code that uses it and made the first time a Services instance is asked for it.
+ */
+export interface Part<T> {
+  readonly name: string;
+  make(services: Services): T;
+  close?(value: T): Promise<void> | void;
+}
+
+export function part<T>(name: string, make: (services: Services) => T, close?: (value: T) => Promise<void> | void): Part<T> {
+  return { name, make, close };
+}
+
+export interface Services {
+  readonly config: Config;
+  readonly db: Db;
+  now(): number;
+  readonly log: ServiceLogger;
+  readonly storage: Storage;
+  readonly mailTransport: MailTransport;
+  /** The part's value in this instance: made on first use, then the same every time. */
+  get<T>(part: Part<T>): T;
+  /** Closes every part that was made (in reverse order) and the mail transport if it was made here. */
+  close(): Promise<void>;
+}
+
+const quiet: ServiceLogger = { info: () => undefined, warn: () => undefined, error: () => undefined };
+
+export function createServices(deps: ServiceDeps): Services {
+  const made = new Map<Part<unknown>, unknown>();
+  let transport = deps.mailTransport ?? null;
+  let storage = deps.storage ?? null;
+  const log = deps.logger ?? quiet;
+  const services: Services = {
+    config: deps.config,
+    db: deps.db,
+    now: deps.clock ?? Date.now,
+    log,
+    get storage() {
+      return (storage ??= storageFromConfig(deps.config));
+    },
+    get mailTransport() {
+      // file (the default) writes .eml files under the data directory and logs one line each.
+      return (transport ??= transportFromConfig(deps.config, (line) => log.info({}, line)));
+    },
+    get<T>(p: Part<T>): T {
+      if (!made.has(p)) made.set(p, p.make(services));
+      return made.get(p) as T;
+    },
+    async close() {
+      for (const [p, value] of [...made].reverse()) await p.close?.(value);
+      made.clear();
+      if (transport && !deps.mailTransport) transport.close();
+    },
+  };
+  return services;
+}

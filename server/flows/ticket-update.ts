@@ -1,0 +1,104 @@
+import { withTx, type TenantCtx } from '../core/context.js';
+import * as audit from '../core/audit.js';
+import type { Change } from '../core/audit.js';
+import { requireBrand } from '../core/brand.js';
+import { badRequest, notFound } from '../core/errors.js';
+import { canonicalJson } from '../core/idempotency.js';
+import * as events from '../outbox/events.js';
+import * as categories from '../domains/categories/service.js';
+import * as fields from '../domains/fields/service.js';
+import * as statuses from '../domains/statuses/service.js';
+import type { TicketView, UpdateTicketInput } from '../domains/tickets/schemas.js';
+import { Ticket } from '../domains/tickets/model.js';
+import * as tickets from '../domains/tickets/service.js';
+import { asFieldError, assertAssignee, resolveTags } from './ticket-create.js';
+
+/** Ticket update: it checks the brand's statuses, categories, members, tags and custom fields. */
+
+export interface UpdateResult {
+  ticket: TicketView;
+  /** The fields that really changed (the same list the ticket.updated audit entry records). */
+  changes: Change[];
+}
+
+const same = (a: unknown, b: unknown) => canonicalJson(a) === canonicalJson(b);
+
+/**
+ * PATCH: only the fields given; `changes` lists those whose value really changed (tags as sorted
+ * id lists). Nothing changed: nothing is written and updatedAt stays.
+ */
+export async function updateTicket(ctx: TenantCtx, brandId: string, ticketId: string, input: UpdateTicketInput): Promise<UpdateResult> {
+  if (Object.keys(input).length === 0) throw badRequest('Send at least one field to change', [], 'empty_update');
+  let title: string | undefined;
+  if (input.title !== undefined) {
+    title = input.title.trim();
+    if (!title) throw badRequest('title must not be blank', [{ field: 'title', message: 'must not be blank' }]);
+  }
+  tickets.checkCustomFieldsShape(input.customFields);
+
+  const outcome = await withTx(ctx, async (tx) => {
+    const brand = await requireBrand(tx, brandId);
+    const locked = await Ticket.scoped(tx).where({ 'tickets.brandId': brand.id, 'tickets.id': ticketId }).whereNull('tickets.deletedAt')
+      .forUpdate().select('tickets.id').first();
+    if (!locked) throw notFound('Ticket');
+    const before = await tickets.fetchView(tx, brand.id, locked.id);
+
+    const patch: Record<string, unknown> = {};
+    const changes: Change[] = [];
+    const consider = (field: string, from: unknown, to: unknown, column: string = field, stored: unknown = to) => {
+      if (to === undefined || same(from, to)) return;
+      changes.push({ field, from, to });
+      patch[column] = stored;
+    };
+    consider('title', before.title, title);
+    consider('body', before.body, input.body);
+    if (input.status !== undefined) await statuses.assertStatusKey(tx, brand.id, input.status);
+    consider('status', before.status, input.status);
+    consider('priority', before.priority, input.priority);
+    if (input.assigneeId) await assertAssignee(tx, input.assigneeId);
+    consider('assigneeId', before.assigneeId, input.assigneeId);
+    if (input.categoryId) {
+      await asFieldError('categoryId', 'invalid_category', `categoryId ${input.categoryId} is not a category of this brand`, () => categories.requireCategory(tx, brand.id, input.categoryId!));
+    }
+    consider('categoryId', before.categoryId, input.categoryId);
+    consider('links', before.links, input.links, 'links', JSON.stringify(input.links));
+    if (input.customFields !== undefined) await fields.validateCustomFields(tx, brand.id, input.customFields);
+    consider('customFields', before.customFields, input.customFields, 'customFields', input.customFields === null ? null : JSON.stringify(input.customFields));
+    consider('metadata', before.metadata, input.metadata, 'metadata', JSON.stringify(input.metadata));
+    consider('isSpam', before.isSpam, input.isSpam);
+    consider('closeReason', before.closeReason, input.closeReason);
+    consider('dueAt', before.dueAt, input.dueAt === undefined ? undefined : tickets.isoOrNull(input.dueAt));
+
+    let newTags: string[] | undefined;
+    if (input.tags !== undefined) {
+      const from = before.tags.map((g) => g.id).sort();
+      const to = [...await resolveTags(tx, brand.id, input.tags)].sort();
+      if (!same(from, to)) {
+        changes.push({ field: 'tags', from, to });
+        newTags = to;
+      }
+    }
+
+    if (changes.length) {
+      const columns = Object.keys(patch);
+      const json = new Set(['links', 'customFields', 'metadata']);
+      const snake = (c: string) => c.replace(/[A-Z]/g, (m) => `_${m.toLowerCase()}`);
+      // Raw on purpose: customFields may be any JSON, a bare string included, which objection's
+      // jsonAttributes would not encode; here every JSON column is sent as text and cast to jsonb.
+      const sets = columns.map((c) => `${snake(c)} = ?${json.has(c) ? '::jsonb' : ''}`);
+      await tx.db.raw(`update tickets set ${[...sets, 'updated_at = now()'].join(', ')}
+        where account_id = ? and livemode = ? and brand_id = ? and id = ?`, [...columns.map((c) => patch[c] ?? null) as never[], tx.accountId, tx.livemode, brand.id, locked.id]);
+      await audit.record(tx, { brandId: brand.id, ticketId: locked.id, entityType: 'ticket', entityId: locked.id, event: 'ticket.updated', changes, metadata: { ticketNumber: before.ticketNumber, title: title ?? before.title } });
+      await events.ticketsUpdated(tx, brand.id, [{ ticketId: locked.id, changes: changes.map((c) => c.field) }]);
+      if (newTags) {
+        await tx.db('ticket_tags').where({ accountId: tx.accountId, livemode: tx.livemode, brandId: brand.id, ticketId: locked.id }).whereNotIn('tagId', newTags).delete();
+        if (newTags.length) {
+          await tx.db('ticket_tags').insert(newTags.map((tagId) => ({ accountId: tx.accountId, livemode: tx.livemode, brandId: brand.id, ticketId: locked.id, tagId })))
+            .onConflict(['accountId', 'livemode', 'brandId', 'ticketId', 'tagId']).ignore();
+        }
+      }
+    }
+    return { ticket: changes.length ? await tickets.fetchView(tx, brand.id, locked.id) : before, changes };
+  });
+  return outcome;
+}
