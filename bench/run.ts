@@ -23,6 +23,7 @@ import autocannon from 'autocannon';
 import { EmbeddedPostgres } from '../server/integrations/embedded-postgres.js';
 import { oneStatementOp, percentile, runLoad, statementsOp, writesOnlyOp, type FloorInput, type LoadResult } from './floor.js';
 import { runEventsBench } from './events.js';
+import { runRlsBench, type RlsRow } from './rls.js';
 import { seed } from './seed.js';
 import { sql, startTicketd, withDatabase } from './server.js';
 
@@ -243,6 +244,9 @@ async function main() {
     smallRows.push(await measure('GET /v1/brands (401, bad key)', { url: `${server.url}/v1/brands`, headers: { authorization: 'Bearer sk_live_nope' } }));
 
     const mem = memory(pid);
+    // Last: it changes the database under the server (policies on, then off again).
+    log('row-level security (measured, not adopted):');
+    const rlsRows: RlsRow[] = await runRlsBench(dbUrl, floorInput, duration * 1000, log);
     const out = process.stdout;
     out.write(`\nticketd bench: ${seeded.liveTickets.toLocaleString('en')} live tickets in one brand (${ticketCount.toLocaleString('en')} seeded in ${seeded.seconds.toFixed(0)} s), `);
     out.write(`${duration} s per scenario, loopback, ${os.cpus().length} cores; reads at ${readConnections} connections\n`);
@@ -252,8 +256,10 @@ async function main() {
     console.table(createRows);
     out.write('\nSmall requests:\n');
     console.table(smallRows);
+    out.write('\nRow-level security as a backstop (raw SQL as a non-superuser role; see bench/rls.ts):\n');
+    console.table(rlsRows);
     out.write(`\nserver memory: peak RSS ${mem.peak} MiB, RSS now ${mem.rss} MiB\n`);
-    out.write(`${JSON.stringify({ tickets: ticketCount, live: seeded.liveTickets, duration, readConnections, reads: readRows, creates: createRows, small: smallRows, peakRssMiB: mem.peak })}\n`);
+    out.write(`${JSON.stringify({ tickets: ticketCount, live: seeded.liveTickets, duration, readConnections, reads: readRows, creates: createRows, small: smallRows, rls: rlsRows, peakRssMiB: mem.peak })}\n`);
   } finally {
     server.child.kill('SIGTERM');
     await new Promise((r) => server.child.once('exit', r));

@@ -11,14 +11,10 @@ import { registerMail } from './commands/mail.js';
 import { registerOutbox } from './commands/outbox.js';
 import { registerStart } from './commands/start.js';
 import { registerWebhooks } from './commands/webhooks.js';
+import type { GlobalOptions } from './globals.js';
 import { EXIT, fail, UsageError } from './io.js';
 
-export interface GlobalOptions {
-  config?: string;
-}
-
-/** Set by `start` once the server runs: then the process lives on until a signal stops it. */
-export const runState = { serving: false };
+export { runState } from './globals.js';
 
 export function buildProgram(): Command {
   const program = new Command('ticketd')

@@ -5,7 +5,7 @@ import type { CreatedAccountView } from '../../server/domains/accounts/schemas.j
 import { withServices } from '../database.js';
 import { adminCtx } from '../context.js';
 import { emit, need, table } from '../io.js';
-import type { GlobalOptions } from '../main.js';
+import type { GlobalOptions } from '../globals.js';
 import { createAccount } from '../../server/flows/accounts.js';
 
 export function describeCreated(result: CreatedAccountView): string[] {

@@ -4,7 +4,7 @@ import * as brands from '../../server/domains/brands/service.js';
 import { withServices } from '../database.js';
 import { accountCtx, type Mode } from '../context.js';
 import { emit, need, table, UsageError } from '../io.js';
-import type { GlobalOptions } from '../main.js';
+import type { GlobalOptions } from '../globals.js';
 import { createBrand } from '../../server/flows/brands.js';
 
 const modeOption = () => new Option('--mode <mode>', 'live or test data').choices(['live', 'test']).default('live');

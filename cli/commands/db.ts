@@ -4,7 +4,7 @@ import { migrateLatest, migrationStatus, rollback } from '../../server/core/migr
 import { provisionDatabase } from '../../server/core/provision.js';
 import { withServices } from '../database.js';
 import { confirmOrFlag, emit, need } from '../io.js';
-import type { GlobalOptions } from '../main.js';
+import type { GlobalOptions } from '../globals.js';
 
 export function registerDb(program: Command, globals: () => GlobalOptions): void {
   const db = program.command('db').description('database schema and provisioning');

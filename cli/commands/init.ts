@@ -5,7 +5,7 @@ import { DEFAULT_CONFIG_FILE, loadConfig } from '../../server/core/config.js';
 import { withServices } from '../database.js';
 import { adminCtx } from '../context.js';
 import { canPrompt, choose, emit, need, UsageError } from '../io.js';
-import type { GlobalOptions } from '../main.js';
+import type { GlobalOptions } from '../globals.js';
 import { describeCreated } from './accounts.js';
 import { bootstrapIfEmpty } from '../../server/flows/accounts.js';
 

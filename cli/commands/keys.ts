@@ -6,7 +6,7 @@ import * as apiKeys from '../../server/domains/api-keys/service.js';
 import { withServices } from '../database.js';
 import { accountCtx, adminCtx, type Mode } from '../context.js';
 import { confirmOrFlag, emit, table, UsageError } from '../io.js';
-import type { GlobalOptions } from '../main.js';
+import type { GlobalOptions } from '../globals.js';
 
 /** A key is named by id alone: its account and mode are looked up. */
 async function keyCtx(services: Services, keyId: string) {

@@ -4,7 +4,7 @@ import { isEmail, normalizeEmail } from '../../server/core/text.js';
 import { mailSettings, testMessage } from '../../server/domains/mail/messages.js';
 import { mailTransport, sendMail } from '../../server/integrations/mail.js';
 import { emit, note, UsageError } from '../io.js';
-import type { GlobalOptions } from '../main.js';
+import type { GlobalOptions } from '../globals.js';
 
 export function registerMail(program: Command, globals: () => GlobalOptions): void {
   const cmd = program.command('mail').description('outbound mail');

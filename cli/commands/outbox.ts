@@ -5,7 +5,7 @@ import { OUTBOX_STATUSES, type OutboxStatus } from '../../server/outbox/service.
 import { withServices } from '../database.js';
 import { adminCtx } from '../context.js';
 import { confirmOrFlag, emit, table, UsageError } from '../io.js';
-import type { GlobalOptions } from '../main.js';
+import type { GlobalOptions } from '../globals.js';
 
 const UNITS: Record<string, number> = { s: 1000, m: 60_000, h: 3600_000, d: 86_400_000 };
 

@@ -2,7 +2,7 @@ import { Option, type Command } from 'commander';
 import { loadConfig } from '../../server/core/config.js';
 import { startServer, stopOnSignals, type Role, type Running } from '../../server/main.js';
 import { emit, note } from '../io.js';
-import { runState, type GlobalOptions } from '../main.js';
+import { runState, type GlobalOptions } from '../globals.js';
 
 function curlLine(running: Running): string | null {
   const brand = running.bootstrap?.brand;

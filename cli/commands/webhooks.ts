@@ -5,7 +5,7 @@ import * as webhooks from '../../server/domains/webhooks/service.js';
 import { withServices } from '../database.js';
 import { adminCtx } from '../context.js';
 import { emit, table } from '../io.js';
-import type { GlobalOptions } from '../main.js';
+import type { GlobalOptions } from '../globals.js';
 import { parseLimit } from './outbox.js';
 
 export function registerWebhooks(program: Command, globals: () => GlobalOptions): void {

@@ -36,6 +36,15 @@ export function tenantScope(ctx: TenantCtx, alias: string): Knex.Raw {
   return ctx.db.raw(`${alias}.account_id = ? and ${alias}.livemode = ?`, [ctx.accountId, ctx.livemode]);
 }
 
+/**
+ * The condition that a row of `alias` belongs to the same tenant as the row of `other` it is
+ * joined or correlated to (`sameTenant('t', 'contacts')` inside a subquery over contacts).
+ */
+export function sameTenant(alias: string, other: string): string {
+  if (!ALIAS.test(alias) || !ALIAS.test(other)) throw new Error(`sameTenant: "${alias}", "${other}" are not plain table aliases`);
+  return `${alias}.account_id = ${other}.account_id and ${alias}.livemode = ${other}.livemode`;
+}
+
 /** The account condition alone, for account-wide tables without a mode (members). */
 export function accountScope(ctx: TenantCtx, alias: string): Knex.Raw {
   if (!ALIAS.test(alias)) throw new Error(`accountScope: "${alias}" is not a plain table alias`);

@@ -31,8 +31,8 @@ export async function createAccount(ctx: BaseCtx, input: CreateAccountInput, fir
       },
     };
     if (firstBrand) {
-      const { livemode = true, ...brandInput } = firstBrand;
-      result.brand = await createBrand(livemode ? live : test, brandInput);
+      const { livemode, ...brandInput } = firstBrand;
+      result.brand = await createBrand(livemode === false ? test : live, brandInput);
     }
     return result;
   });

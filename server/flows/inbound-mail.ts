@@ -7,7 +7,6 @@ import * as attachments from '../domains/attachments/service.js';
 import * as blockedSources from '../domains/blocked-sources/service.js';
 import { locate, requireBrand } from '../core/brand.js';
 import { MAX_COMMENT_BODY_LENGTH } from '../domains/comments/schemas.js';
-import * as contacts from '../domains/contacts/service.js';
 import * as tickets from '../domains/tickets/service.js';
 import { MAX_BODY_LENGTH, type TicketView } from '../domains/tickets/schemas.js';
 import type { InboundAction } from '../domains/mail/model.js';
@@ -16,6 +15,7 @@ import * as mail from '../domains/mail/service.js';
 import { verifyReplyToken } from '../domains/mail/tokens.js';
 import { createTicket } from './ticket-create.js';
 import { createComment } from './comment-create.js';
+import { findOrCreateContact } from './customers.js';
 
 /**
  * Inbound mail: one raw RFC 822 message, from `POST /v1/inbound/email` or the SMTP listener, becomes
@@ -232,7 +232,7 @@ export async function receive(base: BaseCtx, deps: InboundDeps, raw: Buffer, env
 
       if (ticket) {
         if (blocked) return settle({ action: 'spam', reason: 'blocked_sender', ticketId: ticket.id });
-        await contacts.findOrCreateByEmail(tx, brandId, from, fromName);
+        await findOrCreateContact(tx, brandId, from, fromName);
         const reply = stripQuotedReply(text);
         const { comment } = await createComment(tx, brandId, ticket.id, {
           body: clip(reply || (files.kept.length ? '(attachments only)' : '(empty message)'), MAX_COMMENT_BODY_LENGTH),

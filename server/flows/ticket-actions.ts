@@ -12,6 +12,7 @@ import { Ticket } from '../domains/tickets/model.js';
 import type { TicketView } from '../domains/tickets/schemas.js';
 import { fetchView } from '../domains/tickets/service.js';
 import { asFieldError, assertAssignee, resolveTags } from './ticket-create.js';
+import { sameTenant } from '../core/model.js';
 
 /**
  * Ticket actions beyond create/update/delete: the spam flag and bulk actions (merge is in merge.ts).
@@ -43,7 +44,7 @@ async function lockTickets(ctx: TenantCtx, brandId: string, ids: readonly string
   const rows = await Ticket.scoped(ctx)
     .where('tickets.brandId', brandId).whereIn('tickets.id', [...ids]).whereNull('tickets.deletedAt')
     .select('tickets.id', 'tickets.ticketNumber', 'tickets.title', 'tickets.status', 'tickets.closeReason', 'tickets.assigneeId', 'tickets.categoryId', 'tickets.isSpam',
-      objection.raw(`(select c.email from contacts c where c.account_id = tickets.account_id and c.livemode = tickets.livemode
+      objection.raw(`(select c.email from contacts c where ${sameTenant('c', 'tickets')}
         and c.brand_id = tickets.brand_id and c.id = tickets.customer_id) as customer_email`))
     .orderBy('tickets.id')
     .forUpdate();

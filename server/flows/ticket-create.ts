@@ -1,19 +1,14 @@
-import type { Knex } from 'knex';
 import { canSeeBrand, withTx, type TenantCtx } from '../core/context.js';
-import * as audit from '../core/audit.js';
 import { batcher } from '../core/batcher.js';
 import { forgetFound, requireBrand } from '../core/brand.js';
 import { prepared } from '../core/db.js';
 import { badRequest, HttpError, notFound } from '../core/errors.js';
-import { claim as claimIdempotencyKey, claimRowsStatement, requestFingerprint } from '../core/idempotency.js';
+import { claim as claimIdempotencyKey, requestFingerprint } from '../core/idempotency.js';
 import { newId, normalizeBrandId, ID_PREFIX } from '../core/ids.js';
 import { part } from '../core/services.js';
-import { emailDomain, foldText, isEmail, normalizeEmail } from '../core/text.js';
-import * as events from '../outbox/events.js';
+import { isEmail, normalizeEmail } from '../core/text.js';
 import * as attachments from '../domains/attachments/service.js';
-import * as blockedSources from '../domains/blocked-sources/service.js';
 import * as categories from '../domains/categories/service.js';
-import * as contacts from '../domains/contacts/service.js';
 import * as fields from '../domains/fields/service.js';
 import * as members from '../domains/members/service.js';
 import * as statuses from '../domains/statuses/service.js';
@@ -21,6 +16,8 @@ import * as tags from '../domains/tags/service.js';
 import type { CreateTicketInput, TicketView } from '../domains/tickets/schemas.js';
 import * as tickets from '../domains/tickets/service.js';
 import * as watchers from './ticket-watchers.js';
+import { findOrCreateContact } from './customers.js';
+import { createStatement, ticketWrite, type TicketWrite } from './ticket-create-statement.js';
 
 /**
  * Ticket create: it spans the brand's statuses, categories, tags, contacts, members, watchers,
@@ -28,7 +25,7 @@ import * as watchers from './ticket-watchers.js';
  * serializes creates within a brand, so the usual create (customer, existing tags, status,
  * category, assignee, no watchers or pending attachments, no custom-field schema) is ONE statement
  * (createInOneStatement); anything else, every error included, goes step by step in a transaction
- * (createStepByStep). Both write the ticket with the same statement (writeStatement).
+ * (createStepByStep). Both write the ticket with the same statement (ticket-create-statement.ts).
  * notifyCustomer is accepted and not stored.
  */
 
@@ -101,152 +98,9 @@ function hasFieldSchema(ctx: TenantCtx, brandKey: string): boolean {
   return false;
 }
 
-/** One ticket for writeStatement to create, with what its request asked for. */
-interface TicketWrite {
-  ctx: TenantCtx;
-  id: string;
-  brandId: string;
-  title: string;
-  email: string | null;
-  /** The id a new customer contact would take. */
-  contactId: string;
-  input: CreateTicketInput;
-  /** Tag ids (each must be the brand's) and lower-cased names (each must exist). */
-  tagIds: readonly string[];
-  tagNames: readonly string[];
-  idempotency?: { key: string; fingerprint: string };
-  attachmentCount: number;
-  /** Its custom fields were validated against the brand's schema (step by step); else the brand must have none. */
-  fieldsChecked: boolean;
-  /** Audit rows made before the statement (so their ids order them before later entries). */
-  contactEntry: Record<string, unknown>[];
-  ticketEntry: Record<string, unknown>[];
-}
-
-function ticketWrite(ctx: TenantCtx, brandId: string, title: string, email: string | null, input: CreateTicketInput, given: {
-  id?: string; tagIds: readonly string[]; tagNames: readonly string[]; idempotency?: { key: string; fingerprint: string }; attachmentCount?: number; fieldsChecked?: boolean;
-}): TicketWrite {
-  const id = given.id ?? newId(ID_PREFIX.ticket);
-  const contactId = newId(ID_PREFIX.contact);
-  return {
-    ctx, id, brandId, title, email, contactId, input, tagIds: given.tagIds, tagNames: given.tagNames, idempotency: given.idempotency,
-    attachmentCount: given.attachmentCount ?? 0, fieldsChecked: given.fieldsChecked ?? false,
-    contactEntry: email ? contacts.createdEntryRows(ctx, brandId, contactId, email) : [],
-    ticketEntry: audit.entryRows(ctx, [{ brandId, ticketId: id, entityType: 'ticket', entityId: id, event: 'ticket.created', metadata: { title } }]),
-  };
-}
-
-/** A write's row of the statement's `items` relation (jsonb_to_recordset); `contactId`: the id its new customer would take. */
-function itemOf(w: TicketWrite, ord: number, contactId: string | null) {
-  const { input } = w;
-  return {
-    ord, id: w.id, brand_id: w.brandId, title: w.title, body: input.body ?? null, status: input.status ?? 'open', priority: input.priority ?? null,
-    assignee_id: input.assigneeId ?? null, created_by: input.createdBy ?? null, category_id: input.categoryId ?? null,
-    links: input.links ?? [], custom_fields: input.customFields ?? null, metadata: input.metadata ?? {}, source: input.source ?? 'api',
-    source_id: input.sourceId ?? null, source_data: input.sourceData ?? null, close_reason: input.closeReason ?? null, due_at: tickets.isoOrNull(input.dueAt),
-    attachment_count: w.attachmentCount, tag_ids: w.tagIds, tag_names: w.tagNames, fields_checked: w.fieldsChecked,
-    key: w.idempotency?.key ?? null, fingerprint: w.idempotency?.fingerprint ?? null,
-    email: w.email, email_domain: w.email ? emailDomain(w.email) : null, blocked_domains: w.email ? blockedSources.blockedDomainsOf(w.email) : [],
-    contact_id: contactId, customer_name: input.customerName ?? null, customer_name_key: foldText(input.customerName ?? ''),
-  };
-}
-
-const ITEM_COLUMNS = `ord int, id text, brand_id text, title text, body text, status text, priority text, assignee_id text, created_by text,
-  category_id text, links jsonb, custom_fields jsonb, metadata jsonb, source text, source_id text, source_data jsonb, close_reason text,
-  due_at timestamptz, attachment_count int, tag_ids text[], tag_names text[], fields_checked boolean, key text, fingerprint text,
-  email text, email_domain text, blocked_domains text[], contact_id text, customer_name text, customer_name_key text`;
-
-/**
- * THE statement that creates tickets, for a batch of creates (the usual ones, grouped by
- * createInOneStatement) or for one (the last step of createStepByStep, in its transaction). Per
- * create, in order:
- *   1. checks: the brand (visible; no ticket schema or field rules unless fieldsChecked), the
- *      status, category, assignee, and every tag by id or lower-cased name;
- *   2. its idempotency key claimed (keys are distinct within a batch);
- *   3. its customer contact found or made (with its contact.created entry);
- *   4. only then the brand counters (the rows locked in id order, so two batches cannot deadlock),
- *      bumped once per brand; the tickets numbered in batch order; nothing under those locks waits
- *      on another create;
- *   5. the ticket (spam if the sender is blocked) with its derived columns filled here rather
- *      than by the per-row trigger (migration 2200), its tag links, its ticket.created entry and
- *      webhook deliveries.
- * Returns each created ticket as the response shows it, with its `ord`; a create that failed a
- * check, or whose key was taken, is absent and wrote nothing.
- */
-function writeStatement(ctx: TenantCtx, writes: readonly TicketWrite[]): Knex.Raw {
-  // Every create of the batch naming one email makes (at most) one contact: the first one's.
-  const emailKey = (w: TicketWrite) => `${w.brandId} ${w.email}`;
-  const contactIds = new Map<string, string>();
-  for (const w of writes) if (w.email && !contactIds.has(emailKey(w))) contactIds.set(emailKey(w), w.contactId);
-  const items = writes.map((w, ord) => itemOf(w, ord, w.email ? contactIds.get(emailKey(w))! : null));
-  const contactEntries = writes.filter((w) => w.email && contactIds.get(emailKey(w)) === w.contactId).flatMap((w) => w.contactEntry);
-  const scope = [ctx.accountId, ctx.livemode];
-  const claim = claimRowsStatement(ctx, { sql: 'select i.key, i.fingerprint, i.id as resource_id from items i join checks c on c.ord = i.ord where c.ok and i.key is not null', bindings: [] });
-  const contactCtes = contacts.findOrCreateManyCtes(ctx, 'items', 'r.ord in (select ord from go)', contactEntries);
-  const blocked = blockedSources.isBlockedSql(ctx, 'r.brand_id', 'r.email', 'r.blocked_domains');
-  const entry = audit.insertRowsStatement(writes.flatMap((w) => w.ticketEntry), { sql: 'exists (select 1 from t where t.id = entry.entity_id)', bindings: [] });
-  const announced = events.ticketsCreated(ctx, writes.map((w) => ({ brandId: w.brandId, ticketId: w.id })), 't', 'customer');
-  const sql = `
-    with items as materialized (
-      select * from jsonb_to_recordset(?::jsonb) as i(${ITEM_COLUMNS})
-    ), given_tags as materialized (
-      select i.ord, tg.id, lower(tg.name) as name_key from items i
-      join tags tg on tg.account_id = ? and tg.livemode = ? and tg.brand_id = i.brand_id and (tg.id = any(i.tag_ids) or lower(tg.name) = any(i.tag_names))
-    ), checks as materialized (
-      select i.ord, exists (select 1 from brands b where b.account_id = ? and b.livemode = ? and b.id = i.brand_id
-            and (i.fields_checked or (b.ticket_schema is null and jsonb_array_length(coalesce(b.field_rules -> 'ticket', '[]'::jsonb)) = 0)))
-        and exists (select 1 from statuses s where s.account_id = ? and s.livemode = ? and s.brand_id = i.brand_id and s.key = i.status)
-        and (i.category_id is null or exists (select 1 from categories ca where ca.account_id = ? and ca.livemode = ? and ca.brand_id = i.brand_id and ca.id = i.category_id))
-        and (i.assignee_id is null or exists (select 1 from members m where m.account_id = ? and m.id = i.assignee_id))
-        and i.tag_ids <@ (select coalesce(array_agg(g.id), '{}') from given_tags g where g.ord = i.ord)
-        and i.tag_names <@ (select coalesce(array_agg(g.name_key), '{}') from given_tags g where g.ord = i.ord) as ok
-      from items i
-    ), claim as (${claim.sql}
-    ), go as materialized (
-      select i.ord from items i join checks c on c.ord = i.ord where c.ok and (i.key is null or i.key in (select key from claim))
-    ), ${contactCtes.sql}, ready as materialized (
-      select r.*, c.id as customer_id,
-        coalesce(ticketd_person_sort(c.name, c.email), '') as customer_sort, coalesce(ticketd_person_text(c.name, c.email), '') as customer_text,
-        coalesce((select lower(co.name) from companies co where co.account_id = ? and co.livemode = ? and co.brand_id = c.brand_id and co.id = c.company_id), '') as company_sort,
-        coalesce((select ticketd_person_sort(m.name, m.email) from members m where m.account_id = ? and m.id = r.assignee_id), '') as assignee_sort,
-        coalesce((select lower(ca.name) from categories ca where ca.account_id = ? and ca.livemode = ? and ca.brand_id = r.brand_id and ca.id = r.category_id), '') as category_sort
-      from items r left join customer c on c.brand_id = r.brand_id and c.email = r.email
-      where r.ord in (select ord from go) and (r.email is null or c.id is not null)
-    ), locked as materialized (
-      select b.id from brands b where b.account_id = ? and b.livemode = ? and b.id in (select brand_id from ready) order by b.id for no key update
-    ), n as (
-      update brands b set next_ticket_number = b.next_ticket_number + counted.n
-      from (select brand_id, count(*) as n from ready group by brand_id) counted
-      where b.account_id = ? and b.livemode = ? and b.id = counted.brand_id and b.id in (select id from locked)
-      returning b.id as brand_id, b.next_ticket_number - counted.n as first
-    ), t as (
-      insert into tickets (id, account_id, livemode, brand_id, ticket_number, title, body, status, priority, assignee_id, created_by,
-        customer_id, category_id, links, custom_fields, metadata, source, source_id, source_data, is_spam, close_reason, due_at, attachment_count,
-        customer_sort, customer_text, company_sort, assignee_sort, category_sort, search_vector)
-      select r.id, ?, ?, r.brand_id, n.first + row_number() over (partition by r.brand_id order by r.ord) - 1, r.title, r.body, r.status, r.priority,
-        r.assignee_id, r.created_by, r.customer_id, r.category_id, coalesce(r.links, '[]'), r.custom_fields, coalesce(r.metadata, '{}'), r.source,
-        r.source_id, r.source_data, r.email is not null and ${blocked.sql}, r.close_reason, r.due_at, r.attachment_count,
-        r.customer_sort, r.customer_text, r.company_sort, r.assignee_sort, r.category_sort, ticketd_ticket_vector(r.title, r.customer_text, r.body)
-      from ready r join n on n.brand_id = r.brand_id
-      returning ${tickets.VIEW_COLUMNS.join(', ')}
-    ), tt as (
-      insert into ticket_tags (account_id, livemode, brand_id, ticket_id, tag_id, status, priority)
-      select t.account_id, t.livemode, t.brand_id, t.id, g.id, t.status, t.priority from t join items i on i.id = t.id join given_tags g on g.ord = i.ord
-    ), entry as (${entry.sql}
-    ), announced as (${announced.sql}
-    )
-    select i.ord, tickets.*, ${tickets.relatedColumns('array(select g.id from given_tags g where g.ord = i.ord)', 'customer')}
-    from t as tickets join items i on i.id = tickets.id`;
-  return ctx.db.raw(sql, [
-    JSON.stringify(items), ...scope, ...scope, ...scope, ...scope, ctx.accountId,
-    ...claim.bindings, ...contactCtes.bindings, ...scope, ctx.accountId, ...scope, ...scope, ...scope, ...scope, ...blocked.bindings,
-    ...entry.bindings, ...announced.bindings,
-  ] as never[]);
-}
-
 /** The created tickets by their write's position; absent: that create wrote nothing. */
 async function runWrites(ctx: TenantCtx, writes: readonly TicketWrite[]): Promise<(TicketView | null)[]> {
-  const result = await prepared(ctx.db, writeStatement(ctx, writes)) as unknown as { rows: (Record<string, unknown> & { ord: number })[] };
+  const result = await prepared(ctx.db, createStatement(ctx, writes)) as unknown as { rows: (Record<string, unknown> & { ord: number })[] };
   const views: (TicketView | null)[] = writes.map(() => null);
   for (const { ord, ...row } of result.rows) views[ord] = tickets.viewOfColumns(row);
   return views;
@@ -305,7 +159,7 @@ async function createInOneStatement(ctx: TenantCtx, brandId: string, title: stri
  *      brand's schema, new tags, the customer contact, attachments, watchers): none of them locks
  *      the brand row (watcher rows and linked attachments reference the ticket through deferred
  *      foreign keys, checked at commit);
- *   3. LAST, writeStatement for this one create (everything it checks now holds); the commit
+ *   3. LAST, the create statement for this one create (everything it checks now holds); the commit
  *      follows at once, so the brand row lock is held for that statement and the commit. A failed
  *      create rolls the counter back with everything else: numbers have no gaps.
  */
@@ -329,7 +183,7 @@ async function createStepByStep(ctx: TenantCtx, brandId: string, title: string, 
     await fields.validateCustomFields(tx, brand.id, input.customFields);
 
     const tagIds = await resolveTags(tx, brand.id, input.tags ?? []);
-    if (email) await contacts.findOrCreateByEmail(tx, brand.id, email, input.customerName ?? null);
+    if (email) await findOrCreateContact(tx, brand.id, email, input.customerName ?? null);
     const attachmentCount = await attachments.linkPending(tx, brand.id, id, input.attachmentIds ?? []);
     // Its entry is made (and so ordered) before the watchers' entries, though written by the last statement.
     const w = ticketWrite(tx, brand.id, title, email, input, { id, tagIds: [...tagIds], tagNames: [], attachmentCount, fieldsChecked: true });

@@ -12,6 +12,7 @@ import type { TicketView, UpdateTicketInput } from '../domains/tickets/schemas.j
 import { Ticket } from '../domains/tickets/model.js';
 import * as tickets from '../domains/tickets/service.js';
 import { asFieldError, assertAssignee, resolveTags } from './ticket-create.js';
+import { tenantScope } from '../core/model.js';
 
 /** Ticket update: it checks the brand's statuses, categories, members, tags and custom fields. */
 
@@ -87,7 +88,7 @@ export async function updateTicket(ctx: TenantCtx, brandId: string, ticketId: st
       // jsonAttributes would not encode; here every JSON column is sent as text and cast to jsonb.
       const sets = columns.map((c) => `${snake(c)} = ?${json.has(c) ? '::jsonb' : ''}`);
       await tx.db.raw(`update tickets set ${[...sets, 'updated_at = now()'].join(', ')}
-        where account_id = ? and livemode = ? and brand_id = ? and id = ?`, [...columns.map((c) => patch[c] ?? null) as never[], tx.accountId, tx.livemode, brand.id, locked.id]);
+        where ? and brand_id = ? and id = ?`, [...columns.map((c) => patch[c] ?? null) as never[], tenantScope(tx, 'tickets'), brand.id, locked.id]);
       await audit.record(tx, { brandId: brand.id, ticketId: locked.id, entityType: 'ticket', entityId: locked.id, event: 'ticket.updated', changes, metadata: { ticketNumber: before.ticketNumber, title: title ?? before.title } });
       await events.ticketsUpdated(tx, brand.id, [{ ticketId: locked.id, changes: changes.map((c) => c.field) }]);
       if (newTags) {

@@ -2,7 +2,7 @@ import type { BaseCtx, TenantCtx } from '../core/context.js';
 import type { SqlFragment } from '../core/db.js';
 import { notFound, conflict } from '../core/errors.js';
 import { newId, ID_PREFIX } from '../core/ids.js';
-import { scopeOf } from '../core/model.js';
+import { sameTenant, scopeOf, tenantScope } from '../core/model.js';
 import { OutboxMessage, type OutboxKind, type OutboxStatus } from './model.js';
 
 export { OUTBOX_STATUSES, type OutboxStatus } from './model.js';
@@ -93,16 +93,16 @@ export function eventsInsert(tx: TenantCtx, events: readonly EventSpec[], ticket
         jsonb_build_object('id', ev.event_id, 'event', s.name, 'brand_id', w.brand_id, 'timestamp', ?::text,
           'data', coalesce((select jsonb_object_agg(k, coalesce(tk.fields -> k, 'null'::jsonb)) from unnest(ev.ticket_fields) as k), '{}'::jsonb) || ev.data)
       from jsonb_to_recordset(?::jsonb) as ev(ord int, event_id text, brand_id text, names text[], ticket_id text, ticket_fields text[], data jsonb)
-      join webhooks w on w.account_id = ? and w.livemode = ? and w.brand_id = ev.brand_id and w.enabled and w.events && ev.names
+      join webhooks w on ? and w.brand_id = ev.brand_id and w.enabled and w.events && ev.names
       cross join lateral (select n as name from unnest(ev.names) with ordinality as a(n, i) where n = any(w.events) order by i limit 1) s
       left join lateral (
         select ${TICKET_JSON} as fields from ${ticketsRelation} t
-        left join ${contactsRelation} c on c.account_id = t.account_id and c.livemode = t.livemode and c.brand_id = t.brand_id and c.id = t.customer_id
-        where t.account_id = w.account_id and t.livemode = w.livemode and t.brand_id = w.brand_id and t.id = ev.ticket_id
+        left join ${contactsRelation} c on ${sameTenant('c', 't')} and c.brand_id = t.brand_id and c.id = t.customer_id
+        where ${sameTenant('t', 'w')} and t.brand_id = w.brand_id and t.id = ev.ticket_id
       ) tk on true${ticketsRelation === 'tickets' ? '' : `
       where ev.ticket_id is null or tk.fields is not null`}
       order by ev.ord, w.id`,
-    bindings: [timestamp, JSON.stringify(specs), tx.accountId, tx.livemode],
+    bindings: [timestamp, JSON.stringify(specs), tenantScope(tx, 'w')],
   };
 }
 
@@ -206,8 +206,8 @@ export async function redeliver(tx: TenantCtx, original: OutboxMessage): Promise
   assertInTransaction(tx, original.event);
   const id = newId(ID_PREFIX.delivery);
   await tx.db.raw(`insert into outbox (id, account_id, livemode, brand_id, kind, event, webhook_id, payload)
-    select ?, account_id, livemode, brand_id, kind, event, webhook_id, payload from outbox where account_id = ? and livemode = ? and id = ?`,
-  [id, tx.accountId, tx.livemode, original.id]);
+    select ?, account_id, livemode, brand_id, kind, event, webhook_id, payload from outbox where ? and id = ?`,
+  [id, tenantScope(tx, 'outbox'), original.id]);
   return (await OutboxMessage.scoped(tx).findById(id))!;
 }
 

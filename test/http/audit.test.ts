@@ -2,7 +2,7 @@ import t from 'tap';
 import { systemCtx, tenantCtx, withTx, type TenantCtx } from '../../server/core/context.js';
 import * as audit from '../../server/core/audit.js';
 import * as categories from '../../server/domains/categories/service.js';
-import * as contacts from '../../server/domains/contacts/service.js';
+import { createContact, updateContact } from '../../server/flows/customers.js';
 import { assertErrorShape, assertNotFound, client, makeBrand, makeTicket, mustCreate, ownerWithBrand, signup, testApp, type Signup, servicesOf } from '../helpers/app.js';
 
 const { app, db } = await testApp(t, { TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: '1000' });
@@ -352,8 +352,8 @@ t.test('a change that rolls back leaves no entry', async (t) => {
   let categoryId = '';
   await t.rejects(withTx(ctx, async (tx) => {
     categoryId = (await categories.create(tx, brand.id, { name: 'Doomed' })).id;
-    const contact = await contacts.create(tx, brand.id, { email: 'doomed@example.com' });
-    await contacts.update(tx, brand.id, contact.id, { name: 'Doomed' });
+    const contact = await createContact(tx, brand.id, { email: 'doomed@example.com' });
+    await updateContact(tx, brand.id, contact.id, { name: 'Doomed' });
     throw new Error('rollback');
   }), /rollback/);
   t.ok(categoryId);

@@ -1,6 +1,7 @@
 import t from 'tap';
 import { systemCtx, tenantCtx } from '../../server/core/context.js';
 import * as contactsService from '../../server/domains/contacts/service.js';
+import { findOrCreateContact } from '../../server/flows/customers.js';
 import { assertErrorShape, assertNotFound, client, makeBrand, ownerWithBrand, type Reply, type Signup, signup, testApp, servicesOf } from '../helpers/app.js';
 
 // Every test signs up its own accounts: lift the per-hour signup limit for this file.
@@ -332,23 +333,23 @@ t.test('/search?q= autocompletes by prefix of email or name, top 10, bare array'
   t.equal((await owner.live('GET', `${base}/contacts/search?q=sam11`)).body.length, 1);
 });
 
-t.test('findOrCreateByEmail: one contact under concurrent calls, normalized, auto-linked', async (t) => {
+t.test('findOrCreateContact: one contact under concurrent calls, normalized, auto-linked', async (t) => {
   const { owner, brand, base } = await setup();
   const company = (await owner.live('POST', `${base}/companies`, { name: 'Acme', domain: 'acme.com' })).body;
   const ctx = tenantCtx(systemCtx(servicesOf(db)), owner.accountId, true);
-  const results = await Promise.all(Array.from({ length: 8 }, () => contactsService.findOrCreateByEmail(ctx, brand.id, '  New.Person@ACME.com', 'New Person')));
+  const results = await Promise.all(Array.from({ length: 8 }, () => findOrCreateContact(ctx, brand.id, '  New.Person@ACME.com', 'New Person')));
   t.equal(new Set(results.map((r) => r.id)).size, 1, 'every call returns the same contact');
   const created = await contactsService.get(ctx, brand.id, results[0]!.id);
   t.equal(created.email, 'new.person@acme.com');
   t.equal(created.name, 'New Person');
   t.equal(created.companyId, company.id, 'auto-linked by domain');
   t.equal(Number((await db('contacts').where({ brandId: brand.id }).count({ n: '*' }).first())!.n), 1, 'one row');
-  const again = await contactsService.findOrCreateByEmail(ctx, brand.id, 'new.person@acme.com');
+  const again = await findOrCreateContact(ctx, brand.id, 'new.person@acme.com');
   t.equal(again.id, results[0]!.id);
   t.equal((await contactsService.get(ctx, brand.id, again.id)).name, 'New Person', 'an existing contact is not renamed');
-  await t.rejects(contactsService.findOrCreateByEmail(ctx, brand.id, 'not an email'), { statusCode: 400, code: 'invalid_email' });
+  await t.rejects(findOrCreateContact(ctx, brand.id, 'not an email'), { statusCode: 400, code: 'invalid_email' });
   const testCtx = tenantCtx(systemCtx(servicesOf(db)), owner.accountId, false);
-  await t.rejects(contactsService.findOrCreateByEmail(testCtx, brand.id, 'a@acme.com'), { statusCode: 404, code: 'not_found' }, 'the live brand is invisible in test mode');
+  await t.rejects(findOrCreateContact(testCtx, brand.id, 'a@acme.com'), { statusCode: 404, code: 'not_found' }, 'the live brand is invisible in test mode');
 });
 
 t.test('brand delete preview counts contacts, companies and blocked sources; confirm removes them', async (t) => {

@@ -1,8 +1,12 @@
 /**
- * Keeps the layering of the design card true by reading imports:
- * routes -> service -> model, CLI -> services, no Fastify below routes, no env reads in services.
+ * Keeps the shape of docs/design.md true by reading the source:
+ * - layers: the kernel imports no domain, a leaf imports only the kernel and its own domain,
+ *   flows compose leaves, routes sit on top; no import cycle anywhere in server/ and cli/;
+ * - no module-level mutable state in server/ (it lives on the Services a process builds);
+ * - the tenant condition of hand-written SQL comes from core's helper, never typed out;
+ * - routes never touch knex or models, CLI commands never Fastify or SQL.
  */
-import { readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
 import { packageRoot } from '../../server/core/paths.js';
@@ -10,68 +14,196 @@ import { packageRoot } from '../../server/core/paths.js';
 function sources(dir: string): string[] {
   return (readdirSync(path.join(packageRoot, dir), { recursive: true }) as string[])
     .filter((f) => f.endsWith('.ts'))
-    .map((f) => path.join(dir, f));
+    .map((f) => path.join(dir, f).split(path.sep).join('/'))
+    .sort();
 }
 
-function importsOf(file: string): string[] {
-  const text = readFileSync(path.join(packageRoot, file), 'utf8');
-  return [...text.matchAll(/^\s*import\s[^;]*?from\s+'([^']+)'/gms)].map((m) => m[1]!);
+const read = (file: string) => readFileSync(path.join(packageRoot, file), 'utf8');
+
+/** Every module a file names: imports (type-only ones too: they tie files together as well), re-exports, import(). */
+function specifiersOf(file: string): string[] {
+  const text = read(file);
+  const found = [
+    ...text.matchAll(/^\s*(?:import|export)\s[^;]*?from\s+'([^']+)'/gms),
+    ...text.matchAll(/^\s*import\s+'([^']+)'/gm),
+    ...text.matchAll(/\bimport\(\s*'([^']+)'\s*\)/g),
+  ];
+  return found.map((m) => m[1]!);
 }
 
-const domainFiles = sources('server/domains');
-const domainOf = (file: string) => file.split(path.sep)[2];
+/** The repository file a relative specifier names ('./x.js' -> 'dir/x.ts'), or null for packages. */
+function resolve(from: string, spec: string): string | null {
+  if (!spec.startsWith('.')) return null;
+  const target = path.posix.normalize(path.posix.join(path.posix.dirname(from), spec)).replace(/\.js$/, '.ts');
+  return existsSync(path.join(packageRoot, target)) ? target : null;
+}
 
-t.test('there are domains to check', async (t) => {
-  t.ok(domainFiles.some((f) => f.endsWith('routes.ts')));
-  t.ok(domainFiles.some((f) => f.endsWith('service.ts')));
+const files = [...sources('server'), ...sources('cli')];
+const graph = new Map(files.map((f) => [f, specifiersOf(f).map((s) => resolve(f, s)).filter((x): x is string => x !== null)]));
+
+type Layer = 'kernel' | 'leaf' | 'routes' | 'flow' | 'runtime' | 'cli';
+
+/** Which layer a file is in; see docs/decisions for why the outbox's enqueue side is kernel. */
+function layerOf(file: string): Layer {
+  if (file.startsWith('cli/')) return 'cli';
+  if (file.startsWith('server/core/') || file.startsWith('server/integrations/')) return 'kernel';
+  if (file.startsWith('server/outbox/')) return file === 'server/outbox/dispatcher.ts' || file.startsWith('server/outbox/handlers/') ? 'runtime' : 'kernel';
+  if (file.startsWith('server/flows/')) return 'flow';
+  if (file.startsWith('server/domains/')) return /routes\.ts$/.test(file) ? 'routes' : 'leaf';
+  return 'runtime'; // server/app.ts, server/main.ts
+}
+
+const domainOf = (file: string) => (file.startsWith('server/domains/') ? file.split('/')[2]! : null);
+const isSchemas = (file: string) => file.endsWith('/schemas.ts');
+
+/** Why `from` may not import `to`, or null when it may. */
+function violation(from: string, to: string): string | null {
+  const [a, b] = [layerOf(from), layerOf(to)];
+  switch (a) {
+    case 'kernel':
+      return b === 'kernel' ? null : 'the kernel imports no domain, flow or runtime file';
+    case 'leaf':
+      if (b === 'kernel' || domainOf(to) === domainOf(from)) return b === 'routes' ? 'a service never imports routes' : null;
+      // The wire shapes of one domain may embed another's (a ticket view embeds a contact): schemas only.
+      if (isSchemas(from) && isSchemas(to)) return null;
+      return 'a leaf imports only the kernel and its own domain';
+    case 'flow':
+      return b === 'kernel' || b === 'leaf' || b === 'flow' ? null : 'a flow never imports routes or runtime files';
+    case 'routes':
+      if (b === 'kernel' || b === 'flow' || domainOf(to) === domainOf(from) || isSchemas(to)) return null;
+      return "routes use their own domain, flows, the kernel and other domains' schemas only";
+    case 'runtime':
+      return b === 'cli' ? 'the server never imports the CLI' : null;
+    case 'cli':
+      return null;
+  }
+}
+
+/** Strongly connected components with more than one file (Tarjan): each one is an import cycle. */
+function cycles(edges: Map<string, string[]>): string[][] {
+  let counter = 0;
+  const index = new Map<string, number>();
+  const low = new Map<string, number>();
+  const stack: string[] = [];
+  const onStack = new Set<string>();
+  const found: string[][] = [];
+  const visit = (v: string) => {
+    index.set(v, counter);
+    low.set(v, counter++);
+    stack.push(v);
+    onStack.add(v);
+    for (const w of edges.get(v) ?? []) {
+      if (!index.has(w)) {
+        visit(w);
+        low.set(v, Math.min(low.get(v)!, low.get(w)!));
+      } else if (onStack.has(w)) low.set(v, Math.min(low.get(v)!, index.get(w)!));
+    }
+    if (low.get(v) === index.get(v)) {
+      const component: string[] = [];
+      let w: string;
+      do {
+        w = stack.pop()!;
+        onStack.delete(w);
+        component.push(w);
+      } while (w !== v);
+      if (component.length > 1 || (edges.get(v) ?? []).includes(v)) found.push(component.sort());
+    }
+  };
+  for (const v of edges.keys()) if (!index.has(v)) visit(v);
+  return found;
+}
+
+t.test('the checks see the code they check', async (t) => {
+  t.ok(graph.size > 100, 'server/ and cli/ files are read');
+  t.ok(files.filter((f) => layerOf(f) === 'leaf').length > 20, 'leaves are found');
+  t.ok(files.filter((f) => layerOf(f) === 'flow').length > 5, 'flows are found');
+  t.ok(graph.get('server/app.ts')!.includes('server/domains/tickets/routes.ts'), 'relative imports resolve to files');
+  t.same(cycles(new Map([['a', ['b']], ['b', ['c']], ['c', ['a']], ['d', ['a']]])), [['a', 'b', 'c']], 'a cycle is found');
+  t.equal(violation('server/domains/tickets/service.ts', 'server/domains/contacts/service.ts'), 'a leaf imports only the kernel and its own domain');
 });
 
-t.test("routes use their own schemas and service, never knex, models or another domain's internals", async (t) => {
-  for (const file of domainFiles.filter((f) => f.endsWith('routes.ts'))) {
-    for (const spec of importsOf(file)) {
+t.test('no import cycle among server/ and cli/ files', async (t) => {
+  t.same(cycles(graph), [], 'every import points one way');
+});
+
+t.test('each layer imports only what is below it', async (t) => {
+  const broken: string[] = [];
+  for (const [from, targets] of graph) {
+    for (const to of targets) {
+      const why = violation(from, to);
+      if (why) broken.push(`${from} -> ${to}: ${why}`);
+    }
+  }
+  t.same(broken, []);
+});
+
+t.test('no module-level mutable state in server/', async (t) => {
+  // ids.ts keeps the last timestamp so ids stay monotonic within a millisecond: a property of the
+  // process's clock, the same for every Services in it.
+  const allowed = new Set(['server/core/ids.ts']);
+  const found: string[] = [];
+  for (const file of sources('server').filter((f) => !allowed.has(f))) {
+    read(file)
+      .split('\n')
+      .forEach((line, i) => {
+        if (/^(export\s+)?(let|var)\s/.test(line)) found.push(`${file}:${i + 1} ${line.trim()}`);
+        // A constant lookup table is declared read-only; anything else is a cache that belongs on Services.
+        if (/^(export\s+)?const\s+\w+[^=]*=\s*new\s+(Weak)?(Map|Set)\b/.test(line) && !/^[^=]*:\s*Readonly/.test(line)) found.push(`${file}:${i + 1} ${line.trim()}`);
+      });
+  }
+  t.same(found, []);
+});
+
+t.test('hand-written SQL gets its tenant condition from core/model.ts, never typed out', async (t) => {
+  const found: string[] = [];
+  for (const file of sources('server').filter((f) => !f.startsWith('server/core/'))) {
+    read(file)
+      .split('\n')
+      .forEach((line, i) => {
+        if (/\b(account_id|livemode)\s*=(?!=)/.test(line)) found.push(`${file}:${i + 1} ${line.trim()}`);
+      });
+  }
+  t.same(found, []);
+});
+
+t.test("routes never touch knex, objection or models", async (t) => {
+  for (const file of files.filter((f) => layerOf(f) === 'routes')) {
+    for (const spec of specifiersOf(file)) {
       t.notOk(['knex', 'objection', 'pg'].includes(spec), `${file} imports ${spec}`);
       t.notOk(spec.endsWith('model.js'), `${file} imports a model (${spec})`);
-      if (spec.startsWith('../') && !spec.startsWith('../../')) {
-        t.notOk(/\/(service|model)\.js$/.test(spec), `${file} reaches into another domain (${spec})`);
-      }
     }
   }
 });
 
-t.test('services never touch Fastify or the environment; models never call services', async (t) => {
-  for (const file of domainFiles.filter((f) => f.endsWith('service.ts'))) {
-    const text = readFileSync(path.join(packageRoot, file), 'utf8');
-    t.notOk(importsOf(file).some((s) => s.startsWith('fastify') || s.startsWith('@fastify') || s.endsWith('core/http.js')), `${file} imports Fastify or the HTTP layer`);
-    t.notOk(/process\.env/.test(text), `${file} reads process.env`);
-    for (const spec of importsOf(file)) {
-      if (/^\.\.\/[a-z-]+\/model\.js$/.test(spec)) t.fail(`${file} uses another domain's model (${spec}); call its service`);
-    }
+t.test('services and flows never touch Fastify or the environment; models never call services', async (t) => {
+  for (const file of files.filter((f) => layerOf(f) === 'leaf' || layerOf(f) === 'flow')) {
+    t.notOk(specifiersOf(file).some((s) => s.startsWith('fastify') || s.startsWith('@fastify') || s.endsWith('core/http.js')), `${file} imports Fastify or the HTTP layer`);
+    t.notOk(/process\.env/.test(read(file)), `${file} reads process.env`);
   }
-  for (const file of domainFiles.filter((f) => f.endsWith('model.ts'))) {
-    t.notOk(importsOf(file).some((s) => /service|outbox|fastify/.test(s)), `${file} imports a service, the outbox or Fastify`);
+  for (const file of files.filter((f) => f.endsWith('/model.ts'))) {
+    t.notOk(specifiersOf(file).some((s) => /service|outbox|fastify|flows/.test(s)), `${file} imports a service, a flow, the outbox or Fastify`);
   }
 });
 
 t.test('CLI commands go through services: no Fastify, no models, no raw SQL', async (t) => {
   for (const file of sources('cli')) {
-    const specs = importsOf(file);
+    const specs = specifiersOf(file);
     t.notOk(specs.some((s) => s.startsWith('fastify') || s.startsWith('@fastify') || s === 'knex' || s === 'pg'), `${file} imports Fastify, knex or pg`);
     t.notOk(specs.some((s) => s.endsWith('model.js')), `${file} imports a model`);
-    const code = readFileSync(path.join(packageRoot, file), 'utf8').replace(/^\s*import\s[^;]*;/gms, '');
+    const code = read(file).replace(/^\s*import\s[^;]*;/gms, '');
     t.notOk(/\.raw\(|\bselect\s[^'"`]+\sfrom\s/i.test(code), `${file} contains SQL`);
   }
 });
 
 t.test('only cli/io.ts writes to the console', async (t) => {
   for (const file of sources('cli').filter((f) => !f.endsWith('io.ts'))) {
-    const text = readFileSync(path.join(packageRoot, file), 'utf8');
-    t.notOk(/console\.|process\.(stdout|stderr)\.write/.test(text), `${file} writes output itself`);
+    t.notOk(/console\.|process\.(stdout|stderr)\.write/.test(read(file)), `${file} writes output itself`);
   }
 });
 
 t.test('every domain with routes is registered in server/app.ts', async (t) => {
-  const app = readFileSync(path.join(packageRoot, 'server/app.ts'), 'utf8');
-  for (const file of domainFiles.filter((f) => f.endsWith('routes.ts'))) {
+  const app = read('server/app.ts');
+  for (const file of files.filter((f) => f.endsWith('/routes.ts') && layerOf(f) === 'routes')) {
     t.match(app, `./domains/${domainOf(file)}/routes.js`, `${domainOf(file)} is in the explicit domain list`);
   }
 });

@@ -6,7 +6,7 @@ import type { Config } from '../../core/config.js';
 import type { Db } from '../../core/db.js';
 import { badRequest, conflict, forbidden, HttpError, notFound } from '../../core/errors.js';
 import { newId, ID_PREFIX } from '../../core/ids.js';
-import { scopeOf } from '../../core/model.js';
+import { scopeOf, sameTenant, tenantScope } from '../../core/model.js';
 import { cachedServerSecret } from '../../core/secrets.js';
 import { part, type Services } from '../../core/services.js';
 import { ByteLimitExceeded, storageFromConfig, type StagedObject, type Storage } from '../../integrations/storage.js';
@@ -112,27 +112,27 @@ const sizeMismatch = (declared: number, detail: string) =>
 
 /** The brand's live ticket, else 404. Raw SQL: the attachment domain keeps tickets.attachment_count. */
 async function requireTicket(ctx: TenantCtx, brandId: string, ticketId: string): Promise<void> {
-  const found = await ctx.db.raw(`select 1 from tickets where account_id = ? and livemode = ? and brand_id = ? and id = ? and deleted_at is null`,
-    [ctx.accountId, ctx.livemode, brandId, ticketId]) as { rows: unknown[] };
+  const found = await ctx.db.raw(`select 1 from tickets where ? and brand_id = ? and id = ? and deleted_at is null`,
+    [tenantScope(ctx, 'tickets'), brandId, ticketId]) as { rows: unknown[] };
   if (!found.rows.length) throw notFound('Ticket');
 }
 
 async function bumpCount(ctx: TenantCtx, brandId: string, ticketId: string, by: number): Promise<void> {
-  await ctx.db.raw(`update tickets set attachment_count = attachment_count + ? where account_id = ? and livemode = ? and brand_id = ? and id = ?`,
-    [by, ctx.accountId, ctx.livemode, brandId, ticketId]);
+  await ctx.db.raw(`update tickets set attachment_count = attachment_count + ? where ? and brand_id = ? and id = ?`,
+    [by, tenantScope(ctx, 'tickets'), brandId, ticketId]);
 }
 
 /** Sets attachment_count of these tickets to their number of UPLOADED attachments. */
 async function recount(ctx: TenantCtx, brandId: string, ticketIds: string[]): Promise<void> {
   await ctx.db.raw(`update tickets set attachment_count = (
-      select count(*) from attachments a where a.account_id = tickets.account_id and a.livemode = tickets.livemode
+      select count(*) from attachments a where ${sameTenant('a', 'tickets')}
         and a.brand_id = tickets.brand_id and a.ticket_id = tickets.id and a.status = 'UPLOADED')
-    where account_id = ? and livemode = ? and brand_id = ? and id = any(?)`, [ctx.accountId, ctx.livemode, brandId, ticketIds]);
+    where ? and tickets.brand_id = ? and tickets.id = any(?)`, [tenantScope(ctx, 'tickets'), brandId, ticketIds]);
 }
 
 /** Attachments of a ticket that is not deleted, or pending ones: what may be read and served. */
-const ON_LIVE_TICKET = `(attachments.ticket_id is null or exists (select 1 from tickets t where t.account_id = attachments.account_id
-  and t.livemode = attachments.livemode and t.brand_id = attachments.brand_id and t.id = attachments.ticket_id and t.deleted_at is null))`;
+const ON_LIVE_TICKET = `(attachments.ticket_id is null or exists (select 1 from tickets t where ${sameTenant('t', 'attachments')}
+  and t.brand_id = attachments.brand_id and t.id = attachments.ticket_id and t.deleted_at is null))`;
 
 function ofBrand(ctx: TenantCtx, brandId: string) {
   return Attachment.scoped(ctx).where('attachments.brandId', brandId);
@@ -453,7 +453,7 @@ export async function urls(ctx: TenantCtx, io: AttachmentIo, brandId: string, id
 }
 
 /** Types a browser may be told as is; anything else (HTML, SVG, scripts, …) is served as octet-stream. */
-const SAFE_TYPES = new Set([
+const SAFE_TYPES: ReadonlySet<string> = new Set([
   'image/png', 'image/jpeg', 'image/gif', 'image/webp', 'image/avif', 'image/bmp', 'image/x-icon', 'image/vnd.microsoft.icon', 'image/heic', 'image/tiff',
   'application/pdf', 'text/plain', 'text/csv', 'application/json', 'application/zip',
   'audio/mpeg', 'audio/ogg', 'audio/wav', 'audio/webm', 'audio/mp4', 'video/mp4', 'video/webm', 'video/ogg', 'video/quicktime',

@@ -1,12 +1,13 @@
 import type { Knex } from 'knex';
 import { withTx, type TenantCtx } from '../../core/context.js';
-import { isPgError, PG, type SqlFragment } from '../../core/db.js';
+import { isPgError, PG } from '../../core/db.js';
 import { badRequest, conflict, notFound } from '../../core/errors.js';
 import { newId, ID_PREFIX } from '../../core/ids.js';
 import { scopeOf } from '../../core/model.js';
-import { emailDomain, isDomain, isEmail, normalizeDomain, normalizeEmail } from '../../core/text.js';
+import { isDomain, isEmail, normalizeDomain, normalizeEmail } from '../../core/text.js';
 import * as audit from '../../core/audit.js';
 import { requireBrand } from '../../core/brand.js';
+import { blockedDomainsOf, isBlockedSql } from '../../core/blocked.js';
 import { BlockedSource } from './model.js';
 import type { BlockedSourceView, CreateBlockedSourceInput } from './schemas.js';
 
@@ -76,18 +77,6 @@ export async function remove(ctx: TenantCtx, brandId: string, sourceId: string):
   });
 }
 
-/**
- * SQL condition, true when the address in `emailColumn` (a normalized email column of a row that
- * carries account_id, livemode and brand_id in `table`) is blocked. Used inside list queries so
- * blocked state is computed in the same statement, not per row.
- */
-export function blockedCondition(table: string, emailColumn: string): string {
-  const domain = `substring(${table}.${emailColumn} from '@([^@]*)$')`;
-  return `exists (select 1 from blocked_sources bs where bs.account_id = ${table}.account_id and bs.livemode = ${table}.livemode and bs.brand_id = ${table}.brand_id
-    and ((bs.type = 'email' and bs.value = ${table}.${emailColumn})
-      or (bs.type = 'domain' and (bs.value = ${domain} or right(${domain}, length(bs.value) + 1) = '.' || bs.value))))`;
-}
-
 /** Whether mail from `email` is blocked for the brand (for the ticket issue: such tickets are spam). */
 export async function isBlocked(ctx: TenantCtx, brandId: string, email: string): Promise<boolean> {
   const brand = await requireBrand(ctx, brandId);
@@ -95,27 +84,6 @@ export async function isBlocked(ctx: TenantCtx, brandId: string, email: string):
   const { sql, bindings } = isBlockedSql(ctx, '?', '?', '?::text[]');
   const result = await ctx.db.raw(`select ${sql} as blocked`, [...bindings, brand.id, address, blockedDomainsOf(address)] as Knex.Value[]) as { rows: { blocked: boolean }[] };
   return result.rows[0]!.blocked;
-}
-
-/** The domains an entry may block an address by: its domain and each parent domain with a dot. */
-export function blockedDomainsOf(address: string): string[] {
-  const labels = emailDomain(address).split('.');
-  return labels.map((_, i) => labels.slice(i).join('.')).filter((d) => d.includes('.'));
-}
-
-/**
- * The blocked test as one SQL boolean, for a statement that decides inside the database (ticket
- * create's sets is_spam with it, for each of its creates): an entry for the address itself or for
- * any of its parent domains (example.com blocks mail.example.com). Over SQL expressions for the
- * brand id (one the caller checked), the normalized address and its blockedDomainsOf as a text[];
- * the bindings are the tenant scope only.
- */
-export function isBlockedSql(ctx: TenantCtx, brandIdSql: string, addressSql: string, domainsSql: string): SqlFragment {
-  return {
-    sql: `exists (select 1 from blocked_sources bs where bs.account_id = ? and bs.livemode = ? and bs.brand_id = ${brandIdSql}
-      and ((bs.type = 'email' and bs.value = ${addressSql}) or (bs.type = 'domain' and bs.value = any(${domainsSql}))))`,
-    bindings: [ctx.accountId, ctx.livemode],
-  };
 }
 
 /** For the brand delete preview. */

@@ -131,7 +131,7 @@ export async function list(ctx: TenantCtx): Promise<BrandView[]> {
 }
 
 /** Brand fields no update changes by hand; every other field of the view is compared for the audit entry. */
-const NOT_AUDITED = new Set(['id', 'object', 'accountId', 'livemode', 'createdAt', 'updatedAt']);
+const NOT_AUDITED: ReadonlySet<string> = new Set(['id', 'object', 'accountId', 'livemode', 'createdAt', 'updatedAt']);
 
 export async function update(ctx: TenantCtx, brandId: string, input: UpdateBrandInput): Promise<BrandView> {
   assertValidTicketSchema(input.ticketSchema);

@@ -2,7 +2,7 @@ import { withTx, type TenantCtx } from '../../core/context.js';
 import { badRequest, notFound } from '../../core/errors.js';
 import { canonicalJson, claim as claimIdempotencyKey, requestFingerprint } from '../../core/idempotency.js';
 import { newId, ID_PREFIX } from '../../core/ids.js';
-import { scopeOf } from '../../core/model.js';
+import { scopeOf, sameTenant, tenantScope } from '../../core/model.js';
 import { isEmail, normalizeEmail } from '../../core/text.js';
 import * as audit from '../../core/audit.js';
 import type { Change } from '../../core/audit.js';
@@ -340,8 +340,8 @@ export async function moveToTicket(ctx: TenantCtx, brandId: string, fromTicketId
       .patch({ ticketId: toTicketId }).returning(['id', 'deletedAt']) as unknown as { deletedAt: Date | null }[];
     await tx.db.raw(`
       update tickets t set comment_count = (select count(*) from comments c
-        where c.account_id = t.account_id and c.livemode = t.livemode and c.brand_id = t.brand_id and c.ticket_id = t.id and c.deleted_at is null)
-      where t.account_id = ? and t.livemode = ? and t.brand_id = ? and t.id = any(?)`, [tx.accountId, tx.livemode, brand.id, ids]);
+        where ${sameTenant('c', 't')} and c.brand_id = t.brand_id and c.ticket_id = t.id and c.deleted_at is null)
+      where ? and t.brand_id = ? and t.id = any(?)`, [tenantScope(tx, 't'), brand.id, ids]);
     return { moved: moved.filter((c) => !c.deletedAt).length };
   });
 }

@@ -5,6 +5,7 @@ import {
   type CompanyListInput, type CreateCompanyInput, type UpdateCompanyInput,
 } from './schemas.js';
 import * as companies from './service.js';
+import { createCompany, updateCompany } from '../../flows/customers.js';
 
 type Route<B = undefined, Q = undefined> = { Params: { brandId: string; companyId: string }; Body: B; Querystring: Q };
 const tags = ['Companies'];
@@ -14,7 +15,7 @@ export async function companyRoutes(app: FastifyInstance): Promise<void> {
   app.post<{ Params: { brandId: string }; Body: CreateCompanyInput }>('/companies', {
     config: { auth: 'api-key', permission: 'companies:write' },
     schema: { tags, summary: 'Create a company (links existing contacts of its domain that have no company)', params: BrandParams, body: CreateCompanyBody, response: { 201: CompanyOut } },
-  }, async (req, reply) => reply.status(201).send(await companies.create(req.ctx, req.params.brandId, req.body)));
+  }, async (req, reply) => reply.status(201).send(await createCompany(req.ctx, req.params.brandId, req.body)));
 
   app.get<{ Params: { brandId: string }; Querystring: CompanyListInput }>('/companies', {
     config: { auth: 'api-key', permission: 'companies:read' },
@@ -29,7 +30,7 @@ export async function companyRoutes(app: FastifyInstance): Promise<void> {
   app.patch<Route<UpdateCompanyInput>>('/companies/:companyId', {
     config: { auth: 'api-key', permission: 'companies:write' },
     schema: { tags, summary: 'Update a company', params: CompanyParams, body: UpdateCompanyBody, response: { 200: CompanyOut } },
-  }, async (req) => companies.update(req.ctx, req.params.brandId, req.params.companyId, req.body));
+  }, async (req) => updateCompany(req.ctx, req.params.brandId, req.params.companyId, req.body));
 
   app.delete<Route>('/companies/:companyId', {
     config: { auth: 'api-key', permission: 'companies:write' },

@@ -3,12 +3,11 @@ import { withTx, type TenantCtx } from '../../core/context.js';
 import { isPgError, PG } from '../../core/db.js';
 import { badRequest, conflict, notFound } from '../../core/errors.js';
 import { newId, ID_PREFIX } from '../../core/ids.js';
-import { scopeOf } from '../../core/model.js';
+import { scopeOf, sameTenant } from '../../core/model.js';
 import { keysetPage, type Page } from '../../core/pagination.js';
 import { escapeLike, foldText, isDomain, normalizeDomain } from '../../core/text.js';
 import * as audit from '../../core/audit.js';
 import { requireBrand } from '../../core/brand.js';
-import * as contacts from '../contacts/service.js';
 import { Company } from './model.js';
 import type { CompanyListInput, CompanyView, CreateCompanyInput, UpdateCompanyInput } from './schemas.js';
 
@@ -22,7 +21,7 @@ import type { CompanyListInput, CompanyView, CreateCompanyInput, UpdateCompanyIn
  * Deleting a company unlinks its contacts (the foreign key sets their companyId to null).
  */
 
-const CUSTOMER_COUNT = objection.raw(`(select count(*) from contacts c where c.account_id = companies.account_id and c.livemode = companies.livemode
+const CUSTOMER_COUNT = objection.raw(`(select count(*) from contacts c where ${sameTenant('c', 'companies')}
   and c.brand_id = companies.brand_id and c.company_id = companies.id)::int as customer_count`);
 
 export function toView(row: Company): CompanyView {
@@ -62,7 +61,14 @@ async function fetch(ctx: TenantCtx, brandId: string, companyId: string, lock = 
   return row;
 }
 
-export async function create(ctx: TenantCtx, brandId: string, input: CreateCompanyInput): Promise<CompanyView> {
+/**
+ * Links the brand's contacts of a domain that have no company yet to a company, returning how
+ * many; the contacts domain does it, passed in by the flow that composes the two
+ * (server/flows/customers.ts), so neither domain imports the other.
+ */
+export type LinkContacts = (ctx: TenantCtx, brandId: string, companyId: string, domain: string) => Promise<number>;
+
+export async function create(ctx: TenantCtx, brandId: string, input: CreateCompanyInput, linkContacts: LinkContacts): Promise<CompanyView> {
   const domain = checkedDomain(input.domain) ?? null;
   return withTx(ctx, async (tx) => {
     const brand = await requireBrand(tx, brandId);
@@ -72,7 +78,7 @@ export async function create(ctx: TenantCtx, brandId: string, input: CreateCompa
     } catch (err) {
       translate(err, domain);
     }
-    const linkedContacts = domain ? await contacts.linkUnlinkedByDomain(tx, brand.id, id, domain) : 0;
+    const linkedContacts = domain ? await linkContacts(tx, brand.id, id, domain) : 0;
     // Contacts linked by domain are part of this entry (a count), not entries of their own.
     await audit.record(tx, { brandId: brand.id, entityType: 'company', entityId: id, event: 'company.created', metadata: { name: input.name, domain, linkedContacts } });
     return toView(await fetch(tx, brand.id, id));
@@ -106,7 +112,7 @@ export async function get(ctx: TenantCtx, brandId: string, companyId: string): P
   return toView(await fetch(ctx, brand.id, companyId));
 }
 
-export async function update(ctx: TenantCtx, brandId: string, companyId: string, input: UpdateCompanyInput): Promise<CompanyView> {
+export async function update(ctx: TenantCtx, brandId: string, companyId: string, input: UpdateCompanyInput, linkContacts: LinkContacts): Promise<CompanyView> {
   const domain = checkedDomain(input.domain);
   return withTx(ctx, async (tx) => {
     const brand = await requireBrand(tx, brandId);
@@ -120,7 +126,7 @@ export async function update(ctx: TenantCtx, brandId: string, companyId: string,
     } catch (err) {
       translate(err, domain);
     }
-    const linkedContacts = domain && domain !== before.domain ? await contacts.linkUnlinkedByDomain(tx, brand.id, before.id, domain) : 0;
+    const linkedContacts = domain && domain !== before.domain ? await linkContacts(tx, brand.id, before.id, domain) : 0;
     const after = toView(await fetch(tx, brand.id, before.id));
     const changes = audit.changesBetween(toView(before), after, ['name', 'domain', 'metadata']);
     if (changes.length) await audit.record(tx, { brandId: brand.id, entityType: 'company', entityId: before.id, event: 'company.updated', changes, metadata: { name: after.name, linkedContacts } });
@@ -140,14 +146,14 @@ export async function remove(ctx: TenantCtx, brandId: string, companyId: string)
   });
 }
 
-/** For contacts: the id of a company of this brand, or a 400 naming the field. */
+/** The id of a company of this brand, or a 400 naming companyId (a contact's company). */
 export async function requireCompanyId(ctx: TenantCtx, brandId: string, companyId: string): Promise<string> {
   const row = await Company.scoped(ctx).where({ brandId, id: companyId }).select('id').first();
   if (!row) throw badRequest(`companyId ${companyId} is not a company of this brand`, [{ field: 'companyId', message: 'is not a company of this brand' }], 'invalid_company_id');
   return row.id;
 }
 
-/** For contacts: the company of this brand with exactly this domain, if any. */
+/** The company of this brand with exactly this domain, if any (a new contact's company). */
 export async function idForDomain(ctx: TenantCtx, brandId: string, domain: string): Promise<string | null> {
   const row = await Company.scoped(ctx).where({ brandId, domain }).select('id').first();
   return row?.id ?? null;

@@ -6,6 +6,7 @@ import {
   type ContactListInput, type CreateContactInput, type UpdateContactInput,
 } from './schemas.js';
 import * as contacts from './service.js';
+import { createContact, updateContact } from '../../flows/customers.js';
 
 type Route<B = undefined, Q = undefined> = { Params: { brandId: string; contactId: string }; Body: B; Querystring: Q };
 
@@ -16,7 +17,7 @@ function contactRoutesAt(path: '/contacts' | '/customers') {
     app.post<{ Params: { brandId: string }; Body: CreateContactInput }>(path, {
       config: { auth: 'api-key', permission: 'contacts:write' },
       schema: { tags, summary: 'Create a contact', params: BrandParams, body: CreateContactBody, response: { 201: ContactOut } },
-    }, async (req, reply) => reply.status(201).send(await contacts.create(req.ctx, req.params.brandId, req.body)));
+    }, async (req, reply) => reply.status(201).send(await createContact(req.ctx, req.params.brandId, req.body)));
 
     app.get<{ Params: { brandId: string }; Querystring: ContactListInput }>(path, {
       config: { auth: 'api-key', permission: 'contacts:read' },
@@ -37,7 +38,7 @@ function contactRoutesAt(path: '/contacts' | '/customers') {
     app.patch<Route<UpdateContactInput>>(`${path}/:contactId`, {
       config: { auth: 'api-key', permission: 'contacts:write' },
       schema: { tags, summary: 'Update a contact (companyId: null unlinks)', params: ContactParams, body: UpdateContactBody, response: { 200: ContactOut } },
-    }, async (req) => contacts.update(req.ctx, req.params.brandId, req.params.contactId, req.body));
+    }, async (req) => updateContact(req.ctx, req.params.brandId, req.params.contactId, req.body));
 
     app.delete<Route>(`${path}/:contactId`, {
       config: { auth: 'api-key', permission: 'contacts:write' },

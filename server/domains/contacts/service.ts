@@ -1,15 +1,14 @@
 import objection from 'objection';
 import { withTx, type TenantCtx } from '../../core/context.js';
-import { isPgError, PG, type SqlFragment } from '../../core/db.js';
+import { isPgError, PG } from '../../core/db.js';
 import { badRequest, conflict, notFound } from '../../core/errors.js';
 import { newId, ID_PREFIX } from '../../core/ids.js';
-import { scopeOf } from '../../core/model.js';
+import { sameTenant, scopeOf } from '../../core/model.js';
 import { keysetPage, type Page } from '../../core/pagination.js';
 import { emailDomain, escapeLike, foldText, isEmail, normalizeEmail } from '../../core/text.js';
 import * as audit from '../../core/audit.js';
-import * as blockedSources from '../blocked-sources/service.js';
+import { blockedCondition } from '../../core/blocked.js';
 import { requireBrand } from '../../core/brand.js';
-import * as companies from '../companies/service.js';
 import { Contact } from './model.js';
 import type { ContactListInput, ContactView, CreateContactInput, UpdateContactInput } from './schemas.js';
 
@@ -25,7 +24,7 @@ import type { ContactListInput, ContactView, CreateContactInput, UpdateContactIn
 
 const SORT_SQL = { createdAt: 'contacts.id', name: 'contacts.name_key', email: 'contacts.email' } as const;
 const SEARCH_LIMIT = 10;
-const TICKET_COUNT = `(select count(*)::int from tickets t where t.account_id = contacts.account_id and t.livemode = contacts.livemode
+const TICKET_COUNT = `(select count(*)::int from tickets t where ${sameTenant('t', 'contacts')}
   and t.brand_id = contacts.brand_id and t.customer_id = contacts.id and t.deleted_at is null) as ticket_count`;
 
 export function toView(row: Contact): ContactView {
@@ -51,7 +50,7 @@ function query(ctx: TenantCtx, brandId: string) {
   return Contact.scoped(ctx)
     .where('contacts.brandId', brandId)
     .leftJoin('companies', 'companies.id', 'contacts.companyId')
-    .select('contacts.*', 'companies.name as companyName', objection.raw(`${blockedSources.blockedCondition('contacts', 'email')} as is_blocked`), objection.raw(TICKET_COUNT));
+    .select('contacts.*', 'companies.name as companyName', objection.raw(`${blockedCondition('contacts', 'email')} as is_blocked`), objection.raw(TICKET_COUNT));
 }
 
 async function fetch(ctx: TenantCtx, brandId: string, contactId: string): Promise<Contact> {
@@ -70,17 +69,28 @@ function checkedEmail(raw: string): string {
   return email;
 }
 
-async function companyFor(ctx: TenantCtx, brandId: string, email: string, companyId: string | null | undefined): Promise<string | null> {
-  if (companyId === null) return null;
-  if (companyId !== undefined) return companies.requireCompanyId(ctx, brandId, companyId);
-  return companies.idForDomain(ctx, brandId, emailDomain(email));
+/**
+ * How contacts find companies: the companies domain answers, passed in by the flow that composes
+ * the two (server/flows/customers.ts), so neither domain imports the other.
+ */
+export interface CompanyLookup {
+  /** The id of a company of the brand, or a 400 naming companyId. */
+  byId(ctx: TenantCtx, brandId: string, companyId: string): Promise<string>;
+  /** The brand's company with exactly this domain, if any. */
+  byDomain(ctx: TenantCtx, brandId: string, domain: string): Promise<string | null>;
 }
 
-export async function create(ctx: TenantCtx, brandId: string, input: CreateContactInput): Promise<ContactView> {
+async function companyFor(ctx: TenantCtx, companies: CompanyLookup, brandId: string, email: string, companyId: string | null | undefined): Promise<string | null> {
+  if (companyId === null) return null;
+  if (companyId !== undefined) return companies.byId(ctx, brandId, companyId);
+  return companies.byDomain(ctx, brandId, emailDomain(email));
+}
+
+export async function create(ctx: TenantCtx, brandId: string, input: CreateContactInput, companies: CompanyLookup): Promise<ContactView> {
   const email = checkedEmail(input.email);
   return withTx(ctx, async (tx) => {
     const brand = await requireBrand(tx, brandId);
-    const companyId = await companyFor(tx, brand.id, email, input.companyId);
+    const companyId = await companyFor(tx, companies, brand.id, email, input.companyId);
     const id = newId(ID_PREFIX.contact);
     const name = input.name ?? null;
     try {
@@ -98,21 +108,18 @@ export async function create(ctx: TenantCtx, brandId: string, input: CreateConta
 }
 
 /**
- * The contact with this email, created if there is none (for tickets from new senders).
- * Race-safe: INSERT … ON CONFLICT DO NOTHING on the unique email index, then read.
- */
-/**
  * The id of the brand's contact with this email, created (and linked to the company of its domain)
- * when there is none. Ticket create calls it: it reads only the id, not the whole contact view.
+ * when there is none, for tickets and mail from new senders. Race-safe: INSERT … ON CONFLICT DO
+ * NOTHING on the unique email index, then read.
  */
-export async function findOrCreateByEmail(ctx: TenantCtx, brandId: string, rawEmail: string, name?: string | null): Promise<{ id: string }> {
+export async function findOrCreateByEmail(ctx: TenantCtx, companies: CompanyLookup, brandId: string, rawEmail: string, name?: string | null): Promise<{ id: string }> {
   const email = checkedEmail(rawEmail);
   return withTx(ctx, async (tx) => {
     const brand = await requireBrand(tx, brandId);
     const byEmail = () => Contact.scoped(tx).where({ 'contacts.brandId': brand.id, 'contacts.email': email }).select('contacts.id').first();
     const existing = await byEmail();
     if (existing) return { id: existing.id };
-    const companyId = await companies.idForDomain(tx, brand.id, emailDomain(email));
+    const companyId = await companies.byDomain(tx, brand.id, emailDomain(email));
     const inserted = await tx.db.table('contacts')
       .insert({ id: newId(ID_PREFIX.contact), ...scopeOf(tx), brandId: brand.id, email, name: name ?? null, nameKey: foldText(name ?? ''), companyId })
       .onConflict(['accountId', 'livemode', 'brandId', 'email']).ignore().returning('id') as { id: string }[];
@@ -120,52 +127,6 @@ export async function findOrCreateByEmail(ctx: TenantCtx, brandId: string, rawEm
     if (inserted[0]) await audit.record(tx, { brandId: brand.id, entityType: 'contact', entityId: inserted[0].id, event: 'contact.created', metadata: { email } });
     return { id: inserted[0]?.id ?? (await byEmail())!.id };
   });
-}
-
-/** What a statement folding findOrCreateManyCtes in reads of the customer (the ticket view, webhook bodies). */
-const CUSTOMER_COLUMNS = ['id', 'account_id', 'livemode', 'brand_id', 'email', 'name', 'avatar_url', 'company_id'];
-
-/**
- * findOrCreateByEmail as CTEs of a larger statement (ticket create's statement, for each create it
- * takes). `requests` names a relation with, per row: ord, brand_id, email (normalized and checked,
- * or null for none), email_domain, contact_id (the id a new contact takes: the same on every row of
- * one brand and email), customer_name and customer_name_key (the first row's name wins); `ready` is
- * a condition on its row `r`.
- * - `found_contact` reads the existing contacts;
- * - `made_contact` inserts the missing ones of ready rows, each once, linked to the company of its
- *   email's domain, with their contact.created entries (`entries`: createdEntryRows of every
- *   contact_id, written for those made);
- * - `customer` holds every such contact's row (the rest of the statement cannot see a new one in
- *   `contacts`).
- * A concurrent insert of the same email is waited for and its row returned (ON CONFLICT DO UPDATE
- * to the same email: no trigger fires, nothing changes), so `customer` has each ready row's contact.
- */
-export function findOrCreateManyCtes(ctx: TenantCtx, requests: string, ready: string, entries: readonly Record<string, unknown>[]): SqlFragment {
-  const entry = audit.insertRowsStatement(entries, { sql: 'exists (select 1 from made_contact m where m.id = entry.entity_id)', bindings: [] });
-  return {
-    sql: `found_contact as (
-        select ${CUSTOMER_COLUMNS.map((c) => `c.${c}`).join(', ')} from contacts c
-        where c.account_id = ? and c.livemode = ? and (c.brand_id, c.email) in (select r.brand_id, r.email from ${requests} r where r.email is not null)
-      ), made_contact as (
-        insert into contacts (id, account_id, livemode, brand_id, email, name, name_key, company_id)
-        select distinct on (r.brand_id, r.email) r.contact_id, ?, ?, r.brand_id, r.email, r.customer_name, r.customer_name_key,
-          (select co.id from companies co where co.account_id = ? and co.livemode = ? and co.brand_id = r.brand_id and co.domain = r.email_domain)
-        from ${requests} r
-        where r.email is not null and ${ready} and not exists (select 1 from found_contact f where f.brand_id = r.brand_id and f.email = r.email)
-        order by r.brand_id, r.email, r.ord
-        on conflict (account_id, livemode, brand_id, email) do update set email = excluded.email
-        returning ${CUSTOMER_COLUMNS.join(', ')}
-      ), contact_entry as (${entry.sql}
-      ), customer as (
-        select * from found_contact union all select * from made_contact
-      )`,
-    bindings: [ctx.accountId, ctx.livemode, ctx.accountId, ctx.livemode, ctx.accountId, ctx.livemode, ...entry.bindings],
-  };
-}
-
-/** The contact.created entry of a contact findOrCreateManyCtes may make. */
-export function createdEntryRows(ctx: TenantCtx, brandId: string, contactId: string, email: string): Record<string, unknown>[] {
-  return audit.entryRows(ctx, [{ brandId, entityType: 'contact', entityId: contactId, event: 'contact.created', metadata: { email } }]);
 }
 
 export async function list(ctx: TenantCtx, brandId: string, input: ContactListInput): Promise<Page<ContactView>> {
@@ -181,7 +142,7 @@ export async function list(ctx: TenantCtx, brandId: string, input: ContactListIn
     q.where((w) => w.where('contacts.email', 'like', lower).orWhere('contacts.nameKey', 'like', folded));
   }
   if (input.companyId) q.where('contacts.companyId', input.companyId);
-  if (hideBlocked) q.whereRaw(`not ${blockedSources.blockedCondition('contacts', 'email')}`);
+  if (hideBlocked) q.whereRaw(`not ${blockedCondition('contacts', 'email')}`);
   return keysetPage(q, {
     sort: SORT_SQL[sort],
     id: 'contacts.id',
@@ -212,7 +173,7 @@ export async function get(ctx: TenantCtx, brandId: string, contactId: string): P
   return toView(await fetch(ctx, brand.id, contactId));
 }
 
-export async function update(ctx: TenantCtx, brandId: string, contactId: string, input: UpdateContactInput): Promise<ContactView> {
+export async function update(ctx: TenantCtx, brandId: string, contactId: string, input: UpdateContactInput, companies: CompanyLookup): Promise<ContactView> {
   const email = input.email === undefined ? undefined : checkedEmail(input.email);
   return withTx(ctx, async (tx) => {
     const brand = await requireBrand(tx, brandId);
@@ -225,7 +186,7 @@ export async function update(ctx: TenantCtx, brandId: string, contactId: string,
     if (input.avatarUrl !== undefined) patch.avatarUrl = input.avatarUrl;
     if (input.notifyEmail !== undefined) patch.notifyEmail = input.notifyEmail;
     if (input.metadata !== undefined) patch.metadata = input.metadata;
-    if (input.companyId !== undefined) patch.companyId = input.companyId === null ? null : await companies.requireCompanyId(tx, brand.id, input.companyId);
+    if (input.companyId !== undefined) patch.companyId = input.companyId === null ? null : await companies.byId(tx, brand.id, input.companyId);
     try {
       await Contact.scoped(tx).where({ brandId: brand.id, id: before.id }).patch(patch);
     } catch (err) {
@@ -250,7 +211,7 @@ export async function remove(ctx: TenantCtx, brandId: string, contactId: string)
   });
 }
 
-/** For companies: link the brand's contacts of `domain` that have no company yet. */
+/** Links the brand's contacts of `domain` that have no company yet to the company; how many. */
 export async function linkUnlinkedByDomain(ctx: TenantCtx, brandId: string, companyId: string, domain: string): Promise<number> {
   return Contact.scoped(ctx).where({ brandId }).whereNull('companyId')
     .where('email', 'like', `%@${escapeLike(domain)}`)

@@ -2,7 +2,7 @@ import { withTx, type TenantCtx } from '../../core/context.js';
 import { badRequest, conflict, notFound } from '../../core/errors.js';
 import { newId, ID_PREFIX } from '../../core/ids.js';
 import { isPgError, PG } from '../../core/db.js';
-import { scopeOf } from '../../core/model.js';
+import { scopeOf, tenantScope } from '../../core/model.js';
 import * as audit from '../../core/audit.js';
 import { requireBrand } from '../../core/brand.js';
 import { Tag } from './model.js';
@@ -184,8 +184,8 @@ export async function merge(ctx: TenantCtx, brandId: string, targetId: string, s
 async function relinkTickets(tx: TenantCtx, target: Tag, sourceIds: readonly string[]): Promise<void> {
   await tx.db.raw(`insert into ticket_tags (account_id, livemode, brand_id, ticket_id, tag_id)
     select account_id, livemode, brand_id, ticket_id, ? from ticket_tags
-    where account_id = ? and livemode = ? and brand_id = ? and tag_id = any(?::text[])
-    on conflict do nothing`, [target.id, tx.accountId, tx.livemode, target.brandId, [...sourceIds]]);
+    where ? and brand_id = ? and tag_id = any(?::text[])
+    on conflict do nothing`, [target.id, tenantScope(tx, 'ticket_tags'), target.brandId, [...sourceIds]]);
 }
 
 /** Tickets per tag of the brand, deleted tickets left out (tags without tickets are absent). */

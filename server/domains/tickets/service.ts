@@ -5,19 +5,15 @@ import { normalizeEmail } from '../../core/text.js';
 import * as audit from '../../core/audit.js';
 import { requireBrand } from '../../core/brand.js';
 import * as events from '../../outbox/events.js';
+import { VIEW_COLUMNS } from './columns.js';
 import { Ticket } from './model.js';
 import { decodeCursor, encodeCursor, keysetPage, PAGE_LIMIT_DEFAULT, type Page, type Position, type SortValue, invalidCursor } from '../../core/pagination.js';
 import { TICKET_SORTS, type TicketListInput, type TicketView } from './schemas.js';
+import { sameTenant, tenantScope } from '../../core/model.js';
 
 /**
  * Tickets of a brand: create, get, update, soft delete and the list with full-text search.
- *
- * Create: round trips are its cost, and the per-brand ticket counter serializes creates within a
- * brand, so the usual create (customer, existing tags, status, category, assignee, no watchers or
- * pending attachments, no custom-field schema) is ONE statement (createInOneStatement); anything
- * else, every error included, goes step by step in a transaction (createStepByStep). Both write
- * the ticket with the same statement (writeStatement).
- * notifyCustomer is accepted and not stored.
+ * Create, update and merge are flows (server/flows/ticket-*.ts): they span other domains.
  */
 
 export const MAX_CUSTOM_FIELDS_BYTES = 64 * 1024;
@@ -78,13 +74,6 @@ export function viewOfColumns(row: Record<string, unknown>): TicketView {
 /** A given date-time as stored and read back (millisecond ISO, UTC). */
 export const isoOrNull = (v: string | null | undefined) => (v == null ? null : new Date(v).toISOString());
 
-/**
- * The columns a ticket view reads. Not `tickets.*`: the derived list and search columns
- * (search_vector can be as large as the body) stay in the database.
- */
-export const VIEW_COLUMNS = ['id', 'account_id', 'livemode', 'brand_id', 'ticket_number', 'title', 'body', 'status', 'priority', 'assignee_id',
-  'created_by', 'customer_id', 'category_id', 'links', 'custom_fields', 'metadata', 'source', 'source_id', 'source_data', 'is_spam',
-  'merged_into_id', 'comment_count', 'attachment_count', 'close_reason', 'due_at', 'created_at', 'updated_at', 'deleted_at'];
 const TICKET_COLUMNS = VIEW_COLUMNS.map((c) => `tickets.${c}`);
 
 /**
@@ -95,17 +84,17 @@ const TICKET_COLUMNS = VIEW_COLUMNS.map((c) => `tickets.${c}`);
  */
 export function relatedColumns(tagIdsSql: string | null, contactsRelation = 'contacts'): string {
   const tagRows = tagIdsSql === null
-    ? `ticket_tags tt join tags tg on tg.account_id = tt.account_id and tg.livemode = tt.livemode and tg.brand_id = tt.brand_id and tg.id = tt.tag_id
-        where tt.account_id = tickets.account_id and tt.livemode = tickets.livemode and tt.brand_id = tickets.brand_id and tt.ticket_id = tickets.id`
-    : `tags tg where tg.account_id = tickets.account_id and tg.livemode = tickets.livemode and tg.brand_id = tickets.brand_id and tg.id = any(${tagIdsSql})`;
+    ? `ticket_tags tt join tags tg on ${sameTenant('tg', 'tt')} and tg.brand_id = tt.brand_id and tg.id = tt.tag_id
+        where ${sameTenant('tt', 'tickets')} and tt.brand_id = tickets.brand_id and tt.ticket_id = tickets.id`
+    : `tags tg where ${sameTenant('tg', 'tickets')} and tg.brand_id = tickets.brand_id and tg.id = any(${tagIdsSql})`;
   return `
       (select json_build_object('id', s.id, 'key', s.key, 'name', s.name, 'color', s.color) from statuses s
-        where s.account_id = tickets.account_id and s.livemode = tickets.livemode and s.brand_id = tickets.brand_id and s.key = tickets.status) as status_ref,
+        where ${sameTenant('s', 'tickets')} and s.brand_id = tickets.brand_id and s.key = tickets.status) as status_ref,
       (select json_build_object('id', c.id, 'email', c.email, 'name', c.name, 'avatarUrl', c.avatar_url, 'companyId', c.company_id,
           'company', (select json_build_object('id', co.id, 'name', co.name) from companies co where co.id = c.company_id))
-        from ${contactsRelation} c where c.account_id = tickets.account_id and c.livemode = tickets.livemode and c.brand_id = tickets.brand_id and c.id = tickets.customer_id) as customer,
+        from ${contactsRelation} c where ${sameTenant('c', 'tickets')} and c.brand_id = tickets.brand_id and c.id = tickets.customer_id) as customer,
       (select json_build_object('id', ca.id, 'name', ca.name, 'color', ca.color) from categories ca
-        where ca.account_id = tickets.account_id and ca.livemode = tickets.livemode and ca.brand_id = tickets.brand_id and ca.id = tickets.category_id) as category,
+        where ${sameTenant('ca', 'tickets')} and ca.brand_id = tickets.brand_id and ca.id = tickets.category_id) as category,
       coalesce((select json_agg(json_build_object('id', tg.id, 'name', tg.name, 'color', tg.color) order by lower(tg.name), tg.id)
         from ${tagRows}), '[]'::json) as tag_list`;
 }
@@ -181,14 +170,14 @@ export async function remove(ctx: TenantCtx, brandId: string, ticketId: string):
 const PRIORITY_RANK = `(case tickets.priority when 'low' then 1 when 'normal' then 2 when 'medium' then 3 when 'high' then 4 when 'urgent' then 5 else 0 end)`;
 /**
  * A filter subquery's scope as bound values, not as columns of the ticket row: PostgreSQL folds
- * `livemode = true` into the bare boolean, which then no longer carries over to the subquery's
+ * a livemode test against true into the bare boolean, which then no longer carries over to the subquery's
  * table, and an index led by (account_id, livemode, brand_id, …) is only usable with all three
  * given. Bound, the tag filter reads ticket_tags by its tag index (a rare tag drives the plan) and
  * the customer email lookup runs once, not per ticket.
  */
 const inScope = (ctx: TenantCtx, brandId: string, alias: string) => ({
-  sql: `${alias}.account_id = ? and ${alias}.livemode = ? and ${alias}.brand_id = ?`,
-  bindings: [ctx.accountId, ctx.livemode, brandId],
+  sql: `? and ${alias}.brand_id = ?`,
+  bindings: [tenantScope(ctx, alias), brandId],
 });
 
 /**

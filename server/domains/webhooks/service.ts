@@ -1,8 +1,8 @@
 import { randomBytes } from 'node:crypto';
-import { systemActor, tenantCtx, withTx, type BaseCtx, type TenantCtx } from '../../core/context.js';
+import { systemActor, withTx, type BaseCtx, type TenantCtx } from '../../core/context.js';
 import { badRequest, conflict, notFound } from '../../core/errors.js';
 import { newId, ID_PREFIX } from '../../core/ids.js';
-import { scopeOf } from '../../core/model.js';
+import { scopeOf, tenantScope } from '../../core/model.js';
 import { assertPublicHost, OutboundRefused } from '../../core/outbound.js';
 import * as outbox from '../../outbox/service.js';
 import type { OutboxMessage } from '../../outbox/model.js';
@@ -243,8 +243,8 @@ export interface DeliveryTarget {
   secrets: string[];
 }
 
-export async function deliveryTarget(ctx: BaseCtx, webhookId: string, now: Date): Promise<DeliveryTarget | null> {
-  const row = await Webhook.query(ctx.db).findById(webhookId).select('id', 'url', 'enabled', 'secret', 'previousSecret', 'previousSecretExpiresAt');
+export async function deliveryTarget(ctx: TenantCtx, webhookId: string, now: Date): Promise<DeliveryTarget | null> {
+  const row = await Webhook.scoped(ctx).findById(webhookId).select('id', 'url', 'enabled', 'secret', 'previousSecret', 'previousSecretExpiresAt');
   if (!row) return null;
   const previous = row.previousSecret && row.previousSecretExpiresAt && row.previousSecretExpiresAt > now ? [row.previousSecret] : [];
   return { id: row.id, url: row.url, enabled: row.enabled, secrets: [row.secret, ...previous] };
@@ -254,8 +254,6 @@ export async function deliveryTarget(ctx: BaseCtx, webhookId: string, now: Date)
 export const DISABLE_AFTER_FAILURES = 16;
 
 export interface AttemptRecord {
-  accountId: string;
-  livemode: boolean;
   webhookId: string;
   at: Date;
   /** null for a success. */
@@ -271,15 +269,16 @@ export interface AttemptRecord {
  * second on success), the consecutive failure count (reset by a success), lastFailure, and
  * disabling with an audit entry.
  */
-export async function recordAttempt(tx: BaseCtx, a: AttemptRecord): Promise<void> {
+export async function recordAttempt(tx: TenantCtx, a: AttemptRecord): Promise<void> {
   if (a.failure === null) {
     // The common case, kept off the row lock: a busy webhook's successes write it at most once a second.
     await tx.db.raw(`update webhooks set last_triggered_at = ?, failure_count = 0
-      where id = ? and (failure_count <> 0 or last_triggered_at is null or last_triggered_at < ?::timestamptz - interval '1 second')`, [a.at, a.webhookId, a.at]);
+      where ? and id = ? and (failure_count <> 0 or last_triggered_at is null or last_triggered_at < ?::timestamptz - interval '1 second')`,
+    [a.at, tenantScope(tx, 'webhooks'), a.webhookId, a.at]);
     return;
   }
   const result = await tx.db.raw(`
-    with old as (select id, enabled, failure_count from webhooks where id = ? for update)
+    with old as (select id, enabled, failure_count from webhooks where ? and id = ? for update)
     update webhooks w set
       last_triggered_at = ?,
       failure_count = case when ?::text is null then 0 else old.failure_count + 1 end,
@@ -291,14 +290,14 @@ export async function recordAttempt(tx: BaseCtx, a: AttemptRecord): Promise<void
         when ?::text is not null then ?::text
         when ? and ?::text is not null and old.failure_count + 1 >= ? then 'every delivery attempt failed for about three days (' || (old.failure_count + 1) || ' in a row)'
       end as reason) d
-    where w.id = old.id
+    where ? and w.id = old.id
     returning old.enabled and not w.enabled as disabled, w.disabled_reason as reason, w.brand_id as "brandId"`,
-  [a.webhookId, a.at, a.failure, a.failure, a.failure, a.at, a.disable ?? null, a.disable ?? null, Boolean(a.exhausted), a.failure, DISABLE_AFTER_FAILURES]) as {
+  [tenantScope(tx, 'webhooks'), a.webhookId, a.at, a.failure, a.failure, a.failure, a.at, a.disable ?? null, a.disable ?? null, Boolean(a.exhausted), a.failure, DISABLE_AFTER_FAILURES, tenantScope(tx, 'w')]) as {
     rows: { disabled: boolean; reason: string | null; brandId: string }[];
   };
   const row = result.rows[0];
   if (row?.disabled) {
-    const ctx = tenantCtx({ ...tx, actor: systemActor('dispatcher') }, a.accountId, a.livemode);
+    const ctx = { ...tx, actor: systemActor('dispatcher') };
     await audit.record(ctx, { brandId: row.brandId, entityType: 'webhook', entityId: a.webhookId, event: 'webhook.disabled', changes: [{ field: 'enabled', from: true, to: false }], metadata: { reason: row.reason } });
   }
 }

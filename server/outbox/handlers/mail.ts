@@ -16,7 +16,7 @@ import type { Claimed } from '../service.js';
  */
 
 /** Errors of nodemailer that mean this message cannot be sent as it is, whatever the relay. */
-const MESSAGE_ERRORS = new Set(['EENVELOPE', 'EMESSAGE']);
+const MESSAGE_ERRORS: ReadonlySet<string> = new Set(['EENVELOPE', 'EMESSAGE']);
 
 const isAddress = (a: unknown) => typeof (a as { address?: unknown } | null)?.address === 'string';
 

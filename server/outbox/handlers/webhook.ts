@@ -1,6 +1,6 @@
 import net from 'node:net';
 import { Agent, request } from 'undici';
-import type { BaseCtx } from '../../core/context.js';
+import { tenantCtx, type BaseCtx } from '../../core/context.js';
 import { assertPublicHost, hostOf, OutboundRefused, publicLookup } from '../../core/outbound.js';
 import * as webhooks from '../../domains/webhooks/service.js';
 import { parseRetryAfter } from '../backoff.js';
@@ -52,7 +52,7 @@ function refusal(err: unknown): OutboundRefused | null {
   return null;
 }
 
-const TIMEOUT_CODES = new Set(['UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
+const TIMEOUT_CODES: ReadonlySet<string> = new Set(['UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
 
 export function webhookHandler(options: WebhookDeliveryOptions): OutboxHandler {
   // One connection pool per dispatcher: keep-alive to busy receivers. New connections resolve
@@ -87,7 +87,8 @@ export function webhookHandler(options: WebhookDeliveryOptions): OutboxHandler {
 
   return {
     async deliver(ctx: BaseCtx, message: Claimed, signal: AbortSignal, now: Date): Promise<Attempt> {
-      const target = await webhooks.deliveryTarget(ctx, message.webhookId!, now);
+      // Read through the tenant the message belongs to: a webhook id of another tenant finds nothing.
+      const target = await webhooks.deliveryTarget(tenantCtx(ctx, message.accountId, message.livemode), message.webhookId!, now);
       if (!target) return { outcome: 'fail', error: 'the webhook was deleted', responseCode: null, responseBody: null, notSent: true };
       if (!target.enabled) return { outcome: 'fail', error: 'the webhook is disabled', responseCode: null, responseBody: null, notSent: true };
       const headers = {
@@ -101,9 +102,7 @@ export function webhookHandler(options: WebhookDeliveryOptions): OutboxHandler {
     async settled(tx, message, attempt, settlement) {
       if (attempt.outcome === 'interrupted' || (attempt.outcome !== 'success' && attempt.notSent)) return;
       const failed = attempt.outcome !== 'success';
-      await webhooks.recordAttempt(tx, {
-        accountId: message.accountId,
-        livemode: message.livemode,
+      await webhooks.recordAttempt(tenantCtx(tx, message.accountId, message.livemode), {
         webhookId: message.webhookId!,
         at: settlement.attemptedAt,
         failure: failed ? attempt.error : null,

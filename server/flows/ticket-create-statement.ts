@@ -1,0 +1,191 @@
+import type { Knex } from 'knex';
+import type { TenantCtx } from '../core/context.js';
+import * as audit from '../core/audit.js';
+import { blockedDomainsOf, isBlockedSql } from '../core/blocked.js';
+import type { SqlFragment } from '../core/db.js';
+import { claimRowsStatement } from '../core/idempotency.js';
+import { newId, ID_PREFIX } from '../core/ids.js';
+import { accountScope, tenantScope } from '../core/model.js';
+import { emailDomain, foldText } from '../core/text.js';
+import * as events from '../outbox/events.js';
+import { GIVEN_COLUMNS, VIEW_COLUMNS } from '../domains/tickets/columns.js';
+import type { CreateTicketInput } from '../domains/tickets/schemas.js';
+import * as tickets from '../domains/tickets/service.js';
+
+/** One ticket for the create statement to write, with what its request asked for. */
+export interface TicketWrite {
+  ctx: TenantCtx;
+  id: string;
+  brandId: string;
+  title: string;
+  email: string | null;
+  /** The id a new customer contact would take. */
+  contactId: string;
+  input: CreateTicketInput;
+  /** Tag ids (each must be the brand's) and lower-cased names (each must exist). */
+  tagIds: readonly string[];
+  tagNames: readonly string[];
+  idempotency?: { key: string; fingerprint: string };
+  attachmentCount: number;
+  /** Its custom fields were validated against the brand's schema (step by step); else the brand must have none. */
+  fieldsChecked: boolean;
+  /** Audit rows made before the statement (so their ids order them before later entries). */
+  contactEntry: Record<string, unknown>[];
+  ticketEntry: Record<string, unknown>[];
+}
+
+export function ticketWrite(ctx: TenantCtx, brandId: string, title: string, email: string | null, input: CreateTicketInput, given: {
+  id?: string; tagIds: readonly string[]; tagNames: readonly string[]; idempotency?: { key: string; fingerprint: string }; attachmentCount?: number; fieldsChecked?: boolean;
+}): TicketWrite {
+  const id = given.id ?? newId(ID_PREFIX.ticket);
+  const contactId = newId(ID_PREFIX.contact);
+  return {
+    ctx, id, brandId, title, email, contactId, input, tagIds: given.tagIds, tagNames: given.tagNames, idempotency: given.idempotency,
+    attachmentCount: given.attachmentCount ?? 0, fieldsChecked: given.fieldsChecked ?? false,
+    contactEntry: email ? audit.entryRows(ctx, [{ brandId, entityType: 'contact', entityId: contactId, event: 'contact.created', metadata: { email } }]) : [],
+    ticketEntry: audit.entryRows(ctx, [{ brandId, ticketId: id, entityType: 'ticket', entityId: id, event: 'ticket.created', metadata: { title } }]),
+  };
+}
+
+/** The values of the ticket columns a create supplies (see columns.ts), with their defaults. */
+function givenValues(w: TicketWrite): Record<string, unknown> {
+  const { input } = w;
+  return {
+    id: w.id, brand_id: w.brandId, title: w.title, body: input.body ?? null, status: input.status ?? 'open', priority: input.priority ?? null,
+    assignee_id: input.assigneeId ?? null, created_by: input.createdBy ?? null, category_id: input.categoryId ?? null,
+    links: input.links ?? [], custom_fields: input.customFields ?? null, metadata: input.metadata ?? {}, source: input.source ?? 'api',
+    source_id: input.sourceId ?? null, source_data: input.sourceData ?? null, close_reason: input.closeReason ?? null,
+    due_at: tickets.isoOrNull(input.dueAt), attachment_count: w.attachmentCount,
+  };
+}
+
+/** What else each create carries into the statement, beside its ticket columns. */
+const REQUEST_COLUMNS = `ord int, tag_ids text[], tag_names text[], fields_checked boolean, key text, fingerprint text,
+  email text, email_domain text, blocked_domains text[], contact_id text, customer_name text, customer_name_key text`;
+const ITEM_COLUMNS = `${REQUEST_COLUMNS}, ${GIVEN_COLUMNS.map((c) => `${c.column} ${c.type}`).join(', ')}`;
+
+/** A write's row of the statement's `items` relation; `contactId`: the id its new customer would take. */
+function itemOf(w: TicketWrite, ord: number, contactId: string | null): Record<string, unknown> {
+  const values = givenValues(w);
+  return {
+    ...Object.fromEntries(GIVEN_COLUMNS.map((c) => [c.column, values[c.column] ?? null])),
+    ord, tag_ids: w.tagIds, tag_names: w.tagNames, fields_checked: w.fieldsChecked,
+    key: w.idempotency?.key ?? null, fingerprint: w.idempotency?.fingerprint ?? null,
+    email: w.email, email_domain: w.email ? emailDomain(w.email) : null, blocked_domains: w.email ? blockedDomainsOf(w.email) : [],
+    contact_id: contactId, customer_name: w.input.customerName ?? null, customer_name_key: foldText(w.input.customerName ?? ''),
+  };
+}
+
+/** What the statement reads of a customer contact (the ticket view, webhook bodies). */
+const CUSTOMER_COLUMNS = ['id', 'account_id', 'livemode', 'brand_id', 'email', 'name', 'avatar_url', 'company_id'];
+
+/**
+ * THE statement that creates tickets, for a batch of creates (the usual ones, grouped by
+ * createInOneStatement) or for one (the last step of createStepByStep, in its transaction). Per
+ * create, in order:
+ *   1. checks: the brand (visible; no ticket schema or field rules unless fieldsChecked), the
+ *      status, category, assignee, and every tag by id or lower-cased name;
+ *   2. its idempotency key claimed (keys are distinct within a batch);
+ *   3. its customer contact found, or made in the company of its email's domain with its
+ *      contact.created entry (`customer` holds both: the rest of the statement cannot see a new
+ *      contact in `contacts`); a concurrent insert of the same email is waited for and its row
+ *      returned (ON CONFLICT DO UPDATE to the same email: no trigger fires, nothing changes);
+ *   4. only then the brand counters (the rows locked in id order, so two batches cannot deadlock),
+ *      bumped once per brand; the tickets numbered in batch order; nothing under those locks waits
+ *      on another create;
+ *   5. the ticket (spam if the sender is blocked) with its derived columns filled here rather
+ *      than by the per-row trigger, its tag links, its ticket.created entry and webhook deliveries.
+ * Returns each created ticket as the response shows it, with its `ord`; a create that failed a
+ * check, or whose key was taken, is absent and wrote nothing.
+ */
+export function createStatement(ctx: TenantCtx, writes: readonly TicketWrite[]): Knex.Raw {
+  // Every create of the batch naming one email makes (at most) one contact: the first one's.
+  const emailKey = (w: TicketWrite) => `${w.brandId} ${w.email}`;
+  const contactIds = new Map<string, string>();
+  for (const w of writes) if (w.email && !contactIds.has(emailKey(w))) contactIds.set(emailKey(w), w.contactId);
+  const madeContactEntries = writes.filter((w) => w.email && contactIds.get(emailKey(w)) === w.contactId).flatMap((w) => w.contactEntry);
+  const raw = (fragment: SqlFragment) => ctx.db.raw(fragment.sql, fragment.bindings as Knex.RawBinding[]);
+
+  const sql = `
+    with items as materialized (
+      select * from jsonb_to_recordset(:items::jsonb) as i(${ITEM_COLUMNS})
+    ), given_tags as materialized (
+      select i.ord, tg.id, lower(tg.name) as name_key from items i
+      join tags tg on :tagScope and tg.brand_id = i.brand_id and (tg.id = any(i.tag_ids) or lower(tg.name) = any(i.tag_names))
+    ), checks as materialized (
+      select i.ord, exists (select 1 from brands b where :brandScope and b.id = i.brand_id
+            and (i.fields_checked or (b.ticket_schema is null and jsonb_array_length(coalesce(b.field_rules -> 'ticket', '[]'::jsonb)) = 0)))
+        and exists (select 1 from statuses s where :statusScope and s.brand_id = i.brand_id and s.key = i.status)
+        and (i.category_id is null or exists (select 1 from categories ca where :categoryScope and ca.brand_id = i.brand_id and ca.id = i.category_id))
+        and (i.assignee_id is null or exists (select 1 from members m where :memberScope and m.id = i.assignee_id))
+        and i.tag_ids <@ (select coalesce(array_agg(g.id), '{}') from given_tags g where g.ord = i.ord)
+        and i.tag_names <@ (select coalesce(array_agg(g.name_key), '{}') from given_tags g where g.ord = i.ord) as ok
+      from items i
+    ), claim as (:claim
+    ), go as materialized (
+      select i.ord from items i join checks c on c.ord = i.ord where c.ok and (i.key is null or i.key in (select key from claim))
+    ), found_contact as (
+      select ${CUSTOMER_COLUMNS.map((c) => `c.${c}`).join(', ')} from contacts c
+      where :contactScope and (c.brand_id, c.email) in (select i.brand_id, i.email from items i where i.email is not null)
+    ), made_contact as (
+      insert into contacts (id, account_id, livemode, brand_id, email, name, name_key, company_id)
+      select distinct on (i.brand_id, i.email) i.contact_id, :accountId, :livemode, i.brand_id, i.email, i.customer_name, i.customer_name_key,
+        (select co.id from companies co where :companyScope and co.brand_id = i.brand_id and co.domain = i.email_domain)
+      from items i
+      where i.email is not null and i.ord in (select ord from go) and not exists (select 1 from found_contact f where f.brand_id = i.brand_id and f.email = i.email)
+      order by i.brand_id, i.email, i.ord
+      on conflict (account_id, livemode, brand_id, email) do update set email = excluded.email
+      returning ${CUSTOMER_COLUMNS.join(', ')}
+    ), contact_entry as (:contactEntry
+    ), customer as (
+      select * from found_contact union all select * from made_contact
+    ), ready as materialized (
+      select r.*, c.id as customer_id,
+        coalesce(ticketd_person_sort(c.name, c.email), '') as customer_sort, coalesce(ticketd_person_text(c.name, c.email), '') as customer_text,
+        coalesce((select lower(co.name) from companies co where :companyScope and co.brand_id = c.brand_id and co.id = c.company_id), '') as company_sort,
+        coalesce((select ticketd_person_sort(m.name, m.email) from members m where :memberScope and m.id = r.assignee_id), '') as assignee_sort,
+        coalesce((select lower(ca.name) from categories ca where :categoryScope and ca.brand_id = r.brand_id and ca.id = r.category_id), '') as category_sort
+      from items r left join customer c on c.brand_id = r.brand_id and c.email = r.email
+      where r.ord in (select ord from go) and (r.email is null or c.id is not null)
+    ), locked as materialized (
+      select b.id from brands b where :brandScope and b.id in (select brand_id from ready) order by b.id for no key update
+    ), n as (
+      update brands b set next_ticket_number = b.next_ticket_number + counted.n
+      from (select brand_id, count(*) as n from ready group by brand_id) counted
+      where :brandScope and b.id = counted.brand_id and b.id in (select id from locked)
+      returning b.id as brand_id, b.next_ticket_number - counted.n as first
+    ), t as (
+      insert into tickets (${GIVEN_COLUMNS.map((c) => c.column).join(', ')}, account_id, livemode, ticket_number, customer_id, is_spam,
+        customer_sort, customer_text, company_sort, assignee_sort, category_sort, search_vector)
+      select ${GIVEN_COLUMNS.map((c) => `r.${c.column}`).join(', ')}, :accountId, :livemode,
+        n.first + row_number() over (partition by r.brand_id order by r.ord) - 1, r.customer_id, r.email is not null and :blocked,
+        r.customer_sort, r.customer_text, r.company_sort, r.assignee_sort, r.category_sort, ticketd_ticket_vector(r.title, r.customer_text, r.body)
+      from ready r join n on n.brand_id = r.brand_id
+      returning ${VIEW_COLUMNS.join(', ')}
+    ), tt as (
+      insert into ticket_tags (account_id, livemode, brand_id, ticket_id, tag_id, status, priority)
+      select t.account_id, t.livemode, t.brand_id, t.id, g.id, t.status, t.priority from t join items i on i.id = t.id join given_tags g on g.ord = i.ord
+    ), entry as (:ticketEntry
+    ), announced as (:announced
+    )
+    select i.ord, tickets.*, ${tickets.relatedColumns('array(select g.id from given_tags g where g.ord = i.ord)', 'customer')}
+    from t as tickets join items i on i.id = tickets.id`;
+
+  return ctx.db.raw(sql, {
+    items: JSON.stringify(writes.map((w, ord) => itemOf(w, ord, w.email ? contactIds.get(emailKey(w))! : null))),
+    accountId: ctx.accountId,
+    livemode: ctx.livemode,
+    tagScope: tenantScope(ctx, 'tg'),
+    brandScope: tenantScope(ctx, 'b'),
+    statusScope: tenantScope(ctx, 's'),
+    categoryScope: tenantScope(ctx, 'ca'),
+    memberScope: accountScope(ctx, 'm'),
+    contactScope: tenantScope(ctx, 'c'),
+    companyScope: tenantScope(ctx, 'co'),
+    claim: raw(claimRowsStatement(ctx, { sql: 'select i.key, i.fingerprint, i.id as resource_id from items i join checks c on c.ord = i.ord where c.ok and i.key is not null', bindings: [] })),
+    contactEntry: raw(audit.insertRowsStatement(madeContactEntries, { sql: 'exists (select 1 from made_contact m where m.id = entry.entity_id)', bindings: [] })),
+    blocked: raw(isBlockedSql(ctx, 'r.brand_id', 'r.email', 'r.blocked_domains')),
+    ticketEntry: raw(audit.insertRowsStatement(writes.flatMap((w) => w.ticketEntry), { sql: 'exists (select 1 from t where t.id = entry.entity_id)', bindings: [] })),
+    announced: raw(events.ticketsCreated(ctx, writes.map((w) => ({ brandId: w.brandId, ticketId: w.id })), 't', 'customer')),
+  });
+}
