@@ -4,8 +4,8 @@ import type { Knex } from 'knex';
  * Categories and tags of a brand. Both carry the brand's scope (account_id, livemode, brand_id)
  * and reference the brand through it, so a row cannot point into another account, mode or brand,
  * and deleting a brand cascades to them. Names are unique per brand ignoring case.
- * The tickets issue references these tables through (account_id, livemode, brand_id, id), so a
- * ticket cannot carry a category or tag of another brand either.
+ * Tickets reference these tables through (account_id, livemode, brand_id, id), so a ticket
+ * cannot carry a category or tag of another brand either.
  */
 export async function up(knex: Knex): Promise<void> {
   await knex.schema.createTable('categories', (t) => {

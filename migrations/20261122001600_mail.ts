@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 
 /**
- * Mail in and out (issue 5).
+ * Mail in and out.
  *
  * mail_messages: every message ticketd means to send, built in the transaction of the change that
  * causes it (a public agent comment, an autoresponse, a watcher notification) and stored as the

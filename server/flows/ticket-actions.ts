@@ -12,7 +12,7 @@ import { Ticket } from '../domains/tickets/model.js';
 import type { TicketView } from '../domains/tickets/schemas.js';
 import { fetchView } from '../domains/tickets/service.js';
 import { asFieldError, assertAssignee, resolveTags } from './ticket-create.js';
-import { sameTenant } from '../core/model.js';
+import { sameTenant, scopeOf } from '../core/model.js';
 
 /**
  * Ticket actions beyond create/update/delete: the spam flag and bulk actions (merge is in merge.ts).
@@ -118,7 +118,7 @@ async function applyFields(ctx: TenantCtx, brandId: string, rows: readonly Locke
 
 /** Replaces the tags of every locked ticket with `tagIds`; changes are sorted id lists, as PATCH records them. */
 async function applyTags(ctx: TenantCtx, brandId: string, rows: readonly Locked[], tagIds: readonly string[]): Promise<void> {
-  const scope = { accountId: ctx.accountId, livemode: ctx.livemode, brandId };
+  const scope = { ...scopeOf(ctx), brandId };
   const to = [...tagIds].sort();
   const current = new Map<string, string[]>(rows.map((r) => [r.id, []]));
   const links = await ctx.db('ticketTags').where(scope).whereIn('ticketId', rows.map((r) => r.id)).orderBy('tagId').select('ticketId', 'tagId') as { ticketId: string; tagId: string }[];

@@ -12,7 +12,7 @@ import type { TicketView, UpdateTicketInput } from '../domains/tickets/schemas.j
 import { Ticket } from '../domains/tickets/model.js';
 import * as tickets from '../domains/tickets/service.js';
 import { asFieldError, assertAssignee, resolveTags } from './ticket-create.js';
-import { tenantScope } from '../core/model.js';
+import { scopeOf, tenantScope } from '../core/model.js';
 
 /** Ticket update: it checks the brand's statuses, categories, members, tags and custom fields. */
 
@@ -92,9 +92,9 @@ export async function updateTicket(ctx: TenantCtx, brandId: string, ticketId: st
       await audit.record(tx, { brandId: brand.id, ticketId: locked.id, entityType: 'ticket', entityId: locked.id, event: 'ticket.updated', changes, metadata: { ticketNumber: before.ticketNumber, title: title ?? before.title } });
       await events.ticketsUpdated(tx, brand.id, [{ ticketId: locked.id, changes: changes.map((c) => c.field) }]);
       if (newTags) {
-        await tx.db('ticket_tags').where({ accountId: tx.accountId, livemode: tx.livemode, brandId: brand.id, ticketId: locked.id }).whereNotIn('tagId', newTags).delete();
+        await tx.db('ticket_tags').where({ ...scopeOf(tx), brandId: brand.id, ticketId: locked.id }).whereNotIn('tagId', newTags).delete();
         if (newTags.length) {
-          await tx.db('ticket_tags').insert(newTags.map((tagId) => ({ accountId: tx.accountId, livemode: tx.livemode, brandId: brand.id, ticketId: locked.id, tagId })))
+          await tx.db('ticket_tags').insert(newTags.map((tagId) => ({ ...scopeOf(tx), brandId: brand.id, ticketId: locked.id, tagId })))
             .onConflict(['accountId', 'livemode', 'brandId', 'ticketId', 'tagId']).ignore();
         }
       }

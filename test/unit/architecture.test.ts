@@ -161,6 +161,8 @@ t.test('hand-written SQL gets its tenant condition from core/model.ts, never typ
       .split('\n')
       .forEach((line, i) => {
         if (/\b(account_id|livemode)\s*=(?!=)/.test(line)) found.push(`${file}:${i + 1} ${line.trim()}`);
+        // The same condition in knex's object form: { accountId: ctx.accountId, … } is scopeOf(ctx).
+        if (/accountId: (ctx|tx)\.accountId, livemode/.test(line)) found.push(`${file}:${i + 1} ${line.trim()}`);
       });
   }
   t.same(found, []);

@@ -77,7 +77,7 @@ export async function remove(ctx: TenantCtx, brandId: string, sourceId: string):
   });
 }
 
-/** Whether mail from `email` is blocked for the brand (for the ticket issue: such tickets are spam). */
+/** Whether mail from `email` is blocked for the brand (its tickets are then spam). */
 export async function isBlocked(ctx: TenantCtx, brandId: string, email: string): Promise<boolean> {
   const brand = await requireBrand(ctx, brandId);
   const address = normalizeEmail(email);

@@ -118,9 +118,9 @@ export async function update(ctx: TenantCtx, brandId: string, categoryId: string
 }
 
 /**
- * Deletes a category. Its tickets become uncategorized: the tickets issue declares
- * tickets.category_id with `ON DELETE SET NULL` (through the composite scope key), so this stays
- * one statement and no ticket can keep pointing at a deleted category.
+ * Deletes a category. Its tickets become uncategorized: tickets.category_id is declared
+ * `ON DELETE SET NULL` (through the composite scope key), so this stays one statement and no
+ * ticket can keep pointing at a deleted category.
  */
 export async function remove(ctx: TenantCtx, brandId: string, categoryId: string): Promise<void> {
   await withTx(ctx, async (tx) => {
@@ -153,14 +153,10 @@ export async function reorder(ctx: TenantCtx, brandId: string, input: ReorderCat
   });
 }
 
-/**
- * Tickets per category of the brand. Tickets do not exist yet: the tickets issue replaces this
- * body with `SELECT category_id, count(*) FROM tickets WHERE <scope> AND brand_id = ? AND
- * deleted_at IS NULL GROUP BY category_id`. Until then every category counts 0.
- */
+/** Tickets per category of the brand, deleted tickets left out (categories without tickets are absent). */
 export async function ticketCountsByCategory(ctx: TenantCtx, brandId: string): Promise<Record<string, number>> {
   const rows = await ctx.db('tickets')
-    .where({ accountId: ctx.accountId, livemode: ctx.livemode, brandId })
+    .where({ ...scopeOf(ctx), brandId })
     .whereNull('deletedAt')
     .groupBy('categoryId')
     .select('categoryId' + ' as k')

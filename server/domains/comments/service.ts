@@ -107,7 +107,7 @@ async function present(ctx: TenantCtx, row: Comment): Promise<CommentView> {
 
 /** A live ticket of the brand, optionally locked (see the file comment), or 404. */
 async function ticketOf(ctx: TenantCtx, brandId: string, ticketId: string, lock = false): Promise<TicketRow> {
-  const q = ctx.db('tickets').where({ accountId: ctx.accountId, livemode: ctx.livemode, brandId, id: ticketId }).whereNull('deletedAt')
+  const q = ctx.db('tickets').where({ ...scopeOf(ctx), brandId, id: ticketId }).whereNull('deletedAt')
     .first('id', 'ticketNumber', 'title', 'status');
   if (lock) q.forUpdate();
   const row = await q as TicketRow | undefined;
@@ -116,7 +116,7 @@ async function ticketOf(ctx: TenantCtx, brandId: string, ticketId: string, lock 
 }
 
 function ticketRow(ctx: TenantCtx, brandId: string, ticketId: string) {
-  return ctx.db('tickets').where({ accountId: ctx.accountId, livemode: ctx.livemode, brandId, id: ticketId });
+  return ctx.db('tickets').where({ ...scopeOf(ctx), brandId, id: ticketId });
 }
 
 /** A live comment of a live ticket of the brand (of `ticketId` when given), with the ticket number; or 404. */
@@ -331,7 +331,7 @@ export async function moveToTicket(ctx: TenantCtx, brandId: string, fromTicketId
   return withTx(ctx, async (tx) => {
     const brand = await requireBrand(tx, brandId);
     const ids = [...from, toTicketId].sort();
-    const locked = await tx.db('tickets').where({ accountId: tx.accountId, livemode: tx.livemode, brandId: brand.id }).whereIn('id', ids)
+    const locked = await tx.db('tickets').where({ ...scopeOf(tx), brandId: brand.id }).whereIn('id', ids)
       .orderBy('id').forUpdate().select('id', 'deletedAt') as { id: string; deletedAt: Date | null }[];
     if (locked.length !== ids.length || locked.find((t) => t.id === toTicketId)?.deletedAt) throw notFound('Ticket');
 

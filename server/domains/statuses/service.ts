@@ -69,14 +69,10 @@ export async function list(ctx: TenantCtx, brandId: string): Promise<StatusView[
   return (await ordered(ctx, brand.id)).map(toView);
 }
 
-/**
- * Tickets per status key of the brand. Tickets do not exist yet: the tickets issue replaces this
- * body with `SELECT status, count(*) FROM tickets WHERE <scope> AND brand_id = ? GROUP BY status`
- * (excluding deleted and spam tickets as its list does). Until then every count is 0.
- */
+/** Tickets per status key of the brand, deleted tickets left out (keys without tickets are absent). */
 async function ticketCountsByStatus(ctx: TenantCtx, brandId: string): Promise<Record<string, number>> {
   const rows = await ctx.db('tickets')
-    .where({ accountId: ctx.accountId, livemode: ctx.livemode, brandId })
+    .where({ ...scopeOf(ctx), brandId })
     .whereNull('deletedAt')
     .groupBy('status')
     .select('status' + ' as k')
@@ -138,8 +134,8 @@ export async function create(ctx: TenantCtx, brandId: string, input: CreateStatu
 
 /**
  * A system status keeps its key (403 system_status): tickets and clients rely on open, pending,
- * resolved and closed existing. A custom status may change its key; the tickets issue must move
- * its tickets to the new key in the same transaction.
+ * resolved and closed existing. A custom status may change its key; its tickets keep the key they
+ * had (nothing moves them to the new one yet).
  */
 export async function update(ctx: TenantCtx, brandId: string, statusId: string, input: UpdateStatusInput): Promise<StatusView> {
   return withTx(ctx, async (tx) => {
@@ -198,7 +194,7 @@ export async function reorder(ctx: TenantCtx, brandId: string, input: ReorderSta
 }
 
 /**
- * For the tickets issue: a ticket's status must be a key of one of its brand's statuses.
+ * A ticket's status must be a key of one of its brand's statuses.
  * Throws 400 invalid_status naming the allowed keys. Takes a brand the caller may see.
  */
 export async function assertStatusKey(ctx: TenantCtx, brandId: string, key: string, field = 'status'): Promise<void> {

@@ -141,7 +141,7 @@ export async function update(ctx: TenantCtx, brandId: string, tagId: string, inp
   });
 }
 
-/** Deletes a tag; the tickets issue's ticket_tags rows go with it (FK ON DELETE CASCADE). */
+/** Deletes a tag; its ticket_tags rows go with it (FK ON DELETE CASCADE). */
 export async function remove(ctx: TenantCtx, brandId: string, tagId: string): Promise<void> {
   await withTx(ctx, async (tx) => {
     const row = await requireTag(tx, brandId, tagId);
