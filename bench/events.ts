@@ -28,7 +28,15 @@ const log = (s: string) => process.stderr.write(`${s}\n`);
 const RECEIVER_ON_LOOPBACK = { TICKETD_WEBHOOK_ALLOW_PRIVATE: 'true' };
 
 async function stop(children: ChildProcess[]): Promise<void> {
-  await Promise.all(children.map((c) => new Promise((r) => { c.once('exit', r); c.kill('SIGTERM'); })));
+  await Promise.all(
+    children.map(
+      (c) =>
+        new Promise((r) => {
+          c.once('exit', r);
+          c.kill('SIGTERM');
+        }),
+    ),
+  );
 }
 
 export async function runEventsBench(): Promise<void> {
@@ -39,7 +47,10 @@ export async function runEventsBench(): Promise<void> {
     chmodSync(dataDir, 0o755);
     const handle = await new EmbeddedPostgres({ dataDir, settings: { max_connections: '200' } }).acquire();
     adminUrl = withDatabase(handle.url, 'postgres');
-    cleanup = async () => { await handle.release(); rmSync(dataDir, { recursive: true, force: true }); };
+    cleanup = async () => {
+      await handle.release();
+      rmSync(dataDir, { recursive: true, force: true });
+    };
   }
   const database = `ticketd_bench_events_${randomBytes(4).toString('hex')}`;
   await sql(adminUrl, `CREATE DATABASE ${database}`);
@@ -57,7 +68,9 @@ export async function runEventsBench(): Promise<void> {
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const receiverUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}/hook`;
-  const waitFor = async (n: number) => { while (receivedAt.size < n) await new Promise((r) => setTimeout(r, 2)); };
+  const waitFor = async (n: number) => {
+    while (receivedAt.size < n) await new Promise((r) => setTimeout(r, 2));
+  };
 
   const children: ChildProcess[] = [];
   try {
@@ -65,9 +78,12 @@ export async function runEventsBench(): Promise<void> {
     children.push(api.child);
     const key = api.info.bootstrap.apiKeys.live.key as string;
     const brandId = api.info.bootstrap.brand.id as string;
-    const call = (method: string, url: string, body: unknown) => fetch(`${api.info.url}${url}`, {
-      method, headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' }, body: JSON.stringify(body),
-    }).then(async (r) => ({ status: r.status, body: await r.json() as any })); // eslint-disable-line @typescript-eslint/no-explicit-any
+    const call = (method: string, url: string, body: unknown) =>
+      fetch(`${api.info.url}${url}`, {
+        method,
+        headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+        body: JSON.stringify(body),
+      }).then(async (r) => ({ status: r.status, body: (await r.json()) as any })); // eslint-disable-line @typescript-eslint/no-explicit-any
     const webhook = await call('POST', `/v1/brands/${brandId}/webhooks`, { url: receiverUrl, events: ['ticket.created'] });
     if (webhook.status !== 201) throw new Error(`webhook create failed: ${JSON.stringify(webhook.body)}`);
 
@@ -99,16 +115,26 @@ export async function runEventsBench(): Promise<void> {
       receivedAt.clear();
       log(`throughput: ${EVENTS} events, ${count} dispatcher${count > 1 ? 's' : ''}`);
       const committed = Date.now();
-      await sql(dbUrl, `
+      await sql(
+        dbUrl,
+        `
         with ins as (
           insert into outbox (id, account_id, livemode, brand_id, kind, event, webhook_id, payload)
           select ticketd_new_id('dlv'), w.account_id, w.livemode, w.brand_id, 'webhook', 'ticket.created', w.id,
             jsonb_build_object('id', 'evt_bench_${count}_' || g, 'event', 'ticket.created', 'brand_id', w.brand_id, 'data', jsonb_build_object('n', g), 'timestamp', now())
           from webhooks w, generate_series(1, $1) g returning 1)
-        select pg_notify('ticketd_outbox', 'webhook') from (select 1 from ins limit 1) x`, [EVENTS]);
+        select pg_notify('ticketd_outbox', 'webhook') from (select 1 from ins limit 1) x`,
+        [EVENTS],
+      );
       await waitFor(EVENTS);
       const seconds = (Math.max(...receivedAt.values()) - committed) / 1000;
-      rows.push({ scenario: `${EVENTS} queued events, ${count} dispatcher${count > 1 ? 's' : ''}`, events: EVENTS, 'p50 ms': '', 'p99 ms': '', 'deliveries/s': Math.round(EVENTS / seconds) });
+      rows.push({
+        scenario: `${EVENTS} queued events, ${count} dispatcher${count > 1 ? 's' : ''}`,
+        events: EVENTS,
+        'p50 ms': '',
+        'p99 ms': '',
+        'deliveries/s': Math.round(EVENTS / seconds),
+      });
     }
 
     process.stdout.write(`\nticketd events bench: webhook deliveries to a loopback receiver, ${os.cpus().length} cores (dispatcher concurrency 16 each)\n`);

@@ -44,28 +44,32 @@ const text = (words: string[], n: number) => Array.from({ length: n }, () => wor
 
 /** Runs `op` on `concurrency` clients for `ms` milliseconds; worker w uses brand w % brands. */
 export async function runLoad(url: string, concurrency: number, ms: number, op: (c: pg.Client, worker: number) => Promise<void>): Promise<LoadResult> {
-  const clients = await Promise.all(Array.from({ length: concurrency }, async () => {
-    const c = new pg.Client({ connectionString: url, application_name: 'ticketd-bench-floor' });
-    await c.connect();
-    return c;
-  }));
+  const clients = await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      const c = new pg.Client({ connectionString: url, application_name: 'ticketd-bench-floor' });
+      await c.connect();
+      return c;
+    }),
+  );
   const latencies: number[] = [];
   let errors = 0;
   const started = performance.now();
   const deadline = started + ms;
   try {
-    await Promise.all(clients.map(async (c, w) => {
-      while (performance.now() < deadline) {
-        const t0 = performance.now();
-        try {
-          await op(c, w);
-          latencies.push(performance.now() - t0);
-        } catch {
-          errors++;
-          await c.query('ROLLBACK').catch(() => undefined);
+    await Promise.all(
+      clients.map(async (c, w) => {
+        while (performance.now() < deadline) {
+          const t0 = performance.now();
+          try {
+            await op(c, w);
+            latencies.push(performance.now() - t0);
+          } catch {
+            errors++;
+            await c.query('ROLLBACK').catch(() => undefined);
+          }
         }
-      }
-    }));
+      }),
+    );
   } finally {
     await Promise.all(clients.map((c) => c.end()));
   }
@@ -100,15 +104,18 @@ export function statementsOp(input: FloorInput) {
     const s = [input.accountId, true, brandId];
     await c.query('BEGIN');
     await c.query(`select brands.* from brands where ${SCOPE} and id = $3`, s);
-    await c.query(`insert into idempotency_keys (account_id, livemode, key, fingerprint, resource_id, created_at, expires_at)
+    await c.query(
+      `insert into idempotency_keys (account_id, livemode, key, fingerprint, resource_id, created_at, expires_at)
       values ($1, $2, $3, $4, $5, now(), now() + make_interval(hours => $6))
       on conflict (account_id, livemode, key) do update set fingerprint = excluded.fingerprint, resource_id = excluded.resource_id,
         created_at = excluded.created_at, expires_at = excluded.expires_at where idempotency_keys.expires_at <= now() returning key`,
-    [input.accountId, true, randomUUID(), 'f'.repeat(64), id, 24]);
+      [input.accountId, true, randomUUID(), 'f'.repeat(64), id, 24],
+    );
     await c.query(`select tags.* from tags where ${SCOPE} and brand_id = $3 and lower(tags.name) in ($4, $5)`, [...s, ...input.tags[b]!.names.map((n) => n.toLowerCase())]);
     const contact = await c.query(`select contacts.id from contacts where ${SCOPE} and brand_id = $3 and email = $4`, [...s, email]);
     const title = text(input.words, 6);
-    await c.query(`with n as (update brands set next_ticket_number = next_ticket_number + 1 where account_id = $1 and livemode = $2 and id = $3
+    await c.query(
+      `with n as (update brands set next_ticket_number = next_ticket_number + 1 where account_id = $1 and livemode = $2 and id = $3
         returning next_ticket_number - 1 as num),
       t as (insert into tickets (id, account_id, livemode, brand_id, ticket_number, title, body, status, priority, customer_id, links, metadata, source, source_data, is_spam, ${DERIVED_COLUMNS})
         select $4, $1, $2, $3, n.num, $5, $6, 'open', 'high', $7, '[]'::jsonb, '{}'::jsonb, 'api', 'null'::jsonb,
@@ -129,7 +136,8 @@ export function statementsOp(input: FloorInput) {
         coalesce((select json_agg(json_build_object('id', tg.id, 'name', tg.name, 'color', tg.color) order by lower(tg.name), tg.id)
           from tags tg where tg.account_id = t.account_id and tg.livemode = t.livemode and tg.brand_id = t.brand_id and tg.id = any($8::text[])), '[]'::json) as tag_list
       from t`,
-    [...s, id, title, text(input.words, 40), contact.rows[0]?.id ?? null, input.tags[b]!.ids, email, email.slice(email.indexOf('@') + 1), newId('log')]);
+      [...s, id, title, text(input.words, 40), contact.rows[0]?.id ?? null, input.tags[b]!.ids, email, email.slice(email.indexOf('@') + 1), newId('log')],
+    );
     await c.query('COMMIT');
   };
 }
@@ -144,7 +152,9 @@ export function oneStatementOp(input: FloorInput) {
     const id = newId('tkt');
     const title = text(input.words, 6);
     const email = pick(input.emails[b]!);
-    const created = await c.query({ name: 'ticketd_bench_one_statement', text: `with given_tags as (
+    const created = await c.query({
+      name: 'ticketd_bench_one_statement',
+      text: `with given_tags as (
         select id, lower(name) as name_key from tags where ${SCOPE} and brand_id = $3 and (id = any($4::text[]) or lower(name) = any($5::text[]))
       ), checks as (
         select exists (select 1 from brands b where b.account_id = $1 and b.livemode = $2 and b.id = $3
@@ -187,8 +197,22 @@ export function oneStatementOp(input: FloorInput) {
         coalesce((select json_agg(json_build_object('id', tg.id, 'name', tg.name, 'color', tg.color) order by lower(tg.name), tg.id)
           from tags tg where tg.account_id = t.account_id and tg.livemode = t.livemode and tg.brand_id = t.brand_id and tg.id = any(array(select id from given_tags))), '[]'::json) as tag_list
       from t`,
-    values: [input.accountId, true, input.brandIds[b], [], input.tags[b]!.names.map((n) => n.toLowerCase()), randomUUID(), 'f'.repeat(64), id, email, title, text(input.words, 40),
-      email.slice(email.indexOf('@') + 1), newId('log')] });
+      values: [
+        input.accountId,
+        true,
+        input.brandIds[b],
+        [],
+        input.tags[b]!.names.map((n) => n.toLowerCase()),
+        randomUUID(),
+        'f'.repeat(64),
+        id,
+        email,
+        title,
+        text(input.words, 40),
+        email.slice(email.indexOf('@') + 1),
+        newId('log'),
+      ],
+    });
     if (created.rowCount !== 1) throw new Error('the statement created no ticket'); // counted as an error
   };
 }
@@ -203,7 +227,9 @@ export function writesOnlyOp(input: FloorInput) {
     const b = w % input.brandIds.length;
     const id = newId('tkt');
     const title = text(input.words, 6);
-    const created = await c.query({ name: 'ticketd_bench_writes_only', text: `with k as (
+    const created = await c.query({
+      name: 'ticketd_bench_writes_only',
+      text: `with k as (
         insert into idempotency_keys (account_id, livemode, key, fingerprint, resource_id, created_at, expires_at)
         values ($1, $2, $4, $5, $6, now(), now() + interval '24 hours') on conflict do nothing returning key
       ), customer as (
@@ -224,7 +250,8 @@ export function writesOnlyOp(input: FloorInput) {
         select $11, t.account_id, t.livemode, t.brand_id, t.id, 'ticket', t.id, 'ticket.created', '[]', json_build_object('title', $8::text), 'api', 'key_bench', 'bench', 'req_bench', 'api' from t
       )
       select id, ticket_number from t`,
-    values: [input.accountId, true, input.brandIds[b], randomUUID(), 'f'.repeat(64), id, pick(input.emails[b]!), title, text(input.words, 40), input.tags[b]!.ids, newId('log')] });
+      values: [input.accountId, true, input.brandIds[b], randomUUID(), 'f'.repeat(64), id, pick(input.emails[b]!), title, text(input.words, 40), input.tags[b]!.ids, newId('log')],
+    });
     if (created.rowCount !== 1) throw new Error('the statement created no ticket');
   };
 }

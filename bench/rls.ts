@@ -15,7 +15,15 @@ import { sql } from './server.js';
 
 const ROLE = 'ticketd_bench_rls';
 
-export interface RlsRow { scenario: string; concurrency: number; 'ops/s': number; 'p50 ms': number; 'p99 ms': number; errors: number; 'vs today': string }
+export interface RlsRow {
+  scenario: string;
+  concurrency: number;
+  'ops/s': number;
+  'p50 ms': number;
+  'p99 ms': number;
+  errors: number;
+  'vs today': string;
+}
 
 /** The tickets list's first page, as the service reads it (createdAt desc), without the related columns. */
 function listOp(input: FloorInput) {
@@ -33,17 +41,24 @@ function listOp(input: FloorInput) {
 function inTenantTransaction(input: FloorInput, op: (c: pg.Client, w: number) => Promise<void>) {
   return async (c: pg.Client, w: number) => {
     await c.query('BEGIN');
-    await c.query({ name: 'ticketd_bench_rls_scope', text: `select set_config('ticketd.account_id', $1, true), set_config('ticketd.livemode', $2, true)`, values: [input.accountId, 'true'] });
+    await c.query({
+      name: 'ticketd_bench_rls_scope',
+      text: `select set_config('ticketd.account_id', $1, true), set_config('ticketd.livemode', $2, true)`,
+      values: [input.accountId, 'true'],
+    });
     await op(c, w);
     await c.query('COMMIT');
   };
 }
 
 async function tenantTables(url: string): Promise<{ table: string; livemode: boolean }[]> {
-  const rows = await sql<{ table_name: string; livemode: boolean }>(url, `
+  const rows = await sql<{ table_name: string; livemode: boolean }>(
+    url,
+    `
     select c.table_name, exists (select 1 from information_schema.columns l where l.table_schema = 'public' and l.table_name = c.table_name and l.column_name = 'livemode') as livemode
     from information_schema.columns c join information_schema.tables t on t.table_schema = c.table_schema and t.table_name = c.table_name
-    where c.table_schema = 'public' and c.column_name = 'account_id' and t.table_type = 'BASE TABLE' order by 1`);
+    where c.table_schema = 'public' and c.column_name = 'account_id' and t.table_type = 'BASE TABLE' order by 1`,
+  );
   return rows.map((r) => ({ table: r.table_name, livemode: r.livemode }));
 }
 
@@ -51,8 +66,11 @@ export async function runRlsBench(dbUrl: string, input: FloorInput, durationMs: 
   const database = new URL(dbUrl).pathname.slice(1);
   await sql(dbUrl, `DROP ROLE IF EXISTS ${ROLE}`).catch(() => undefined);
   await sql(dbUrl, `CREATE ROLE ${ROLE} LOGIN NOSUPERUSER PASSWORD 'bench-only'`);
-  await sql(dbUrl, `GRANT CONNECT ON DATABASE ${database} TO ${ROLE}; GRANT USAGE ON SCHEMA public TO ${ROLE};
-    GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO ${ROLE}; GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO ${ROLE}`);
+  await sql(
+    dbUrl,
+    `GRANT CONNECT ON DATABASE ${database} TO ${ROLE}; GRANT USAGE ON SCHEMA public TO ${ROLE};
+    GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO ${ROLE}; GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA public TO ${ROLE}`,
+  );
   const roleUrl = new URL(dbUrl);
   roleUrl.username = ROLE;
   roleUrl.password = 'bench-only';
@@ -67,8 +85,15 @@ export async function runRlsBench(dbUrl: string, input: FloorInput, durationMs: 
     const key = `${what} ${c}`;
     if (shape === 'today') today.set(key, r.perSec);
     const base = today.get(key);
-    const row = { scenario: `${what}, ${shape}`, concurrency: c, 'ops/s': r.perSec, 'p50 ms': Math.round(r.p50 * 100) / 100, 'p99 ms': Math.round(r.p99 * 100) / 100, errors: r.errors,
-      'vs today': shape === 'today' || !base ? '' : `${Math.round((r.perSec / base) * 100)}%` };
+    const row = {
+      scenario: `${what}, ${shape}`,
+      concurrency: c,
+      'ops/s': r.perSec,
+      'p50 ms': Math.round(r.p50 * 100) / 100,
+      'p99 ms': Math.round(r.p99 * 100) / 100,
+      errors: r.errors,
+      'vs today': shape === 'today' || !base ? '' : `${Math.round((r.perSec / base) * 100)}%`,
+    };
     rows.push(row);
     log(`  ${row.scenario} c${c}: ${r.perSec}/s p50 ${row['p50 ms']} p99 ${row['p99 ms']}${r.errors ? ` errors ${r.errors}` : ''}`);
   };
@@ -86,8 +111,11 @@ export async function runRlsBench(dbUrl: string, input: FloorInput, durationMs: 
     await shapes('transaction + set_config', (op) => inTenantTransaction(input, op));
     for (const { table, livemode } of tables) {
       const condition = `account_id = current_setting('ticketd.account_id', true)${livemode ? ` and livemode = (current_setting('ticketd.livemode', true))::boolean` : ''}`;
-      await sql(dbUrl, `ALTER TABLE ${table} ENABLE ROW LEVEL SECURITY; ALTER TABLE ${table} FORCE ROW LEVEL SECURITY;
-        CREATE POLICY ticketd_bench_tenant ON ${table} USING (${condition}) WITH CHECK (${condition})`);
+      await sql(
+        dbUrl,
+        `ALTER TABLE ${table} ENABLE ROW LEVEL SECURITY; ALTER TABLE ${table} FORCE ROW LEVEL SECURITY;
+        CREATE POLICY ticketd_bench_tenant ON ${table} USING (${condition}) WITH CHECK (${condition})`,
+      );
     }
     await shapes('RLS', (op) => inTenantTransaction(input, op));
   } finally {

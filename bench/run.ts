@@ -53,17 +53,35 @@ function memory(pid: number): { rss: number; peak: number } {
 async function startServer(databaseUrl: string): Promise<{ child: ChildProcess; url: string; liveKey: string; brandId: string; accountId: string; startupMs: number }> {
   const started = Date.now();
   const { child, info } = await startTicketd('all', databaseUrl, { TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: '1000000', TICKETD_DB_POOL_MAX: '20' });
-  return { child, url: info.url, liveKey: info.bootstrap.apiKeys.live.key, brandId: info.bootstrap.brand.id, accountId: info.bootstrap.account.id, startupMs: Date.now() - started };
+  return {
+    child,
+    url: info.url,
+    liveKey: info.bootstrap.apiKeys.live.key,
+    brandId: info.bootstrap.brand.id,
+    accountId: info.bootstrap.account.id,
+    startupMs: Date.now() - started,
+  };
 }
 
-interface Row { scenario: string; 'req/s': number; 'p50 ms': number; 'p99 ms': number; non2xx: number; errors: number }
+interface Row {
+  scenario: string;
+  'req/s': number;
+  'p50 ms': number;
+  'p99 ms': number;
+  non2xx: number;
+  errors: number;
+}
 
 /** autocannon for `duration` seconds after a 1 s warm-up; latencies recorded to 0.01 ms. */
 async function measure(scenario: string, opts: autocannon.Options): Promise<Row> {
-  const run = (o: autocannon.Options, latencies?: number[]) => new Promise<autocannon.Result>((resolve, reject) => {
-    const instance = autocannon(o, (err, result) => (err ? reject(err) : resolve(result)));
-    if (latencies) instance.on('response', (_c: unknown, status: number, _b: number, ms: number) => { if (status < 300) latencies.push(ms); });
-  });
+  const run = (o: autocannon.Options, latencies?: number[]) =>
+    new Promise<autocannon.Result>((resolve, reject) => {
+      const instance = autocannon(o, (err, result) => (err ? reject(err) : resolve(result)));
+      if (latencies)
+        instance.on('response', (_c: unknown, status: number, _b: number, ms: number) => {
+          if (status < 300) latencies.push(ms);
+        });
+    });
   await run({ connections: readConnections, ...opts, duration: 1 });
   const latencies: number[] = [];
   const result = await run({ connections: readConnections, ...opts, duration }, latencies);
@@ -92,7 +110,10 @@ async function main() {
       settings: { shared_buffers: '2GB', work_mem: '16MB', maintenance_work_mem: '512MB', max_wal_size: '8GB', checkpoint_timeout: '30min', max_connections: '200' },
     }).acquire();
     adminUrl = withDatabase(handle.url, 'postgres');
-    cleanup = async () => { await handle.release(); rmSync(dataDir, { recursive: true, force: true }); };
+    cleanup = async () => {
+      await handle.release();
+      rmSync(dataDir, { recursive: true, force: true });
+    };
   }
   const database = `ticketd_bench_${randomBytes(4).toString('hex')}`;
   await sql(adminUrl, `CREATE DATABASE ${database}`);
@@ -102,7 +123,7 @@ async function main() {
   const auth = { authorization: `Bearer ${server.liveKey}`, 'content-type': 'application/json' };
   const api = async (method: string, p: string, body?: unknown) => {
     const res = await fetch(`${server.url}${p}`, { method, headers: auth, body: body === undefined ? undefined : JSON.stringify(body) });
-    const json = await res.json() as any; // eslint-disable-line @typescript-eslint/no-explicit-any
+    const json = (await res.json()) as any; // eslint-disable-line @typescript-eslint/no-explicit-any
     if (res.status >= 300) throw new Error(`${method} ${p}: ${res.status} ${JSON.stringify(json)}`);
     return json;
   };
@@ -115,14 +136,20 @@ async function main() {
 
     // ---- lists and search (before the creates, on the seeded state) ----
     const readRows: Row[] = [];
-    const get = (scenario: string, url: string) => measure(scenario, { url, headers: auth }).then((r) => { readRows.push(r); });
+    const get = (scenario: string, url: string) =>
+      measure(scenario, { url, headers: auth }).then((r) => {
+        readRows.push(r);
+      });
     const depth = Math.min(100_000, Math.max(0, seeded.liveTickets - 200));
     const deepPage = Math.floor(depth / 50) + 1;
     /** The cursor after `depth` rows of a list, walked through the API 100 rows at a time. */
     const deepCursor = async (query: string): Promise<string | null> => {
       let cursor: string | null = null;
       for (let seen = 0; seen < depth; seen += 100) {
-        const page: { pagination: { nextCursor: string | null } } = await api('GET', `/v1/brands/${server.brandId}/tickets?${query}&limit=100${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`);
+        const page: { pagination: { nextCursor: string | null } } = await api(
+          'GET',
+          `/v1/brands/${server.brandId}/tickets?${query}&limit=100${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`,
+        );
         cursor = page.pagination.nextCursor;
         if (!cursor) return null;
       }
@@ -143,8 +170,12 @@ async function main() {
 
     log('search:');
     const w = seeded.words;
-    const counts = await sql<{ word: string; n: string }>(dbUrl, `SELECT w AS word, (SELECT count(*) FROM tickets WHERE search_vector @@ ticketd_search_query(w) AND deleted_at IS NULL AND NOT is_spam) AS n
-      FROM unnest($1::text[]) AS w`, [[w[0], w[15], w[12_000], 'resume', 'pass']]);
+    const counts = await sql<{ word: string; n: string }>(
+      dbUrl,
+      `SELECT w AS word, (SELECT count(*) FROM tickets WHERE search_vector @@ ticketd_search_query(w) AND deleted_at IS NULL AND NOT is_spam) AS n
+      FROM unnest($1::text[]) AS w`,
+      [[w[0], w[15], w[12_000], 'resume', 'pass']],
+    );
     const n = (word: string) => Number(counts.find((c) => c.word === word)?.n ?? 0).toLocaleString('en');
     const s = (q: string) => encodeURIComponent(q);
     await get(`search common word "${w[0]}" (${n(w[0]!)} matches), relevance`, `${base}/tickets?search=${s(w[0]!)}`);
@@ -158,7 +189,10 @@ async function main() {
     const searchCursor = await (async () => {
       let cursor: string | null = null;
       for (let i = 0; i < 20; i++) {
-        const page: { pagination: { nextCursor: string | null } } = await api('GET', `/v1/brands/${server.brandId}/tickets?search=${s(w[0]!)}&limit=100${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`);
+        const page: { pagination: { nextCursor: string | null } } = await api(
+          'GET',
+          `/v1/brands/${server.brandId}/tickets?search=${s(w[0]!)}&limit=100${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`,
+        );
         cursor = page.pagination.nextCursor;
         if (!cursor) break;
       }
@@ -171,18 +205,40 @@ async function main() {
     const brandIds = [server.brandId];
     for (let i = 1; i < 16; i++) brandIds.push((await api('POST', '/v1/brands', { name: `Bench ${i}`, slug: `bench-${i}-${randomBytes(3).toString('hex')}` })).id);
     // Each extra brand: 200 customers and two tags, like the seeded brand has.
-    await sql(dbUrl, `INSERT INTO contacts (id, account_id, livemode, brand_id, email, name, name_key)
+    await sql(
+      dbUrl,
+      `INSERT INTO contacts (id, account_id, livemode, brand_id, email, name, name_key)
       SELECT 'cus_b' || b.i || '_' || g, $1, true, b.id, 'customer' || g || '@brand' || b.i || '.example', 'Customer ' || g, 'customer ' || g
-      FROM unnest($2::text[]) WITH ORDINALITY AS b (id, i), generate_series(1, 200) AS g`, [server.accountId, brandIds.slice(1)]);
-    await sql(dbUrl, `INSERT INTO tags (id, account_id, livemode, brand_id, name, color)
+      FROM unnest($2::text[]) WITH ORDINALITY AS b (id, i), generate_series(1, 200) AS g`,
+      [server.accountId, brandIds.slice(1)],
+    );
+    await sql(
+      dbUrl,
+      `INSERT INTO tags (id, account_id, livemode, brand_id, name, color)
       SELECT 'tag_b' || b.i || '_' || g, $1, true, b.id, (ARRAY['billing', 'bug'])[g], '#123456'
-      FROM unnest($2::text[]) WITH ORDINALITY AS b (id, i), generate_series(1, 2) AS g`, [server.accountId, brandIds.slice(1)]);
+      FROM unnest($2::text[]) WITH ORDINALITY AS b (id, i), generate_series(1, 2) AS g`,
+      [server.accountId, brandIds.slice(1)],
+    );
     const emails = [seeded.contactEmails.slice(0, 5000), ...brandIds.slice(1).map((_, i) => Array.from({ length: 200 }, (_x, g) => `customer${g + 1}@brand${i + 1}.example`))];
-    const tagRows = await sql<{ brand_id: string; id: string; name: string }>(dbUrl, `SELECT brand_id, id, name FROM tags WHERE brand_id = ANY($1) AND name IN ('billing', 'bug') ORDER BY name`, [brandIds]);
+    const tagRows = await sql<{ brand_id: string; id: string; name: string }>(
+      dbUrl,
+      `SELECT brand_id, id, name FROM tags WHERE brand_id = ANY($1) AND name IN ('billing', 'bug') ORDER BY name`,
+      [brandIds],
+    );
     const tags = brandIds.map((b) => ({ ids: tagRows.filter((r) => r.brand_id === b).map((r) => r.id), names: ['billing', 'bug'] }));
     const floorInput: FloorInput = { url: dbUrl, accountId: server.accountId, brandIds, emails, tags, words: seeded.words.slice(0, 5000) };
 
-    interface CreateRow { scenario: string; concurrency: number; brands: number; 'tickets/s': number; 'p50 ms': number; 'p99 ms': number; errors: number; 'vs one-statement floor': string; 'vs writes-only floor': string }
+    interface CreateRow {
+      scenario: string;
+      concurrency: number;
+      brands: number;
+      'tickets/s': number;
+      'p50 ms': number;
+      'p99 ms': number;
+      errors: number;
+      'vs one-statement floor': string;
+      'vs writes-only floor': string;
+    }
     const createRows: CreateRow[] = [];
     const floors = new Map<string, number>();
     type FloorLabel = 'step by step' | 'one statement' | 'writes only';
@@ -199,8 +255,17 @@ async function main() {
         const base = floors.get(`${label} ${c}/${brands}`);
         return base && !scenario.endsWith(label) ? `${Math.round((perSec / base) * 100)}%` : '';
       };
-      const row = { scenario, concurrency: c, brands, 'tickets/s': perSec, 'p50 ms': Math.round(p50 * 100) / 100, 'p99 ms': Math.round(p99 * 100) / 100, errors,
-        'vs one-statement floor': ratio('one statement'), 'vs writes-only floor': ratio('writes only') };
+      const row = {
+        scenario,
+        concurrency: c,
+        brands,
+        'tickets/s': perSec,
+        'p50 ms': Math.round(p50 * 100) / 100,
+        'p99 ms': Math.round(p99 * 100) / 100,
+        errors,
+        'vs one-statement floor': ratio('one statement'),
+        'vs writes-only floor': ratio('writes only'),
+      };
       createRows.push(row);
       log(`  ${scenario} c${c} b${brands}: ${perSec}/s p50 ${row['p50 ms']} p99 ${row['p99 ms']}${errors ? ` errors ${errors}` : ''}`);
     };
@@ -213,23 +278,36 @@ async function main() {
         connections: c,
         method: 'POST',
         initialContext: {},
-        requests: [{
-          setupRequest: (req, context) => {
-            const ctx = context as { b?: number };
-            ctx.b ??= next++ % brands;
-            return {
-              ...req,
-              path: `/v1/brands/${brandIds[ctx.b]}/tickets`,
-              headers: { ...auth, 'x-idempotency-key': randomUUID() },
-              body: JSON.stringify({ title: text(6), body: text(40), customerEmail: emails[ctx.b]![Math.floor(Math.random() * emails[ctx.b]!.length)], tags: tags[ctx.b]!.names, priority: 'high' }),
-            };
+        requests: [
+          {
+            setupRequest: (req, context) => {
+              const ctx = context as { b?: number };
+              ctx.b ??= next++ % brands;
+              return {
+                ...req,
+                path: `/v1/brands/${brandIds[ctx.b]}/tickets`,
+                headers: { ...auth, 'x-idempotency-key': randomUUID() },
+                body: JSON.stringify({
+                  title: text(6),
+                  body: text(40),
+                  customerEmail: emails[ctx.b]![Math.floor(Math.random() * emails[ctx.b]!.length)],
+                  tags: tags[ctx.b]!.names,
+                  priority: 'high',
+                }),
+              };
+            },
           },
-        }],
+        ],
       };
       const row = await measure(`POST tickets c${c} b${brands}`, opts);
       push('API create (idempotency key)', c, brands, row['req/s'], row['p50 ms'], row['p99 ms'], row.errors + row.non2xx);
     };
-    for (const [c, brands] of [[1, 1], [16, 1], [16, 16], [connections, 1]] as const) {
+    for (const [c, brands] of [
+      [1, 1],
+      [16, 1],
+      [16, 16],
+      [connections, 1],
+    ] as const) {
       await floor('writes only', c, brands);
       await floor('one statement', c, brands);
       if (c === 1 || c === 16) await floor('step by step', c, brands);
@@ -248,7 +326,9 @@ async function main() {
     log('row-level security (measured, not adopted):');
     const rlsRows: RlsRow[] = await runRlsBench(dbUrl, floorInput, duration * 1000, log);
     const out = process.stdout;
-    out.write(`\nticketd bench: ${seeded.liveTickets.toLocaleString('en')} live tickets in one brand (${ticketCount.toLocaleString('en')} seeded in ${seeded.seconds.toFixed(0)} s), `);
+    out.write(
+      `\nticketd bench: ${seeded.liveTickets.toLocaleString('en')} live tickets in one brand (${ticketCount.toLocaleString('en')} seeded in ${seeded.seconds.toFixed(0)} s), `,
+    );
     out.write(`${duration} s per scenario, loopback, ${os.cpus().length} cores; reads at ${readConnections} connections\n`);
     out.write(`server start-up on an empty database (migrate + bootstrap): ${server.startupMs} ms\n\nLists and search (p50/p99 per request):\n`);
     console.table(readRows);
@@ -259,7 +339,9 @@ async function main() {
     out.write('\nRow-level security as a backstop (raw SQL as a non-superuser role; see bench/rls.ts):\n');
     console.table(rlsRows);
     out.write(`\nserver memory: peak RSS ${mem.peak} MiB, RSS now ${mem.rss} MiB\n`);
-    out.write(`${JSON.stringify({ tickets: ticketCount, live: seeded.liveTickets, duration, readConnections, reads: readRows, creates: createRows, small: smallRows, rls: rlsRows, peakRssMiB: mem.peak })}\n`);
+    out.write(
+      `${JSON.stringify({ tickets: ticketCount, live: seeded.liveTickets, duration, readConnections, reads: readRows, creates: createRows, small: smallRows, rls: rlsRows, peakRssMiB: mem.peak })}\n`,
+    );
   } finally {
     server.child.kill('SIGTERM');
     await new Promise((r) => server.child.once('exit', r));

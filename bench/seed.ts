@@ -24,12 +24,75 @@ export interface Seeded {
 /** Seeded ids: the prefix and the row number in 26 digits (valid id characters; they sort before any id made now). */
 const ID = (prefix: string, n: string) => `'${prefix}_' || lpad((${n})::text, 26, '0')`;
 
-const TAG_NAMES = ['billing', 'bug', 'vip', 'feature-request', 'refund', 'shipping', 'login', 'mobile', 'urgent', 'enterprise', 'churn-risk', 'api',
-  'integration', 'onboarding', 'security', 'gdpr', 'invoice', 'outage', 'performance', 'ui', 'android', 'ios', 'web', 'email', 'sms', 'export',
-  'import', 'sso', 'password', 'payment', 'upgrade', 'downgrade', 'trial', 'partner', 'reseller', 'education', 'nonprofit', 'beta', 'legacy',
-  'migration', 'webhook', 'report', 'dashboard', 'search', 'notification', 'calendar', 'sync', 'backup', 'audit', 'compliance'];
-const CATEGORY_NAMES = ['Billing', 'Technical', 'Account', 'Shipping', 'Returns', 'Sales', 'Feedback', 'Bug report', 'Feature request', 'Security',
-  'Onboarding', 'Integrations', 'Mobile', 'Partnerships', 'Other'];
+const TAG_NAMES = [
+  'billing',
+  'bug',
+  'vip',
+  'feature-request',
+  'refund',
+  'shipping',
+  'login',
+  'mobile',
+  'urgent',
+  'enterprise',
+  'churn-risk',
+  'api',
+  'integration',
+  'onboarding',
+  'security',
+  'gdpr',
+  'invoice',
+  'outage',
+  'performance',
+  'ui',
+  'android',
+  'ios',
+  'web',
+  'email',
+  'sms',
+  'export',
+  'import',
+  'sso',
+  'password',
+  'payment',
+  'upgrade',
+  'downgrade',
+  'trial',
+  'partner',
+  'reseller',
+  'education',
+  'nonprofit',
+  'beta',
+  'legacy',
+  'migration',
+  'webhook',
+  'report',
+  'dashboard',
+  'search',
+  'notification',
+  'calendar',
+  'sync',
+  'backup',
+  'audit',
+  'compliance',
+];
+const CATEGORY_NAMES = [
+  'Billing',
+  'Technical',
+  'Account',
+  'Shipping',
+  'Returns',
+  'Sales',
+  'Feedback',
+  'Bug report',
+  'Feature request',
+  'Security',
+  'Onboarding',
+  'Integrations',
+  'Mobile',
+  'Partnerships',
+  'Other',
+];
 
 async function connect(url: string): Promise<pg.Client> {
   const c = new pg.Client({ connectionString: url, application_name: 'ticketd-bench-seed' });
@@ -47,17 +110,24 @@ export async function seed(url: string, opts: { accountId: string; brandId: stri
   try {
     const scope = [accountId, true, brandId];
 
-    const members = await a.query<{ id: string }>(`
+    const members = await a.query<{ id: string }>(
+      `
       INSERT INTO members (id, account_id, email, name, role)
       SELECT ${ID('mem', 'i')}, $1, 'agent' || i || '@support.example', ($2::text[])[1 + i % 30] || ' ' || ($3::text[])[1 + (i * 7) % 26], 'member'
-      FROM generate_series(1, 20) AS i RETURNING id`, [accountId, FIRST_NAMES, LAST_NAMES]);
+      FROM generate_series(1, 20) AS i RETURNING id`,
+      [accountId, FIRST_NAMES, LAST_NAMES],
+    );
     const memberIds = members.rows.map((r) => r.id);
-    await a.query(`
+    await a.query(
+      `
       INSERT INTO companies (id, account_id, livemode, brand_id, name, name_key, domain)
       SELECT ${ID('co', 'i')}, $1, $2, $3, initcap(($4::text[])[100 + i]) || ' ' || (ARRAY['Inc', 'GmbH', 'SARL', 'Ltd', 'AB'])[1 + i % 5],
              lower(($4::text[])[100 + i]) || ' ' || lower((ARRAY['Inc', 'GmbH', 'SARL', 'Ltd', 'AB'])[1 + i % 5]), 'company' || i || '.example'
-      FROM generate_series(1, 2000) AS i`, [...scope, words]);
-    const contacts = await a.query<{ email: string }>(`
+      FROM generate_series(1, 2000) AS i`,
+      [...scope, words],
+    );
+    const contacts = await a.query<{ email: string }>(
+      `
       INSERT INTO contacts (id, account_id, livemode, brand_id, email, name, name_key, company_id)
       SELECT ${ID('cus', 'i')}, $1, $2, $3,
              lower(unaccent(replace(f || '.' || l, ' ', ''))) || i || '@' || CASE WHEN i % 10 < 7 THEN 'company' || (1 + i % 2000) || '.example' ELSE 'mail' || (i % 50) || '.example' END,
@@ -65,13 +135,21 @@ export async function seed(url: string, opts: { accountId: string; brandId: stri
              CASE WHEN i % 10 < 7 THEN ${ID('co', '1 + i % 2000')} END
       FROM generate_series(1, 50000) AS i,
            LATERAL (SELECT ($4::text[])[1 + i % 30] AS f, ($5::text[])[1 + (i / 30) % 26] AS l) AS names
-      RETURNING email`, [...scope, FIRST_NAMES, LAST_NAMES]);
-    const categories = await a.query<{ id: string }>(`
+      RETURNING email`,
+      [...scope, FIRST_NAMES, LAST_NAMES],
+    );
+    const categories = await a.query<{ id: string }>(
+      `
       INSERT INTO categories (id, account_id, livemode, brand_id, name, color, sort_order)
-      SELECT ${ID('cat', 'i')}, $1, $2, $3, ($4::text[])[i], '#336699', i FROM generate_series(1, 15) AS i RETURNING id`, [...scope, CATEGORY_NAMES]);
-    const tags = await a.query<{ id: string }>(`
+      SELECT ${ID('cat', 'i')}, $1, $2, $3, ($4::text[])[i], '#336699', i FROM generate_series(1, 15) AS i RETURNING id`,
+      [...scope, CATEGORY_NAMES],
+    );
+    const tags = await a.query<{ id: string }>(
+      `
       INSERT INTO tags (id, account_id, livemode, brand_id, name, color)
-      SELECT ${ID('tag', 'i')}, $1, $2, $3, ($4::text[])[i], '#aa3366' FROM generate_series(1, 50) AS i RETURNING id`, [...scope, TAG_NAMES]);
+      SELECT ${ID('tag', 'i')}, $1, $2, $3, ($4::text[])[i], '#aa3366' FROM generate_series(1, 50) AS i RETURNING id`,
+      [...scope, TAG_NAMES],
+    );
     log(`seed: 20 members, 2,000 companies, 50,000 contacts, 15 categories, 50 tags (${((Date.now() - started) / 1000).toFixed(1)} s)`);
 
     // Secondary indexes go during the load (constraint indexes stay: the foreign keys need them).
@@ -83,17 +161,22 @@ export async function seed(url: string, opts: { accountId: string; brandId: stri
 
     // Text: 20,000 titles and 20,000 body halves drawn from the vocabulary; a ticket takes a title and two halves.
     await a.query('ANALYZE contacts, companies, members, categories, tags');
-    await a.query(`CREATE UNLOGGED TABLE bench_text AS
+    await a.query(
+      `CREATE UNLOGGED TABLE bench_text AS
       SELECT k, initcap((SELECT string_agg(($1::text[])[floor(exp(random() * ln($2::float8)))::int], ' ') FROM generate_series(1, 4 + k % 6) WHERE k >= 0)) AS title,
                 (SELECT string_agg(($1::text[])[floor(exp(random() * ln($2::float8)))::int], ' ') FROM generate_series(1, 8 + (k * 7) % 30) WHERE k >= 0) AS body
-      FROM generate_series(0, 19999) AS k`, [words, words.length]);
+      FROM generate_series(0, 19999) AS k`,
+      [words, words.length],
+    );
     await a.query('ALTER TABLE bench_text ADD PRIMARY KEY (k)');
 
     // The tickets trigger and the foreign-key checks are off for the load (session_replication_role),
     // so this statement fills the derived columns as the trigger would: the title and body hold
     // only letters and spaces, for which ticketd_search_text() is unaccent(); checked below.
     const loadStarted = Date.now();
-    const insert = (c: pg.Client, lo: number, hi: number) => c.query(`
+    const insert = (c: pg.Client, lo: number, hi: number) =>
+      c.query(
+        `
       INSERT INTO tickets (id, account_id, livemode, brand_id, ticket_number, title, body, status, priority, assignee_id,
         customer_id, category_id, source, is_spam, comment_count, attachment_count, created_at, updated_at, deleted_at,
         customer_text, customer_sort, company_sort, assignee_sort, category_sort, search_vector)
@@ -123,7 +206,8 @@ export async function seed(url: string, opts: { accountId: string; brandId: stri
                  WHERE c.account_id = $1 AND c.livemode = $2 AND c.brand_id = $3) AS cu ON cu.id = ${ID('cus', 's.customer')}
       LEFT JOIN (SELECT id, lower(coalesce(nullif(name, ''), email)) AS sort FROM members WHERE account_id = $1) AS m ON m.id = ${ID('mem', 's.assignee')}
       LEFT JOIN (SELECT id, lower(name) AS sort FROM categories WHERE account_id = $1 AND livemode = $2 AND brand_id = $3) AS ca ON ca.id = ${ID('cat', 's.category')}`,
-    [...scope, Date.now() - 2 * 365 * 86_400_000, 2 * 365 * 86_400_000 - 3_600_000, n, lo, hi]);
+        [...scope, Date.now() - 2 * 365 * 86_400_000, 2 * 365 * 86_400_000 - 3_600_000, n, lo, hi],
+      );
     const CHUNK = 50_000;
     const chunks: [number, number][] = [];
     for (let lo = 1; lo <= n; lo += CHUNK) chunks.push([lo, Math.min(n, lo + CHUNK - 1)]);
@@ -137,12 +221,15 @@ export async function seed(url: string, opts: { accountId: string; brandId: stri
     };
     await Promise.all([worker(a), worker(b)]);
     await a.query('UPDATE brands SET next_ticket_number = $1 WHERE account_id = $2 AND livemode = true AND id = $3', [n + 1, accountId, brandId]);
-    await a.query(`
+    await a.query(
+      `
       INSERT INTO ticket_tags (account_id, livemode, brand_id, ticket_id, tag_id, status, priority)
       SELECT t.account_id, t.livemode, t.brand_id, t.id, ($4::text[])[floor(exp(random() * ln(51)))::int], t.status, t.priority
       FROM tickets t, generate_series(1, 3) AS k
       WHERE t.account_id = $1 AND t.livemode = $2 AND t.brand_id = $3 AND random() < 0.5
-      ON CONFLICT DO NOTHING`, [...scope, tags.rows.map((r) => r.id)]);
+      ON CONFLICT DO NOTHING`,
+      [...scope, tags.rows.map((r) => r.id)],
+    );
     const wrong = await a.query<{ n: string }>(`SELECT count(*) AS n FROM (SELECT * FROM tickets TABLESAMPLE SYSTEM (1) LIMIT 2000) t
       WHERE search_vector <> ticketd_ticket_vector(title, customer_text, body)
          OR customer_sort <> coalesce((SELECT lower(coalesce(nullif(c.name, ''), c.email)) FROM contacts c WHERE c.id = t.customer_id), '')`);
@@ -151,9 +238,11 @@ export async function seed(url: string, opts: { accountId: string; brandId: stri
 
     const indexStarted = Date.now();
     const pending = [...indexes.rows].sort((x, y) => (y.def.includes('gin') ? 1 : 0) - (x.def.includes('gin') ? 1 : 0));
-    await Promise.all([a, b].map(async (c) => {
-      for (let ix = pending.shift(); ix; ix = pending.shift()) await c.query(ix.def);
-    }));
+    await Promise.all(
+      [a, b].map(async (c) => {
+        for (let ix = pending.shift(); ix; ix = pending.shift()) await c.query(ix.def);
+      }),
+    );
     log(`seed: indexes rebuilt in ${((Date.now() - indexStarted) / 1000).toFixed(1)} s; vacuum analyze`);
     await Promise.all([a.query('VACUUM (ANALYZE) tickets'), b.query('VACUUM (ANALYZE) ticket_tags')]);
     await a.query('ANALYZE contacts, companies, members, categories, tags');

@@ -13,11 +13,16 @@ export function withDatabase(url: string, database: string): string {
 export async function sql<R extends pg.QueryResultRow = Record<string, unknown>>(url: string, text: string, params: unknown[] = []): Promise<R[]> {
   const c = new pg.Client({ connectionString: url });
   await c.connect();
-  try { return (await c.query<R>(text, params)).rows; } finally { await c.end(); }
+  try {
+    return (await c.query<R>(text, params)).rows;
+  } finally {
+    await c.end();
+  }
 }
 
 /** `bin/ticketd start` in a role on databaseUrl; resolves with its start-up JSON line once it serves. */
-export async function startTicketd(role: 'all' | 'api' | 'dispatcher', databaseUrl: string, env: Record<string, string> = {}): Promise<{ child: ChildProcess; info: any }> { // eslint-disable-line @typescript-eslint/no-explicit-any
+export async function startTicketd(role: 'all' | 'api' | 'dispatcher', databaseUrl: string, env: Record<string, string> = {}): Promise<{ child: ChildProcess; info: any }> {
+  // eslint-disable-line @typescript-eslint/no-explicit-any
   const child = spawn(process.execPath, [path.join(packageRoot, 'bin', 'ticketd'), 'start', '--role', role, '--json', '--port', '0'], {
     env: { ...process.env, DATABASE_URL: databaseUrl, TICKETD_LOG_LEVEL: 'warn', ...env },
     stdio: ['ignore', 'pipe', 'inherit'],

@@ -21,9 +21,12 @@ export function buildProgram(): Command {
     .description('Self-hosted, multi-tenant, API-first ticketing server')
     .version(version)
     .option('--config <file>', `config file (default: TICKETD_CONFIG, else ./ticketd.config.json if present)`)
-    .addHelpText('after', `
+    .addHelpText(
+      'after',
+      `
 Exit codes: 0 success, 1 failure, 2 usage error.
-Every command takes --json for scripts. Environment: DATABASE_URL, PORT, TICKETD_DATA_DIR, TICKETD_* (see README).`)
+Every command takes --json for scripts. Environment: DATABASE_URL, PORT, TICKETD_DATA_DIR, TICKETD_* (see README).`,
+    )
     .exitOverride()
     .showSuggestionAfterError();
   const globals = () => program.opts<GlobalOptions>();

@@ -24,8 +24,7 @@ function brandScoped(knex: Knex, t: Knex.CreateTableBuilder, table: string): voi
   t.text('account_id').notNullable();
   t.boolean('livemode').notNullable();
   t.text('brand_id').notNullable();
-  t.foreign(['account_id', 'livemode', 'brand_id'], `${table}_brand_fk`)
-    .references(['account_id', 'livemode', 'id']).inTable('brands').onDelete('CASCADE');
+  t.foreign(['account_id', 'livemode', 'brand_id'], `${table}_brand_fk`).references(['account_id', 'livemode', 'id']).inTable('brands').onDelete('CASCADE');
   t.timestamp('created_at', { useTz: true }).notNullable().defaultTo(knex.fn.now());
   t.timestamp('updated_at', { useTz: true }).notNullable().defaultTo(knex.fn.now());
 }
@@ -65,14 +64,24 @@ export async function up(knex: Knex): Promise<void> {
     t.index(['account_id', 'livemode', 'brand_id', 'entity_type', 'sort_order'], 'field_definitions_scope_order_idx');
   });
   await knex.raw(`ALTER TABLE field_definitions ADD CONSTRAINT field_definitions_entity_type_check CHECK (entity_type IN ('ticket', 'customer', 'company'))`);
-  await knex.raw(`ALTER TABLE field_definitions ADD CONSTRAINT field_definitions_type_check CHECK (type IN ('text', 'number', 'boolean', 'date', 'select', 'multiselect', 'url', 'array', 'object'))`);
+  await knex.raw(
+    `ALTER TABLE field_definitions ADD CONSTRAINT field_definitions_type_check CHECK (type IN ('text', 'number', 'boolean', 'date', 'select', 'multiselect', 'url', 'array', 'object'))`,
+  );
 
   // Backfill: every existing brand gets the system statuses.
   // Spelled so it works with or without knex's snake_case mappers.
   const brands: { id: string; accountId: string; livemode: boolean }[] = await knex('brands').select({ id: 'id', accountId: 'account_id', livemode: 'livemode' }).orderBy('id');
-  const rows = brands.flatMap((b) => SYSTEM_STATUSES.map((s, i) => ({
-    id: newId('st'), account_id: b.accountId, livemode: b.livemode, brand_id: b.id, ...s, is_system: true, sort_order: i,
-  })));
+  const rows = brands.flatMap((b) =>
+    SYSTEM_STATUSES.map((s, i) => ({
+      id: newId('st'),
+      account_id: b.accountId,
+      livemode: b.livemode,
+      brand_id: b.id,
+      ...s,
+      is_system: true,
+      sort_order: i,
+    })),
+  );
   if (rows.length) await knex.batchInsert('statuses', rows, 500);
 }
 

@@ -19,8 +19,7 @@ export async function up(knex: Knex): Promise<void> {
     t.integer('sort_order').notNullable().defaultTo(0);
     t.timestamp('created_at', { useTz: true }).notNullable().defaultTo(knex.fn.now());
     t.timestamp('updated_at', { useTz: true }).notNullable().defaultTo(knex.fn.now());
-    t.foreign(['account_id', 'livemode', 'brand_id'], 'categories_brand_fk')
-      .references(['account_id', 'livemode', 'id']).inTable('brands').onDelete('CASCADE');
+    t.foreign(['account_id', 'livemode', 'brand_id'], 'categories_brand_fk').references(['account_id', 'livemode', 'id']).inTable('brands').onDelete('CASCADE');
     t.unique(['account_id', 'livemode', 'brand_id', 'id'], { indexName: 'categories_scope_id_unique' });
     t.index(['account_id', 'livemode', 'brand_id', 'sort_order'], 'categories_brand_sort_idx');
   });
@@ -35,8 +34,7 @@ export async function up(knex: Knex): Promise<void> {
     t.text('color').notNullable();
     t.timestamp('created_at', { useTz: true }).notNullable().defaultTo(knex.fn.now());
     t.timestamp('updated_at', { useTz: true }).notNullable().defaultTo(knex.fn.now());
-    t.foreign(['account_id', 'livemode', 'brand_id'], 'tags_brand_fk')
-      .references(['account_id', 'livemode', 'id']).inTable('brands').onDelete('CASCADE');
+    t.foreign(['account_id', 'livemode', 'brand_id'], 'tags_brand_fk').references(['account_id', 'livemode', 'id']).inTable('brands').onDelete('CASCADE');
     t.unique(['account_id', 'livemode', 'brand_id', 'id'], { indexName: 'tags_scope_id_unique' });
   });
   // Serves both the uniqueness rule and name lookups (list order, findOrCreateByNames).

@@ -70,7 +70,10 @@ export async function up(knex: Knex): Promise<void> {
     t.text('ticket_id').notNullable();
     t.text('tag_id').notNullable();
     t.primary(['account_id', 'livemode', 'brand_id', 'ticket_id', 'tag_id'], { constraintName: 'ticket_tags_pkey' });
-    t.foreign(['account_id', 'livemode', 'brand_id', 'ticket_id'], 'ticket_tags_ticket_fk').references(['account_id', 'livemode', 'brand_id', 'id']).inTable('tickets').onDelete('CASCADE');
+    t.foreign(['account_id', 'livemode', 'brand_id', 'ticket_id'], 'ticket_tags_ticket_fk')
+      .references(['account_id', 'livemode', 'brand_id', 'id'])
+      .inTable('tickets')
+      .onDelete('CASCADE');
     t.foreign(['account_id', 'livemode', 'brand_id', 'tag_id'], 'ticket_tags_tag_fk').references(['account_id', 'livemode', 'brand_id', 'id']).inTable('tags').onDelete('CASCADE');
   });
   // Tag stats, tag merge and the tagIds filter go from the tag to its tickets.

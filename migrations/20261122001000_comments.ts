@@ -36,7 +36,9 @@ export async function up(knex: Knex): Promise<void> {
     t.timestamp('updated_at', { useTz: true }).notNullable().defaultTo(knex.fn.now());
     t.timestamp('deleted_at', { useTz: true });
     t.foreign(['account_id', 'livemode', 'brand_id', 'ticket_id'], 'comments_ticket_fk')
-      .references(['account_id', 'livemode', 'brand_id', 'id']).inTable('tickets').onDelete('CASCADE');
+      .references(['account_id', 'livemode', 'brand_id', 'id'])
+      .inTable('tickets')
+      .onDelete('CASCADE');
     // Also the index of the list: a ticket's comments in id (= creation) order.
     t.unique(['account_id', 'livemode', 'brand_id', 'ticket_id', 'id'], { indexName: 'comments_ticket_id_unique' });
     t.check("author_type in ('CUSTOMER', 'AGENT', 'SYSTEM')", [], 'comments_author_type_check');

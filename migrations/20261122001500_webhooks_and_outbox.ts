@@ -88,7 +88,10 @@ export async function up(knex: Knex): Promise<void> {
     t.timestamp('delivered_at', { useTz: true });
     t.foreign(['account_id', 'livemode', 'brand_id'], 'outbox_brand_fk').references(['account_id', 'livemode', 'id']).inTable('brands').onDelete('CASCADE');
     // Deleting a webhook drops its delivery log and anything it still had to send.
-    t.foreign(['account_id', 'livemode', 'brand_id', 'webhook_id'], 'outbox_webhook_fk').references(['account_id', 'livemode', 'brand_id', 'id']).inTable('webhooks').onDelete('CASCADE');
+    t.foreign(['account_id', 'livemode', 'brand_id', 'webhook_id'], 'outbox_webhook_fk')
+      .references(['account_id', 'livemode', 'brand_id', 'id'])
+      .inTable('webhooks')
+      .onDelete('CASCADE');
     t.check("kind in ('webhook', 'mail')", [], 'outbox_kind_check');
     t.check("status in ('pending', 'retrying', 'success', 'failed', 'dead')", [], 'outbox_status_check');
     t.check("kind <> 'webhook' or webhook_id is not null", [], 'outbox_webhook_id_check');

@@ -30,7 +30,9 @@ export async function up(knex: Knex): Promise<void> {
     t.timestamp('created_at', { useTz: true }).notNullable().defaultTo(knex.fn.now());
     t.foreign(['account_id', 'livemode', 'brand_id'], 'mail_messages_brand_fk').references(['account_id', 'livemode', 'id']).inTable('brands').onDelete('CASCADE');
     t.foreign(['account_id', 'livemode', 'brand_id', 'ticket_id'], 'mail_messages_ticket_fk')
-      .references(['account_id', 'livemode', 'brand_id', 'id']).inTable('tickets').onDelete('CASCADE');
+      .references(['account_id', 'livemode', 'brand_id', 'id'])
+      .inTable('tickets')
+      .onDelete('CASCADE');
     t.unique(['account_id', 'livemode', 'brand_id', 'message_id'], { indexName: 'mail_messages_message_id_unique' });
     t.check("kind in ('agent_reply', 'autoresponse', 'watcher_notification')", [], 'mail_messages_kind_check');
   });

@@ -69,11 +69,16 @@ export async function buildApp({ config, db, services: given, isShuttingDown = (
   const attachments = givenAttachments ?? attachmentDepsOf(services);
   const app = Fastify({
     // Logs go to stderr: stdout carries what commands print (e.g. `ticketd start --json`).
-    logger: config.logLevel === 'silent' ? false : {
-      level: config.logLevel, stream: process.stderr, redact: ['req.headers.authorization', 'req.headers.cookie'],
-      // Fastify's request serializer, minus the tokens of signed attachment URLs.
-      serializers: { req: (req) => ({ method: req.method, url: withoutGrantTokens(req.url), host: req.host, remoteAddress: req.ip, remotePort: req.socket?.remotePort }) },
-    },
+    logger:
+      config.logLevel === 'silent'
+        ? false
+        : {
+            level: config.logLevel,
+            stream: process.stderr,
+            redact: ['req.headers.authorization', 'req.headers.cookie'],
+            // Fastify's request serializer, minus the tokens of signed attachment URLs.
+            serializers: { req: (req) => ({ method: req.method, url: withoutGrantTokens(req.url), host: req.host, remoteAddress: req.ip, remotePort: req.socket?.remotePort }) },
+          },
     genReqId: requestIdFor,
     requestIdHeader: false,
     bodyLimit: config.bodyLimitBytes,
@@ -99,7 +104,11 @@ export async function buildApp({ config, db, services: given, isShuttingDown = (
   await app.register(swagger, {
     openapi: {
       openapi: '3.1.0',
-      info: { title: 'ticketd API', version, description: 'Self-hosted, multi-tenant ticketing API. Authenticate with `Authorization: Bearer sk_live_…` (or `sk_test_…` for the separate test mode).' },
+      info: {
+        title: 'ticketd API',
+        version,
+        description: 'Self-hosted, multi-tenant ticketing API. Authenticate with `Authorization: Bearer sk_live_…` (or `sk_test_…` for the separate test mode).',
+      },
       components: { securitySchemes: { apiKey: { type: 'http', scheme: 'bearer', description: 'An API key: sk_live_… or sk_test_…' } } },
     },
     refResolver: { buildLocalReference: (json, _base, _fragment, i) => String(json.$id ?? `def-${i}`) },

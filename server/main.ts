@@ -66,13 +66,16 @@ export async function startServer(config: Config, role: Role, log: Log = () => u
       warn: (o: object, m: string) => (app?.log ?? lines).warn(o, m),
       error: (o: object, m: string) => (app?.log ?? lines).error(o, m),
     };
-    const svc = services = createServices({ config, db, logger });
-    const bootstrap = role === 'dispatcher' ? null : await bootstrapIfEmpty(systemCtx(svc, 'bootstrap'), {
-      email: config.bootstrap.ownerEmail,
-      name: config.bootstrap.ownerName,
-      accountName: config.bootstrap.accountName,
-      brandName: config.bootstrap.brandName,
-    });
+    const svc = (services = createServices({ config, db, logger }));
+    const bootstrap =
+      role === 'dispatcher'
+        ? null
+        : await bootstrapIfEmpty(systemCtx(svc, 'bootstrap'), {
+            email: config.bootstrap.ownerEmail,
+            name: config.bootstrap.ownerName,
+            accountName: config.bootstrap.accountName,
+            brandName: config.bootstrap.brandName,
+          });
     let port = config.port;
     const attachments = attachmentDepsOf(svc);
     if (role !== 'dispatcher') {
@@ -82,7 +85,11 @@ export async function startServer(config: Config, role: Role, log: Log = () => u
       if (config.smtpPort !== null) {
         const deps = { attachments };
         smtp = await startSmtpListener({
-          host: config.host, port: config.smtpPort, maxBytes: config.inboundMaxBytes, inboundDomain: config.inboundDomain, log,
+          host: config.host,
+          port: config.smtpPort,
+          maxBytes: config.inboundMaxBytes,
+          inboundDomain: config.inboundDomain,
+          log,
           deliver: (raw, recipients) => receiveMail(systemCtx(svc, 'smtp'), deps, raw, recipients),
         });
       }
@@ -122,10 +129,18 @@ export function stopOnSignals(starting: Promise<Running>, config: Config, log: L
       process.exit(1);
     }, config.shutdownTimeoutMs);
     deadline.unref();
-    starting.then((running) => running.stop()).then(
-      () => { log('stopped'); process.exit(0); },
-      (err) => { log(`shutdown failed: ${(err as Error).message}`); process.exit(1); },
-    );
+    starting
+      .then((running) => running.stop())
+      .then(
+        () => {
+          log('stopped');
+          process.exit(0);
+        },
+        (err) => {
+          log(`shutdown failed: ${(err as Error).message}`);
+          process.exit(1);
+        },
+      );
   };
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);

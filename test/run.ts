@@ -61,7 +61,10 @@ async function runTap(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: n
 /** Compiled test files (tap skips dist/ when it searches on its own). */
 function testFiles(): string[] {
   const dir = path.join(packageRoot, 'dist', 'test');
-  return (readdirSync(dir, { recursive: true }) as string[]).filter((f) => f.endsWith('.test.js')).sort().map((f) => path.join('dist', 'test', f));
+  return (readdirSync(dir, { recursive: true }) as string[])
+    .filter((f) => f.endsWith('.test.js'))
+    .sort()
+    .map((f) => path.join('dist', 'test', f));
 }
 
 async function main(): Promise<number> {
@@ -82,7 +85,9 @@ async function main(): Promise<number> {
       rmSync(dataDir, { recursive: true, force: true });
     };
     // Interrupted (Ctrl-C, a kill, or a reader that closed the pipe): stop the throwaway cluster first.
-    const interrupted = (code: number) => () => { void stopCluster().finally(() => process.exit(code)); };
+    const interrupted = (code: number) => () => {
+      void stopCluster().finally(() => process.exit(code));
+    };
     for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.once(signal, interrupted(130));
     process.stdout.on('error', interrupted(1));
     process.stdout.write(`# embedded PostgreSQL for this run in ${dataDir}\n`);
@@ -110,8 +115,11 @@ async function main(): Promise<number> {
   }
 }
 
-main().then((code) => process.exit(code), (err) => {
-  process.stderr.write(`test run failed before tests could run: ${(err as Error).stack}\n`);
-  process.stdout.write('0 passed, 1 failed\n');
-  process.exit(1);
-});
+main().then(
+  (code) => process.exit(code),
+  (err) => {
+    process.stderr.write(`test run failed before tests could run: ${(err as Error).stack}\n`);
+    process.stdout.write('0 passed, 1 failed\n');
+    process.exit(1);
+  },
+);

@@ -21,7 +21,8 @@ export function describeCreated(result: CreatedAccountView): string[] {
 export function registerAccounts(program: Command, globals: () => GlobalOptions): void {
   const cmd = program.command('accounts').description('accounts (tenants)');
 
-  cmd.command('create')
+  cmd
+    .command('create')
     .description('create an account with its owner, a live and a test key, and optionally a first brand')
     .option('--email <email>', "owner's email")
     .option('--name <name>', "owner's name")
@@ -33,12 +34,16 @@ export function registerAccounts(program: Command, globals: () => GlobalOptions)
     .action(async (opts: { email?: string; name?: string; accountName?: string; brand?: string; brandSlug?: string; brandMode: 'live' | 'test'; json?: boolean }) => {
       const email = await need(opts.email, '--email', "Owner's email");
       const brand = opts.brand ? { name: opts.brand, slug: opts.brandSlug, livemode: opts.brandMode === 'live' } : undefined;
-      const result = await withServices(loadConfig({ configFile: globals().config }),
-        (services) => createAccount(adminCtx(services), { email, name: opts.name, accountName: opts.accountName }, brand), { migrate: true });
+      const result = await withServices(
+        loadConfig({ configFile: globals().config }),
+        (services) => createAccount(adminCtx(services), { email, name: opts.name, accountName: opts.accountName }, brand),
+        { migrate: true },
+      );
       emit(Boolean(opts.json), result, () => describeCreated(result));
     });
 
-  cmd.command('list')
+  cmd
+    .command('list')
     .description('list accounts')
     .option('--json', 'JSON output')
     .action(async (opts: { json?: boolean }) => {

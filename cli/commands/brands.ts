@@ -12,7 +12,8 @@ const modeOption = () => new Option('--mode <mode>', 'live or test data').choice
 export function registerBrands(program: Command, globals: () => GlobalOptions): void {
   const cmd = program.command('brands').description('brands (a.k.a. workspaces)');
 
-  cmd.command('create')
+  cmd
+    .command('create')
     .description('create a brand')
     .option('--name <name>', 'brand name')
     .option('--slug <slug>', 'unique per account (default: from the name)')
@@ -25,18 +26,26 @@ export function registerBrands(program: Command, globals: () => GlobalOptions): 
       const name = await need(opts.name, '--name', 'Brand name');
       const start = opts.ticketNumberStart === undefined ? undefined : Number(opts.ticketNumberStart);
       if (start !== undefined && !(Number.isInteger(start) && start >= 1)) throw new UsageError('--ticket-number-start must be a positive integer');
-      const brand = await withServices(loadConfig({ configFile: globals().config }), async (services) =>
-        createBrand(await accountCtx(services, opts.account, opts.mode), { name, slug: opts.slug, ticketPrefix: opts.ticketPrefix, ticketNumberStart: start }), { migrate: true });
-      emit(Boolean(opts.json), brand, () => [`brand ${brand.id} "${brand.name}" (slug ${brand.slug}, ${opts.mode} mode, next ticket ${brand.ticketPrefix}-${brand.nextTicketNumber})`]);
+      const brand = await withServices(
+        loadConfig({ configFile: globals().config }),
+        async (services) => createBrand(await accountCtx(services, opts.account, opts.mode), { name, slug: opts.slug, ticketPrefix: opts.ticketPrefix, ticketNumberStart: start }),
+        { migrate: true },
+      );
+      emit(Boolean(opts.json), brand, () => [
+        `brand ${brand.id} "${brand.name}" (slug ${brand.slug}, ${opts.mode} mode, next ticket ${brand.ticketPrefix}-${brand.nextTicketNumber})`,
+      ]);
     });
 
-  cmd.command('list')
+  cmd
+    .command('list')
     .description('list brands of an account')
     .option('--account <id>', 'account id (default: the only account)')
     .addOption(modeOption())
     .option('--json', 'JSON output')
     .action(async (opts: { account?: string; mode: Mode; json?: boolean }) => {
-      const rows = await withServices(loadConfig({ configFile: globals().config }), async (services) => brands.list(await accountCtx(services, opts.account, opts.mode)), { migrate: true });
+      const rows = await withServices(loadConfig({ configFile: globals().config }), async (services) => brands.list(await accountCtx(services, opts.account, opts.mode)), {
+        migrate: true,
+      });
       emit(Boolean(opts.json), rows, () => table(rows, ['id', 'name', 'slug', 'ticketPrefix', 'nextTicketNumber', 'createdAt']));
     });
 }

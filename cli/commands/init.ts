@@ -23,7 +23,7 @@ interface InitOptions {
 /** Writes the database choice into the config file, keeping whatever else it holds. */
 function saveDatabaseChoice(file: string, databaseUrl: string | null, dataDir: string | undefined): void {
   const exists = existsSync(file);
-  const current = exists ? JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown> : {};
+  const current = exists ? (JSON.parse(readFileSync(file, 'utf8')) as Record<string, unknown>) : {};
   const next = { ...current, databaseUrl, ...(dataDir ? { dataDir } : {}) };
   // It may hold a database password: readable by its owner only. writeFileSync's mode applies to a
   // new file; an existing one is narrowed first, so the password never lands in a wider file.
@@ -51,9 +51,9 @@ export function registerInit(program: Command, globals: () => GlobalOptions): vo
       if (!kind) {
         kind = canPrompt()
           ? await choose('Which PostgreSQL should ticketd use?', [
-            { name: 'Embedded: ticketd runs its own, under the data directory', value: 'embedded' },
-            { name: 'External: an existing PostgreSQL 15+ (give its URL)', value: 'external' },
-          ])
+              { name: 'Embedded: ticketd runs its own, under the data directory', value: 'embedded' },
+              { name: 'External: an existing PostgreSQL 15+ (give its URL)', value: 'external' },
+            ])
           : 'embedded';
       }
       const databaseUrl = kind === 'external' ? await need(opts.databaseUrl, '--database-url', 'PostgreSQL URL (postgres://user:password@host:5432/db)') : null;
@@ -65,8 +65,9 @@ export function registerInit(program: Command, globals: () => GlobalOptions): vo
       const file = path.resolve(globals().config ?? process.env.TICKETD_CONFIG ?? DEFAULT_CONFIG_FILE);
       saveDatabaseChoice(file, databaseUrl, opts.dataDir);
       const config = loadConfig({ configFile: file });
-      const created = await withServices(config, (services) =>
-        bootstrapIfEmpty(adminCtx(services), { email: ownerEmail, name: ownerName, accountName, brandName }), { migrate: true });
+      const created = await withServices(config, (services) => bootstrapIfEmpty(adminCtx(services), { email: ownerEmail, name: ownerName, accountName, brandName }), {
+        migrate: true,
+      });
       emit(Boolean(opts.json), { configFile: file, database: kind, created }, () => [
         `saved the database choice (${kind}) to ${file}`,
         ...(created ? describeCreated(created) : ['this database already has accounts: nothing was created (use `ticketd accounts create` or `ticketd keys create`)']),

@@ -18,7 +18,8 @@ export function registerKeys(program: Command, globals: () => GlobalOptions): vo
   const cmd = program.command('keys').description('API keys');
   const config = () => loadConfig({ configFile: globals().config });
 
-  cmd.command('create')
+  cmd
+    .command('create')
     .description('create an API key; the secret is printed once')
     .option('--name <name>', 'a name to recognise it by')
     .option('--brands <ids>', 'limit the key to these brands (comma-separated); default: all brands')
@@ -26,23 +27,36 @@ export function registerKeys(program: Command, globals: () => GlobalOptions): vo
     .addOption(new Option('--mode <mode>', 'sk_live_ or sk_test_ key').choices(['live', 'test']).default('live'))
     .option('--json', 'JSON output')
     .action(async (opts: { name?: string; brands?: string; account?: string; mode: Mode; json?: boolean }) => {
-      const brandIds = opts.brands?.split(',').map((s) => s.trim()).filter(Boolean);
-      const key = await withServices(config(), async (services) =>
-        apiKeys.create(await accountCtx(services, opts.account, opts.mode), { name: opts.name, ...(brandIds?.length ? { brandIds } : {}) }), { migrate: true });
+      const brandIds = opts.brands
+        ?.split(',')
+        .map((s) => s.trim())
+        .filter(Boolean);
+      const key = await withServices(
+        config(),
+        async (services) => apiKeys.create(await accountCtx(services, opts.account, opts.mode), { name: opts.name, ...(brandIds?.length ? { brandIds } : {}) }),
+        { migrate: true },
+      );
       emit(Boolean(opts.json), key, () => [`created ${key.id} "${key.name}" (${key.allBrands ? 'all brands' : key.brandIds.join(', ')})`, `secret, shown this once: ${key.key}`]);
     });
 
-  cmd.command('list')
+  cmd
+    .command('list')
     .description('list active keys (secrets are never shown again)')
     .option('--account <id>', 'account id (default: the only account)')
     .addOption(new Option('--mode <mode>', 'live or test keys').choices(['live', 'test']).default('live'))
     .option('--json', 'JSON output')
     .action(async (opts: { account?: string; mode: Mode; json?: boolean }) => {
       const rows = await withServices(config(), async (services) => apiKeys.list(await accountCtx(services, opts.account, opts.mode)), { migrate: true });
-      emit(Boolean(opts.json), rows, () => table(rows.map((k) => ({ ...k, scope: k.allBrands ? 'all brands' : k.brandIds.join(',') })), ['id', 'name', 'keyPreview', 'scope', 'lastUsedAt', 'expiresAt', 'createdAt']));
+      emit(Boolean(opts.json), rows, () =>
+        table(
+          rows.map((k) => ({ ...k, scope: k.allBrands ? 'all brands' : k.brandIds.join(',') })),
+          ['id', 'name', 'keyPreview', 'scope', 'lastUsedAt', 'expiresAt', 'createdAt'],
+        ),
+      );
     });
 
-  cmd.command('revoke <keyId>')
+  cmd
+    .command('revoke <keyId>')
     .description('revoke a key now; it fails with 401 from the next request on')
     .option('--yes', 'do not ask for confirmation')
     .option('--json', 'JSON output')
@@ -52,7 +66,8 @@ export function registerKeys(program: Command, globals: () => GlobalOptions): vo
       emit(Boolean(opts.json), result, () => [`revoked ${keyId}`]);
     });
 
-  cmd.command('rotate <keyId>')
+  cmd
+    .command('rotate <keyId>')
     .description('issue a new key with the same name and scope; revoke the old one now or after --grace minutes')
     .option('--grace <minutes>', 'minutes the old key keeps working', '0')
     .option('--json', 'JSON output')

@@ -9,7 +9,8 @@ import type { GlobalOptions } from '../globals.js';
 export function registerMail(program: Command, globals: () => GlobalOptions): void {
   const cmd = program.command('mail').description('outbound mail');
 
-  cmd.command('send-test <to>')
+  cmd
+    .command('send-test <to>')
     .description('send a test message through the configured transport (file: an .eml under <dataDir>/mail/outbox; smtp: the relay) and print where it went')
     .option('--json', 'JSON output')
     .action(async (to: string, opts: { json?: boolean }) => {

@@ -26,7 +26,8 @@ export function registerOutbox(program: Command, globals: () => GlobalOptions): 
   const cmd = program.command('outbox').description('messages waiting for delivery, delivered and failed (webhooks and mail; every account)');
   const config = () => loadConfig({ configFile: globals().config });
 
-  cmd.command('stats')
+  cmd
+    .command('stats')
     .description('message counts by kind and status, and the age of the oldest one still to deliver')
     .option('--json', 'JSON output')
     .action(async (opts: { json?: boolean }) => {
@@ -37,7 +38,8 @@ export function registerOutbox(program: Command, globals: () => GlobalOptions): 
       ]);
     });
 
-  cmd.command('list')
+  cmd
+    .command('list')
     .description('messages, newest first')
     .addOption(new Option('--status <status>', 'only messages in this state').choices([...OUTBOX_STATUSES]))
     .option('--limit <n>', 'how many (1-1000)', '50')
@@ -45,10 +47,13 @@ export function registerOutbox(program: Command, globals: () => GlobalOptions): 
     .action(async (opts: { status?: OutboxStatus; limit: string; json?: boolean }) => {
       const limit = parseLimit(opts.limit);
       const rows = await withServices(config(), (services) => outbox.listAll(adminCtx(services), { status: opts.status, limit }), { migrate: true });
-      emit(Boolean(opts.json), rows, () => table(rows as unknown as Record<string, unknown>[], ['id', 'kind', 'event', 'status', 'attempts', 'nextAttemptAt', 'lastError', 'createdAt']));
+      emit(Boolean(opts.json), rows, () =>
+        table(rows as unknown as Record<string, unknown>[], ['id', 'kind', 'event', 'status', 'attempts', 'nextAttemptAt', 'lastError', 'createdAt']),
+      );
     });
 
-  cmd.command('retry <id>')
+  cmd
+    .command('retry <id>')
     .description('send a failed or dead message again: back to pending, due now, with a fresh set of attempts')
     .option('--json', 'JSON output')
     .action(async (id: string, opts: { json?: boolean }) => {
@@ -56,7 +61,8 @@ export function registerOutbox(program: Command, globals: () => GlobalOptions): 
       emit(Boolean(opts.json), row, () => [`${row.id} is pending again; a running dispatcher sends it now`]);
     });
 
-  cmd.command('purge')
+  cmd
+    .command('purge')
     .description('delete finished messages (delivered, failed, dead) older than a duration; pending ones are never purged')
     .requiredOption('--older-than <duration>', 'age such as 30d, 12h, 90m')
     .option('--yes', 'do not ask for confirmation')

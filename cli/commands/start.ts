@@ -45,15 +45,19 @@ export function registerStart(program: Command, globals: () => GlobalOptions): v
       const starting = startServer(config, opts.role, note);
       stopOnSignals(starting, config, note);
       const running = await starting;
-      emit(Boolean(opts.json), {
-        url: running.baseUrl,
-        role: running.role,
-        database: running.database,
-        smtpPort: running.smtpPort,
-        docsUrl: `${running.baseUrl}/docs`,
-        bootstrap: running.bootstrap,
-        curl: curlLine(running),
-      }, () => banner(running));
+      emit(
+        Boolean(opts.json),
+        {
+          url: running.baseUrl,
+          role: running.role,
+          database: running.database,
+          smtpPort: running.smtpPort,
+          docsUrl: `${running.baseUrl}/docs`,
+          bootstrap: running.bootstrap,
+          curl: curlLine(running),
+        },
+        () => banner(running),
+      );
       runState.serving = true;
     });
 }

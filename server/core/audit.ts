@@ -72,8 +72,24 @@ export async function recordMany(ctx: TenantCtx, facts: readonly AuditFact[]): P
   await ctx.db.raw(sql, bindings as never[]);
 }
 
-const AUDIT_COLUMNS = ['id', 'account_id', 'livemode', 'brand_id', 'ticket_id', 'entity_type', 'entity_id', 'event', 'performer_type',
-  'performer_id', 'performer_name', 'source', 'changes', 'metadata', 'request_id', 'created_at'].join(', ');
+const AUDIT_COLUMNS = [
+  'id',
+  'account_id',
+  'livemode',
+  'brand_id',
+  'ticket_id',
+  'entity_type',
+  'entity_id',
+  'event',
+  'performer_type',
+  'performer_id',
+  'performer_name',
+  'source',
+  'changes',
+  'metadata',
+  'request_id',
+  'created_at',
+].join(', ');
 const { format: propertiesToColumns } = objection.snakeCaseMappers();
 
 /** The rows of these entries as insertRowsStatement takes them (each entry's id and time are fixed here). */
@@ -124,9 +140,7 @@ function rowOf(ctx: TenantCtx, fact: AuditFact, now: number): Partial<AuditEntry
  * as changes in the given field order. Values compare as JSON, ignoring object key order.
  */
 export function changesBetween<T extends object>(before: T, after: T, fields: readonly (keyof T & string)[]): Change[] {
-  return fields
-    .filter((field) => canonicalJson(before[field]) !== canonicalJson(after[field]))
-    .map((field) => ({ field, from: before[field] ?? null, to: after[field] ?? null }));
+  return fields.filter((field) => canonicalJson(before[field]) !== canonicalJson(after[field])).map((field) => ({ field, from: before[field] ?? null, to: after[field] ?? null }));
 }
 
 /** The ids of records in display order (sortOrder, then id), as a reorder's `from`. */
@@ -139,7 +153,14 @@ export function displayOrder(rows: readonly { id: string; sortOrder: number }[])
  * entityId is the brand id and `order` lists the records before and after. No entry when the order
  * did not change.
  */
-export async function recordReorder(ctx: TenantCtx, brandId: string, entityType: string, from: readonly string[], to: readonly string[], metadata?: Record<string, unknown>): Promise<void> {
+export async function recordReorder(
+  ctx: TenantCtx,
+  brandId: string,
+  entityType: string,
+  from: readonly string[],
+  to: readonly string[],
+  metadata?: Record<string, unknown>,
+): Promise<void> {
   const changes = changesBetween({ order: from }, { order: to }, ['order']);
   if (changes.length) await record(ctx, { brandId, entityType, entityId: brandId, event: `${entityType}.reordered`, changes, metadata });
 }
@@ -153,4 +174,3 @@ export async function forEntity(ctx: TenantCtx, entityType: string, entityId: st
 export async function forTicket(ctx: TenantCtx, ticketId: string): Promise<AuditEntry[]> {
   return AuditEntry.scoped(ctx).where({ ticketId }).orderBy('id');
 }
-

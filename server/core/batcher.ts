@@ -25,9 +25,22 @@ export interface BatcherOptions<T> {
 }
 
 export function batcher<T, R>(run: (items: T[]) => Promise<R[]>, opts: BatcherOptions<T>) {
-  interface Waiting { item: T; exclusive: string | null; affinity: string | null; resolve: (r: R) => void; reject: (err: unknown) => void }
-  interface Running { size: number; exclusives: string[]; affinities: string[] }
-  interface Group { waiting: Waiting[]; running: Set<Running> }
+  interface Waiting {
+    item: T;
+    exclusive: string | null;
+    affinity: string | null;
+    resolve: (r: R) => void;
+    reject: (err: unknown) => void;
+  }
+  interface Running {
+    size: number;
+    exclusives: string[];
+    affinities: string[];
+  }
+  interface Group {
+    waiting: Waiting[];
+    running: Set<Running>;
+  }
   const concurrency = opts.concurrency ?? 1;
   const groups = new Map<string, Group>();
 
@@ -62,21 +75,25 @@ export function batcher<T, R>(run: (items: T[]) => Promise<R[]>, opts: BatcherOp
         affinities: [...new Set(batch.flatMap((w) => (w.affinity === null ? [] : [w.affinity])))],
       };
       group.running.add(running);
-      void run(batch.map((w) => w.item)).then(
-        (results) => batch.forEach((w, i) => w.resolve(results[i]!)),
-        (err) => { for (const w of batch) w.reject(err); },
-      ).finally(() => {
-        group.running.delete(running);
-        if (!group.running.size && !group.waiting.length) groups.delete(key);
-        else launch(key, group);
-      });
+      void run(batch.map((w) => w.item))
+        .then(
+          (results) => batch.forEach((w, i) => w.resolve(results[i]!)),
+          (err) => {
+            for (const w of batch) w.reject(err);
+          },
+        )
+        .finally(() => {
+          group.running.delete(running);
+          if (!group.running.size && !group.waiting.length) groups.delete(key);
+          else launch(key, group);
+        });
     }
   }
 
   return function submit(key: string, item: T): Promise<R> {
     return new Promise<R>((resolve, reject) => {
       let group = groups.get(key);
-      if (!group) groups.set(key, group = { waiting: [], running: new Set() });
+      if (!group) groups.set(key, (group = { waiting: [], running: new Set() }));
       group.waiting.push({ item, exclusive: opts.exclusive?.(item) ?? null, affinity: opts.affinity?.(item) ?? null, resolve, reject });
       launch(key, group);
     });

@@ -96,6 +96,9 @@ export async function assertBrandsExist(ctx: TenantCtx, brandIds: string[]): Pro
   const found = (await Brand.scoped(ctx).whereIn('id', brandIds).select('id')).map((b) => b.id);
   const missing = brandIds.filter((id) => !found.includes(id));
   if (missing.length) {
-    throw badRequest(`Unknown brand id${missing.length > 1 ? 's' : ''}: ${missing.join(', ')}`, missing.map((id) => ({ field: 'brandIds', message: `${id} is not a brand of this account` })));
+    throw badRequest(
+      `Unknown brand id${missing.length > 1 ? 's' : ''}: ${missing.join(', ')}`,
+      missing.map((id) => ({ field: 'brandIds', message: `${id} is not a brand of this account` })),
+    );
   }
 }

@@ -105,7 +105,11 @@ function convert(raw: string, kind: Kind): unknown {
   // Leave unparseable values as strings: the schema then names the exact problem.
   if (kind === 'integer') return /^-?\d+$/.test(raw.trim()) ? Number(raw) : raw;
   if (kind === 'boolean') return raw === 'true' ? true : raw === 'false' ? false : raw;
-  if (kind === 'list') return raw.split(',').map((s) => s.trim()).filter(Boolean);
+  if (kind === 'list')
+    return raw
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean);
   return raw;
 }
 
@@ -147,9 +151,7 @@ export function loadConfig(options: LoadConfigOptions = {}): Config {
   if (existsSync(file)) {
     const fromFile = readJson(file, problems);
     for (const [key, value] of Object.entries(fromFile)) {
-      merged[key] = key === 'bootstrap' && value && typeof value === 'object'
-        ? { ...(merged.bootstrap as object), ...(value as object) }
-        : value;
+      merged[key] = key === 'bootstrap' && value && typeof value === 'object' ? { ...(merged.bootstrap as object), ...(value as object) } : value;
     }
   }
   for (const [name, [key, kind]] of Object.entries(ENV_KEYS)) {

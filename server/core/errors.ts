@@ -10,8 +10,7 @@ export class HttpError extends Error {
   }
 }
 
-export const badRequest = (message: string, errors?: { field: string; message: string }[], code = 'invalid_request') =>
-  new HttpError(400, code, message, errors);
+export const badRequest = (message: string, errors?: { field: string; message: string }[], code = 'invalid_request') => new HttpError(400, code, message, errors);
 export const unauthorized = (message: string, code = 'unauthorized') => new HttpError(401, code, message);
 export const forbidden = (message: string, code = 'forbidden') => new HttpError(403, code, message);
 export const notFound = (what: string, code = 'not_found') => new HttpError(404, code, `${what} not found`);

@@ -80,9 +80,7 @@ function isDatabaseUnavailable(err: { name?: string }): boolean {
 }
 
 export function installErrorHandling(app: FastifyInstance): void {
-  app.setNotFoundHandler((req, reply) =>
-    send(reply, req, 404, 'route_not_found', `No route ${req.method} ${req.url.split('?')[0]}`),
-  );
+  app.setNotFoundHandler((req, reply) => send(reply, req, 404, 'route_not_found', `No route ${req.method} ${req.url.split('?')[0]}`));
   app.setErrorHandler((err: FastifyError, req, reply) => {
     if (err instanceof HttpError) {
       return send(reply, req, err.statusCode, err.code, err.message, err.errors);

@@ -18,15 +18,20 @@ export const IDEMPOTENCY_TTL_HOURS = 24;
 export function canonicalJson(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(canonicalJson).join(',')}]`;
   if (value && typeof value === 'object') {
-    return `{${Object.keys(value).sort().filter((k) => (value as Record<string, unknown>)[k] !== undefined)
-      .map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`).join(',')}}`;
+    return `{${Object.keys(value)
+      .sort()
+      .filter((k) => (value as Record<string, unknown>)[k] !== undefined)
+      .map((k) => `${JSON.stringify(k)}:${canonicalJson((value as Record<string, unknown>)[k])}`)
+      .join(',')}}`;
   }
   return JSON.stringify(value ?? null);
 }
 
 /** Route with ids normalized by the caller (e.g. `/brands/br_…/tickets`), so path aliases are one request. */
 export function requestFingerprint(method: string, route: string, body: unknown): string {
-  return createHash('sha256').update(`${method}\n${route}\n${canonicalJson(body)}`).digest('hex');
+  return createHash('sha256')
+    .update(`${method}\n${route}\n${canonicalJson(body)}`)
+    .digest('hex');
 }
 
 export type Claim = { claimed: true } | { claimed: false; resourceId: string };
@@ -43,10 +48,11 @@ export async function claim(ctx: TenantCtx, key: string, fingerprint: string, re
   // Twice at most: the row we conflicted with may be purged (it expired) before we read it.
   for (let attempt = 0; attempt < 2; attempt++) {
     const { sql, bindings } = claimStatement(ctx, key, fingerprint, resourceId);
-    const claimed = await ctx.db.raw(sql, bindings as never[]) as { rows: unknown[] };
+    const claimed = (await ctx.db.raw(sql, bindings as never[])) as { rows: unknown[] };
     if (claimed.rows.length) return { claimed: true };
-    const existing = await ctx.db('idempotency_keys').where({ accountId: ctx.accountId, livemode: ctx.livemode, key })
-      .first('fingerprint', 'resourceId') as { fingerprint: string; resourceId: string | null } | undefined;
+    const existing = (await ctx.db('idempotency_keys').where({ accountId: ctx.accountId, livemode: ctx.livemode, key }).first('fingerprint', 'resourceId')) as
+      | { fingerprint: string; resourceId: string | null }
+      | undefined;
     if (!existing) continue;
     if (existing.fingerprint !== fingerprint || !existing.resourceId) {
       throw conflict(`This X-Idempotency-Key was already used with a different request; use a new key for a new ${what}`, 'idempotency_key_reused');
@@ -86,10 +92,13 @@ function claimStatement(ctx: TenantCtx, key: string, fingerprint: string, resour
 export async function purgeExpired(ctx: BaseCtx, { batchSize = 1000, maxBatches = 50 } = {}): Promise<number> {
   let total = 0;
   for (let i = 0; i < maxBatches; i++) {
-    const result = await ctx.db.raw(`
+    const result = (await ctx.db.raw(
+      `
       delete from idempotency_keys where (account_id, livemode, key) in (
         select account_id, livemode, key from idempotency_keys where expires_at < now()
-        limit ? for update skip locked)`, [batchSize]) as { rowCount: number | null };
+        limit ? for update skip locked)`,
+      [batchSize],
+    )) as { rowCount: number | null };
     const n = result.rowCount ?? 0;
     total += n;
     if (n < batchSize) break;

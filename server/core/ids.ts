@@ -54,7 +54,9 @@ function randomPart(now: number): number[] {
  * which keyset pagination and "oldest first" lists rely on.
  */
 export function newId(prefix: string, now = Date.now()): string {
-  return `${idTimePrefix(prefix, now)}${randomPart(now).map((d) => ALPHABET[d]).join('')}`;
+  return `${idTimePrefix(prefix, now)}${randomPart(now)
+    .map((d) => ALPHABET[d])
+    .join('')}`;
 }
 
 /**

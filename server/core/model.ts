@@ -12,9 +12,7 @@ export class TenantModel extends objection.Model {
   declare livemode: boolean;
 
   static scoped<T extends typeof TenantModel>(this: T, ctx: TenantCtx): objection.QueryBuilderType<InstanceType<T>> {
-    return this.query(ctx.db)
-      .where(`${this.tableName}.accountId`, ctx.accountId)
-      .where(`${this.tableName}.livemode`, ctx.livemode) as objection.QueryBuilderType<InstanceType<T>>;
+    return this.query(ctx.db).where(`${this.tableName}.accountId`, ctx.accountId).where(`${this.tableName}.livemode`, ctx.livemode) as objection.QueryBuilderType<InstanceType<T>>;
   }
 }
 

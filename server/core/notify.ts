@@ -18,7 +18,10 @@ export class Listener extends EventEmitter {
   private timer: NodeJS.Timeout | null = null;
   live = false;
 
-  constructor(private readonly connection: pg.ClientConfig, private readonly channels: readonly string[]) {
+  constructor(
+    private readonly connection: pg.ClientConfig,
+    private readonly channels: readonly string[],
+  ) {
     super();
   }
 

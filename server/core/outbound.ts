@@ -26,7 +26,8 @@ for (const [network, prefix] of [
   ['203.0.113.0', 24],
   ['224.0.0.0', 4], // multicast
   ['240.0.0.0', 4], // reserved, broadcast
-] as const) BLOCKED.addSubnet(network, prefix, 'ipv4');
+] as const)
+  BLOCKED.addSubnet(network, prefix, 'ipv4');
 for (const [network, prefix] of [
   ['::', 128], // unspecified
   ['::1', 128], // loopback
@@ -36,7 +37,8 @@ for (const [network, prefix] of [
   ['ff00::', 8], // multicast
   ['2001:db8::', 32], // documentation
   ['100::', 64], // discard
-] as const) BLOCKED.addSubnet(network, prefix, 'ipv6');
+] as const)
+  BLOCKED.addSubnet(network, prefix, 'ipv6');
 
 /** The eight 16-bit groups of an IPv6 address (any valid spelling). */
 function ipv6Groups(address: string): number[] {
@@ -46,7 +48,7 @@ function ipv6Groups(address: string): number[] {
     const [a, b, c, d] = dotted[1]!.split('.').map(Number) as [number, number, number, number];
     text = text.slice(0, -dotted[1]!.length) + `${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
   }
-  const [head, tail] = text.includes('::') ? text.split('::') as [string, string] : [text, null];
+  const [head, tail] = text.includes('::') ? (text.split('::') as [string, string]) : [text, null];
   const left = head ? head.split(':') : [];
   const right = tail ? tail.split(':') : [];
   const zeros = tail === null ? [] : Array(8 - left.length - right.length).fill('0');
@@ -75,7 +77,10 @@ export function isNonPublicAddress(address: string): boolean {
 
 /** Why an outbound URL is refused. */
 export class OutboundRefused extends Error {
-  constructor(message: string, readonly code: 'private_address' | 'unresolvable') {
+  constructor(
+    message: string,
+    readonly code: 'private_address' | 'unresolvable',
+  ) {
     super(message);
     this.name = 'OutboundRefused';
   }

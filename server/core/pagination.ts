@@ -22,7 +22,9 @@ export const PAGE_LIMIT_DEFAULT = 50;
 export const PAGE_LIMIT_MAX = 100;
 
 export const PageQuery = {
-  limit: Type.Optional(Type.Integer({ minimum: 1, maximum: PAGE_LIMIT_MAX, default: PAGE_LIMIT_DEFAULT, description: `Page size, 1-${PAGE_LIMIT_MAX} (default ${PAGE_LIMIT_DEFAULT})` })),
+  limit: Type.Optional(
+    Type.Integer({ minimum: 1, maximum: PAGE_LIMIT_MAX, default: PAGE_LIMIT_DEFAULT, description: `Page size, 1-${PAGE_LIMIT_MAX} (default ${PAGE_LIMIT_DEFAULT})` }),
+  ),
   cursor: Type.Optional(Type.String({ minLength: 1, maxLength: 2048, description: 'pagination.nextCursor of the previous page' })),
 };
 
@@ -44,7 +46,11 @@ export type SortValue = string | number | null;
 export type Position = [SortValue, string] | [SortValue, string, string];
 
 function fingerprint(filters: Record<string, unknown>): string {
-  const canonical = JSON.stringify(Object.keys(filters).sort().map((k) => [k, filters[k] ?? null]));
+  const canonical = JSON.stringify(
+    Object.keys(filters)
+      .sort()
+      .map((k) => [k, filters[k] ?? null]),
+  );
   return createHash('sha256').update(canonical).digest('base64url').slice(0, 12);
 }
 
@@ -57,7 +63,12 @@ export function encodeCursor(position: Position, filters: Record<string, unknown
   return `${payload}.${checksum(payload)}`;
 }
 
-export const invalidCursor = () => badRequest('The cursor is not valid: pass pagination.nextCursor from the previous page unchanged', [{ field: 'cursor', message: 'is not a cursor this list issued' }], 'invalid_cursor');
+export const invalidCursor = () =>
+  badRequest(
+    'The cursor is not valid: pass pagination.nextCursor from the previous page unchanged',
+    [{ field: 'cursor', message: 'is not a cursor this list issued' }],
+    'invalid_cursor',
+  );
 
 export function decodeCursor(cursor: string, filters: Record<string, unknown>): Position {
   const [payload, sum, extra] = cursor.split('.');
@@ -73,7 +84,11 @@ export function decodeCursor(cursor: string, filters: Record<string, unknown>): 
   if (!Array.isArray(p) || (p.length !== 2 && p.length !== 3) || !validValue(p[0]) || typeof p[1] !== 'string') throw invalidCursor();
   if (p.length === 3 && typeof p[2] !== 'string') throw invalidCursor();
   if (decoded.f !== fingerprint(filters)) {
-    throw badRequest('This cursor belongs to a list with other filters or another sort order; start again without a cursor', [{ field: 'cursor', message: 'was issued for different filters' }], 'cursor_mismatch');
+    throw badRequest(
+      'This cursor belongs to a list with other filters or another sort order; start again without a cursor',
+      [{ field: 'cursor', message: 'was issued for different filters' }],
+      'cursor_mismatch',
+    );
   }
   return p as Position;
 }
@@ -97,10 +112,7 @@ export interface KeysetOptions<M, V> {
  * One page of `query`. The sort expression must never be NULL (a row comparison with NULL matches
  * nothing): wrap nullable columns, e.g. `coalesce(lower(contacts.name), '')`.
  */
-export async function keysetPage<M extends objection.Model & { id: string }, V>(
-  query: objection.QueryBuilder<M, M[]>,
-  options: KeysetOptions<M, V>,
-): Promise<Page<V>> {
+export async function keysetPage<M extends objection.Model & { id: string }, V>(query: objection.QueryBuilder<M, M[]>, options: KeysetOptions<M, V>): Promise<Page<V>> {
   const limit = options.limit ?? PAGE_LIMIT_DEFAULT;
   const direction = options.order === 'asc' ? 'asc' : 'desc';
   const comparator = direction === 'asc' ? '>' : '<';
@@ -108,13 +120,10 @@ export async function keysetPage<M extends objection.Model & { id: string }, V>(
     const [value, id] = decodeCursor(options.cursor, options.filters);
     query.whereRaw(`(${options.sort}, ${options.id}) ${comparator} (?, ?)`, [value, id]);
   }
-  const rows = await query
-    .orderByRaw(`${options.sort} ${direction}, ${options.id} ${direction}`)
-    .limit(limit + 1);
+  const rows = await query.orderByRaw(`${options.sort} ${direction}, ${options.id} ${direction}`).limit(limit + 1);
   const hasMore = rows.length > limit;
   const page = rows.slice(0, limit);
   const last = page[page.length - 1];
   const nextCursor = hasMore && last ? encodeCursor([options.valueOf(last), last.id], options.filters) : null;
   return { data: page.map(options.toView), pagination: { cursor: nextCursor, nextCursor, hasMore } };
 }
-

@@ -22,7 +22,9 @@ export async function provisionDatabase(adminUrl: string, options: { role: strin
   const client = new pg.Client({ connectionString: adminUrl });
   await client.connect();
   try {
-    const { rows: [version] } = await client.query(`SELECT current_setting('server_version_num')::int AS n`);
+    const {
+      rows: [version],
+    } = await client.query(`SELECT current_setting('server_version_num')::int AS n`);
     if (version.n < 150000) throw new Error('ticketd needs PostgreSQL 15 or newer');
     const password = randomBytes(24).toString('base64url');
     const roleExists = (await client.query('SELECT 1 FROM pg_roles WHERE rolname = $1', [options.role])).rowCount! > 0;

@@ -9,7 +9,7 @@ import type { Db } from './db.js';
 export async function serverSecret(db: Db, name: string): Promise<Buffer> {
   // ON CONFLICT DO NOTHING: two processes racing on the first start both read the one winner.
   await db.raw('insert into server_secrets (name, value) values (?, ?) on conflict (name) do nothing', [name, randomBytes(32).toString('base64')]);
-  const row = await db('server_secrets').where({ name }).first('value') as { value: string };
+  const row = (await db('server_secrets').where({ name }).first('value')) as { value: string };
   return Buffer.from(row.value, 'base64');
 }
 

@@ -5,10 +5,7 @@ import { PATTERNS } from './schemas.js';
 
 function fieldOf(e: ErrorObject): string {
   const base = e.instancePath.replace(/^\//, '').replace(/\//g, '.');
-  const child =
-    e.keyword === 'required' ? String(e.params.missingProperty)
-    : e.keyword === 'additionalProperties' ? String(e.params.additionalProperty)
-    : '';
+  const child = e.keyword === 'required' ? String(e.params.missingProperty) : e.keyword === 'additionalProperties' ? String(e.params.additionalProperty) : '';
   return [base, child].filter(Boolean).join('.') || '(body)';
 }
 

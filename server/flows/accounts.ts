@@ -60,4 +60,3 @@ export async function usage(ctx: TenantCtx): Promise<UsageView> {
     plan: { name: 'self-hosted', ticketLimit: null, brandLimit: null },
   };
 }
-

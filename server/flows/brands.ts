@@ -24,12 +24,24 @@ type ContentCounts = Omit<DeleteBrandResultView, 'id' | 'deleted' | 'message'>;
  */
 async function contentCounts(ctx: TenantCtx, brandId: string): Promise<ContentCounts> {
   const count = (table: string, extra = '') => ctx.db.raw(`(select count(*) from ${table} x where ? and x.brand_id = ?${extra})::int`, [tenantScope(ctx, 'x'), brandId]);
-  const { rows: [counts] } = await ctx.db.raw(`select
+  const {
+    rows: [counts],
+  } = (await ctx.db.raw(
+    `select
       ? as "ticketCount", ? as "webhookCount", ? as "categoryCount", ? as "tagCount", ? as "statusCount",
-      ? as "fieldCount", ? as "contactCount", ? as "companyCount", ? as "blockedSourceCount"`, [
-    count('tickets', ' and x.deleted_at is null'), count('webhooks'), count('categories'), count('tags'), count('statuses', ' and not x.is_system'),
-    count('field_definitions'), count('contacts'), count('companies'), count('blocked_sources'),
-  ]) as { rows: ContentCounts[] };
+      ? as "fieldCount", ? as "contactCount", ? as "companyCount", ? as "blockedSourceCount"`,
+    [
+      count('tickets', ' and x.deleted_at is null'),
+      count('webhooks'),
+      count('categories'),
+      count('tags'),
+      count('statuses', ' and not x.is_system'),
+      count('field_definitions'),
+      count('contacts'),
+      count('companies'),
+      count('blocked_sources'),
+    ],
+  )) as { rows: ContentCounts[] };
   return counts!;
 }
 

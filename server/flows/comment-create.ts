@@ -57,4 +57,3 @@ async function mailAboutComment(tx: TenantCtx, brandId: string, comment: Created
     await mail.queueMail(tx, brandId, ticket.id, messages.watcherNotification({ ...common, comment, watchers: to }));
   }
 }
-

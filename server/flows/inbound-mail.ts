@@ -101,8 +101,9 @@ function header(parsed: ParsedMail, name: string): string {
 /** Sent by a machine in answer to something (out-of-office, autoresponders). */
 function isAutoReply(parsed: ParsedMail): boolean {
   const autoSubmitted = header(parsed, 'auto-submitted');
-  return (autoSubmitted !== '' && autoSubmitted !== 'no') || parsed.headers.has('x-autoreply') || parsed.headers.has('x-autorespond')
-    || header(parsed, 'precedence') === 'auto_reply';
+  return (
+    (autoSubmitted !== '' && autoSubmitted !== 'no') || parsed.headers.has('x-autoreply') || parsed.headers.has('x-autorespond') || header(parsed, 'precedence') === 'auto_reply'
+  );
 }
 
 /** Mailing lists and bulk mail: never answered automatically. */
@@ -223,7 +224,9 @@ export async function receive(base: BaseCtx, deps: InboundDeps, raw: Buffer, env
       staged = await attachments.stageFiles(deps.attachments, files.kept);
       const text = (parsed.text ?? '').replace(/\r\n?/g, '\n').trim();
       const email = {
-        messageId, from, subject: parsed.subject ?? null,
+        messageId,
+        from,
+        subject: parsed.subject ?? null,
         ...(automatic ? { autoReply: true } : {}),
         ...(files.skipped.length ? { skippedAttachments: files.skipped } : {}),
       };

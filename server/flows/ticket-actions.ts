@@ -42,10 +42,21 @@ interface Locked {
 /** Locks the brand's live tickets among `ids`, in id order; missing and deleted ones are absent. */
 async function lockTickets(ctx: TenantCtx, brandId: string, ids: readonly string[]): Promise<Locked[]> {
   const rows = await Ticket.scoped(ctx)
-    .where('tickets.brandId', brandId).whereIn('tickets.id', [...ids]).whereNull('tickets.deletedAt')
-    .select('tickets.id', 'tickets.ticketNumber', 'tickets.title', 'tickets.status', 'tickets.closeReason', 'tickets.assigneeId', 'tickets.categoryId', 'tickets.isSpam',
+    .where('tickets.brandId', brandId)
+    .whereIn('tickets.id', [...ids])
+    .whereNull('tickets.deletedAt')
+    .select(
+      'tickets.id',
+      'tickets.ticketNumber',
+      'tickets.title',
+      'tickets.status',
+      'tickets.closeReason',
+      'tickets.assigneeId',
+      'tickets.categoryId',
+      'tickets.isSpam',
       objection.raw(`(select c.email from contacts c where ${sameTenant('c', 'tickets')}
-        and c.brand_id = tickets.brand_id and c.id = tickets.customer_id) as customer_email`))
+        and c.brand_id = tickets.brand_id and c.id = tickets.customer_id) as customer_email`),
+    )
     .orderBy('tickets.id')
     .forUpdate();
   return rows as unknown as Locked[];
@@ -56,8 +67,11 @@ const ticketMeta = (t: Locked, bulk: boolean) => ({ ticketNumber: t.ticketNumber
 /** The flag a spam request asks for: `{ isSpam }` or `{ action: 'mark' | 'unmark' }`, exactly one. */
 function spamFlag(input: SpamInput): boolean {
   if ((input.isSpam === undefined) === (input.action === undefined)) {
-    throw badRequest('Send exactly one of isSpam (true or false) and action ("mark" or "unmark")',
-      [{ field: input.isSpam === undefined ? 'isSpam' : 'action', message: input.isSpam === undefined ? 'is required (or action)' : 'must not be sent with isSpam' }], 'invalid_spam_request');
+    throw badRequest(
+      'Send exactly one of isSpam (true or false) and action ("mark" or "unmark")',
+      [{ field: input.isSpam === undefined ? 'isSpam' : 'action', message: input.isSpam === undefined ? 'is required (or action)' : 'must not be sent with isSpam' }],
+      'invalid_spam_request',
+    );
   }
   return input.isSpam ?? input.action === 'mark';
 }
@@ -70,18 +84,33 @@ function spamFlag(input: SpamInput): boolean {
 async function applySpam(ctx: TenantCtx, brandId: string, rows: readonly Locked[], isSpam: boolean, bulk: boolean): Promise<void> {
   const changed = rows.filter((r) => r.isSpam !== isSpam);
   if (!changed.length) return;
-  await Ticket.scoped(ctx).where('brandId', brandId).whereIn('id', changed.map((r) => r.id))
+  await Ticket.scoped(ctx)
+    .where('brandId', brandId)
+    .whereIn(
+      'id',
+      changed.map((r) => r.id),
+    )
     .patch({ isSpam, updatedAt: objection.raw('now()') as unknown as Date });
   const emails = changed.map((r) => r.customerEmail).filter((e): e is string => e !== null);
   if (isSpam) await blockedSources.blockEmails(ctx, brandId, emails, 'Marked as spam');
   else await blockedSources.unblockEmails(ctx, brandId, emails);
-  await audit.recordMany(ctx, changed.map((r) => ({
-    brandId, ticketId: r.id, entityType: 'ticket', entityId: r.id,
-    event: isSpam ? 'ticket.spam_marked' : 'ticket.spam_unmarked',
-    changes: [{ field: 'isSpam', from: r.isSpam, to: isSpam }],
-    metadata: { ...ticketMeta(r, bulk), sender: r.customerEmail },
-  })));
-  await events.ticketsUpdated(ctx, brandId, changed.map((r) => ({ ticketId: r.id, changes: ['isSpam'] })));
+  await audit.recordMany(
+    ctx,
+    changed.map((r) => ({
+      brandId,
+      ticketId: r.id,
+      entityType: 'ticket',
+      entityId: r.id,
+      event: isSpam ? 'ticket.spam_marked' : 'ticket.spam_unmarked',
+      changes: [{ field: 'isSpam', from: r.isSpam, to: isSpam }],
+      metadata: { ...ticketMeta(r, bulk), sender: r.customerEmail },
+    })),
+  );
+  await events.ticketsUpdated(
+    ctx,
+    brandId,
+    changed.map((r) => ({ ticketId: r.id, changes: ['isSpam'] })),
+  );
 }
 
 /** POST /tickets/:ticketId/spam: mark or unmark; returns the ticket. */
@@ -102,18 +131,36 @@ type SettableField = 'status' | 'closeReason' | 'assigneeId' | 'categoryId';
 async function applyFields(ctx: TenantCtx, brandId: string, rows: readonly Locked[], patch: Partial<Record<SettableField, string | null>>): Promise<void> {
   const changed: { row: Locked; changes: Change[] }[] = [];
   for (const row of rows) {
-    const changes = (Object.entries(patch) as [SettableField, string | null][])
-      .filter(([field, to]) => row[field] !== to)
-      .map(([field, to]) => ({ field, from: row[field], to }));
+    const changes = (Object.entries(patch) as [SettableField, string | null][]).filter(([field, to]) => row[field] !== to).map(([field, to]) => ({ field, from: row[field], to }));
     if (changes.length) changed.push({ row, changes });
   }
   if (!changed.length) return;
-  await Ticket.scoped(ctx).where('brandId', brandId).whereIn('id', changed.map((c) => c.row.id))
+  await Ticket.scoped(ctx)
+    .where('brandId', brandId)
+    .whereIn(
+      'id',
+      changed.map((c) => c.row.id),
+    )
     .patch({ ...patch, updatedAt: objection.raw('now()') } as unknown as Partial<Ticket>);
-  await audit.recordMany(ctx, changed.map(({ row, changes }): AuditFact => ({
-    brandId, ticketId: row.id, entityType: 'ticket', entityId: row.id, event: 'ticket.updated', changes, metadata: ticketMeta(row, true),
-  })));
-  await events.ticketsUpdated(ctx, brandId, changed.map(({ row, changes }) => ({ ticketId: row.id, changes: changes.map((c) => c.field) })));
+  await audit.recordMany(
+    ctx,
+    changed.map(
+      ({ row, changes }): AuditFact => ({
+        brandId,
+        ticketId: row.id,
+        entityType: 'ticket',
+        entityId: row.id,
+        event: 'ticket.updated',
+        changes,
+        metadata: ticketMeta(row, true),
+      }),
+    ),
+  );
+  await events.ticketsUpdated(
+    ctx,
+    brandId,
+    changed.map(({ row, changes }) => ({ ticketId: row.id, changes: changes.map((c) => c.field) })),
+  );
 }
 
 /** Replaces the tags of every locked ticket with `tagIds`; changes are sorted id lists, as PATCH records them. */
@@ -121,7 +168,15 @@ async function applyTags(ctx: TenantCtx, brandId: string, rows: readonly Locked[
   const scope = { ...scopeOf(ctx), brandId };
   const to = [...tagIds].sort();
   const current = new Map<string, string[]>(rows.map((r) => [r.id, []]));
-  const links = await ctx.db('ticketTags').where(scope).whereIn('ticketId', rows.map((r) => r.id)).orderBy('tagId').select('ticketId', 'tagId') as { ticketId: string; tagId: string }[];
+  const links = (await ctx
+    .db('ticketTags')
+    .where(scope)
+    .whereIn(
+      'ticketId',
+      rows.map((r) => r.id),
+    )
+    .orderBy('tagId')
+    .select('ticketId', 'tagId')) as { ticketId: string; tagId: string }[];
   for (const l of links) current.get(l.ticketId)!.push(l.tagId);
   const changed = rows.filter((r) => current.get(r.id)!.join() !== to.join());
   if (!changed.length) return;
@@ -131,31 +186,70 @@ async function applyTags(ctx: TenantCtx, brandId: string, rows: readonly Locked[
   if (to.length) stale.whereNotIn('tagId', to);
   await stale.delete();
   if (to.length) {
-    await ctx.db('ticketTags').insert(ids.flatMap((ticketId) => to.map((tagId) => ({ ...scope, ticketId, tagId }))))
-      .onConflict(['accountId', 'livemode', 'brandId', 'ticketId', 'tagId']).ignore();
+    await ctx
+      .db('ticketTags')
+      .insert(ids.flatMap((ticketId) => to.map((tagId) => ({ ...scope, ticketId, tagId }))))
+      .onConflict(['accountId', 'livemode', 'brandId', 'ticketId', 'tagId'])
+      .ignore();
   }
-  await Ticket.scoped(ctx).where('brandId', brandId).whereIn('id', ids).patch({ updatedAt: objection.raw('now()') as unknown as Date });
-  await audit.recordMany(ctx, changed.map((row): AuditFact => ({
-    brandId, ticketId: row.id, entityType: 'ticket', entityId: row.id, event: 'ticket.updated',
-    changes: [{ field: 'tags', from: current.get(row.id)!, to }], metadata: ticketMeta(row, true),
-  })));
-  await events.ticketsUpdated(ctx, brandId, changed.map((row) => ({ ticketId: row.id, changes: ['tags'] })));
+  await Ticket.scoped(ctx)
+    .where('brandId', brandId)
+    .whereIn('id', ids)
+    .patch({ updatedAt: objection.raw('now()') as unknown as Date });
+  await audit.recordMany(
+    ctx,
+    changed.map(
+      (row): AuditFact => ({
+        brandId,
+        ticketId: row.id,
+        entityType: 'ticket',
+        entityId: row.id,
+        event: 'ticket.updated',
+        changes: [{ field: 'tags', from: current.get(row.id)!, to }],
+        metadata: ticketMeta(row, true),
+      }),
+    ),
+  );
+  await events.ticketsUpdated(
+    ctx,
+    brandId,
+    changed.map((row) => ({ ticketId: row.id, changes: ['tags'] })),
+  );
 }
 
 /** Soft-deletes every locked ticket, as DELETE /tickets/:id does. */
 async function applyDelete(ctx: TenantCtx, brandId: string, rows: readonly Locked[]): Promise<void> {
   if (!rows.length) return;
-  await Ticket.scoped(ctx).where('brandId', brandId).whereIn('id', rows.map((r) => r.id))
+  await Ticket.scoped(ctx)
+    .where('brandId', brandId)
+    .whereIn(
+      'id',
+      rows.map((r) => r.id),
+    )
     .patch({ deletedAt: objection.raw('now()') as unknown as Date });
-  await audit.recordMany(ctx, rows.map((row): AuditFact => ({
-    brandId, ticketId: row.id, entityType: 'ticket', entityId: row.id, event: 'ticket.deleted', metadata: ticketMeta(row, true),
-  })));
-  await events.ticketsDeleted(ctx, brandId, rows.map((row) => row.id));
+  await audit.recordMany(
+    ctx,
+    rows.map(
+      (row): AuditFact => ({
+        brandId,
+        ticketId: row.id,
+        entityType: 'ticket',
+        entityId: row.id,
+        event: 'ticket.deleted',
+        metadata: ticketMeta(row, true),
+      }),
+    ),
+  );
+  await events.ticketsDeleted(
+    ctx,
+    brandId,
+    rows.map((row) => row.id),
+  );
 }
 
-type BulkAction = typeof BULK_ACTIONS[number];
+type BulkAction = (typeof BULK_ACTIONS)[number];
 const BULK_PARAM_NAMES = ['assigneeId', 'categoryId', 'tags', 'closeReason'] as const;
-type BulkParam = typeof BULK_PARAM_NAMES[number];
+type BulkParam = (typeof BULK_PARAM_NAMES)[number];
 
 /** Which optional parameters each action takes, and which of them it requires. */
 const BULK_PARAMS: Record<BulkAction, { takes: readonly BulkParam[]; requires: readonly BulkParam[] }> = {
@@ -216,7 +310,9 @@ export async function bulk(ctx: TenantCtx, brandId: string, input: BulkInput): P
       case 'setCategory': {
         const categoryId = input.categoryId!;
         if (categoryId !== null) {
-          await asFieldError('categoryId', 'invalid_category', `categoryId ${categoryId} is not a category of this brand`, () => categories.requireCategory(tx, brand.id, categoryId));
+          await asFieldError('categoryId', 'invalid_category', `categoryId ${categoryId} is not a category of this brand`, () =>
+            categories.requireCategory(tx, brand.id, categoryId),
+          );
         }
         await applyFields(tx, brand.id, rows, { categoryId });
         break;
@@ -225,7 +321,7 @@ export async function bulk(ctx: TenantCtx, brandId: string, input: BulkInput): P
         // Sorted (ignoring case, as tag names are unique), so concurrent bulks create new tags in one order.
         const key = (s: string) => s.trim().toLowerCase();
         const names = [...input.tags!].sort((a, b) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0));
-        await applyTags(tx, brand.id, rows, [...await resolveTags(tx, brand.id, names)]);
+        await applyTags(tx, brand.id, rows, [...(await resolveTags(tx, brand.id, names))]);
         break;
       }
     }

@@ -34,14 +34,36 @@ export interface TicketWrite {
   ticketEntry: Record<string, unknown>[];
 }
 
-export function ticketWrite(ctx: TenantCtx, brandId: string, title: string, email: string | null, input: CreateTicketInput, given: {
-  id?: string; tagIds: readonly string[]; tagNames: readonly string[]; idempotency?: { key: string; fingerprint: string }; attachmentCount?: number; fieldsChecked?: boolean;
-}): TicketWrite {
+export function ticketWrite(
+  ctx: TenantCtx,
+  brandId: string,
+  title: string,
+  email: string | null,
+  input: CreateTicketInput,
+  given: {
+    id?: string;
+    tagIds: readonly string[];
+    tagNames: readonly string[];
+    idempotency?: { key: string; fingerprint: string };
+    attachmentCount?: number;
+    fieldsChecked?: boolean;
+  },
+): TicketWrite {
   const id = given.id ?? newId(ID_PREFIX.ticket);
   const contactId = newId(ID_PREFIX.contact);
   return {
-    ctx, id, brandId, title, email, contactId, input, tagIds: given.tagIds, tagNames: given.tagNames, idempotency: given.idempotency,
-    attachmentCount: given.attachmentCount ?? 0, fieldsChecked: given.fieldsChecked ?? false,
+    ctx,
+    id,
+    brandId,
+    title,
+    email,
+    contactId,
+    input,
+    tagIds: given.tagIds,
+    tagNames: given.tagNames,
+    idempotency: given.idempotency,
+    attachmentCount: given.attachmentCount ?? 0,
+    fieldsChecked: given.fieldsChecked ?? false,
     contactEntry: email ? audit.entryRows(ctx, [{ brandId, entityType: 'contact', entityId: contactId, event: 'contact.created', metadata: { email } }]) : [],
     ticketEntry: audit.entryRows(ctx, [{ brandId, ticketId: id, entityType: 'ticket', entityId: id, event: 'ticket.created', metadata: { title } }]),
   };
@@ -51,11 +73,24 @@ export function ticketWrite(ctx: TenantCtx, brandId: string, title: string, emai
 function givenValues(w: TicketWrite): Record<string, unknown> {
   const { input } = w;
   return {
-    id: w.id, brand_id: w.brandId, title: w.title, body: input.body ?? null, status: input.status ?? 'open', priority: input.priority ?? null,
-    assignee_id: input.assigneeId ?? null, created_by: input.createdBy ?? null, category_id: input.categoryId ?? null,
-    links: input.links ?? [], custom_fields: input.customFields ?? null, metadata: input.metadata ?? {}, source: input.source ?? 'api',
-    source_id: input.sourceId ?? null, source_data: input.sourceData ?? null, close_reason: input.closeReason ?? null,
-    due_at: tickets.isoOrNull(input.dueAt), attachment_count: w.attachmentCount,
+    id: w.id,
+    brand_id: w.brandId,
+    title: w.title,
+    body: input.body ?? null,
+    status: input.status ?? 'open',
+    priority: input.priority ?? null,
+    assignee_id: input.assigneeId ?? null,
+    created_by: input.createdBy ?? null,
+    category_id: input.categoryId ?? null,
+    links: input.links ?? [],
+    custom_fields: input.customFields ?? null,
+    metadata: input.metadata ?? {},
+    source: input.source ?? 'api',
+    source_id: input.sourceId ?? null,
+    source_data: input.sourceData ?? null,
+    close_reason: input.closeReason ?? null,
+    due_at: tickets.isoOrNull(input.dueAt),
+    attachment_count: w.attachmentCount,
   };
 }
 
@@ -69,10 +104,18 @@ function itemOf(w: TicketWrite, ord: number, contactId: string | null): Record<s
   const values = givenValues(w);
   return {
     ...Object.fromEntries(GIVEN_COLUMNS.map((c) => [c.column, values[c.column] ?? null])),
-    ord, tag_ids: w.tagIds, tag_names: w.tagNames, fields_checked: w.fieldsChecked,
-    key: w.idempotency?.key ?? null, fingerprint: w.idempotency?.fingerprint ?? null,
-    email: w.email, email_domain: w.email ? emailDomain(w.email) : null, blocked_domains: w.email ? blockedDomainsOf(w.email) : [],
-    contact_id: contactId, customer_name: w.input.customerName ?? null, customer_name_key: foldText(w.input.customerName ?? ''),
+    ord,
+    tag_ids: w.tagIds,
+    tag_names: w.tagNames,
+    fields_checked: w.fieldsChecked,
+    key: w.idempotency?.key ?? null,
+    fingerprint: w.idempotency?.fingerprint ?? null,
+    email: w.email,
+    email_domain: w.email ? emailDomain(w.email) : null,
+    blocked_domains: w.email ? blockedDomainsOf(w.email) : [],
+    contact_id: contactId,
+    customer_name: w.input.customerName ?? null,
+    customer_name_key: foldText(w.input.customerName ?? ''),
   };
 }
 
@@ -182,10 +225,27 @@ export function createStatement(ctx: TenantCtx, writes: readonly TicketWrite[]):
     memberScope: accountScope(ctx, 'm'),
     contactScope: tenantScope(ctx, 'c'),
     companyScope: tenantScope(ctx, 'co'),
-    claim: raw(claimRowsStatement(ctx, { sql: 'select i.key, i.fingerprint, i.id as resource_id from items i join checks c on c.ord = i.ord where c.ok and i.key is not null', bindings: [] })),
+    claim: raw(
+      claimRowsStatement(ctx, {
+        sql: 'select i.key, i.fingerprint, i.id as resource_id from items i join checks c on c.ord = i.ord where c.ok and i.key is not null',
+        bindings: [],
+      }),
+    ),
     contactEntry: raw(audit.insertRowsStatement(madeContactEntries, { sql: 'exists (select 1 from made_contact m where m.id = entry.entity_id)', bindings: [] })),
     blocked: raw(isBlockedSql(ctx, 'r.brand_id', 'r.email', 'r.blocked_domains')),
-    ticketEntry: raw(audit.insertRowsStatement(writes.flatMap((w) => w.ticketEntry), { sql: 'exists (select 1 from t where t.id = entry.entity_id)', bindings: [] })),
-    announced: raw(events.ticketsCreated(ctx, writes.map((w) => ({ brandId: w.brandId, ticketId: w.id })), 't', 'customer')),
+    ticketEntry: raw(
+      audit.insertRowsStatement(
+        writes.flatMap((w) => w.ticketEntry),
+        { sql: 'exists (select 1 from t where t.id = entry.entity_id)', bindings: [] },
+      ),
+    ),
+    announced: raw(
+      events.ticketsCreated(
+        ctx,
+        writes.map((w) => ({ brandId: w.brandId, ticketId: w.id })),
+        't',
+        'customer',
+      ),
+    ),
   });
 }

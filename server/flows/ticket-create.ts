@@ -54,7 +54,11 @@ export async function resolveTags(ctx: TenantCtx, brandId: string, given: readon
 
 export async function assertAssignee(ctx: TenantCtx, assigneeId: string): Promise<void> {
   if (!(await members.isMember(ctx, assigneeId))) {
-    throw badRequest(`assigneeId ${assigneeId} is not a member of this account; see GET /v1/accounts/me/members`, [{ field: 'assigneeId', message: 'is not a member of this account' }], 'invalid_assignee');
+    throw badRequest(
+      `assigneeId ${assigneeId} is not a member of this account; see GET /v1/accounts/me/members`,
+      [{ field: 'assigneeId', message: 'is not a member of this account' }],
+      'invalid_assignee',
+    );
   }
 }
 
@@ -100,7 +104,7 @@ function hasFieldSchema(ctx: TenantCtx, brandKey: string): boolean {
 
 /** The created tickets by their write's position; absent: that create wrote nothing. */
 async function runWrites(ctx: TenantCtx, writes: readonly TicketWrite[]): Promise<(TicketView | null)[]> {
-  const result = await prepared(ctx.db, createStatement(ctx, writes)) as unknown as { rows: (Record<string, unknown> & { ord: number })[] };
+  const result = (await prepared(ctx.db, createStatement(ctx, writes))) as unknown as { rows: (Record<string, unknown> & { ord: number })[] };
   const views: (TicketView | null)[] = writes.map(() => null);
   for (const { ord, ...row } of result.rows) views[ord] = tickets.viewOfColumns(row);
   return views;
@@ -123,14 +127,17 @@ async function runWrites(ctx: TenantCtx, writes: readonly TicketWrite[]): Promis
 const CREATE_BATCHES_AT_ONCE = 2;
 const MAX_CREATE_BATCH = 32;
 /** This process's create batches (one batcher per Services, so per connection pool). */
-const createBatches = part('tickets.createBatches', () => batcher<TicketWrite, TicketView | null>(
-  async (writes) => runWrites(writes[0]!.ctx, writes).catch((err: unknown) => {
-    // The callers still get their tickets (step by step); the log says group commit failed.
-    writes[0]!.ctx.log?.warn({ err, creates: writes.length }, 'a batch of ticket creates failed as a whole: each goes step by step');
-    return writes.map(() => null);
-  }),
-  { maxSize: MAX_CREATE_BATCH, concurrency: CREATE_BATCHES_AT_ONCE, exclusive: (w) => w.idempotency?.key ?? null, affinity: (w) => w.brandId },
-));
+const createBatches = part('tickets.createBatches', () =>
+  batcher<TicketWrite, TicketView | null>(
+    async (writes) =>
+      runWrites(writes[0]!.ctx, writes).catch((err: unknown) => {
+        // The callers still get their tickets (step by step); the log says group commit failed.
+        writes[0]!.ctx.log?.warn({ err, creates: writes.length }, 'a batch of ticket creates failed as a whole: each goes step by step');
+        return writes.map(() => null);
+      }),
+    { maxSize: MAX_CREATE_BATCH, concurrency: CREATE_BATCHES_AT_ONCE, exclusive: (w) => w.idempotency?.key ?? null, affinity: (w) => w.brandId },
+  ),
+);
 
 /**
  * The usual create, as one statement committed on its own (batched with concurrent creates), or
@@ -139,8 +146,14 @@ const createBatches = part('tickets.createBatches', () => batcher<TicketWrite, T
  * then gives the precise answer (a 400 or 404, new tags, the replay). Watchers and pending
  * attachments always go step by step.
  */
-async function createInOneStatement(ctx: TenantCtx, brandId: string, title: string, email: string | null, input: CreateTicketInput,
-  idempotency: { key: string; fingerprint: string } | undefined): Promise<TicketView | null> {
+async function createInOneStatement(
+  ctx: TenantCtx,
+  brandId: string,
+  title: string,
+  email: string | null,
+  input: CreateTicketInput,
+  idempotency: { key: string; fingerprint: string } | undefined,
+): Promise<TicketView | null> {
   if (input.watchers?.length || input.attachmentIds?.length) return null;
   const given = input.tags ?? [];
   const tagIds = [...new Set(given.filter((t) => tickets.TAG_ID.test(t)))];
@@ -163,8 +176,15 @@ async function createInOneStatement(ctx: TenantCtx, brandId: string, title: stri
  *      follows at once, so the brand row lock is held for that statement and the commit. A failed
  *      create rolls the counter back with everything else: numbers have no gaps.
  */
-async function createStepByStep(ctx: TenantCtx, brandId: string, title: string, email: string | null, input: CreateTicketInput,
-  idempotency: { key: string; fingerprint: string } | undefined, brandKey: string): Promise<CreateResult> {
+async function createStepByStep(
+  ctx: TenantCtx,
+  brandId: string,
+  title: string,
+  email: string | null,
+  input: CreateTicketInput,
+  idempotency: { key: string; fingerprint: string } | undefined,
+  brandKey: string,
+): Promise<CreateResult> {
   const outcome = await withTx(ctx, async (tx) => {
     const brand = await requireBrand(tx, brandId);
     if (brand.ticketSchema !== null || (brand.fieldRules.ticket ?? []).length > 0) tx.services.get(brandsWithFieldSchema).set(brandKey, tx.services.now() + FIELD_SCHEMA_HINT_MS);
@@ -177,7 +197,9 @@ async function createStepByStep(ctx: TenantCtx, brandId: string, title: string, 
     const status = input.status ?? 'open';
     await statuses.assertStatusKey(tx, brand.id, status);
     if (input.categoryId) {
-      await asFieldError('categoryId', 'invalid_category', `categoryId ${input.categoryId} is not a category of this brand`, () => categories.requireCategory(tx, brand.id, input.categoryId!));
+      await asFieldError('categoryId', 'invalid_category', `categoryId ${input.categoryId} is not a category of this brand`, () =>
+        categories.requireCategory(tx, brand.id, input.categoryId!),
+      );
     }
     if (input.assigneeId) await assertAssignee(tx, input.assigneeId);
     await fields.validateCustomFields(tx, brand.id, input.customFields);

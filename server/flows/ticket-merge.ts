@@ -31,8 +31,12 @@ export async function merge(ctx: TenantCtx, brandId: string, targetId: string, i
   return withTx(ctx, async (tx) => {
     const brand = await requireBrand(tx, brandId);
     const all = [targetId, ...sourceIds].sort();
-    const locked = await Ticket.scoped(tx).where('tickets.brandId', brand.id).whereIn('tickets.id', all).whereNull('tickets.deletedAt')
-      .orderBy('tickets.id').forUpdate()
+    const locked = await Ticket.scoped(tx)
+      .where('tickets.brandId', brand.id)
+      .whereIn('tickets.id', all)
+      .whereNull('tickets.deletedAt')
+      .orderBy('tickets.id')
+      .forUpdate()
       .select('tickets.id', 'tickets.ticketNumber', 'tickets.title', 'tickets.status', 'tickets.mergedIntoId');
     const byId = new Map(locked.map((t) => [t.id, t]));
     const missing = all.find((id) => !byId.has(id));
@@ -40,15 +44,20 @@ export async function merge(ctx: TenantCtx, brandId: string, targetId: string, i
     const target = byId.get(targetId)!;
     const merged = all.find((id) => byId.get(id)!.mergedIntoId);
     if (merged) {
-      throw badRequest(`Ticket ${merged} was already merged into ${byId.get(merged)!.mergedIntoId}`,
-        [{ field: merged === targetId ? 'ticketId' : 'sourceTicketIds', message: 'was already merged into another ticket' }], 'already_merged');
+      throw badRequest(
+        `Ticket ${merged} was already merged into ${byId.get(merged)!.mergedIntoId}`,
+        [{ field: merged === targetId ? 'ticketId' : 'sourceTicketIds', message: 'was already merged into another ticket' }],
+        'already_merged',
+      );
     }
     const sources = sourceIds.map((id) => byId.get(id)!);
 
     await comments.moveToTicket(tx, brand.id, sourceIds, targetId);
     await attachments.moveToTicket(tx, brand.id, sourceIds, targetId);
 
-    await Ticket.scoped(tx).where('brandId', brand.id).whereIn('id', sourceIds)
+    await Ticket.scoped(tx)
+      .where('brandId', brand.id)
+      .whereIn('id', sourceIds)
       .patch({ status: 'closed', mergedIntoId: targetId, updatedAt: objection.raw('now()') as unknown as Date });
     const numbers = sources.map((s) => `#${s.ticketNumber}`).join(', ');
     for (const source of sources) {
@@ -58,19 +67,28 @@ export async function merge(ctx: TenantCtx, brandId: string, targetId: string, i
 
     await audit.recordMany(tx, [
       {
-        brandId: brand.id, ticketId: targetId, entityType: 'ticket', entityId: targetId, event: 'ticket.merged',
+        brandId: brand.id,
+        ticketId: targetId,
+        entityType: 'ticket',
+        entityId: targetId,
+        event: 'ticket.merged',
         metadata: { ticketNumber: target.ticketNumber, title: target.title, sourceTicketIds: sourceIds },
       },
       ...sources.map((s) => ({
-        brandId: brand.id, ticketId: s.id, entityType: 'ticket', entityId: s.id, event: 'ticket.merged',
-        changes: [
-          ...(s.status === 'closed' ? [] : [{ field: 'status', from: s.status, to: 'closed' }]),
-          { field: 'mergedIntoId', from: null, to: targetId },
-        ],
+        brandId: brand.id,
+        ticketId: s.id,
+        entityType: 'ticket',
+        entityId: s.id,
+        event: 'ticket.merged',
+        changes: [...(s.status === 'closed' ? [] : [{ field: 'status', from: s.status, to: 'closed' }]), { field: 'mergedIntoId', from: null, to: targetId }],
         metadata: { ticketNumber: s.ticketNumber, title: s.title, mergedIntoId: targetId },
       })),
     ]);
-    await events.ticketsUpdated(tx, brand.id, sources.map((s) => ({ ticketId: s.id, changes: [...(s.status === 'closed' ? [] : ['status']), 'mergedIntoId'] })));
+    await events.ticketsUpdated(
+      tx,
+      brand.id,
+      sources.map((s) => ({ ticketId: s.id, changes: [...(s.status === 'closed' ? [] : ['status']), 'mergedIntoId'] })),
+    );
 
     const ticket = await fetchView(tx, brand.id, targetId);
     return { ...ticket, targetTicketId: targetId, mergedTicketIds: sourceIds, mergedCount: sourceIds.length };

@@ -39,8 +39,7 @@ export async function updateTicket(ctx: TenantCtx, brandId: string, ticketId: st
 
   const outcome = await withTx(ctx, async (tx) => {
     const brand = await requireBrand(tx, brandId);
-    const locked = await Ticket.scoped(tx).where({ 'tickets.brandId': brand.id, 'tickets.id': ticketId }).whereNull('tickets.deletedAt')
-      .forUpdate().select('tickets.id').first();
+    const locked = await Ticket.scoped(tx).where({ 'tickets.brandId': brand.id, 'tickets.id': ticketId }).whereNull('tickets.deletedAt').forUpdate().select('tickets.id').first();
     if (!locked) throw notFound('Ticket');
     const before = await tickets.fetchView(tx, brand.id, locked.id);
 
@@ -59,7 +58,9 @@ export async function updateTicket(ctx: TenantCtx, brandId: string, ticketId: st
     if (input.assigneeId) await assertAssignee(tx, input.assigneeId);
     consider('assigneeId', before.assigneeId, input.assigneeId);
     if (input.categoryId) {
-      await asFieldError('categoryId', 'invalid_category', `categoryId ${input.categoryId} is not a category of this brand`, () => categories.requireCategory(tx, brand.id, input.categoryId!));
+      await asFieldError('categoryId', 'invalid_category', `categoryId ${input.categoryId} is not a category of this brand`, () =>
+        categories.requireCategory(tx, brand.id, input.categoryId!),
+      );
     }
     consider('categoryId', before.categoryId, input.categoryId);
     consider('links', before.links, input.links, 'links', JSON.stringify(input.links));
@@ -73,7 +74,7 @@ export async function updateTicket(ctx: TenantCtx, brandId: string, ticketId: st
     let newTags: string[] | undefined;
     if (input.tags !== undefined) {
       const from = before.tags.map((g) => g.id).sort();
-      const to = [...await resolveTags(tx, brand.id, input.tags)].sort();
+      const to = [...(await resolveTags(tx, brand.id, input.tags))].sort();
       if (!same(from, to)) {
         changes.push({ field: 'tags', from, to });
         newTags = to;
@@ -87,15 +88,33 @@ export async function updateTicket(ctx: TenantCtx, brandId: string, ticketId: st
       // Raw on purpose: customFields may be any JSON, a bare string included, which objection's
       // jsonAttributes would not encode; here every JSON column is sent as text and cast to jsonb.
       const sets = columns.map((c) => `${snake(c)} = ?${json.has(c) ? '::jsonb' : ''}`);
-      await tx.db.raw(`update tickets set ${[...sets, 'updated_at = now()'].join(', ')}
-        where ? and brand_id = ? and id = ?`, [...columns.map((c) => patch[c] ?? null) as never[], tenantScope(tx, 'tickets'), brand.id, locked.id]);
-      await audit.record(tx, { brandId: brand.id, ticketId: locked.id, entityType: 'ticket', entityId: locked.id, event: 'ticket.updated', changes, metadata: { ticketNumber: before.ticketNumber, title: title ?? before.title } });
+      await tx.db.raw(
+        `update tickets set ${[...sets, 'updated_at = now()'].join(', ')}
+        where ? and brand_id = ? and id = ?`,
+        [...(columns.map((c) => patch[c] ?? null) as never[]), tenantScope(tx, 'tickets'), brand.id, locked.id],
+      );
+      await audit.record(tx, {
+        brandId: brand.id,
+        ticketId: locked.id,
+        entityType: 'ticket',
+        entityId: locked.id,
+        event: 'ticket.updated',
+        changes,
+        metadata: { ticketNumber: before.ticketNumber, title: title ?? before.title },
+      });
       await events.ticketsUpdated(tx, brand.id, [{ ticketId: locked.id, changes: changes.map((c) => c.field) }]);
       if (newTags) {
-        await tx.db('ticket_tags').where({ ...scopeOf(tx), brandId: brand.id, ticketId: locked.id }).whereNotIn('tagId', newTags).delete();
+        await tx
+          .db('ticket_tags')
+          .where({ ...scopeOf(tx), brandId: brand.id, ticketId: locked.id })
+          .whereNotIn('tagId', newTags)
+          .delete();
         if (newTags.length) {
-          await tx.db('ticket_tags').insert(newTags.map((tagId) => ({ ...scopeOf(tx), brandId: brand.id, ticketId: locked.id, tagId })))
-            .onConflict(['accountId', 'livemode', 'brandId', 'ticketId', 'tagId']).ignore();
+          await tx
+            .db('ticket_tags')
+            .insert(newTags.map((tagId) => ({ ...scopeOf(tx), brandId: brand.id, ticketId: locked.id, tagId })))
+            .onConflict(['accountId', 'livemode', 'brandId', 'ticketId', 'tagId'])
+            .ignore();
         }
       }
     }

@@ -40,7 +40,11 @@ async function requireMembers(ctx: TenantCtx, memberIds: readonly string[], fiel
   const found = new Map((await members.findMany(ctx, memberIds)).map((m) => [m.id, m]));
   const i = memberIds.findIndex((id) => !found.has(id));
   if (i >= 0) {
-    throw badRequest(`memberId ${memberIds[i]} is not a member of this account; see GET /v1/accounts/me/members`, [{ field: fieldOf(i), message: 'is not a member of this account' }], 'invalid_member');
+    throw badRequest(
+      `memberId ${memberIds[i]} is not a member of this account; see GET /v1/accounts/me/members`,
+      [{ field: fieldOf(i), message: 'is not a member of this account' }],
+      'invalid_member',
+    );
   }
   return found;
 }
@@ -73,12 +77,18 @@ async function insert(ctx: TenantCtx, brandId: string, ticketId: string, given: 
       notifyOnStatusChange: w.notifyOnStatusChange ?? true,
     };
   });
-  const inserted = await ctx.db('ticketWatchers').insert(rows)
-    .onConflict(['accountId', 'livemode', 'brandId', 'ticketId', 'memberId']).ignore()
-    .returning('*') as Row[];
-  await audit.recordMany(ctx, inserted.map((w) => ({
-    brandId, ticketId, entityType: 'watcher', entityId: w.id, event: 'watcher.added', metadata: { memberId: w.memberId, memberEmail: w.memberEmail },
-  })));
+  const inserted = (await ctx.db('ticketWatchers').insert(rows).onConflict(['accountId', 'livemode', 'brandId', 'ticketId', 'memberId']).ignore().returning('*')) as Row[];
+  await audit.recordMany(
+    ctx,
+    inserted.map((w) => ({
+      brandId,
+      ticketId,
+      entityType: 'watcher',
+      entityId: w.id,
+      event: 'watcher.added',
+      metadata: { memberId: w.memberId, memberEmail: w.memberEmail },
+    })),
+  );
   return inserted;
 }
 
@@ -87,7 +97,11 @@ async function insert(ctx: TenantCtx, brandId: string, ticketId: string, given: 
  * the ticket is deferred to commit). A member named twice is added once.
  */
 export async function addToNewTicket(ctx: TenantCtx, brandId: string, ticketId: string, given: readonly WatcherInputValue[]): Promise<void> {
-  const byId = await requireMembers(ctx, given.map((w) => w.memberId), (i) => `watchers.${i}.memberId`);
+  const byId = await requireMembers(
+    ctx,
+    given.map((w) => w.memberId),
+    (i) => `watchers.${i}.memberId`,
+  );
   const seen = new Set<string>();
   const unique = given.filter((w) => !seen.has(w.memberId) && Boolean(seen.add(w.memberId)));
   await insert(ctx, brandId, ticketId, unique, byId);
@@ -118,9 +132,16 @@ export async function remove(ctx: TenantCtx, brandId: string, ticketId: string, 
   return withTx(ctx, async (tx) => {
     const brand = await requireBrand(tx, brandId);
     const ticket = await requireTicket(tx, brand.id, ticketId);
-    const [row] = await TicketWatcher.scoped(tx).where({ brandId: brand.id, ticketId: ticket.id, memberId }).delete().returning('*') as unknown as TicketWatcher[];
+    const [row] = (await TicketWatcher.scoped(tx).where({ brandId: brand.id, ticketId: ticket.id, memberId }).delete().returning('*')) as unknown as TicketWatcher[];
     if (!row) throw notFound('Watcher');
-    await audit.record(tx, { brandId: brand.id, ticketId: ticket.id, entityType: 'watcher', entityId: row.id, event: 'watcher.removed', metadata: { memberId, memberEmail: row.memberEmail } });
+    await audit.record(tx, {
+      brandId: brand.id,
+      ticketId: ticket.id,
+      entityType: 'watcher',
+      entityId: row.id,
+      event: 'watcher.removed',
+      metadata: { memberId, memberEmail: row.memberEmail },
+    });
     return toView(row);
   });
 }
@@ -142,7 +163,7 @@ export async function update(ctx: TenantCtx, brandId: string, ticketId: string, 
       }
     }
     if (!changes.length) return toView(row);
-    const updated = await TicketWatcher.scoped(tx).where('id', row.id).patch(patch).returning('*').first() as unknown as TicketWatcher;
+    const updated = (await TicketWatcher.scoped(tx).where('id', row.id).patch(patch).returning('*').first()) as unknown as TicketWatcher;
     await audit.record(tx, { brandId: brand.id, ticketId: ticket.id, entityType: 'watcher', entityId: row.id, event: 'watcher.updated', changes, metadata: { memberId } });
     return toView(updated);
   });

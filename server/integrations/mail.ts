@@ -75,7 +75,10 @@ function options(message: MailMessage): SendMailOptions {
 
 /** A file name for a Message-ID: `<a.b@c>` -> `a.b@c.eml`, anything unusual replaced. */
 function fileNameOf(messageId: string): string {
-  return `${messageId.replace(/^<|>$/g, '').replace(/[^A-Za-z0-9._@+-]/g, '_').slice(0, 200)}.eml`;
+  return `${messageId
+    .replace(/^<|>$/g, '')
+    .replace(/[^A-Za-z0-9._@+-]/g, '_')
+    .slice(0, 200)}.eml`;
 }
 
 export function fileTransport(dir: string, log: (line: string) => void = () => undefined): MailTransport {
@@ -83,7 +86,7 @@ export function fileTransport(dir: string, log: (line: string) => void = () => u
   return {
     kind: 'file',
     async send(message) {
-      const info = await renderer.sendMail(options(message)) as { message: Buffer };
+      const info = (await renderer.sendMail(options(message))) as { message: Buffer };
       await mkdir(dir, { recursive: true });
       const file = path.join(dir, fileNameOf(message.messageId));
       // Written aside and renamed: a reader never sees half a message.

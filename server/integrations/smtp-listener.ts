@@ -48,11 +48,14 @@ export async function startSmtpListener(opts: SmtpListenerOptions): Promise<Smtp
       stream.on('end', () => {
         if (stream.sizeExceeded) return callback(smtpError(`Message exceeds the size limit of ${opts.maxBytes} bytes`, 552));
         const recipients = session.envelope.rcptTo.map((a) => a.address);
-        opts.deliver(Buffer.concat(chunks), recipients).then(() => callback(), (err: Error & { statusCode?: number }) => {
-          const permanent = err.statusCode !== undefined && err.statusCode >= 400 && err.statusCode < 500;
-          if (!permanent) opts.log(`inbound SMTP delivery failed: ${err.message}`);
-          callback(smtpError(permanent ? err.message : 'Temporary failure; try again later', permanent ? 550 : 451));
-        });
+        opts.deliver(Buffer.concat(chunks), recipients).then(
+          () => callback(),
+          (err: Error & { statusCode?: number }) => {
+            const permanent = err.statusCode !== undefined && err.statusCode >= 400 && err.statusCode < 500;
+            if (!permanent) opts.log(`inbound SMTP delivery failed: ${err.message}`);
+            callback(smtpError(permanent ? err.message : 'Temporary failure; try again later', permanent ? 550 : 451));
+          },
+        );
       });
     },
   });

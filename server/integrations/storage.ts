@@ -74,7 +74,9 @@ export class LocalDiskStorage implements Storage {
   async stage(source: Readable, maxBytes: number): Promise<StagedObject> {
     // Listen before the first await: a source failing meanwhile must not be an unhandled 'error'.
     let early: Error | null = null;
-    const remember = (err: Error) => { early = err; };
+    const remember = (err: Error) => {
+      early = err;
+    };
     source.once('error', remember);
     await mkdir(this.staging, { recursive: true });
     source.off('error', remember);
@@ -96,7 +98,9 @@ export class LocalDiskStorage implements Storage {
       // Plain pipe, not pipeline: past the limit the source is only unpiped, never destroyed, so an
       // HTTP request body stays readable and the client still gets the 413 (not a reset socket).
       source.once('error', (err) => meter.destroy(err));
-      source.once('close', () => { if (!source.readableEnded) meter.destroy(new Error('the source closed before its end')); });
+      source.once('close', () => {
+        if (!source.readableEnded) meter.destroy(new Error('the source closed before its end'));
+      });
       source.pipe(meter);
       await written;
     } catch (err) {
@@ -113,7 +117,9 @@ export class LocalDiskStorage implements Storage {
         await rename(temp, target);
       },
       async discard() {
-        await unlink(temp).catch((err) => { if (!isMissing(err)) throw err; });
+        await unlink(temp).catch((err) => {
+          if (!isMissing(err)) throw err;
+        });
       },
     };
   }
@@ -145,7 +151,9 @@ export class LocalDiskStorage implements Storage {
   }
 
   async delete(key: string): Promise<void> {
-    await unlink(this.pathOf(key)).catch((err) => { if (!isMissing(err)) throw err; });
+    await unlink(this.pathOf(key)).catch((err) => {
+      if (!isMissing(err)) throw err;
+    });
   }
 
   async exists(key: string): Promise<boolean> {

@@ -76,7 +76,12 @@ export class Dispatcher {
   readonly instanceId: string;
 
   /** attachmentDeps: without them (tests of other jobs) the attachment cleanup is skipped. */
-  constructor(private readonly services: Services, private readonly log: DispatcherLog, private readonly attachmentDeps: attachments.AttachmentDeps | null = null, options: OutboxOptions = {}) {
+  constructor(
+    private readonly services: Services,
+    private readonly log: DispatcherLog,
+    private readonly attachmentDeps: attachments.AttachmentDeps | null = null,
+    options: OutboxOptions = {},
+  ) {
     this.ctx = systemCtx(services, 'dispatcher');
     this.now = options.now ?? Date.now;
     this.random = options.random ?? Math.random;
@@ -114,13 +119,17 @@ export class Dispatcher {
    */
   deliverDue(): Promise<DeliveryStats> {
     if (!this.delivering) {
-      this.delivering = this.deliverAll().finally(() => { this.delivering = null; });
+      this.delivering = this.deliverAll().finally(() => {
+        this.delivering = null;
+      });
       return this.delivering;
     }
-    this.deliverAgain ??= this.delivering.catch(() => undefined).then(() => {
-      this.deliverAgain = null;
-      return this.deliverDue();
-    });
+    this.deliverAgain ??= this.delivering
+      .catch(() => undefined)
+      .then(() => {
+        this.deliverAgain = null;
+        return this.deliverDue();
+      });
     return this.deliverAgain;
   }
 
@@ -131,14 +140,18 @@ export class Dispatcher {
     let claiming: Promise<void> | null = null;
     const next = async (): Promise<outbox.Claimed | null> => {
       while (!queue.length && !exhausted && !this.stopping) {
-        claiming ??= this.claim(this.concurrency).then((rows) => {
-          if (!rows.length) exhausted = true;
-          stats.claimed += rows.length;
-          queue.push(...rows);
-        }).finally(() => { claiming = null; });
+        claiming ??= this.claim(this.concurrency)
+          .then((rows) => {
+            if (!rows.length) exhausted = true;
+            stats.claimed += rows.length;
+            queue.push(...rows);
+          })
+          .finally(() => {
+            claiming = null;
+          });
         await claiming;
       }
-      return this.stopping ? null : queue.shift() ?? null;
+      return this.stopping ? null : (queue.shift() ?? null);
     };
     const worker = async () => {
       for (let row = await next(); row; row = await next()) await this.deliverOne(row, stats);
@@ -203,11 +216,15 @@ export class Dispatcher {
       if (!this.stopping) this.deliverDue().catch((err) => this.log.error({ err }, 'outbox delivery failed'));
     };
     // The tick does not wait for deliveries: a long backlog must not hold up the periodic jobs.
-    this.task = cron.schedule('*/5 * * * * *', async () => {
-      this.running = this.periodicJobs().catch((err) => this.log.error({ err }, 'dispatcher tick failed'));
-      await this.running;
-      wake();
-    }, { name: 'ticketd-dispatcher', noOverlap: true });
+    this.task = cron.schedule(
+      '*/5 * * * * *',
+      async () => {
+        this.running = this.periodicJobs().catch((err) => this.log.error({ err }, 'dispatcher tick failed'));
+        await this.running;
+        wake();
+      },
+      { name: 'ticketd-dispatcher', noOverlap: true },
+    );
     // 'up' also after a reconnect: notifications sent while the connection was down are lost.
     this.listener = Listener.forDb(this.services.db, [outbox.OUTBOX_CHANNEL]).start();
     this.listener.on('notification', wake);

@@ -11,10 +11,17 @@ import { enqueueEvents, eventsInsert, type EventSpec } from './service.js';
  */
 
 export const WEBHOOK_EVENTS = [
-  'ticket.created', 'ticket.updated', 'ticket.deleted', 'ticket.comment.created', 'comment.created', 'comment.updated', 'comment.deleted',
-  'attachment.created', 'attachment.deleted',
+  'ticket.created',
+  'ticket.updated',
+  'ticket.deleted',
+  'ticket.comment.created',
+  'comment.created',
+  'comment.updated',
+  'comment.deleted',
+  'attachment.created',
+  'attachment.deleted',
 ] as const;
-export type WebhookEvent = typeof WEBHOOK_EVENTS[number];
+export type WebhookEvent = (typeof WEBHOOK_EVENTS)[number];
 
 /** A new comment is announced as comment.created, and as ticket.comment.created to webhooks that chose that name. */
 const COMMENT_CREATED = ['comment.created', 'ticket.comment.created'];
@@ -34,17 +41,27 @@ const iso = (d: Date | string | null | undefined) => (d ? new Date(d).toISOStrin
  * there (not created) is not announced.
  */
 export function ticketsCreated(tx: TenantCtx, tickets: readonly { brandId: string; ticketId: string }[], ticketsRelation: string, contactsRelation: string): SqlFragment {
-  return eventsInsert(tx, tickets.map(({ brandId, ticketId }) => ({ brandId, names: ['ticket.created'], ticketId, ticketFields: TICKET_CREATED_FIELDS, data: {} })),
-    ticketsRelation, contactsRelation);
+  return eventsInsert(
+    tx,
+    tickets.map(({ brandId, ticketId }) => ({ brandId, names: ['ticket.created'], ticketId, ticketFields: TICKET_CREATED_FIELDS, data: {} })),
+    ticketsRelation,
+    contactsRelation,
+  );
 }
 
 /** `changes` are the names of the changed fields, per ticket. */
 export function ticketsUpdated(tx: TenantCtx, brandId: string, updates: readonly { ticketId: string; changes: readonly string[] }[]): Promise<void> {
-  return enqueueEvents(tx, updates.map((u) => ({ brandId, names: ['ticket.updated'], ticketId: u.ticketId, ticketFields: TICKET_UPDATED_FIELDS, data: { changes: u.changes } })));
+  return enqueueEvents(
+    tx,
+    updates.map((u) => ({ brandId, names: ['ticket.updated'], ticketId: u.ticketId, ticketFields: TICKET_UPDATED_FIELDS, data: { changes: u.changes } })),
+  );
 }
 
 export function ticketsDeleted(tx: TenantCtx, brandId: string, ticketIds: readonly string[]): Promise<void> {
-  return enqueueEvents(tx, ticketIds.map((ticketId) => ({ brandId, names: ['ticket.deleted'], ticketId, ticketFields: TICKET_DELETED_FIELDS, data: {} })));
+  return enqueueEvents(
+    tx,
+    ticketIds.map((ticketId) => ({ brandId, names: ['ticket.deleted'], ticketId, ticketFields: TICKET_DELETED_FIELDS, data: {} })),
+  );
 }
 
 export interface CommentFacts {
@@ -63,8 +80,16 @@ export interface CommentFacts {
 
 function commentEvent(brandId: string, names: readonly string[], c: CommentFacts, extra: Record<string, unknown> = {}): EventSpec {
   const comment = {
-    id: c.id, body: c.body, authorId: c.authorId, authorName: c.authorName, authorType: c.authorType, parentId: c.parentId, isInternal: c.isInternal,
-    createdAt: iso(c.createdAt), updatedAt: iso(c.updatedAt), ...(c.deletedAt ? { deletedAt: iso(c.deletedAt) } : {}),
+    id: c.id,
+    body: c.body,
+    authorId: c.authorId,
+    authorName: c.authorName,
+    authorType: c.authorType,
+    parentId: c.parentId,
+    isInternal: c.isInternal,
+    createdAt: iso(c.createdAt),
+    updatedAt: iso(c.updatedAt),
+    ...(c.deletedAt ? { deletedAt: iso(c.deletedAt) } : {}),
   };
   return { brandId, names, ticketId: c.ticketId, ticketFields: PART_FIELDS, data: { ticketId: c.ticketId, comment, ...extra } };
 }
@@ -94,11 +119,17 @@ export interface AttachmentFacts {
 
 /** attachment.created or attachment.deleted; a pending attachment (no ticket yet) has ticketId null. */
 export function attachmentsChanged(tx: TenantCtx, event: 'attachment.created' | 'attachment.deleted', rows: readonly AttachmentFacts[]): Promise<void> {
-  return enqueueEvents(tx, rows.map((a) => ({
-    brandId: a.brandId, names: [event], ticketId: a.ticketId, ticketFields: PART_FIELDS,
-    data: {
+  return enqueueEvents(
+    tx,
+    rows.map((a) => ({
+      brandId: a.brandId,
+      names: [event],
       ticketId: a.ticketId,
-      attachment: { id: a.id, ticketId: a.ticketId, commentId: a.commentId, filename: a.filename, contentType: a.contentType, size: Number(a.size), createdAt: iso(a.createdAt) },
-    },
-  })));
+      ticketFields: PART_FIELDS,
+      data: {
+        ticketId: a.ticketId,
+        attachment: { id: a.id, ticketId: a.ticketId, commentId: a.commentId, filename: a.filename, contentType: a.contentType, size: Number(a.size), createdAt: iso(a.createdAt) },
+      },
+    })),
+  );
 }

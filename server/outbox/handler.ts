@@ -6,10 +6,14 @@ export type Attempt =
   | { outcome: 'success'; responseCode: number | null; responseBody: string | null }
   /** retry: a transient failure (the schedule in backoff.ts decides when, or dead); fail: permanent. */
   | {
-    outcome: 'retry' | 'fail'; error: string; responseCode: number | null; responseBody: string | null; retryAfterMs?: number | null;
-    /** Nothing was sent (e.g. the webhook was disabled meanwhile): not a failure of the receiver. */
-    notSent?: boolean;
-  }
+      outcome: 'retry' | 'fail';
+      error: string;
+      responseCode: number | null;
+      responseBody: string | null;
+      retryAfterMs?: number | null;
+      /** Nothing was sent (e.g. the webhook was disabled meanwhile): not a failure of the receiver. */
+      notSent?: boolean;
+    }
   /** Cut off by shutdown: the message is given back, not settled. */
   | { outcome: 'interrupted' };
 

@@ -1,9 +1,9 @@
 import { TenantModel } from '../core/model.js';
 
 export const OUTBOX_KINDS = ['webhook', 'mail'] as const;
-export type OutboxKind = typeof OUTBOX_KINDS[number];
+export type OutboxKind = (typeof OUTBOX_KINDS)[number];
 export const OUTBOX_STATUSES = ['pending', 'retrying', 'success', 'failed', 'dead'] as const;
-export type OutboxStatus = typeof OUTBOX_STATUSES[number];
+export type OutboxStatus = (typeof OUTBOX_STATUSES)[number];
 
 /** One message to deliver (see the outbox migration). */
 export class OutboxMessage extends TenantModel {

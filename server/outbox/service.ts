@@ -34,7 +34,13 @@ export async function enqueue(tx: TenantCtx, message: Message): Promise<string> 
   assertInTransaction(tx, message.event);
   const id = newId(ID_PREFIX.delivery);
   await OutboxMessage.query(tx.db).insert({
-    id, ...scopeOf(tx), brandId: message.brandId, kind: message.kind, event: message.event, webhookId: message.webhookId ?? null, payload: message.payload,
+    id,
+    ...scopeOf(tx),
+    brandId: message.brandId,
+    kind: message.kind,
+    event: message.event,
+    webhookId: message.webhookId ?? null,
+    payload: message.payload,
   });
   return id;
 }
@@ -84,7 +90,13 @@ export async function enqueueEvents(tx: TenantCtx, events: readonly EventSpec[])
 export function eventsInsert(tx: TenantCtx, events: readonly EventSpec[], ticketsRelation = 'tickets', contactsRelation = 'contacts'): SqlFragment {
   const timestamp = new Date().toISOString();
   const specs = events.map((e, ord) => ({
-    ord, event_id: newId(ID_PREFIX.event), brand_id: e.brandId, names: e.names, ticket_id: e.ticketId, ticket_fields: e.ticketFields, data: e.data,
+    ord,
+    event_id: newId(ID_PREFIX.event),
+    brand_id: e.brandId,
+    names: e.names,
+    ticket_id: e.ticketId,
+    ticket_fields: e.ticketFields,
+    data: e.data,
   }));
   return {
     sql: `
@@ -99,8 +111,12 @@ export function eventsInsert(tx: TenantCtx, events: readonly EventSpec[], ticket
         select ${TICKET_JSON} as fields from ${ticketsRelation} t
         left join ${contactsRelation} c on ${sameTenant('c', 't')} and c.brand_id = t.brand_id and c.id = t.customer_id
         where ${sameTenant('t', 'w')} and t.brand_id = w.brand_id and t.id = ev.ticket_id
-      ) tk on true${ticketsRelation === 'tickets' ? '' : `
-      where ev.ticket_id is null or tk.fields is not null`}
+      ) tk on true${
+        ticketsRelation === 'tickets'
+          ? ''
+          : `
+      where ev.ticket_id is null or tk.fields is not null`
+      }
       order by ev.ord, w.id`,
     bindings: [timestamp, JSON.stringify(specs), tenantScope(tx, 'w')],
   };
@@ -131,13 +147,16 @@ export interface Claimed {
  * due when available_at has passed: new, retry time reached, or an earlier lease expired.
  */
 export async function claim(ctx: BaseCtx, owner: string, now: Date, leaseUntil: Date, limit: number): Promise<Claimed[]> {
-  const result = await ctx.db.raw(`
+  const result = (await ctx.db.raw(
+    `
     update outbox o set lease_owner = ?, lease_expires_at = ?, available_at = ?, attempts = o.attempts + 1
     where o.id in (
       select id from outbox where status in ('pending', 'retrying') and available_at <= ?
       order by available_at, id limit ? for update skip locked)
     returning o.id, o.account_id as "accountId", o.livemode, o.brand_id as "brandId", o.kind, o.event, o.webhook_id as "webhookId",
-      o.payload::text as body, o.attempts, o.lease_owner as "leaseOwner"`, [owner, leaseUntil, leaseUntil, now, limit]) as { rows: Claimed[] };
+      o.payload::text as body, o.attempts, o.lease_owner as "leaseOwner"`,
+    [owner, leaseUntil, leaseUntil, now, limit],
+  )) as { rows: Claimed[] };
   return result.rows;
 }
 
@@ -157,17 +176,20 @@ export interface Settlement {
  */
 export async function settle(tx: BaseCtx, row: Claimed, s: Settlement): Promise<boolean> {
   assertInTransaction(tx, row.event);
-  const n = await tx.db('outbox').where({ id: row.id, leaseOwner: row.leaseOwner, attempts: row.attempts }).update({
-    status: s.status,
-    availableAt: s.availableAt ?? s.attemptedAt,
-    leaseOwner: null,
-    leaseExpiresAt: null,
-    lastError: s.error,
-    responseCode: s.responseCode,
-    responseBody: s.responseBody,
-    lastAttemptAt: s.attemptedAt,
-    deliveredAt: s.status === 'success' ? s.attemptedAt : null,
-  });
+  const n = await tx
+    .db('outbox')
+    .where({ id: row.id, leaseOwner: row.leaseOwner, attempts: row.attempts })
+    .update({
+      status: s.status,
+      availableAt: s.availableAt ?? s.attemptedAt,
+      leaseOwner: null,
+      leaseExpiresAt: null,
+      lastError: s.error,
+      responseCode: s.responseCode,
+      responseBody: s.responseBody,
+      lastAttemptAt: s.attemptedAt,
+      deliveredAt: s.status === 'success' ? s.attemptedAt : null,
+    });
   return n === 1;
 }
 
@@ -178,7 +200,9 @@ export async function settle(tx: BaseCtx, row: Claimed, s: Settlement): Promise<
 export async function release(ctx: BaseCtx, rows: readonly Claimed[], attempted: boolean, now: Date): Promise<number> {
   let released = 0;
   for (const row of rows) {
-    released += await ctx.db('outbox').where({ id: row.id, leaseOwner: row.leaseOwner, attempts: row.attempts })
+    released += await ctx
+      .db('outbox')
+      .where({ id: row.id, leaseOwner: row.leaseOwner, attempts: row.attempts })
       .update({ leaseOwner: null, leaseExpiresAt: null, availableAt: now, attempts: attempted ? row.attempts : row.attempts - 1 });
   }
   return released;
@@ -205,9 +229,11 @@ export async function findForWebhook(ctx: TenantCtx, webhookId: string, delivery
 export async function redeliver(tx: TenantCtx, original: OutboxMessage): Promise<OutboxMessage> {
   assertInTransaction(tx, original.event);
   const id = newId(ID_PREFIX.delivery);
-  await tx.db.raw(`insert into outbox (id, account_id, livemode, brand_id, kind, event, webhook_id, payload)
+  await tx.db.raw(
+    `insert into outbox (id, account_id, livemode, brand_id, kind, event, webhook_id, payload)
     select ?, account_id, livemode, brand_id, kind, event, webhook_id, payload from outbox where ? and id = ?`,
-  [id, tenantScope(tx, 'outbox'), original.id]);
+    [id, tenantScope(tx, 'outbox'), original.id],
+  );
   return (await OutboxMessage.scoped(tx).findById(id))!;
 }
 
@@ -221,8 +247,12 @@ export interface OutboxStats {
 }
 
 export async function stats(ctx: BaseCtx, now = new Date()): Promise<OutboxStats> {
-  const counts = await ctx.db('outbox').groupBy('kind', 'status').orderBy(['kind', 'status']).select('kind', 'status').count({ count: '*' }) as { kind: string; status: string; count: string }[];
-  const oldest = await ctx.db('outbox').whereIn('status', ['pending', 'retrying']).min({ at: 'createdAt' }).first() as { at: Date | null };
+  const counts = (await ctx.db('outbox').groupBy('kind', 'status').orderBy(['kind', 'status']).select('kind', 'status').count({ count: '*' })) as {
+    kind: string;
+    status: string;
+    count: string;
+  }[];
+  const oldest = (await ctx.db('outbox').whereIn('status', ['pending', 'retrying']).min({ at: 'createdAt' }).first()) as { at: Date | null };
   return {
     counts: counts.map((c) => ({ kind: c.kind, status: c.status, count: Number(c.count) })),
     oldestPendingAgeSeconds: oldest.at ? Math.max(0, Math.round((now.getTime() - new Date(oldest.at).getTime()) / 1000)) : null,
@@ -252,9 +282,20 @@ const isoOrNull = (d: Date | null) => (d ? new Date(d).toISOString() : null);
 
 function operatorView(row: OutboxMessage): OperatorView {
   return {
-    id: row.id, kind: row.kind, event: row.event, status: row.status, attempts: row.attempts, accountId: row.accountId, livemode: row.livemode,
-    brandId: row.brandId, webhookId: row.webhookId, nextAttemptAt: row.status === 'pending' || row.status === 'retrying' ? isoOrNull(row.availableAt) : null,
-    lastAttemptAt: isoOrNull(row.lastAttemptAt), lastError: row.lastError, responseCode: row.responseCode, createdAt: new Date(row.createdAt).toISOString(),
+    id: row.id,
+    kind: row.kind,
+    event: row.event,
+    status: row.status,
+    attempts: row.attempts,
+    accountId: row.accountId,
+    livemode: row.livemode,
+    brandId: row.brandId,
+    webhookId: row.webhookId,
+    nextAttemptAt: row.status === 'pending' || row.status === 'retrying' ? isoOrNull(row.availableAt) : null,
+    lastAttemptAt: isoOrNull(row.lastAttemptAt),
+    lastError: row.lastError,
+    responseCode: row.responseCode,
+    createdAt: new Date(row.createdAt).toISOString(),
     deliveredAt: isoOrNull(row.deliveredAt),
   };
 }
@@ -270,9 +311,11 @@ export async function listAll(ctx: BaseCtx, filter: { status?: OutboxStatus; lim
 export async function retry(ctx: BaseCtx, id: string): Promise<OperatorView> {
   const row = await OutboxMessage.query(ctx.db).findById(id);
   if (!row) throw notFound('Outbox message');
-  const [updated] = await OutboxMessage.query(ctx.db).where({ id }).whereIn('status', ['failed', 'dead'])
+  const [updated] = (await OutboxMessage.query(ctx.db)
+    .where({ id })
+    .whereIn('status', ['failed', 'dead'])
     .patch({ status: 'pending', attempts: 0, availableAt: ctx.db.fn.now() as unknown as Date, leaseOwner: null, leaseExpiresAt: null })
-    .returning('*') as unknown as OutboxMessage[];
+    .returning('*')) as unknown as OutboxMessage[];
   if (!updated) throw conflict(`Outbox message ${id} is ${row.status}: only failed and dead messages can be retried`, 'not_retryable');
   await ctx.db.raw('select pg_notify(?, ?)', [OUTBOX_CHANNEL, updated.kind]);
   return operatorView(updated);
@@ -284,7 +327,10 @@ const PURGE_BATCH = 5_000;
 export async function purge(ctx: BaseCtx, before: Date): Promise<number> {
   let total = 0;
   for (;;) {
-    const n = await ctx.db('outbox').whereIn('id', ctx.db('outbox').whereIn('status', ['success', 'failed', 'dead']).where('createdAt', '<', before).limit(PURGE_BATCH).select('id')).delete();
+    const n = await ctx
+      .db('outbox')
+      .whereIn('id', ctx.db('outbox').whereIn('status', ['success', 'failed', 'dead']).where('createdAt', '<', before).limit(PURGE_BATCH).select('id'))
+      .delete();
     total += n;
     if (n < PURGE_BATCH) return total;
   }

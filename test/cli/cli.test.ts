@@ -40,11 +40,7 @@ let brandA = '';
 let liveKeyA = '';
 
 t.test('help and usage errors', async (t) => {
-  const [help, nope, revoke] = await Promise.all([
-    cli(['--help']),
-    cli(['nope']),
-    cli(['keys', 'revoke']),
-  ]);
+  const [help, nope, revoke] = await Promise.all([cli(['--help']), cli(['nope']), cli(['keys', 'revoke'])]);
   exits(t, help, 0, '--help');
   for (const command of ['start', 'init', 'db', 'accounts', 'brands', 'keys', 'mail']) t.match(help.stdout, new RegExp(`^\\s+${command}\\b`, 'm'), `help lists ${command}`);
   exits(t, nope, 2, 'unknown command');
@@ -70,7 +66,11 @@ t.test('accounts create prints the account, owner, brand and working keys', asyn
 
   const live = await brandsSeenBy(out.apiKeys.live.key);
   t.equal(live.status, 200, 'the live key authenticates');
-  t.same(live.body.map((b: { id: string }) => b.id), [brandA], 'the live key lists the new brand');
+  t.same(
+    live.body.map((b: { id: string }) => b.id),
+    [brandA],
+    'the live key lists the new brand',
+  );
   const test = await brandsSeenBy(out.apiKeys.test.key);
   t.equal(test.status, 200, 'the test key authenticates');
   t.same(test.body, [], 'test mode sees no live brand');
@@ -82,32 +82,39 @@ t.test('accounts create --brand-mode test puts the brand in test mode', async (t
   const out = res.json();
   t.equal(out.brand.livemode, false);
   t.same((await brandsSeenBy(out.apiKeys.live.key)).body, [], 'live key sees nothing');
-  t.same((await brandsSeenBy(out.apiKeys.test.key)).body.map((b: { id: string }) => b.id), [out.brand.id], 'test key sees the brand');
+  t.same(
+    (await brandsSeenBy(out.apiKeys.test.key)).body.map((b: { id: string }) => b.id),
+    [out.brand.id],
+    'test key sees the brand',
+  );
 });
 
 t.test('missing input without a terminal is a usage error naming the flag', async (t) => {
   const res = await cli(['accounts', 'create', '--json']);
   exits(t, res, 2, 'accounts create without --email');
   t.match(res.stderr, /--email/);
-  t.equal((await adminCount('accounts')), 2, 'nothing was created');
+  t.equal(await adminCount('accounts'), 2, 'nothing was created');
 });
 
 t.test('--account is required with several accounts, optional with one', async (t) => {
-  const [without, withAccount] = await Promise.all([
-    cli(['brands', 'list', '--json']),
-    cli(['brands', 'list', '--account', accountA, '--json']),
-  ]);
+  const [without, withAccount] = await Promise.all([cli(['brands', 'list', '--json']), cli(['brands', 'list', '--account', accountA, '--json'])]);
   exits(t, without, 2, 'brands list without --account (2 accounts)');
   t.match(without.stderr, /--account/);
   exits(t, withAccount, 0, 'brands list --account');
-  t.same(withAccount.json().map((b: { id: string }) => b.id), [brandA]);
+  t.same(
+    withAccount.json().map((b: { id: string }) => b.id),
+    [brandA],
+  );
 
   const single = await freshDatabase(t);
   const created = await runCli(['accounts', 'create', '--email', 'solo@example.com', '--brand', 'Solo', '--json'], { DATABASE_URL: single.url });
   exits(t, created, 0, 'accounts create (single)');
   const listed = await runCli(['brands', 'list', '--json'], { DATABASE_URL: single.url });
   exits(t, listed, 0, 'brands list without --account (1 account)');
-  t.same(listed.json().map((b: { id: string }) => b.id), [created.json().brand.id]);
+  t.same(
+    listed.json().map((b: { id: string }) => b.id),
+    [created.json().brand.id],
+  );
 });
 
 t.test('brands create', async (t) => {
@@ -148,8 +155,14 @@ t.test('brands list --mode test lists only test brands', async (t) => {
     cli(['brands', 'list', '--account', accountA, '--json']),
   ]);
   exits(t, testList, 0, 'brands list --mode test');
-  t.same(testList.json().map((b: { id: string }) => b.id), [testBrandA]);
-  t.notOk(liveList.json().some((b: { id: string }) => b.id === testBrandA), 'live list leaves the test brand out');
+  t.same(
+    testList.json().map((b: { id: string }) => b.id),
+    [testBrandA],
+  );
+  t.notOk(
+    liveList.json().some((b: { id: string }) => b.id === testBrandA),
+    'live list leaves the test brand out',
+  );
 });
 
 t.test('keys', (t) => {
@@ -161,18 +174,23 @@ t.test('keys', (t) => {
     exits(t, testKey, 0, 'keys create --mode test');
     t.match(testKey.json().key, /^sk_test_/);
     t.equal(testKey.json().livemode, false);
-    t.same((await brandsSeenBy(testKey.json().key)).body.map((b: { id: string }) => b.id), [testBrandA], 'the test key sees test brands');
+    t.same(
+      (await brandsSeenBy(testKey.json().key)).body.map((b: { id: string }) => b.id),
+      [testBrandA],
+      'the test key sees test brands',
+    );
     exits(t, limited, 0, 'keys create --brands');
     t.equal(limited.json().allBrands, false);
     t.same(limited.json().brandIds, [brandA]);
-    t.same((await brandsSeenBy(limited.json().key)).body.map((b: { id: string }) => b.id), [brandA], 'the limited key sees only its brand');
+    t.same(
+      (await brandsSeenBy(limited.json().key)).body.map((b: { id: string }) => b.id),
+      [brandA],
+      'the limited key sees only its brand',
+    );
   });
 
   t.test('list never shows a secret', async (t) => {
-    const [live, test] = await Promise.all([
-      cli(['keys', 'list', '--account', accountA, '--json']),
-      cli(['keys', 'list', '--account', accountA, '--mode', 'test', '--json']),
-    ]);
+    const [live, test] = await Promise.all([cli(['keys', 'list', '--account', accountA, '--json']), cli(['keys', 'list', '--account', accountA, '--mode', 'test', '--json'])]);
     for (const res of [live, test]) {
       exits(t, res, 0, 'keys list');
       t.ok(res.json().length >= 2, 'lists the keys');
@@ -186,10 +204,7 @@ t.test('keys', (t) => {
     const created = (await cli(['keys', 'create', '--account', accountA, '--json'])).json();
     t.equal((await brandsSeenBy(created.key)).status, 200, 'works before');
 
-    const [noYes, unknown] = await Promise.all([
-      cli(['keys', 'revoke', created.id]),
-      cli(['keys', 'revoke', 'key_00000000000000000000000000', '--yes', '--json']),
-    ]);
+    const [noYes, unknown] = await Promise.all([cli(['keys', 'revoke', created.id]), cli(['keys', 'revoke', 'key_00000000000000000000000000', '--yes', '--json'])]);
     exits(t, noYes, 2, 'revoke without --yes and no terminal');
     t.match(noYes.stderr, /--yes/);
     t.equal((await brandsSeenBy(created.key)).status, 200, 'still works after the refused revoke');
@@ -201,7 +216,10 @@ t.test('keys', (t) => {
     t.match(revoked.json(), { success: true, id: created.id, revokedAt: String });
     t.equal((await brandsSeenBy(created.key)).status, 401, 'the key is refused at once');
     const listed = (await cli(['keys', 'list', '--account', accountA, '--json'])).json();
-    t.notOk(listed.some((k: { id: string }) => k.id === created.id), 'the revoked key is no longer listed');
+    t.notOk(
+      listed.some((k: { id: string }) => k.id === created.id),
+      'the revoked key is no longer listed',
+    );
     exits(t, await cli(['keys', 'revoke', created.id, '--yes', '--json']), 1, 'revoking it again');
   });
 
@@ -308,7 +326,10 @@ t.test('db provision creates a role and database and prints a working URL', asyn
   // Only meaningful where the server checks passwords: a trust-auth server (as CI's may be) lets any in.
   const wrong = new URL(next.databaseUrl);
   wrong.password = 'certainly-not-the-password';
-  const checksPasswords = await whoAmI(wrong.toString()).then(() => false, () => true);
+  const checksPasswords = await whoAmI(wrong.toString()).then(
+    () => false,
+    () => true,
+  );
   if (checksPasswords) await t.rejects(whoAmI(out.databaseUrl), /password authentication failed/, 'the old password no longer works');
   else t.comment('this server trusts loopback connections: password checks skipped');
 

@@ -24,16 +24,23 @@ t.test('a failed batch: the create still succeeds step by step, numbers keep no 
   t.equal(created.code, 0, 'accounts create', { stderr: created.stderr });
   const { apiKeys, brand } = created.json();
   const server = startServer({ DATABASE_URL: url, TICKETD_LOG_LEVEL: 'warn' });
-  t.teardown(async () => { server.child.kill('SIGTERM'); await server.exited; });
+  t.teardown(async () => {
+    server.child.kill('SIGTERM');
+    await server.exited;
+  });
   const info = await server.ready;
-  const warnings = () => server.stderr().split('\n').filter((l) => l.includes('a batch of ticket creates failed'));
+  const warnings = () =>
+    server
+      .stderr()
+      .split('\n')
+      .filter((l) => l.includes('a batch of ticket creates failed'));
   async function createTicket(title: string) {
     const res = await fetch(`${info.url}/v1/brands/${brand.id}/tickets`, {
       method: 'POST',
       headers: { authorization: `Bearer ${apiKeys.live.key}`, 'content-type': 'application/json' },
       body: JSON.stringify({ title, customerEmail: 'someone@example.com' }),
     });
-    return { status: res.status, body: await res.json() as { id: string; title: string; ticketNumber: number } };
+    return { status: res.status, body: (await res.json()) as { id: string; title: string; ticketNumber: number } };
   }
 
   const before = await createTicket('an ordinary ticket');
@@ -53,5 +60,5 @@ t.test('a failed batch: the create still succeeds step by step, numbers keep no 
   t.equal(logged[0].level, 40, 'at warn level');
   t.equal(logged[0].creates, 1);
   t.match(logged[0].err.message, /injected failure of the grouped create/, 'with the database error');
-  t.equal(logged[0].accountId, brand.accountId, 'in the request\'s context');
+  t.equal(logged[0].accountId, brand.accountId, "in the request's context");
 });

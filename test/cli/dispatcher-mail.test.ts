@@ -19,9 +19,14 @@ t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
 
 const received: ParsedMail[] = [];
 const relay = new SMTPServer({
-  authOptional: true, disabledCommands: ['AUTH', 'STARTTLS'], logger: false,
+  authOptional: true,
+  disabledCommands: ['AUTH', 'STARTTLS'],
+  logger: false,
   onData: (stream, _session, done) => {
-    simpleParser(stream).then((parsed) => { received.push(parsed); done(); }, done);
+    simpleParser(stream).then((parsed) => {
+      received.push(parsed);
+      done();
+    }, done);
   },
 });
 await new Promise<void>((resolve) => relay.listen(0, '127.0.0.1', resolve));
@@ -40,13 +45,20 @@ t.test('start --role dispatcher sends queued mail with the configured SMTP trans
   const child = spawn('env', ['-u', 'NODE_OPTIONS', process.execPath, BIN, 'start', '--role', 'dispatcher', '--json'], {
     cwd: emptyDir,
     env: {
-      PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', TICKETD_LOG_LEVEL: 'silent', ...env,
-      TICKETD_MAIL_TRANSPORT: 'smtp', TICKETD_MAIL_SMTP_HOST: '127.0.0.1', TICKETD_MAIL_SMTP_PORT: String(relayPort),
+      PATH: process.env.PATH ?? '',
+      HOME: process.env.HOME ?? '/tmp',
+      TICKETD_LOG_LEVEL: 'silent',
+      ...env,
+      TICKETD_MAIL_TRANSPORT: 'smtp',
+      TICKETD_MAIL_SMTP_HOST: '127.0.0.1',
+      TICKETD_MAIL_SMTP_PORT: String(relayPort),
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const exited = new Promise<number | null>((resolve) => child.on('close', resolve));
-  t.teardown(() => { child.kill('SIGKILL'); });
+  t.teardown(() => {
+    child.kill('SIGKILL');
+  });
   const end = Date.now() + 30_000;
   while (received.length === 0 && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
 

@@ -84,7 +84,7 @@ async function api(baseUrl: string, key: string, method = 'GET', body?: unknown)
     headers: { authorization: `Bearer ${key}`, ...(body ? { 'content-type': 'application/json' } : {}) },
     ...(body ? { body: JSON.stringify(body) } : {}),
   });
-  return { status: res.status, body: await res.json() as any }; // eslint-disable-line @typescript-eslint/no-explicit-any
+  return { status: res.status, body: (await res.json()) as any }; // eslint-disable-line @typescript-eslint/no-explicit-any
 }
 
 const lifecycleDir = newDataDir();
@@ -125,7 +125,11 @@ t.test('start prints its URL and bootstrap keys, and serves the API', async (t) 
 
   const live = await api(info.url, info.bootstrap.apiKeys.live.key);
   t.equal(live.status, 200);
-  t.same(live.body.map((b: { id: string }) => b.id), [info.bootstrap.brand.id], 'the live key sees the bootstrap brand');
+  t.same(
+    live.body.map((b: { id: string }) => b.id),
+    [info.bootstrap.brand.id],
+    'the live key sees the bootstrap brand',
+  );
   const test = await api(info.url, info.bootstrap.apiKeys.test.key);
   t.equal(test.status, 200);
   t.same(test.body, [], 'the test key sees nothing');
@@ -140,7 +144,14 @@ t.test('CLI commands use the running cluster and leave it running', async (t) =>
   t.ok(pgPid && isAlive(pgPid), 'the server runs PostgreSQL');
   const listed = await run(['brands', 'list', '--json']);
   t.equal(listed.code, 0, 'brands list: exit 0', { stderr: listed.stderr });
-  t.same(listed.json().map((b: { id: string }) => b.id).sort(), [info.bootstrap.brand.id, postedBrandId].sort(), 'sees the server\'s brands');
+  t.same(
+    listed
+      .json()
+      .map((b: { id: string }) => b.id)
+      .sort(),
+    [info.bootstrap.brand.id, postedBrandId].sort(),
+    "sees the server's brands",
+  );
   t.notMatch(listed.stderr, /starting embedded PostgreSQL/, 'did not start a second cluster');
   t.notMatch(listed.stderr, /stopping embedded PostgreSQL/, 'did not stop the cluster');
   t.equal(postmasterPid(lifecycleDir), pgPid, 'same postmaster');
@@ -168,7 +179,7 @@ t.test('a restart on the same data dir creates nothing new and keeps the data', 
   t.equal(next.bootstrap, null, 'no bootstrap on a database that has accounts');
   t.equal(next.curl, null);
   const brands = await api(next.url, info.bootstrap.apiKeys.live.key);
-  t.equal(brands.status, 200, 'the first start\'s key still works');
+  t.equal(brands.status, 200, "the first start's key still works");
   t.same(brands.body.map((b: { id: string }) => b.id).sort(), [info.bootstrap.brand.id, postedBrandId].sort(), 'both brands are still there');
   again.child.kill('SIGINT');
   t.equal(await exitWithin(again, 15_000), 0, 'SIGINT: exit 0');
@@ -206,8 +217,10 @@ t.test('two first starts at the same moment: one cluster, one bootstrap, one acc
   a.child.kill('SIGTERM');
   b.child.kill('SIGTERM');
   const [codeA, codeB] = await Promise.all([exitWithin(a, 15_000), exitWithin(b, 15_000)]);
-  if (infoA) t.equal(codeA, 0, 'the first exits 0'); else t.equal(codeA, 1, 'the first failed cleanly');
-  if (infoB) t.equal(codeB, 0, 'the second exits 0'); else t.equal(codeB, 1, 'the second failed cleanly');
+  if (infoA) t.equal(codeA, 0, 'the first exits 0');
+  else t.equal(codeA, 1, 'the first failed cleanly');
+  if (infoB) t.equal(codeB, 0, 'the second exits 0');
+  else t.equal(codeB, 1, 'the second failed cleanly');
   t.notOk(existsSync(pidFile(dir)), 'no PostgreSQL left running after both stopped');
 
   const accounts = await run(['accounts', 'list', '--json'], dir);

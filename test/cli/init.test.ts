@@ -50,11 +50,14 @@ t.test('init saves the choice, migrates, and bootstraps an owner with working ke
   t.equal(out.created.owner.email, 'owner@example.com');
   t.equal(out.created.brand.name, 'Support');
   t.same(JSON.parse(readFileSync(configFile, 'utf8')), { port: 4321, databaseUrl: url }, 'the URL is saved beside what the file held');
-  t.equal(statSync(configFile).mode & 0o777, 0o600, 'the file (it may hold a password) is its owner\'s only');
+  t.equal(statSync(configFile).mode & 0o777, 0o600, "the file (it may hold a password) is its owner's only");
 
   const brands = await client(app, out.created.apiKeys.live.key)('GET', '/v1/brands');
   t.equal(brands.status, 200, 'the printed live key authenticates');
-  t.same(brands.body.map((b: { id: string }) => b.id), [out.created.brand.id]);
+  t.same(
+    brands.body.map((b: { id: string }) => b.id),
+    [out.created.brand.id],
+  );
 
   const again = await init(['--database-url', url, '--owner-email', 'other@example.com', '--json']);
   exits(t, again, 0, 'init again');

@@ -42,7 +42,10 @@ t.test('help lists the commands', async (t) => {
 t.test('stats before delivery', async (t) => {
   const res = await cli(['outbox', 'stats', '--json']);
   exits(t, res, 0, 'outbox stats');
-  t.same(res.json().counts, [{ kind: 'mail', status: 'pending', count: 1 }, { kind: 'webhook', status: 'pending', count: 2 }]);
+  t.same(res.json().counts, [
+    { kind: 'mail', status: 'pending', count: 1 },
+    { kind: 'webhook', status: 'pending', count: 2 },
+  ]);
   t.type(res.json().oldestPendingAgeSeconds, 'number');
   const human = await cli(['outbox', 'stats']);
   t.match(human.stdout, /webhook\s+pending\s+2/);
@@ -51,12 +54,18 @@ t.test('stats before delivery', async (t) => {
 
 t.test('start --role dispatcher delivers alone and stops on SIGTERM', async (t) => {
   const child = spawn('env', ['-u', 'NODE_OPTIONS', process.execPath, BIN, 'start', '--role', 'dispatcher', '--json'], {
-    cwd: emptyDir, env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', TICKETD_LOG_LEVEL: 'silent', ...env }, stdio: ['ignore', 'pipe', 'pipe'],
+    cwd: emptyDir,
+    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', TICKETD_LOG_LEVEL: 'silent', ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stdout = '';
-  child.stdout.on('data', (d) => { stdout += d; });
+  child.stdout.on('data', (d) => {
+    stdout += d;
+  });
   const exited = new Promise<number | null>((resolve) => child.on('close', resolve));
-  t.teardown(() => { child.kill('SIGKILL'); });
+  t.teardown(() => {
+    child.kill('SIGKILL');
+  });
   const end = Date.now() + 30_000;
   while ((hook.received.length < 2 || !existsSync(eml)) && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
   t.equal(hook.received.length, 2, 'both deliveries were made');

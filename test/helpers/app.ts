@@ -46,7 +46,7 @@ const servicesByDb = new WeakMap<Db, Services>();
  */
 export function servicesOf(db: Db, config: Config = testConfig({})): Services {
   let services = servicesByDb.get(db);
-  if (!services) servicesByDb.set(db, services = createServices({ config, db }));
+  if (!services) servicesByDb.set(db, (services = createServices({ config, db })));
   return services;
 }
 
@@ -67,7 +67,11 @@ export function client(app: FastifyInstance, key?: string) {
       ...(body === undefined ? {} : { payload: body as string | object }),
     });
     let parsed: unknown = res.body;
-    try { parsed = res.body ? JSON.parse(res.body) : undefined; } catch { /* not JSON */ }
+    try {
+      parsed = res.body ? JSON.parse(res.body) : undefined;
+    } catch {
+      /* not JSON */
+    }
     return { status: res.statusCode, body: parsed, headers: res.headers };
   };
 }
@@ -124,14 +128,21 @@ export async function ownerWithBrand(app: FastifyInstance): Promise<{ owner: Sig
 }
 
 /** Set-up step: a POST that must answer 201; returns what it created. */
-export async function mustCreate(call: ReturnType<typeof client>, url: string, body: unknown, headers: Record<string, string> = {}): Promise<any> { // eslint-disable-line @typescript-eslint/no-explicit-any
+export async function mustCreate(call: ReturnType<typeof client>, url: string, body: unknown, headers: Record<string, string> = {}): Promise<any> {
+  // eslint-disable-line @typescript-eslint/no-explicit-any
   const res = await call('POST', url, body, headers);
   if (res.status !== 201) throw new Error(`create failed: POST ${url} ${res.status} ${JSON.stringify(res.body)}`);
   return res.body;
 }
 
 /** Set-up step: a ticket in the brand at `base` (`/v1/brands/<id>`). */
-export function makeTicket(call: ReturnType<typeof client>, base: string, body: Record<string, unknown> = { title: 'A ticket' }, headers: Record<string, string> = {}): Promise<any> { // eslint-disable-line @typescript-eslint/no-explicit-any
+export function makeTicket(
+  call: ReturnType<typeof client>,
+  base: string,
+  body: Record<string, unknown> = { title: 'A ticket' },
+  headers: Record<string, string> = {},
+): Promise<any> {
+  // eslint-disable-line @typescript-eslint/no-explicit-any
   return mustCreate(call, `${base}/tickets`, body, headers);
 }
 

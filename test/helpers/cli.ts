@@ -24,8 +24,12 @@ export function runCli(args: string[], env: Record<string, string> = {}, options
     });
     let stdout = '';
     let stderr = '';
-    child.stdout.on('data', (d) => { stdout += d; });
-    child.stderr.on('data', (d) => { stderr += d; });
+    child.stdout.on('data', (d) => {
+      stdout += d;
+    });
+    child.stderr.on('data', (d) => {
+      stderr += d;
+    });
     const timer = setTimeout(() => child.kill('SIGKILL'), options.timeoutMs ?? 60_000);
     child.on('error', reject);
     child.on('close', (code) => {
@@ -62,12 +66,19 @@ export function startServer(env: Record<string, string>): Server {
       const newline = stdout.indexOf('\n');
       if (newline >= 0) {
         // A start that fails prints {"error": ...} instead (with --json).
-        try { const line = JSON.parse(stdout.slice(0, newline)); resolve(line.error ? null : line); } catch (err) { reject(err); }
+        try {
+          const line = JSON.parse(stdout.slice(0, newline));
+          resolve(line.error ? null : line);
+        } catch (err) {
+          reject(err);
+        }
       }
     });
     void exited.then(() => resolve(null));
     setTimeout(() => reject(new Error(`no start-up line within 60 s; stderr: ${stderr}`)), 60_000).unref();
   });
-  child.stderr!.on('data', (d) => { stderr += d; });
+  child.stderr!.on('data', (d) => {
+    stderr += d;
+  });
   return { child, ready, exited, stderr: () => stderr };
 }

@@ -55,5 +55,7 @@ export async function freshDatabase(t: Test, options: { fromTemplate?: boolean }
 
 /** The migrations this build ships (compiled files in dist/migrations). */
 export function shippedMigrations(): string[] {
-  return readdirSync(path.join(distRoot, 'migrations')).filter((f) => f.endsWith('.js')).sort();
+  return readdirSync(path.join(distRoot, 'migrations'))
+    .filter((f) => f.endsWith('.js'))
+    .sort();
 }

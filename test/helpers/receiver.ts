@@ -19,7 +19,10 @@ export interface Answer {
 }
 
 /** A loopback HTTP receiver that records every request and answers as `answer` says (default 200). */
-export async function receiver(t: Test, answer: (req: Received) => Answer = () => ({})): Promise<{ url: string; received: Received[]; setAnswer(a: (req: Received) => Answer): void }> {
+export async function receiver(
+  t: Test,
+  answer: (req: Received) => Answer = () => ({}),
+): Promise<{ url: string; received: Received[]; setAnswer(a: (req: Received) => Answer): void }> {
   const received: Received[] = [];
   let current = answer;
   const sockets = new Set<import('node:net').Socket>();
@@ -44,10 +47,19 @@ export async function receiver(t: Test, answer: (req: Received) => Answer = () =
     s.on('close', () => sockets.delete(s));
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.teardown(() => new Promise<void>((resolve) => {
-    for (const s of sockets) s.destroy();
-    server.close(() => resolve());
-  }));
+  t.teardown(
+    () =>
+      new Promise<void>((resolve) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => resolve());
+      }),
+  );
   const { port } = server.address() as AddressInfo;
-  return { url: `http://127.0.0.1:${port}`, received, setAnswer: (a) => { current = a; } };
+  return {
+    url: `http://127.0.0.1:${port}`,
+    received,
+    setAnswer: (a) => {
+      current = a;
+    },
+  };
 }

@@ -161,7 +161,7 @@ t.test('GET /v1/accounts/me/members lists the owner, and only members of the cal
   }
   const bMembers = await b.live('GET', '/v1/accounts/me/members');
   const ids = bMembers.body.data.map((m: { id: string }) => m.id);
-  t.same(ids, [b.ownerId], "B sees only its own owner");
+  t.same(ids, [b.ownerId], 'B sees only its own owner');
   t.notOk(ids.includes(a.ownerId), "A's owner never appears for B");
 });
 

@@ -11,7 +11,11 @@ const KEYS = '/v1/accounts/me/api-keys';
 const a = await testApp(t);
 const dbB = createDb(a.url, { poolMax: 3, poolMin: 0 });
 const appB = await buildApp({ config: a.config, db: dbB, services: servicesOf(dbB, a.config) });
-t.teardown(async () => { await appB.close(); await servicesOf(dbB).close(); await dbB.destroy(); });
+t.teardown(async () => {
+  await appB.close();
+  await servicesOf(dbB).close();
+  await dbB.destroy();
+});
 const cacheA = keyCacheOf(servicesOf(a.db))!;
 const cacheB = keyCacheOf(servicesOf(dbB))!;
 if (!cacheA.live) await once(cacheA.events, 'up');
@@ -64,7 +68,9 @@ t.test('revoke and rotation send their NOTIFY in the same transaction', async (t
   const heard: string[] = [];
   const onDrop = (id: string) => heard.push(id);
   cacheB.events.on('drop', onDrop);
-  t.teardown(() => { cacheB.events.off('drop', onDrop); });
+  t.teardown(() => {
+    cacheB.events.off('drop', onDrop);
+  });
   t.equal((await owner.live('POST', `${KEYS}/${k1.id}/rotate`, { graceMinutes: 5 })).status, 200);
   t.equal((await owner.live('DELETE', `${KEYS}/${k2.id}`)).status, 200);
   // A refused revoke (already revoked) rolls back and notifies nothing.

@@ -8,7 +8,17 @@ const { app, db } = await testApp(t, { TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: '1000
 const quietLog = { info() {}, error() {} };
 const KEYS = '/v1/accounts/me/api-keys';
 
-type KeyView = { id: string; name: string; keyPreview: string; livemode: boolean; allBrands: boolean; brandIds: string[]; lastUsedAt: string | null; expiresAt: string | null; key?: string };
+type KeyView = {
+  id: string;
+  name: string;
+  keyPreview: string;
+  livemode: boolean;
+  allBrands: boolean;
+  brandIds: string[];
+  lastUsedAt: string | null;
+  expiresAt: string | null;
+  key?: string;
+};
 
 async function listKeys(call: Signup['live']): Promise<KeyView[]> {
   const res = await call('GET', KEYS);
@@ -82,7 +92,11 @@ t.test('mode isolation: test keys see and make only test keys, and cannot touch 
   const testId = await keyIdOf(a.test, a.testKey);
 
   const testList = await listKeys(a.test);
-  t.same(testList.map((k) => k.id), [testId], 'test key lists only the test key');
+  t.same(
+    testList.map((k) => k.id),
+    [testId],
+    'test key lists only the test key',
+  );
   t.equal(testList[0]!.livemode, false);
   t.match(testList[0]!.keyPreview, /^sk_test_…/);
 
@@ -94,7 +108,10 @@ t.test('mode isolation: test keys see and make only test keys, and cannot touch 
   t.match(made.body.keyPreview, /^sk_test_…/);
   t.equal((await client(app, made.body.key)('GET', '/v1/accounts/me')).body.livemode, false);
   t.equal((await a.test('POST', KEYS, {})).body.name, 'Test key', 'default test key name');
-  t.notOk((await listKeys(a.live)).some((k) => !k.livemode), 'the live list has no test key');
+  t.notOk(
+    (await listKeys(a.live)).some((k) => !k.livemode),
+    'the live list has no test key',
+  );
 
   assertErrorShape(t, await a.test('DELETE', `${KEYS}/${liveId}`), 404, 'not_found');
   assertErrorShape(t, await a.test('PATCH', `${KEYS}/${liveId}/scope`, { allBrands: true }), 404, 'not_found');
@@ -121,7 +138,10 @@ t.test('cross-account: B cannot revoke, scope or rotate A keys', async (t) => {
   t.equal((await a.live('GET', '/v1/accounts/me')).status, 200, "A's live key still works");
   t.equal((await a.test('GET', '/v1/accounts/me')).status, 200, "A's test key still works");
   t.equal((await listKeys(a.live)).length, 1, 'A got no extra key');
-  t.notOk((await listKeys(b.live)).some((k) => k.id === aLiveId), "A's key never shows in B's list");
+  t.notOk(
+    (await listKeys(b.live)).some((k) => k.id === aLiveId),
+    "A's key never shows in B's list",
+  );
 });
 
 t.test('revoke: the key fails with 401 on its next request and leaves the list', async (t) => {
@@ -138,7 +158,10 @@ t.test('revoke: the key fails with 401 on its next request and leaves the list',
 
   assertErrorShape(t, await doomed('GET', '/v1/accounts/me'), 401, 'invalid_api_key');
   t.equal((await doomed('GET', KEYS)).status, 401);
-  t.notOk((await listKeys(a.live)).some((k) => k.id === made.body.id), 'gone from the list');
+  t.notOk(
+    (await listKeys(a.live)).some((k) => k.id === made.body.id),
+    'gone from the list',
+  );
   assertErrorShape(t, await a.live('DELETE', `${KEYS}/${made.body.id}`), 404, 'not_found');
   assertErrorShape(t, await a.live('DELETE', `${KEYS}/key_doesnotexist`), 404, 'not_found');
   t.equal((await a.live('GET', '/v1/accounts/me')).status, 200, 'other keys keep working');
@@ -164,11 +187,19 @@ t.test('scope: a key limited to one brand sees only it and cannot make account-w
   t.match(res.body.apiKey, { id: made.body.id, allBrands: false, brandIds: [one], name: 'Support desk' });
   t.same(res.body.apiKey.brandIds, [one]);
   t.notOk('key' in res.body.apiKey);
-  t.match((await listKeys(a.live)).find((k) => k.id === made.body.id), { allBrands: false, brandIds: [one] }, 'the list shows the scope');
+  t.match(
+    (await listKeys(a.live)).find((k) => k.id === made.body.id),
+    { allBrands: false, brandIds: [one] },
+    'the list shows the scope',
+  );
 
   const brands = await restricted('GET', '/v1/brands');
   t.equal(brands.status, 200);
-  t.same(brands.body.map((x: { id: string }) => x.id), [one], 'sees only its brand');
+  t.same(
+    brands.body.map((x: { id: string }) => x.id),
+    [one],
+    'sees only its brand',
+  );
   t.equal((await restricted('GET', `/v1/brands/${one}`)).status, 200);
   assertErrorShape(t, await restricted('GET', `/v1/brands/${two}`), 404, 'not_found');
   assertErrorShape(t, await restricted('PATCH', `/v1/brands/${two}`, { name: 'Hijacked' }), 404, 'not_found');
@@ -180,12 +211,20 @@ t.test('scope: a key limited to one brand sees only it and cannot make account-w
   t.equal((await a.live('GET', `/v1/brands/${two}`)).body.name, 'Brand Two', 'brand two untouched');
   t.equal((await a.live('GET', '/v1/brands')).body.length, 2, 'no brand was created');
   t.equal((await listKeys(a.live)).length, 2, 'no key was created');
-  t.match((await listKeys(a.live)).find((k) => k.id === made.body.id), { allBrands: false }, 'the key did not widen its own scope');
+  t.match(
+    (await listKeys(a.live)).find((k) => k.id === made.body.id),
+    { allBrands: false },
+    'the key did not widen its own scope',
+  );
 
   // A PATCH that names no brand never widens the key.
   assertErrorShape(t, await a.live('PATCH', `${KEYS}/${made.body.id}/scope`, {}), 400, 'validation_failed');
   assertErrorShape(t, await a.live('PATCH', `${KEYS}/${made.body.id}/scope`, { brandIds: [] }), 400, 'invalid_request');
-  t.same((await restricted('GET', '/v1/brands')).body.map((x: { id: string }) => x.id), [one], 'still limited to brand one');
+  t.same(
+    (await restricted('GET', '/v1/brands')).body.map((x: { id: string }) => x.id),
+    [one],
+    'still limited to brand one',
+  );
 
   // Widening again with allBrands: true restores every brand.
   const widened = await a.live('PATCH', `${KEYS}/${made.body.id}/scope`, { allBrands: true });
@@ -209,7 +248,11 @@ t.test('scope: a key limited to one brand sees only it and cannot make account-w
     t.equal(r.status, 400, `${label}: 400`);
     t.ok(Array.isArray(r.body.errors) && r.body.errors.some((e: { field: string }) => e.field === 'brandIds'), `${label}: names brandIds`);
   }
-  t.match((await listKeys(a.live)).find((k) => k.id === made.body.id), { allBrands: true, brandIds: [] }, 'scope unchanged by the failures');
+  t.match(
+    (await listKeys(a.live)).find((k) => k.id === made.body.id),
+    { allBrands: true, brandIds: [] },
+    'scope unchanged by the failures',
+  );
   t.equal((await b.live('GET', `/v1/brands/${foreign}`)).status, 200, "the other account's brand is untouched");
 });
 
@@ -222,7 +265,10 @@ t.test('create with brandIds limits the new key; ws_ ids are accepted as br_ ids
   t.equal(res.body.allBrands, false);
   t.same(res.body.brandIds, [one], 'stored under the br_ id');
   const call = client(app, res.body.key);
-  t.same((await call('GET', '/v1/brands')).body.map((x: { id: string }) => x.id), [one]);
+  t.same(
+    (await call('GET', '/v1/brands')).body.map((x: { id: string }) => x.id),
+    [one],
+  );
   t.equal((await call('GET', `/v1/brands/${two}`)).status, 404);
 
   const aliased = await a.live('POST', KEYS, { brandIds: [one, one.replace(/^br_/, 'ws_')] });
@@ -253,7 +299,11 @@ t.test('deleting a brand removes it from every key scope', async (t) => {
   const preview = await a.live('DELETE', `/v1/brands/${gone}`);
   t.equal(preview.status, 200);
   t.equal(preview.body.deleted, false);
-  t.match((await listKeys(a.live)).find((k) => k.id === k2.body.id), { brandIds: [gone] }, 'a preview changes no key');
+  t.match(
+    (await listKeys(a.live)).find((k) => k.id === k2.body.id),
+    { brandIds: [gone] },
+    'a preview changes no key',
+  );
 
   const del = await a.live('DELETE', `/v1/brands/${gone}?confirm=true`);
   t.equal(del.status, 200);
@@ -295,7 +345,11 @@ t.test('rotate without grace: the new key works, the old one is 401 at once, nam
   assertErrorShape(t, await client(app, old.body.key)('GET', '/v1/accounts/me'), 401, 'invalid_api_key');
   const fresh = client(app, newKey.key);
   t.equal((await fresh('GET', '/v1/accounts/me')).status, 200, 'the new key works');
-  t.same((await fresh('GET', '/v1/brands')).body.map((x: { id: string }) => x.id), [brand], 'the new key has the old scope');
+  t.same(
+    (await fresh('GET', '/v1/brands')).body.map((x: { id: string }) => x.id),
+    [brand],
+    'the new key has the old scope',
+  );
   const ids = (await listKeys(a.live)).map((k) => k.id);
   t.ok(ids.includes(newKey.id) && !ids.includes(old.body.id), 'the list shows the new key and not the old one');
   assertErrorShape(t, await a.live('POST', `${KEYS}/${old.body.id}/rotate`, {}), 404, 'not_found');
@@ -327,11 +381,16 @@ t.test('rotate with a grace period: the old key works until it expires, then the
   t.equal(listed?.expiresAt, res.body.oldKey.expiresAt);
 
   // The clock moves on: expiry brought forward by hand, announced as any change to a key is.
-  await db('api_keys').where({ id: old.body.id }).update({ expiresAt: db.raw("now() - interval '1 second'") });
+  await db('api_keys')
+    .where({ id: old.body.id })
+    .update({ expiresAt: db.raw("now() - interval '1 second'") });
   await db.raw('select pg_notify(?, ?)', [KEYS_CHANNEL, old.body.id]);
   await keyCacheOf(servicesOf(db))?.sync();
   assertErrorShape(t, await oldCall('GET', '/v1/accounts/me'), 401, 'invalid_api_key');
-  t.notOk((await listKeys(a.live)).some((k) => k.id === old.body.id), 'an expired key leaves the list');
+  t.notOk(
+    (await listKeys(a.live)).some((k) => k.id === old.body.id),
+    'an expired key leaves the list',
+  );
   assertErrorShape(t, await a.live('DELETE', `${KEYS}/${old.body.id}`), 404, 'not_found');
 
   const row = await db('api_keys').where({ id: old.body.id }).first();
@@ -368,12 +427,19 @@ t.test('lastUsedAt is null until the key is used, then set', async (t) => {
 t.test('10 concurrent key creations all succeed with distinct ids and secrets', async (t) => {
   const a = await signup(app);
   const results = await Promise.all(Array.from({ length: 10 }, (_, i) => a.live('POST', KEYS, { name: `Parallel ${i}` })));
-  t.same(results.map((r) => r.status), Array(10).fill(201));
+  t.same(
+    results.map((r) => r.status),
+    Array(10).fill(201),
+  );
   t.equal(new Set(results.map((r) => r.body.id)).size, 10, 'distinct ids');
   t.equal(new Set(results.map((r) => r.body.key)).size, 10, 'distinct secrets');
   t.equal((await listKeys(a.live)).length, 11, 'all ten are listed with the default key');
   const works = await Promise.all(results.map((r) => client(app, r.body.key)('GET', '/v1/accounts/me')));
-  t.same(works.map((r) => r.status), Array(10).fill(200), 'every one authenticates');
+  t.same(
+    works.map((r) => r.status),
+    Array(10).fill(200),
+    'every one authenticates',
+  );
 });
 
 t.test('invalid bodies are 400 validation_failed and change nothing', async (t) => {
@@ -396,7 +462,10 @@ t.test('invalid bodies are 400 validation_failed and change nothing', async (t) 
     const res = await a.live(method, url, body);
     t.equal(res.status, 400, `${label}: 400`);
     t.equal(res.body.code, 'validation_failed', `${label}: validation_failed`);
-    t.ok(res.body.errors?.some((e: { field: string }) => e.field === field), `${label}: names ${field}`);
+    t.ok(
+      res.body.errors?.some((e: { field: string }) => e.field === field),
+      `${label}: names ${field}`,
+    );
   }
   const keys = await listKeys(a.live);
   t.equal(keys.length, 1, 'no key was created');

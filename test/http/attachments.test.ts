@@ -41,7 +41,11 @@ async function setup(prefix: '/v1/brands' | '/v1/workspaces' = '/v1/brands') {
 async function send(method: 'GET' | 'PUT' | 'POST', url: string, payload?: Buffer | string | Readable, headers: Record<string, string> = {}) {
   const res = await app.inject({ method, url, headers, ...(payload === undefined ? {} : { payload }) });
   let body: any; // eslint-disable-line @typescript-eslint/no-explicit-any
-  try { body = JSON.parse(res.body); } catch { body = undefined; }
+  try {
+    body = JSON.parse(res.body);
+  } catch {
+    body = undefined;
+  }
   return { status: res.statusCode, headers: res.headers, bytes: res.rawPayload, body };
 }
 
@@ -77,7 +81,13 @@ for (const prefix of ['/v1/brands', '/v1/workspaces'] as const) {
     const ticket = await makeTicket(owner.live, base);
     const bytes = Buffer.from('%PDF-1.4 pretend this is a report\n');
 
-    const created = await owner.live('POST', `${base}/tickets/${ticket.id}/attachments`, { filename: 'Q3 report.pdf', contentType: 'application/pdf', size: bytes.length, uploadedBy: 'agent-7', metadata: { source: 'sdk' } });
+    const created = await owner.live('POST', `${base}/tickets/${ticket.id}/attachments`, {
+      filename: 'Q3 report.pdf',
+      contentType: 'application/pdf',
+      size: bytes.length,
+      uploadedBy: 'agent-7',
+      metadata: { source: 'sdk' },
+    });
     t.equal(created.status, 201);
     const g = created.body;
     t.match(g.id, ATT_ID);
@@ -85,7 +95,17 @@ for (const prefix of ['/v1/brands', '/v1/workspaces'] as const) {
     t.equal(g.filename, 'Q3 report.pdf');
     t.equal(g.expiresIn, 900, 'the upload grant lives 15 minutes by default');
     t.match(g.expiresAt, ISO);
-    t.match(g.attachment, { id: g.id, ticketId: ticket.id, filename: 'Q3 report.pdf', contentType: 'application/pdf', size: bytes.length, status: 'PENDING', uploadedBy: 'agent-7', metadata: { source: 'sdk' }, sha256: null });
+    t.match(g.attachment, {
+      id: g.id,
+      ticketId: ticket.id,
+      filename: 'Q3 report.pdf',
+      contentType: 'application/pdf',
+      size: bytes.length,
+      status: 'PENDING',
+      uploadedBy: 'agent-7',
+      metadata: { source: 'sdk' },
+      sha256: null,
+    });
     t.match(g.uploadUrl, /^http:\/\/localhost\/v1\/uploads\/[A-Za-z0-9._-]+$/, 'absolute, on the request host');
 
     const early = await owner.live('POST', `${base}/tickets/${ticket.id}/attachments/${g.id}/confirm`);
@@ -103,7 +123,11 @@ for (const prefix of ['/v1/brands', '/v1/workspaces'] as const) {
     const again = await owner.live('POST', `${base}/tickets/${ticket.id}/attachments/${g.id}/confirm`);
     t.equal(again.status, 200, 'confirming twice is harmless');
     t.equal(await ticketCount(owner.live, base, ticket.id), 1, 'counted once');
-    t.same((await auditEvents(g.id)).map((e) => [e.event, e.ticketId]), [['attachment.created', ticket.id]], 'one created entry, on the ticket');
+    t.same(
+      (await auditEvents(g.id)).map((e) => [e.event, e.ticketId]),
+      [['attachment.created', ticket.id]],
+      'one created entry, on the ticket',
+    );
 
     const late = await put(g.uploadUrl, bytes);
     assertErrorShape(t, late, 409, 'already_uploaded');
@@ -111,7 +135,10 @@ for (const prefix of ['/v1/brands', '/v1/workspaces'] as const) {
     const list = await owner.live('GET', `${base}/tickets/${ticket.id}/attachments`);
     t.equal(list.status, 200);
     t.ok(Array.isArray(list.body), 'a bare array');
-    t.same(list.body.map((a: { id: string }) => a.id), [g.id]);
+    t.same(
+      list.body.map((a: { id: string }) => a.id),
+      [g.id],
+    );
 
     const one = await owner.live('GET', `${base}/tickets/${ticket.id}/attachments/${g.id}`);
     t.equal(one.status, 200);
@@ -129,7 +156,11 @@ for (const prefix of ['/v1/brands', '/v1/workspaces'] as const) {
     t.equal(dl.headers['x-content-type-options'], 'nosniff');
 
     const flagged = await owner.live('GET', `${base}/tickets?hasAttachments=true`);
-    t.same(flagged.body.data.map((x: { id: string }) => x.id), [ticket.id], 'hasAttachments=true finds it');
+    t.same(
+      flagged.body.data.map((x: { id: string }) => x.id),
+      [ticket.id],
+      'hasAttachments=true finds it',
+    );
     t.same((await owner.live('GET', `${base}/tickets?hasAttachments=false`)).body.data, [], 'hasAttachments=false does not');
 
     const deleted = await owner.live('DELETE', `${base}/tickets/${ticket.id}/attachments/${g.id}`);
@@ -140,7 +171,13 @@ for (const prefix of ['/v1/brands', '/v1/workspaces'] as const) {
     assertNotFound(t, await owner.live('GET', `${base}/tickets/${ticket.id}/attachments/${g.id}`), 'deleted attachment');
     assertNotFound(t, await owner.live('DELETE', `${base}/tickets/${ticket.id}/attachments/${g.id}`), 'second delete');
     assertNotFound(t, await send('GET', pathOf(one.body.downloadUrl)), 'its download URL');
-    t.same((await auditEvents(g.id)).map((e) => [e.event, e.ticketId]), [['attachment.created', ticket.id], ['attachment.deleted', ticket.id]]);
+    t.same(
+      (await auditEvents(g.id)).map((e) => [e.event, e.ticketId]),
+      [
+        ['attachment.created', ticket.id],
+        ['attachment.deleted', ticket.id],
+      ],
+    );
   });
 }
 
@@ -153,7 +190,10 @@ t.test('multipart upload on a ticket: { attachment, downloadUrl }, UPLOADED at o
   t.match(res.body.attachment, { ticketId: ticket.id, filename: 'screen shot é.png', contentType: 'image/png', size: png.length, status: 'UPLOADED', sha256: sha256(png) });
   t.match(res.body.attachment.id, ATT_ID);
   t.equal(await ticketCount(owner.live, base, ticket.id), 1);
-  t.same((await auditEvents(res.body.attachment.id)).map((e) => e.event), ['attachment.created']);
+  t.same(
+    (await auditEvents(res.body.attachment.id)).map((e) => e.event),
+    ['attachment.created'],
+  );
 
   const dl = await send('GET', pathOf(res.body.downloadUrl));
   t.same(dl.bytes, png);
@@ -170,18 +210,24 @@ t.test('multipart upload on a ticket: { attachment, downloadUrl }, UPLOADED at o
   const notMultipart = await owner.live('POST', `${base}/tickets/${ticket.id}/attachments/upload`, { file: 'x' });
   assertErrorShape(t, notMultipart, 415, 'unsupported_media_type');
   const empty = multipart('x', 'text/plain', Buffer.alloc(0));
-  const noFile = await send('POST', `${base}/tickets/${ticket.id}/attachments/upload`,
-    Buffer.from(empty.payload.toString().replace(/; filename="x"\r\nContent-Type: text\/plain/, '')), { authorization: `Bearer ${owner.liveKey}`, 'content-type': empty.contentType });
+  const noFile = await send(
+    'POST',
+    `${base}/tickets/${ticket.id}/attachments/upload`,
+    Buffer.from(empty.payload.toString().replace(/; filename="x"\r\nContent-Type: text\/plain/, '')),
+    { authorization: `Bearer ${owner.liveKey}`, 'content-type': empty.contentType },
+  );
   assertErrorShape(t, noFile, 400, 'file_missing');
   assertErrorShape(t, await owner.live('POST', `${base}/attachments/pending/upload`, { file: 'x' }), 415, 'unsupported_media_type');
-  const noPendingFile = await send('POST', `${base}/attachments/pending/upload`,
-    Buffer.from(empty.payload.toString().replace(/; filename="x"\r\nContent-Type: text\/plain/, '')), { authorization: `Bearer ${owner.liveKey}`, 'content-type': empty.contentType });
+  const noPendingFile = await send('POST', `${base}/attachments/pending/upload`, Buffer.from(empty.payload.toString().replace(/; filename="x"\r\nContent-Type: text\/plain/, '')), {
+    authorization: `Bearer ${owner.liveKey}`,
+    'content-type': empty.contentType,
+  });
   assertErrorShape(t, noPendingFile, 400, 'file_missing');
 
-  const before = await db('attachments').where({ ticketId: ticket.id }).count({ n: '*' }).first() as { n: string };
+  const before = (await db('attachments').where({ ticketId: ticket.id }).count({ n: '*' }).first()) as { n: string };
   const big = await upload(owner.liveKey, `${base}/tickets/${ticket.id}/attachments/upload`, 'big.bin', 'application/octet-stream', Buffer.alloc(MAX + 1, 7));
   assertErrorShape(t, big, 413, 'attachment_too_large');
-  const after = await db('attachments').where({ ticketId: ticket.id }).count({ n: '*' }).first() as { n: string };
+  const after = (await db('attachments').where({ ticketId: ticket.id }).count({ n: '*' }).first()) as { n: string };
   t.equal(after.n, before.n, 'no record kept');
   t.same(readdirSync(path.join(dataDir, 'attachments', '.staging')), [], 'nothing left in staging');
   const exact = await upload(owner.liveKey, `${base}/tickets/${ticket.id}/attachments/upload`, 'max.bin', 'application/octet-stream', Buffer.alloc(MAX, 7));
@@ -205,12 +251,20 @@ t.test('pending attachments: uploaded before the ticket, linked by attachmentIds
   assertErrorShape(t, await owner.live('POST', `${base}/attachments/pending/${pendingNotUploaded.id}/confirm`), 400, 'upload_incomplete');
   const confirmed = await owner.live('POST', `${base}/attachments/pending/${g.id}/confirm`);
   t.match(confirmed.body, { id: g.id, status: 'UPLOADED', ticketId: null });
-  t.same((await auditEvents(g.id)).map((e) => [e.event, e.ticketId]), [['attachment.created', null]], 'created, on no ticket yet');
+  t.same(
+    (await auditEvents(g.id)).map((e) => [e.event, e.ticketId]),
+    [['attachment.created', null]],
+    'created, on no ticket yet',
+  );
 
   const next = (await owner.live('GET', `/v1/brands/${brand.id}`)).body.nextTicketNumber;
   const notUploaded = await owner.live('POST', `${base}/tickets`, { title: 'With files', attachmentIds: [flat.body.id, pendingNotUploaded.id] });
   assertErrorShape(t, notUploaded, 400, 'invalid_attachments');
-  t.same(notUploaded.body.errors.map((e: { message: string }) => e.message.split(' ')[0]), [pendingNotUploaded.id], 'names the bad id');
+  t.same(
+    notUploaded.body.errors.map((e: { message: string }) => e.message.split(' ')[0]),
+    [pendingNotUploaded.id],
+    'names the bad id',
+  );
   assertErrorShape(t, await owner.live('POST', `${base}/tickets`, { title: 'x', attachmentIds: ['att_unknown'] }), 400, 'invalid_attachments');
   t.equal((await owner.live('GET', `/v1/brands/${brand.id}`)).body.nextTicketNumber, next, 'failed creates used no ticket number');
   t.equal((await db('attachments').where({ id: flat.body.id }).first()).ticketId, null, 'and linked nothing');
@@ -218,11 +272,20 @@ t.test('pending attachments: uploaded before the ticket, linked by attachmentIds
   const ticket = await makeTicket(owner.live, base, { title: 'With files', attachmentIds: [flat.body.id, g.id, g.id] });
   t.equal(ticket.attachmentCount, 2, 'counted in the create');
   const list = (await owner.live('GET', `${base}/tickets/${ticket.id}/attachments`)).body;
-  t.same(list.map((a: { id: string; ticketId: string }) => [a.id, a.ticketId]), [[flat.body.id, ticket.id], [g.id, ticket.id]]);
+  t.same(
+    list.map((a: { id: string; ticketId: string }) => [a.id, a.ticketId]),
+    [
+      [flat.body.id, ticket.id],
+      [g.id, ticket.id],
+    ],
+  );
   const other = await makeTicket(owner.live, base, { title: 'Plain' });
   const filtered = (await owner.live('GET', `${base}/tickets?hasAttachments=true`)).body.data.map((x: { id: string }) => x.id);
   t.same(filtered, [ticket.id], 'hasAttachments filter');
-  t.same((await owner.live('GET', `${base}/tickets?hasAttachments=false`)).body.data.map((x: { id: string }) => x.id), [other.id]);
+  t.same(
+    (await owner.live('GET', `${base}/tickets?hasAttachments=false`)).body.data.map((x: { id: string }) => x.id),
+    [other.id],
+  );
 
   const relink = await owner.live('POST', `${base}/tickets`, { title: 'Steal', attachmentIds: [g.id] });
   assertErrorShape(t, relink, 400, 'invalid_attachments');
@@ -258,7 +321,7 @@ t.test('POST /attachments/urls: fresh download URLs, null for what is not downlo
   assertErrorShape(t, many, 400, 'validation_failed');
 
   await owner.live('DELETE', `${base}/tickets/${ticket.id}`);
-  t.equal((await owner.live('POST', `${base}/attachments/urls`, { ids: [a.id] })).body[a.id], null, 'a deleted ticket\'s attachments are not served');
+  t.equal((await owner.live('POST', `${base}/attachments/urls`, { ids: [a.id] })).body[a.id], null, "a deleted ticket's attachments are not served");
   assertNotFound(t, await send('GET', pathOf(res.body[a.id].url)), 'even with a URL issued before');
 });
 
@@ -285,10 +348,22 @@ t.test('signed URLs: expired, tampered, wrong purpose and garbage tokens are ref
   assertErrorShape(t, await send('GET', `/v1/files/${past}`), 403, 'url_expired');
   const valid = signGrant(key, { attachmentId: up.attachment.id, accountId: owner.accountId, livemode: true, purpose: 'download', expiresAt: Math.floor(Date.now() / 1000) + 60 });
   t.equal((await send('GET', `/v1/files/${valid}`)).status, 200, 'the same grant in date works');
-  const wrongMode = signGrant(key, { attachmentId: up.attachment.id, accountId: owner.accountId, livemode: false, purpose: 'download', expiresAt: Math.floor(Date.now() / 1000) + 60 });
+  const wrongMode = signGrant(key, {
+    attachmentId: up.attachment.id,
+    accountId: owner.accountId,
+    livemode: false,
+    purpose: 'download',
+    expiresAt: Math.floor(Date.now() / 1000) + 60,
+  });
   assertNotFound(t, await send('GET', `/v1/files/${wrongMode}`), 'a grant for the other mode');
   const stranger = await signup(app);
-  const otherAccount = signGrant(key, { attachmentId: up.attachment.id, accountId: stranger.accountId, livemode: true, purpose: 'download', expiresAt: Math.floor(Date.now() / 1000) + 60 });
+  const otherAccount = signGrant(key, {
+    attachmentId: up.attachment.id,
+    accountId: stranger.accountId,
+    livemode: true,
+    purpose: 'download',
+    expiresAt: Math.floor(Date.now() / 1000) + 60,
+  });
   assertNotFound(t, await send('GET', `/v1/files/${otherAccount}`), 'a grant naming another account');
   for (const [label, grant] of [
     ['the other mode', { accountId: owner.accountId, livemode: false }],
@@ -309,7 +384,13 @@ t.test('signed URLs: expired, tampered, wrong purpose and garbage tokens are ref
   const otherFile = [parts[0], g.id, ...parts.slice(2)].join('.');
   assertErrorShape(t, await send('GET', `/v1/files/${otherFile}`), 403, 'invalid_signature');
   assertErrorShape(t, await send('GET', '/v1/files/not-a-token'), 403, 'invalid_signature');
-  const forged = signGrant(Buffer.alloc(32, 1), { attachmentId: up.attachment.id, accountId: owner.accountId, livemode: true, purpose: 'download', expiresAt: Math.floor(Date.now() / 1000) + 60 });
+  const forged = signGrant(Buffer.alloc(32, 1), {
+    attachmentId: up.attachment.id,
+    accountId: owner.accountId,
+    livemode: true,
+    purpose: 'download',
+    expiresAt: Math.floor(Date.now() / 1000) + 60,
+  });
   assertErrorShape(t, await send('GET', `/v1/files/${forged}`), 403, 'invalid_signature');
 
   const uploadToken = pathOf(g.uploadUrl).split('/').pop()!;
@@ -323,10 +404,10 @@ t.test('sizes: declared over the limit, sent over the limit, more or fewer bytes
   const { owner, base } = await setup();
   const ticket = await makeTicket(owner.live, base);
   const path_ = `${base}/tickets/${ticket.id}/attachments`;
-  const rowsBefore = (await db('attachments').count({ n: '*' }).first() as { n: string }).n;
+  const rowsBefore = ((await db('attachments').count({ n: '*' }).first()) as { n: string }).n;
   const tooBig = await owner.live('POST', path_, { filename: 'big.iso', contentType: 'application/octet-stream', size: MAX + 1 });
   assertErrorShape(t, tooBig, 413, 'attachment_too_large');
-  t.equal((await db('attachments').count({ n: '*' }).first() as { n: string }).n, rowsBefore, 'nothing recorded');
+  t.equal(((await db('attachments').count({ n: '*' }).first()) as { n: string }).n, rowsBefore, 'nothing recorded');
   assertErrorShape(t, await owner.live('POST', path_, { filename: 'x', contentType: 'text/plain', size: -1 }), 400, 'validation_failed');
   assertErrorShape(t, await owner.live('POST', path_, { filename: 'x', contentType: 'not a type', size: 1 }), 400, 'validation_failed');
   assertErrorShape(t, await owner.live('POST', path_, { filename: 'a\nb', contentType: 'text/plain', size: 1 }), 400, 'validation_failed');
@@ -335,7 +416,12 @@ t.test('sizes: declared over the limit, sent over the limit, more or fewer bytes
   // The pending route takes the same body with the same rules.
   assertErrorShape(t, await owner.live('POST', `${base}/attachments/pending`, { filename: 'x', contentType: 'text/plain', size: -1 }), 400, 'validation_failed');
   assertErrorShape(t, await owner.live('POST', `${base}/attachments/pending`, { contentType: 'text/plain', size: 1 }), 400, 'validation_failed');
-  assertErrorShape(t, await owner.live('POST', `${base}/attachments/pending`, { filename: 'big.iso', contentType: 'application/octet-stream', size: MAX + 1 }), 413, 'attachment_too_large');
+  assertErrorShape(
+    t,
+    await owner.live('POST', `${base}/attachments/pending`, { filename: 'big.iso', contentType: 'application/octet-stream', size: MAX + 1 }),
+    413,
+    'attachment_too_large',
+  );
 
   const g = (await owner.live('POST', path_, { filename: 'ten.bin', contentType: 'application/octet-stream', size: 10 })).body;
   assertErrorShape(t, await put(g.uploadUrl, Buffer.alloc(MAX + 5, 1)), 413, 'attachment_too_large');
@@ -387,8 +473,16 @@ t.test('credentials: 401 without a key; another account, the other mode and anot
     assertNotFound(t, await stranger.live(method, url, body), `another account: ${method} ${url}`);
     assertNotFound(t, await owner.test(method, url, body), `test key on live data: ${method} ${url}`);
   }
-  for (const [url, key] of [[`${base}/tickets/${ticket.id}/attachments/upload`, stranger.liveKey], [`${base}/attachments/pending/upload`, owner.testKey]] as const) {
-    assertErrorShape(t, await send('POST', url, multipart('a', 'text/plain', Buffer.from('a')).payload, { 'content-type': multipart('a', 'text/plain', Buffer.from('a')).contentType }), 401, 'missing_credentials');
+  for (const [url, key] of [
+    [`${base}/tickets/${ticket.id}/attachments/upload`, stranger.liveKey],
+    [`${base}/attachments/pending/upload`, owner.testKey],
+  ] as const) {
+    assertErrorShape(
+      t,
+      await send('POST', url, multipart('a', 'text/plain', Buffer.from('a')).payload, { 'content-type': multipart('a', 'text/plain', Buffer.from('a')).contentType }),
+      401,
+      'missing_credentials',
+    );
     assertNotFound(t, await upload(key, url, 'a.txt', 'text/plain', Buffer.from('a')), `multipart ${url}`);
   }
 
@@ -405,7 +499,7 @@ t.test('credentials: 401 without a key; another account, the other mode and anot
   // A key limited to another brand.
   const limited = await owner.live('POST', '/v1/accounts/me/api-keys', { name: 'Second only', brandIds: [otherBrand.id] });
   const scoped = client(app, limited.body.key);
-  assertNotFound(t, await scoped('GET', `${base}/tickets/${ticket.id}/attachments`), 'outside the key\'s brand scope');
+  assertNotFound(t, await scoped('GET', `${base}/tickets/${ticket.id}/attachments`), "outside the key's brand scope");
 
   t.equal((await owner.live('GET', one)).status, 200, 'still there for its owner');
   t.ok(brand.id);
@@ -437,9 +531,15 @@ t.test('the dispatcher removes pending attachments never linked (24 h) and uploa
   await put(unfinished.uploadUrl, 'u');
   const inTime = (await owner.live('POST', `${base}/tickets/${ticket.id}/attachments`, { filename: 'i.txt', contentType: 'text/plain', size: 1 })).body;
   const linkedOld = (await upload(owner.liveKey, `${base}/tickets/${ticket.id}/attachments/upload`, 'kept.txt', 'text/plain', Buffer.from('k'))).body.attachment;
-  await db('attachments').whereIn('id', [stale.id, linkedOld.id]).update({ createdAt: db.raw("now() - interval '25 hours'") });
-  await db('attachments').where({ id: unfinished.id }).update({ createdAt: db.raw("now() - interval '16 minutes'") });
-  await db('attachments').where({ id: inTime.id }).update({ createdAt: db.raw("now() - interval '14 minutes'") });
+  await db('attachments')
+    .whereIn('id', [stale.id, linkedOld.id])
+    .update({ createdAt: db.raw("now() - interval '25 hours'") });
+  await db('attachments')
+    .where({ id: unfinished.id })
+    .update({ createdAt: db.raw("now() - interval '16 minutes'") });
+  await db('attachments')
+    .where({ id: inTime.id })
+    .update({ createdAt: db.raw("now() - interval '14 minutes'") });
 
   const dispatcher = new Dispatcher(servicesOf(db), quietLog, attachmentDeps(config, db));
   const first = await dispatcher.tick();
@@ -447,21 +547,34 @@ t.test('the dispatcher removes pending attachments never linked (24 h) and uploa
   const left = (await db('attachments').whereIn('id', [stale.id, fresh.id, unfinished.id, inTime.id, linkedOld.id]).pluck('id')).sort();
   t.same(left, [fresh.id, inTime.id, linkedOld.id].sort(), 'the stale pending one and the unfinished upload went; the rest stayed');
   t.notOk(existsSync(fileOf(stale.id)), 'with its file');
-  t.notOk(existsSync(fileOf(unfinished.id)), 'the unfinished upload\'s bytes too');
+  t.notOk(existsSync(fileOf(unfinished.id)), "the unfinished upload's bytes too");
   t.ok(existsSync(fileOf(fresh.id)));
   t.equal(await ticketCount(owner.live, base, ticket.id), 1, 'the count is untouched');
-  t.same((await auditEvents(stale.id)).map((e) => e.event), ['attachment.created', 'attachment.deleted'], 'an uploaded one leaves a deleted entry');
+  t.same(
+    (await auditEvents(stale.id)).map((e) => e.event),
+    ['attachment.created', 'attachment.deleted'],
+    'an uploaded one leaves a deleted entry',
+  );
   t.equal((await dispatcher.tick()).abandonedAttachments, 0, 'a second tick has nothing to do');
 });
 
 t.test('links are built on publicUrl when it is configured', async (t) => {
   const { owner, base } = await setup();
   const ticket = await makeTicket(owner.live, base);
-  const withPublic = await buildApp({ config: { ...config, publicUrl: 'https://help.example.com/tickets/' }, db, attachments: { ...attachmentDeps(config, db), publicUrl: 'https://help.example.com/tickets/' } });
+  const withPublic = await buildApp({
+    config: { ...config, publicUrl: 'https://help.example.com/tickets/' },
+    db,
+    attachments: { ...attachmentDeps(config, db), publicUrl: 'https://help.example.com/tickets/' },
+  });
   t.teardown(() => withPublic.close());
   const res = await client(withPublic, owner.liveKey)('POST', `${base}/tickets/${ticket.id}/attachments`, { filename: 'a.txt', contentType: 'text/plain', size: 1 });
   t.match(res.body.uploadUrl, /^https:\/\/help\.example\.com\/tickets\/v1\/uploads\//);
-  const proxied = await app.inject({ method: 'POST', url: `${base}/tickets/${ticket.id}/attachments`, payload: { filename: 'a.txt', contentType: 'text/plain', size: 1 }, headers: { authorization: `Bearer ${owner.liveKey}`, host: 'support.example.org:8443' } });
+  const proxied = await app.inject({
+    method: 'POST',
+    url: `${base}/tickets/${ticket.id}/attachments`,
+    payload: { filename: 'a.txt', contentType: 'text/plain', size: 1 },
+    headers: { authorization: `Bearer ${owner.liveKey}`, host: 'support.example.org:8443' },
+  });
   t.match(proxied.json().uploadUrl, /^http:\/\/support\.example\.org:8443\/v1\/uploads\//, 'else the request host');
 });
 
@@ -495,9 +608,14 @@ t.test('over a real socket: fetch PUTs to the absolute uploadUrl; too many bytes
   t.teardown(() => server.close());
   await server.listen({ host: '127.0.0.1', port: 0 });
   const origin = `http://127.0.0.1:${(server.server.address() as { port: number }).port}`;
-  const declare = async (size: number) => await (await fetch(`${origin}${base}/tickets/${ticket.id}/attachments`, {
-    method: 'POST', headers: { authorization: `Bearer ${owner.liveKey}`, 'content-type': 'application/json' }, body: JSON.stringify({ filename: 'r.bin', contentType: 'application/octet-stream', size }),
-  })).json() as { id: string; uploadUrl: string };
+  const declare = async (size: number) =>
+    (await (
+      await fetch(`${origin}${base}/tickets/${ticket.id}/attachments`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${owner.liveKey}`, 'content-type': 'application/json' },
+        body: JSON.stringify({ filename: 'r.bin', contentType: 'application/octet-stream', size }),
+      })
+    ).json()) as { id: string; uploadUrl: string };
 
   const g = await declare(600);
   t.ok(g.uploadUrl.startsWith(`${origin}/v1/uploads/`), 'the URL names the host the client used');
@@ -524,7 +642,11 @@ t.test('over a real socket: fetch PUTs to the absolute uploadUrl; too many bytes
 });
 
 t.test('browsers may PUT and GET the signed URLs cross-origin; logs never carry their tokens', async (t) => {
-  const preflight = await app.inject({ method: 'OPTIONS', url: '/v1/uploads/v1.x', headers: { origin: 'https://app.example.com', 'access-control-request-method': 'PUT', 'access-control-request-headers': 'content-type' } });
+  const preflight = await app.inject({
+    method: 'OPTIONS',
+    url: '/v1/uploads/v1.x',
+    headers: { origin: 'https://app.example.com', 'access-control-request-method': 'PUT', 'access-control-request-headers': 'content-type' },
+  });
   t.equal(preflight.statusCode, 204);
   t.match(preflight.headers['access-control-allow-methods'], /PUT/);
   t.match(preflight.headers['access-control-allow-headers'], /Content-Type/i);

@@ -19,7 +19,7 @@ async function liveKeyOf(owner: Signup): Promise<{ id: string; prefix: string; n
   return keys.find((k) => k.prefix === preview)!;
 }
 
-t.test('the brand log: newest first, the dashboard\'s entry shape, pages like the ticket list', async (t) => {
+t.test("the brand log: newest first, the dashboard's entry shape, pages like the ticket list", async (t) => {
   const { owner, brand, base } = await ownerWithBrand(app);
   const category = await mustCreate(owner.live, `${base}/categories`, { name: 'Billing' });
   const patched = await owner.live('PATCH', `${base}/categories/${category.id}`, { color: '#ff0000' });
@@ -29,12 +29,24 @@ t.test('the brand log: newest first, the dashboard\'s entry shape, pages like th
   t.equal(res.status, 200);
   t.same(Object.keys(res.body).sort(), ['data', 'pagination']);
   t.same(res.body.pagination, { cursor: null, nextCursor: null, hasMore: false });
-  t.same(res.body.data.map((e: { event: string }) => e.event), ['category.updated', 'category.created', 'brand.created'], 'newest first');
+  t.same(
+    res.body.data.map((e: { event: string }) => e.event),
+    ['category.updated', 'category.created', 'brand.created'],
+    'newest first',
+  );
   const [updated] = res.body.data;
   t.match(updated, {
-    object: 'audit_log', brandId: brand.id, ticketId: null, event: 'category.updated', entityType: 'category', entityId: category.id,
-    performedBy: { type: 'api', id: key.id, name: key.name, apiKeyPrefix: key.prefix }, performerType: 'api', source: 'api',
-    metadata: { name: 'Billing' }, requestId: patched.headers['x-request-id'],
+    object: 'audit_log',
+    brandId: brand.id,
+    ticketId: null,
+    event: 'category.updated',
+    entityType: 'category',
+    entityId: category.id,
+    performedBy: { type: 'api', id: key.id, name: key.name, apiKeyPrefix: key.prefix },
+    performerType: 'api',
+    source: 'api',
+    metadata: { name: 'Billing' },
+    requestId: patched.headers['x-request-id'],
   });
   t.same(updated.changes, { color: { old: '#6b7280', new: '#ff0000' } }, 'changes as { field: { old, new } }');
   t.same(updated.changeList, [{ field: 'color', from: '#6b7280', to: '#ff0000' }], 'and as the stored list');
@@ -42,7 +54,10 @@ t.test('the brand log: newest first, the dashboard\'s entry shape, pages like th
 
   const ws = await owner.live('GET', `/v1/workspaces/ws_${brand.id.slice(3)}/logs`);
   t.equal(ws.status, 200, 'the workspaces path works');
-  t.same(ws.body.data.map((e: { id: string }) => e.id), res.body.data.map((e: { id: string }) => e.id));
+  t.same(
+    ws.body.data.map((e: { id: string }) => e.id),
+    res.body.data.map((e: { id: string }) => e.id),
+  );
 });
 
 t.test('filters: entityType, entityId, event, performerType and the date range, alone and together', async (t) => {
@@ -75,9 +90,17 @@ t.test('filters: entityType, entityId, event, performerType and the date range, 
 
   const at = (entityId: string, event: string) => all.find((e) => e.entityId === entityId && e.event === event)!.createdAt;
   const categoryAt = at(category.id, 'category.created');
-  t.same(await events(`startDate=${categoryAt}`), all.filter((e) => e.createdAt >= categoryAt).map((e) => e.event), 'startDate is inclusive');
+  t.same(
+    await events(`startDate=${categoryAt}`),
+    all.filter((e) => e.createdAt >= categoryAt).map((e) => e.event),
+    'startDate is inclusive',
+  );
   t.notOk((await events(`startDate=${categoryAt}`)).includes('brand.created'));
-  t.same(await events(`endDate=${categoryAt}`), all.filter((e) => e.createdAt <= categoryAt).map((e) => e.event), 'endDate is inclusive');
+  t.same(
+    await events(`endDate=${categoryAt}`),
+    all.filter((e) => e.createdAt <= categoryAt).map((e) => e.event),
+    'endDate is inclusive',
+  );
   t.same(await events(`endDate=${categoryAt}`), ['category.created', 'brand.created']);
   const tagAt = at(tag.id, 'tag.created');
   t.same(await events(`startDate=${tagAt}&endDate=${tagAt}`), ['tag.created'], 'a range of one instant');
@@ -86,7 +109,11 @@ t.test('filters: entityType, entityId, event, performerType and the date range, 
   const nextDay = new Date(Date.parse(day) + 86_400_000).toISOString().slice(0, 10);
   t.same(await events(`startDate=${nextDay}`), [], 'nothing from the next day on');
   t.same(await events('endDate=2020-01-01T00:00:00.000Z'), [], 'nothing before 2020');
-  t.same(await events('startDate=1960-01-01'), all.map((e) => e.event), 'a start before 1970 is no bound');
+  t.same(
+    await events('startDate=1960-01-01'),
+    all.map((e) => e.event),
+    'a start before 1970 is no bound',
+  );
 });
 
 t.test('bad input is a 400 in the error shape', async (t) => {
@@ -113,8 +140,10 @@ t.test('cursor pages: a full walk sees every entry once, in order, while new ent
   let cursor: string | null = null;
   let pages = 0;
   do {
-    const res: { status: number; body: { data: { id: string }[]; pagination: { nextCursor: string | null; hasMore: boolean } } } =
-      await owner.live('GET', `${base}/logs?limit=7${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`);
+    const res: { status: number; body: { data: { id: string }[]; pagination: { nextCursor: string | null; hasMore: boolean } } } = await owner.live(
+      'GET',
+      `${base}/logs?limit=7${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`,
+    );
     t.equal(res.status, 200);
     walked.push(...res.body.data.map((e) => e.id));
     cursor = res.body.pagination.nextCursor;
@@ -151,8 +180,11 @@ t.test('who may read: a key, of this account and mode', async (t) => {
   }
   assertNotFound(t, await owner.live('GET', `/v1/brands/${testBrand.id}/logs`), 'a live key on a test brand');
   t.equal((await owner.test('GET', `/v1/brands/${testBrand.id}/logs`)).body.data[0].event, 'brand.created', 'the test key reads its own brand');
-  t.same((await stranger.live('GET', `/v1/brands/${(await makeBrand(stranger.live)).id}/logs`)).body.data.map((e: { event: string }) => e.event), ['brand.created'],
-    'another account sees only its own entries');
+  t.same(
+    (await stranger.live('GET', `/v1/brands/${(await makeBrand(stranger.live)).id}/logs`)).body.data.map((e: { event: string }) => e.event),
+    ['brand.created'],
+    'another account sees only its own entries',
+  );
 });
 
 t.test('ticket history: a bare array, oldest first, with its comments and the changes of a PATCH', async (t) => {
@@ -167,7 +199,11 @@ t.test('ticket history: a bare array, oldest first, with its comments and the ch
   const res = await owner.live('GET', `${base}/tickets/${ticket.id}/logs`);
   t.equal(res.status, 200);
   t.ok(Array.isArray(res.body), 'a bare array');
-  t.same(res.body.map((e: { event: string }) => e.event), ['ticket.created', 'ticket.updated', 'comment.created'], 'oldest first, the comment included, not the other ticket');
+  t.same(
+    res.body.map((e: { event: string }) => e.event),
+    ['ticket.created', 'ticket.updated', 'comment.created'],
+    'oldest first, the comment included, not the other ticket',
+  );
   const updated = res.body[1];
   t.same(updated.changes, { title: { old: 'Printer on fire', new: 'Printer still on fire' }, priority: { old: null, new: 'urgent' } });
   t.match(updated, { ticketId: ticket.id, performedBy: { type: 'api', id: key.id, name: key.name, apiKeyPrefix: key.prefix }, requestId: patch.headers['x-request-id'] });
@@ -176,7 +212,7 @@ t.test('ticket history: a bare array, oldest first, with its comments and the ch
 
   t.equal((await owner.live('DELETE', `${base}/tickets/${ticket.id}`)).status, 200);
   const after = await owner.live('GET', `${base}/tickets/${ticket.id}/logs`);
-  t.equal(after.status, 200, 'a deleted ticket\'s history stays readable');
+  t.equal(after.status, 200, "a deleted ticket's history stays readable");
   t.equal(after.body.at(-1).event, 'ticket.deleted');
   t.equal((await owner.live('GET', `${base}/tickets/${other.id}/logs`)).body.length, 1);
 
@@ -190,7 +226,11 @@ t.test('every mutation writes one entry, with changes for updates', async (t) =>
   const { owner, brand, base } = await ownerWithBrand(app);
   const check = async (label: string, entityType: string, entityId: string, expected: { event: string; changes?: unknown[]; metadata?: object }[]) => {
     const entries = await entriesOf(owner, entityType, entityId);
-    t.same(entries.map((e) => e.event), expected.map((e) => e.event), `${label}: events`);
+    t.same(
+      entries.map((e) => e.event),
+      expected.map((e) => e.event),
+      `${label}: events`,
+    );
     expected.forEach((e, i) => {
       t.same(entries[i]?.changes, e.changes ?? [], `${label}: changes of ${e.event}`);
       if (e.metadata) t.match(entries[i]?.metadata, e.metadata, `${label}: metadata of ${e.event}`);
@@ -261,7 +301,13 @@ t.test('every mutation writes one entry, with changes for updates', async (t) =>
   await ok('DELETE', `${base}/statuses/${status.id}`);
   await check('status', 'status', status.id, [
     { event: 'status.created', metadata: { key: 'waiting' } },
-    { event: 'status.updated', changes: [{ field: 'name', from: 'Waiting', to: 'Waiting on customer' }, { field: 'isActive', from: true, to: false }] },
+    {
+      event: 'status.updated',
+      changes: [
+        { field: 'name', from: 'Waiting', to: 'Waiting on customer' },
+        { field: 'isActive', from: true, to: false },
+      ],
+    },
     { event: 'status.deleted' },
   ]);
   await check('status reorder', 'status', brand.id, [{ event: 'status.reordered', changes: [{ field: 'order', from: order, to: [...order].reverse() }] }]);
@@ -274,10 +320,18 @@ t.test('every mutation writes one entry, with changes for updates', async (t) =>
   await ok('DELETE', `${base}/fields/customer/plan`);
   await check('field', 'field', field.id, [
     { event: 'field.created', metadata: { appliesTo: 'customer', key: 'plan' } },
-    { event: 'field.updated', changes: [{ field: 'label', from: 'Plan', to: 'Plan name' }, { field: 'required', from: false, to: true }] },
+    {
+      event: 'field.updated',
+      changes: [
+        { field: 'label', from: 'Plan', to: 'Plan name' },
+        { field: 'required', from: false, to: true },
+      ],
+    },
     { event: 'field.deleted' },
   ]);
-  await check('field reorder', 'field', brand.id, [{ event: 'field.reordered', changes: [{ field: 'order', from: ['plan', 'tier'], to: ['tier', 'plan'] }], metadata: { appliesTo: 'customer' } }]);
+  await check('field reorder', 'field', brand.id, [
+    { event: 'field.reordered', changes: [{ field: 'order', from: ['plan', 'tier'], to: ['tier', 'plan'] }], metadata: { appliesTo: 'customer' } },
+  ]);
 
   // blocked sources, by hand and by spam marking
   const blocked = await ok('POST', `${base}/blocked-sources`, { value: 'spam@example.com', reason: 'spam' });
@@ -306,11 +360,20 @@ t.test('every mutation writes one entry, with changes for updates', async (t) =>
   await ok('DELETE', `/v1/brands/${other.id}?confirm=true`);
   const brandEntries = await check('brand', 'brand', other.id, [
     { event: 'brand.created', metadata: { name: 'Second' } },
-    { event: 'brand.updated', changes: [{ field: 'name', from: 'Second', to: 'Second brand' }, { field: 'autoresponseEnabled', from: false, to: true }] },
+    {
+      event: 'brand.updated',
+      changes: [
+        { field: 'name', from: 'Second', to: 'Second brand' },
+        { field: 'autoresponseEnabled', from: false, to: true },
+      ],
+    },
     { event: 'brand.updated', changes: [{ field: 'ticketSchema', from: null, to: { type: 'object' } }] },
     { event: 'brand.deleted', metadata: { name: 'Second brand', ticketCount: 0 } },
   ]);
-  t.ok(brandEntries.every((e) => e.brandId === other.id), 'brand entries carry the brand as brandId');
+  t.ok(
+    brandEntries.every((e) => e.brandId === other.id),
+    'brand entries carry the brand as brandId',
+  );
 
   // API keys: account-level, never a secret
   const created1 = await ok('POST', '/v1/accounts/me/api-keys', { name: 'CI' });
@@ -319,19 +382,31 @@ t.test('every mutation writes one entry, with changes for updates', async (t) =>
   await ok('DELETE', `/v1/accounts/me/api-keys/${rotated.newKey.id}`);
   const keyEntries = await check('api key', 'api_key', created1.id, [
     { event: 'api_key.created', metadata: { name: 'CI', prefix: created1.prefix } },
-    { event: 'api_key.updated', changes: [{ field: 'allBrands', from: true, to: false }, { field: 'brandIds', from: [], to: [brand.id] }] },
+    {
+      event: 'api_key.updated',
+      changes: [
+        { field: 'allBrands', from: true, to: false },
+        { field: 'brandIds', from: [], to: [brand.id] },
+      ],
+    },
     { event: 'api_key.revoked', metadata: { rotatedTo: rotated.newKey.id } },
   ]);
   const newKeyEntries = await check('rotated key', 'api_key', rotated.newKey.id, [
     { event: 'api_key.created', metadata: { rotatedFrom: created1.id } },
     { event: 'api_key.revoked', metadata: { name: 'CI', prefix: rotated.newKey.prefix } },
   ]);
-  t.ok([...keyEntries, ...newKeyEntries].every((e) => e.brandId === null), 'key entries are account-level');
+  t.ok(
+    [...keyEntries, ...newKeyEntries].every((e) => e.brandId === null),
+    'key entries are account-level',
+  );
   const raw = JSON.stringify(await db('auditLog').where({ accountId: owner.accountId }));
   t.notOk(raw.includes(created1.key) || raw.includes(rotated.newKey.key), 'no key secret in any entry');
   const hashes = await db('apiKeys').where({ accountId: owner.accountId }).pluck('secretHash');
-  t.notOk(hashes.some((h: string) => raw.includes(h)), 'no key hash in any entry');
-  t.notOk((await owner.live('GET', `${base}/logs?entityType=api_key`)).body.data.length, 'account-level entries are not in a brand\'s log');
+  t.notOk(
+    hashes.some((h: string) => raw.includes(h)),
+    'no key hash in any entry',
+  );
+  t.notOk((await owner.live('GET', `${base}/logs?entityType=api_key`)).body.data.length, "account-level entries are not in a brand's log");
 
   // members: the owner created with the account
   await check('member', 'member', owner.ownerId, [{ event: 'member.created', metadata: { role: 'owner' } }]);
@@ -341,7 +416,10 @@ t.test('a change that rolls back leaves no entry', async (t) => {
   const { owner, brand, base } = await ownerWithBrand(app);
   // Ticket create makes the contact and the tag, then fails on the attachment: all of it rolls back.
   const res = await owner.live('POST', `${base}/tickets`, {
-    title: 'Never', customerEmail: 'ghost@example.com', tags: ['ghost-tag'], attachmentIds: ['att_0000000000000000000000000a'],
+    title: 'Never',
+    customerEmail: 'ghost@example.com',
+    tags: ['ghost-tag'],
+    attachmentIds: ['att_0000000000000000000000000a'],
   });
   t.equal(res.status, 400);
   const events = (await owner.live('GET', `${base}/logs`)).body.data.map((e: { event: string }) => e.event);
@@ -350,15 +428,21 @@ t.test('a change that rolls back leaves no entry', async (t) => {
 
   const ctx = liveCtx(owner);
   let categoryId = '';
-  await t.rejects(withTx(ctx, async (tx) => {
-    categoryId = (await categories.create(tx, brand.id, { name: 'Doomed' })).id;
-    const contact = await createContact(tx, brand.id, { email: 'doomed@example.com' });
-    await updateContact(tx, brand.id, contact.id, { name: 'Doomed' });
-    throw new Error('rollback');
-  }), /rollback/);
+  await t.rejects(
+    withTx(ctx, async (tx) => {
+      categoryId = (await categories.create(tx, brand.id, { name: 'Doomed' })).id;
+      const contact = await createContact(tx, brand.id, { email: 'doomed@example.com' });
+      await updateContact(tx, brand.id, contact.id, { name: 'Doomed' });
+      throw new Error('rollback');
+    }),
+    /rollback/,
+  );
   t.ok(categoryId);
   t.same(await entriesOf(owner, 'category', categoryId), []);
-  t.same((await owner.live('GET', `${base}/logs`)).body.data.map((e: { event: string }) => e.event), ['brand.created']);
+  t.same(
+    (await owner.live('GET', `${base}/logs`)).body.data.map((e: { event: string }) => e.event),
+    ['brand.created'],
+  );
 });
 
 t.test('the database refuses to change or remove entries', async (t) => {

@@ -52,7 +52,8 @@ t.test('validation errors list every failing field', async (t) => {
 
 t.test('CORS: preflight from an allowed origin names the headers clients send', async (t) => {
   const res = await app.inject({
-    method: 'OPTIONS', url: '/v1/brands',
+    method: 'OPTIONS',
+    url: '/v1/brands',
     headers: { origin: 'https://app.example.com', 'access-control-request-method': 'POST', 'access-control-request-headers': 'authorization,content-type,x-idempotency-key' },
   });
   t.equal(res.statusCode, 204);
@@ -68,9 +69,22 @@ t.test('OpenAPI 3.1 document lists every route, and /docs serves a page', async 
   t.equal(res.status, 200);
   t.equal(res.body.openapi, '3.1.0');
   const paths = Object.keys(res.body.paths);
-  for (const p of ['/v1/accounts', '/v1/accounts/me', '/v1/accounts/me/usage', '/v1/accounts/me/members', '/v1/accounts/me/api-keys',
-    '/v1/accounts/me/api-keys/{keyId}', '/v1/accounts/me/api-keys/{keyId}/scope', '/v1/brands', '/v1/brands/{brandId}',
-    '/v1/workspaces', '/v1/workspaces/{brandId}', '/v1/health', '/v1/health/live', '/v1/health/ready']) {
+  for (const p of [
+    '/v1/accounts',
+    '/v1/accounts/me',
+    '/v1/accounts/me/usage',
+    '/v1/accounts/me/members',
+    '/v1/accounts/me/api-keys',
+    '/v1/accounts/me/api-keys/{keyId}',
+    '/v1/accounts/me/api-keys/{keyId}/scope',
+    '/v1/brands',
+    '/v1/brands/{brandId}',
+    '/v1/workspaces',
+    '/v1/workspaces/{brandId}',
+    '/v1/health',
+    '/v1/health/live',
+    '/v1/health/ready',
+  ]) {
     t.ok(paths.includes(p), `${p} is documented`);
   }
   t.same(res.body.paths['/v1/brands'].get.security, [{ apiKey: [] }], 'authenticated routes declare the bearer scheme');
@@ -98,7 +112,10 @@ t.test('ready fails with 503 while the database is unreachable, and recovers by 
     const upstream = net.connect(Number(target.port || 5432), target.hostname);
     sockets.add(socket).add(upstream);
     socket.pipe(upstream).pipe(socket);
-    const drop = () => { socket.destroy(); upstream.destroy(); };
+    const drop = () => {
+      socket.destroy();
+      upstream.destroy();
+    };
     socket.on('error', drop).on('close', drop);
     upstream.on('error', drop).on('close', drop);
   });
@@ -109,7 +126,10 @@ t.test('ready fails with 503 while the database is unreachable, and recovers by 
   const db = createDb(proxied.toString(), { poolMax: 2, poolMin: 0, acquireTimeoutMs: 1500 });
   const config = testConfig({ DATABASE_URL: proxied.toString() });
   const viaProxy = await buildApp({ config, db });
-  t.teardown(async () => { await viaProxy.close(); await db.destroy(); });
+  t.teardown(async () => {
+    await viaProxy.close();
+    await db.destroy();
+  });
   const call = client(viaProxy);
 
   t.equal((await call('GET', '/v1/health/ready')).status, 200, 'ready through the proxy');

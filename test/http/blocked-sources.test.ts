@@ -78,7 +78,11 @@ t.test('blocking a domain flags and hides its contacts; unblocking restores them
   const shown = await owner.live('GET', `${base}/contacts?hideBlocked=false`);
   t.same(emails(shown), all, 'hideBlocked=false shows them');
   const flags = Object.fromEntries(shown.body.data.map((c: { email: string; isBlocked: boolean }) => [c.email, c.isBlocked]));
-  t.same(flags, { 'bad@example.com': true, 'fine@example.com': false, 'ok@notspam.com': false, 'x@spam.com': true, 'y@mail.spam.com': true }, 'isBlocked per contact; subdomains covered, notspam.com not');
+  t.same(
+    flags,
+    { 'bad@example.com': true, 'fine@example.com': false, 'ok@notspam.com': false, 'x@spam.com': true, 'y@mail.spam.com': true },
+    'isBlocked per contact; subdomains covered, notspam.com not',
+  );
   const x = shown.body.data.find((c: { email: string }) => c.email === 'x@spam.com');
   t.equal((await owner.live('GET', `${base}/contacts/${x.id}`)).body.isBlocked, true, 'GET reports it too');
   t.equal((await owner.live('GET', `${base}/contacts/search?q=x@`)).body[0].isBlocked, true, 'autocomplete includes blocked contacts, flagged');
@@ -98,13 +102,25 @@ t.test('isBlocked(ctx, brandId, email): addresses, domains and subdomains, per b
   await post(owner.live, `${base}/blocked-sources`, { value: 'one@good.org' });
   const ctx = tenantCtx(systemCtx(servicesOf(db)), owner.accountId, true);
   const cases: [string, boolean][] = [
-    ['a@example.com', true], ['  A@EXAMPLE.COM ', true], ['a@mail.example.com', true], ['a@deep.mail.example.com', true],
-    ['a@notexample.com', false], ['a@example.com.evil.net', false], ['a@example.co', false],
-    ['one@good.org', true], ['ONE@Good.Org', true], ['two@good.org', false], ['one@sub.good.org', false],
+    ['a@example.com', true],
+    ['  A@EXAMPLE.COM ', true],
+    ['a@mail.example.com', true],
+    ['a@deep.mail.example.com', true],
+    ['a@notexample.com', false],
+    ['a@example.com.evil.net', false],
+    ['a@example.co', false],
+    ['one@good.org', true],
+    ['ONE@Good.Org', true],
+    ['two@good.org', false],
+    ['one@sub.good.org', false],
   ];
   for (const [email, expected] of cases) t.equal(await blockedSources.isBlocked(ctx, brand.id, email), expected, `${email}: ${expected}`);
   t.equal(await blockedSources.isBlocked(ctx, other.id, 'a@example.com'), false, 'another brand is not affected');
-  await t.rejects(blockedSources.isBlocked(tenantCtx(systemCtx(servicesOf(db)), owner.accountId, false), brand.id, 'a@example.com'), { statusCode: 404, code: 'not_found' }, 'the other mode cannot see the brand');
+  await t.rejects(
+    blockedSources.isBlocked(tenantCtx(systemCtx(servicesOf(db)), owner.accountId, false), brand.id, 'a@example.com'),
+    { statusCode: 404, code: 'not_found' },
+    'the other mode cannot see the brand',
+  );
 });
 
 t.test('401 and 404 (other account, other mode, other brand, limited key) on every blocked-source route', async (t) => {

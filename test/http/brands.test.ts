@@ -92,7 +92,10 @@ for (const prefix of PREFIXES) {
 
     const listed = await owner.live('GET', prefix);
     t.equal(listed.status, 200);
-    t.same(listed.body.map((b: { id: string }) => b.id), [id]);
+    t.same(
+      listed.body.map((b: { id: string }) => b.id),
+      [id],
+    );
 
     const patched = await owner.live('PATCH', `${prefix}/${id}`, { name: 'Round Trip Renamed', slug: 'renamed' });
     t.equal(patched.status, 200);
@@ -224,8 +227,7 @@ t.test('slugs are unique per account and mode', async (t) => {
 
 t.test('8 concurrent creates with the same slug: exactly one wins', async (t) => {
   const owner = await signup(app);
-  const results = await Promise.all(Array.from({ length: 8 }, (_, i) =>
-    owner.live('POST', PREFIXES[i % 2]!, { name: `Race ${i}`, slug: 'race' })));
+  const results = await Promise.all(Array.from({ length: 8 }, (_, i) => owner.live('POST', PREFIXES[i % 2]!, { name: `Race ${i}`, slug: 'race' })));
   const statuses = results.map((r) => r.status).sort();
   t.same(statuses, [201, 409, 409, 409, 409, 409, 409, 409]);
   for (const r of results.filter((r) => r.status === 409)) t.equal(r.body.code, 'slug_taken');
@@ -235,7 +237,7 @@ t.test('8 concurrent creates with the same slug: exactly one wins', async (t) =>
   t.equal(listed.body[0].slug, 'race');
 });
 
-t.test('list: bare array, oldest first, only the caller\'s brands of the caller\'s mode', async (t) => {
+t.test("list: bare array, oldest first, only the caller's brands of the caller's mode", async (t) => {
   const owner = await signup(app);
   const other = await signup(app);
   const created = [];
@@ -247,17 +249,37 @@ t.test('list: bare array, oldest first, only the caller\'s brands of the caller\
     const res = await owner.live('GET', prefix);
     t.equal(res.status, 200);
     t.ok(Array.isArray(res.body), 'bare array');
-    t.same(res.body.map((b: { name: string }) => b.name), ['First', 'Second', 'Third'], `${prefix}: oldest first`);
-    t.same(res.body.map((b: { id: string }) => b.id), created.map((b) => b.id));
-    t.ok(res.body.every((b: { accountId: string; livemode: boolean }) => b.accountId === owner.accountId && b.livemode), 'all live, all mine');
+    t.same(
+      res.body.map((b: { name: string }) => b.name),
+      ['First', 'Second', 'Third'],
+      `${prefix}: oldest first`,
+    );
+    t.same(
+      res.body.map((b: { id: string }) => b.id),
+      created.map((b) => b.id),
+    );
+    t.ok(
+      res.body.every((b: { accountId: string; livemode: boolean }) => b.accountId === owner.accountId && b.livemode),
+      'all live, all mine',
+    );
     const times = res.body.map((b: { createdAt: string }) => Date.parse(b.createdAt));
-    t.same(times, [...times].sort((a, b) => a - b), 'createdAt ascending');
+    t.same(
+      times,
+      [...times].sort((a, b) => a - b),
+      'createdAt ascending',
+    );
   }
   const testList = await owner.test('GET', '/v1/workspaces');
-  t.same(testList.body.map((b: { name: string }) => b.name), ['Test mode brand']);
+  t.same(
+    testList.body.map((b: { name: string }) => b.name),
+    ['Test mode brand'],
+  );
   t.equal(testList.body[0].livemode, false);
   const otherList = await other.live('GET', '/v1/brands');
-  t.same(otherList.body.map((b: { name: string }) => b.name), ['Foreign brand']);
+  t.same(
+    otherList.body.map((b: { name: string }) => b.name),
+    ['Foreign brand'],
+  );
   t.same((await other.test('GET', '/v1/brands')).body, [], 'empty list is []');
 });
 
@@ -335,15 +357,35 @@ t.test('PATCH: SLA hours are kept exactly, or refused with 400 when fractional o
 t.test('PATCH: null clears nullable fields', async (t) => {
   const owner = await signup(app);
   const brand = await makeBrand(owner.live, {
-    url: 'https://acme.example.com', iconUrl: 'https://acme.example.com/i.png', fromName: 'Acme', fromEmail: 'a@acme.example.com',
-    autoresponseSubject: 'S', autoresponseBody: 'B', csatEmailSubject: 'CS', csatEmailBody: 'CB',
-    slaDefaultHours: 8, slaByPriority: { high: 2 }, slaBusinessHours: { start: '08:00', end: '16:00', days: [1], timezone: 'UTC' },
+    url: 'https://acme.example.com',
+    iconUrl: 'https://acme.example.com/i.png',
+    fromName: 'Acme',
+    fromEmail: 'a@acme.example.com',
+    autoresponseSubject: 'S',
+    autoresponseBody: 'B',
+    csatEmailSubject: 'CS',
+    csatEmailBody: 'CB',
+    slaDefaultHours: 8,
+    slaByPriority: { high: 2 },
+    slaBusinessHours: { start: '08:00', end: '16:00', days: [1], timezone: 'UTC' },
     ticketSchema: { type: 'object' },
   });
   t.equal(brand.url, 'https://acme.example.com', 'set on create');
   t.same(brand.slaByPriority, { high: 2 });
-  const nullable = ['url', 'iconUrl', 'fromName', 'fromEmail', 'autoresponseSubject', 'autoresponseBody', 'csatEmailSubject', 'csatEmailBody',
-    'slaDefaultHours', 'slaByPriority', 'slaBusinessHours', 'ticketSchema'];
+  const nullable = [
+    'url',
+    'iconUrl',
+    'fromName',
+    'fromEmail',
+    'autoresponseSubject',
+    'autoresponseBody',
+    'csatEmailSubject',
+    'csatEmailBody',
+    'slaDefaultHours',
+    'slaByPriority',
+    'slaBusinessHours',
+    'ticketSchema',
+  ];
   const res = await owner.live('PATCH', `/v1/brands/${brand.id}`, Object.fromEntries(nullable.map((f) => [f, null])));
   t.equal(res.status, 200);
   const stored = (await owner.live('GET', `/v1/brands/${brand.id}`)).body;
@@ -396,7 +438,7 @@ t.test('PATCH: ticketNumberStart may move nextTicketNumber up, never down', asyn
   assertErrorShape(t, await owner.live('PATCH', `/v1/brands/${brand.id}`, { ticketNumberStart: 7000 }), 400, 'invalid_request');
 });
 
-t.test('PATCH: changing the slug to another brand\'s slug is 409, and changes nothing', async (t) => {
+t.test("PATCH: changing the slug to another brand's slug is 409, and changes nothing", async (t) => {
   const owner = await signup(app);
   const a = await makeBrand(owner.live, { name: 'A', slug: 'brand-a' });
   const b = await makeBrand(owner.live, { name: 'B', slug: 'brand-b' });
@@ -539,7 +581,7 @@ t.test('text PostgreSQL cannot store (NUL characters) is a client error, not a 5
   t.equal((await owner.live('GET', `/v1/brands/${ok.body.id}`)).body.fromName, null, 'nothing changed');
 });
 
-t.test('tenant isolation: another account\'s brand is 404 everywhere and survives', async (t) => {
+t.test("tenant isolation: another account's brand is 404 everywhere and survives", async (t) => {
   const owner = await signup(app);
   const intruder = await signup(app);
   const brand = await makeBrand(owner.live, { name: 'Private' });
@@ -564,13 +606,16 @@ t.test('tenant isolation: another account\'s brand is 404 everywhere and survive
   t.equal(await brandRows(owner.accountId), 1);
 });
 
-t.test('tenant isolation: live and test mode cannot reach each other\'s brands', async (t) => {
+t.test("tenant isolation: live and test mode cannot reach each other's brands", async (t) => {
   const owner = await signup(app);
   const live = await makeBrand(owner.live, { name: 'Live Brand' });
   const test = await makeBrand(owner.test, { name: 'Test Brand' });
   t.equal(test.livemode, false);
   for (const prefix of PREFIXES) {
-    for (const [call, brand] of [[owner.test, live], [owner.live, test]] as const) {
+    for (const [call, brand] of [
+      [owner.test, live],
+      [owner.live, test],
+    ] as const) {
       assertNotFound(t, await call('GET', `${prefix}/${brand.id}`));
       assertNotFound(t, await call('PATCH', `${prefix}/${brand.id}`, { name: 'Crossed' }));
       assertNotFound(t, await call('DELETE', `${prefix}/${brand.id}`));
@@ -579,8 +624,14 @@ t.test('tenant isolation: live and test mode cannot reach each other\'s brands',
   }
   t.equal((await owner.live('GET', `/v1/brands/${live.id}`)).body.name, 'Live Brand');
   t.equal((await owner.test('GET', `/v1/brands/${test.id}`)).body.name, 'Test Brand');
-  t.same((await owner.live('GET', '/v1/brands')).body.map((b: { id: string }) => b.id), [live.id]);
-  t.same((await owner.test('GET', '/v1/brands')).body.map((b: { id: string }) => b.id), [test.id]);
+  t.same(
+    (await owner.live('GET', '/v1/brands')).body.map((b: { id: string }) => b.id),
+    [live.id],
+  );
+  t.same(
+    (await owner.test('GET', '/v1/brands')).body.map((b: { id: string }) => b.id),
+    [test.id],
+  );
 });
 
 t.test('a key limited to one brand sees and edits only that brand', async (t) => {
@@ -596,7 +647,11 @@ t.test('a key limited to one brand sees and edits only that brand', async (t) =>
   for (const prefix of PREFIXES) {
     const listed = await limited('GET', prefix);
     t.equal(listed.status, 200);
-    t.same(listed.body.map((x: { id: string }) => x.id), [a.id], `${prefix}: list shows only brand a`);
+    t.same(
+      listed.body.map((x: { id: string }) => x.id),
+      [a.id],
+      `${prefix}: list shows only brand a`,
+    );
     t.equal((await limited('GET', `${prefix}/${a.id}`)).status, 200);
     assertNotFound(t, await limited('GET', `${prefix}/${b.id}`));
     assertNotFound(t, await limited('PATCH', `${prefix}/${b.id}`, { name: 'Out of scope' }));
@@ -623,8 +678,33 @@ t.test('DELETE: preview by default, confirm=true deletes, anything else is refus
     for (const query of ['', '?confirm=false']) {
       const preview = await owner.live('DELETE', `${prefix}/${brand.id}${query}`);
       t.equal(preview.status, 200, `preview with "${query}"`);
-      t.same(Object.keys(preview.body).sort(), ['blockedSourceCount', 'categoryCount', 'companyCount', 'contactCount', 'deleted', 'fieldCount', 'id', 'message', 'statusCount', 'tagCount', 'ticketCount', 'webhookCount']);
-      t.match(preview.body, { id: brand.id, deleted: false, ticketCount: 0, webhookCount: 0, categoryCount: 0, tagCount: 0, statusCount: 0, fieldCount: 0, contactCount: 0, companyCount: 0, blockedSourceCount: 0 });
+      t.same(Object.keys(preview.body).sort(), [
+        'blockedSourceCount',
+        'categoryCount',
+        'companyCount',
+        'contactCount',
+        'deleted',
+        'fieldCount',
+        'id',
+        'message',
+        'statusCount',
+        'tagCount',
+        'ticketCount',
+        'webhookCount',
+      ]);
+      t.match(preview.body, {
+        id: brand.id,
+        deleted: false,
+        ticketCount: 0,
+        webhookCount: 0,
+        categoryCount: 0,
+        tagCount: 0,
+        statusCount: 0,
+        fieldCount: 0,
+        contactCount: 0,
+        companyCount: 0,
+        blockedSourceCount: 0,
+      });
       t.type(preview.body.message, 'string');
       t.match(preview.body.message, /confirm=true/);
       t.equal((await owner.live('GET', `${prefix}/${brand.id}`)).status, 200, 'still exists');

@@ -65,7 +65,11 @@ for (const prefix of PREFIXES) {
     const listed = await owner.live('GET', base);
     t.equal(listed.status, 200);
     t.ok(Array.isArray(listed.body), 'bare array');
-    t.same(listed.body.map((c: { id: string }) => c.id), [first.body.id, nullColor.body.id, second.body.id], 'by sortOrder, then age');
+    t.same(
+      listed.body.map((c: { id: string }) => c.id),
+      [first.body.id, nullColor.body.id, second.body.id],
+      'by sortOrder, then age',
+    );
 
     const got = await owner.live('GET', `${base}/${first.body.id}`);
     t.equal(got.status, 200);
@@ -88,7 +92,10 @@ for (const prefix of PREFIXES) {
     t.same(deleted.body, { success: true });
     assertNotFound(t, await owner.live('GET', `${base}/${first.body.id}`), 'deleted category');
     assertNotFound(t, await owner.live('DELETE', `${base}/${first.body.id}`), 'deleted twice');
-    t.same((await owner.live('GET', base)).body.map((c: { id: string }) => c.id), [nullColor.body.id, second.body.id]);
+    t.same(
+      (await owner.live('GET', base)).body.map((c: { id: string }) => c.id),
+      [nullColor.body.id, second.body.id],
+    );
   });
 }
 
@@ -114,11 +121,17 @@ t.test('bad input is 400 with the field named', async (t) => {
   for (const [label, body, field] of bad) {
     const res = await owner.live('POST', base, body);
     assertErrorShape(t, res, 400, 'validation_failed');
-    t.ok(res.body.errors.some((e: { field: string }) => e.field === field), `POST ${label}: names ${field}`);
+    t.ok(
+      res.body.errors.some((e: { field: string }) => e.field === field),
+      `POST ${label}: names ${field}`,
+    );
     if (label === 'missing name') continue; // optional on PATCH
     const patch = await owner.live('PATCH', `${base}/${cat.id}`, body);
     assertErrorShape(t, patch, 400, 'validation_failed');
-    t.ok(patch.body.errors.some((e: { field: string }) => e.field === field), `PATCH ${label}: names ${field}`);
+    t.ok(
+      patch.body.errors.some((e: { field: string }) => e.field === field),
+      `PATCH ${label}: names ${field}`,
+    );
   }
   t.equal((await owner.live('PATCH', `${base}/${cat.id}`, {})).status, 400, 'PATCH with nothing to change');
   t.equal((await owner.live('POST', base, '{"name":')).status, 400, 'malformed JSON');
@@ -182,7 +195,12 @@ t.test('another account, the other mode, and a key limited to another brand all 
   const cat = await makeCategory(owner.live, brand.id);
   const limitedKey = (await owner.live('POST', '/v1/accounts/me/api-keys', { name: 'other only', brandIds: [otherBrand.id] })).body.key;
   const limited = client(app, limitedKey);
-  const callers: [string, Call][] = [['another account', intruder.live], ['another account (test)', intruder.test], ['test mode of the owner', owner.test], ['key of another brand', limited]];
+  const callers: [string, Call][] = [
+    ['another account', intruder.live],
+    ['another account (test)', intruder.test],
+    ['test mode of the owner', owner.test],
+    ['key of another brand', limited],
+  ];
   for (const prefix of PREFIXES) {
     for (const [who, call] of callers) {
       for (const [method, url, body] of everyRoute(prefix, brand.id, cat.id)) {
@@ -220,7 +238,7 @@ t.test("another brand's category id is 404 under this brand, also inside reorder
   t.equal(stillB.body.name, catB.name, 'brand B category untouched');
 });
 
-t.test('reorder: exactly the brand\'s categories, else 400; returns the new order', async (t) => {
+t.test("reorder: exactly the brand's categories, else 400; returns the new order", async (t) => {
   const owner = await signup(app);
   const brand = await makeBrand(owner.live);
   const base = `/v1/workspaces/${brand.id}/categories`;
@@ -229,9 +247,20 @@ t.test('reorder: exactly the brand\'s categories, else 400; returns the new orde
 
   const res = await owner.live('POST', `${base}/reorder`, { categoryIds: [c3!.id, c1!.id, c2!.id] });
   t.equal(res.status, 200);
-  t.same(res.body.map((c: { id: string }) => c.id), [c3!.id, c1!.id, c2!.id], 'the reordered list');
-  t.same(res.body.map((c: { sortOrder: number }) => c.sortOrder), [0, 1, 2]);
-  t.same((await owner.live('GET', base)).body.map((c: { id: string }) => c.id), [c3!.id, c1!.id, c2!.id], 'list follows the new order');
+  t.same(
+    res.body.map((c: { id: string }) => c.id),
+    [c3!.id, c1!.id, c2!.id],
+    'the reordered list',
+  );
+  t.same(
+    res.body.map((c: { sortOrder: number }) => c.sortOrder),
+    [0, 1, 2],
+  );
+  t.same(
+    (await owner.live('GET', base)).body.map((c: { id: string }) => c.id),
+    [c3!.id, c1!.id, c2!.id],
+    'list follows the new order',
+  );
 
   const before = (await owner.live('GET', base)).body;
   assertErrorShape(t, await owner.live('POST', `${base}/reorder`, { categoryIds: [c1!.id, c2!.id] }), 400, 'invalid_reorder');
@@ -255,7 +284,7 @@ t.test('stats list every category with ticketCount 0', async (t) => {
   for (const prefix of PREFIXES) {
     const res = await owner.live('GET', `${prefix}/${brand.id}/categories/stats`);
     t.equal(res.status, 200);
-    t.same(Object.keys(res.body).sort(), [c1.id, c2.id].sort(), 'exactly this brand\'s categories');
+    t.same(Object.keys(res.body).sort(), [c1.id, c2.id].sort(), "exactly this brand's categories");
     t.equal(res.body[c1.id].ticketCount, 0);
     t.equal(res.body[c2.id].ticketCount, 0);
     t.equal(res.body[c1.id].name, c1.name);
@@ -301,9 +330,23 @@ t.test('the database refuses a category or tag whose scope differs from its bran
   const owner = await signup(app);
   const intruder = await signup(app);
   const brand = await makeBrand(owner.live);
-  const codeOf = (p: Promise<unknown>) => p.then(() => 'inserted', (err: { code?: string; nativeError?: { code?: string } }) => err.nativeError?.code ?? err.code);
-  const row = (table: string, prefix: string, accountId: string, livemode: boolean) => ({ id: `${prefix}_${++seq}x`, accountId, livemode, brandId: brand.id, name: `n${seq}`, color: '#000000' });
-  for (const [table, prefix] of [['categories', 'cat'], ['tags', 'tag']] as const) {
+  const codeOf = (p: Promise<unknown>) =>
+    p.then(
+      () => 'inserted',
+      (err: { code?: string; nativeError?: { code?: string } }) => err.nativeError?.code ?? err.code,
+    );
+  const row = (table: string, prefix: string, accountId: string, livemode: boolean) => ({
+    id: `${prefix}_${++seq}x`,
+    accountId,
+    livemode,
+    brandId: brand.id,
+    name: `n${seq}`,
+    color: '#000000',
+  });
+  for (const [table, prefix] of [
+    ['categories', 'cat'],
+    ['tags', 'tag'],
+  ] as const) {
     t.equal(await codeOf(db(table).insert(row(table, prefix, intruder.accountId, true))), '23503', `${table}: another account's row cannot reference the brand`);
     t.equal(await codeOf(db(table).insert(row(table, prefix, owner.accountId, false))), '23503', `${table}: a test-mode row cannot reference a live brand`);
     t.equal(await codeOf(db(table).insert(row(table, prefix, owner.accountId, true))), 'inserted', `${table}: the brand's own scope is fine`);

@@ -31,7 +31,7 @@ async function ticketOf(call: Call, base: string, ticketId: string) {
 }
 
 async function commentRows(ticketId: string): Promise<number> {
-  const row = await db('comments').where({ ticketId }).count({ n: '*' }).first() as { n: string };
+  const row = (await db('comments').where({ ticketId }).count({ n: '*' }).first()) as { n: string };
   return Number(row.n);
 }
 
@@ -60,9 +60,19 @@ for (const prefix of ['/v1/brands', '/v1/workspaces'] as const) {
     const c = res.body;
     t.match(c.id, COMMENT_ID);
     t.match(c, {
-      object: 'comment', ticketId: ticket.id, brandId: brand.id, body: 'Have you tried turning it off and on again?',
-      authorId: 'mem_someone', authorName: 'Ann Agent', authorType: 'AGENT', parentId: null, isInternal: false,
-      source: 'email', sourceId: 'msg-7', connectionId: 'conn_1', deletedAt: null,
+      object: 'comment',
+      ticketId: ticket.id,
+      brandId: brand.id,
+      body: 'Have you tried turning it off and on again?',
+      authorId: 'mem_someone',
+      authorName: 'Ann Agent',
+      authorType: 'AGENT',
+      parentId: null,
+      isInternal: false,
+      source: 'email',
+      sourceId: 'msg-7',
+      connectionId: 'conn_1',
+      deletedAt: null,
     });
     t.same(c.links, [{ url: 'https://kb.example.com/42', title: 'KB 42' }]);
     t.same(c.metadata, { isInternal: false, mentions: [{ memberId: 'mem_x', displayName: 'X', email: 'x@example.com' }], extra: { n: 1 } }, 'metadata stored as given');
@@ -80,11 +90,11 @@ for (const prefix of ['/v1/brands', '/v1/workspaces'] as const) {
     t.same(long.body, c);
     const short = await owner.live('GET', `${base}/comments/${c.id}`);
     t.equal(short.status, 200);
-    t.same(short.body, c, 'the SDK\'s short path');
+    t.same(short.body, c, "the SDK's short path");
 
     const after = await ticketOf(owner.live, base, ticket.id);
     t.equal(after.commentCount, 1);
-    t.ok(after.updatedAt > ticket.updatedAt, 'the ticket\'s updatedAt moved');
+    t.ok(after.updatedAt > ticket.updatedAt, "the ticket's updatedAt moved");
   });
 }
 
@@ -139,7 +149,10 @@ t.test('bad input is a 400 naming the field, and creates nothing', async (t) => 
     const res = await owner.live('POST', comments, body);
     t.equal(res.status, 400, `${label}: 400`);
     if (code) t.equal(res.body.code, code, `${label}: ${code}`);
-    t.ok(fieldsNamed(res).some((f) => f.includes(field)), `${label}: names ${field} (${JSON.stringify(fieldsNamed(res))})`);
+    t.ok(
+      fieldsNamed(res).some((f) => f.includes(field)),
+      `${label}: names ${field} (${JSON.stringify(fieldsNamed(res))})`,
+    );
   }
   assertErrorShape(t, await owner.live('POST', comments, { body: 'x', setStatus: 'nope' }), 400, 'invalid_status');
   assertErrorShape(t, await owner.live('POST', comments, { body: 'x', parentId: foreign.id }), 400, 'invalid_parent');
@@ -156,9 +169,14 @@ t.test('401 without or with a bad key on every route', async (t) => {
   const c = await comment(owner.live, comments, { body: 'x' });
   const bad = client(app, 'sk_live_nope');
   const routes: [string, string, unknown?][] = [
-    ['GET', comments], ['POST', comments, { body: 'x' }],
-    ['GET', `${comments}/${c.id}`], ['PATCH', `${comments}/${c.id}`, { body: 'y' }], ['DELETE', `${comments}/${c.id}`],
-    ['GET', `${base}/comments/${c.id}`], ['PATCH', `${base}/comments/${c.id}`, { body: 'y' }], ['DELETE', `${base}/comments/${c.id}`],
+    ['GET', comments],
+    ['POST', comments, { body: 'x' }],
+    ['GET', `${comments}/${c.id}`],
+    ['PATCH', `${comments}/${c.id}`, { body: 'y' }],
+    ['DELETE', `${comments}/${c.id}`],
+    ['GET', `${base}/comments/${c.id}`],
+    ['PATCH', `${base}/comments/${c.id}`, { body: 'y' }],
+    ['DELETE', `${base}/comments/${c.id}`],
   ];
   for (const [method, url, body] of routes) {
     assertErrorShape(t, await anonymous(method, url, body), 401, 'missing_credentials');
@@ -193,7 +211,7 @@ t.test('another account, the other mode, another brand or ticket: 404 on every r
     }
   }
   const wrongTicket = `${base}/tickets/${otherTicket.id}/comments/${c.id}`;
-  assertNotFound(t, await owner.live('GET', wrongTicket), 'the comment under another ticket\'s path');
+  assertNotFound(t, await owner.live('GET', wrongTicket), "the comment under another ticket's path");
   assertNotFound(t, await owner.live('PATCH', wrongTicket, { body: 'x' }), 'patch under another ticket');
   assertNotFound(t, await owner.live('DELETE', wrongTicket), 'delete under another ticket');
   assertNotFound(t, await owner.live('GET', `${base}/tickets/tkt_nope/comments`), 'unknown ticket');
@@ -231,9 +249,12 @@ t.test('threads: oldest first, replies (to replies too) under their top-level co
 
   let list = (await owner.live('GET', comments)).body;
   t.same(ids(list), [a.id, c.id], 'top level, oldest first');
-  t.same(ids(list[0].replies), [b.id, d.id, e.id], 'A\'s thread, oldest first');
+  t.same(ids(list[0].replies), [b.id, d.id, e.id], "A's thread, oldest first");
   t.equal(list[0].replies[1].parentId, b.id, 'a reply to a reply keeps its parentId');
-  t.ok(list[0].replies.every((r: { replies: unknown[] }) => r.replies.length === 0), 'threads are one level deep');
+  t.ok(
+    list[0].replies.every((r: { replies: unknown[] }) => r.replies.length === 0),
+    'threads are one level deep',
+  );
   t.same(list[1].replies, []);
   t.same(ids((await owner.live('GET', `${base}/comments/${a.id}`)).body.replies), [b.id, d.id, e.id], 'GET of a top-level comment has its thread');
   t.same((await owner.live('GET', `${base}/comments/${b.id}`)).body.replies, [], 'GET of a reply has none');
@@ -247,7 +268,10 @@ t.test('threads: oldest first, replies (to replies too) under their top-level co
   t.equal((await owner.live('DELETE', `${base}/comments/${a.id}`)).status, 200);
   list = (await owner.live('GET', comments)).body;
   t.same(ids(list), [c.id, d.id, e.id], 'A deleted: E is top-level');
-  t.same(list.flatMap((x: { replies: unknown[] }) => x.replies), []);
+  t.same(
+    list.flatMap((x: { replies: unknown[] }) => x.replies),
+    [],
+  );
   t.equal((await ticketOf(owner.live, base, a.ticketId)).commentCount, 3, 'commentCount counts live comments, replies included');
 });
 
@@ -258,7 +282,10 @@ t.test('setStatus changes the ticket status with the comment, atomically, with i
   t.equal(tk.status, 'pending');
   t.equal(tk.commentCount, 1);
   let events = await auditEvents(ticket.id);
-  t.same(events.map((e) => e.event), ['ticket.created', 'comment.created', 'ticket.updated']);
+  t.same(
+    events.map((e) => e.event),
+    ['ticket.created', 'comment.created', 'ticket.updated'],
+  );
   t.match(events[1], { entityId: c.id, metadata: { ticketNumber: ticket.ticketNumber, isInternal: false } });
   t.same(events[2]!.changes, [{ field: 'status', from: 'open', to: 'pending' }]);
 
@@ -309,7 +336,10 @@ t.test('PATCH changes body, links, metadata; an internal note stays internal unl
   const events = (await auditEvents(ticket.id)).filter((e) => e.event === 'comment.updated');
   t.equal(events.length, 3, 'one entry per real change');
   t.same(events[0]!.changes, [{ field: 'body', from: 'first', to: 'second' }]);
-  t.same(events[1]!.changes.map((ch) => (ch as { field: string }).field), ['links', 'metadata']);
+  t.same(
+    events[1]!.changes.map((ch) => (ch as { field: string }).field),
+    ['links', 'metadata'],
+  );
 
   for (const [label, body, field] of [
     ['empty body object', {}, ''],
@@ -321,7 +351,11 @@ t.test('PATCH changes body, links, metadata; an internal note stays internal unl
   ] as [string, Record<string, unknown>, string][]) {
     const res = await owner.live('PATCH', short, body);
     t.equal(res.status, 400, `${label}: 400`);
-    if (field) t.ok(fieldsNamed(res).some((f) => f.includes(field)), `${label}: names ${field}`);
+    if (field)
+      t.ok(
+        fieldsNamed(res).some((f) => f.includes(field)),
+        `${label}: names ${field}`,
+      );
   }
   assertErrorShape(t, await owner.live('PATCH', `${comments}/${c.id}`, { body: '  ' }), 400, 'validation_failed');
   t.equal((await owner.live('GET', short)).body.body, 'second');
@@ -345,7 +379,10 @@ t.test('DELETE: soft delete returning the comment, commentCount drops, twice is 
   t.same(ids((await owner.live('GET', comments)).body), [b.id]);
   t.equal((await ticketOf(owner.live, base, ticket.id)).commentCount, 1, 'the second delete changed nothing');
   const events = await auditEvents(ticket.id);
-  t.match(events.filter((e) => e.event === 'comment.deleted'), [{ entityId: a.id, metadata: { ticketNumber: ticket.ticketNumber, isInternal: false } }]);
+  t.match(
+    events.filter((e) => e.event === 'comment.deleted'),
+    [{ entityId: a.id, metadata: { ticketNumber: ticket.ticketNumber, isInternal: false } }],
+  );
 });
 
 t.test('idempotency: replay is 200 with the first comment, another body 409, keys shared with tickets never collide', async (t) => {
@@ -382,8 +419,7 @@ t.test('idempotency: replay is 200 with the first comment, another body 409, key
 
 t.test('idempotency under concurrency: 50 identical requests create exactly one comment', async (t) => {
   const { owner, base, ticket, comments } = await setup();
-  const results = await Promise.all(Array.from({ length: 50 }, () =>
-    owner.live('POST', comments, { body: 'Only once', setStatus: 'pending' }, { 'x-idempotency-key': 'race' })));
+  const results = await Promise.all(Array.from({ length: 50 }, () => owner.live('POST', comments, { body: 'Only once', setStatus: 'pending' }, { 'x-idempotency-key': 'race' })));
   const statuses = results.map((r) => r.status);
   t.equal(statuses.filter((s) => s === 201).length, 1, 'one 201');
   t.equal(statuses.filter((s) => s === 200).length, 49, '49 replays');
@@ -397,7 +433,10 @@ t.test('idempotency under concurrency: 50 identical requests create exactly one 
 t.test('commentCount stays exact under concurrency: 20 creates, then creates and deletes mixed', async (t) => {
   const { owner, base, ticket, comments } = await setup();
   const created = await Promise.all(Array.from({ length: 20 }, (_, i) => owner.live('POST', comments, { body: `c${i}` })));
-  t.same(created.map((r) => r.status), Array(20).fill(201));
+  t.same(
+    created.map((r) => r.status),
+    Array(20).fill(201),
+  );
   t.equal((await ticketOf(owner.live, base, ticket.id)).commentCount, 20);
 
   const toDelete = created.slice(0, 8).map((r) => r.body.id as string);
@@ -412,7 +451,7 @@ t.test('commentCount stays exact under concurrency: 20 creates, then creates and
   t.equal(deletes.filter((r) => r.status === 404).length, 4, 'the racing second deletes are 404');
   const tk = await ticketOf(owner.live, base, ticket.id);
   t.equal(tk.commentCount, 24, '20 + 12 - 8');
-  const live = Number((await db('comments').where({ ticketId: ticket.id }).whereNull('deletedAt').count({ n: '*' }).first() as { n: string }).n);
+  const live = Number(((await db('comments').where({ ticketId: ticket.id }).whereNull('deletedAt').count({ n: '*' }).first()) as { n: string }).n);
   t.equal(live, 24, 'equals the live rows');
   const list = (await owner.live('GET', comments)).body;
   t.equal(list.length + list.reduce((n: number, c: { replies: unknown[] }) => n + c.replies.length, 0), 24, 'and what the list shows');
@@ -428,5 +467,8 @@ t.test('the routes are in the OpenAPI document', async (t) => {
     }
   }
   const create = doc.paths['/v1/brands/{brandId}/tickets/{ticketId}/comments'].post;
-  t.ok(create.parameters.some((p: { name: string; in: string }) => p.name === 'x-idempotency-key' && p.in === 'header'), 'documents the idempotency header');
+  t.ok(
+    create.parameters.some((p: { name: string; in: string }) => p.name === 'x-idempotency-key' && p.in === 'header'),
+    'documents the idempotency header',
+  );
 });

@@ -76,9 +76,19 @@ t.test('_count.customers, domain auto-link both ways, delete unlinks contacts', 
 
   t.same((await owner.live('GET', `${base}/companies/${acme.id}`)).body._count, { customers: 2 });
   const listed = await owner.live('GET', `${base}/companies?sort=name&order=asc`);
-  t.same(listed.body.data.map((c: { name: string; _count: { customers: number } }) => [c.name, c._count.customers]), [['Acme', 2], ['Elsewhere', 2]]);
+  t.same(
+    listed.body.data.map((c: { name: string; _count: { customers: number } }) => [c.name, c._count.customers]),
+    [
+      ['Acme', 2],
+      ['Elsewhere', 2],
+    ],
+  );
   const byCompany = await owner.live('GET', `${base}/contacts?companyId=${acme.id}&sort=email&order=asc`);
-  t.same(byCompany.body.data.map((c: { email: string }) => c.email), ['early@acme.com', 'late@acme.com'], 'contacts filtered by companyId');
+  t.same(
+    byCompany.body.data.map((c: { email: string }) => c.email),
+    ['early@acme.com', 'late@acme.com'],
+    'contacts filtered by companyId',
+  );
 
   // Setting a domain later links that domain's unlinked contacts.
   const moved = await owner.live('PATCH', `${base}/companies/${elsewhere.id}`, { domain: 'other.com' });
@@ -132,7 +142,10 @@ t.test('list: search by name or domain, pagination walk across inserts, cursor c
   t.same(ids(await owner.live('GET', `${base}/companies?search=INS.CH`)), [zurich.id], 'domain');
   t.equal((await owner.live('GET', `${base}/companies?search=firm1`)).body.data.length, 9, 'firm1, firm10..firm17');
 
-  for (const [sort, order] of [['createdAt', 'desc'], ['name', 'asc']] as const) {
+  for (const [sort, order] of [
+    ['createdAt', 'desc'],
+    ['name', 'asc'],
+  ] as const) {
     const seen: string[] = [];
     let cursor: string | null = null;
     let pages = 0;

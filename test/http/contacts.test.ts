@@ -117,7 +117,10 @@ t.test('400 on bad input, nothing stored', async (t) => {
   for (const email of ['not-an-email', 'a@b', 'a b@example.com', '@example.com', 'a@@example.com', 'a@example..com', '', 'x'.repeat(320) + '@example.com', 42]) {
     const res = await owner.live('POST', url, { email });
     assertErrorShape(t, res, 400, 'validation_failed');
-    t.ok(res.body.errors.some((e: { field: string }) => e.field === 'email'), `${JSON.stringify(email).slice(0, 30)}: names email`);
+    t.ok(
+      res.body.errors.some((e: { field: string }) => e.field === 'email'),
+      `${JSON.stringify(email).slice(0, 30)}: names email`,
+    );
   }
   assertErrorShape(t, await owner.live('POST', url, {}), 400, 'validation_failed');
   const unknown = await owner.live('POST', url, { email: 'a@example.com', nickname: 'x' });
@@ -255,7 +258,12 @@ t.test('pagination walk across inserts: every original contact exactly once', as
   const originals: string[] = [];
   for (let i = 0; i < 25; i++) originals.push((await makeContact(owner.live, base, { email: `walk${String(i).padStart(2, '0')}@example.com`, name: `Walker ${i}` })).id);
 
-  for (const [sort, order] of [['createdAt', 'desc'], ['createdAt', 'asc'], ['name', 'asc'], ['email', 'desc']] as const) {
+  for (const [sort, order] of [
+    ['createdAt', 'desc'],
+    ['createdAt', 'asc'],
+    ['name', 'asc'],
+    ['email', 'desc'],
+  ] as const) {
     const seen: string[] = [];
     let cursor: string | null = null;
     let pages = 0;
@@ -303,11 +311,23 @@ t.test('search is case-insensitive and unicode-aware, over email and name', asyn
   const plain = await makeContact(owner.live, base, { email: 'percent%under_score@example.net', name: 'Plain Person' });
   const found = async (search: string) => ids(await owner.live('GET', `${base}/contacts?search=${encodeURIComponent(search)}`)).sort();
   const cases: [string, string[]][] = [
-    ['Zoë', [zoe.id]], ['zoë', [zoe.id]], ['ZOË', [zoe.id]], ['zoe', [zoe.id]],
-    ['émile', [emile.id]], ['ÉMILE', [emile.id]], ['Emile', [emile.id]], ['ZOLA', [emile.id]],
-    ['straße', [strasse.id]], ['STRASSE', [strasse.id]], ['Straße', [strasse.id]], ['STRAẞE', [strasse.id]],
-    ['BEISPIEL.DE', [strasse.id]], ['EXAMPLE.ORG', [emile.id]],
-    ['%', [plain.id]], ['_', [plain.id]], ['nobody', []],
+    ['Zoë', [zoe.id]],
+    ['zoë', [zoe.id]],
+    ['ZOË', [zoe.id]],
+    ['zoe', [zoe.id]],
+    ['émile', [emile.id]],
+    ['ÉMILE', [emile.id]],
+    ['Emile', [emile.id]],
+    ['ZOLA', [emile.id]],
+    ['straße', [strasse.id]],
+    ['STRASSE', [strasse.id]],
+    ['Straße', [strasse.id]],
+    ['STRAẞE', [strasse.id]],
+    ['BEISPIEL.DE', [strasse.id]],
+    ['EXAMPLE.ORG', [emile.id]],
+    ['%', [plain.id]],
+    ['_', [plain.id]],
+    ['nobody', []],
     ['Z', [emile.id, zoe.id].sort()],
   ];
   for (const [q, expected] of cases) t.same(await found(q), expected, `search ${q}`);
@@ -323,11 +343,23 @@ t.test('/search?q= autocompletes by prefix of email or name, top 10, bare array'
     t.equal(res.status, 200);
     t.ok(Array.isArray(res.body), 'a bare array');
     t.equal(res.body.length, 10, 'top 10');
-    t.same(res.body.map((c: { email: string }) => c.email), Array.from({ length: 10 }, (_, i) => `sam${String(i).padStart(2, '0')}@example.com`), 'ordered by email');
+    t.same(
+      res.body.map((c: { email: string }) => c.email),
+      Array.from({ length: 10 }, (_, i) => `sam${String(i).padStart(2, '0')}@example.com`),
+      'ordered by email',
+    );
     t.match(res.body[0], { email: 'sam00@example.com', name: 'Sam 0', company: null, isBlocked: false });
   }
-  t.same((await owner.live('GET', `${base}/contacts/search?q=ella`)).body.map((c: { id: string }) => c.id), [ella.id], 'name prefix, accent-insensitive');
-  t.same((await owner.live('GET', `${base}/contacts/search?q=e.x@`)).body.map((c: { id: string }) => c.id), [ella.id], 'email prefix');
+  t.same(
+    (await owner.live('GET', `${base}/contacts/search?q=ella`)).body.map((c: { id: string }) => c.id),
+    [ella.id],
+    'name prefix, accent-insensitive',
+  );
+  t.same(
+    (await owner.live('GET', `${base}/contacts/search?q=e.x@`)).body.map((c: { id: string }) => c.id),
+    [ella.id],
+    'email prefix',
+  );
   t.same((await owner.live('GET', `${base}/contacts/search?q=samson`)).body, [], 'not a prefix of the name or the email');
   t.same((await owner.live('GET', `${base}/contacts/search?q=%25`)).body, [], 'wildcards match literally');
   t.equal((await owner.live('GET', `${base}/contacts/search?q=sam11`)).body.length, 1);

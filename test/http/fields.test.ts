@@ -49,14 +49,36 @@ for (const prefix of PREFIXES) {
     t.same(empty.body, { ticket: [], customer: [], contact: [], company: [] });
 
     const created = await owner.live('POST', `${base}/ticket`, {
-      key: 'plan', label: 'Plan', type: 'select', required: true, options: ['free', 'pro'], defaultValue: 'free',
-      description: 'Customer plan', placeholder: 'Pick one', showInTable: false, source: 'api',
+      key: 'plan',
+      label: 'Plan',
+      type: 'select',
+      required: true,
+      options: ['free', 'pro'],
+      defaultValue: 'free',
+      description: 'Customer plan',
+      placeholder: 'Pick one',
+      showInTable: false,
+      source: 'api',
     });
     t.equal(created.status, 201);
     t.match(created.body, {
-      object: 'field_definition', brandId: brand.id, entityType: 'ticket', key: 'plan', label: 'Plan', type: 'select', required: true,
-      options: ['free', 'pro'], defaultValue: 'free', description: 'Customer plan', placeholder: 'Pick one', visible: true,
-      showOnCreate: true, showInTable: false, showInDetail: true, sortOrder: 0, source: 'api',
+      object: 'field_definition',
+      brandId: brand.id,
+      entityType: 'ticket',
+      key: 'plan',
+      label: 'Plan',
+      type: 'select',
+      required: true,
+      options: ['free', 'pro'],
+      defaultValue: 'free',
+      description: 'Customer plan',
+      placeholder: 'Pick one',
+      visible: true,
+      showOnCreate: true,
+      showInTable: false,
+      showInDetail: true,
+      sortOrder: 0,
+      source: 'api',
     });
     t.match(created.body.id, /^fld_[0-9a-z]{26}$/);
     t.ok(!Number.isNaN(Date.parse(created.body.createdAt)));
@@ -74,10 +96,19 @@ for (const prefix of PREFIXES) {
     t.same(keysOf(await owner.live('GET', `${base}/customer`)), ['vip']);
     t.same(keysOf(await owner.live('GET', `${base}/contact`)), ['vip']);
     const all = (await owner.live('GET', base)).body;
-    t.same(all.ticket.map((f: { key: string }) => f.key), ['plan', 'orderId']);
-    t.same(all.customer.map((f: { key: string }) => f.key), ['vip']);
+    t.same(
+      all.ticket.map((f: { key: string }) => f.key),
+      ['plan', 'orderId'],
+    );
+    t.same(
+      all.customer.map((f: { key: string }) => f.key),
+      ['vip'],
+    );
     t.same(all.contact, all.customer, 'contact repeats customer');
-    t.same(all.company.map((f: { key: string }) => f.key), ['tier']);
+    t.same(
+      all.company.map((f: { key: string }) => f.key),
+      ['tier'],
+    );
 
     const patched = await owner.live('PATCH', `${base}/ticket/plan`, { label: 'Plan name', options: ['free', 'pro', 'team'], showInTable: true, required: false });
     t.equal(patched.status, 200);
@@ -214,7 +245,11 @@ t.test('keys are unique per brand and entity type: 409 field_key_taken', async (
   assertErrorShape(t, await owner.live('POST', `/v1/brands/${brand.id}/fields/ticket`, { key: 'orderId', label: 'Again', type: 'number' }), 409, 'field_key_taken');
   await makeField(owner.live, brand.id, 'customer', { key: 'vip' });
   assertErrorShape(t, await owner.live('POST', `/v1/brands/${brand.id}/fields/contact`, { key: 'vip', label: 'Again', type: 'text' }), 409, 'field_key_taken');
-  t.equal((await owner.live('POST', `/v1/brands/${brand.id}/fields/company`, { key: 'orderId', label: 'Order', type: 'text' })).status, 201, 'another entity type may reuse the key');
+  t.equal(
+    (await owner.live('POST', `/v1/brands/${brand.id}/fields/company`, { key: 'orderId', label: 'Order', type: 'text' })).status,
+    201,
+    'another entity type may reuse the key',
+  );
   t.equal((await owner.live('POST', `/v1/brands/${other.id}/fields/ticket`, { key: 'orderId', label: 'Order', type: 'text' })).status, 201, 'another brand may reuse the key');
   t.equal((await owner.live('POST', `/v1/brands/${brand.id}/fields/ticket`, { key: 'OrderId', label: 'Order', type: 'text' })).status, 201, 'keys are case-sensitive');
   t.equal(await fieldRows(brand.id), 4);
@@ -229,7 +264,10 @@ t.test('reorder: every key once, in a new order; anything else is 400 and change
   const res = await owner.live('POST', `${base}/ticket/reorder`, { keys: ['c', 'a', 'b'] });
   t.equal(res.status, 200);
   t.same(keysOf(res), ['c', 'a', 'b']);
-  t.same(res.body.map((f: { sortOrder: number }) => f.sortOrder), [0, 1, 2]);
+  t.same(
+    res.body.map((f: { sortOrder: number }) => f.sortOrder),
+    [0, 1, 2],
+  );
   t.same(keysOf(await owner.live('GET', `${base}/ticket`)), ['c', 'a', 'b'], 'the list follows');
   for (const [label, keys] of [
     ['missing one', ['c', 'a']],
@@ -323,7 +361,14 @@ t.test('brand delete: the preview counts field definitions, confirm removes them
 
 t.test('fields and schema appear in the OpenAPI document', async (t) => {
   const doc = (await anonymous('GET', '/v1/openapi.json')).body;
-  for (const p of ['/v1/brands/{brandId}/fields', '/v1/brands/{brandId}/fields/{entityType}', '/v1/brands/{brandId}/fields/{entityType}/reorder', '/v1/brands/{brandId}/fields/{entityType}/{key}', '/v1/brands/{brandId}/schema', '/v1/workspaces/{brandId}/schema']) {
+  for (const p of [
+    '/v1/brands/{brandId}/fields',
+    '/v1/brands/{brandId}/fields/{entityType}',
+    '/v1/brands/{brandId}/fields/{entityType}/reorder',
+    '/v1/brands/{brandId}/fields/{entityType}/{key}',
+    '/v1/brands/{brandId}/schema',
+    '/v1/workspaces/{brandId}/schema',
+  ]) {
     t.ok(doc.paths[p], `${p} is documented`);
   }
   t.ok(doc.paths['/v1/brands/{brandId}/schema'].put, 'PUT /schema documented');

@@ -35,7 +35,9 @@ function fixture(name: string, vars: Record<string, string>, edit: (text: string
 
 async function deliver(raw: Buffer | string, headers: Record<string, string> = {}, target = app) {
   const res = await target.inject({
-    method: 'POST', url: '/v1/inbound/email', payload: raw,
+    method: 'POST',
+    url: '/v1/inbound/email',
+    payload: raw,
     headers: { authorization: `Bearer ${SECRET}`, 'content-type': 'message/rfc822', ...headers },
   });
   return { status: res.statusCode, body: JSON.parse(res.body), headers: res.headers };
@@ -47,7 +49,8 @@ async function mustDeliver(raw: Buffer) {
   return res.body;
 }
 
-async function queued(ticketId: string, kind?: string): Promise<{ kind: string; message: any; messageId: string }[]> { // eslint-disable-line @typescript-eslint/no-explicit-any
+async function queued(ticketId: string, kind?: string): Promise<{ kind: string; message: any; messageId: string }[]> {
+  // eslint-disable-line @typescript-eslint/no-explicit-any
   const q = db('mail_messages').where({ ticketId }).orderBy('id').select('kind', 'message', 'messageId');
   if (kind) q.where({ kind });
   return q;
@@ -60,13 +63,20 @@ t.test('a plain message creates an email ticket; its sender becomes a contact', 
   t.match(res.body, { action: 'ticket_created', brandId: brand.id, ticketId: /^tkt_/ });
   const ticket = (await owner.live('GET', `${base}/tickets/${res.body.ticketId}`)).body;
   t.match(ticket, {
-    source: 'email', title: 'My printer is on fire', sourceId: '<plain-1@customer.example>', status: 'open', isSpam: false,
+    source: 'email',
+    title: 'My printer is on fire',
+    sourceId: '<plain-1@customer.example>',
+    status: 'open',
+    isSpam: false,
     customer: { email: 'jane@customer.example', name: 'Jane Customer' },
     sourceData: { from: 'jane@customer.example', to: [`${brand.id}@${DOMAIN}`], subject: '  My printer is on fire'.trim() },
   });
   t.match(ticket.body, /^Hello,\n\nmy printer started smoking this morning\. What should I do\?\n\nThanks,\nJane$/);
   const contacts = (await owner.live('GET', `${base}/contacts`)).body.data;
-  t.same(contacts.map((c: { email: string }) => c.email), ['jane@customer.example']);
+  t.same(
+    contacts.map((c: { email: string }) => c.email),
+    ['jane@customer.example'],
+  );
   t.same(await queued(ticket.id), [], 'no autoresponse: the brand has not enabled it');
   const logs = await db('audit_log').where({ entityId: ticket.id, event: 'ticket.created' }).select('performerType', 'performerName', 'source');
   t.same(logs, [{ performerType: 'customer', performerName: 'Jane Customer <jane@customer.example>', source: 'email' }], 'the sender is the performer, by email');
@@ -82,16 +92,21 @@ t.test('an HTML-only message: the body is the text of the HTML', async (t) => {
   t.notMatch(ticket.body, /<\/?[bp]>|color: red|alert/, 'no markup, style or script');
 });
 
-t.test('a new email ticket\'s files are written before its statement takes the brand row lock', async (t) => {
+t.test("a new email ticket's files are written before its statement takes the brand row lock", async (t) => {
   const { brand } = await ownerWithBrand(app);
   const order: string[] = [];
   const disk = storageFromConfig(config);
   const storage: Storage = Object.assign(Object.create(disk) as Storage, {
-    stage: (...args: Parameters<Storage['stage']>) => { order.push('file written'); return disk.stage(...args); },
+    stage: (...args: Parameters<Storage['stage']>) => {
+      order.push('file written');
+      return disk.stage(...args);
+    },
   });
   const traced = await buildApp({ config, db, attachments: attachmentDeps(config, db, storage) });
   t.teardown(() => traced.close());
-  const counter = (q: { sql: string }) => { if (q.sql.includes('set next_ticket_number = b.next_ticket_number +')) order.push('brand row locked'); };
+  const counter = (q: { sql: string }) => {
+    if (q.sql.includes('set next_ticket_number = b.next_ticket_number +')) order.push('brand row locked');
+  };
   db.on('query', counter);
   try {
     const res = await deliver(fixture('multipart-attachments.eml', { BRAND: brand.id }), {}, traced);
@@ -151,9 +166,13 @@ t.test('agent replies are queued with a Reply-To token; replies to it thread wit
   t.equal(sent.length, 1, 'one message: the public agent comment (no watchers)');
   const mail = sent[0]!.message;
   t.match(mail, {
-    kind: 'agent_reply', messageId: `<${reply.id}@mail.test.example>`, inReplyTo: '<plain-1@customer.example>',
-    to: [{ address: 'jane@customer.example', name: 'Jane Customer' }], cc: [{ address: 'boss@customer.example' }],
-    from: { address: 'notifications@mail.test.example' }, headers: { 'X-Ticketd-Brand': brand.id },
+    kind: 'agent_reply',
+    messageId: `<${reply.id}@mail.test.example>`,
+    inReplyTo: '<plain-1@customer.example>',
+    to: [{ address: 'jane@customer.example', name: 'Jane Customer' }],
+    cc: [{ address: 'boss@customer.example' }],
+    from: { address: 'notifications@mail.test.example' },
+    headers: { 'X-Ticketd-Brand': brand.id },
   });
   t.equal(sent[0]!.messageId, mail.messageId);
   const token = new RegExp(`^${brand.id}\\+([0-9a-z]{34})@${DOMAIN.replaceAll('.', '\\.')}$`).exec(mail.replyTo)?.[1];
@@ -192,8 +211,10 @@ t.test('autoresponse when the brand enables it; never to auto-replies, lists or 
   const [auto] = await queued(plain.ticketId, 'autoresponse');
   const ticket = (await owner.live('GET', `${base}/tickets/${plain.ticketId}`)).body;
   t.match(auto?.message, {
-    subject: `Ticket #${ticket.ticketNumber} at Acme Support`, to: [{ address: 'jane@customer.example' }],
-    headers: { 'Auto-Submitted': 'auto-replied', 'X-Ticketd-Brand': brand.id }, inReplyTo: '<plain-1@customer.example>',
+    subject: `Ticket #${ticket.ticketNumber} at Acme Support`,
+    to: [{ address: 'jane@customer.example' }],
+    headers: { 'Auto-Submitted': 'auto-replied', 'X-Ticketd-Brand': brand.id },
+    inReplyTo: '<plain-1@customer.example>',
   });
   t.match(auto?.message.replyTo, new RegExp(`^${brand.id}\\+`));
 
@@ -216,7 +237,14 @@ t.test('our own messages are ignored: no ticket, no answer', async (t) => {
   const { owner, brand, base } = await ownerWithBrand(app);
   const res = await mustDeliver(fixture('own-message.eml', { BRAND: brand.id }));
   t.same(res, { action: 'ignored', brandId: brand.id, reason: 'own_message' });
-  const fromOnly = await mustDeliver(fixture('own-message.eml', { BRAND: brand.id }, (s) => s.replace(/X-Ticketd-Brand: .*\r\n/, '').replace('<cmt_', '<other_').replace('@ticketd.localhost>', '@mail.test.example>')));
+  const fromOnly = await mustDeliver(
+    fixture('own-message.eml', { BRAND: brand.id }, (s) =>
+      s
+        .replace(/X-Ticketd-Brand: .*\r\n/, '')
+        .replace('<cmt_', '<other_')
+        .replace('@ticketd.localhost>', '@mail.test.example>'),
+    ),
+  );
   t.equal(fromOnly.reason, 'own_message', 'From our sending address alone is enough');
   t.same((await owner.live('GET', `${base}/tickets`)).body.data, []);
 });
@@ -231,14 +259,21 @@ t.test('a blocked sender makes a spam ticket; a reply from one adds nothing', as
   const fresh = await mustDeliver(fixture('html-only.eml', { BRAND: brand.id }));
   t.match(fresh, { action: 'spam', reason: 'blocked_sender' });
   t.equal((await owner.live('GET', `${base}/tickets/${fresh.ticketId}`)).body.isSpam, true);
-  t.same((await owner.live('GET', `${base}/tickets`)).body.data.map((x: { id: string }) => x.id), [first.ticketId], 'the default list leaves spam out');
+  t.same(
+    (await owner.live('GET', `${base}/tickets`)).body.data.map((x: { id: string }) => x.id),
+    [first.ticketId],
+    'the default list leaves spam out',
+  );
 });
 
 t.test('the same Message-ID delivered twice (even at once) creates one ticket', async (t) => {
   const { owner, brand, base } = await ownerWithBrand(app);
   const raw = fixture('multipart-attachments.eml', { BRAND: brand.id });
   const results = await Promise.all([deliver(raw), deliver(raw), deliver(raw)]);
-  t.same(results.map((r) => r.status), [200, 200, 200]);
+  t.same(
+    results.map((r) => r.status),
+    [200, 200, 200],
+  );
   const ids = new Set(results.map((r) => r.body.ticketId));
   t.equal(ids.size, 1, 'every answer names the one ticket');
   t.equal(results.filter((r) => r.body.duplicate).length, 2, 'two are answered as duplicates');

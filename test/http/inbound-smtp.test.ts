@@ -19,24 +19,34 @@ const { url } = await freshDatabase(t);
 const config = testConfig({ DATABASE_URL: url, PORT: '0', TICKETD_SMTP_PORT: '0', TICKETD_INBOUND_DOMAIN: DOMAIN, TICKETD_INBOUND_MAX_BYTES: '20000', TICKETD_DATA_DIR: dataDir });
 const running = await startServer(config, 'api');
 let stopped = false;
-t.teardown(async () => { if (!stopped) await running.stop(); });
+t.teardown(async () => {
+  if (!stopped) await running.stop();
+});
 const brandId = running.bootstrap!.brand!.id;
 const key = running.bootstrap!.apiKeys.live.key;
 const smtp = nodemailer.createTransport({ host: '127.0.0.1', port: running.smtpPort!, secure: false, ignoreTLS: true });
 t.teardown(() => smtp.close());
 
 /** The SMTP reply code a send was refused with, or null when it was accepted. */
-const refusal = (sending: Promise<unknown>) => sending.then(() => null, (err: { responseCode?: number; code?: string }) => err.responseCode ?? err.code ?? 'error');
+const refusal = (sending: Promise<unknown>) =>
+  sending.then(
+    () => null,
+    (err: { responseCode?: number; code?: string }) => err.responseCode ?? err.code ?? 'error',
+  );
 
 async function tickets(): Promise<{ id: string; title: string; source: string; customer: { email: string } }[]> {
   const res = await fetch(`${running.baseUrl}/v1/brands/${brandId}/tickets`, { headers: { authorization: `Bearer ${key}` } });
-  return (await res.json() as { data: [] }).data;
+  return ((await res.json()) as { data: [] }).data;
 }
 
 t.test('a message delivered by SMTP becomes a ticket', async (t) => {
   t.ok(running.smtpPort, 'the listener runs on a port of its own');
   const info = await smtp.sendMail({
-    from: 'Sam Sender <sam@customer.example>', to: `${brandId}@${DOMAIN}`, subject: 'Sent by SMTP', text: 'Hello over SMTP', messageId: '<smtp-1@customer.example>',
+    from: 'Sam Sender <sam@customer.example>',
+    to: `${brandId}@${DOMAIN}`,
+    subject: 'Sent by SMTP',
+    text: 'Hello over SMTP',
+    messageId: '<smtp-1@customer.example>',
   });
   t.same(info.rejected, []);
   t.match(info.response, /^250/);
@@ -47,14 +57,21 @@ t.test('a message delivered by SMTP becomes a ticket', async (t) => {
 t.test('the envelope names the brand even when the headers do not (Bcc, forwarding)', async (t) => {
   await smtp.sendMail({
     envelope: { from: 'sam@customer.example', to: [`${brandId}@${DOMAIN}`] },
-    from: 'sam@customer.example', to: 'someone@customer.example', subject: 'Blind copy', text: 'Bcc to support',
+    from: 'sam@customer.example',
+    to: 'someone@customer.example',
+    subject: 'Blind copy',
+    text: 'Bcc to support',
   });
   t.ok((await tickets()).some((x) => x.title === 'Blind copy'));
 });
 
 t.test('refused: other domains (no relaying), unknown brands, oversized and non-MIME messages', async (t) => {
   t.equal(await refusal(smtp.sendMail({ from: 'sam@customer.example', to: 'victim@elsewhere.example', subject: 'relay?', text: 'x' })), 550, 'no relaying');
-  t.equal(await refusal(smtp.sendMail({ from: 'sam@customer.example', to: `br_0000000000abcdefghjkmnpqrs@${DOMAIN}`, subject: 'who?', text: 'x' })), 550, 'unknown brand: permanent');
+  t.equal(
+    await refusal(smtp.sendMail({ from: 'sam@customer.example', to: `br_0000000000abcdefghjkmnpqrs@${DOMAIN}`, subject: 'who?', text: 'x' })),
+    550,
+    'unknown brand: permanent',
+  );
   t.equal(await refusal(smtp.sendMail({ from: 'sam@customer.example', to: `${brandId}@${DOMAIN}`, subject: 'big', text: 'x'.repeat(30_000) })), 552, 'too large');
   t.equal(await refusal(smtp.sendMail({ envelope: { from: 'sam@customer.example', to: [`${brandId}@${DOMAIN}`] }, raw: 'not a message at all\r\n' })), 550, 'not MIME: permanent');
   t.equal((await tickets()).length, 2, 'nothing was created');

@@ -14,7 +14,8 @@ const { app } = await testApp(t, { TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: '10000' }
 const owner = await signup(app);
 const brand = await makeBrand(owner.live, 'Owner brand');
 const base = `/v1/brands/${brand.id}`;
-async function must(res: Promise<Reply>, status = 201): Promise<any> { // eslint-disable-line @typescript-eslint/no-explicit-any
+async function must(res: Promise<Reply>, status = 201): Promise<any> {
+  // eslint-disable-line @typescript-eslint/no-explicit-any
   const r = await res;
   if (r.status !== status) throw new Error(`setup failed: ${r.status} ${JSON.stringify(r.body)}`);
   return r.body;
@@ -42,9 +43,21 @@ await must(owner.live('POST', `${base}/tickets`, { title: 'Announced' }));
 const delivery = (await must(owner.live('GET', `${base}/webhooks/${webhook.id}/deliveries`), 200))[0];
 
 const ids: Record<string, string> = {
-  ticketId: ticket.id, commentId: comment.id, statusId: status.id, categoryId: category.id, tagId: tag.id, targetId: tag.id,
-  contactId: contact.id, companyId: company.id, sourceId: blocked.id, memberId: member[0]!.id, attachmentId: attachment.id,
-  entityType: 'ticket', key: 'plan', webhookId: webhook.id, deliveryId: delivery.id,
+  ticketId: ticket.id,
+  commentId: comment.id,
+  statusId: status.id,
+  categoryId: category.id,
+  tagId: tag.id,
+  targetId: tag.id,
+  contactId: contact.id,
+  companyId: company.id,
+  sourceId: blocked.id,
+  memberId: member[0]!.id,
+  attachmentId: attachment.id,
+  entityType: 'ticket',
+  key: 'plan',
+  webhookId: webhook.id,
+  deliveryId: delivery.id,
 };
 
 /** A valid body for every write route, by "METHOD suffix" (the suffix after /v1/brands/{brandId}). */
@@ -102,10 +115,11 @@ const routes = Object.entries(doc.paths)
   .filter(([p]) => p.startsWith('/v1/brands/{brandId}'))
   .flatMap(([p, ops]) => Object.keys(ops).map((m) => ({ method: m.toUpperCase(), suffix: p.slice('/v1/brands/{brandId}'.length) })));
 
-const fill = (suffix: string) => suffix.replace(/\{(\w+)\}/g, (_, name: string) => {
-  if (!(name in ids)) throw new Error(`isolation test: no id for {${name}} in ${suffix}; add one`);
-  return ids[name]!;
-});
+const fill = (suffix: string) =>
+  suffix.replace(/\{(\w+)\}/g, (_, name: string) => {
+    if (!(name in ids)) throw new Error(`isolation test: no id for {${name}} in ${suffix}; add one`);
+    return ids[name]!;
+  });
 
 const stranger = await signup(app);
 const strangerBrand = await makeBrand(stranger.live, 'Stranger brand');
@@ -150,10 +164,10 @@ t.test('routes that take ids in the body act on nothing of another account', asy
   t.match(res.body, { success: 0, failed: 2 });
   const urls = await stranger.live('POST', `/v1/brands/${strangerBrand.id}/attachments/urls`, { ids: [attachment.id] });
   t.equal(urls.status, 200);
-  t.same(urls.body, { [attachment.id]: null }, 'no download URL for another account\'s attachment');
+  t.same(urls.body, { [attachment.id]: null }, "no download URL for another account's attachment");
 });
 
-t.test('after all of that, the owner\'s data is untouched', async (t) => {
+t.test("after all of that, the owner's data is untouched", async (t) => {
   const got = await owner.live('GET', `${base}/tickets/${ticket.id}`);
   t.match(got.body, { title: 'Owner ticket', status: 'open', isSpam: false, deletedAt: null, mergedIntoId: null, commentCount: 1 });
   t.equal((await owner.live('GET', `${base}/tickets/${other.id}`)).body.mergedIntoId, null);

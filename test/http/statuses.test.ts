@@ -74,7 +74,17 @@ for (const prefix of PREFIXES) {
     const base = `${prefix}/${brand.id}/statuses`;
     const created = await owner.live('POST', base, { key: 'in_progress', name: 'In progress', color: '#AbCdEf', description: 'Someone is on it' });
     t.equal(created.status, 201);
-    t.match(created.body, { object: 'status', brandId: brand.id, key: 'in_progress', name: 'In progress', color: '#AbCdEf', description: 'Someone is on it', isSystem: false, isActive: true, sortOrder: 4 });
+    t.match(created.body, {
+      object: 'status',
+      brandId: brand.id,
+      key: 'in_progress',
+      name: 'In progress',
+      color: '#AbCdEf',
+      description: 'Someone is on it',
+      isSystem: false,
+      isActive: true,
+      sortOrder: 4,
+    });
     const id = created.body.id;
     t.same(keysOf(await owner.live('GET', base)), ['open', 'pending', 'resolved', 'closed', 'in_progress'], 'new statuses go last');
     t.same((await owner.live('GET', `${base}/${id}`)).body, created.body);
@@ -135,7 +145,10 @@ t.test('bad input is 400 validation_failed naming the field, and creates nothing
   for (const [label, body, field] of cases) {
     const res = await owner.live('POST', base, body);
     assertErrorShape(t, res, 400, 'validation_failed');
-    t.ok(res.body.errors.some((e: { field: string }) => e.field === field), `${label}: names ${field}`);
+    t.ok(
+      res.body.errors.some((e: { field: string }) => e.field === field),
+      `${label}: names ${field}`,
+    );
   }
   const status = await makeStatus(owner.live, brand.id);
   for (const [label, body, field] of [
@@ -147,7 +160,10 @@ t.test('bad input is 400 validation_failed naming the field, and creates nothing
   ] as [string, Record<string, unknown>, string][]) {
     const res = await owner.live('PATCH', `${base}/${status.id}`, body);
     assertErrorShape(t, res, 400, 'validation_failed');
-    t.ok(res.body.errors.some((e: { field: string }) => e.field === field), `patch ${label}: names ${field}`);
+    t.ok(
+      res.body.errors.some((e: { field: string }) => e.field === field),
+      `patch ${label}: names ${field}`,
+    );
   }
   assertErrorShape(t, await owner.live('POST', base, '{"key":'), 400, 'invalid_json');
   t.equal(await statusRows(brand.id), 5, 'nothing but the one good status was created');
@@ -198,7 +214,10 @@ t.test('reorder: the exact set of ids in a new order; anything else is 400 and c
   const res = await owner.live('POST', `${base}/reorder`, { statusIds: reversed });
   t.equal(res.status, 200);
   t.same(idsOf(res), reversed, 'returns the reordered list');
-  t.same(res.body.map((s: { sortOrder: number }) => s.sortOrder), [0, 1, 2, 3, 4]);
+  t.same(
+    res.body.map((s: { sortOrder: number }) => s.sortOrder),
+    [0, 1, 2, 3, 4],
+  );
   t.same(idsOf(await owner.live('GET', `/v1/workspaces/${brand.id}/statuses`)), reversed, 'the list follows');
 
   const foreign = idsOf(await owner.live('GET', `/v1/brands/${other.id}/statuses`))[0]!;
@@ -275,7 +294,7 @@ t.test('a status of another brand is 404 through this brand', async (t) => {
   assertNotFound(t, await owner.live('GET', `/v1/brands/br_unknown/statuses`), 'unknown brand');
 });
 
-t.test('a key limited to one brand: its statuses work, another brand\'s are 404', async (t) => {
+t.test("a key limited to one brand: its statuses work, another brand's are 404", async (t) => {
   const owner = await signup(app);
   const a = await makeBrand(owner.live, 'A');
   const b = await makeBrand(owner.live, 'B');
@@ -310,7 +329,13 @@ t.test('brand delete: the preview counts custom statuses, confirm removes every 
 
 t.test('statuses appear in the OpenAPI document', async (t) => {
   const doc = (await anonymous('GET', '/v1/openapi.json')).body;
-  for (const p of ['/v1/brands/{brandId}/statuses', '/v1/brands/{brandId}/statuses/stats', '/v1/brands/{brandId}/statuses/reorder', '/v1/brands/{brandId}/statuses/{statusId}', '/v1/workspaces/{brandId}/statuses/{statusId}']) {
+  for (const p of [
+    '/v1/brands/{brandId}/statuses',
+    '/v1/brands/{brandId}/statuses/stats',
+    '/v1/brands/{brandId}/statuses/reorder',
+    '/v1/brands/{brandId}/statuses/{statusId}',
+    '/v1/workspaces/{brandId}/statuses/{statusId}',
+  ]) {
     t.ok(doc.paths[p], `${p} is documented`);
   }
   t.ok(doc.paths['/v1/brands/{brandId}/statuses/{statusId}'].delete, 'DELETE documented');

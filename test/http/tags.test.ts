@@ -107,11 +107,17 @@ t.test('bad input is 400 with the field named', async (t) => {
   for (const [label, body, field, onPatch] of bad) {
     const res = await owner.live('POST', base, body);
     assertErrorShape(t, res, 400, 'validation_failed');
-    t.ok(res.body.errors.some((e: { field: string }) => e.field === field), `POST ${label}: names ${field}`);
+    t.ok(
+      res.body.errors.some((e: { field: string }) => e.field === field),
+      `POST ${label}: names ${field}`,
+    );
     if (!onPatch) continue;
     const patch = await owner.live('PATCH', `${base}/${tag.id}`, body);
     assertErrorShape(t, patch, 400, 'validation_failed');
-    t.ok(patch.body.errors.some((e: { field: string }) => e.field === field), `PATCH ${label}: names ${field}`);
+    t.ok(
+      patch.body.errors.some((e: { field: string }) => e.field === field),
+      `PATCH ${label}: names ${field}`,
+    );
   }
   t.equal((await owner.live('PATCH', `${base}/${tag.id}`, {})).status, 400, 'PATCH with nothing to change');
   const merges: [string, string, unknown][] = [
@@ -184,7 +190,12 @@ t.test('another account, the other mode, and a key limited to another brand all 
   const src = await makeTag(owner.live, brand.id);
   const limitedKey = (await owner.live('POST', '/v1/accounts/me/api-keys', { name: 'other only', brandIds: [otherBrand.id] })).body.key;
   const limited = client(app, limitedKey);
-  const callers: [string, Call][] = [['another account', intruder.live], ['another account (test)', intruder.test], ['test mode of the owner', owner.test], ['key of another brand', limited]];
+  const callers: [string, Call][] = [
+    ['another account', intruder.live],
+    ['another account (test)', intruder.test],
+    ['test mode of the owner', owner.test],
+    ['key of another brand', limited],
+  ];
   for (const prefix of PREFIXES) {
     for (const [who, call] of callers) {
       for (const [method, url, body] of everyRoute(prefix, brand.id, tag.id, src.id)) {
@@ -229,9 +240,8 @@ for (const spelling of ['sdk', 'dashboard'] as const) {
     const s1 = await makeTag(owner.live, brand.id, { name: 'invoice' });
     const s2 = await makeTag(owner.live, brand.id, { name: 'payments' });
     const bystander = await makeTag(owner.live, brand.id, { name: 'zzz' });
-    const merge = (targetId: string, sourceTagIds: string[]) => spelling === 'sdk'
-      ? owner.live('POST', `${base}/${targetId}/merge`, { sourceTagIds })
-      : owner.live('POST', `${base}/merge`, { targetTagId: targetId, sourceTagIds });
+    const merge = (targetId: string, sourceTagIds: string[]) =>
+      spelling === 'sdk' ? owner.live('POST', `${base}/${targetId}/merge`, { sourceTagIds }) : owner.live('POST', `${base}/merge`, { targetTagId: targetId, sourceTagIds });
 
     assertErrorShape(t, await merge(target.id, [s1.id, target.id]), 400, 'merge_into_self');
     assertErrorShape(t, await merge(target.id, [target.id]), 400, 'merge_into_self');
@@ -276,7 +286,11 @@ t.test('findOrCreateByNames matches ignoring case, creates the rest once, and st
   const ctx = tenantCtx(systemCtx(servicesOf(db)), owner.accountId, true);
 
   const found = await tagService.findOrCreateByNames(ctx, brand.id, ['billing', ' Refund ', 'REFUND', 'new-one']);
-  t.same(found.map((x) => x.name), ['Billing', 'Refund', 'new-one'], 'one per distinct name, first spelling wins');
+  t.same(
+    found.map((x) => x.name),
+    ['Billing', 'Refund', 'new-one'],
+    'one per distinct name, first spelling wins',
+  );
   t.equal(found[0]!.id, existing.id, 'existing tag reused');
   t.not(found[1]!.id, foreign.id, "another brand's tag is never used");
   t.equal(found[1]!.brandId, brand.id);
@@ -286,7 +300,11 @@ t.test('findOrCreateByNames matches ignoring case, creates the rest once, and st
   t.equal(new Set(concurrent.map((r) => r[0]!.id)).size, 1, 'concurrent callers get the same tag');
   t.equal(await tagRows(brand.id), 4);
 
-  const statusOf = (p: Promise<unknown>) => p.then(() => 'resolved', (err: { statusCode?: number }) => err.statusCode);
+  const statusOf = (p: Promise<unknown>) =>
+    p.then(
+      () => 'resolved',
+      (err: { statusCode?: number }) => err.statusCode,
+    );
   t.equal(await statusOf(tagService.findOrCreateByNames(ctx, brand.id, ['   '])), 400, 'blank name refused');
   const testCtx = tenantCtx(systemCtx(servicesOf(db)), owner.accountId, false);
   t.equal(await statusOf(tagService.findOrCreateByNames(testCtx, brand.id, ['x'])), 404, 'the other mode cannot reach the brand');

@@ -16,9 +16,12 @@ async function addMember(accountId: string, name: string, email: string): Promis
   return id;
 }
 
-interface Entry { event: string; changes: { field: string; from: unknown; to: unknown }[]; metadata: Record<string, unknown> }
-const entries = async (ticketId: string): Promise<Entry[]> =>
-  db('auditLog').where({ ticketId }).orderBy('id').select('event', 'changes', 'metadata');
+interface Entry {
+  event: string;
+  changes: { field: string; from: unknown; to: unknown }[];
+  metadata: Record<string, unknown>;
+}
+const entries = async (ticketId: string): Promise<Entry[]> => db('auditLog').where({ ticketId }).orderBy('id').select('event', 'changes', 'metadata');
 const events = async (ticketId: string) => (await entries(ticketId)).map((e) => e.event);
 
 const listIds = async (call: Call, url: string): Promise<string[]> => {
@@ -55,7 +58,10 @@ for (const prefix of ['/v1/brands', '/v1/workspaces'] as const) {
     t.equal((await makeTicket(owner.live, base, { title: 'Other', customerEmail: 'other@example.com' })).isSpam, false, 'other senders are not');
 
     const log = await entries(tk.id);
-    t.same(log.map((e) => e.event), ['ticket.created', 'ticket.spam_marked']);
+    t.same(
+      log.map((e) => e.event),
+      ['ticket.created', 'ticket.spam_marked'],
+    );
     t.same(log[1]!.changes, [{ field: 'isSpam', from: false, to: true }]);
     t.match(log[1]!.metadata, { ticketNumber: tk.ticketNumber, sender: 'spammer@example.com' });
   });
@@ -81,7 +87,10 @@ t.test('spam: both body spellings; unmarking restores the ticket and unblocks th
   const viaAction = await owner.live('POST', `${base}/tickets/${tk.id}/spam`, { action: 'unmark' });
   t.equal(viaAction.body.isSpam, false, '{ action: "unmark" } unmarks');
   const log = await entries(tk.id);
-  t.same(log.map((e) => e.event), ['ticket.created', 'ticket.spam_marked', 'ticket.spam_unmarked', 'ticket.spam_marked', 'ticket.spam_unmarked']);
+  t.same(
+    log.map((e) => e.event),
+    ['ticket.created', 'ticket.spam_marked', 'ticket.spam_unmarked', 'ticket.spam_marked', 'ticket.spam_unmarked'],
+  );
   t.same(log[2]!.changes, [{ field: 'isSpam', from: true, to: false }]);
 });
 
@@ -181,7 +190,10 @@ t.test('bulk resolve and close: counts, only changed tickets get an entry, close
   t.same(closed.body, { success: 2, count: 2, failed: 0, failedIds: [] });
   const got = (await owner.live('GET', `${base}/tickets/${a.id}`)).body;
   t.match(got, { status: 'closed', closeReason: 'duplicate' });
-  t.same((await entries(a.id))[2]!.changes, [{ field: 'status', from: 'resolved', to: 'closed' }, { field: 'closeReason', from: null, to: 'duplicate' }]);
+  t.same((await entries(a.id))[2]!.changes, [
+    { field: 'status', from: 'resolved', to: 'closed' },
+    { field: 'closeReason', from: null, to: 'duplicate' },
+  ]);
 
   t.equal((await bulk(owner.live, base, { action: 'close', ticketIds: [c.id] })).status, 200, 'close without a reason');
   t.match((await owner.live('GET', `${base}/tickets/${c.id}`)).body, { status: 'closed', closeReason: null });
@@ -255,7 +267,11 @@ t.test('bulk delete and spam; missing, deleted, other brand, other account and o
   t.same(await listIds(owner.live, `${base}/tickets`), [], 'all three left the default list');
   t.same(await events(a.id), ['ticket.created', 'ticket.spam_marked']);
   t.equal((await makeTicket(owner.live, base, { title: 'x', customerEmail: 'two@example.com' })).isSpam, true);
-  for (const [call, path, id] of [[owner.live, `/v1/brands/${other.id}`, otherBrand.id], [stranger.owner.live, stranger.base, foreign.id], [owner.test, `/v1/brands/${testBrand.id}`, testTicket.id]] as const) {
+  for (const [call, path, id] of [
+    [owner.live, `/v1/brands/${other.id}`, otherBrand.id],
+    [stranger.owner.live, stranger.base, foreign.id],
+    [owner.test, `/v1/brands/${testBrand.id}`, testTicket.id],
+  ] as const) {
     const tk = (await call('GET', `${path}/tickets/${id}`)).body;
     t.equal(tk.isSpam, false, `${tk.title}: untouched`);
     t.same(await events(id), ['ticket.created']);
@@ -301,15 +317,21 @@ t.test('bulk: bad parameters are a 400 for the whole request and change nothing'
     const res = await bulk(owner.live, base, body);
     t.equal(res.status, 400, `${label}: 400`);
     assertErrorShape(t, res, 400, code);
-    t.ok(fieldsNamed(res).some((f) => f.startsWith(field)), `${label}: names ${field} (${JSON.stringify(fieldsNamed(res))})`);
+    t.ok(
+      fieldsNamed(res).some((f) => f.startsWith(field)),
+      `${label}: names ${field} (${JSON.stringify(fieldsNamed(res))})`,
+    );
   }
   const after = (await owner.live('GET', `${base}/tickets/${a.id}`)).body;
   t.same(after, a, 'the ticket is as created');
   t.same(await events(a.id), ['ticket.created']);
-  t.notOk((await owner.live('GET', `${base}/tags`)).body.some((g: { name: string }) => g.name === 'brand new'), 'no tag was created');
+  t.notOk(
+    (await owner.live('GET', `${base}/tags`)).body.some((g: { name: string }) => g.name === 'brand new'),
+    'no tag was created',
+  );
   assertErrorShape(t, await anonymous('POST', `${base}/tickets/bulk`, { action: 'resolve', ticketIds: ids }), 401, 'missing_credentials');
-  assertNotFound(t, await bulk(stranger.owner.live, base, { action: 'resolve', ticketIds: ids }), 'another account\'s brand');
-  assertNotFound(t, await bulk(owner.test, base, { action: 'resolve', ticketIds: ids }), 'the other mode\'s brand');
+  assertNotFound(t, await bulk(stranger.owner.live, base, { action: 'resolve', ticketIds: ids }), "another account's brand");
+  assertNotFound(t, await bulk(owner.test, base, { action: 'resolve', ticketIds: ids }), "the other mode's brand");
 });
 
 t.test('bulk is one transaction: a failure midway leaves every ticket and the log as they were', async (t) => {
@@ -354,10 +376,16 @@ t.test('concurrent bulks over overlapping tickets, named in any order, all succe
     { action: 'setCategory', categoryId: null },
     { action: 'assign', assigneeId: null },
   ];
-  const results = await Promise.all([...bodies, ...bodies].map((body, i) =>
-    bulk(owner.live, base, { ...body, ticketIds: shuffled(i + 2).slice(i % 3, 12 - (i % 2)) })));
-  t.same(results.map((r) => r.status), Array(results.length).fill(200), 'every bulk succeeded');
-  t.ok(results.every((r) => r.body.failed === 0), 'no ticket failed');
+  const results = await Promise.all([...bodies, ...bodies].map((body, i) => bulk(owner.live, base, { ...body, ticketIds: shuffled(i + 2).slice(i % 3, 12 - (i % 2)) })));
+  t.same(
+    results.map((r) => r.status),
+    Array(results.length).fill(200),
+    'every bulk succeeded',
+  );
+  t.ok(
+    results.every((r) => r.body.failed === 0),
+    'no ticket failed',
+  );
   const tagNames = (await owner.live('GET', `${base}/tags`)).body.map((g: { name: string }) => g.name).sort();
   t.same(tagNames, ['alpha', 'beta', 'mid', 'zeta'], 'each new tag created once');
   t.same(await blocked(owner.live, base), ['email:c0@example.com', 'email:c1@example.com', 'email:c2@example.com', 'email:c3@example.com']);
@@ -411,7 +439,10 @@ t.test('sort=dueAt: soonest first ascending, tickets without one last; the curso
   const key = (x: { dueAt: string | null }) => (x.dueAt ? Date.parse(x.dueAt) : Infinity);
   const asc = [...made].sort((x, y) => key(x) - key(y) || (x.id < y.id ? -1 : 1)).map((x) => x.id);
 
-  for (const [order, expected] of [['asc', asc], ['desc', [...asc].reverse()]] as const) {
+  for (const [order, expected] of [
+    ['asc', asc],
+    ['desc', [...asc].reverse()],
+  ] as const) {
     const walked: string[] = [];
     let cursor: string | null = null;
     let pages = 0;
@@ -435,6 +466,10 @@ t.test('the action routes are in the OpenAPI document', async (t) => {
     t.ok(doc.paths[`${prefix}/tickets/{ticketId}/spam`]?.post, `${prefix} spam`);
     t.ok(doc.paths[`${prefix}/tickets/bulk`]?.post, `${prefix} bulk`);
   }
-  t.ok(doc.paths['/v1/brands/{brandId}/tickets']?.get.parameters.some((p: { name: string; schema: { anyOf?: { const: string }[] } }) =>
-    p.name === 'sort' && JSON.stringify(p.schema).includes('dueAt')), 'dueAt is a documented sort');
+  t.ok(
+    doc.paths['/v1/brands/{brandId}/tickets']?.get.parameters.some(
+      (p: { name: string; schema: { anyOf?: { const: string }[] } }) => p.name === 'sort' && JSON.stringify(p.schema).includes('dueAt'),
+    ),
+    'dueAt is a documented sort',
+  );
 });

@@ -47,10 +47,17 @@ for (const prefix of ['/v1/brands', '/v1/workspaces'] as const) {
     t.equal(res.body.commentCount, 4, 'own comment, two moved ones and the merge note');
     t.equal(res.body.attachmentCount, 1, 'the attachment moved too');
     const files = (await owner.live('GET', `${base}/tickets/${target.id}/attachments`)).body;
-    t.same(files.map((f: { id: string }) => f.id), [upload.body.attachment.id]);
+    t.same(
+      files.map((f: { id: string }) => f.id),
+      [upload.body.attachment.id],
+    );
 
     const onTarget = (await owner.live('GET', `${base}/tickets/${target.id}/comments`)).body as { id: string; body: string; authorType: string; isInternal: boolean }[];
-    t.same(onTarget.slice(0, 3).map((c) => c.body), ['on the target', 'from a', 'from b'], 'moved comments keep their order');
+    t.same(
+      onTarget.slice(0, 3).map((c) => c.body),
+      ['on the target', 'from a', 'from b'],
+      'moved comments keep their order',
+    );
     t.ok(onTarget.map((c) => c.id).includes(ca.id) && onTarget.map((c) => c.id).includes(cb.id));
     t.match(onTarget[3], { authorType: 'SYSTEM', isInternal: true, body: `Merged #${a.ticketNumber}, #${b.ticketNumber} into this ticket.` });
 
@@ -62,12 +69,23 @@ for (const prefix of ['/v1/brands', '/v1/workspaces'] as const) {
     }
 
     const events = await db('auditLog').whereIn('ticketId', [target.id, a.id]).where('event', 'ticket.merged').orderBy('id').select('entityId', 'changes', 'metadata');
-    t.match(events.find((e) => e.entityId === target.id), { metadata: { sourceTicketIds: [a.id, b.id] } });
-    t.match(events.find((e) => e.entityId === a.id), { changes: [{ field: 'status', from: 'open', to: 'closed' }, { field: 'mergedIntoId', from: null, to: target.id }] });
+    t.match(
+      events.find((e) => e.entityId === target.id),
+      { metadata: { sourceTicketIds: [a.id, b.id] } },
+    );
+    t.match(
+      events.find((e) => e.entityId === a.id),
+      {
+        changes: [
+          { field: 'status', from: 'open', to: 'closed' },
+          { field: 'mergedIntoId', from: null, to: target.id },
+        ],
+      },
+    );
   });
 }
 
-t.test('the spec\'s spelling ticketIds works too; sending both or neither is a 400', async (t) => {
+t.test("the spec's spelling ticketIds works too; sending both or neither is a 400", async (t) => {
   const { owner, base } = await setup();
   const target = await ticket(owner.live, base, 'Target');
   const a = await ticket(owner.live, base, 'Source');

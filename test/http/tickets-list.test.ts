@@ -50,12 +50,27 @@ t.test('PATCH changes each field, null clears, tags are a full replacement; GET 
   const st = await owner.live('POST', `${base}/statuses`, { key: 'waiting', name: 'Waiting', color: '#123456' });
   t.equal(st.status, 201);
   const tk = await makeTicket(owner.live, base, {
-    title: 'One', body: 'b', priority: 'high', assigneeId: owner.ownerId, categoryId: cat.id, tags: [vip.id, old.id], customFields: { a: 1 },
+    title: 'One',
+    body: 'b',
+    priority: 'high',
+    assigneeId: owner.ownerId,
+    categoryId: cat.id,
+    tags: [vip.id, old.id],
+    customFields: { a: 1 },
   });
 
   const res = await owner.live('PATCH', `${base}/tickets/${tk.id}`, {
-    title: '  Two  ', body: null, status: 'waiting', priority: null, assigneeId: null, categoryId: null,
-    tags: [vip.id, 'Fresh'], links: [{ url: 'https://x.test/1' }], customFields: { b: [1, 2] }, metadata: { k: 'v' }, isSpam: true,
+    title: '  Two  ',
+    body: null,
+    status: 'waiting',
+    priority: null,
+    assigneeId: null,
+    categoryId: null,
+    tags: [vip.id, 'Fresh'],
+    links: [{ url: 'https://x.test/1' }],
+    customFields: { b: [1, 2] },
+    metadata: { k: 'v' },
+    isSpam: true,
   });
   t.equal(res.status, 200);
   const u = res.body;
@@ -160,7 +175,10 @@ t.test('isolation: other accounts and the other mode get 404; lists stay in thei
   const stranger = await signup(app);
   const tk = await makeTicket(owner.live, base, { title: 'mine' });
   const url = `${base}/tickets/${tk.id}`;
-  for (const [label, call] of [['other account', stranger.live], ['test mode', owner.test]] as const) {
+  for (const [label, call] of [
+    ['other account', stranger.live],
+    ['test mode', owner.test],
+  ] as const) {
     const r1 = await call('PATCH', url, { title: 'stolen' });
     t.equal(r1.status, 404, `${label}: PATCH 404`);
     const r2 = await call('DELETE', url);
@@ -180,7 +198,11 @@ t.test('isolation: other accounts and the other mode get 404; lists stay in thei
   t.same(await listIds(stranger.live, `/v1/brands/${strangerBrand.id}/tickets`), [strangerTk.id]);
   t.equal((await owner.live('GET', url)).body.title, 'mine', 'untouched');
   t.equal((await owner.live('GET', `/v1/workspaces/ws_${brand.id.slice(3)}/tickets`)).body.data.length, 1, 'workspace alias lists too');
-  for (const [m, u] of [['GET', `${base}/tickets`], ['PATCH', url], ['DELETE', url]] as const) {
+  for (const [m, u] of [
+    ['GET', `${base}/tickets`],
+    ['PATCH', url],
+    ['DELETE', url],
+  ] as const) {
     assertErrorShape(t, await anonymous(m, u, m === 'PATCH' ? { title: 'x' } : undefined), 401, 'missing_credentials');
   }
 });
@@ -193,7 +215,15 @@ t.test('list filters with their sentinels', async (t) => {
   const red = (await owner.live('POST', `${base}/tags`, { name: 'red' })).body;
   const blue = (await owner.live('POST', `${base}/tags`, { name: 'blue' })).body;
 
-  const open = await makeTicket(owner.live, base, { title: 'open', priority: 'high', assigneeId: owner.ownerId, customerEmail: 'ann@acme.com', categoryId: cat.id, tags: [red.id, blue.id], createdBy: 'agent-1' });
+  const open = await makeTicket(owner.live, base, {
+    title: 'open',
+    priority: 'high',
+    assigneeId: owner.ownerId,
+    customerEmail: 'ann@acme.com',
+    categoryId: cat.id,
+    tags: [red.id, blue.id],
+    createdBy: 'agent-1',
+  });
   const pending = await makeTicket(owner.live, base, { title: 'pending', status: 'pending', priority: 'low', assigneeId: mate, customerEmail: 'bob@other.com', tags: [red.id] });
   const resolved = await makeTicket(owner.live, base, { title: 'resolved', status: 'resolved', customerEmail: 'cat@acme.com' });
   const closed = await makeTicket(owner.live, base, { title: 'closed', status: 'closed', categoryId: cat.id, tags: [blue.id] });
@@ -248,14 +278,22 @@ t.test('list filters with their sentinels', async (t) => {
   t.equal(item.customer.company.name, 'Acme');
 });
 
-t.test('the tag filter with status and priority follows every writer of a ticket\'s status, priority and tags', async (t) => {
+t.test("the tag filter with status and priority follows every writer of a ticket's status, priority and tags", async (t) => {
   const { owner, base } = await setup();
   const red = (await owner.live('POST', `${base}/tags`, { name: 'red' })).body;
   const L = (qs: string) => listIds(owner.live, `${base}/tickets?${qs}`).then(sorted);
   // The links mirror the ticket (migration 2000); any drift would show as a wrong filter result.
-  const drift = async () => Number((await db.raw(`select count(*) as n from ticket_tags tt join tickets t on t.account_id = tt.account_id
+  const drift = async () =>
+    Number(
+      (
+        await db.raw(
+          `select count(*) as n from ticket_tags tt join tickets t on t.account_id = tt.account_id
     and t.livemode = tt.livemode and t.brand_id = tt.brand_id and t.id = tt.ticket_id
-    where tt.account_id = ? and (tt.status <> t.status or tt.priority is distinct from t.priority)`, [owner.accountId])).rows[0].n);
+    where tt.account_id = ? and (tt.status <> t.status or tt.priority is distinct from t.priority)`,
+          [owner.accountId],
+        )
+      ).rows[0].n,
+    );
 
   const a = await makeTicket(owner.live, base, { title: 'a', priority: 'low', tags: [red.id] }); // one statement
   const b = await makeTicket(owner.live, base, { title: 'b', status: 'pending', tags: ['red', 'green'] }); // a new tag: step by step
@@ -282,7 +320,7 @@ t.test('the tag filter with status and priority follows every writer of a ticket
 
   const gold = (await owner.live('POST', `${base}/tags`, { name: 'gold' })).body;
   t.equal((await owner.live('POST', `${base}/tags/${gold.id}/merge`, { sourceTagIds: [red.id] })).status, 200);
-  t.same(await L(`tagIds=${gold.id}&status=closed&priority=high`), [a.id], 'tag merge relinks with the ticket\'s status');
+  t.same(await L(`tagIds=${gold.id}&status=closed&priority=high`), [a.id], "tag merge relinks with the ticket's status");
   t.equal(await drift(), 0, 'no link differs from its ticket');
 });
 
@@ -295,21 +333,49 @@ t.test('sort keys, priority by rank, relation sorts by related name', async (t) 
   const catB = (await owner.live('POST', `${base}/categories`, { name: 'Bravo' })).body;
   const catA = (await owner.live('POST', `${base}/categories`, { name: 'alpha' })).body;
   const p = {
-    urgent: await makeTicket(owner.live, base, { title: 'c-title', priority: 'urgent', status: 'pending', customerEmail: 'yan@zeta.com', customerName: 'Yan', assigneeId: zed, categoryId: catB.id }),
-    low: await makeTicket(owner.live, base, { title: 'A-title', priority: 'low', status: 'closed', customerEmail: 'bea@alpha.com', customerName: 'bea', assigneeId: amy, categoryId: catA.id }),
+    urgent: await makeTicket(owner.live, base, {
+      title: 'c-title',
+      priority: 'urgent',
+      status: 'pending',
+      customerEmail: 'yan@zeta.com',
+      customerName: 'Yan',
+      assigneeId: zed,
+      categoryId: catB.id,
+    }),
+    low: await makeTicket(owner.live, base, {
+      title: 'A-title',
+      priority: 'low',
+      status: 'closed',
+      customerEmail: 'bea@alpha.com',
+      customerName: 'bea',
+      assigneeId: amy,
+      categoryId: catA.id,
+    }),
     medium: await makeTicket(owner.live, base, { title: 'b-title', priority: 'medium', status: 'open' }),
     high: await makeTicket(owner.live, base, { title: 'd-title', priority: 'high', status: 'resolved', customerEmail: 'x@none.org' }),
     normal: await makeTicket(owner.live, base, { title: 'e-title', priority: 'normal', status: 'open' }),
     none: await makeTicket(owner.live, base, { title: 'f-title', status: 'open' }),
   };
   const L = (qs: string) => listIds(owner.live, `${base}/tickets?${qs}`);
-  t.same(await L('sort=priority&order=asc'), [p.none, p.low, p.normal, p.medium, p.high, p.urgent].map((x) => x.id), 'rank, not alphabet; none lowest');
-  t.same(await L('sort=priority'), [p.urgent, p.high, p.medium, p.normal, p.low, p.none].map((x) => x.id), 'desc by default');
+  t.same(
+    await L('sort=priority&order=asc'),
+    [p.none, p.low, p.normal, p.medium, p.high, p.urgent].map((x) => x.id),
+    'rank, not alphabet; none lowest',
+  );
+  t.same(
+    await L('sort=priority'),
+    [p.urgent, p.high, p.medium, p.normal, p.low, p.none].map((x) => x.id),
+    'desc by default',
+  );
   const created = [p.urgent, p.low, p.medium, p.high, p.normal, p.none].map((x) => x.id);
   t.same(await L('sort=createdAt&order=asc'), created);
   t.same(await L(''), [...created].reverse(), 'default createdAt desc');
   t.same(await L('sort=ticketNumber&order=asc'), created, 'numbers follow creation');
-  t.same(await L('sort=title&order=asc'), [p.low, p.medium, p.urgent, p.high, p.normal, p.none].map((x) => x.id), 'title, case-insensitive');
+  t.same(
+    await L('sort=title&order=asc'),
+    [p.low, p.medium, p.urgent, p.high, p.normal, p.none].map((x) => x.id),
+    'title, case-insensitive',
+  );
   await owner.live('PATCH', `${base}/tickets/${p.medium.id}`, { title: 'B-title' });
   await owner.live('PATCH', `${base}/tickets/${p.low.id}`, { metadata: { touched: true } });
   const upd = await L('sort=updatedAt&order=desc');
@@ -333,7 +399,11 @@ t.test('sort keys, priority by rank, relation sorts by related name', async (t) 
   }
   const bogus = await owner.live('GET', `${base}/tickets?sort=bogus`);
   t.equal(bogus.status, 400, 'unknown sort: 400');
-  t.same(bogus.body.errors, [{ field: 'sort', message: 'must be one of: createdAt, updatedAt, priority, ticketNumber, title, status, customer, company, assignee, category, dueAt' }], 'naming the sorts');
+  t.same(
+    bogus.body.errors,
+    [{ field: 'sort', message: 'must be one of: createdAt, updatedAt, priority, ticketNumber, title, status, customer, company, assignee, category, dueAt' }],
+    'naming the sorts',
+  );
   t.equal((await owner.live('GET', `${base}/tickets?sort=${encodeURIComponent('id; drop table tickets')}`)).status, 400);
   t.equal((await owner.live('GET', `${base}/tickets?order=sideways`)).status, 400);
 });
@@ -381,8 +451,10 @@ t.test('cursor and limit errors', async (t) => {
   t.same(all.body.pagination, { cursor: null, nextCursor: null, hasMore: false }, 'last page');
 });
 
-t.test('the server\'s connections plan without parallel workers (their start-up costs a list more than they save on 2 cores)', async (t) => {
+t.test("the server's connections plan without parallel workers (their start-up costs a list more than they save on 2 cores)", async (t) => {
   // Every pooled connection, not just the first: the setting comes with the connection.
-  const settings = await Promise.all(Array.from({ length: 3 }, () => db.transaction(async (trx) => (await trx.raw('show max_parallel_workers_per_gather')).rows[0].max_parallel_workers_per_gather)));
+  const settings = await Promise.all(
+    Array.from({ length: 3 }, () => db.transaction(async (trx) => (await trx.raw('show max_parallel_workers_per_gather')).rows[0].max_parallel_workers_per_gather)),
+  );
   t.same(settings, ['0', '0', '0']);
 });

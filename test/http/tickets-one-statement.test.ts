@@ -36,7 +36,9 @@ t.test('the usual create is one statement; a new tag, watchers or a replay go st
 
   const sent = async (what: string, expected: number, request: () => Promise<{ status: number }>) => {
     let status = 0;
-    const statements = await statementsDuring(async () => { status = (await request()).status; });
+    const statements = await statementsDuring(async () => {
+      status = (await request()).status;
+    });
     t.equal(status, expected, `${what}: ${expected}`);
     return statements;
   };
@@ -73,16 +75,35 @@ t.test('both ways write the same ticket, audit entries and webhook deliveries', 
   await mustCreate(owner.live, `${base}/companies`, { name: 'Acme', domain: 'acme.com' });
   await mustCreate(owner.live, `${base}/tags`, { name: 'existing' });
   const input = (email: string, tag: string) => ({
-    title: ' Same ', body: 'Body', customerEmail: email, customerName: 'Ann', tags: [tag], priority: 'urgent', status: 'pending',
-    links: [{ url: 'https://example.com/1' }], customFields: { a: [1, { b: true }] }, metadata: { m: 1 }, source: 'email', sourceId: 's-1',
-    sourceData: { inbox: 'x' }, createdBy: 'agent-1', dueAt: '2030-01-02T03:04:05.678Z',
+    title: ' Same ',
+    body: 'Body',
+    customerEmail: email,
+    customerName: 'Ann',
+    tags: [tag],
+    priority: 'urgent',
+    status: 'pending',
+    links: [{ url: 'https://example.com/1' }],
+    customFields: { a: [1, { b: true }] },
+    metadata: { m: 1 },
+    source: 'email',
+    sourceId: 's-1',
+    sourceData: { inbox: 'x' },
+    createdBy: 'agent-1',
+    dueAt: '2030-01-02T03:04:05.678Z',
   });
   const oneStatement = await mustCreate(owner.live, `${base}/tickets`, input('ann@acme.com', 'existing'));
   const stepByStep = await mustCreate(owner.live, `${base}/tickets`, input('bob@acme.com', 'fresh')); // a new tag: step by step
 
-  const comparable = (v: Record<string, any>) => ({ // eslint-disable-line @typescript-eslint/no-explicit-any
-    ...v, id: 'x', ticketNumber: 0, createdAt: 'x', updatedAt: 'x', customerId: 'x',
-    customer: { ...v.customer, id: 'x', email: 'x' }, tags: v.tags.map((g: { color: string }) => ({ color: g.color })),
+  const comparable = (v: Record<string, any>) => ({
+    // eslint-disable-line @typescript-eslint/no-explicit-any
+    ...v,
+    id: 'x',
+    ticketNumber: 0,
+    createdAt: 'x',
+    updatedAt: 'x',
+    customerId: 'x',
+    customer: { ...v.customer, id: 'x', email: 'x' },
+    tags: v.tags.map((g: { color: string }) => ({ color: g.color })),
   });
   t.same(comparable(oneStatement), comparable(stepByStep), 'the same view');
   t.equal(oneStatement.customer.company.name, 'Acme', 'the new contact was linked to the company of its domain');
@@ -93,9 +114,12 @@ t.test('both ways write the same ticket, audit entries and webhook deliveries', 
   t.same(await derived(oneStatement.id), { customerText: 'Ann ann@acme.com', customerSort: 'ann', companySort: 'acme' }, 'derived from the contact made by the same statement');
   t.same(await derived(stepByStep.id), { customerText: 'Ann bob@acme.com', customerSort: 'ann', companySort: 'acme' }, 'step by step likewise');
   const found = await owner.live('GET', `${base}/tickets?search=ann@acme.com`);
-  t.equal(found.body.data[0]?.id, oneStatement.id, 'search finds it by its new customer\'s email, ranked first');
+  t.equal(found.body.data[0]?.id, oneStatement.id, "search finds it by its new customer's email, ranked first");
 
-  for (const [what, ticket, email] of [['one statement', oneStatement, 'ann@acme.com'], ['step by step', stepByStep, 'bob@acme.com']] as const) {
+  for (const [what, ticket, email] of [
+    ['one statement', oneStatement, 'ann@acme.com'],
+    ['step by step', stepByStep, 'bob@acme.com'],
+  ] as const) {
     const created = (await auditOf(brand.id, 'ticket.created')).filter((e) => e.entityId === ticket.id);
     t.equal(created.length, 1, `${what}: one ticket.created entry`);
     t.match(created[0], { ticketId: ticket.id, performerType: 'api', source: 'api', metadata: { title: 'Same' } }, `${what}: who and what`);
@@ -118,31 +142,39 @@ t.test('the derived columns a create fills itself are the ones the insert trigge
   await mustCreate(owner.live, `${base}/tags`, { name: 'known' });
   await mustCreate(owner.live, `${base}/tickets`, { title: 'makes the contact', customerEmail: 'old@umlaut.example', customerName: 'Ödön Old' });
   const full = { body: 'Crème brûlée, order #42-b', categoryId: category.id, assigneeId: owner.ownerId, tags: ['known'] };
-  const created = await Promise.all([
-    { title: 'Lone; existing contact', customerEmail: 'OLD@umlaut.example', ...full },
-    { title: 'Batched, new contact', customerEmail: 'new@umlaut.example', customerName: 'Zoë New', ...full },
-    { title: 'Batched, no contact, no name', ...full, assigneeId: undefined, categoryId: undefined },
-    { title: '!!!', customerEmail: 'nameless@elsewhere.example' }, // no word in the title
-    { title: 'Step by step (new tag)', customerEmail: 'new@umlaut.example', ...full, tags: ['brand-new'] },
-  ].map((input) => mustCreate(owner.live, `${base}/tickets`, input)));
+  const created = await Promise.all(
+    [
+      { title: 'Lone; existing contact', customerEmail: 'OLD@umlaut.example', ...full },
+      { title: 'Batched, new contact', customerEmail: 'new@umlaut.example', customerName: 'Zoë New', ...full },
+      { title: 'Batched, no contact, no name', ...full, assigneeId: undefined, categoryId: undefined },
+      { title: '!!!', customerEmail: 'nameless@elsewhere.example' }, // no word in the title
+      { title: 'Step by step (new tag)', customerEmail: 'new@umlaut.example', ...full, tags: ['brand-new'] },
+    ].map((input) => mustCreate(owner.live, `${base}/tickets`, input)),
+  );
 
   const columns = ['customer_text', 'customer_sort', 'company_sort', 'assignee_sort', 'category_sort', 'search_vector'];
   const ids = created.map((c) => c.id as string);
   // Copies inserted without the derived columns: the trigger fills them from the same rows.
-  await db.raw(`insert into tickets (id, account_id, livemode, brand_id, ticket_number, title, body, status, assignee_id, customer_id, category_id)
+  await db.raw(
+    `insert into tickets (id, account_id, livemode, brand_id, ticket_number, title, body, status, assignee_id, customer_id, category_id)
     select id || '_copy', account_id, livemode, brand_id, ticket_number + 1000000, title, body, status, assignee_id, customer_id, category_id
-    from tickets where id = any(?)`, [ids]);
-  const rows = await db.raw(`select t.id, ${columns.map((c) => `t.${c}::text as ${c}, c.${c}::text as copy_${c}`).join(', ')}
-    from tickets t join tickets c on c.id = t.id || '_copy' where t.id = any(?) order by t.id`, [ids]);
+    from tickets where id = any(?)`,
+    [ids],
+  );
+  const rows = await db.raw(
+    `select t.id, ${columns.map((c) => `t.${c}::text as ${c}, c.${c}::text as copy_${c}`).join(', ')}
+    from tickets t join tickets c on c.id = t.id || '_copy' where t.id = any(?) order by t.id`,
+    [ids],
+  );
   t.equal(rows.rows.length, ids.length);
   for (const row of rows.rows) {
     for (const c of columns) t.equal(row[c], row[`copy_${c}`], `${row.id}: ${c}`);
   }
   const lone = rows.rows.find((r: { id: string }) => r.id === ids[0]);
   t.match(lone, { customer_sort: 'ödön old', company_sort: 'umlaut gmbh', category_sort: 'réclamations', customer_text: 'Ödön Old old@umlaut.example' }, 'filled, not left empty');
-  t.match(lone.search_vector, /'creme'.*'odon'/, 'search words folded, the customer\'s included');
+  t.match(lone.search_vector, /'creme'.*'odon'/, "search words folded, the customer's included");
   await db('tickets').where({ brandId: brand.id }).whereLike('id', '%_copy').delete();
-  t.equal((await owner.live('GET', `${base}/tickets?search=zoe&sort=customer`)).body.data.length, 2, 'found by the new contact\'s name');
+  t.equal((await owner.live('GET', `${base}/tickets?search=zoe&sort=customer`)).body.data.length, 2, "found by the new contact's name");
 });
 
 t.test('an existing contact is reused and gets no new entry; a blocked sender makes spam', async (t) => {
@@ -163,9 +195,9 @@ t.test('a failed check writes nothing: no contact, no key, no number, no entry',
   const foreignCategory = await mustCreate(stranger.owner.live, `${stranger.base}/categories`, { name: 'Theirs' });
   const cases: [string, Record<string, unknown>, string][] = [
     ['an unknown status', { status: 'nope' }, 'invalid_status'],
-    ['another brand\'s category', { categoryId: foreignCategory.id }, 'invalid_category'],
+    ["another brand's category", { categoryId: foreignCategory.id }, 'invalid_category'],
     ['an assignee of another account', { assigneeId: stranger.owner.ownerId }, 'invalid_assignee'],
-    ['another brand\'s tag id', { tags: [foreignTag.id] }, 'invalid_tags'],
+    ["another brand's tag id", { tags: [foreignTag.id] }, 'invalid_tags'],
   ];
   for (const [what, extra, code] of cases) {
     const email = `${code}@example.com`;
@@ -187,10 +219,19 @@ t.test('a failed check writes nothing: no contact, no key, no number, no entry',
 t.test('concurrent one-statement creates: consecutive numbers, one contact per new email, no deadlock', async (t) => {
   const { owner, brand, base } = await ownerWithBrand(app);
   await mustCreate(owner.live, `${base}/tags`, { name: 'shared' });
-  const results = await Promise.all(Array.from({ length: 40 }, (_, i) =>
-    owner.live('POST', `${base}/tickets`, { title: `t${i}`, customerEmail: `c${i % 4}@new.example`, tags: ['shared'] })));
-  t.same(results.map((r) => r.status), Array(40).fill(201), 'all created');
-  t.same(results.map((r) => r.body.ticketNumber).sort((a, b) => a - b), Array.from({ length: 40 }, (_, i) => 1000 + i), 'consecutive, no gaps, no duplicates');
+  const results = await Promise.all(
+    Array.from({ length: 40 }, (_, i) => owner.live('POST', `${base}/tickets`, { title: `t${i}`, customerEmail: `c${i % 4}@new.example`, tags: ['shared'] })),
+  );
+  t.same(
+    results.map((r) => r.status),
+    Array(40).fill(201),
+    'all created',
+  );
+  t.same(
+    results.map((r) => r.body.ticketNumber).sort((a, b) => a - b),
+    Array.from({ length: 40 }, (_, i) => 1000 + i),
+    'consecutive, no gaps, no duplicates',
+  );
   t.equal(new Set(results.map((r) => r.body.customerId)).size, 4, 'one contact per email');
   t.equal((await auditOf(brand.id, 'contact.created')).length, 4, 'one contact.created entry per contact');
   t.equal((await db('ticket_tags').where({ brandId: brand.id })).length, 40, 'every ticket linked to the tag');
@@ -200,8 +241,9 @@ t.test('50 concurrent identical requests with one key and a new customer: one ti
   const { owner, brand, base } = await ownerWithBrand(app);
   await mustCreate(owner.live, `${base}/tags`, { name: 'race' });
   const key = { 'x-idempotency-key': 'same-one' };
-  const results = await Promise.all(Array.from({ length: 50 }, () =>
-    owner.live('POST', `${base}/tickets`, { title: 'Only once', customerEmail: 'first-time@example.com', tags: ['race'] }, key)));
+  const results = await Promise.all(
+    Array.from({ length: 50 }, () => owner.live('POST', `${base}/tickets`, { title: 'Only once', customerEmail: 'first-time@example.com', tags: ['race'] }, key)),
+  );
   t.equal(results.filter((r) => r.status === 201).length, 1, 'one 201');
   t.equal(results.filter((r) => r.status === 200).length, 49, '49 replays');
   t.equal(new Set(results.map((r) => r.body.id)).size, 1, 'every caller got the same ticket');
@@ -223,17 +265,32 @@ t.test('concurrent creates across brands go together (group commit): each ticket
   }
   let results: { status: number; body: any }[] = []; // eslint-disable-line @typescript-eslint/no-explicit-any
   const statements = await statementsDuring(async () => {
-    results = await Promise.all(Array.from({ length: 30 }, (_, i) => owner.live('POST', `/v1/brands/${brandIds[i % 3]}/tickets`,
-      { title: `t${i}`, customerEmail: i % 2 ? `shared@b${i % 3}.example` : `own${i}@b${i % 3}.example`, customerName: `Name ${i}`, tags: ['vip'], priority: 'high' },
-      { 'x-idempotency-key': `batch-${i}` })));
+    results = await Promise.all(
+      Array.from({ length: 30 }, (_, i) =>
+        owner.live(
+          'POST',
+          `/v1/brands/${brandIds[i % 3]}/tickets`,
+          { title: `t${i}`, customerEmail: i % 2 ? `shared@b${i % 3}.example` : `own${i}@b${i % 3}.example`, customerName: `Name ${i}`, tags: ['vip'], priority: 'high' },
+          { 'x-idempotency-key': `batch-${i}` },
+        ),
+      ),
+    );
   });
-  t.same(results.map((r) => r.status), Array(30).fill(201), 'all created');
+  t.same(
+    results.map((r) => r.status),
+    Array(30).fill(201),
+    'all created',
+  );
   const sent = createStatements(statements);
   t.ok(sent >= 2 && sent < 30, `30 creates took ${sent} statements`);
 
   for (const [b, brandId] of brandIds.entries()) {
     const mine = results.filter((_, i) => i % 3 === b).map((r) => r.body);
-    t.same(mine.map((x) => x.ticketNumber).sort((x, y) => x - y), Array.from({ length: 10 }, (_, i) => 1000 + i), `brand ${b}: consecutive numbers`);
+    t.same(
+      mine.map((x) => x.ticketNumber).sort((x, y) => x - y),
+      Array.from({ length: 10 }, (_, i) => 1000 + i),
+      `brand ${b}: consecutive numbers`,
+    );
     const shared = mine.filter((x) => x.customer.email === `shared@b${b}.example`);
     t.equal(new Set(shared.map((x) => x.customerId)).size, 1, `brand ${b}: the shared email is one contact`);
     t.equal((await auditOf(brandId, 'contact.created')).length, 1 + mine.length - shared.length, `brand ${b}: one contact.created entry per contact`);
@@ -248,7 +305,10 @@ t.test('concurrent creates across brands go together (group commit): each ticket
   }
   const one = results[4]!.body;
   t.same(one, (await owner.live('GET', `/v1/brands/${brandIds[1]}/tickets/${one.id}`)).body, 'a response is the ticket as GET shows it');
-  t.same(one.tags.map((g: { name: string }) => g.name), ['vip']);
+  t.same(
+    one.tags.map((g: { name: string }) => g.name),
+    ['vip'],
+  );
 });
 
 t.test('in a batch, a create that fails a check fails alone; a replayed key replays', async (t) => {
@@ -257,20 +317,34 @@ t.test('in a batch, a create that fails a check fails alone; a replayed key repl
   const foreignTag = await mustCreate(stranger.owner.live, `${stranger.base}/tags`, { name: 'theirs' });
   const earlier = await mustCreate(owner.live, `${base}/tickets`, { title: 'earlier' }, { 'x-idempotency-key': 'replayed' });
   const bodies: [Record<string, unknown>, Record<string, string>][] = [
-    ...Array.from({ length: 8 }, (_, i): [Record<string, unknown>, Record<string, string>] => [{ title: `good ${i}`, customerEmail: `good${i}@example.com` }, { 'x-idempotency-key': `good-${i}` }]),
+    ...Array.from({ length: 8 }, (_, i): [Record<string, unknown>, Record<string, string>] => [
+      { title: `good ${i}`, customerEmail: `good${i}@example.com` },
+      { 'x-idempotency-key': `good-${i}` },
+    ]),
     [{ title: 'bad status', customerEmail: 'bad1@example.com', status: 'nope' }, { 'x-idempotency-key': 'bad-1' }],
     [{ title: 'foreign tag', customerEmail: 'bad2@example.com', tags: [foreignTag.id] }, {}],
     [{ title: 'earlier' }, { 'x-idempotency-key': 'replayed' }],
     [{ title: 'other body' }, { 'x-idempotency-key': 'good-0' }],
   ];
   const results = await Promise.all(bodies.map(([body, headers]) => owner.live('POST', `${base}/tickets`, body, headers)));
-  t.same(results.slice(0, 8).map((r) => r.status), Array(8).fill(201), 'the good creates are made');
+  t.same(
+    results.slice(0, 8).map((r) => r.status),
+    Array(8).fill(201),
+    'the good creates are made',
+  );
   assertErrorShape(t, results[8]!, 400, 'invalid_status');
   assertErrorShape(t, results[9]!, 400, 'invalid_tags');
   t.equal(results[10]!.status, 200, 'the replay answers 200');
   t.equal(results[10]!.body.id, earlier.id, 'with the earlier ticket');
   assertErrorShape(t, results[11]!, 409, 'idempotency_key_reused');
-  t.same(results.slice(0, 8).map((r) => r.body.ticketNumber).sort((a, b) => a - b), Array.from({ length: 8 }, (_, i) => 1001 + i), 'no number lost to the failures');
+  t.same(
+    results
+      .slice(0, 8)
+      .map((r) => r.body.ticketNumber)
+      .sort((a, b) => a - b),
+    Array.from({ length: 8 }, (_, i) => 1001 + i),
+    'no number lost to the failures',
+  );
   t.equal((await contactRows(brand.id, 'bad1@example.com')).length + (await contactRows(brand.id, 'bad2@example.com')).length, 0, 'the failed creates made no contact');
   t.equal((await db('idempotency_keys').where({ key: 'bad-1' })).length, 0, 'nor used up their key');
   t.equal((await auditOf(brand.id, 'ticket.created')).length, 9, 'one entry per ticket made');

@@ -77,11 +77,16 @@ t.test('cursor walk over search results: the ranked window, then older matches b
   const { owner, base, brand } = await setup();
   // More matches than the ranked window: rows made in SQL (the trigger indexes them like any ticket).
   const total = SEARCH_RANK_WINDOW + 37;
-  await db.raw(`
+  await db.raw(
+    `
     insert into tickets (id, account_id, livemode, brand_id, ticket_number, title, body, status)
     select 'tkt_' || lpad(i::text, 26, '0'), ?, true, ?, i, 'Bulk ' || i, case when i % 7 = 0 then 'parcel parcel parcel' else 'a parcel' end, 'open'
-    from generate_series(1, ?) as i`, [owner.accountId, brand.id, total]);
-  await db('brands').where({ id: brand.id }).update({ nextTicketNumber: total + 1 });
+    from generate_series(1, ?) as i`,
+    [owner.accountId, brand.id, total],
+  );
+  await db('brands')
+    .where({ id: brand.id })
+    .update({ nextTicketNumber: total + 1 });
   await makeTicket(owner.live, base, { title: 'No match here' });
 
   const seen: string[] = [];
@@ -109,7 +114,10 @@ t.test('cursor walk over search results: the ranked window, then older matches b
   const n = (id: string) => Number(id.slice(4));
   const window = bulk.slice(0, SEARCH_RANK_WINDOW);
   const tail = bulk.slice(SEARCH_RANK_WINDOW);
-  t.ok(window.every((id) => n(id) > 37), 'the window holds the newest matches');
+  t.ok(
+    window.every((id) => n(id) > 37),
+    'the window holds the newest matches',
+  );
   const strong = window.filter((id) => n(id) % 7 === 0).length;
   t.ok(strong > 10 && window.slice(0, strong).every((id) => n(id) % 7 === 0), 'stronger matches first within the window');
   t.same(tail, [...tail].sort().reverse(), 'older matches follow, newest first');
@@ -121,7 +129,29 @@ t.test('hostile and odd input never fails; text with no letter or digit does not
   const a = await makeTicket(owner.live, base, { title: 'Ärger mit 東京 Büro 🎉 party', body: "it's c++ & (maybe) a:b|c!" });
   const b = await makeTicket(owner.live, base, { title: 'Second' });
   const all = sorted([a.id, b.id]);
-  for (const s of ["a & | ! ( ) : * '", "'", '\\', "o'brien", '!!!', '(', ':*', '&&&', '<->', 'a<->b', "'a':* & !b", '🎉', '🎉🎉 ', '   ', '%_', 'NULL', 'x'.repeat(500), 'é'.repeat(300), `${'ab '.repeat(166)}`, '\u0000', 'a\u0000b']) {
+  for (const s of [
+    "a & | ! ( ) : * '",
+    "'",
+    '\\',
+    "o'brien",
+    '!!!',
+    '(',
+    ':*',
+    '&&&',
+    '<->',
+    'a<->b',
+    "'a':* & !b",
+    '🎉',
+    '🎉🎉 ',
+    '   ',
+    '%_',
+    'NULL',
+    'x'.repeat(500),
+    'é'.repeat(300),
+    `${'ab '.repeat(166)}`,
+    '\u0000',
+    'a\u0000b',
+  ]) {
     const res = await owner.live('GET', `${base}/tickets?search=${q(s)}`);
     t.ok(res.status < 500, `${JSON.stringify(s.slice(0, 20))}: ${res.status}`);
   }

@@ -13,7 +13,7 @@ const setup = () => ownerWithBrand(app);
 const fieldsNamed = (res: Reply): string[] => (res.body?.errors ?? []).map((e: { field: string }) => e.field);
 
 async function ticketRows(brandId: string): Promise<number> {
-  const row = await db('tickets').where({ brandId }).count({ n: '*' }).first() as { n: string };
+  const row = (await db('tickets').where({ brandId }).count({ n: '*' }).first()) as { n: string };
   return Number(row.n);
 }
 
@@ -86,14 +86,33 @@ for (const prefix of ['/v1/brands', '/v1/workspaces'] as const) {
     t.same(got.body, tk, 'get returns what create returned');
 
     const tagList = (await owner.live('GET', `/v1/brands/${brand.id}/tags`)).body;
-    t.ok(tagList.some((g: { name: string }) => g.name === 'Login'), 'the tag named on create now exists');
+    t.ok(
+      tagList.some((g: { name: string }) => g.name === 'Login'),
+      'the tag named on create now exists',
+    );
   });
 }
 
 t.test('defaults: status open, source api, no customer, nothing else', async (t) => {
   const { owner, base } = await setup();
   const tk = await makeTicket(owner.live, base, { title: 'Hello' });
-  t.match(tk, { status: 'open', source: 'api', priority: null, body: null, customerId: null, customer: null, categoryId: null, category: null, assigneeId: null, isSpam: false, tags: [], links: [], metadata: {}, customFields: null, sourceData: null });
+  t.match(tk, {
+    status: 'open',
+    source: 'api',
+    priority: null,
+    body: null,
+    customerId: null,
+    customer: null,
+    categoryId: null,
+    category: null,
+    assigneeId: null,
+    isSpam: false,
+    tags: [],
+    links: [],
+    metadata: {},
+    customFields: null,
+    sourceData: null,
+  });
   const second = await makeTicket(owner.live, base, { title: 'Again' });
   t.equal(second.ticketNumber, tk.ticketNumber + 1);
 });
@@ -151,7 +170,10 @@ t.test('bad input is a 400 naming the field, and creates nothing', async (t) => 
     const res = await owner.live('POST', `${base}/tickets`, body);
     t.equal(res.status, 400, `${label}: 400`);
     if (code) t.equal(res.body.code, code, `${label}: ${code}`);
-    t.ok(fieldsNamed(res).some((f) => f.includes(field.replace('/', '.').replace('/', '.')) || f.includes(field)), `${label}: names ${field} (${JSON.stringify(fieldsNamed(res))})`);
+    t.ok(
+      fieldsNamed(res).some((f) => f.includes(field.replace('/', '.').replace('/', '.')) || f.includes(field)),
+      `${label}: names ${field} (${JSON.stringify(fieldsNamed(res))})`,
+    );
   }
   assertErrorShape(t, await owner.live('POST', `${base}/tickets`, { title: 'x', status: 'nope' }), 400, 'invalid_status');
   t.equal(await ticketRows(brand.id), 0, 'nothing was created');
@@ -181,7 +203,9 @@ t.test('customFields: too deep or too large is a 400; a brand schema is enforced
   const tooLarge = await owner.live('POST', `${base}/tickets`, { title: 'x', customFields: { blob: 'x'.repeat(70_000) } });
   assertErrorShape(t, tooLarge, 400, 'custom_fields_too_large');
 
-  const put = await owner.live('PUT', `${base}/schema`, { schema: { type: 'object', properties: { orderId: { type: 'string', pattern: '^A-' }, qty: { type: 'integer' } }, required: ['orderId'] } });
+  const put = await owner.live('PUT', `${base}/schema`, {
+    schema: { type: 'object', properties: { orderId: { type: 'string', pattern: '^A-' }, qty: { type: 'integer' } }, required: ['orderId'] },
+  });
   t.equal(put.status, 200, 'schema set');
   const bad = await owner.live('POST', `${base}/tickets`, { title: 'x', customFields: { orderId: 'B-1', qty: 'many' } });
   assertErrorShape(t, bad, 400, 'invalid_custom_fields');
@@ -195,11 +219,20 @@ t.test('customFields: too deep or too large is a 400; a brand schema is enforced
 t.test('ticket numbers under concurrency: 30 creates get start..start+29, no gaps, no duplicates', async (t) => {
   const { owner, brand, base } = await setup();
   const first = await makeTicket(owner.live, base, { title: 'first' });
-  const results = await Promise.all(Array.from({ length: 30 }, (_, i) =>
-    owner.live('POST', `${base}/tickets`, { title: `t${i}`, customerEmail: `c${i % 3}@example.com`, tags: ['shared', `own-${i}`] })));
-  t.same(results.map((r) => r.status), Array(30).fill(201), 'all created');
+  const results = await Promise.all(
+    Array.from({ length: 30 }, (_, i) => owner.live('POST', `${base}/tickets`, { title: `t${i}`, customerEmail: `c${i % 3}@example.com`, tags: ['shared', `own-${i}`] })),
+  );
+  t.same(
+    results.map((r) => r.status),
+    Array(30).fill(201),
+    'all created',
+  );
   const numbers = results.map((r) => r.body.ticketNumber as number).sort((a, b) => a - b);
-  t.same(numbers, Array.from({ length: 30 }, (_, i) => first.ticketNumber + 1 + i), 'consecutive, no gaps, no duplicates');
+  t.same(
+    numbers,
+    Array.from({ length: 30 }, (_, i) => first.ticketNumber + 1 + i),
+    'consecutive, no gaps, no duplicates',
+  );
   const brandRow = (await owner.live('GET', `/v1/brands/${brand.id}`)).body;
   t.equal(brandRow.nextTicketNumber, first.ticketNumber + 31, 'the counter moved by exactly the number of tickets');
   t.equal(new Set(results.map((r) => r.body.customerId)).size, 3, 'concurrent find-or-create made one contact per email');
@@ -238,7 +271,9 @@ t.test('idempotency: replay returns the same ticket (200), another body is a 409
   t.equal((await owner.live('POST', `${base}/tickets`, { title: 'x' }, { 'x-idempotency-key': '' })).status, 400, 'empty key');
   t.equal((await owner.live('POST', `${base}/tickets`, { title: 'x' }, { 'x-idempotency-key': 'k'.repeat(256) })).status, 400, 'key over 255 characters');
 
-  await db('idempotency_keys').where({ key: 'order-42' }).update({ expiresAt: db.raw("now() - interval '1 second'") });
+  await db('idempotency_keys')
+    .where({ key: 'order-42' })
+    .update({ expiresAt: db.raw("now() - interval '1 second'") });
   const afterExpiry = await owner.live('POST', `${base}/tickets`, { title: 'Once', metadata: { a: 1, b: 2 } }, key);
   t.equal(afterExpiry.status, 201, 'an expired key is a new request');
   t.not(afterExpiry.body.id, created.body.id);
@@ -248,8 +283,9 @@ t.test('idempotency under concurrency: 50 identical requests create exactly one 
   const { owner, brand, base } = await setup();
   const before = await ticketRows(brand.id);
   const key = { 'x-idempotency-key': 'concurrent-key' };
-  const results = await Promise.all(Array.from({ length: 50 }, () =>
-    owner.live('POST', `${base}/tickets`, { title: 'Only once', customerEmail: 'race@example.com', tags: ['race'] }, key)));
+  const results = await Promise.all(
+    Array.from({ length: 50 }, () => owner.live('POST', `${base}/tickets`, { title: 'Only once', customerEmail: 'race@example.com', tags: ['race'] }, key)),
+  );
   const statuses = results.map((r) => r.status);
   t.equal(statuses.filter((s) => s === 201).length, 1, 'one 201');
   t.equal(statuses.filter((s) => s === 200).length, 49, '49 replays');
@@ -298,7 +334,11 @@ t.test('stats count live tickets per status, category and tag; tag merge relinks
   const merged = await owner.live('POST', `${base}/tags/${x}/merge`, { sourceTagIds: [y] });
   t.equal(merged.status, 200);
   t.equal((await owner.live('GET', `${base}/tags/stats`)).body[x].ticketCount, 3, 'a, b, c carry x once each');
-  t.same((await owner.live('GET', `${base}/tickets/${a.id}`)).body.tags.map((g: { id: string }) => g.id), [x], 'a has x once');
+  t.same(
+    (await owner.live('GET', `${base}/tickets/${a.id}`)).body.tags.map((g: { id: string }) => g.id),
+    [x],
+    'a has x once',
+  );
 
   const preview = await owner.live('DELETE', `/v1/brands/${brand.id}`);
   t.equal(preview.body.ticketCount, 3);

@@ -17,8 +17,7 @@ async function addMember(accountId: string, name: string | null, email: string):
   return id;
 }
 
-const events = async (ticketId: string): Promise<string[]> =>
-  (await db('auditLog').where({ ticketId }).orderBy('id').select('event')).map((e: { event: string }) => e.event);
+const events = async (ticketId: string): Promise<string[]> => (await db('auditLog').where({ ticketId }).orderBy('id').select('event')).map((e: { event: string }) => e.event);
 const fieldsNamed = (res: Reply): string[] => (res.body?.errors ?? []).map((e: { field: string }) => e.field);
 
 for (const prefix of ['/v1/brands', '/v1/workspaces'] as const) {
@@ -167,10 +166,14 @@ t.test('ticket create adds the watchers it is given, in its transaction', async 
     watchers: [{ memberId: owner.ownerId, memberEmail: 'owner.alias@example.com' }, { memberId: agent, memberName: 'Agent A' }, { memberId: agent }],
   });
   const list = (await owner.live('GET', `${base}/tickets/${tk.id}/watchers`)).body;
-  t.same(list.map((w: { memberId: string; memberEmail: string; memberName: string | null }) => [w.memberId, w.memberEmail, w.memberName]), [
-    [owner.ownerId, 'owner.alias@example.com', 'Test Owner'],
-    [agent, 'agent@example.com', 'Agent A'],
-  ], 'in the order given; a member named twice is added once');
+  t.same(
+    list.map((w: { memberId: string; memberEmail: string; memberName: string | null }) => [w.memberId, w.memberEmail, w.memberName]),
+    [
+      [owner.ownerId, 'owner.alias@example.com', 'Test Owner'],
+      [agent, 'agent@example.com', 'Agent A'],
+    ],
+    'in the order given; a member named twice is added once',
+  );
   t.same(await events(tk.id), ['ticket.created', 'watcher.added', 'watcher.added']);
 
   const stranger = await setup();
@@ -195,7 +198,10 @@ t.test('a removed member stops watching; a deleted brand takes its watchers', as
   const agent = await addMember(owner.accountId, 'Agent', 'agent@example.com');
   const tk = await makeTicket(owner.live, base, { title: 'x', watchers: [{ memberId: agent }, { memberId: owner.ownerId }] });
   await db('members').where({ id: agent }).delete();
-  t.same((await owner.live('GET', `${base}/tickets/${tk.id}/watchers`)).body.map((w: { memberId: string }) => w.memberId), [owner.ownerId]);
+  t.same(
+    (await owner.live('GET', `${base}/tickets/${tk.id}/watchers`)).body.map((w: { memberId: string }) => w.memberId),
+    [owner.ownerId],
+  );
   t.equal((await owner.live('DELETE', `/v1/brands/${brand.id}?confirm=true`)).status, 200);
   t.equal(Number((await db('ticketWatchers').where({ brandId: brand.id }).count({ n: '*' }))[0]!.n), 0);
 });
@@ -219,7 +225,9 @@ t.test('the schema refuses a watcher of a ticket in another scope or a member of
   const code = async (values: Record<string, unknown>) => {
     try {
       // The ticket key is deferred: the violation surfaces at commit.
-      await db.transaction(async (trx) => { await trx('ticketWatchers').insert(values); });
+      await db.transaction(async (trx) => {
+        await trx('ticketWatchers').insert(values);
+      });
       return 'ok';
     } catch (err) {
       return (err as { code?: string }).code;

@@ -24,7 +24,17 @@ for (const prefix of ['/v1/brands', '/v1/workspaces']) {
     const wh = created.body;
     t.match(wh.id, WH_ID);
     t.match(wh.secret, /^whsec_[A-Za-z0-9+/]{43}=$/, 'a generated secret, shown once');
-    t.match(wh, { object: 'webhook', brandId: brand.id, brand_id: brand.id, url: 'https://93.184.215.14/hook', enabled: true, active: true, failureCount: 0, lastTriggered: null, lastFailure: null });
+    t.match(wh, {
+      object: 'webhook',
+      brandId: brand.id,
+      brand_id: brand.id,
+      url: 'https://93.184.215.14/hook',
+      enabled: true,
+      active: true,
+      failureCount: 0,
+      lastTriggered: null,
+      lastFailure: null,
+    });
     t.same(wh.events, ['ticket.created', 'comment.created'], 'events de-duplicated, in the given order');
     t.equal(wh.created_at, wh.createdAt, 'snake_case spelling too');
     t.equal(wh.updated_at, wh.updatedAt);
@@ -32,7 +42,10 @@ for (const prefix of ['/v1/brands', '/v1/workspaces']) {
     const listed = await owner.live('GET', base);
     t.equal(listed.status, 200);
     t.ok(Array.isArray(listed.body), 'a bare array');
-    t.same(listed.body.map((w: { id: string }) => w.id), [wh.id]);
+    t.same(
+      listed.body.map((w: { id: string }) => w.id),
+      [wh.id],
+    );
     t.notOk('secret' in listed.body[0], 'the list never shows the secret');
     const got = await owner.live('GET', `${base}/${wh.id}`);
     t.equal(got.status, 200);
@@ -90,8 +103,25 @@ t.test('without webhookAllowPrivate, URLs reaching non-public addresses are refu
   const owner = await signup(strict);
   const brand = await makeBrand(owner.live);
   const base = `/v1/brands/${brand.id}/webhooks`;
-  for (const host of ['127.0.0.1', '127.1.2.3', '10.1.2.3', '172.16.0.1', '192.168.1.1', '169.254.169.254', '0.0.0.0', '100.64.0.1', '224.0.0.1',
-    '[::1]', '[::]', '[fe80::1]', '[fc00::1]', '[::ffff:127.0.0.1]', '[::ffff:10.0.0.1]', '[64:ff9b::a00:1]', 'localhost']) {
+  for (const host of [
+    '127.0.0.1',
+    '127.1.2.3',
+    '10.1.2.3',
+    '172.16.0.1',
+    '192.168.1.1',
+    '169.254.169.254',
+    '0.0.0.0',
+    '100.64.0.1',
+    '224.0.0.1',
+    '[::1]',
+    '[::]',
+    '[fe80::1]',
+    '[fc00::1]',
+    '[::ffff:127.0.0.1]',
+    '[::ffff:10.0.0.1]',
+    '[64:ff9b::a00:1]',
+    'localhost',
+  ]) {
     const res = await owner.live('POST', base, { url: `http://${host}:8080/hook`, events: ['ticket.created'] });
     assertErrorShape(t, res, 400, 'webhook_url_not_public');
   }
@@ -104,7 +134,11 @@ t.test('without webhookAllowPrivate, URLs reaching non-public addresses are refu
 t.test('401 without a valid key; another account, the other mode and other brands read 404', async (t) => {
   const { owner, brand, base } = await ownerWithBrand(app);
   const wh = (await owner.live('POST', `${base}/webhooks`, { url: PUBLIC_URL, events: ['ticket.created'] })).body;
-  for (const [method, path, body] of [['GET', `${base}/webhooks`, undefined], ['POST', `${base}/webhooks`, { url: PUBLIC_URL, events: ['ticket.created'] }], ['GET', `${base}/webhooks/${wh.id}/deliveries`, undefined]] as const) {
+  for (const [method, path, body] of [
+    ['GET', `${base}/webhooks`, undefined],
+    ['POST', `${base}/webhooks`, { url: PUBLIC_URL, events: ['ticket.created'] }],
+    ['GET', `${base}/webhooks/${wh.id}/deliveries`, undefined],
+  ] as const) {
     assertErrorShape(t, await client(app)(method, path, body), 401, 'missing_credentials');
     assertErrorShape(t, await client(app, 'sk_live_nope')(method, path, body), 401, 'invalid_api_key');
   }
@@ -131,14 +165,22 @@ t.test('deliveries, redeliver and rotate over HTTP; the audit log records change
 
   const pending = await owner.live('GET', `${base}/webhooks/${wh.id}/deliveries`);
   t.equal(pending.status, 200);
-  t.same(pending.body.map((d: { event: string }) => d.event), ['ticket.updated', 'ticket.created'], 'newest first');
+  t.same(
+    pending.body.map((d: { event: string }) => d.event),
+    ['ticket.updated', 'ticket.created'],
+    'newest first',
+  );
   t.match(pending.body[1], { object: 'webhook_delivery', webhookId: wh.id, status: 'PENDING', state: 'pending', attempts: 0, lastAttempt: null, responseCode: null });
-  t.match(pending.body[1].payload, { event: 'ticket.created', brand_id: brand.id, data: { id: ticket.id, ticketNumber: ticket.ticketNumber, title: 'Printer on fire', customerEmail: 'ann@example.com', customerName: 'Ann' } });
+  t.match(pending.body[1].payload, {
+    event: 'ticket.created',
+    brand_id: brand.id,
+    data: { id: ticket.id, ticketNumber: ticket.ticketNumber, title: 'Printer on fire', customerEmail: 'ann@example.com', customerName: 'Ann' },
+  });
   t.same(pending.body[0].payload.data.changes, ['title', 'priority']);
 
   const dispatcher = new Dispatcher(servicesOf(db), quietLog, null, { webhooks: { allowPrivate: true, timeoutMs: 5000 } });
   t.teardown(() => dispatcher.stop());
-  t.match((await dispatcher.deliverDue()), { success: 2 });
+  t.match(await dispatcher.deliverDue(), { success: 2 });
   t.equal(hook.received.length, 2);
   const delivered = (await owner.live('GET', `${base}/webhooks/${wh.id}/deliveries?limit=1`)).body;
   t.equal(delivered.length, 1, 'limit');
@@ -170,7 +212,10 @@ t.test('deliveries, redeliver and rotate over HTTP; the audit log records change
   assertErrorShape(t, await owner.live('POST', `${base}/webhooks/${wh.id}/deliveries/${delivered[0].id}/redeliver`), 409, 'webhook_disabled');
 
   const entries = await db('auditLog').where({ entityType: 'webhook', entityId: wh.id }).orderBy('id').select('event', 'changes', 'metadata');
-  t.same(entries.map((e: { event: string }) => e.event), ['webhook.created', 'webhook.redelivered', 'webhook.secret_rotated', 'webhook.secret_rotated', 'webhook.updated']);
+  t.same(
+    entries.map((e: { event: string }) => e.event),
+    ['webhook.created', 'webhook.redelivered', 'webhook.secret_rotated', 'webhook.secret_rotated', 'webhook.updated'],
+  );
   const text = JSON.stringify(entries);
   t.notOk(text.includes(wh.secret) || text.includes(rotated.body.secret), 'no secret in the audit log');
 });

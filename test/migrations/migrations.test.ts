@@ -11,7 +11,9 @@ import { freshDatabase } from '../helpers/db.js';
 const DOMAIN_TABLES = ['accounts', 'api_keys', 'brands', 'field_definitions', 'members', 'statuses'];
 const KNEX_TABLES = ['knex_migrations', 'knex_migrations_lock'];
 const MIGRATIONS_DIR = path.join(distRoot, 'migrations');
-const migrationFiles = readdirSync(MIGRATIONS_DIR).filter((f) => f.endsWith('.js')).sort();
+const migrationFiles = readdirSync(MIGRATIONS_DIR)
+  .filter((f) => f.endsWith('.js'))
+  .sort();
 
 async function tables(db: Db): Promise<string[]> {
   const rows = await db('information_schema.tables').select('table_name').where({ table_schema: 'public', table_type: 'BASE TABLE' }).orderBy('table_name');
@@ -50,7 +52,7 @@ t.test('up, down, up on an empty database', async (t) => {
 
   const rolledBack = await rollback(db, true);
   t.same([...rolledBack].sort(), [...applied].sort(), 'rolls back every migration');
-  t.same(await tables(db), KNEX_TABLES, 'only knex\'s own tables remain');
+  t.same(await tables(db), KNEX_TABLES, "only knex's own tables remain");
   const indexes = await db.raw(`SELECT indexname FROM pg_indexes WHERE schemaname = 'public' AND indexname LIKE 'members%'`);
   t.same(indexes.rows, [], 'indexes went with their tables');
   t.same((await migrationStatus(db)).completed, [], 'nothing recorded as applied');
@@ -64,7 +66,10 @@ t.test('the schema keeps the invariants the services rely on', async (t) => {
   await migrateLatest(db);
   const accountId = newId('acct');
   const otherAccountId = newId('acct');
-  await db('accounts').insert([{ id: accountId, name: 'A' }, { id: otherAccountId, name: 'B' }]);
+  await db('accounts').insert([
+    { id: accountId, name: 'A' },
+    { id: otherAccountId, name: 'B' },
+  ]);
 
   t.test('one owner per account (members_one_owner)', async (t) => {
     await db('members').insert({ id: newId('mem'), accountId, email: 'owner@example.com', role: 'owner' });
@@ -79,24 +84,47 @@ t.test('the schema keeps the invariants the services rely on', async (t) => {
   });
 
   t.test('brand slugs are unique per account and mode (brands_slug_unique)', async (t) => {
-    const brand = (account: string, livemode: boolean) => ({ id: newId('br'), accountId: account, livemode, name: 'Support', slug: 'support', ticketPrefix: 'SUPP', nextTicketNumber: 1000 });
+    const brand = (account: string, livemode: boolean) => ({
+      id: newId('br'),
+      accountId: account,
+      livemode,
+      name: 'Support',
+      slug: 'support',
+      ticketPrefix: 'SUPP',
+      nextTicketNumber: 1000,
+    });
     await db('brands').insert(brand(accountId, true));
-    t.same(await pgCode(db('brands').insert(brand(accountId, true))), { code: '23505', constraint: 'brands_slug_unique' }, 'the same slug twice in one account and mode is refused');
+    t.same(
+      await pgCode(db('brands').insert(brand(accountId, true))),
+      { code: '23505', constraint: 'brands_slug_unique' },
+      'the same slug twice in one account and mode is refused',
+    );
     await db('brands').insert(brand(accountId, false));
     await db('brands').insert(brand(otherAccountId, true));
     t.equal(Number((await db('brands').count({ n: '*' }))[0]!.n), 3, 'the same slug in the other mode, or in another account, is fine');
   });
 });
 
-t.test('20261122000400: existing brands get the system statuses; rows cannot point at another tenant\'s brand', async (t) => {
+t.test("20261122000400: existing brands get the system statuses; rows cannot point at another tenant's brand", async (t) => {
   const { db } = await freshDatabase(t, { fromTemplate: false });
   const index = migrationFiles.indexOf('20261122000400_statuses_and_fields.js');
   t.ok(index > 0, 'the migration ships');
   for (let i = 0; i < index; i++) await db.migrate.up();
   const accountId = newId('acct');
   const otherAccountId = newId('acct');
-  await db('accounts').insert([{ id: accountId, name: 'A' }, { id: otherAccountId, name: 'B' }]);
-  const brand = (account: string, livemode: boolean, slug: string) => ({ id: newId('br'), accountId: account, livemode, name: 'Support', slug, ticketPrefix: 'SUPP', nextTicketNumber: 1000 });
+  await db('accounts').insert([
+    { id: accountId, name: 'A' },
+    { id: otherAccountId, name: 'B' },
+  ]);
+  const brand = (account: string, livemode: boolean, slug: string) => ({
+    id: newId('br'),
+    accountId: account,
+    livemode,
+    name: 'Support',
+    slug,
+    ticketPrefix: 'SUPP',
+    nextTicketNumber: 1000,
+  });
   const live = brand(accountId, true, 'live');
   const test = brand(accountId, false, 'test');
   await db('brands').insert([live, test]);
@@ -104,8 +132,15 @@ t.test('20261122000400: existing brands get the system statuses; rows cannot poi
 
   for (const b of [live, test]) {
     const rows = await db('statuses').where({ brandId: b.id }).orderBy('sortOrder');
-    t.same(rows.map((r: { key: string }) => r.key), ['open', 'pending', 'resolved', 'closed'], `${b.slug}: backfilled in order`);
-    t.ok(rows.every((r: { isSystem: boolean; accountId: string; livemode: boolean }) => r.isSystem && r.accountId === accountId && r.livemode === b.livemode), `${b.slug}: system rows in the brand's scope`);
+    t.same(
+      rows.map((r: { key: string }) => r.key),
+      ['open', 'pending', 'resolved', 'closed'],
+      `${b.slug}: backfilled in order`,
+    );
+    t.ok(
+      rows.every((r: { isSystem: boolean; accountId: string; livemode: boolean }) => r.isSystem && r.accountId === accountId && r.livemode === b.livemode),
+      `${b.slug}: system rows in the brand's scope`,
+    );
   }
   const status = (account: string, livemode: boolean, brandId: string) => ({ id: newId('st'), accountId: account, livemode, brandId, key: 'x', name: 'X', color: '#000000' });
   t.equal((await pgCode(db('statuses').insert(status(otherAccountId, true, live.id)))).code, '23503', 'another account cannot reference the brand');
@@ -114,7 +149,11 @@ t.test('20261122000400: existing brands get the system statuses; rows cannot poi
   t.equal((await pgCode(db('field_definitions').insert(field))).code, '23503', 'nor a field definition of the other mode');
   t.equal((await pgCode(db('field_definitions').insert({ ...field, livemode: true, entityType: 'user' }))).code, '23514', 'unknown entity types are refused');
   await db('field_definitions').insert({ ...field, livemode: true });
-  t.same(await pgCode(db('statuses').insert({ ...status(accountId, true, live.id), key: 'open' })), { code: '23505', constraint: 'statuses_key_unique' }, 'status keys are unique per brand');
+  t.same(
+    await pgCode(db('statuses').insert({ ...status(accountId, true, live.id), key: 'open' })),
+    { code: '23505', constraint: 'statuses_key_unique' },
+    'status keys are unique per brand',
+  );
   await db('brands').where({ id: live.id }).delete();
   t.equal(Number((await db('statuses').where({ brandId: live.id }).count({ n: '*' }))[0]!.n), 0, 'statuses cascade with the brand');
   t.equal(Number((await db('field_definitions').where({ brandId: live.id }).count({ n: '*' }))[0]!.n), 0, 'field definitions cascade with the brand');

@@ -25,8 +25,12 @@ async function setup(): Promise<{ ctx: TenantCtx; brandId: string }> {
   return { ctx, brandId: brand.id };
 }
 
-const file = (name: string, text: string): attachments.IncomingFile =>
-  ({ stream: Readable.from([Buffer.from(text)]), filename: name, contentType: 'text/plain', truncated: () => false });
+const file = (name: string, text: string): attachments.IncomingFile => ({
+  stream: Readable.from([Buffer.from(text)]),
+  filename: name,
+  contentType: 'text/plain',
+  truncated: () => false,
+});
 
 async function counts(ctx: TenantCtx, brandId: string, ids: string[]): Promise<number[]> {
   return Promise.all(ids.map(async (id) => (await tickets.get(ctx, brandId, id)).attachmentCount));
@@ -44,9 +48,12 @@ t.test('moveToTicket re-links every attachment of the source tickets and fixes t
   t.same(await counts(ctx, brandId, [a!.id, b!.id, target!.id]), [2, 1, 1]);
 
   const moved = await withTx(ctx, (tx) => attachments.moveToTicket(tx, brandId, [a!.id, b!.id, target!.id], target!.id));
-  t.equal(moved, 4, 'three uploaded and one pending moved; the target\'s own stays');
+  t.equal(moved, 4, "three uploaded and one pending moved; the target's own stays");
   t.same(await counts(ctx, brandId, [a!.id, b!.id, target!.id]), [0, 0, 4]);
-  t.same((await attachments.list(ctx, brandId, target!.id)).map((x) => x.filename), ['a1.txt', 'a2.txt', 'b1.txt', 't1.txt', 'later.txt']);
+  t.same(
+    (await attachments.list(ctx, brandId, target!.id)).map((x) => x.filename),
+    ['a1.txt', 'a2.txt', 'b1.txt', 't1.txt', 'later.txt'],
+  );
   t.same(await attachments.list(ctx, brandId, a!.id), []);
   t.equal((await attachments.get(ctx, io, brandId, target!.id, pending.id)).ticketId, target!.id);
 
@@ -65,12 +72,19 @@ t.test('moveToTicket stays inside its brand and tenant; it rolls back with the m
 
   t.equal(await withTx(ctx, (tx) => attachments.moveToTicket(tx, brandId, [theirs.id], target.id)), 0, "another account's ticket moves nothing");
   t.same(await counts(other.ctx, other.brandId, [theirs.id]), [1]);
-  await t.rejects(withTx(ctx, (tx) => attachments.moveToTicket(tx, other.brandId, [theirs.id], target.id)), { message: 'Brand not found' }, "another account's brand is 404");
+  await t.rejects(
+    withTx(ctx, (tx) => attachments.moveToTicket(tx, other.brandId, [theirs.id], target.id)),
+    { message: 'Brand not found' },
+    "another account's brand is 404",
+  );
 
-  await t.rejects(withTx(ctx, async (tx) => {
-    await attachments.moveToTicket(tx, brandId, [mine.id], target.id);
-    throw new Error('merge failed');
-  }), /merge failed/);
+  await t.rejects(
+    withTx(ctx, async (tx) => {
+      await attachments.moveToTicket(tx, brandId, [mine.id], target.id);
+      throw new Error('merge failed');
+    }),
+    /merge failed/,
+  );
   t.same(await counts(ctx, brandId, [mine.id, target.id]), [1, 0], 'rolled back with the merge');
 });
 
@@ -84,5 +98,8 @@ t.test('two ticket creates racing for one pending attachment: one links it, the 
   t.equal(lost.length, 1);
   t.match(lost[0]!.reason, { statusCode: 400, code: 'invalid_attachments' });
   t.equal(won[0]!.value.ticket.attachmentCount, 1);
-  t.same((await attachments.list(ctx, brandId, won[0]!.value.ticket.id)).map((x) => x.id), [pending.attachment.id]);
+  t.same(
+    (await attachments.list(ctx, brandId, won[0]!.value.ticket.id)).map((x) => x.id),
+    [pending.attachment.id],
+  );
 });

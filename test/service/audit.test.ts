@@ -28,20 +28,30 @@ t.test('create, update and delete of a ticket each leave one entry with the acto
   await updateTicket(ctx, brandId, ticket.id, { priority: 'urgent' }); // no change: no entry
   await tickets.remove(ctx, brandId, ticket.id);
   const entries = await audit.forEntity(ctx, 'ticket', ticket.id);
-  t.same(entries.map((e) => e.event), ['ticket.created', 'ticket.updated', 'ticket.deleted']);
+  t.same(
+    entries.map((e) => e.event),
+    ['ticket.created', 'ticket.updated', 'ticket.deleted'],
+  );
   t.match(entries[0], { brandId, performerType: 'api', performerId: 'key_test', performerName: 'CI key', requestId: 'req_abc', metadata: { title: 'Printer on fire' } });
   t.same(entries[1]!.changes, [{ field: 'priority', from: null, to: 'urgent' }], 'only the field that really changed');
   t.match(entries[2]!.metadata, { ticketNumber: ticket.ticketNumber });
-  t.same((await audit.forTicket(ctx, ticket.id)).map((e) => e.id), entries.map((e) => e.id), 'the ticket history has them too');
+  t.same(
+    (await audit.forTicket(ctx, ticket.id)).map((e) => e.id),
+    entries.map((e) => e.id),
+    'the ticket history has them too',
+  );
 });
 
 t.test('a change that rolls back leaves no entry', async (t) => {
   const { ctx, brandId } = await setup();
   let ticketId = '';
-  await t.rejects(withTx(ctx, async (tx) => {
-    ticketId = (await createTicket(tx, brandId, { title: 'Never happened' })).ticket.id;
-    throw new Error('rollback');
-  }), /rollback/);
+  await t.rejects(
+    withTx(ctx, async (tx) => {
+      ticketId = (await createTicket(tx, brandId, { title: 'Never happened' })).ticket.id;
+      throw new Error('rollback');
+    }),
+    /rollback/,
+  );
   t.ok(ticketId, 'the ticket was created inside the transaction');
   t.same(await audit.forEntity(ctx, 'ticket', ticketId), []);
 });
@@ -57,31 +67,47 @@ t.test('entries are append-only, yet go with their account', async (t) => {
   const direct = async (sql: string) => {
     const client = new pg.Client({ connectionString: urlFor(name) });
     await client.connect();
-    try { return await client.query(sql, [accountId]); } finally { await client.end(); }
+    try {
+      return await client.query(sql, [accountId]);
+    } finally {
+      await client.end();
+    }
   };
-  await t.rejects(direct('update audit_log set event = \'x\' where account_id = $1'), /append-only/);
+  await t.rejects(direct("update audit_log set event = 'x' where account_id = $1"), /append-only/);
   await t.rejects(direct('delete from audit_log where account_id = $1'), /append-only/);
   await direct('delete from accounts where id = $1');
   const left = await direct('select count(*)::int as n from audit_log where account_id = $1');
   t.equal(left.rows[0].n, 0, 'deleting the account took its entries');
 });
 
-t.test('keys changed by other operations: a rotation with grace, its expiry by the clock, a deleted brand leaving a key\'s scope', async (t) => {
+t.test("keys changed by other operations: a rotation with grace, its expiry by the clock, a deleted brand leaving a key's scope", async (t) => {
   const { ctx, brandId } = await setup();
   const limited = await apiKeys.create(ctx, { name: 'Limited', brandIds: [brandId] });
   const { newKey } = await apiKeys.rotate(ctx, limited.id, 5);
-  await db('apiKeys').where({ id: limited.id }).update({ expiresAt: new Date(Date.now() - 1000) });
+  await db('apiKeys')
+    .where({ id: limited.id })
+    .update({ expiresAt: new Date(Date.now() - 1000) });
   t.equal(await apiKeys.revokeExpired(systemCtx(servicesOf(db), 'dispatcher')), 1);
   const old = await audit.forEntity(ctx, 'api_key', limited.id);
-  t.same(old.map((e) => e.event), ['api_key.created', 'api_key.updated', 'api_key.revoked']);
+  t.same(
+    old.map((e) => e.event),
+    ['api_key.created', 'api_key.updated', 'api_key.revoked'],
+  );
   t.equal(old[1]!.changes[0]!.field, 'expiresAt', 'the grace period is the change');
   t.match(old[1]!.metadata, { rotatedTo: newKey.id });
   t.match(old[2], { performerType: 'system', performerName: 'dispatcher', source: 'system', metadata: { reason: 'rotation_grace_ended' } }, 'the clock revoked it');
 
   await deleteBrand(ctx, brandId, true);
   const scoped = await audit.forEntity(ctx, 'api_key', newKey.id);
-  t.same(scoped.map((e) => e.event), ['api_key.created', 'api_key.updated']);
-  t.same(scoped[1]!.changes, [{ field: 'brandIds', from: [brandId], to: [] }], 'the deleted brand left the key\'s scope');
+  t.same(
+    scoped.map((e) => e.event),
+    ['api_key.created', 'api_key.updated'],
+  );
+  t.same(scoped[1]!.changes, [{ field: 'brandIds', from: [brandId], to: [] }], "the deleted brand left the key's scope");
   t.match(scoped[1]!.metadata, { reason: 'brand_deleted' });
-  t.same((await audit.forEntity(ctx, 'brand', brandId)).map((e) => e.event), ['brand.created', 'brand.deleted'], 'the brand\'s history outlives it');
+  t.same(
+    (await audit.forEntity(ctx, 'brand', brandId)).map((e) => e.event),
+    ['brand.created', 'brand.deleted'],
+    "the brand's history outlives it",
+  );
 });

@@ -21,8 +21,7 @@ async function setup(): Promise<{ ctx: TenantCtx; brandId: string }> {
 }
 
 const newTicket = async (ctx: TenantCtx, brandId: string, title = 'T') => (await createTicket(ctx, brandId, { title })).ticket;
-const add = async (ctx: TenantCtx, brandId: string, ticketId: string, body: string, parentId?: string) =>
-  (await createComment(ctx, brandId, ticketId, { body, parentId })).comment;
+const add = async (ctx: TenantCtx, brandId: string, ticketId: string, body: string, parentId?: string) => (await createComment(ctx, brandId, ticketId, { body, parentId })).comment;
 const count = async (ctx: TenantCtx, brandId: string, ticketId: string) => (await tickets.get(ctx, brandId, ticketId)).commentCount;
 
 async function pgError(promise: Promise<unknown>): Promise<{ code?: string; constraint?: string }> {
@@ -53,8 +52,16 @@ t.test('moveToTicket moves whole threads (deleted comments too) and recounts bot
   t.equal(await count(ctx, brandId, b.id), 0);
   t.equal(await count(ctx, brandId, target.id), 4);
   const list = await comments.list(ctx, brandId, target.id);
-  t.same(list.map((c) => c.id), [a1.id, b1.id, t1.id], 'oldest first across the merged tickets');
-  t.same(list[0]!.replies.map((c) => c.id), [a2.id], 'the thread came along');
+  t.same(
+    list.map((c) => c.id),
+    [a1.id, b1.id, t1.id],
+    'oldest first across the merged tickets',
+  );
+  t.same(
+    list[0]!.replies.map((c) => c.id),
+    [a2.id],
+    'the thread came along',
+  );
   t.same(await comments.list(ctx, brandId, a.id), []);
   const moved = await db('comments').where({ id: a3.id }).first();
   t.equal(moved.ticketId, target.id, 'the deleted comment moved too (threads stay whole)');
@@ -74,9 +81,9 @@ t.test('moveToTicket refuses a target among the sources, an unknown or foreign t
 
   await t.rejects(comments.moveToTicket(ctx, brandId, [a.id, target.id], target.id), { statusCode: 400, code: 'invalid_request' });
   await t.rejects(comments.moveToTicket(ctx, brandId, ['tkt_nope'], target.id), { statusCode: 404, code: 'not_found' });
-  await t.rejects(comments.moveToTicket(ctx, brandId, [foreign.id], target.id), { statusCode: 404, code: 'not_found' }, 'another account\'s ticket');
-  await t.rejects(comments.moveToTicket(ctx, brandId, [otherBrandTicket.id], target.id), { statusCode: 404, code: 'not_found' }, 'another brand\'s ticket');
-  await t.rejects(comments.moveToTicket(ctx, brandId, [a.id], foreign.id), { statusCode: 404, code: 'not_found' }, 'into another account\'s ticket');
+  await t.rejects(comments.moveToTicket(ctx, brandId, [foreign.id], target.id), { statusCode: 404, code: 'not_found' }, "another account's ticket");
+  await t.rejects(comments.moveToTicket(ctx, brandId, [otherBrandTicket.id], target.id), { statusCode: 404, code: 'not_found' }, "another brand's ticket");
+  await t.rejects(comments.moveToTicket(ctx, brandId, [a.id], foreign.id), { statusCode: 404, code: 'not_found' }, "into another account's ticket");
   await tickets.remove(ctx, brandId, target.id);
   await t.rejects(comments.moveToTicket(ctx, brandId, [a.id], target.id), { statusCode: 404, code: 'not_found' }, 'into a deleted ticket');
   t.same(await comments.moveToTicket(ctx, brandId, [], target.id), { moved: 0 });
@@ -98,17 +105,20 @@ t.test('addSystemComment adds a counted, audited SYSTEM comment', async (t) => {
   await t.rejects(comments.addSystemComment(ctx, brandId, 'tkt_nope', 'x'), { statusCode: 404, code: 'not_found' });
 });
 
-t.test('merge-style use: move and note in the caller\'s transaction roll back together', async (t) => {
+t.test("merge-style use: move and note in the caller's transaction roll back together", async (t) => {
   const { ctx, brandId } = await setup();
   const source = await newTicket(ctx, brandId);
   const target = await newTicket(ctx, brandId);
   await add(ctx, brandId, source.id, 's1');
-  await t.rejects(withTx(ctx, async (tx) => {
-    await comments.moveToTicket(tx, brandId, [source.id], target.id);
-    await comments.addSystemComment(tx, brandId, source.id, `Merged into #${target.ticketNumber}`);
-    t.equal(await count(tx, brandId, target.id), 1, 'inside: moved');
-    throw new Error('merge failed');
-  }), /merge failed/);
+  await t.rejects(
+    withTx(ctx, async (tx) => {
+      await comments.moveToTicket(tx, brandId, [source.id], target.id);
+      await comments.addSystemComment(tx, brandId, source.id, `Merged into #${target.ticketNumber}`);
+      t.equal(await count(tx, brandId, target.id), 1, 'inside: moved');
+      throw new Error('merge failed');
+    }),
+    /merge failed/,
+  );
   t.equal(await count(ctx, brandId, source.id), 1, 'after: nothing moved');
   t.equal(await count(ctx, brandId, target.id), 0);
   t.equal((await comments.list(ctx, brandId, source.id)).length, 1);
@@ -126,8 +136,8 @@ t.test('the schema: a parent must be a comment of the same ticket; comments go w
   t.equal((await pgError(db('comments').insert({ ...row, parentId: null, authorType: 'BOT' }))).code, '23514', 'unknown author types are refused');
 
   await db('tickets').where({ id: a.id }).delete();
-  t.equal(Number((await db('comments').where({ ticketId: a.id }).count({ n: '*' }).first() as { n: string }).n), 0, 'a hard-deleted ticket takes its threads');
+  t.equal(Number(((await db('comments').where({ ticketId: a.id }).count({ n: '*' }).first()) as { n: string }).n), 0, 'a hard-deleted ticket takes its threads');
   await add(ctx, brandId, b.id, 'on b');
   await deleteBrand(ctx, brandId, true);
-  t.equal(Number((await db('comments').where({ brandId }).count({ n: '*' }).first() as { n: string }).n), 0, 'a deleted brand takes its comments');
+  t.equal(Number(((await db('comments').where({ brandId }).count({ n: '*' }).first()) as { n: string }).n), 0, 'a deleted brand takes its comments');
 });

@@ -56,15 +56,18 @@ t.test('the hand-written schema rejects bad customFields, naming each path', asy
   t.equal(bad.status, 400);
   t.equal(bad.code, 'invalid_custom_fields');
   t.same(bad.fields, ['customFields.address.zip', 'customFields.count', 'customFields.orderId']);
-  t.same((await failure(fields.validateCustomFields(ctx, brand.id, { address: {} }))).fields, ['customFields.address.zip', 'customFields.orderId'], 'missing required values are named');
+  t.same(
+    (await failure(fields.validateCustomFields(ctx, brand.id, { address: {} }))).fields,
+    ['customFields.address.zip', 'customFields.orderId'],
+    'missing required values are named',
+  );
   t.same((await failure(fields.validateCustomFields(ctx, brand.id, 'text'))).fields, ['customFields'], 'a non-object is named as a whole');
   t.same((await failure(fields.validateCustomFields(ctx, brand.id, undefined))).fields, ['customFields.orderId'], 'absent customFields count as {}');
 });
 
 t.test('ticket field definitions generate the effective schema, merged with the hand-written one', async (t) => {
   const { ctx, brand } = await setup();
-  const def = (key: string, type: string, extra: Record<string, unknown> = {}) =>
-    fields.create(ctx, brand.id, 'ticket', { key, label: key, type: type as 'text', ...extra });
+  const def = (key: string, type: string, extra: Record<string, unknown> = {}) => fields.create(ctx, brand.id, 'ticket', { key, label: key, type: type as 'text', ...extra });
   await def('plan', 'select', { options: ['free', 'pro'], required: true });
   await def('seats', 'number');
   await def('trial', 'boolean');
@@ -77,12 +80,35 @@ t.test('ticket field definitions generate the effective schema, merged with the 
 
   const good = { plan: 'pro', seats: 3.5, trial: false, renewal: '2026-12-01', site: 'https://example.com', addons: ['sso'], labels: ['a', 'b'], extra: { a: 1 }, note: 'hi' };
   await t.resolves(fields.validateCustomFields(ctx, brand.id, good));
-  await t.resolves(fields.validateCustomFields(ctx, brand.id, { plan: 'free', renewal: '2026-12-01T10:00:00Z', seats: null, note: null }), 'optional fields may be null; date-times are dates');
-  const bad = await failure(fields.validateCustomFields(ctx, brand.id, {
-    plan: 'gold', seats: 'three', trial: 'yes', renewal: 'tomorrow', site: 'example.com', addons: ['sso', 'fax'], labels: [1], extra: 'x', note: 5,
-  }));
+  await t.resolves(
+    fields.validateCustomFields(ctx, brand.id, { plan: 'free', renewal: '2026-12-01T10:00:00Z', seats: null, note: null }),
+    'optional fields may be null; date-times are dates',
+  );
+  const bad = await failure(
+    fields.validateCustomFields(ctx, brand.id, {
+      plan: 'gold',
+      seats: 'three',
+      trial: 'yes',
+      renewal: 'tomorrow',
+      site: 'example.com',
+      addons: ['sso', 'fax'],
+      labels: [1],
+      extra: 'x',
+      note: 5,
+    }),
+  );
   t.equal(bad.code, 'invalid_custom_fields');
-  t.same(bad.fields, ['customFields.addons.1', 'customFields.extra', 'customFields.labels.0', 'customFields.note', 'customFields.plan', 'customFields.renewal', 'customFields.seats', 'customFields.site', 'customFields.trial']);
+  t.same(bad.fields, [
+    'customFields.addons.1',
+    'customFields.extra',
+    'customFields.labels.0',
+    'customFields.note',
+    'customFields.plan',
+    'customFields.renewal',
+    'customFields.seats',
+    'customFields.site',
+    'customFields.trial',
+  ]);
   t.same((await failure(fields.validateCustomFields(ctx, brand.id, { plan: null }))).fields, ['customFields.plan'], 'a required field may not be null');
   t.same((await failure(fields.validateCustomFields(ctx, brand.id, {}))).fields, ['customFields.plan'], 'nor missing');
 
@@ -101,7 +127,7 @@ t.test('ticket field definitions generate the effective schema, merged with the 
   await t.resolves(fields.validateCustomFields(ctx, brand.id, { seats: 5 }), 'a deleted definition no longer requires anything');
 });
 
-t.test('assertStatusKey accepts the brand\'s status keys and refuses others', async (t) => {
+t.test("assertStatusKey accepts the brand's status keys and refuses others", async (t) => {
   const { ctx, brand } = await setup();
   const other = await createBrand(ctx, { name: 'Other' });
   await statuses.create(ctx, other.id, { key: 'only_other', name: 'Only other', color: '#000000' });
@@ -118,10 +144,12 @@ t.test('assertStatusKey accepts the brand\'s status keys and refuses others', as
 t.test('a brand created inside a transaction that rolls back leaves no statuses behind', async (t) => {
   const { ctx } = await setup();
   const before = Number((await db('statuses').count({ n: '*' }))[0]!.n);
-  await t.rejects(db.transaction(async (trx) => {
-    await createBrand({ ...ctx, db: trx }, { name: 'Doomed' });
-    throw new Error('roll back');
-  }));
+  await t.rejects(
+    db.transaction(async (trx) => {
+      await createBrand({ ...ctx, db: trx }, { name: 'Doomed' });
+      throw new Error('roll back');
+    }),
+  );
   t.equal(Number((await db('statuses').count({ n: '*' }))[0]!.n), before, 'the system statuses went with the brand');
 });
 
@@ -138,12 +166,14 @@ t.test('the rules ticket create validates with follow every definition change at
   await t.resolves(fields.validateCustomFields(ctx, brand.id, { f0: 'x' }), 'removed definitions no longer constrain');
 
   // In one transaction: the brand read before the change is not reused after it.
-  await db.transaction(async (trx) => {
-    const tx = { ...ctx, db: trx };
-    await t.resolves(fields.validateCustomFields(tx, brand.id, { f0: 'x' }));
-    await fields.create(tx, brand.id, 'ticket', { key: 'sla', label: 'SLA', type: 'boolean', required: true });
-    t.same((await failure(fields.validateCustomFields(tx, brand.id, { f0: 'x' }))).fields, ['customFields.sla'], 'the new rule applies in the same transaction');
-    throw new Error('roll back');
-  }).catch(() => undefined);
+  await db
+    .transaction(async (trx) => {
+      const tx = { ...ctx, db: trx };
+      await t.resolves(fields.validateCustomFields(tx, brand.id, { f0: 'x' }));
+      await fields.create(tx, brand.id, 'ticket', { key: 'sla', label: 'SLA', type: 'boolean', required: true });
+      t.same((await failure(fields.validateCustomFields(tx, brand.id, { f0: 'x' }))).fields, ['customFields.sla'], 'the new rule applies in the same transaction');
+      throw new Error('roll back');
+    })
+    .catch(() => undefined);
   await t.resolves(fields.validateCustomFields(ctx, brand.id, { f0: 'x' }), 'a rolled-back definition leaves no rule');
 });

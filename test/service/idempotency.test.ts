@@ -18,8 +18,13 @@ async function tenant(livemode = true): Promise<TenantCtx> {
 async function seed(ctx: TenantCtx, keys: Record<string, number>): Promise<void> {
   for (const [key, hoursLeft] of Object.entries(keys)) {
     await db('idempotency_keys').insert({
-      accountId: ctx.accountId, livemode: ctx.livemode, key, fingerprint: requestFingerprint('POST', '/x', { key }), resourceId: `res_${key}`,
-      createdAt: db.raw("now() - interval '25 hours'"), expiresAt: db.raw(`now() + make_interval(secs => ?)`, [hoursLeft * 3600]),
+      accountId: ctx.accountId,
+      livemode: ctx.livemode,
+      key,
+      fingerprint: requestFingerprint('POST', '/x', { key }),
+      resourceId: `res_${key}`,
+      createdAt: db.raw("now() - interval '25 hours'"),
+      expiresAt: db.raw(`now() + make_interval(secs => ?)`, [hoursLeft * 3600]),
     });
   }
 }
@@ -43,11 +48,17 @@ t.test('claim: first wins, the same request gets the first resource, another req
   await t.rejects(claim(ctx, 'k', 'f', 'res_1'), /inside the transaction/, 'a claim outside a transaction is refused');
   t.same(await withTx(ctx, (tx) => claim(tx, 'k', 'f1', 'res_1')), { claimed: true });
   t.same(await withTx(ctx, (tx) => claim(tx, 'k', 'f1', 'res_2')), { claimed: false, resourceId: 'res_1' });
-  await t.rejects(withTx(ctx, (tx) => claim(tx, 'k', 'f2', 'res_3', 'comment')), { statusCode: 409, code: 'idempotency_key_reused', message: /new comment/ });
-  await t.rejects(withTx(ctx, async (tx) => {
-    t.same(await claim(tx, 'rolled-back', 'f', 'res_4'), { claimed: true });
-    throw new Error('the create failed');
-  }), /create failed/);
+  await t.rejects(
+    withTx(ctx, (tx) => claim(tx, 'k', 'f2', 'res_3', 'comment')),
+    { statusCode: 409, code: 'idempotency_key_reused', message: /new comment/ },
+  );
+  await t.rejects(
+    withTx(ctx, async (tx) => {
+      t.same(await claim(tx, 'rolled-back', 'f', 'res_4'), { claimed: true });
+      throw new Error('the create failed');
+    }),
+    /create failed/,
+  );
   t.same(await withTx(ctx, (tx) => claim(tx, 'rolled-back', 'other', 'res_5')), { claimed: true }, 'a failed request released its key');
   const testMode = tenantCtx(systemCtx(servicesOf(db)), ctx.accountId, false);
   t.same(await withTx(testMode, (tx) => claim(tx, 'k', 'f2', 'res_6')), { claimed: true }, 'the other mode has its own keys');
@@ -68,7 +79,11 @@ t.test('purge: expired keys go in batches, live ones stay, an expired key can be
   t.equal(await purgeExpired(systemCtx(servicesOf(db))), 0, 'nothing left to purge');
 
   t.same(await withTx(a, (tx) => claim(tx, 'old-1', 'new request', 'res_new')), { claimed: true }, 'a purged key is free again');
-  t.same(await withTx(a, (tx) => claim(tx, 'live-1', requestFingerprint('POST', '/x', { key: 'live-1' }), 'res_other')), { claimed: false, resourceId: 'res_live-1' }, 'a live key still replays');
+  t.same(
+    await withTx(a, (tx) => claim(tx, 'live-1', requestFingerprint('POST', '/x', { key: 'live-1' }), 'res_other')),
+    { claimed: false, resourceId: 'res_live-1' },
+    'a live key still replays',
+  );
   await seed(a, { 'expired-unpurged': -1 });
   t.same(await withTx(a, (tx) => claim(tx, 'expired-unpurged', 'another body', 'res_taken')), { claimed: true }, 'an expired key not yet purged is taken over');
   const row = await db('idempotency_keys').where({ accountId: a.accountId, key: 'expired-unpurged' }).first();

@@ -38,7 +38,12 @@ t.afterEach(async () => {
 /** A clock tests move by hand, starting a second ahead so rows just committed are due. */
 function clock() {
   let now = Date.now() + 1000;
-  return { now: () => now, advance: (ms: number) => { now += ms; } };
+  return {
+    now: () => now,
+    advance: (ms: number) => {
+      now += ms;
+    },
+  };
 }
 
 /** A dispatcher delivering mail through `transport` (default: the configured one, file). */
@@ -82,8 +87,14 @@ t.test('a public agent comment is mailed once the dispatcher runs: an .eml under
 
   // Operators see mail rows by kind.
   const stats = await outbox.stats(systemCtx(servicesOf(db)));
-  t.ok(stats.counts.some((c) => c.kind === 'mail' && c.status === 'success' && c.count >= 1), 'outbox stats count mail');
-  t.match((await outbox.listAll(systemCtx(servicesOf(db)), { status: 'success', limit: 100 })).find((r) => r.id === row.id), { kind: 'mail', event: 'mail.agent_reply' });
+  t.ok(
+    stats.counts.some((c) => c.kind === 'mail' && c.status === 'success' && c.count >= 1),
+    'outbox stats count mail',
+  );
+  t.match(
+    (await outbox.listAll(systemCtx(servicesOf(db)), { status: 'success', limit: 100 })).find((r) => r.id === row.id),
+    { kind: 'mail', event: 'mail.agent_reply' },
+  );
   t.match((await dispatcher(t).tick()).delivery, { claimed: 0 }, 'delivered once: nothing left for a second pass');
 });
 
@@ -97,11 +108,14 @@ t.test('internal notes and customer comments send nothing to the customer', asyn
 
 t.test('a rolled-back comment leaves no mail_messages row and no outbox row', async (t) => {
   const { brand, ticket, ctx } = await ticketWithCustomer();
-  await t.rejects(withTx(ctx, async (tx) => {
-    await createComment(tx, brand.id, ticket.id, { body: 'Never sent' });
-    t.equal((await tx.db('outbox').where({ brandId: brand.id, kind: 'mail' })).length, 1, 'inside the transaction the row exists');
-    throw new Error('boom');
-  }), /boom/);
+  await t.rejects(
+    withTx(ctx, async (tx) => {
+      await createComment(tx, brand.id, ticket.id, { body: 'Never sent' });
+      t.equal((await tx.db('outbox').where({ brandId: brand.id, kind: 'mail' })).length, 1, 'inside the transaction the row exists');
+      throw new Error('boom');
+    }),
+    /boom/,
+  );
   t.same(await queuedRows(brand.id), []);
   t.same(await mailRows(brand.id), []);
 });
@@ -116,7 +130,10 @@ t.test('queuing the same message twice enqueues it once', async (t) => {
     await mail.queueMail(tx, brand.id, ticket.id, again);
     await mail.queueMail(tx, brand.id, ticket.id, again);
   });
-  t.same((await mailRows(brand.id)).map((r) => r.payload.message.messageId), [stored.messageId, again.messageId]);
+  t.same(
+    (await mailRows(brand.id)).map((r) => r.payload.message.messageId),
+    [stored.messageId, again.messageId],
+  );
   t.equal((await queuedRows(brand.id)).length, 2);
 });
 
@@ -132,7 +149,9 @@ async function relay(t: Test) {
   const state = { rcpt: null as number | null, data: null as number | null, seen: [] as string[] };
   const reject = (code: number | null, text: string) => (code ? Object.assign(new Error(text), { responseCode: code }) : null);
   const server = new SMTPServer({
-    authOptional: true, disabledCommands: ['AUTH', 'STARTTLS'], logger: false,
+    authOptional: true,
+    disabledCommands: ['AUTH', 'STARTTLS'],
+    logger: false,
     onRcptTo: (_address, _session, done) => done(reject(state.rcpt, 'mailbox unavailable')),
     onData: (stream, _session, done) => {
       simpleParser(stream).then((parsed) => {
@@ -196,14 +215,24 @@ t.test('the autoresponse to a new email ticket is delivered', async (t) => {
   const { owner, brand, base } = await ownerWithBrand(app);
   await owner.live('PATCH', base, { autoresponseEnabled: true, autoresponseSubject: 'Ticket #{{ticketNumber}} at {{brandName}}' });
   const raw = [
-    'From: Jane Customer <jane@customer.example>', `To: ${brand.id}@${DOMAIN}`, 'Subject: Help', 'Message-ID: <auto-1@customer.example>',
-    'Date: Mon, 23 Nov 2026 10:00:00 +0000', 'Content-Type: text/plain; charset=utf-8', '', 'It broke.', '',
+    'From: Jane Customer <jane@customer.example>',
+    `To: ${brand.id}@${DOMAIN}`,
+    'Subject: Help',
+    'Message-ID: <auto-1@customer.example>',
+    'Date: Mon, 23 Nov 2026 10:00:00 +0000',
+    'Content-Type: text/plain; charset=utf-8',
+    '',
+    'It broke.',
+    '',
   ].join('\r\n');
   const res = await app.inject({ method: 'POST', url: '/v1/inbound/email', payload: raw, headers: { authorization: `Bearer ${SECRET}`, 'content-type': 'message/rfc822' } });
   t.equal(res.statusCode, 200);
   const { ticketId } = JSON.parse(res.body);
   const ticket = (await owner.live('GET', `${base}/tickets/${ticketId}`)).body;
-  t.match((await mailRows(brand.id)).map((r) => r.event), ['mail.autoresponse']);
+  t.match(
+    (await mailRows(brand.id)).map((r) => r.event),
+    ['mail.autoresponse'],
+  );
 
   t.match((await dispatcher(t).tick()).delivery, { claimed: 1, success: 1 });
   const messageId = `<${ticketId}.autoresponse@${MAIL_DOMAIN}>`;

@@ -40,7 +40,15 @@ async function withHook(t: Test, subscribed: string[] = ['ticket.created'], answ
 /** A clock tests move by hand, starting a second ahead so rows just committed are due. */
 function clock() {
   let now = Date.now() + 1000;
-  return { now: () => now, advance: (ms: number) => { now += ms; }, set: (ms: number) => { now = ms; } };
+  return {
+    now: () => now,
+    advance: (ms: number) => {
+      now += ms;
+    },
+    set: (ms: number) => {
+      now = ms;
+    },
+  };
 }
 
 function dispatcher(t: Test, options: OutboxOptions = {}): Dispatcher {
@@ -54,7 +62,12 @@ const webhookRow = (id: string) => db('webhooks').where({ id }).first();
 
 /** `n` events in one transaction (bodies say which), as the services enqueue them. */
 async function enqueue(ctx: TenantCtx, brandId: string, n: number, name = 'ticket.created'): Promise<void> {
-  await withTx(ctx, (tx) => outbox.enqueueEvents(tx, Array.from({ length: n }, (_, i) => ({ brandId, names: [name], ticketId: null, ticketFields: [], data: { n: i } }))));
+  await withTx(ctx, (tx) =>
+    outbox.enqueueEvents(
+      tx,
+      Array.from({ length: n }, (_, i) => ({ brandId, names: [name], ticketId: null, ticketFields: [], data: { n: i } })),
+    ),
+  );
 }
 
 // Tests share the database: messages a test leaves due must not reach the next test's dispatchers.
@@ -83,13 +96,20 @@ t.test('a rolled-back change leaves no outbox row and no audit row; the committe
     outbox: Number((await db('outbox').where({ webhookId: webhook.id }).count({ n: '*' }))[0]!.n),
     audit: Number((await db('auditLog').where({ entityId: ticket.id, event: 'ticket.updated' }).count({ n: '*' }))[0]!.n),
   });
-  await t.rejects(withTx(ctx, async (tx) => {
-    await updateTicket(tx, brandId, ticket.id, { title: 'Rolled back' });
-    t.same(await withTx(tx, async () => ({
-      outbox: Number((await tx.db('outbox').where({ webhookId: webhook.id }).count({ n: '*' }))[0]!.n),
-    })), { outbox: 1 }, 'inside the transaction the row exists');
-    throw new Error('boom');
-  }), /boom/);
+  await t.rejects(
+    withTx(ctx, async (tx) => {
+      await updateTicket(tx, brandId, ticket.id, { title: 'Rolled back' });
+      t.same(
+        await withTx(tx, async () => ({
+          outbox: Number((await tx.db('outbox').where({ webhookId: webhook.id }).count({ n: '*' }))[0]!.n),
+        })),
+        { outbox: 1 },
+        'inside the transaction the row exists',
+      );
+      throw new Error('boom');
+    }),
+    /boom/,
+  );
   t.same(await count(), { outbox: 0, audit: 0 }, 'nothing after the rollback');
   await updateTicket(ctx, brandId, ticket.id, { title: 'Committed' });
   t.same(await count(), { outbox: 1, audit: 1 });
@@ -108,7 +128,10 @@ t.test('fan-out: one row per subscribed, enabled webhook of the brand and mode, 
   const testHook = await webhooks.create(testCtx, LOOPBACK, testBrand.id, { url, events: ['ticket.created'] });
 
   const ticket = (await createTicket(ctx, brandId, { title: 'Fan out' })).ticket;
-  t.same((await rowsOf(a.id)).map((r) => r.event), ['ticket.created']);
+  t.same(
+    (await rowsOf(a.id)).map((r) => r.event),
+    ['ticket.created'],
+  );
   for (const w of [b, off, elsewhere, testHook]) t.same(await rowsOf(w.id), [], 'no row for a webhook not subscribed, disabled, of another brand or mode');
 
   const statements: string[] = [];
@@ -116,7 +139,19 @@ t.test('fan-out: one row per subscribed, enabled webhook of the brand and mode, 
   await withTx(ctx, async (tx) => {
     db.on('query', spy);
     try {
-      await events.commentCreated(tx, brandId, { id: 'cmt_x', ticketId: ticket.id, body: 'x', authorId: null, authorName: null, authorType: 'AGENT', parentId: null, isInternal: false, createdAt: new Date(), updatedAt: new Date(), deletedAt: null });
+      await events.commentCreated(tx, brandId, {
+        id: 'cmt_x',
+        ticketId: ticket.id,
+        body: 'x',
+        authorId: null,
+        authorName: null,
+        authorType: 'AGENT',
+        parentId: null,
+        isInternal: false,
+        createdAt: new Date(),
+        updatedAt: new Date(),
+        deletedAt: null,
+      });
       await events.ticketsUpdated(tx, brandId, [{ ticketId: ticket.id, changes: ['title'] }]);
     } finally {
       db.off('query', spy);
@@ -141,14 +176,45 @@ t.test('bodies follow the contract; each subscriber gets the event under the nam
   await comments.remove(ctx, brandId, comment.id);
   await ticketActions.bulk(ctx, brandId, { action: 'delete', ticketIds: [ticket.id] } as Parameters<typeof ticketActions.bulk>[2]);
 
-  const bodies = async (id: string) => (await rowsOf(id)).map((r) => r.payload as { id: string; event: string; brand_id: string; data: Record<string, unknown>; timestamp: string });
+  const bodies = async (id: string) =>
+    (await rowsOf(id)).map((r) => r.payload as { id: string; event: string; brand_id: string; data: Record<string, unknown>; timestamp: string });
   const [created, updated, deleted] = await bodies(ticketHook.id);
   const customer = { customerId: ticket.customerId, customerEmail: 'zoe@example.com', customerName: 'Zoë' };
   t.same(Object.keys(created!).sort(), ['brand_id', 'data', 'event', 'id', 'timestamp']);
   t.match(created!, { event: 'ticket.created', brand_id: brandId, id: /^evt_/ });
-  t.same(created!.data, { id: ticket.id, ticketNumber: ticket.ticketNumber, title: 'Refund', status: 'open', priority: 'high', source: 'api', createdAt: ticket.createdAt, ...customer });
-  t.match(updated!.data, { id: ticket.id, ticketNumber: ticket.ticketNumber, title: 'Refund please', status: 'pending', priority: 'high', assigneeId: null, changes: ['title', 'status'], ...customer });
-  t.same(Object.keys(updated!.data).sort(), ['assigneeId', 'changes', 'customerEmail', 'customerId', 'customerName', 'id', 'priority', 'status', 'ticketNumber', 'title', 'updatedAt']);
+  t.same(created!.data, {
+    id: ticket.id,
+    ticketNumber: ticket.ticketNumber,
+    title: 'Refund',
+    status: 'open',
+    priority: 'high',
+    source: 'api',
+    createdAt: ticket.createdAt,
+    ...customer,
+  });
+  t.match(updated!.data, {
+    id: ticket.id,
+    ticketNumber: ticket.ticketNumber,
+    title: 'Refund please',
+    status: 'pending',
+    priority: 'high',
+    assigneeId: null,
+    changes: ['title', 'status'],
+    ...customer,
+  });
+  t.same(Object.keys(updated!.data).sort(), [
+    'assigneeId',
+    'changes',
+    'customerEmail',
+    'customerId',
+    'customerName',
+    'id',
+    'priority',
+    'status',
+    'ticketNumber',
+    'title',
+    'updatedAt',
+  ]);
   t.match(deleted!, { event: 'ticket.deleted', data: { id: ticket.id, deletedAt: String } }, 'bulk delete announces ticket.deleted');
 
   const [shortCreated, shortUpdated, shortDeleted] = await bodies(short.id);
@@ -157,7 +223,12 @@ t.test('bodies follow the contract; each subscriber gets the event under the nam
   t.equal(longCreated!.event, 'ticket.comment.created', 'the name the webhook subscribed to');
   t.equal(shortCreated!.id, longCreated!.id, 'one event, one id');
   t.same(shortCreated!.data, longCreated!.data);
-  t.match(longCreated!.data, { ticketId: ticket.id, ticketNumber: ticket.ticketNumber, comment: { id: comment.id, body: 'On it', authorId: 'mem_1', authorType: 'AGENT', createdAt: comment.createdAt }, ...customer });
+  t.match(longCreated!.data, {
+    ticketId: ticket.id,
+    ticketNumber: ticket.ticketNumber,
+    comment: { id: comment.id, body: 'On it', authorId: 'mem_1', authorType: 'AGENT', createdAt: comment.createdAt },
+    ...customer,
+  });
   t.match(shortUpdated!.data, { comment: { body: 'On it now' }, changes: ['body'] });
   t.match(shortDeleted!, { event: 'comment.deleted', data: { comment: { id: comment.id, deletedAt: String } } });
 });
@@ -186,7 +257,10 @@ t.test('a delivery is one signed POST that independent verifiers accept', async 
   t.ok(sent.length === expected.length && timingSafeEqual(sent, expected), 'X-Dispatch-Signature verifies');
 
   const ownGot = hook.received.find((r) => r.path === '/own')!;
-  t.ok(new StandardWebhook('plain-ascii-secret-42', { format: 'raw' }).verify(ownGot.body, ownGot.headers as Record<string, string>), 'a secret of the client\'s own verifies in raw format');
+  t.ok(
+    new StandardWebhook('plain-ascii-secret-42', { format: 'raw' }).verify(ownGot.body, ownGot.headers as Record<string, string>),
+    "a secret of the client's own verifies in raw format",
+  );
   t.equal(ownGot.headers['x-dispatch-signature'], `sha256=${createHmac('sha256', own.secret).update(ownGot.body).digest('hex')}`);
   t.match(await webhookRow(webhook.id), { failureCount: 0, lastTriggeredAt: Date });
 });
@@ -202,7 +276,10 @@ t.test('two dispatchers on one database deliver 1,000 events exactly once each',
   const perId = new Map<string, number>();
   for (const r of hook.received) perId.set(String(r.headers['webhook-id']), (perId.get(String(r.headers['webhook-id'])) ?? 0) + 1);
   t.equal(perId.size, 1000, '1,000 distinct deliveries');
-  t.ok([...perId.values()].every((n) => n === 1), 'each exactly once');
+  t.ok(
+    [...perId.values()].every((n) => n === 1),
+    'each exactly once',
+  );
   t.same(new Set(hook.received.map((r) => (JSON.parse(r.body) as { data: { n: number } }).data.n)).size, 1000, 'every event');
   t.same(await db('outbox').where({ webhookId: webhook.id }).whereNot('status', 'success').count({ n: '*' }).first(), { n: '0' });
 });
@@ -219,9 +296,25 @@ t.test('a dispatcher that claimed a batch and died loses nothing: its leases exp
   time.advance(leaseMs + 1);
   t.match(await survivor.deliverDue(), { claimed: 5, success: 5 }, 'after the lease expired');
   t.equal(hook.received.length, 5);
-  t.same((await rowsOf(webhook.id)).map((r) => [r.status, r.attempts, r.leaseOwner]), Array(5).fill(['success', 2, null]), 'the lost claim counted as an attempt');
-  t.equal(await outbox.settle(systemCtx(servicesOf(db)), dead[0]!, { status: 'failed', availableAt: null, error: 'late', responseCode: null, responseBody: null, attemptedAt: new Date() }).catch((e: Error) => e.message), 'outbox message ticket.created must be enqueued inside the change\'s transaction', 'settle needs a transaction');
-  t.equal(await withTx(systemCtx(servicesOf(db)), (tx) => outbox.settle(tx, dead[0]!, { status: 'failed', availableAt: null, error: 'late', responseCode: null, responseBody: null, attemptedAt: new Date() })), false, 'a late settle by the old owner changes nothing');
+  t.same(
+    (await rowsOf(webhook.id)).map((r) => [r.status, r.attempts, r.leaseOwner]),
+    Array(5).fill(['success', 2, null]),
+    'the lost claim counted as an attempt',
+  );
+  t.equal(
+    await outbox
+      .settle(systemCtx(servicesOf(db)), dead[0]!, { status: 'failed', availableAt: null, error: 'late', responseCode: null, responseBody: null, attemptedAt: new Date() })
+      .catch((e: Error) => e.message),
+    "outbox message ticket.created must be enqueued inside the change's transaction",
+    'settle needs a transaction',
+  );
+  t.equal(
+    await withTx(systemCtx(servicesOf(db)), (tx) =>
+      outbox.settle(tx, dead[0]!, { status: 'failed', availableAt: null, error: 'late', responseCode: null, responseBody: null, attemptedAt: new Date() }),
+    ),
+    false,
+    'a late settle by the old owner changes nothing',
+  );
   t.equal((await rowsOf(webhook.id))[0].status, 'success');
 });
 
@@ -267,7 +360,7 @@ t.test('429 and 503 honour Retry-After, in seconds or as a date, capped at 12 ho
   for (const [n, delay] of expected.entries()) {
     await createTicket(ctx, brandId, { title: `Busy ${n}` });
     await d.deliverDue();
-    const row = (await db('outbox').where({ webhookId: webhook.id }).orderBy('id', 'desc').first());
+    const row = await db('outbox').where({ webhookId: webhook.id }).orderBy('id', 'desc').first();
     t.equal(new Date(row.availableAt).getTime() - time.now(), delay, `${answers[n]!.status} Retry-After ${answers[n]!.headers!['retry-after']}`);
   }
 });
@@ -327,7 +420,11 @@ t.test('redirects are not followed; slow receivers time out; stored answers are 
   const d = dispatcher(t, { webhooks: { allowPrivate: true, timeoutMs: 300 } });
   await d.deliverDue();
   t.match((await rowsOf(redirect.webhook.id))[0], { status: 'failed', responseCode: 302, lastError: /redirect \(HTTP 302\) not followed/ });
-  t.same(redirect.hook.received.map((r) => r.path), ['/hook'], 'the Location was not visited');
+  t.same(
+    redirect.hook.received.map((r) => r.path),
+    ['/hook'],
+    'the Location was not visited',
+  );
   t.match((await rowsOf(slow.webhook.id))[0], { status: 'retrying', lastError: 'timeout after 300 ms', responseCode: null });
   const chatty = (await rowsOf(big.webhook.id))[0];
   t.match(chatty, { status: 'success', responseCode: 200 });
@@ -364,7 +461,11 @@ t.test('redeliver sends the same body again under a new id; rotation signs with 
   t.ok(new StandardWebhook(webhook.secret).verify(second!.body, second!.headers as Record<string, string>), 'the old one still does');
   t.equal(second!.headers['x-dispatch-signature'], `sha256=${createHmac('sha256', rotated.secret).update(second!.body).digest('hex')}`, 'X-Dispatch-Signature uses the new secret');
   const views = await webhooks.deliveries(ctx, brandId, webhook.id);
-  t.same(views.map((v) => v.status), ['SUCCESS', 'SUCCESS'], 'the original keeps its own log');
+  t.same(
+    views.map((v) => v.status),
+    ['SUCCESS', 'SUCCESS'],
+    'the original keeps its own log',
+  );
 
   await webhooks.rotateSecret(ctx, brandId, webhook.id);
   await webhooks.redeliver(ctx, brandId, webhook.id, original!.id);

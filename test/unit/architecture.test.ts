@@ -39,7 +39,14 @@ function resolve(from: string, spec: string): string | null {
 }
 
 const files = [...sources('server'), ...sources('cli')];
-const graph = new Map(files.map((f) => [f, specifiersOf(f).map((s) => resolve(f, s)).filter((x): x is string => x !== null)]));
+const graph = new Map(
+  files.map((f) => [
+    f,
+    specifiersOf(f)
+      .map((s) => resolve(f, s))
+      .filter((x): x is string => x !== null),
+  ]),
+);
 
 type Layer = 'kernel' | 'leaf' | 'routes' | 'flow' | 'runtime' | 'cli';
 
@@ -118,7 +125,18 @@ t.test('the checks see the code they check', async (t) => {
   t.ok(files.filter((f) => layerOf(f) === 'leaf').length > 20, 'leaves are found');
   t.ok(files.filter((f) => layerOf(f) === 'flow').length > 5, 'flows are found');
   t.ok(graph.get('server/app.ts')!.includes('server/domains/tickets/routes.ts'), 'relative imports resolve to files');
-  t.same(cycles(new Map([['a', ['b']], ['b', ['c']], ['c', ['a']], ['d', ['a']]])), [['a', 'b', 'c']], 'a cycle is found');
+  t.same(
+    cycles(
+      new Map([
+        ['a', ['b']],
+        ['b', ['c']],
+        ['c', ['a']],
+        ['d', ['a']],
+      ]),
+    ),
+    [['a', 'b', 'c']],
+    'a cycle is found',
+  );
   t.equal(violation('server/domains/tickets/service.ts', 'server/domains/contacts/service.ts'), 'a leaf imports only the kernel and its own domain');
 });
 
@@ -168,7 +186,7 @@ t.test('hand-written SQL gets its tenant condition from core/model.ts, never typ
   t.same(found, []);
 });
 
-t.test("routes never touch knex, objection or models", async (t) => {
+t.test('routes never touch knex, objection or models', async (t) => {
   for (const file of files.filter((f) => layerOf(f) === 'routes')) {
     for (const spec of specifiersOf(file)) {
       t.notOk(['knex', 'objection', 'pg'].includes(spec), `${file} imports ${spec}`);
@@ -179,19 +197,31 @@ t.test("routes never touch knex, objection or models", async (t) => {
 
 t.test('services and flows never touch Fastify or the environment; models never call services', async (t) => {
   for (const file of files.filter((f) => layerOf(f) === 'leaf' || layerOf(f) === 'flow')) {
-    t.notOk(specifiersOf(file).some((s) => s.startsWith('fastify') || s.startsWith('@fastify') || s.endsWith('core/http.js')), `${file} imports Fastify or the HTTP layer`);
+    t.notOk(
+      specifiersOf(file).some((s) => s.startsWith('fastify') || s.startsWith('@fastify') || s.endsWith('core/http.js')),
+      `${file} imports Fastify or the HTTP layer`,
+    );
     t.notOk(/process\.env/.test(read(file)), `${file} reads process.env`);
   }
   for (const file of files.filter((f) => f.endsWith('/model.ts'))) {
-    t.notOk(specifiersOf(file).some((s) => /service|outbox|fastify|flows/.test(s)), `${file} imports a service, a flow, the outbox or Fastify`);
+    t.notOk(
+      specifiersOf(file).some((s) => /service|outbox|fastify|flows/.test(s)),
+      `${file} imports a service, a flow, the outbox or Fastify`,
+    );
   }
 });
 
 t.test('CLI commands go through services: no Fastify, no models, no raw SQL', async (t) => {
   for (const file of sources('cli')) {
     const specs = specifiersOf(file);
-    t.notOk(specs.some((s) => s.startsWith('fastify') || s.startsWith('@fastify') || s === 'knex' || s === 'pg'), `${file} imports Fastify, knex or pg`);
-    t.notOk(specs.some((s) => s.endsWith('model.js')), `${file} imports a model`);
+    t.notOk(
+      specs.some((s) => s.startsWith('fastify') || s.startsWith('@fastify') || s === 'knex' || s === 'pg'),
+      `${file} imports Fastify, knex or pg`,
+    );
+    t.notOk(
+      specs.some((s) => s.endsWith('model.js')),
+      `${file} imports a model`,
+    );
     const code = read(file).replace(/^\s*import\s[^;]*;/gms, '');
     t.notOk(/\.raw\(|\bselect\s[^'"`]+\sfrom\s/i.test(code), `${file} contains SQL`);
   }

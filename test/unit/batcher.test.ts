@@ -88,7 +88,7 @@ t.test('calls of one affinity share a batch but never run in two at once', async
   const { submit, batches, releaseOne, releaseAll } = gated({ maxSize: 10, concurrency: 2, affinity: (x) => x[0]! });
   const calls = [submit('g', 'a1')];
   calls.push(submit('g', 'a2'), submit('g', 'a3'));
-  t.same(batches, [['a1']], 'a2 and a3 wait for a1\'s batch instead of running beside it');
+  t.same(batches, [['a1']], "a2 and a3 wait for a1's batch instead of running beside it");
   calls.push(submit('g', 'b1'));
   t.same(batches, [['a1'], ['b1']], 'another affinity runs beside it');
   await releaseOne();

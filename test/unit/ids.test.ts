@@ -46,11 +46,19 @@ t.test('validation errors name the field and say what is wrong', async (t) => {
 });
 
 t.test('a field that takes a set of values names them; a union with other kinds keeps its own message', async (t) => {
-  const constant = (path: string, allowedValue: string) => ({ keyword: 'const', instancePath: path, params: { allowedValue }, schemaPath: '', message: 'must be equal to constant' });
+  const constant = (path: string, allowedValue: string) => ({
+    keyword: 'const',
+    instancePath: path,
+    params: { allowedValue },
+    schemaPath: '',
+    message: 'must be equal to constant',
+  });
   const errors = validationErrors([
-    constant('/sort', 'createdAt'), constant('/sort', 'title'),
+    constant('/sort', 'createdAt'),
+    constant('/sort', 'title'),
     { keyword: 'anyOf', instancePath: '/sort', params: {}, schemaPath: '', message: '' },
-    constant('/priority', 'low'), constant('/priority', 'high'),
+    constant('/priority', 'low'),
+    constant('/priority', 'high'),
     { keyword: 'type', instancePath: '/priority', params: { type: 'null' }, schemaPath: '', message: 'must be null' },
     { keyword: 'anyOf', instancePath: '/priority', params: {}, schemaPath: '', message: '' },
     constant('/object', 'ticket'),
@@ -65,20 +73,28 @@ t.test('a field that takes a set of values names them; a union with other kinds 
   ]);
 });
 
-t.test('the shared patterns are explained in words; any other keeps ajv\'s message', async (t) => {
+t.test("the shared patterns are explained in words; any other keeps ajv's message", async (t) => {
   const pattern = (path: string, p: string) => ({ keyword: 'pattern', instancePath: path, params: { pattern: p }, schemaPath: '', message: `must match pattern "${p}"` });
-  t.same(validationErrors([
-    pattern('/email', PATTERNS.email), pattern('/title', PATTERNS.notBlank), pattern('/color', PATTERNS.hexColor),
-    pattern('/url', PATTERNS.httpUrl), pattern('/origin', PATTERNS.origin), pattern('/start', PATTERNS.timeOfDay), pattern('/prefix', '^[A-Za-z0-9]+$'),
-  ]), [
-    { field: 'email', message: 'must be an email address' },
-    { field: 'title', message: 'must not be blank' },
-    { field: 'color', message: 'must be a hex colour such as #6b7280' },
-    { field: 'url', message: 'must be an http:// or https:// URL' },
-    { field: 'origin', message: 'must be an origin such as https://app.example.com (no path)' },
-    { field: 'start', message: 'must be a time of day as HH:MM (00:00-23:59)' },
-    { field: 'prefix', message: 'must match pattern "^[A-Za-z0-9]+$"' },
-  ]);
+  t.same(
+    validationErrors([
+      pattern('/email', PATTERNS.email),
+      pattern('/title', PATTERNS.notBlank),
+      pattern('/color', PATTERNS.hexColor),
+      pattern('/url', PATTERNS.httpUrl),
+      pattern('/origin', PATTERNS.origin),
+      pattern('/start', PATTERNS.timeOfDay),
+      pattern('/prefix', '^[A-Za-z0-9]+$'),
+    ]),
+    [
+      { field: 'email', message: 'must be an email address' },
+      { field: 'title', message: 'must not be blank' },
+      { field: 'color', message: 'must be a hex colour such as #6b7280' },
+      { field: 'url', message: 'must be an http:// or https:// URL' },
+      { field: 'origin', message: 'must be an origin such as https://app.example.com (no path)' },
+      { field: 'start', message: 'must be a time of day as HH:MM (00:00-23:59)' },
+      { field: 'prefix', message: 'must match pattern "^[A-Za-z0-9]+$"' },
+    ],
+  );
 });
 
 t.test('ids made in the same millisecond still sort in creation order', async (t) => {

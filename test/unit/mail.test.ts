@@ -11,11 +11,26 @@ import { fileTransport, sendMail } from '../../server/integrations/mail.js';
 
 const key = randomBytes(32);
 const settings = mailSettings({ mailFrom: 'notifications@mail.example', inboundDomain: 'inbound.example' });
-const brand = { id: 'br_01jabcdefghjkmnpqrstvwxyz0', name: 'Acme <b>&</b> Co', ticketPrefix: 'ACME', fromName: null, fromEmail: null, autoresponseSubject: null, autoresponseBody: null };
+const brand = {
+  id: 'br_01jabcdefghjkmnpqrstvwxyz0',
+  name: 'Acme <b>&</b> Co',
+  ticketPrefix: 'ACME',
+  fromName: null,
+  fromEmail: null,
+  autoresponseSubject: null,
+  autoresponseBody: null,
+};
 const ticket = { id: 'tkt_01jabcdefghjkmnpqrstvwxyz1', ticketNumber: 1042, title: 'Printer on fire' };
 const thread = { inboundMessageIds: ['<first@customer.example>', '<latest@customer.example>'] };
 const customer = { name: 'Jane', address: 'jane@customer.example' };
-const comment = { id: 'cmt_01jabcdefghjkmnpqrstvwxyz2', body: 'Please unplug it.\n<script>x</script>', cc: ['boss@customer.example'], authorName: 'Sam', authorType: 'AGENT', isInternal: false };
+const comment = {
+  id: 'cmt_01jabcdefghjkmnpqrstvwxyz2',
+  body: 'Please unplug it.\n<script>x</script>',
+  cc: ['boss@customer.example'],
+  authorName: 'Sam',
+  authorType: 'AGENT',
+  isInternal: false,
+};
 
 t.test('reply tokens verify for their brand and ticket only', async (t) => {
   const token = signReplyToken(key, brand.id, ticket.id);
@@ -61,7 +76,13 @@ t.test('a ticket without inbound mail threads on its own root id', async (t) => 
 });
 
 t.test('autoresponse: templates, escaping in HTML only, Auto-Submitted', async (t) => {
-  const custom = { ...brand, fromEmail: 'help@acme.example', fromName: 'Acme Help', autoresponseSubject: 'We got it: #{{ticketNumber}} ({{ brandName }}) {{unknown}}', autoresponseBody: 'Thanks for writing to {{brandName}}.\nYour number: {{ticketNumber}}' };
+  const custom = {
+    ...brand,
+    fromEmail: 'help@acme.example',
+    fromName: 'Acme Help',
+    autoresponseSubject: 'We got it: #{{ticketNumber}} ({{ brandName }}) {{unknown}}',
+    autoresponseBody: 'Thanks for writing to {{brandName}}.\nYour number: {{ticketNumber}}',
+  };
   const m = autoresponse({ settings, key, brand: custom, ticket, thread, customer });
   t.equal(m.subject, 'We got it: #1042 (Acme <b>&</b> Co) {{unknown}}', 'values substituted; unknown placeholders kept');
   t.equal(m.text, 'Thanks for writing to Acme <b>&</b> Co.\nYour number: 1042', 'text carries the values as they are');
@@ -121,13 +142,21 @@ t.test('quoted history and signatures are trimmed', async (t) => {
     ['French attribution', 'Merci.\n\nLe lun. 3 mars 2025 à 10:00, Support <s@x.example> a écrit :\n> vieux', 'Merci.'],
     ['German attribution', 'Danke.\n\nAm 03.03.2025 um 10:00 schrieb Support <s@x.example>:\n> alt', 'Danke.'],
     ['Outlook original message', 'Fine.\n\n-----Original Message-----\nFrom: Support\nSent: Monday\nSubject: x\n\nold', 'Fine.'],
-    ['Outlook header block after a rule', 'Thanks!\n\n________________________________\nFrom: Acme <a@x.example>\nSent: Monday, March 3, 2025 11:30 AM\nTo: Jane\nSubject: Re: x\n\nold', 'Thanks!'],
+    [
+      'Outlook header block after a rule',
+      'Thanks!\n\n________________________________\nFrom: Acme <a@x.example>\nSent: Monday, March 3, 2025 11:30 AM\nTo: Jane\nSubject: Re: x\n\nold',
+      'Thanks!',
+    ],
     ['Outlook header block, bold', 'Ok.\n\n*From:* Acme <a@x.example>\n*Sent:* Monday\n*To:* Jane\n\nold', 'Ok.'],
     ['signature delimiter', 'See above.\n\n-- \nJane Doe\nCEO', 'See above.'],
     ['Sent from my iPhone', 'Will do\n\nSent from my iPhone\n\n> On Mon wrote', 'Will do'],
     ['trailing > block', 'Top answer.\n\n> quoted line 1\n> quoted line 2\n', 'Top answer.'],
     ['interleaved quotes keep the answers', '> question 1\nanswer 1\n> question 2\nanswer 2', '> question 1\nanswer 1\n> question 2\nanswer 2'],
-    ['a forwarded message is content', 'FYI\n\n---------- Forwarded message ---------\nFrom: Bob <b@x.example>\nDate: Mon\nSubject: x\n\nbody', 'FYI\n\n---------- Forwarded message ---------\nFrom: Bob <b@x.example>\nDate: Mon\nSubject: x\n\nbody'],
+    [
+      'a forwarded message is content',
+      'FYI\n\n---------- Forwarded message ---------\nFrom: Bob <b@x.example>\nDate: Mon\nSubject: x\n\nbody',
+      'FYI\n\n---------- Forwarded message ---------\nFrom: Bob <b@x.example>\nDate: Mon\nSubject: x\n\nbody',
+    ],
     ['nothing but a quote is kept whole', '> only quoted', '> only quoted'],
     ['CRLF line ends', 'Hi.\r\n\r\nOn Mon, Sam wrote:\r\n> x', 'Hi.'],
   ];

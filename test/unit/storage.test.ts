@@ -10,7 +10,11 @@ const root = mkdtempSync(path.join(os.tmpdir(), 'ticketd-storage-'));
 t.teardown(() => rmSync(root, { recursive: true, force: true }));
 const storage = new LocalDiskStorage(root);
 const staging = path.join(root, '.staging');
-const text = async (stream: Readable) => { let s = ''; for await (const c of stream) s += c; return s; };
+const text = async (stream: Readable) => {
+  let s = '';
+  for await (const c of stream) s += c;
+  return s;
+};
 
 t.test('put, exists, open, delete', async (t) => {
   const stored = await storage.put('att_01abc', Readable.from([Buffer.from('hello '), Buffer.from('world')]), 100);

@@ -4,16 +4,14 @@ import { ApiKeyWithSecret } from '../api-keys/schemas.js';
 import { BrandOut } from '../brands/schemas.js';
 import { MemberOut } from '../members/schemas.js';
 
-export const AccountOut = Type.Object(
-  {
-    id: Type.String(),
-    object: Type.Literal('account'),
-    name: Type.String(),
-    livemode: Type.Boolean({ description: 'The mode of the credential that read it' }),
-    createdAt: Timestamp,
-    updatedAt: Timestamp,
-  },
-);
+export const AccountOut = Type.Object({
+  id: Type.String(),
+  object: Type.Literal('account'),
+  name: Type.String(),
+  livemode: Type.Boolean({ description: 'The mode of the credential that read it' }),
+  createdAt: Timestamp,
+  updatedAt: Timestamp,
+});
 
 export const CreateAccountBody = Type.Object(
   {

@@ -3,25 +3,21 @@ import { Nullable, Timestamp } from '../../core/schemas.js';
 
 const BrandIds = Type.Array(Type.String({ minLength: 1, maxLength: 64 }), { maxItems: 500, uniqueItems: true });
 
-export const ApiKeyOut = Type.Object(
-  {
-    id: Type.String(),
-    object: Type.Literal('api_key'),
-    name: Type.String(),
-    keyPreview: Type.String({ description: 'The start and last four characters of the secret' }),
-    prefix: Type.String({ description: 'Same as keyPreview; the name the dashboard reads' }),
-    livemode: Type.Boolean(),
-    allBrands: Type.Boolean(),
-    brandIds: Type.Array(Type.String()),
-    lastUsedAt: Nullable(Timestamp),
-    expiresAt: Nullable(Timestamp),
-    createdAt: Timestamp,
-  },
-);
+export const ApiKeyOut = Type.Object({
+  id: Type.String(),
+  object: Type.Literal('api_key'),
+  name: Type.String(),
+  keyPreview: Type.String({ description: 'The start and last four characters of the secret' }),
+  prefix: Type.String({ description: 'Same as keyPreview; the name the dashboard reads' }),
+  livemode: Type.Boolean(),
+  allBrands: Type.Boolean(),
+  brandIds: Type.Array(Type.String()),
+  lastUsedAt: Nullable(Timestamp),
+  expiresAt: Nullable(Timestamp),
+  createdAt: Timestamp,
+});
 
-export const ApiKeyWithSecret = Type.Object(
-  { ...ApiKeyOut.properties, key: Type.String({ description: 'The full secret. Shown only in this response.' }) },
-);
+export const ApiKeyWithSecret = Type.Object({ ...ApiKeyOut.properties, key: Type.String({ description: 'The full secret. Shown only in this response.' }) });
 
 export const CreateApiKeyBody = Type.Object(
   {

@@ -131,7 +131,7 @@ export async function revoke(ctx: TenantCtx, keyId: string): Promise<{ success: 
   const now = new Date();
   await withTx(ctx, async (tx) => {
     // Compare and set: of two concurrent revokes, one succeeds and the other finds nothing (404).
-    const revoked = await activeKeys(tx).findById(keyId).patch({ revokedAt: now, updatedAt: now }).returning('*') as unknown as ApiKey | undefined;
+    const revoked = (await activeKeys(tx).findById(keyId).patch({ revokedAt: now, updatedAt: now }).returning('*')) as unknown as ApiKey | undefined;
     if (!revoked) throw notFound('API key');
     await audit.record(tx, keyFact(revoked, 'api_key.revoked'));
     await keysChanged(tx, [keyId]);
@@ -148,14 +148,15 @@ export async function rotate(ctx: TenantCtx, keyId: string, graceMinutes = 0): P
     // The scope is copied as it is: deleting a brand may have left a limited key with no brand.
     const newKey = await insertKey(tx, old.name, { allBrands: old.allBrands, brandIds: old.allBrands ? [] : [...old.brandIds] }, old.id);
     const now = new Date();
-    const patch = graceMinutes > 0
-      ? { expiresAt: new Date(now.getTime() + graceMinutes * 60_000), updatedAt: now }
-      : { revokedAt: now, updatedAt: now };
+    const patch = graceMinutes > 0 ? { expiresAt: new Date(now.getTime() + graceMinutes * 60_000), updatedAt: now } : { revokedAt: now, updatedAt: now };
     const oldKey = await ApiKey.scoped(tx).patchAndFetchById(keyId, patch);
     // With a grace period the key is revoked later, by the clock (revokeExpired records that).
-    await audit.record(tx, graceMinutes > 0
-      ? keyFact(oldKey, 'api_key.updated', [{ field: 'expiresAt', from: null, to: oldKey.expiresAt!.toISOString() }], { rotatedTo: newKey.id })
-      : keyFact(oldKey, 'api_key.revoked', undefined, { rotatedTo: newKey.id }));
+    await audit.record(
+      tx,
+      graceMinutes > 0
+        ? keyFact(oldKey, 'api_key.updated', [{ field: 'expiresAt', from: null, to: oldKey.expiresAt!.toISOString() }], { rotatedTo: newKey.id })
+        : keyFact(oldKey, 'api_key.revoked', undefined, { rotatedTo: newKey.id }),
+    );
     await keysChanged(tx, [keyId]);
     return { newKey, oldKey: toView(oldKey) };
   });
@@ -167,10 +168,20 @@ export async function rotate(ctx: TenantCtx, keyId: string, graceMinutes = 0): P
 export async function forgetBrand(ctx: TenantCtx, brandId: string): Promise<void> {
   const changed = await ApiKey.scoped(ctx).whereRaw('? = any(brand_ids)', [brandId]).orderBy('id').forUpdate();
   if (!changed.length) return;
-  await ApiKey.scoped(ctx).whereIn('id', changed.map((k) => k.id))
+  await ApiKey.scoped(ctx)
+    .whereIn(
+      'id',
+      changed.map((k) => k.id),
+    )
     .patch({ brandIds: ctx.db.raw('array_remove(brand_ids, ?)', [brandId]) as unknown as string[] });
-  await audit.recordMany(ctx, changed.map((k) => keyFact(k, 'api_key.updated', [{ field: 'brandIds', from: k.brandIds, to: k.brandIds.filter((id) => id !== brandId) }], { reason: 'brand_deleted' })));
-  await keysChanged(ctx, changed.map((k) => k.id));
+  await audit.recordMany(
+    ctx,
+    changed.map((k) => keyFact(k, 'api_key.updated', [{ field: 'brandIds', from: k.brandIds, to: k.brandIds.filter((id) => id !== brandId) }], { reason: 'brand_deleted' })),
+  );
+  await keysChanged(
+    ctx,
+    changed.map((k) => k.id),
+  );
 }
 
 /**
@@ -206,10 +217,19 @@ export class ApiKeyCache {
   readonly events = new EventEmitter();
   readonly stats = { hits: 0, misses: 0, drops: 0 };
 
-  constructor(private readonly listener: Listener, private readonly ttlMs: number) {
+  constructor(
+    private readonly listener: Listener,
+    private readonly ttlMs: number,
+  ) {
     listener.on('notification', (_channel: string, keyId: string) => this.drop([keyId]));
-    listener.on('up', () => { this.clear(); this.events.emit('up'); });
-    listener.on('down', () => { this.clear(); this.events.emit('down'); });
+    listener.on('up', () => {
+      this.clear();
+      this.events.emit('up');
+    });
+    listener.on('down', () => {
+      this.clear();
+      this.events.emit('down');
+    });
   }
 
   /** Serving from memory only while notifications can reach us. */
@@ -281,7 +301,11 @@ export class ApiKeyCache {
  * This process's authentication state: the cache (started by the API, which LISTENs; without it
  * every request reads the database) and when each key's last use was last written.
  */
-const keyAuth = part('apiKeys.auth', () => ({ cache: null as ApiKeyCache | null, lastUsedWrites: new Map<string, number>() }), (state) => state.cache?.close());
+const keyAuth = part(
+  'apiKeys.auth',
+  () => ({ cache: null as ApiKeyCache | null, lastUsedWrites: new Map<string, number>() }),
+  (state) => state.cache?.close(),
+);
 
 /** Starts the cache authenticate() answers from; it closes with the services. */
 export function startKeyCache(services: Services, ttlMs = CACHE_TTL_MS): ApiKeyCache {
@@ -341,7 +365,10 @@ export async function authenticate(services: Services, secret: string): Promise<
   if (now - lastWrite >= LAST_USED_RESOLUTION_MS) {
     const keyId = entry.keyId;
     lastUsedWrites.set(keyId, now);
-    ApiKey.query(db).findById(keyId).patch({ lastUsedAt: new Date(now) }).catch(() => lastUsedWrites.delete(keyId));
+    ApiKey.query(db)
+      .findById(keyId)
+      .patch({ lastUsedAt: new Date(now) })
+      .catch(() => lastUsedWrites.delete(keyId));
   }
   return entry.identity;
 }
@@ -349,14 +376,17 @@ export async function authenticate(services: Services, secret: string): Promise<
 /** Housekeeping: keys whose rotation grace period ended are marked revoked at their expiry. */
 export async function revokeExpired(ctx: BaseCtx): Promise<number> {
   return withTx(ctx, async (tx) => {
-    const revoked = await ApiKey.query(tx.db)
+    const revoked = (await ApiKey.query(tx.db)
       .whereNull('revokedAt')
       .where('expiresAt', '<=', tx.db.fn.now())
       .patch({ revokedAt: tx.db.ref('expiresAt') as unknown as Date })
-      .returning('*') as unknown as ApiKey[];
+      .returning('*')) as unknown as ApiKey[];
     for (const key of revoked) await audit.record(tenantCtx(tx, key.accountId, key.livemode), keyFact(key, 'api_key.revoked', undefined, { reason: 'rotation_grace_ended' }));
     // Caches already refuse these keys by the clock; the notification just frees their entries.
-    await keysChanged(tx, revoked.map((k) => k.id));
+    await keysChanged(
+      tx,
+      revoked.map((k) => k.id),
+    );
     return revoked.length;
   });
 }

@@ -1,7 +1,7 @@
 import { TenantModel } from '../../core/model.js';
 
 export const ATTACHMENT_STATUSES = ['PENDING', 'UPLOADED', 'FAILED'] as const;
-export type AttachmentStatus = typeof ATTACHMENT_STATUSES[number];
+export type AttachmentStatus = (typeof ATTACHMENT_STATUSES)[number];
 
 export class Attachment extends TenantModel {
   static override tableName = 'attachments';

@@ -4,8 +4,18 @@ import { BrandParams, Metadata, Nullable, Timestamp } from '../../core/schemas.j
 export const MAX_URL_IDS = 100;
 
 const Id = Type.String({ minLength: 1, maxLength: 64 });
-const Filename = Type.String({ minLength: 1, maxLength: 255, pattern: '^[^\\u0000-\\u001f\\u007f]*\\S[^\\u0000-\\u001f\\u007f]*$', description: 'Shown and offered on download; not used as a file name on the server' });
-const ContentType = Type.String({ minLength: 3, maxLength: 255, pattern: '^[A-Za-z0-9!#$&^_.+-]+/[A-Za-z0-9!#$&^_.+-]+(\\s*;[^\\u0000-\\u001f\\u007f]*)?$', description: 'MIME type such as image/png' });
+const Filename = Type.String({
+  minLength: 1,
+  maxLength: 255,
+  pattern: '^[^\\u0000-\\u001f\\u007f]*\\S[^\\u0000-\\u001f\\u007f]*$',
+  description: 'Shown and offered on download; not used as a file name on the server',
+});
+const ContentType = Type.String({
+  minLength: 3,
+  maxLength: 255,
+  pattern: '^[A-Za-z0-9!#$&^_.+-]+/[A-Za-z0-9!#$&^_.+-]+(\\s*;[^\\u0000-\\u001f\\u007f]*)?$',
+  description: 'MIME type such as image/png',
+});
 
 export const AttachmentOut = Type.Object({
   id: Type.String({ description: '`att_…`' }),
@@ -66,11 +76,9 @@ export const UrlsBody = Type.Object(
   { additionalProperties: false },
 );
 
-export const UrlsOut = Type.Record(
-  Type.String(),
-  Nullable(Type.Object({ url: Type.String(), filename: Type.String(), contentType: Type.String(), expiresAt: Timestamp })),
-  { description: 'Keyed by each requested id; null for ids that are unknown here or not uploaded' },
-);
+export const UrlsOut = Type.Record(Type.String(), Nullable(Type.Object({ url: Type.String(), filename: Type.String(), contentType: Type.String(), expiresAt: Timestamp })), {
+  description: 'Keyed by each requested id; null for ids that are unknown here or not uploaded',
+});
 
 export const TicketAttachmentsParams = Type.Object({ ...BrandParams.properties, ticketId: Id });
 export const TicketAttachmentParams = Type.Object({ ...TicketAttachmentsParams.properties, attachmentId: Id });

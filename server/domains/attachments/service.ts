@@ -108,26 +108,33 @@ const tooLarge = (maxBytes: number) =>
   new HttpError(413, 'attachment_too_large', `Attachments may be at most ${maxBytes} bytes`, [{ field: 'size', message: `must be at most ${maxBytes}` }]);
 
 const sizeMismatch = (declared: number, detail: string) =>
-  badRequest(`The upload must be exactly the declared size (${declared} bytes); ${detail}. Nothing was kept.`, [{ field: 'body', message: `must be ${declared} bytes` }], 'size_mismatch');
+  badRequest(
+    `The upload must be exactly the declared size (${declared} bytes); ${detail}. Nothing was kept.`,
+    [{ field: 'body', message: `must be ${declared} bytes` }],
+    'size_mismatch',
+  );
 
 /** The brand's live ticket, else 404. Raw SQL: the attachment domain keeps tickets.attachment_count. */
 async function requireTicket(ctx: TenantCtx, brandId: string, ticketId: string): Promise<void> {
-  const found = await ctx.db.raw(`select 1 from tickets where ? and brand_id = ? and id = ? and deleted_at is null`,
-    [tenantScope(ctx, 'tickets'), brandId, ticketId]) as { rows: unknown[] };
+  const found = (await ctx.db.raw(`select 1 from tickets where ? and brand_id = ? and id = ? and deleted_at is null`, [tenantScope(ctx, 'tickets'), brandId, ticketId])) as {
+    rows: unknown[];
+  };
   if (!found.rows.length) throw notFound('Ticket');
 }
 
 async function bumpCount(ctx: TenantCtx, brandId: string, ticketId: string, by: number): Promise<void> {
-  await ctx.db.raw(`update tickets set attachment_count = attachment_count + ? where ? and brand_id = ? and id = ?`,
-    [by, tenantScope(ctx, 'tickets'), brandId, ticketId]);
+  await ctx.db.raw(`update tickets set attachment_count = attachment_count + ? where ? and brand_id = ? and id = ?`, [by, tenantScope(ctx, 'tickets'), brandId, ticketId]);
 }
 
 /** Sets attachment_count of these tickets to their number of UPLOADED attachments. */
 async function recount(ctx: TenantCtx, brandId: string, ticketIds: string[]): Promise<void> {
-  await ctx.db.raw(`update tickets set attachment_count = (
+  await ctx.db.raw(
+    `update tickets set attachment_count = (
       select count(*) from attachments a where ${sameTenant('a', 'tickets')}
         and a.brand_id = tickets.brand_id and a.ticket_id = tickets.id and a.status = 'UPLOADED')
-    where ? and tickets.brand_id = ? and tickets.id = any(?)`, [tenantScope(ctx, 'tickets'), brandId, ticketIds]);
+    where ? and tickets.brand_id = ? and tickets.id = any(?)`,
+    [tenantScope(ctx, 'tickets'), brandId, ticketIds],
+  );
 }
 
 /** Attachments of a ticket that is not deleted, or pending ones: what may be read and served. */
@@ -154,19 +161,21 @@ export async function createUpload(ctx: TenantCtx, io: AttachmentIo, brandId: st
   if (input.size > io.maxBytes) throw tooLarge(io.maxBytes);
   const brand = await requireBrand(ctx, brandId);
   if (ticketId) await requireTicket(ctx, brand.id, ticketId);
-  const row = await Attachment.query(ctx.db).insert({
-    id: newId(ID_PREFIX.attachment),
-    ...scopeOf(ctx),
-    brandId: brand.id,
-    ticketId,
-    commentId: input.commentId ?? null,
-    filename,
-    contentType: input.contentType.trim(),
-    size: input.size,
-    status: 'PENDING',
-    uploadedBy: input.uploadedBy ?? null,
-    metadata: input.metadata ?? {},
-  }).returning('*') as unknown as Attachment;
+  const row = (await Attachment.query(ctx.db)
+    .insert({
+      id: newId(ID_PREFIX.attachment),
+      ...scopeOf(ctx),
+      brandId: brand.id,
+      ticketId,
+      commentId: input.commentId ?? null,
+      filename,
+      contentType: input.contentType.trim(),
+      size: input.size,
+      status: 'PENDING',
+      uploadedBy: input.uploadedBy ?? null,
+      metadata: input.metadata ?? {},
+    })
+    .returning('*')) as unknown as Attachment;
   const grant = await grantUrl(io, row, 'upload');
   return { id: row.id, attachmentId: row.id, filename: row.filename, attachment: toView(row), uploadUrl: grant.url, expiresIn: grant.expiresIn, expiresAt: grant.expiresAt };
 }
@@ -208,7 +217,9 @@ export async function receiveUpload(base: BaseCtx, deps: AttachmentDeps, token: 
       const locked = await Attachment.scoped(tx).findById(attachmentId).forUpdate();
       if (!locked) throw notFound('Attachment');
       if (locked.status !== 'PENDING') throw conflict('This attachment was already uploaded and confirmed', 'already_uploaded');
-      await Attachment.scoped(tx).findById(attachmentId).patch({ sha256: staged.sha256, updatedAt: objection.raw('now()') as unknown as Date });
+      await Attachment.scoped(tx)
+        .findById(attachmentId)
+        .patch({ sha256: staged.sha256, updatedAt: objection.raw('now()') as unknown as Date });
       await staged.commit(attachmentId);
     });
   } finally {
@@ -234,8 +245,10 @@ export async function confirm(ctx: TenantCtx, io: AttachmentIo, brandId: string,
     if (row.status !== 'PENDING' || !row.sha256 || !(await io.storage.exists(row.id))) {
       throw badRequest('The file has not been uploaded yet: PUT its bytes to the uploadUrl first, then confirm', [], 'upload_incomplete');
     }
-    const [updated] = await ofBrand(tx, brand.id).where('attachments.id', row.id)
-      .patch({ status: 'UPLOADED', updatedAt: objection.raw('now()') as unknown as Date }).returning('*') as unknown as Attachment[];
+    const [updated] = (await ofBrand(tx, brand.id)
+      .where('attachments.id', row.id)
+      .patch({ status: 'UPLOADED', updatedAt: objection.raw('now()') as unknown as Date })
+      .returning('*')) as unknown as Attachment[];
     await recordCreated(tx, updated!);
     return toView(updated!);
   });
@@ -244,7 +257,11 @@ export async function confirm(ctx: TenantCtx, io: AttachmentIo, brandId: string,
 async function recordCreated(tx: TenantCtx, row: Attachment): Promise<void> {
   if (row.ticketId) await bumpCount(tx, row.brandId, row.ticketId, 1);
   await audit.record(tx, {
-    brandId: row.brandId, ticketId: row.ticketId, entityType: 'attachment', entityId: row.id, event: 'attachment.created',
+    brandId: row.brandId,
+    ticketId: row.ticketId,
+    entityType: 'attachment',
+    entityId: row.id,
+    event: 'attachment.created',
     metadata: { filename: row.filename, contentType: row.contentType, size: Number(row.size), pending: row.ticketId === null },
   });
   await events.attachmentsChanged(tx, 'attachment.created', [row]);
@@ -266,7 +283,11 @@ const CONTENT_TYPE = /^[A-Za-z0-9!#$&^_.+-]+\/[A-Za-z0-9!#$&^_.+-]+$/;
 /** A client's file name as shown: no directories, no control characters, at most 255 characters. */
 function cleanFilename(raw: string): string {
   // eslint-disable-next-line no-control-regex
-  const name = path.win32.basename(raw).replace(/[\u0000-\u001f\u007f]/g, '').trim().slice(0, 255);
+  const name = path.win32
+    .basename(raw)
+    .replace(/[\u0000-\u001f\u007f]/g, '')
+    .trim()
+    .slice(0, 255);
   return name || 'file';
 }
 
@@ -289,18 +310,20 @@ export async function uploadFile(ctx: TenantCtx, io: AttachmentIo, brandId: stri
       await requireBrand(tx, brand.id);
       if (ticketId) await requireTicket(tx, brand.id, ticketId);
       const type = file.contentType.split(';')[0]!.trim().toLowerCase();
-      const inserted = await Attachment.query(tx.db).insert({
-        id,
-        ...scopeOf(tx),
-        brandId: brand.id,
-        ticketId,
-        filename: cleanFilename(file.filename),
-        contentType: CONTENT_TYPE.test(type) ? type : 'application/octet-stream',
-        size: staged.size,
-        status: 'UPLOADED',
-        sha256: staged.sha256,
-        metadata: {},
-      }).returning('*') as unknown as Attachment;
+      const inserted = (await Attachment.query(tx.db)
+        .insert({
+          id,
+          ...scopeOf(tx),
+          brandId: brand.id,
+          ticketId,
+          filename: cleanFilename(file.filename),
+          contentType: CONTENT_TYPE.test(type) ? type : 'application/octet-stream',
+          size: staged.size,
+          status: 'UPLOADED',
+          sha256: staged.sha256,
+          metadata: {},
+        })
+        .returning('*')) as unknown as Attachment;
       await recordCreated(tx, inserted);
       await staged.commit(inserted.id);
       return inserted;
@@ -363,24 +386,33 @@ export async function discardStaged(files: readonly StagedFile[]): Promise<void>
  * bytes move under the id last; if the transaction then fails, the caller removes them with
  * discardFiles.
  */
-export async function addStagedFile(tx: TenantCtx, brandId: string, ticketId: string, commentId: string | null, file: StagedFile, uploadedBy: string | null): Promise<AttachmentView> {
+export async function addStagedFile(
+  tx: TenantCtx,
+  brandId: string,
+  ticketId: string,
+  commentId: string | null,
+  file: StagedFile,
+  uploadedBy: string | null,
+): Promise<AttachmentView> {
   if (!tx.db.isTransaction) throw new Error('addStagedFile must run inside the transaction of the ticket or comment it belongs to');
   const brand = await requireBrand(tx, brandId);
   const type = file.contentType.split(';')[0]!.trim().toLowerCase();
-  const row = await Attachment.query(tx.db).insert({
-    id: newId(ID_PREFIX.attachment),
-    ...scopeOf(tx),
-    brandId: brand.id,
-    ticketId,
-    commentId,
-    filename: cleanFilename(file.filename),
-    contentType: CONTENT_TYPE.test(type) ? type : 'application/octet-stream',
-    size: file.staged.size,
-    status: 'UPLOADED',
-    sha256: file.staged.sha256,
-    uploadedBy,
-    metadata: {},
-  }).returning('*') as unknown as Attachment;
+  const row = (await Attachment.query(tx.db)
+    .insert({
+      id: newId(ID_PREFIX.attachment),
+      ...scopeOf(tx),
+      brandId: brand.id,
+      ticketId,
+      commentId,
+      filename: cleanFilename(file.filename),
+      contentType: CONTENT_TYPE.test(type) ? type : 'application/octet-stream',
+      size: file.staged.size,
+      status: 'UPLOADED',
+      sha256: file.staged.sha256,
+      uploadedBy,
+      metadata: {},
+    })
+    .returning('*')) as unknown as Attachment;
   await recordCreated(tx, row);
   await file.staged.commit(row.id);
   return toView(row);
@@ -429,7 +461,11 @@ export async function remove(ctx: TenantCtx, deps: AttachmentDeps, brandId: stri
     await ofBrand(tx, brand.id).where('attachments.id', row.id).delete();
     if (row.status === 'UPLOADED') await bumpCount(tx, brand.id, ticketId, -1);
     await audit.record(tx, {
-      brandId: brand.id, ticketId, entityType: 'attachment', entityId: row.id, event: 'attachment.deleted',
+      brandId: brand.id,
+      ticketId,
+      entityType: 'attachment',
+      entityId: row.id,
+      event: 'attachment.deleted',
       metadata: { filename: row.filename, contentType: row.contentType, size: Number(row.size) },
     });
     await events.attachmentsChanged(tx, 'attachment.deleted', [row]);
@@ -442,7 +478,12 @@ export async function remove(ctx: TenantCtx, deps: AttachmentDeps, brandId: stri
 /** Fresh download URLs: { [id]: { url, filename, contentType, expiresAt } | null } for every id asked. */
 export async function urls(ctx: TenantCtx, io: AttachmentIo, brandId: string, ids: readonly string[]): Promise<UrlsView> {
   const brand = await requireBrand(ctx, brandId);
-  const rows = ids.length ? await ofBrand(ctx, brand.id).whereIn('attachments.id', [...new Set(ids)]).where('attachments.status', 'UPLOADED').whereRaw(ON_LIVE_TICKET) : [];
+  const rows = ids.length
+    ? await ofBrand(ctx, brand.id)
+        .whereIn('attachments.id', [...new Set(ids)])
+        .where('attachments.status', 'UPLOADED')
+        .whereRaw(ON_LIVE_TICKET)
+    : [];
   const found = new Map<string, UrlsView[string]>();
   for (const row of rows) {
     const grant = await grantUrl(io, row, 'download');
@@ -454,9 +495,30 @@ export async function urls(ctx: TenantCtx, io: AttachmentIo, brandId: string, id
 
 /** Types a browser may be told as is; anything else (HTML, SVG, scripts, …) is served as octet-stream. */
 const SAFE_TYPES: ReadonlySet<string> = new Set([
-  'image/png', 'image/jpeg', 'image/gif', 'image/webp', 'image/avif', 'image/bmp', 'image/x-icon', 'image/vnd.microsoft.icon', 'image/heic', 'image/tiff',
-  'application/pdf', 'text/plain', 'text/csv', 'application/json', 'application/zip',
-  'audio/mpeg', 'audio/ogg', 'audio/wav', 'audio/webm', 'audio/mp4', 'video/mp4', 'video/webm', 'video/ogg', 'video/quicktime',
+  'image/png',
+  'image/jpeg',
+  'image/gif',
+  'image/webp',
+  'image/avif',
+  'image/bmp',
+  'image/x-icon',
+  'image/vnd.microsoft.icon',
+  'image/heic',
+  'image/tiff',
+  'application/pdf',
+  'text/plain',
+  'text/csv',
+  'application/json',
+  'application/zip',
+  'audio/mpeg',
+  'audio/ogg',
+  'audio/wav',
+  'audio/webm',
+  'audio/mp4',
+  'video/mp4',
+  'video/webm',
+  'video/ogg',
+  'video/quicktime',
 ]);
 
 function servedContentType(recorded: string): string {
@@ -503,13 +565,20 @@ export async function linkPending(tx: TenantCtx, brandId: string, ticketId: stri
   const wanted = [...new Set(attachmentIds)];
   if (!wanted.length) return 0;
   const brand = await requireBrand(tx, brandId);
-  const linked = await ofBrand(tx, brand.id).whereIn('attachments.id', wanted).whereNull('attachments.ticketId').where('attachments.status', 'UPLOADED')
-    .patch({ ticketId, updatedAt: objection.raw('now()') as unknown as Date }).returning('id') as unknown as { id: string }[];
+  const linked = (await ofBrand(tx, brand.id)
+    .whereIn('attachments.id', wanted)
+    .whereNull('attachments.ticketId')
+    .where('attachments.status', 'UPLOADED')
+    .patch({ ticketId, updatedAt: objection.raw('now()') as unknown as Date })
+    .returning('id')) as unknown as { id: string }[];
   if (linked.length !== wanted.length) {
     const ok = new Set(linked.map((r) => r.id));
     const bad = wanted.filter((id) => !ok.has(id));
-    throw badRequest(`attachmentIds must name uploaded attachments of this brand that are not on a ticket yet: ${bad.join(', ')}`,
-      bad.map((id) => ({ field: 'attachmentIds', message: `${id} is not an uploaded pending attachment of this brand` })), 'invalid_attachments');
+    throw badRequest(
+      `attachmentIds must name uploaded attachments of this brand that are not on a ticket yet: ${bad.join(', ')}`,
+      bad.map((id) => ({ field: 'attachmentIds', message: `${id} is not an uploaded pending attachment of this brand` })),
+      'invalid_attachments',
+    );
   }
   return linked.length;
 }
@@ -520,7 +589,8 @@ export async function moveToTicket(tx: TenantCtx, brandId: string, fromTicketIds
   if (!from.length) return 0;
   const brand = await requireBrand(tx, brandId);
   return withTx(tx, async (t) => {
-    const moved = await ofBrand(t, brand.id).whereIn('attachments.ticketId', from)
+    const moved = await ofBrand(t, brand.id)
+      .whereIn('attachments.ticketId', from)
       .patch({ ticketId: toTicketId, updatedAt: objection.raw('now()') as unknown as Date });
     await recount(t, brand.id, [...from, toTicketId]);
     return moved;
@@ -548,33 +618,68 @@ export interface PurgeResult {
  */
 export async function purgeAbandoned(base: BaseCtx, deps: AttachmentDeps): Promise<PurgeResult> {
   const abandoned = await withTx(base, async (tx) => {
-    const deleted = await tx.db.raw(`
+    const deleted = (await tx.db.raw(
+      `
       delete from attachments where id in (
         select id from attachments
         where (ticket_id is null and created_at < now() - make_interval(hours => ?))
            or (status = 'PENDING' and created_at < now() - make_interval(secs => ?))
         limit ? for update skip locked)
-      returning id, account_id, livemode, brand_id, ticket_id, comment_id, status, filename, content_type, size, created_at`, [PENDING_LINK_HOURS, deps.uploadTtlSeconds, PURGE_BATCH]) as {
-      rows: { id: string; account_id: string; livemode: boolean; brand_id: string; ticket_id: string | null; comment_id: string | null; status: string; filename: string; content_type: string; size: string; created_at: Date }[];
+      returning id, account_id, livemode, brand_id, ticket_id, comment_id, status, filename, content_type, size, created_at`,
+      [PENDING_LINK_HOURS, deps.uploadTtlSeconds, PURGE_BATCH],
+    )) as {
+      rows: {
+        id: string;
+        account_id: string;
+        livemode: boolean;
+        brand_id: string;
+        ticket_id: string | null;
+        comment_id: string | null;
+        status: string;
+        filename: string;
+        content_type: string;
+        size: string;
+        created_at: Date;
+      }[];
     }; // raw rows keep their snake_case names
     // Uploaded-but-never-linked attachments had an attachment.created entry: close it, one insert per tenant.
     const byTenant = new Map<string, typeof deleted.rows>();
     for (const row of deleted.rows.filter((r) => r.status === 'UPLOADED')) {
       const key = `${row.account_id}:${row.livemode}`;
-      byTenant.set(key, [...byTenant.get(key) ?? [], row]);
+      byTenant.set(key, [...(byTenant.get(key) ?? []), row]);
     }
     for (const rows of byTenant.values()) {
-      await audit.recordMany(tenantCtx(tx, rows[0]!.account_id, rows[0]!.livemode), rows.map((row) => ({
-        brandId: row.brand_id, ticketId: row.ticket_id, entityType: 'attachment', entityId: row.id, event: 'attachment.deleted',
-        metadata: { filename: row.filename, contentType: row.content_type, size: Number(row.size), reason: 'never_linked' },
-      })));
-      await events.attachmentsChanged(tenantCtx(tx, rows[0]!.account_id, rows[0]!.livemode), 'attachment.deleted', rows.map((row) => ({
-        id: row.id, brandId: row.brand_id, ticketId: row.ticket_id, commentId: row.comment_id, filename: row.filename, contentType: row.content_type, size: row.size, createdAt: row.created_at,
-      })));
+      await audit.recordMany(
+        tenantCtx(tx, rows[0]!.account_id, rows[0]!.livemode),
+        rows.map((row) => ({
+          brandId: row.brand_id,
+          ticketId: row.ticket_id,
+          entityType: 'attachment',
+          entityId: row.id,
+          event: 'attachment.deleted',
+          metadata: { filename: row.filename, contentType: row.content_type, size: Number(row.size), reason: 'never_linked' },
+        })),
+      );
+      await events.attachmentsChanged(
+        tenantCtx(tx, rows[0]!.account_id, rows[0]!.livemode),
+        'attachment.deleted',
+        rows.map((row) => ({
+          id: row.id,
+          brandId: row.brand_id,
+          ticketId: row.ticket_id,
+          commentId: row.comment_id,
+          filename: row.filename,
+          contentType: row.content_type,
+          size: row.size,
+          createdAt: row.created_at,
+        })),
+      );
     }
     return deleted.rows.length;
   });
-  const queued = (await base.db('attachment_file_deletions').orderBy('deletedAt').limit(PURGE_BATCH).select('attachmentId') as { attachmentId: string }[]).map((r) => r.attachmentId);
+  const queued = ((await base.db('attachment_file_deletions').orderBy('deletedAt').limit(PURGE_BATCH).select('attachmentId')) as { attachmentId: string }[]).map(
+    (r) => r.attachmentId,
+  );
   await removeFiles(base, deps, queued);
   // Staging leftovers only come from crashes: a sweep an hour is plenty, not one per tick.
   if (deps.now() - deps.staging.lastSweep >= 3600_000) {

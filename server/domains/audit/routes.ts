@@ -10,24 +10,32 @@ export async function auditRoutes(app: FastifyInstance): Promise<void> {
   const tags = ['Audit log'];
   const config = { auth: 'api-key', permission: 'audit_logs:read' } as const;
 
-  app.get<{ Params: { brandId: string }; Querystring: AuditLogListInput }>('/logs', {
-    config,
-    schema: {
-      tags,
-      summary: 'The brand\'s audit log, newest first, in keyset cursor pages; filters combine',
-      params: BrandParams,
-      querystring: AuditLogListQuery,
-      response: { 200: AuditLogPage },
+  app.get<{ Params: { brandId: string }; Querystring: AuditLogListInput }>(
+    '/logs',
+    {
+      config,
+      schema: {
+        tags,
+        summary: "The brand's audit log, newest first, in keyset cursor pages; filters combine",
+        params: BrandParams,
+        querystring: AuditLogListQuery,
+        response: { 200: AuditLogPage },
+      },
     },
-  }, async (req) => audit.list(req.ctx, req.params.brandId, req.query));
+    async (req) => audit.list(req.ctx, req.params.brandId, req.query),
+  );
 
-  app.get<{ Params: { brandId: string; ticketId: string } }>('/tickets/:ticketId/logs', {
-    config,
-    schema: {
-      tags,
-      summary: 'A ticket\'s history, oldest first (bare array): its own entries and its comments\', attachments\' and watchers\'; readable after the ticket is deleted',
-      params: TicketLogParams,
-      response: { 200: Type.Array(AuditLogOut) },
+  app.get<{ Params: { brandId: string; ticketId: string } }>(
+    '/tickets/:ticketId/logs',
+    {
+      config,
+      schema: {
+        tags,
+        summary: "A ticket's history, oldest first (bare array): its own entries and its comments', attachments' and watchers'; readable after the ticket is deleted",
+        params: TicketLogParams,
+        response: { 200: Type.Array(AuditLogOut) },
+      },
     },
-  }, async (req) => ticketHistory(req.ctx, req.params.brandId, req.params.ticketId));
+    async (req) => ticketHistory(req.ctx, req.params.brandId, req.params.ticketId),
+  );
 }

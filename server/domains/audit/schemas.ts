@@ -14,7 +14,7 @@ export const AuditLogOut = Type.Object({
   entityType: Type.String(),
   entityId: Type.String(),
   changes: Type.Record(Type.String(), Type.Object({ old: Type.Unknown(), new: Type.Unknown() }), {
-    description: 'What an update changed: { field: { old, new } } (the dashboard\'s shape); {} for creates and deletes',
+    description: "What an update changed: { field: { old, new } } (the dashboard's shape); {} for creates and deletes",
   }),
   changeList: Type.Array(Type.Object({ field: Type.String(), from: Type.Unknown(), to: Type.Unknown() }), {
     description: 'The same changes as the stored ordered list of { field, from, to }',
@@ -22,8 +22,8 @@ export const AuditLogOut = Type.Object({
   performedBy: Type.Object({
     type: PerformerType,
     id: Nullable(Type.String({ description: 'API key id, member id, …; null for the system' })),
-    name: Nullable(Type.String({ description: 'The API key\'s name, the member\'s name, or the system part (e.g. cli)' })),
-    apiKeyPrefix: Type.Optional(Type.String({ description: 'The API key\'s display prefix (as in the key list), when an API key made the change' })),
+    name: Nullable(Type.String({ description: "The API key's name, the member's name, or the system part (e.g. cli)" })),
+    apiKeyPrefix: Type.Optional(Type.String({ description: "The API key's display prefix (as in the key list), when an API key made the change" })),
   }),
   performerType: PerformerType,
   source: Type.String({ description: 'Where the change came from: api, dashboard, portal, system (email for inbound mail)' }),

@@ -81,7 +81,13 @@ export async function list(ctx: TenantCtx, brandId: string, input: AuditLogListI
     limit: input.limit,
     cursor: input.cursor,
     filters: {
-      brandId: brand.id, entityType: input.entityType, entityId: input.entityId, event: input.event, performerType: input.performerType, from, before,
+      brandId: brand.id,
+      entityType: input.entityType,
+      entityId: input.entityId,
+      event: input.event,
+      performerType: input.performerType,
+      from,
+      before,
     },
     valueOf: (row) => row.id,
     toView,
@@ -90,5 +96,8 @@ export async function list(ctx: TenantCtx, brandId: string, input: AuditLogListI
 
 /** Entries with the display prefix of the API key that made them, for a ticket's history (flows/audit-history.ts). */
 export function ticketEntries(ctx: TenantCtx, ticketId: string): Promise<AuditLogView[]> {
-  return withPerformer(ctx).where('auditLog.ticketId', ticketId).orderBy('auditLog.id').then((rows) => rows.map(toView));
+  return withPerformer(ctx)
+    .where('auditLog.ticketId', ticketId)
+    .orderBy('auditLog.id')
+    .then((rows) => rows.map(toView));
 }

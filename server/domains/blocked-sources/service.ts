@@ -32,7 +32,11 @@ export function parseBlockedValue(raw: string): { type: 'email' | 'domain'; valu
     const value = normalizeDomain(trimmed);
     if (isDomain(value)) return { type: 'domain', value };
   }
-  throw badRequest('value must be an email address (name@example.com) or a domain (example.com or @example.com)', [{ field: 'value', message: 'is not an email address or a domain' }], 'invalid_blocked_source');
+  throw badRequest(
+    'value must be an email address (name@example.com) or a domain (example.com or @example.com)',
+    [{ field: 'value', message: 'is not an email address or a domain' }],
+    'invalid_blocked_source',
+  );
 }
 
 export async function create(ctx: TenantCtx, brandId: string, input: CreateBlockedSourceInput): Promise<BlockedSourceView> {
@@ -42,7 +46,13 @@ export async function create(ctx: TenantCtx, brandId: string, input: CreateBlock
     let row: BlockedSource;
     try {
       row = await BlockedSource.query(tx.db).insertAndFetch({
-        id: newId(ID_PREFIX.blockedSource), ...scopeOf(tx), brandId: brand.id, type, value, reason: input.reason ?? null, createdBy: tx.actor.id,
+        id: newId(ID_PREFIX.blockedSource),
+        ...scopeOf(tx),
+        brandId: brand.id,
+        type,
+        value,
+        reason: input.reason ?? null,
+        createdBy: tx.actor.id,
       });
     } catch (err) {
       if (isPgError(err, PG.uniqueViolation, 'blocked_sources_value_unique')) throw conflict(`${value} is already blocked`, 'blocked_source_exists');
@@ -54,10 +64,18 @@ export async function create(ctx: TenantCtx, brandId: string, input: CreateBlock
 }
 
 const createdFact = (row: Pick<BlockedSource, 'brandId' | 'id' | 'type' | 'value' | 'reason'>): audit.AuditFact => ({
-  brandId: row.brandId, entityType: 'blocked_source', entityId: row.id, event: 'blocked_source.created', metadata: { type: row.type, value: row.value, reason: row.reason },
+  brandId: row.brandId,
+  entityType: 'blocked_source',
+  entityId: row.id,
+  event: 'blocked_source.created',
+  metadata: { type: row.type, value: row.value, reason: row.reason },
 });
 const deletedFact = (row: Pick<BlockedSource, 'brandId' | 'id' | 'type' | 'value'>): audit.AuditFact => ({
-  brandId: row.brandId, entityType: 'blocked_source', entityId: row.id, event: 'blocked_source.deleted', metadata: { type: row.type, value: row.value },
+  brandId: row.brandId,
+  entityType: 'blocked_source',
+  entityId: row.id,
+  event: 'blocked_source.deleted',
+  metadata: { type: row.type, value: row.value },
 });
 
 /** All blocked sources of the brand, oldest first (a bare array: brands block a handful of sources). */
@@ -70,7 +88,7 @@ export async function list(ctx: TenantCtx, brandId: string): Promise<BlockedSour
 export async function remove(ctx: TenantCtx, brandId: string, sourceId: string): Promise<BlockedSourceView> {
   return withTx(ctx, async (tx) => {
     const brand = await requireBrand(tx, brandId);
-    const [row] = await BlockedSource.scoped(tx).where({ brandId: brand.id, id: sourceId }).delete().returning('*') as unknown as BlockedSource[];
+    const [row] = (await BlockedSource.scoped(tx).where({ brandId: brand.id, id: sourceId }).delete().returning('*')) as unknown as BlockedSource[];
     if (!row) throw notFound('Blocked source');
     await audit.record(tx, deletedFact(row));
     return toView(row);
@@ -82,13 +100,13 @@ export async function isBlocked(ctx: TenantCtx, brandId: string, email: string):
   const brand = await requireBrand(ctx, brandId);
   const address = normalizeEmail(email);
   const { sql, bindings } = isBlockedSql(ctx, '?', '?', '?::text[]');
-  const result = await ctx.db.raw(`select ${sql} as blocked`, [...bindings, brand.id, address, blockedDomainsOf(address)] as Knex.Value[]) as { rows: { blocked: boolean }[] };
+  const result = (await ctx.db.raw(`select ${sql} as blocked`, [...bindings, brand.id, address, blockedDomainsOf(address)] as Knex.Value[])) as { rows: { blocked: boolean }[] };
   return result.rows[0]!.blocked;
 }
 
 /** For the brand delete preview. */
 export async function countForBrand(ctx: TenantCtx, brandId: string): Promise<number> {
-  const r = await BlockedSource.scoped(ctx).where('brandId', brandId).count({ n: '*' }).first() as unknown as { n: string };
+  const r = (await BlockedSource.scoped(ctx).where('brandId', brandId).count({ n: '*' }).first()) as unknown as { n: string };
   return Number(r.n);
 }
 
@@ -102,10 +120,12 @@ export async function blockEmails(ctx: TenantCtx, brandId: string, emails: reado
   // Sorted, so concurrent transactions take the unique-index locks in the same order.
   const values = [...new Set(emails.map(normalizeEmail))].sort();
   if (!values.length) return;
-  const created = await ctx.db.table('blockedSources')
+  const created = (await ctx.db
+    .table('blockedSources')
     .insert(values.map((value) => ({ id: newId(ID_PREFIX.blockedSource), ...scopeOf(ctx), brandId: brand.id, type: 'email' as const, value, reason, createdBy: ctx.actor.id })))
-    .onConflict(['accountId', 'livemode', 'brandId', 'type', 'value']).ignore()
-    .returning(['id', 'brandId', 'type', 'value', 'reason']) as Pick<BlockedSource, 'id' | 'brandId' | 'type' | 'value' | 'reason'>[];
+    .onConflict(['accountId', 'livemode', 'brandId', 'type', 'value'])
+    .ignore()
+    .returning(['id', 'brandId', 'type', 'value', 'reason'])) as Pick<BlockedSource, 'id' | 'brandId' | 'type' | 'value' | 'reason'>[];
   // Addresses that were blocked already keep their one entry.
   await audit.recordMany(ctx, created.map(createdFact));
 }
@@ -115,6 +135,6 @@ export async function unblockEmails(ctx: TenantCtx, brandId: string, emails: rea
   const brand = await requireBrand(ctx, brandId);
   const values = [...new Set(emails.map(normalizeEmail))].sort();
   if (!values.length) return;
-  const removed = await BlockedSource.scoped(ctx).where({ brandId: brand.id, type: 'email' }).whereIn('value', values).delete().returning('*') as unknown as BlockedSource[];
+  const removed = (await BlockedSource.scoped(ctx).where({ brandId: brand.id, type: 'email' }).whereIn('value', values).delete().returning('*')) as unknown as BlockedSource[];
   await audit.recordMany(ctx, removed.map(deletedFact));
 }

@@ -11,28 +11,54 @@ type BrandRoute<B = undefined, Q = undefined> = { Params: { brandId: string }; B
 export async function brandRoutes(app: FastifyInstance): Promise<void> {
   const tags = [app.prefix.endsWith('workspaces') ? 'Workspaces (alias of brands)' : 'Brands'];
 
-  app.post<{ Body: CreateBrandInput }>('', {
-    config: { auth: 'api-key', permission: 'brands:create' },
-    schema: { tags, summary: 'Create a brand', body: CreateBrandBody, response: { 201: BrandOut } },
-  }, async (req, reply) => reply.status(201).send(await createBrand(req.ctx, req.body)));
+  app.post<{ Body: CreateBrandInput }>(
+    '',
+    {
+      config: { auth: 'api-key', permission: 'brands:create' },
+      schema: { tags, summary: 'Create a brand', body: CreateBrandBody, response: { 201: BrandOut } },
+    },
+    async (req, reply) => reply.status(201).send(await createBrand(req.ctx, req.body)),
+  );
 
-  app.get('', {
-    config: { auth: 'api-key', permission: 'brands:read' },
-    schema: { tags, summary: 'List the brands this key may see', response: { 200: Type.Array(BrandOut) } },
-  }, async (req) => brands.list(req.ctx));
+  app.get(
+    '',
+    {
+      config: { auth: 'api-key', permission: 'brands:read' },
+      schema: { tags, summary: 'List the brands this key may see', response: { 200: Type.Array(BrandOut) } },
+    },
+    async (req) => brands.list(req.ctx),
+  );
 
-  app.get<BrandRoute>('/:brandId', {
-    config: { auth: 'api-key', permission: 'brands:read' },
-    schema: { tags, summary: 'Get a brand', params: BrandParams, response: { 200: BrandOut } },
-  }, async (req) => brands.get(req.ctx, req.params.brandId));
+  app.get<BrandRoute>(
+    '/:brandId',
+    {
+      config: { auth: 'api-key', permission: 'brands:read' },
+      schema: { tags, summary: 'Get a brand', params: BrandParams, response: { 200: BrandOut } },
+    },
+    async (req) => brands.get(req.ctx, req.params.brandId),
+  );
 
-  app.patch<BrandRoute<UpdateBrandInput>>('/:brandId', {
-    config: { auth: 'api-key', permission: 'brands:write' },
-    schema: { tags, summary: 'Update a brand', params: BrandParams, body: UpdateBrandBody, response: { 200: BrandOut } },
-  }, async (req) => brands.update(req.ctx, req.params.brandId, req.body));
+  app.patch<BrandRoute<UpdateBrandInput>>(
+    '/:brandId',
+    {
+      config: { auth: 'api-key', permission: 'brands:write' },
+      schema: { tags, summary: 'Update a brand', params: BrandParams, body: UpdateBrandBody, response: { 200: BrandOut } },
+    },
+    async (req) => brands.update(req.ctx, req.params.brandId, req.body),
+  );
 
-  app.delete<BrandRoute<undefined, { confirm?: boolean }>>('/:brandId', {
-    config: { auth: 'api-key', permission: 'brands:write' },
-    schema: { tags, summary: 'Preview deleting a brand, or delete it with everything in it (?confirm=true)', params: BrandParams, querystring: DeleteBrandQuery, response: { 200: DeleteBrandResult } },
-  }, async (req) => deleteBrand(req.ctx, req.params.brandId, req.query.confirm === true));
+  app.delete<BrandRoute<undefined, { confirm?: boolean }>>(
+    '/:brandId',
+    {
+      config: { auth: 'api-key', permission: 'brands:write' },
+      schema: {
+        tags,
+        summary: 'Preview deleting a brand, or delete it with everything in it (?confirm=true)',
+        params: BrandParams,
+        querystring: DeleteBrandQuery,
+        response: { 200: DeleteBrandResult },
+      },
+    },
+    async (req) => deleteBrand(req.ctx, req.params.brandId, req.query.confirm === true),
+  );
 }

@@ -54,18 +54,16 @@ const editable = {
   slaBusinessHours: Nullable(SlaBusinessHours),
 };
 
-export const BrandOut = Type.Object(
-  {
-    id: Type.String(),
-    object: Type.Literal('brand'),
-    accountId: Type.String(),
-    livemode: Type.Boolean(),
-    nextTicketNumber: Type.Integer(),
-    ...editable,
-    createdAt: Timestamp,
-    updatedAt: Timestamp,
-  },
-);
+export const BrandOut = Type.Object({
+  id: Type.String(),
+  object: Type.Literal('brand'),
+  accountId: Type.String(),
+  livemode: Type.Boolean(),
+  nextTicketNumber: Type.Integer(),
+  ...editable,
+  createdAt: Timestamp,
+  updatedAt: Timestamp,
+});
 
 const optional = <T extends Record<string, import('typebox').TSchema>>(props: T) =>
   Object.fromEntries(Object.entries(props).map(([k, v]) => [k, Type.Optional(v)])) as { [K in keyof T]: import('typebox').TOptional<T[K]> };
@@ -87,10 +85,7 @@ export const UpdateBrandBody = Type.Object(
   { additionalProperties: false, minProperties: 1 },
 );
 
-export const DeleteBrandQuery = Type.Object(
-  { confirm: Type.Optional(Type.Boolean({ description: 'true deletes; anything else previews' })) },
-  { additionalProperties: false },
-);
+export const DeleteBrandQuery = Type.Object({ confirm: Type.Optional(Type.Boolean({ description: 'true deletes; anything else previews' })) }, { additionalProperties: false });
 
 const counts = {
   ticketCount: Type.Integer(),

@@ -52,15 +52,24 @@ export function toView(row: Brand): BrandView {
 
 /** "Acme Support Team" -> "acme-support-team"; accents folded, anything else becomes a hyphen. */
 export function slugify(name: string): string {
-  const slug = name.normalize('NFKD').replace(/[\u0300-\u036f]/g, '').toLowerCase()
-    .replace(/[^a-z0-9]+/g, '-').replace(/^-+|-+$/g, '').slice(0, 48).replace(/-+$/, '');
+  const slug = name
+    .normalize('NFKD')
+    .replace(/[\u0300-\u036f]/g, '')
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, '-')
+    .replace(/^-+|-+$/g, '')
+    .slice(0, 48)
+    .replace(/-+$/, '');
   return slug || 'brand';
 }
 
 /** "Acme Support" -> "ACME": the first four letters or digits of the name. */
 export function defaultTicketPrefix(name: string): string {
   // Not via slugify: its "brand" fallback would turn a name without latin letters into "BRAN".
-  const letters = name.normalize('NFKD').replace(/[\u0300-\u036f]/g, '').replace(/[^A-Za-z0-9]/g, '');
+  const letters = name
+    .normalize('NFKD')
+    .replace(/[\u0300-\u036f]/g, '')
+    .replace(/[^A-Za-z0-9]/g, '');
   return letters.slice(0, 4).toUpperCase() || 'TKT';
 }
 
@@ -158,7 +167,11 @@ export async function update(ctx: TenantCtx, brandId: string, input: UpdateBrand
       if (isPgError(err, PG.uniqueViolation, 'brands_slug_unique')) throw slugTaken(input.slug!);
       throw err;
     }
-    const changes = audit.changesBetween(toView(brand), after, (Object.keys(after) as (keyof BrandView)[]).filter((f) => !NOT_AUDITED.has(f)));
+    const changes = audit.changesBetween(
+      toView(brand),
+      after,
+      (Object.keys(after) as (keyof BrandView)[]).filter((f) => !NOT_AUDITED.has(f)),
+    );
     if (changes.length) await audit.record(tx, { brandId: brand.id, entityType: 'brand', entityId: brand.id, event: 'brand.updated', changes, metadata: { name: after.name } });
     return after;
   });
@@ -172,6 +185,6 @@ export async function deleteRow(ctx: TenantCtx, brandId: string): Promise<void> 
 
 /** How many brands the caller may see. */
 export async function count(ctx: TenantCtx): Promise<number> {
-  const result = await visibleBrands(ctx).count({ n: '*' }).first() as unknown as { n: string };
+  const result = (await visibleBrands(ctx).count({ n: '*' }).first()) as unknown as { n: string };
   return Number(result.n);
 }

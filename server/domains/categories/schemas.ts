@@ -46,11 +46,9 @@ export const ReorderCategoriesBody = Type.Object(
   { additionalProperties: false },
 );
 
-export const CategoryStats = Type.Record(
-  Type.String(),
-  Type.Object({ id: Type.String(), name: Type.String(), color: HexColor, ticketCount: Type.Integer() }),
-  { description: 'Keyed by category id; every category of the brand appears, with 0 when it has no tickets' },
-);
+export const CategoryStats = Type.Record(Type.String(), Type.Object({ id: Type.String(), name: Type.String(), color: HexColor, ticketCount: Type.Integer() }), {
+  description: 'Keyed by category id; every category of the brand appears, with 0 when it has no tickets',
+});
 
 export type CategoryView = Static<typeof CategoryOut>;
 export type CreateCategoryInput = Static<typeof CreateCategoryBody>;

@@ -40,7 +40,7 @@ function translate(err: unknown, name: string | undefined): unknown {
 
 /** One past the highest sortOrder of the brand (0 for its first category). */
 async function nextSortOrder(ctx: TenantCtx, brandId: string): Promise<number> {
-  const row = await ofBrand(ctx, brandId).max('sortOrder as m').first() as unknown as { m: number | null } | undefined;
+  const row = (await ofBrand(ctx, brandId).max('sortOrder as m').first()) as unknown as { m: number | null } | undefined;
   return row?.m == null ? 0 : Number(row.m) + 1;
 }
 
@@ -74,7 +74,7 @@ export async function create(ctx: TenantCtx, brandId: string, input: CreateCateg
   return withTx(ctx, async (tx) => {
     const brand = await requireBrand(tx, brandId);
     // New categories go last unless the caller says where.
-    const sortOrder = input.sortOrder ?? await nextSortOrder(tx, brand.id);
+    const sortOrder = input.sortOrder ?? (await nextSortOrder(tx, brand.id));
     let row: Category;
     try {
       row = await Category.query(tx.db).insertAndFetch({
@@ -112,7 +112,8 @@ export async function update(ctx: TenantCtx, brandId: string, categoryId: string
       throw translate(err, patch.name);
     }
     const changes = audit.changesBetween(toView(row), after, ['name', 'color', 'description', 'sortOrder']);
-    if (changes.length) await audit.record(tx, { brandId: row.brandId, entityType: 'category', entityId: row.id, event: 'category.updated', changes, metadata: { name: after.name } });
+    if (changes.length)
+      await audit.record(tx, { brandId: row.brandId, entityType: 'category', entityId: row.id, event: 'category.updated', changes, metadata: { name: after.name } });
     return after;
   });
 }
@@ -145,7 +146,12 @@ export async function reorder(ctx: TenantCtx, brandId: string, input: ReorderCat
     const repeated = input.categoryIds.filter((id) => (seen.has(id) ? true : (seen.add(id), false)));
     if (repeated.length) throw badRequest(`categoryIds lists ${repeated[0]} more than once`, [{ field: 'categoryIds', message: 'must not repeat an id' }], 'invalid_reorder');
     const missing = rows.filter((r) => !seen.has(r.id)).map((r) => r.id);
-    if (missing.length) throw badRequest(`categoryIds must list every category of the brand; missing: ${missing.join(', ')}`, [{ field: 'categoryIds', message: 'must list every category of the brand exactly once' }], 'invalid_reorder');
+    if (missing.length)
+      throw badRequest(
+        `categoryIds must list every category of the brand; missing: ${missing.join(', ')}`,
+        [{ field: 'categoryIds', message: 'must list every category of the brand exactly once' }],
+        'invalid_reorder',
+      );
     const now = new Date();
     for (const [i, id] of input.categoryIds.entries()) await ofBrand(tx, brand.id).findById(id).patch({ sortOrder: i, updatedAt: now });
     await audit.recordReorder(tx, brand.id, 'category', audit.displayOrder(rows), input.categoryIds);
@@ -155,12 +161,13 @@ export async function reorder(ctx: TenantCtx, brandId: string, input: ReorderCat
 
 /** Tickets per category of the brand, deleted tickets left out (categories without tickets are absent). */
 export async function ticketCountsByCategory(ctx: TenantCtx, brandId: string): Promise<Record<string, number>> {
-  const rows = await ctx.db('tickets')
+  const rows = (await ctx
+    .db('tickets')
     .where({ ...scopeOf(ctx), brandId })
     .whereNull('deletedAt')
     .groupBy('categoryId')
     .select('categoryId' + ' as k')
-    .count({ n: '*' }) as unknown as { k: string | null; n: string }[];
+    .count({ n: '*' })) as unknown as { k: string | null; n: string }[];
   return Object.fromEntries(rows.filter((r) => r.k != null).map((r) => [r.k!, Number(r.n)]));
 }
 
@@ -174,6 +181,6 @@ export async function stats(ctx: TenantCtx, brandId: string): Promise<CategorySt
 
 /** How many categories a brand has; for the brand delete preview (the caller has checked the brand). */
 export async function countInBrand(ctx: TenantCtx, brandId: string): Promise<number> {
-  const row = await ofBrand(ctx, brandId).count({ n: '*' }).first() as unknown as { n: string | number } | undefined;
+  const row = (await ofBrand(ctx, brandId).count({ n: '*' }).first()) as unknown as { n: string | number } | undefined;
   return Number(row?.n ?? 0);
 }

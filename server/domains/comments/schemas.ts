@@ -14,7 +14,8 @@ const Body = Type.String({ minLength: 1, maxLength: MAX_COMMENT_BODY_LENGTH, pat
 const CommentMetadata = Type.Record(Type.String(), Type.Unknown(), {
   maxProperties: 50, // the limits of core's Metadata
   propertyNames: { maxLength: 40 },
-  description: 'Free-form (at most 50 keys). Known keys: isInternal (boolean: an internal note, also the isInternal column), authorName, mentions [{ memberId, displayName, email }] (stored as given).',
+  description:
+    'Free-form (at most 50 keys). Known keys: isInternal (boolean: an internal note, also the isInternal column), authorName, mentions [{ memberId, displayName, email }] (stored as given).',
 });
 
 const commentFields = {
@@ -96,7 +97,9 @@ export const TicketCommentParams = Type.Object({
 });
 
 export const IdempotencyHeaders = Type.Object({
-  'x-idempotency-key': Type.Optional(Type.String({ minLength: 1, maxLength: 255, description: 'Same key and body within 24 h returns the first comment (200); another body is a 409' })),
+  'x-idempotency-key': Type.Optional(
+    Type.String({ minLength: 1, maxLength: 255, description: 'Same key and body within 24 h returns the first comment (200); another body is a 409' }),
+  ),
 });
 
 export type CommentView = Static<typeof CommentOut>;

@@ -77,10 +77,16 @@ function threads(rows: Comment[]): CommentView[] {
     let root: string;
     for (;;) {
       const known = rootOf.get(cur.id);
-      if (known) { root = known; break; }
+      if (known) {
+        root = known;
+        break;
+      }
       path.push(cur.id);
       const parent = cur.parentId ? byId.get(cur.parentId) : undefined;
-      if (!parent) { root = cur.id; break; }
+      if (!parent) {
+        root = cur.id;
+        break;
+      }
       cur = parent;
     }
     for (const id of path) rootOf.set(id, root);
@@ -107,10 +113,13 @@ async function present(ctx: TenantCtx, row: Comment): Promise<CommentView> {
 
 /** A live ticket of the brand, optionally locked (see the file comment), or 404. */
 async function ticketOf(ctx: TenantCtx, brandId: string, ticketId: string, lock = false): Promise<TicketRow> {
-  const q = ctx.db('tickets').where({ ...scopeOf(ctx), brandId, id: ticketId }).whereNull('deletedAt')
+  const q = ctx
+    .db('tickets')
+    .where({ ...scopeOf(ctx), brandId, id: ticketId })
+    .whereNull('deletedAt')
     .first('id', 'ticketNumber', 'title', 'status');
   if (lock) q.forUpdate();
-  const row = await q as TicketRow | undefined;
+  const row = (await q) as TicketRow | undefined;
   if (!row) throw notFound('Ticket');
   return row;
 }
@@ -122,15 +131,17 @@ function ticketRow(ctx: TenantCtx, brandId: string, ticketId: string) {
 /** A live comment of a live ticket of the brand (of `ticketId` when given), with the ticket number; or 404. */
 async function find(ctx: TenantCtx, brandId: string, commentId: string, ticketId?: string, lock = false): Promise<CommentWithTicket> {
   const q = Comment.scoped(ctx)
-    .join('tickets as t', (j) => j.on('t.accountId', 'comments.accountId').andOn('t.livemode', 'comments.livemode')
-      .andOn('t.brandId', 'comments.brandId').andOn('t.id', 'comments.ticketId'))
+    .join('tickets as t', (j) =>
+      j.on('t.accountId', 'comments.accountId').andOn('t.livemode', 'comments.livemode').andOn('t.brandId', 'comments.brandId').andOn('t.id', 'comments.ticketId'),
+    )
     .where({ 'comments.brandId': brandId, 'comments.id': commentId })
-    .whereNull('comments.deletedAt').whereNull('t.deletedAt')
+    .whereNull('comments.deletedAt')
+    .whereNull('t.deletedAt')
     .select('comments.*', 't.ticketNumber as ticketNumber');
   if (ticketId !== undefined) q.where('comments.ticketId', ticketId);
   // Lock the comment row only (FOR UPDATE OF); objection's typings omit knex's table list.
   if (lock) (q as unknown as { forUpdate(...tables: string[]): void }).forUpdate('comments');
-  const row = await q.first() as CommentWithTicket | undefined;
+  const row = (await q.first()) as CommentWithTicket | undefined;
   if (!row) throw notFound('Comment');
   return row;
 }
@@ -152,8 +163,10 @@ function normalizeCc(cc: readonly string[] | undefined): string[] {
   return emails;
 }
 
-type NewComment = Pick<Comment, 'id' | 'body' | 'authorId' | 'authorName' | 'authorType' | 'parentId' | 'isInternal' | 'links' | 'metadata'
-  | 'source' | 'sourceId' | 'sourceData' | 'cc' | 'connectionId'>;
+type NewComment = Pick<
+  Comment,
+  'id' | 'body' | 'authorId' | 'authorName' | 'authorType' | 'parentId' | 'isInternal' | 'links' | 'metadata' | 'source' | 'sourceId' | 'sourceData' | 'cc' | 'connectionId'
+>;
 
 /**
  * The write shared by create and system notes, inside the caller's transaction: lock the ticket,
@@ -171,14 +184,28 @@ async function insert(tx: TenantCtx, brandId: string, ticketId: string, comment:
   }
   const statusChange = setStatus !== undefined && setStatus !== ticket.status ? { status: setStatus } : {};
   await ticketRow(tx, brandId, ticket.id).update({ commentCount: tx.db.raw('comment_count + 1'), updatedAt: tx.db.fn.now(), ...statusChange });
-  const row = await Comment.query(tx.db).insert({ ...scopeOf(tx), brandId, ticketId: ticket.id, ...comment }).returning('*') as unknown as Comment;
+  const row = (await Comment.query(tx.db)
+    .insert({ ...scopeOf(tx), brandId, ticketId: ticket.id, ...comment })
+    .returning('*')) as unknown as Comment;
 
-  await audit.record(tx, { brandId, ticketId: ticket.id, entityType: 'comment', entityId: row.id, event: 'comment.created', metadata: { ticketNumber: ticket.ticketNumber, isInternal: row.isInternal } });
+  await audit.record(tx, {
+    brandId,
+    ticketId: ticket.id,
+    entityType: 'comment',
+    entityId: row.id,
+    event: 'comment.created',
+    metadata: { ticketNumber: ticket.ticketNumber, isInternal: row.isInternal },
+  });
   await events.commentCreated(tx, brandId, row);
   if (statusChange.status) {
     await audit.record(tx, {
-      brandId, ticketId: ticket.id, entityType: 'ticket', entityId: ticket.id, event: 'ticket.updated',
-      changes: [{ field: 'status', from: ticket.status, to: statusChange.status }], metadata: { ticketNumber: ticket.ticketNumber, title: ticket.title },
+      brandId,
+      ticketId: ticket.id,
+      entityType: 'ticket',
+      entityId: ticket.id,
+      event: 'ticket.updated',
+      changes: [{ field: 'status', from: ticket.status, to: statusChange.status }],
+      metadata: { ticketNumber: ticket.ticketNumber, title: ticket.title },
     });
     await events.ticketsUpdated(tx, brandId, [{ ticketId: ticket.id, changes: ['status'] }]);
   }
@@ -213,7 +240,14 @@ export interface CreateSteps {
   then?: (tx: TenantCtx, brandId: string, row: Comment) => Promise<void>;
 }
 
-export async function create(ctx: TenantCtx, brandId: string, ticketId: string, input: CreateCommentInput, idempotencyKey?: string, steps: CreateSteps = {}): Promise<CreateResult> {
+export async function create(
+  ctx: TenantCtx,
+  brandId: string,
+  ticketId: string,
+  input: CreateCommentInput,
+  idempotencyKey?: string,
+  steps: CreateSteps = {},
+): Promise<CreateResult> {
   const isInternal = internalFlag(input.metadata) ?? false;
   const cc = normalizeCc(input.cc);
   const metadataName = input.metadata?.authorName;
@@ -229,22 +263,28 @@ export async function create(ctx: TenantCtx, brandId: string, ticketId: string, 
       if (!claim.claimed) return { created: false, id: claim.resourceId, brandId: brand.id };
     }
     await steps.check?.(tx, brand.id);
-    const row = await insert(tx, brand.id, ticketId, {
-      id,
-      body: input.body,
-      authorId: input.authorId ?? (actor.type === 'user' ? actor.id : null),
-      authorName,
-      authorType: input.authorType ?? (actor.type === 'customer' ? 'CUSTOMER' : actor.type === 'system' ? 'SYSTEM' : 'AGENT'),
-      parentId: input.parentId ?? null,
-      isInternal,
-      links: input.links ?? [],
-      metadata: input.metadata ?? {},
-      source: input.source ?? 'api',
-      sourceId: input.sourceId ?? null,
-      sourceData: input.sourceData ?? null,
-      cc,
-      connectionId: input.connectionId ?? null,
-    }, input.setStatus);
+    const row = await insert(
+      tx,
+      brand.id,
+      ticketId,
+      {
+        id,
+        body: input.body,
+        authorId: input.authorId ?? (actor.type === 'user' ? actor.id : null),
+        authorName,
+        authorType: input.authorType ?? (actor.type === 'customer' ? 'CUSTOMER' : actor.type === 'system' ? 'SYSTEM' : 'AGENT'),
+        parentId: input.parentId ?? null,
+        isInternal,
+        links: input.links ?? [],
+        metadata: input.metadata ?? {},
+        source: input.source ?? 'api',
+        sourceId: input.sourceId ?? null,
+        sourceData: input.sourceData ?? null,
+        cc,
+        connectionId: input.connectionId ?? null,
+      },
+      input.setStatus,
+    );
     await steps.then?.(tx, brand.id, row);
     return { created: true, row };
   });
@@ -287,13 +327,25 @@ export async function update(ctx: TenantCtx, brandId: string, commentId: string,
     }
     if (!changes.length) return present(tx, current);
 
-    const [row] = await Comment.scoped(tx).where({ brandId: brand.id, id: current.id })
-      .patch({ ...patch, updatedAt: tx.db.fn.now() as unknown as Date }).returning('*') as unknown as Comment[];
+    const [row] = (await Comment.scoped(tx)
+      .where({ brandId: brand.id, id: current.id })
+      .patch({ ...patch, updatedAt: tx.db.fn.now() as unknown as Date })
+      .returning('*')) as unknown as Comment[];
     await audit.record(tx, {
-      brandId: brand.id, ticketId: current.ticketId, entityType: 'comment', entityId: current.id, event: 'comment.updated', changes,
+      brandId: brand.id,
+      ticketId: current.ticketId,
+      entityType: 'comment',
+      entityId: current.id,
+      event: 'comment.updated',
+      changes,
       metadata: { ticketNumber: current.ticketNumber, isInternal: row!.isInternal },
     });
-    await events.commentUpdated(tx, brand.id, row!, changes.map((c) => c.field));
+    await events.commentUpdated(
+      tx,
+      brand.id,
+      row!,
+      changes.map((c) => c.field),
+    );
     return present(tx, row!);
   });
 }
@@ -305,12 +357,19 @@ export async function remove(ctx: TenantCtx, brandId: string, commentId: string,
     const found = await find(tx, brand.id, commentId, ticketId);
     const ticket = await ticketOf(tx, brand.id, found.ticketId, true);
     // Re-checked under the ticket lock: of two concurrent deletes, one finds nothing left (404).
-    const [row] = await Comment.scoped(tx).where({ brandId: brand.id, id: found.id }).whereNull('deletedAt')
-      .patch({ deletedAt: tx.db.fn.now() as unknown as Date }).returning('*') as unknown as Comment[];
+    const [row] = (await Comment.scoped(tx)
+      .where({ brandId: brand.id, id: found.id })
+      .whereNull('deletedAt')
+      .patch({ deletedAt: tx.db.fn.now() as unknown as Date })
+      .returning('*')) as unknown as Comment[];
     if (!row) throw notFound('Comment');
     await ticketRow(tx, brand.id, ticket.id).update({ commentCount: tx.db.raw('comment_count - 1') });
     await audit.record(tx, {
-      brandId: brand.id, ticketId: ticket.id, entityType: 'comment', entityId: row.id, event: 'comment.deleted',
+      brandId: brand.id,
+      ticketId: ticket.id,
+      entityType: 'comment',
+      entityId: row.id,
+      event: 'comment.deleted',
       metadata: { ticketNumber: ticket.ticketNumber, isInternal: row.isInternal },
     });
     await events.commentDeleted(tx, brand.id, row);
@@ -331,17 +390,26 @@ export async function moveToTicket(ctx: TenantCtx, brandId: string, fromTicketId
   return withTx(ctx, async (tx) => {
     const brand = await requireBrand(tx, brandId);
     const ids = [...from, toTicketId].sort();
-    const locked = await tx.db('tickets').where({ ...scopeOf(tx), brandId: brand.id }).whereIn('id', ids)
-      .orderBy('id').forUpdate().select('id', 'deletedAt') as { id: string; deletedAt: Date | null }[];
+    const locked = (await tx
+      .db('tickets')
+      .where({ ...scopeOf(tx), brandId: brand.id })
+      .whereIn('id', ids)
+      .orderBy('id')
+      .forUpdate()
+      .select('id', 'deletedAt')) as { id: string; deletedAt: Date | null }[];
     if (locked.length !== ids.length || locked.find((t) => t.id === toTicketId)?.deletedAt) throw notFound('Ticket');
 
     // One statement: a reply and its parent change ticket_id together (comments_parent_fk).
-    const moved = await Comment.scoped(tx).where('brandId', brand.id).whereIn('ticketId', from)
-      .patch({ ticketId: toTicketId }).returning(['id', 'deletedAt']) as unknown as { deletedAt: Date | null }[];
-    await tx.db.raw(`
+    const moved = (await Comment.scoped(tx).where('brandId', brand.id).whereIn('ticketId', from).patch({ ticketId: toTicketId }).returning(['id', 'deletedAt'])) as unknown as {
+      deletedAt: Date | null;
+    }[];
+    await tx.db.raw(
+      `
       update tickets t set comment_count = (select count(*) from comments c
         where ${sameTenant('c', 't')} and c.brand_id = t.brand_id and c.ticket_id = t.id and c.deleted_at is null)
-      where ? and t.brand_id = ? and t.id = any(?)`, [tenantScope(tx, 't'), brand.id, ids]);
+      where ? and t.brand_id = ? and t.id = any(?)`,
+      [tenantScope(tx, 't'), brand.id, ids],
+    );
     return { moved: moved.filter((c) => !c.deletedAt).length };
   });
 }
@@ -356,8 +424,20 @@ export async function addSystemComment(ctx: TenantCtx, brandId: string, ticketId
   return withTx(ctx, async (tx) => {
     const brand = await requireBrand(tx, brandId);
     const row = await insert(tx, brand.id, ticketId, {
-      id: newId(ID_PREFIX.comment), body, authorId: null, authorName: null, authorType: 'SYSTEM', parentId: null, isInternal,
-      links: [], metadata, source: 'api', sourceId: null, sourceData: null, cc: [], connectionId: null,
+      id: newId(ID_PREFIX.comment),
+      body,
+      authorId: null,
+      authorName: null,
+      authorType: 'SYSTEM',
+      parentId: null,
+      isInternal,
+      links: [],
+      metadata,
+      source: 'api',
+      sourceId: null,
+      sourceData: null,
+      cc: [],
+      connectionId: null,
     });
     return toView(row);
   });

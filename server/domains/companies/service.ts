@@ -129,7 +129,8 @@ export async function update(ctx: TenantCtx, brandId: string, companyId: string,
     const linkedContacts = domain && domain !== before.domain ? await linkContacts(tx, brand.id, before.id, domain) : 0;
     const after = toView(await fetch(tx, brand.id, before.id));
     const changes = audit.changesBetween(toView(before), after, ['name', 'domain', 'metadata']);
-    if (changes.length) await audit.record(tx, { brandId: brand.id, entityType: 'company', entityId: before.id, event: 'company.updated', changes, metadata: { name: after.name, linkedContacts } });
+    if (changes.length)
+      await audit.record(tx, { brandId: brand.id, entityType: 'company', entityId: before.id, event: 'company.updated', changes, metadata: { name: after.name, linkedContacts } });
     return after;
   });
 }
@@ -141,7 +142,13 @@ export async function remove(ctx: TenantCtx, brandId: string, companyId: string)
     const row = await fetch(tx, brand.id, companyId);
     await Company.scoped(tx).where({ brandId: brand.id, id: row.id }).delete();
     // Its contacts lose their company through the foreign key; this entry stands for that too.
-    await audit.record(tx, { brandId: brand.id, entityType: 'company', entityId: row.id, event: 'company.deleted', metadata: { name: row.name, domain: row.domain, unlinkedContacts: Number(row.customerCount ?? 0) } });
+    await audit.record(tx, {
+      brandId: brand.id,
+      entityType: 'company',
+      entityId: row.id,
+      event: 'company.deleted',
+      metadata: { name: row.name, domain: row.domain, unlinkedContacts: Number(row.customerCount ?? 0) },
+    });
     return toView(row);
   });
 }
@@ -161,6 +168,6 @@ export async function idForDomain(ctx: TenantCtx, brandId: string, domain: strin
 
 /** For the brand delete preview. */
 export async function countForBrand(ctx: TenantCtx, brandId: string): Promise<number> {
-  const r = await Company.scoped(ctx).where('brandId', brandId).count({ n: '*' }).first() as unknown as { n: string };
+  const r = (await Company.scoped(ctx).where('brandId', brandId).count({ n: '*' }).first()) as unknown as { n: string };
   return Number(r.n);
 }

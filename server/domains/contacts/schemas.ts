@@ -26,7 +26,9 @@ export const CreateContactBody = Type.Object(
     email: Email,
     name: Type.Optional(Nullable(Name)),
     avatarUrl: Type.Optional(Nullable(HttpUrl)),
-    companyId: Type.Optional(Nullable(Type.String({ minLength: 1, maxLength: 64, description: 'A company of the same brand; when absent, the company whose domain equals the email domain' }))),
+    companyId: Type.Optional(
+      Nullable(Type.String({ minLength: 1, maxLength: 64, description: 'A company of the same brand; when absent, the company whose domain equals the email domain' })),
+    ),
     notifyEmail: Type.Optional(Type.Boolean()),
     metadata: Type.Optional(Metadata),
   },

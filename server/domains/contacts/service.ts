@@ -95,8 +95,16 @@ export async function create(ctx: TenantCtx, brandId: string, input: CreateConta
     const name = input.name ?? null;
     try {
       await Contact.query(tx.db).insert({
-        id, ...scopeOf(tx), brandId: brand.id, email, name, nameKey: foldText(name ?? ''),
-        avatarUrl: input.avatarUrl ?? null, companyId, notifyEmail: input.notifyEmail ?? true, metadata: input.metadata ?? {},
+        id,
+        ...scopeOf(tx),
+        brandId: brand.id,
+        email,
+        name,
+        nameKey: foldText(name ?? ''),
+        avatarUrl: input.avatarUrl ?? null,
+        companyId,
+        notifyEmail: input.notifyEmail ?? true,
+        metadata: input.metadata ?? {},
       });
     } catch (err) {
       if (isPgError(err, PG.uniqueViolation, 'contacts_email_unique')) throw emailTaken(email);
@@ -120,9 +128,12 @@ export async function findOrCreateByEmail(ctx: TenantCtx, companies: CompanyLook
     const existing = await byEmail();
     if (existing) return { id: existing.id };
     const companyId = await companies.byDomain(tx, brand.id, emailDomain(email));
-    const inserted = await tx.db.table('contacts')
+    const inserted = (await tx.db
+      .table('contacts')
       .insert({ id: newId(ID_PREFIX.contact), ...scopeOf(tx), brandId: brand.id, email, name: name ?? null, nameKey: foldText(name ?? ''), companyId })
-      .onConflict(['accountId', 'livemode', 'brandId', 'email']).ignore().returning('id') as { id: string }[];
+      .onConflict(['accountId', 'livemode', 'brandId', 'email'])
+      .ignore()
+      .returning('id')) as { id: string }[];
     // Empty when a concurrent create won the race: its row is the contact (and its entry the winner's).
     if (inserted[0]) await audit.record(tx, { brandId: brand.id, entityType: 'contact', entityId: inserted[0].id, event: 'contact.created', metadata: { email } });
     return { id: inserted[0]?.id ?? (await byEmail())!.id };
@@ -195,7 +206,8 @@ export async function update(ctx: TenantCtx, brandId: string, contactId: string,
     }
     const after = toView(await fetch(tx, brand.id, before.id));
     const changes = audit.changesBetween(toView(before), after, ['email', 'name', 'avatarUrl', 'companyId', 'notifyEmail', 'metadata']);
-    if (changes.length) await audit.record(tx, { brandId: brand.id, entityType: 'contact', entityId: before.id, event: 'contact.updated', changes, metadata: { email: after.email } });
+    if (changes.length)
+      await audit.record(tx, { brandId: brand.id, entityType: 'contact', entityId: before.id, event: 'contact.updated', changes, metadata: { email: after.email } });
     return after;
   });
 }
@@ -213,13 +225,15 @@ export async function remove(ctx: TenantCtx, brandId: string, contactId: string)
 
 /** Links the brand's contacts of `domain` that have no company yet to the company; how many. */
 export async function linkUnlinkedByDomain(ctx: TenantCtx, brandId: string, companyId: string, domain: string): Promise<number> {
-  return Contact.scoped(ctx).where({ brandId }).whereNull('companyId')
+  return Contact.scoped(ctx)
+    .where({ brandId })
+    .whereNull('companyId')
     .where('email', 'like', `%@${escapeLike(domain)}`)
     .patch({ companyId, updatedAt: new Date() });
 }
 
 /** For the brand delete preview. */
 export async function countForBrand(ctx: TenantCtx, brandId: string): Promise<number> {
-  const r = await Contact.scoped(ctx).where('brandId', brandId).count({ n: '*' }).first() as unknown as { n: string };
+  const r = (await Contact.scoped(ctx).where('brandId', brandId).count({ n: '*' }).first()) as unknown as { n: string };
   return Number(r.n);
 }

@@ -11,9 +11,7 @@ import { scopeOf } from '../../core/model.js';
 import * as audit from '../../core/audit.js';
 import { forgetFound, requireBrand, type FieldRule } from '../../core/brand.js';
 import { FieldDefinition } from './model.js';
-import type {
-  AllFieldsView, CreateFieldInput, EntityType, FieldType, FieldView, PutTicketSchemaInput, ReorderFieldsInput, TicketSchemaView, UpdateFieldInput,
-} from './schemas.js';
+import type { AllFieldsView, CreateFieldInput, EntityType, FieldType, FieldView, PutTicketSchemaInput, ReorderFieldsInput, TicketSchemaView, UpdateFieldInput } from './schemas.js';
 
 /*
  * How field definitions and the brand's ticket schema agree
@@ -75,15 +73,24 @@ const ISO_DATE = '^\\d{4}-\\d{2}-\\d{2}([Tt ]\\d{2}:\\d{2}(:\\d{2}(\\.\\d+)?)?([
 /** The JSON Schema of one non-null value of a field. */
 export function valueSchema(def: { type: string; options?: string[] | null }): JsonSchema {
   switch (def.type as FieldType) {
-    case 'text': return { type: 'string' };
-    case 'url': return { type: 'string', pattern: PATTERNS.httpUrl };
-    case 'date': return { type: 'string', pattern: ISO_DATE };
-    case 'number': return { type: 'number' };
-    case 'boolean': return { type: 'boolean' };
-    case 'select': return { type: 'string', enum: [...(def.options ?? [])] };
-    case 'multiselect': return { type: 'array', items: { type: 'string', enum: [...(def.options ?? [])] }, uniqueItems: true };
-    case 'array': return { type: 'array', items: { type: 'string' } };
-    case 'object': return { type: 'object' };
+    case 'text':
+      return { type: 'string' };
+    case 'url':
+      return { type: 'string', pattern: PATTERNS.httpUrl };
+    case 'date':
+      return { type: 'string', pattern: ISO_DATE };
+    case 'number':
+      return { type: 'number' };
+    case 'boolean':
+      return { type: 'boolean' };
+    case 'select':
+      return { type: 'string', enum: [...(def.options ?? [])] };
+    case 'multiselect':
+      return { type: 'array', items: { type: 'string', enum: [...(def.options ?? [])] }, uniqueItems: true };
+    case 'array':
+      return { type: 'array', items: { type: 'string' } };
+    case 'object':
+      return { type: 'object' };
   }
 }
 
@@ -135,11 +142,28 @@ function ofBrand(ctx: Ctx, brandId: string, entityType: EntityType) {
 }
 
 async function ordered(ctx: Ctx, brandId: string, entityType: EntityType): Promise<FieldDefinition[]> {
-  return ofBrand(ctx, brandId, entityType).orderBy([{ column: 'sortOrder', order: 'asc' }, { column: 'id', order: 'asc' }]);
+  return ofBrand(ctx, brandId, entityType).orderBy([
+    { column: 'sortOrder', order: 'asc' },
+    { column: 'id', order: 'asc' },
+  ]);
 }
 
 /** What a PATCH may change, in the order the audit entry lists it. */
-const EDITABLE = ['label', 'type', 'required', 'defaultValue', 'description', 'placeholder', 'options', 'visible', 'showOnCreate', 'showInTable', 'showInDetail', 'sortOrder', 'source'] as const;
+const EDITABLE = [
+  'label',
+  'type',
+  'required',
+  'defaultValue',
+  'description',
+  'placeholder',
+  'options',
+  'visible',
+  'showOnCreate',
+  'showInTable',
+  'showInDetail',
+  'sortOrder',
+  'source',
+] as const;
 
 /** `lock`: for update, so the audit entry's `from` values are what the change replaced. */
 async function requireField(ctx: Ctx, brandId: string, entityType: EntityType, key: string, lock = false): Promise<FieldDefinition> {
@@ -165,8 +189,12 @@ function assertConsistent(ctx: Ctx, def: { type: string; options: string[] | nul
 
 export async function listAll(ctx: Ctx, brandId: string): Promise<AllFieldsView> {
   const brand = await requireBrand(ctx, brandId);
-  const rows = await FieldDefinition.scoped(ctx).where('brandId', brand.id)
-    .orderBy([{ column: 'sortOrder', order: 'asc' }, { column: 'id', order: 'asc' }]);
+  const rows = await FieldDefinition.scoped(ctx)
+    .where('brandId', brand.id)
+    .orderBy([
+      { column: 'sortOrder', order: 'asc' },
+      { column: 'id', order: 'asc' },
+    ]);
   const of = (e: EntityType) => rows.filter((r) => r.entityType === e).map(toView);
   const customer = of('customer');
   return { ticket: of('ticket'), customer, contact: customer, company: of('company') };
@@ -184,31 +212,33 @@ export async function create(ctx: Ctx, brandId: string, entityType: string, inpu
   return withTx(ctx, async (tx) => {
     const brand = await requireBrand(tx, brandId);
     forgetFound(tx, brand.id); // the change below rewrites its fieldRules (trigger)
-    const last = await ofBrand(tx, brand.id, entity).max('sortOrder as m').first() as unknown as { m: number | null };
+    const last = (await ofBrand(tx, brand.id, entity).max('sortOrder as m').first()) as unknown as { m: number | null };
     const now = new Date();
     try {
-      const row = await tx.db.transaction(async (trx) => FieldDefinition.query(trx).insertAndFetch({
-        id: newId(ID_PREFIX.field),
-        ...scopeOf(tx),
-        brandId: brand.id,
-        entityType: entity,
-        key: input.key,
-        label: input.label,
-        type: input.type,
-        required: input.required ?? false,
-        defaultValue: input.defaultValue ?? null,
-        description: input.description ?? null,
-        placeholder: input.placeholder ?? null,
-        options: options?.length ? options : null,
-        visible: input.visible ?? true,
-        showOnCreate: input.showOnCreate ?? true,
-        showInTable: input.showInTable ?? true,
-        showInDetail: input.showInDetail ?? true,
-        sortOrder: input.sortOrder ?? (last.m === null ? 0 : last.m + 1),
-        source: input.source ?? null,
-        createdAt: now,
-        updatedAt: now,
-      }));
+      const row = await tx.db.transaction(async (trx) =>
+        FieldDefinition.query(trx).insertAndFetch({
+          id: newId(ID_PREFIX.field),
+          ...scopeOf(tx),
+          brandId: brand.id,
+          entityType: entity,
+          key: input.key,
+          label: input.label,
+          type: input.type,
+          required: input.required ?? false,
+          defaultValue: input.defaultValue ?? null,
+          description: input.description ?? null,
+          placeholder: input.placeholder ?? null,
+          options: options?.length ? options : null,
+          visible: input.visible ?? true,
+          showOnCreate: input.showOnCreate ?? true,
+          showInTable: input.showInTable ?? true,
+          showInDetail: input.showInDetail ?? true,
+          sortOrder: input.sortOrder ?? (last.m === null ? 0 : last.m + 1),
+          source: input.source ?? null,
+          createdAt: now,
+          updatedAt: now,
+        }),
+      );
       await audit.record(tx, { brandId: brand.id, entityType: 'field', entityId: row.id, event: 'field.created', metadata: { appliesTo: entity, key: row.key, label: row.label } });
       return toView(row);
     } catch (err) {
@@ -234,7 +264,15 @@ export async function update(ctx: Ctx, brandId: string, entityType: string, key:
     const patch = { ...input, options: options?.length ? options : null, defaultValue: defaultValue ?? null, updatedAt: new Date() };
     const after = toView(await FieldDefinition.scoped(tx).patchAndFetchById(field.id, patch));
     const changes = audit.changesBetween(toView(field), after, EDITABLE);
-    if (changes.length) await audit.record(tx, { brandId: brand.id, entityType: 'field', entityId: field.id, event: 'field.updated', changes, metadata: { appliesTo: entity, key: after.key, label: after.label } });
+    if (changes.length)
+      await audit.record(tx, {
+        brandId: brand.id,
+        entityType: 'field',
+        entityId: field.id,
+        event: 'field.updated',
+        changes,
+        metadata: { appliesTo: entity, key: after.key, label: after.label },
+      });
     return after;
   });
 }
@@ -247,7 +285,13 @@ export async function remove(ctx: Ctx, brandId: string, entityType: string, key:
     forgetFound(tx, brand.id); // the change below rewrites its fieldRules (trigger)
     const field = await requireField(tx, brand.id, entity, key);
     await ofBrand(tx, brand.id, entity).where('id', field.id).delete();
-    await audit.record(tx, { brandId: brand.id, entityType: 'field', entityId: field.id, event: 'field.deleted', metadata: { appliesTo: entity, key: field.key, label: field.label } });
+    await audit.record(tx, {
+      brandId: brand.id,
+      entityType: 'field',
+      entityId: field.id,
+      event: 'field.deleted',
+      metadata: { appliesTo: entity, key: field.key, label: field.label },
+    });
     return toView(field);
   });
 }
@@ -275,14 +319,21 @@ export async function reorder(ctx: Ctx, brandId: string, entityType: string, inp
     }
     // By key, which is how the caller names fields here.
     const keyOf = new Map(rows.map((r) => [r.id, r.key]));
-    await audit.recordReorder(tx, brand.id, 'field', audit.displayOrder(rows).map((id) => keyOf.get(id)!), input.keys, { appliesTo: entity });
+    await audit.recordReorder(
+      tx,
+      brand.id,
+      'field',
+      audit.displayOrder(rows).map((id) => keyOf.get(id)!),
+      input.keys,
+      { appliesTo: entity },
+    );
     return (await ordered(tx, brand.id, entity)).map(toView);
   });
 }
 
 /** Field definitions of a brand, every entity type, for the brand delete preview. */
 export async function count(ctx: Ctx, brandId: string): Promise<number> {
-  const result = await FieldDefinition.scoped(ctx).where('brandId', brandId).count({ n: '*' }).first() as unknown as { n: string };
+  const result = (await FieldDefinition.scoped(ctx).where('brandId', brandId).count({ n: '*' }).first()) as unknown as { n: string };
   return Number(result.n);
 }
 
@@ -329,10 +380,7 @@ export function ticketSchemaOfBody(body: PutTicketSchemaInput): JsonSchema | nul
 export async function validateFieldValues(ctx: Ctx, brandId: string, entityType: string, values: unknown, prefix = 'customFields'): Promise<void> {
   const { hand, generated } = await schemasOf(ctx, brandId, canonicalEntity(entityType));
   const value = values ?? {};
-  const errors = [
-    ...(hand ? errorsAgainst(ctx, hand, value, prefix) : []),
-    ...(generated ? errorsAgainst(ctx, generated, value, prefix) : []),
-  ];
+  const errors = [...(hand ? errorsAgainst(ctx, hand, value, prefix) : []), ...(generated ? errorsAgainst(ctx, generated, value, prefix) : [])];
   const seen = new Set<string>();
   const unique = errors.filter((e) => !seen.has(e.field) && seen.add(e.field));
   if (unique.length) {

@@ -14,7 +14,9 @@ export interface HealthOptions {
 
 async function databaseAnswers(db: Db): Promise<boolean> {
   let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<false>((resolve) => { timer = setTimeout(() => resolve(false), READY_TIMEOUT_MS); });
+  const timeout = new Promise<false>((resolve) => {
+    timer = setTimeout(() => resolve(false), READY_TIMEOUT_MS);
+  });
   try {
     return await Promise.race([db.raw('select 1').then(() => true as const), timeout]);
   } catch {
@@ -29,28 +31,57 @@ export async function healthRoutes(app: FastifyInstance, opts: HealthOptions): P
   const config = { auth: 'none', permission: 'health:read' } as const;
   const started = Date.now();
 
-  app.get('/v1/health', {
-    config,
-    schema: {
-      tags, summary: 'Overall health: process and database',
-      response: { 200: Type.Object({ status: Type.Union([Type.Literal('ok'), Type.Literal('degraded')]), version: Type.String(), uptimeSeconds: Type.Integer(), checks: Type.Object({ database: Type.Union([Type.Literal('ok'), Type.Literal('unavailable')]) }) }) },
+  app.get(
+    '/v1/health',
+    {
+      config,
+      schema: {
+        tags,
+        summary: 'Overall health: process and database',
+        response: {
+          200: Type.Object({
+            status: Type.Union([Type.Literal('ok'), Type.Literal('degraded')]),
+            version: Type.String(),
+            uptimeSeconds: Type.Integer(),
+            checks: Type.Object({ database: Type.Union([Type.Literal('ok'), Type.Literal('unavailable')]) }),
+          }),
+        },
+      },
     },
-  }, async () => {
-    const database = (await databaseAnswers(opts.db)) ? 'ok' as const : 'unavailable' as const;
-    return { status: database === 'ok' ? 'ok' as const : 'degraded' as const, version: opts.version, uptimeSeconds: Math.floor((Date.now() - started) / 1000), checks: { database } };
-  });
+    async () => {
+      const database = (await databaseAnswers(opts.db)) ? ('ok' as const) : ('unavailable' as const);
+      return {
+        status: database === 'ok' ? ('ok' as const) : ('degraded' as const),
+        version: opts.version,
+        uptimeSeconds: Math.floor((Date.now() - started) / 1000),
+        checks: { database },
+      };
+    },
+  );
 
-  app.get('/v1/health/live', {
-    config,
-    schema: { tags, summary: 'Liveness: the process answers', response: { 200: Type.Object({ status: Type.Literal('ok') }) } },
-  }, async () => ({ status: 'ok' as const }));
+  app.get(
+    '/v1/health/live',
+    {
+      config,
+      schema: { tags, summary: 'Liveness: the process answers', response: { 200: Type.Object({ status: Type.Literal('ok') }) } },
+    },
+    async () => ({ status: 'ok' as const }),
+  );
 
-  app.get('/v1/health/ready', {
-    config,
-    schema: { tags, summary: 'Readiness: 503 while the database is unreachable or the process is shutting down', response: { 200: Type.Object({ status: Type.Literal('ready') }) } },
-  }, async () => {
-    if (opts.isShuttingDown()) throw new HttpError(503, 'shutting_down', 'This process is shutting down');
-    if (!(await databaseAnswers(opts.db))) throw new HttpError(503, 'database_unavailable', 'The database does not answer');
-    return { status: 'ready' as const };
-  });
+  app.get(
+    '/v1/health/ready',
+    {
+      config,
+      schema: {
+        tags,
+        summary: 'Readiness: 503 while the database is unreachable or the process is shutting down',
+        response: { 200: Type.Object({ status: Type.Literal('ready') }) },
+      },
+    },
+    async () => {
+      if (opts.isShuttingDown()) throw new HttpError(503, 'shutting_down', 'This process is shutting down');
+      if (!(await databaseAnswers(opts.db))) throw new HttpError(503, 'database_unavailable', 'The database does not answer');
+      return { status: 'ready' as const };
+    },
+  );
 }

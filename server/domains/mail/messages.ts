@@ -76,7 +76,11 @@ export function renderTemplate(template: string, values: Record<string, string>)
 
 /** A header-safe subject: one line, at most 250 characters. */
 function subjectLine(text: string): string {
-  return text.replace(/[\r\n\t]+/g, ' ').replace(/\s{2,}/g, ' ').trim().slice(0, 250);
+  return text
+    .replace(/[\r\n\t]+/g, ' ')
+    .replace(/\s{2,}/g, ' ')
+    .trim()
+    .slice(0, 250);
 }
 
 function sender(settings: MailSettings, brand: BrandInfo): MailAddress {
@@ -152,10 +156,12 @@ export function autoresponse(c: Common & { customer: MailAddress }): MailMessage
 }
 
 /** A comment on a watched ticket, to the watchers who asked for comment notifications. */
-export function watcherNotification(c: Common & {
-  comment: { id: string; body: string; authorName: string | null; authorType: string; isInternal: boolean };
-  watchers: MailAddress[];
-}): MailMessage {
+export function watcherNotification(
+  c: Common & {
+    comment: { id: string; body: string; authorName: string | null; authorType: string; isInternal: boolean };
+    watchers: MailAddress[];
+  },
+): MailMessage {
   const who = c.comment.authorName ?? (c.comment.authorType === 'CUSTOMER' ? 'The customer' : c.comment.authorType === 'SYSTEM' ? 'ticketd' : 'An agent');
   const text = `${who} ${c.comment.isInternal ? 'added an internal note' : 'wrote'} on ${ticketRef(c.brand, c.ticket)} "${c.ticket.title}":\n\n${c.comment.body}`;
   const b = base(c);

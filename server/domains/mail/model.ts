@@ -16,7 +16,7 @@ export class QueuedMail extends TenantModel {
 }
 
 export const INBOUND_ACTIONS = ['ticket_created', 'comment_created', 'spam', 'ignored'] as const;
-export type InboundAction = typeof INBOUND_ACTIONS[number];
+export type InboundAction = (typeof INBOUND_ACTIONS)[number];
 
 /** One inbound message accepted for a brand, by Message-ID (idempotency and threading). */
 export class InboundEmail extends TenantModel {

@@ -25,7 +25,8 @@ const HEADER_SENT = /^\s*\*?(Sent|Date|Gesendet|Envoy[ée]|Enviado)\s*:\*?\s+\S/
 const RULE = /^\s*_{5,}\s*$/;
 const FORWARDED = /^\s*(-{2,}\s*Forwarded message\s*-{2,}|Begin forwarded message:)\s*$/i;
 const SIGNATURE = /^-- ?$/;
-const MOBILE_FOOTER = /^\s*(Sent from my \S.{0,40}|Sent from (Mail|Outlook) for \S.{0,30}|Get Outlook for (iOS|Android)\S{0,20}|Envoy[ée] de mon \S.{0,40}|Von meinem \S.{0,40} gesendet)\s*$/i;
+const MOBILE_FOOTER =
+  /^\s*(Sent from my \S.{0,40}|Sent from (Mail|Outlook) for \S.{0,30}|Get Outlook for (iOS|Android)\S{0,20}|Envoy[ée] de mon \S.{0,40}|Von meinem \S.{0,40} gesendet)\s*$/i;
 
 function isAttribution(line: string, next: string | undefined): boolean {
   const single = line.trim();

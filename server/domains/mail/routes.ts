@@ -29,17 +29,22 @@ export async function inboundMailRoutes(app: FastifyInstance, opts: InboundMailO
     if (!timingSafeEqual(sha256(match[1]!), expected)) throw unauthorized('The inbound secret is not right', 'invalid_inbound_secret');
   };
 
-  app.post<{ Body: unknown }>('/v1/inbound/email', {
-    config: { auth: 'none', permission: 'inbound_email:write' },
-    bodyLimit: opts.config.inboundMaxBytes,
-    onRequest: checkSecret,
-    schema: {
-      tags: ['Inbound email'],
-      summary: 'Deliver one raw RFC 822 message (Content-Type: message/rfc822; Authorization: Bearer <TICKETD_INBOUND_SECRET>): it becomes a ticket, a comment on the ticket it replies to, or nothing; the brand is the recipient <brandId>@<inbound domain>',
-      response: { 200: InboundResultOut },
+  app.post<{ Body: unknown }>(
+    '/v1/inbound/email',
+    {
+      config: { auth: 'none', permission: 'inbound_email:write' },
+      bodyLimit: opts.config.inboundMaxBytes,
+      onRequest: checkSecret,
+      schema: {
+        tags: ['Inbound email'],
+        summary:
+          'Deliver one raw RFC 822 message (Content-Type: message/rfc822; Authorization: Bearer <TICKETD_INBOUND_SECRET>): it becomes a ticket, a comment on the ticket it replies to, or nothing; the brand is the recipient <brandId>@<inbound domain>',
+        response: { 200: InboundResultOut },
+      },
     },
-  }, async (req) => {
-    if (!Buffer.isBuffer(req.body)) throw new HttpError(415, 'unsupported_media_type', 'Send the raw message with Content-Type: message/rfc822');
-    return receive(req.baseCtx, opts.deps, req.body);
-  });
+    async (req) => {
+      if (!Buffer.isBuffer(req.body)) throw new HttpError(415, 'unsupported_media_type', 'Send the raw message with Content-Type: message/rfc822');
+      return receive(req.baseCtx, opts.deps, req.body);
+    },
+  );
 }

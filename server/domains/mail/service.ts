@@ -42,16 +42,25 @@ export function replyTokenKey(db: Db): Promise<Buffer> {
 export async function queueMail(tx: TenantCtx, brandId: string, ticketId: string | null, message: MailMessage): Promise<void> {
   if (!tx.db.isTransaction) throw new Error(`mail ${message.messageId} must be queued inside the change's transaction`);
   if (message.kind === 'test') throw new Error('test messages are sent directly, never queued');
-  const inserted = await tx.db('mailMessages').insert({ id: newId(ID_PREFIX.mailMessage), ...scopeOf(tx), brandId, ticketId, kind: message.kind, message, messageId: message.messageId })
-    .onConflict(['accountId', 'livemode', 'brandId', 'messageId']).ignore().returning('id') as { id: string }[];
+  const inserted = (await tx
+    .db('mailMessages')
+    .insert({ id: newId(ID_PREFIX.mailMessage), ...scopeOf(tx), brandId, ticketId, kind: message.kind, message, messageId: message.messageId })
+    .onConflict(['accountId', 'livemode', 'brandId', 'messageId'])
+    .ignore()
+    .returning('id')) as { id: string }[];
   if (!inserted.length) return;
   await outbox.enqueue(tx, { kind: 'mail', brandId, event: `mail.${message.kind}`, payload: { mailMessageId: inserted[0]!.id, message } });
 }
 
 export function brandInfo(brand: Brand): BrandInfo {
   return {
-    id: brand.id, name: brand.name, ticketPrefix: brand.ticketPrefix, fromName: brand.fromName, fromEmail: brand.fromEmail,
-    autoresponseSubject: brand.autoresponseSubject, autoresponseBody: brand.autoresponseBody,
+    id: brand.id,
+    name: brand.name,
+    ticketPrefix: brand.ticketPrefix,
+    fromName: brand.fromName,
+    fromEmail: brand.fromEmail,
+    autoresponseSubject: brand.autoresponseSubject,
+    autoresponseBody: brand.autoresponseBody,
   };
 }
 
@@ -96,8 +105,12 @@ export interface InboundRecord {
  * unique index) and then finds it taken: one delivery wins, however many arrive at once.
  */
 export async function claimInbound(tx: TenantCtx, brandId: string, messageId: string, fromEmail: string): Promise<string | null> {
-  const rows = await tx.db('inboundEmails').insert({ id: newId(ID_PREFIX.inboundEmail), ...scopeOf(tx), brandId, messageId, fromEmail, action: 'ignored' })
-    .onConflict(['accountId', 'livemode', 'brandId', 'messageId']).ignore().returning('id') as { id: string }[];
+  const rows = (await tx
+    .db('inboundEmails')
+    .insert({ id: newId(ID_PREFIX.inboundEmail), ...scopeOf(tx), brandId, messageId, fromEmail, action: 'ignored' })
+    .onConflict(['accountId', 'livemode', 'brandId', 'messageId'])
+    .ignore()
+    .returning('id')) as { id: string }[];
   return rows[0]?.id ?? null;
 }
 

@@ -3,11 +3,15 @@ import { MemberList } from './schemas.js';
 import * as members from './service.js';
 
 export async function memberRoutes(app: FastifyInstance): Promise<void> {
-  app.get('/v1/accounts/me/members', {
-    config: { auth: 'api-key', permission: 'members:read' },
-    schema: { tags: ['Accounts'], summary: 'List members (their ids are valid assignees)', response: { 200: MemberList } },
-  }, async (req) => {
-    const data = await members.list(req.ctx);
-    return { data, pagination: { cursor: null, nextCursor: null, hasMore: false } };
-  });
+  app.get(
+    '/v1/accounts/me/members',
+    {
+      config: { auth: 'api-key', permission: 'members:read' },
+      schema: { tags: ['Accounts'], summary: 'List members (their ids are valid assignees)', response: { 200: MemberList } },
+    },
+    async (req) => {
+      const data = await members.list(req.ctx);
+      return { data, pagination: { cursor: null, nextCursor: null, hasMore: false } };
+    },
+  );
 }

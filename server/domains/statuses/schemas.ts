@@ -2,7 +2,10 @@ import { Type, type Static } from 'typebox';
 import { Nullable, PATTERNS, Timestamp } from '../../core/schemas.js';
 
 export const STATUS_KEY_PATTERN = '^[a-z0-9_]{1,50}$';
-const StatusKey = Type.String({ pattern: STATUS_KEY_PATTERN, description: 'Lower-case letters, digits and underscores (1-50); unique per brand. Tickets refer to a status by this key.' });
+const StatusKey = Type.String({
+  pattern: STATUS_KEY_PATTERN,
+  description: 'Lower-case letters, digits and underscores (1-50); unique per brand. Tickets refer to a status by this key.',
+});
 const Color = Type.String({ pattern: PATTERNS.hexColor, description: 'A hex color such as #3b82f6' });
 const Name = Type.String({ minLength: 1, maxLength: 100 });
 const Description = Nullable(Type.String({ maxLength: 1000 }));

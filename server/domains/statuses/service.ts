@@ -50,7 +50,10 @@ function ofBrand(ctx: TenantCtx, brandId: string) {
 }
 
 async function ordered(ctx: TenantCtx, brandId: string): Promise<Status[]> {
-  return ofBrand(ctx, brandId).orderBy([{ column: 'sortOrder', order: 'asc' }, { column: 'id', order: 'asc' }]);
+  return ofBrand(ctx, brandId).orderBy([
+    { column: 'sortOrder', order: 'asc' },
+    { column: 'id', order: 'asc' },
+  ]);
 }
 
 /**
@@ -59,9 +62,19 @@ async function ordered(ctx: TenantCtx, brandId: string): Promise<Status[]> {
  */
 export async function createSystemStatuses(ctx: TenantCtx, brandId: string): Promise<void> {
   const now = new Date();
-  await Status.query(ctx.db).insert(SYSTEM_STATUSES.map((s, i) => ({
-    id: newId(ID_PREFIX.status), ...scopeOf(ctx), brandId, ...s, isSystem: true, isActive: true, sortOrder: i, createdAt: now, updatedAt: now,
-  })));
+  await Status.query(ctx.db).insert(
+    SYSTEM_STATUSES.map((s, i) => ({
+      id: newId(ID_PREFIX.status),
+      ...scopeOf(ctx),
+      brandId,
+      ...s,
+      isSystem: true,
+      isActive: true,
+      sortOrder: i,
+      createdAt: now,
+      updatedAt: now,
+    })),
+  );
 }
 
 export async function list(ctx: TenantCtx, brandId: string): Promise<StatusView[]> {
@@ -71,12 +84,13 @@ export async function list(ctx: TenantCtx, brandId: string): Promise<StatusView[
 
 /** Tickets per status key of the brand, deleted tickets left out (keys without tickets are absent). */
 async function ticketCountsByStatus(ctx: TenantCtx, brandId: string): Promise<Record<string, number>> {
-  const rows = await ctx.db('tickets')
+  const rows = (await ctx
+    .db('tickets')
     .where({ ...scopeOf(ctx), brandId })
     .whereNull('deletedAt')
     .groupBy('status')
     .select('status' + ' as k')
-    .count({ n: '*' }) as unknown as { k: string | null; n: string }[];
+    .count({ n: '*' })) as unknown as { k: string | null; n: string }[];
   return Object.fromEntries(rows.filter((r) => r.k != null).map((r) => [r.k!, Number(r.n)]));
 }
 
@@ -106,23 +120,25 @@ export async function create(ctx: TenantCtx, brandId: string, input: CreateStatu
   return withTx(ctx, async (tx) => {
     const brand = await requireBrand(tx, brandId);
     // New statuses go last unless a place was given.
-    const last = await ofBrand(tx, brand.id).max('sortOrder as m').first() as unknown as { m: number | null };
+    const last = (await ofBrand(tx, brand.id).max('sortOrder as m').first()) as unknown as { m: number | null };
     const now = new Date();
     try {
-      const row = await tx.db.transaction(async (trx) => Status.query(trx).insertAndFetch({
-        id: newId(ID_PREFIX.status),
-        ...scopeOf(tx),
-        brandId: brand.id,
-        key: input.key,
-        name: input.name,
-        color: input.color,
-        description: input.description ?? null,
-        isSystem: false,
-        isActive: input.isActive ?? true,
-        sortOrder: input.sortOrder ?? (last.m === null ? 0 : last.m + 1),
-        createdAt: now,
-        updatedAt: now,
-      }));
+      const row = await tx.db.transaction(async (trx) =>
+        Status.query(trx).insertAndFetch({
+          id: newId(ID_PREFIX.status),
+          ...scopeOf(tx),
+          brandId: brand.id,
+          key: input.key,
+          name: input.name,
+          color: input.color,
+          description: input.description ?? null,
+          isSystem: false,
+          isActive: input.isActive ?? true,
+          sortOrder: input.sortOrder ?? (last.m === null ? 0 : last.m + 1),
+          createdAt: now,
+          updatedAt: now,
+        }),
+      );
       await audit.record(tx, { brandId: brand.id, entityType: 'status', entityId: row.id, event: 'status.created', metadata: { key: row.key, name: row.name } });
       return toView(row);
     } catch (err) {
@@ -147,7 +163,8 @@ export async function update(ctx: TenantCtx, brandId: string, statusId: string, 
     try {
       const after = toView(await tx.db.transaction(async (trx) => Status.query(trx).patchAndFetchById(status.id, { ...input, updatedAt: new Date() })));
       const changes = audit.changesBetween(toView(status), after, ['key', 'name', 'color', 'description', 'isActive', 'sortOrder']);
-      if (changes.length) await audit.record(tx, { brandId: brand.id, entityType: 'status', entityId: status.id, event: 'status.updated', changes, metadata: { key: after.key, name: after.name } });
+      if (changes.length)
+        await audit.record(tx, { brandId: brand.id, entityType: 'status', entityId: status.id, event: 'status.updated', changes, metadata: { key: after.key, name: after.name } });
       return after;
     } catch (err) {
       if (isPgError(err, PG.uniqueViolation, KEY_UNIQUE)) throw keyTaken(input.key!);
@@ -209,6 +226,6 @@ export async function assertStatusKey(ctx: TenantCtx, brandId: string, key: stri
 
 /** Custom statuses of a brand, for the brand delete preview (system ones always exist). */
 export async function countCustom(ctx: TenantCtx, brandId: string): Promise<number> {
-  const result = await ofBrand(ctx, brandId).where('isSystem', false).count({ n: '*' }).first() as unknown as { n: string };
+  const result = (await ofBrand(ctx, brandId).where('isSystem', false).count({ n: '*' }).first()) as unknown as { n: string };
   return Number(result.n);
 }

@@ -17,15 +17,9 @@ export const TagOut = Type.Object({
 export const TagParams = Type.Object({ ...BrandParams.properties, tagId: TagId });
 export const MergeTargetParams = Type.Object({ ...BrandParams.properties, targetId: TagId });
 
-export const CreateTagBody = Type.Object(
-  { name: DisplayName, color: Type.Optional(Nullable(HexColor)) },
-  { additionalProperties: false },
-);
+export const CreateTagBody = Type.Object({ name: DisplayName, color: Type.Optional(Nullable(HexColor)) }, { additionalProperties: false });
 
-export const UpdateTagBody = Type.Object(
-  { name: Type.Optional(DisplayName), color: Type.Optional(Nullable(HexColor)) },
-  { additionalProperties: false, minProperties: 1 },
-);
+export const UpdateTagBody = Type.Object({ name: Type.Optional(DisplayName), color: Type.Optional(Nullable(HexColor)) }, { additionalProperties: false, minProperties: 1 });
 
 /** POST …/tags/{targetId}/merge, as the SDK sends it. */
 export const MergeIntoBody = Type.Object({ sourceTagIds: SourceTagIds }, { additionalProperties: false });
@@ -33,11 +27,9 @@ export const MergeIntoBody = Type.Object({ sourceTagIds: SourceTagIds }, { addit
 /** POST …/tags/merge, as the dashboard sends it. */
 export const MergeBody = Type.Object({ targetTagId: TagId, sourceTagIds: SourceTagIds }, { additionalProperties: false });
 
-export const TagStats = Type.Record(
-  Type.String(),
-  Type.Object({ id: Type.String(), name: Type.String(), color: HexColor, ticketCount: Type.Integer() }),
-  { description: 'Keyed by tag id; every tag of the brand appears, with 0 when no ticket carries it' },
-);
+export const TagStats = Type.Record(Type.String(), Type.Object({ id: Type.String(), name: Type.String(), color: HexColor, ticketCount: Type.Integer() }), {
+  description: 'Keyed by tag id; every tag of the brand appears, with 0 when no ticket carries it',
+});
 
 export type TagView = Static<typeof TagOut>;
 export type CreateTagInput = Static<typeof CreateTagBody>;

@@ -96,7 +96,8 @@ export async function findOrCreateByNames(ctx: TenantCtx, brandId: string, names
   const wanted = new Map<string, string>();
   for (const raw of names) {
     const name = raw.trim();
-    if (!name || name.length > MAX_TAG_NAME_LENGTH) throw badRequest(`Tag names must have 1 to ${MAX_TAG_NAME_LENGTH} characters`, [{ field: 'tags', message: `each name must have 1 to ${MAX_TAG_NAME_LENGTH} characters` }]);
+    if (!name || name.length > MAX_TAG_NAME_LENGTH)
+      throw badRequest(`Tag names must have 1 to ${MAX_TAG_NAME_LENGTH} characters`, [{ field: 'tags', message: `each name must have 1 to ${MAX_TAG_NAME_LENGTH} characters` }]);
     if (!wanted.has(name.toLowerCase())) wanted.set(name.toLowerCase(), name);
   }
   if (!wanted.size) return [];
@@ -108,14 +109,20 @@ export async function findOrCreateByNames(ctx: TenantCtx, brandId: string, names
     if (missing.length) {
       let created: { id: string; name: string }[];
       try {
-        created = await tx.db.table('tags')
+        created = await tx.db
+          .table('tags')
           .insert(missing.map(([, name]) => ({ id: newId(ID_PREFIX.tag), ...scopeOf(tx), brandId: brand.id, name, color: DEFAULT_TAG_COLOR })))
-          .onConflict().ignore().returning(['id', 'name']);
+          .onConflict()
+          .ignore()
+          .returning(['id', 'name']);
       } catch (err) {
         throw translate(err, undefined);
       }
       // Only the tags this call inserted: one that lost a race to the same name was the winner's to record.
-      await audit.recordMany(tx, created.map((t) => ({ brandId: brand.id, entityType: 'tag', entityId: t.id, event: 'tag.created', metadata: { name: t.name } })));
+      await audit.recordMany(
+        tx,
+        created.map((t) => ({ brandId: brand.id, entityType: 'tag', entityId: t.id, event: 'tag.created', metadata: { name: t.name } })),
+      );
       rows = await find();
     }
     return [...wanted.keys()].map((key) => toView(rows.get(key)!));
@@ -160,7 +167,12 @@ export async function remove(ctx: TenantCtx, brandId: string, tagId: string): Pr
 export async function merge(ctx: TenantCtx, brandId: string, targetId: string, sourceIds: readonly string[]): Promise<TagView> {
   const sources = [...new Set(sourceIds)];
   if (!sources.length) throw badRequest('sourceTagIds must name at least one tag to merge', [{ field: 'sourceTagIds', message: 'must not be empty' }]);
-  if (sources.includes(targetId)) throw badRequest('A tag cannot be merged into itself: remove the target from sourceTagIds', [{ field: 'sourceTagIds', message: 'must not contain the target tag' }], 'merge_into_self');
+  if (sources.includes(targetId))
+    throw badRequest(
+      'A tag cannot be merged into itself: remove the target from sourceTagIds',
+      [{ field: 'sourceTagIds', message: 'must not contain the target tag' }],
+      'merge_into_self',
+    );
   return withTx(ctx, async (tx) => {
     const locked = await requireTags(tx, brandId, [targetId, ...sources], true);
     const target = locked.find((t) => t.id === targetId)!;
@@ -173,7 +185,13 @@ export async function merge(ctx: TenantCtx, brandId: string, targetId: string, s
     // The target's entry names what went into it; each source's own history ends with its deletion.
     const merged = locked.filter((t) => t.id !== target.id);
     await audit.recordMany(tx, [
-      { brandId: target.brandId, entityType: 'tag', entityId: target.id, event: 'tag.merged', metadata: { name: target.name, sourceTagIds: merged.map((t) => t.id), sourceNames: merged.map((t) => t.name) } },
+      {
+        brandId: target.brandId,
+        entityType: 'tag',
+        entityId: target.id,
+        event: 'tag.merged',
+        metadata: { name: target.name, sourceTagIds: merged.map((t) => t.id), sourceNames: merged.map((t) => t.name) },
+      },
       ...merged.map((t) => ({ brandId: t.brandId, entityType: 'tag', entityId: t.id, event: 'tag.deleted', metadata: { name: t.name, mergedInto: target.id } })),
     ]);
     return toView(await ofBrand(tx, target.brandId).patchAndFetchById(target.id, { updatedAt: new Date() }));
@@ -182,21 +200,25 @@ export async function merge(ctx: TenantCtx, brandId: string, targetId: string, s
 
 /** Every ticket linked to a source tag gets the target once (the source links go with the sources). */
 async function relinkTickets(tx: TenantCtx, target: Tag, sourceIds: readonly string[]): Promise<void> {
-  await tx.db.raw(`insert into ticket_tags (account_id, livemode, brand_id, ticket_id, tag_id)
+  await tx.db.raw(
+    `insert into ticket_tags (account_id, livemode, brand_id, ticket_id, tag_id)
     select account_id, livemode, brand_id, ticket_id, ? from ticket_tags
     where ? and brand_id = ? and tag_id = any(?::text[])
-    on conflict do nothing`, [target.id, tenantScope(tx, 'ticket_tags'), target.brandId, [...sourceIds]]);
+    on conflict do nothing`,
+    [target.id, tenantScope(tx, 'ticket_tags'), target.brandId, [...sourceIds]],
+  );
 }
 
 /** Tickets per tag of the brand, deleted tickets left out (tags without tickets are absent). */
 export async function ticketCountsByTag(ctx: TenantCtx, brandId: string): Promise<Record<string, number>> {
-  const rows = await ctx.db('ticketTags as tt')
+  const rows = (await ctx
+    .db('ticketTags as tt')
     .join('tickets as t', (j) => j.on('t.accountId', 'tt.accountId').andOn('t.livemode', 'tt.livemode').andOn('t.brandId', 'tt.brandId').andOn('t.id', 'tt.ticketId'))
     .where({ 'tt.accountId': ctx.accountId, 'tt.livemode': ctx.livemode, 'tt.brandId': brandId })
     .whereNull('t.deletedAt')
     .groupBy('tt.tagId')
     .select('tt.tagId as k')
-    .count({ n: '*' }) as unknown as { k: string; n: string }[];
+    .count({ n: '*' })) as unknown as { k: string; n: string }[];
   return Object.fromEntries(rows.map((r) => [r.k, Number(r.n)]));
 }
 
@@ -210,6 +232,6 @@ export async function stats(ctx: TenantCtx, brandId: string): Promise<TagStatsVi
 
 /** How many tags a brand has; for the brand delete preview (the caller has checked the brand). */
 export async function countInBrand(ctx: TenantCtx, brandId: string): Promise<number> {
-  const row = await ofBrand(ctx, brandId).count({ n: '*' }).first() as unknown as { n: string | number } | undefined;
+  const row = (await ofBrand(ctx, brandId).count({ n: '*' }).first()) as unknown as { n: string | number } | undefined;
   return Number(row?.n ?? 0);
 }

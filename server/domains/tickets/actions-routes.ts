@@ -9,36 +9,48 @@ import { TicketOut, TicketParams } from './schemas.js';
 export async function ticketActionRoutes(app: FastifyInstance): Promise<void> {
   const tags = ['Tickets'];
 
-  app.post<{ Params: { brandId: string; ticketId: string }; Body: SpamInput }>('/tickets/:ticketId/spam', {
-    config: { auth: 'api-key', permission: 'tickets:write' },
-    schema: {
-      tags,
-      summary: 'Mark or unmark as spam ({ isSpam } or { action: mark|unmark }); marking also blocks the sender\'s address, unmarking unblocks it',
-      params: TicketParams,
-      body: SpamBody,
-      response: { 200: TicketOut },
+  app.post<{ Params: { brandId: string; ticketId: string }; Body: SpamInput }>(
+    '/tickets/:ticketId/spam',
+    {
+      config: { auth: 'api-key', permission: 'tickets:write' },
+      schema: {
+        tags,
+        summary: "Mark or unmark as spam ({ isSpam } or { action: mark|unmark }); marking also blocks the sender's address, unmarking unblocks it",
+        params: TicketParams,
+        body: SpamBody,
+        response: { 200: TicketOut },
+      },
     },
-  }, async (req) => actions.setSpam(req.ctx, req.params.brandId, req.params.ticketId, req.body));
+    async (req) => actions.setSpam(req.ctx, req.params.brandId, req.params.ticketId, req.body),
+  );
 
-  app.post<{ Params: { brandId: string; ticketId: string }; Body: MergeInput }>('/tickets/:ticketId/merge', {
-    config: { auth: 'api-key', permission: 'tickets:write' },
-    schema: {
-      tags,
-      summary: 'Merge source tickets into this one: their comments and attachments move here, they are closed with mergedIntoId and a note',
-      params: TicketParams,
-      body: MergeBody,
-      response: { 200: MergeResult },
+  app.post<{ Params: { brandId: string; ticketId: string }; Body: MergeInput }>(
+    '/tickets/:ticketId/merge',
+    {
+      config: { auth: 'api-key', permission: 'tickets:write' },
+      schema: {
+        tags,
+        summary: 'Merge source tickets into this one: their comments and attachments move here, they are closed with mergedIntoId and a note',
+        params: TicketParams,
+        body: MergeBody,
+        response: { 200: MergeResult },
+      },
     },
-  }, async (req) => merging.merge(req.ctx, req.params.brandId, req.params.ticketId, req.body));
+    async (req) => merging.merge(req.ctx, req.params.brandId, req.params.ticketId, req.body),
+  );
 
-  app.post<{ Params: { brandId: string }; Body: BulkInput }>('/tickets/bulk', {
-    config: { auth: 'api-key', permission: 'tickets:write' },
-    schema: {
-      tags,
-      summary: 'Apply one action to up to 100 tickets in one transaction; unknown, deleted or foreign ids are counted as failed',
-      params: BrandParams,
-      body: BulkBody,
-      response: { 200: BulkResult },
+  app.post<{ Params: { brandId: string }; Body: BulkInput }>(
+    '/tickets/bulk',
+    {
+      config: { auth: 'api-key', permission: 'tickets:write' },
+      schema: {
+        tags,
+        summary: 'Apply one action to up to 100 tickets in one transaction; unknown, deleted or foreign ids are counted as failed',
+        params: BrandParams,
+        body: BulkBody,
+        response: { 200: BulkResult },
+      },
     },
-  }, async (req) => actions.bulk(req.ctx, req.params.brandId, req.body));
+    async (req) => actions.bulk(req.ctx, req.params.brandId, req.body),
+  );
 }

@@ -4,8 +4,10 @@ import { CloseReason, TicketOut } from './schemas.js';
 
 export const SpamBody = Type.Object(
   {
-    isSpam: Type.Optional(Type.Boolean({ description: 'true marks the ticket as spam, false restores it (the SDK\'s and dashboard\'s spelling)' })),
-    action: Type.Optional(Type.Union([Type.Literal('mark'), Type.Literal('unmark')], { description: 'The same as isSpam true/false (the interface spec\'s MarkAsSpam); send exactly one of the two' })),
+    isSpam: Type.Optional(Type.Boolean({ description: "true marks the ticket as spam, false restores it (the SDK's and dashboard's spelling)" })),
+    action: Type.Optional(
+      Type.Union([Type.Literal('mark'), Type.Literal('unmark')], { description: "The same as isSpam true/false (the interface spec's MarkAsSpam); send exactly one of the two" }),
+    ),
   },
   { additionalProperties: false },
 );
@@ -16,10 +18,17 @@ export const MAX_BULK_TICKETS = 100;
 export const BulkBody = Type.Object(
   {
     action: Type.Union(BULK_ACTIONS.map((a) => Type.Literal(a))),
-    ticketIds: Type.Array(Type.String({ minLength: 1, maxLength: 64 }), { minItems: 1, maxItems: MAX_BULK_TICKETS, uniqueItems: true, description: `1-${MAX_BULK_TICKETS} distinct ticket ids` }),
+    ticketIds: Type.Array(Type.String({ minLength: 1, maxLength: 64 }), {
+      minItems: 1,
+      maxItems: MAX_BULK_TICKETS,
+      uniqueItems: true,
+      description: `1-${MAX_BULK_TICKETS} distinct ticket ids`,
+    }),
     assigneeId: Type.Optional(Nullable(Type.String({ minLength: 1, maxLength: 64, description: 'assign: a member id; null unassigns' }))),
     categoryId: Type.Optional(Nullable(Type.String({ minLength: 1, maxLength: 64, description: 'setCategory: a category id; null clears' }))),
-    tags: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 100 }), { maxItems: 50, description: 'setTags: full replacement, tag ids (tag_…) or names; unknown names create tags' })),
+    tags: Type.Optional(
+      Type.Array(Type.String({ minLength: 1, maxLength: 100 }), { maxItems: 50, description: 'setTags: full replacement, tag ids (tag_…) or names; unknown names create tags' }),
+    ),
     closeReason: Type.Optional(Nullable(CloseReason)),
   },
   { additionalProperties: false },

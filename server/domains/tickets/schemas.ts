@@ -9,7 +9,9 @@ export const MAX_TITLE_LENGTH = 500;
 export const MAX_BODY_LENGTH = 100_000;
 export const MAX_SEARCH_LENGTH = 500;
 
-const Priority = Type.Union([Type.Literal('low'), Type.Literal('normal'), Type.Literal('medium'), Type.Literal('high'), Type.Literal('urgent')], { description: 'low < normal < medium < high < urgent' });
+const Priority = Type.Union([Type.Literal('low'), Type.Literal('normal'), Type.Literal('medium'), Type.Literal('high'), Type.Literal('urgent')], {
+  description: 'low < normal < medium < high < urgent',
+});
 const Source = Type.Union(SOURCES.map((s) => Type.Literal(s)));
 const Id = Type.String({ minLength: 1, maxLength: 64 });
 const Email = EmailAddress('Stored trimmed and lower-cased');
@@ -23,7 +25,10 @@ export const Link = Type.Object(
 );
 const AnyObject = Type.Record(Type.String(), Type.Unknown());
 export const CLOSE_REASONS = ['no_response', 'out_of_scope', 'customer_left', 'duplicate'] as const;
-export const CloseReason = Type.Union(CLOSE_REASONS.map((r) => Type.Literal(r)), { description: 'Why the ticket was closed; kept independent of status' });
+export const CloseReason = Type.Union(
+  CLOSE_REASONS.map((r) => Type.Literal(r)),
+  { description: 'Why the ticket was closed; kept independent of status' },
+);
 const DueAt = Type.String({ format: 'date-time', description: 'ISO date-time (stored to the millisecond); null clears' });
 
 export const TicketOut = Type.Object({
@@ -39,14 +44,16 @@ export const TicketOut = Type.Object({
   assigneeId: Nullable(Type.String()),
   createdBy: Nullable(Type.String()),
   customerId: Nullable(Type.String()),
-  customer: Nullable(Type.Object({
-    id: Type.String(),
-    email: Type.String(),
-    name: Nullable(Type.String()),
-    avatarUrl: Nullable(Type.String()),
-    companyId: Nullable(Type.String()),
-    company: Nullable(Type.Object({ id: Type.String(), name: Type.String() })),
-  })),
+  customer: Nullable(
+    Type.Object({
+      id: Type.String(),
+      email: Type.String(),
+      name: Nullable(Type.String()),
+      avatarUrl: Nullable(Type.String()),
+      companyId: Nullable(Type.String()),
+      company: Nullable(Type.Object({ id: Type.String(), name: Type.String() })),
+    }),
+  ),
   categoryId: Nullable(Type.String()),
   category: Nullable(Type.Object({ id: Type.String(), name: Type.String(), color: Type.String() })),
   tags: Type.Array(Type.Object({ id: Type.String(), name: Type.String(), color: Type.String() })),
@@ -86,7 +93,13 @@ export const CreateTicketBody = Type.Object(
     sourceId: Type.Optional(Nullable(Type.String({ maxLength: 500 }))),
     sourceData: Type.Optional(Nullable(AnyObject)),
     notifyCustomer: Type.Optional(Type.Boolean({ description: 'Accepted; notifications are not sent yet' })),
-    attachmentIds: Type.Optional(Type.Array(Id, { maxItems: 50, description: 'Pending attachments (uploaded via …/attachments/pending) to link to the new ticket; each must be UPLOADED and not on a ticket yet, else 400 invalid_attachments' })),
+    attachmentIds: Type.Optional(
+      Type.Array(Id, {
+        maxItems: 50,
+        description:
+          'Pending attachments (uploaded via …/attachments/pending) to link to the new ticket; each must be UPLOADED and not on a ticket yet, else 400 invalid_attachments',
+      }),
+    ),
     closeReason: Type.Optional(Nullable(CloseReason)),
     dueAt: Type.Optional(Nullable(DueAt)),
     watchers: Type.Optional(Type.Array(WatcherInput, { maxItems: 50, description: 'Members to add as watchers (each a member of the account)' })),
@@ -95,7 +108,9 @@ export const CreateTicketBody = Type.Object(
 );
 
 export const IdempotencyHeaders = Type.Object({
-  'x-idempotency-key': Type.Optional(Type.String({ minLength: 1, maxLength: 255, description: 'Same key and body within 24 h returns the first ticket (200); another body is a 409' })),
+  'x-idempotency-key': Type.Optional(
+    Type.String({ minLength: 1, maxLength: 255, description: 'Same key and body within 24 h returns the first ticket (200); another body is a 409' }),
+  ),
 });
 
 export const TicketParams = Type.Object({
@@ -111,7 +126,9 @@ export const UpdateTicketBody = Type.Object(
     priority: Type.Optional(Nullable(Priority)),
     assigneeId: Type.Optional(Nullable(Type.String({ minLength: 1, maxLength: 64, description: 'A member id; null unassigns' }))),
     categoryId: Type.Optional(Nullable(Id)),
-    tags: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 100 }), { maxItems: 50, description: 'Full replacement: tag ids (tag_…) or names; unknown names create tags' })),
+    tags: Type.Optional(
+      Type.Array(Type.String({ minLength: 1, maxLength: 100 }), { maxItems: 50, description: 'Full replacement: tag ids (tag_…) or names; unknown names create tags' }),
+    ),
     links: Type.Optional(Type.Array(Link, { maxItems: 50 })),
     customFields: Type.Optional(Type.Unknown({ description: 'Replaces the stored value; same limits and validation as on create' })),
     metadata: Type.Optional(Metadata),
@@ -131,7 +148,7 @@ export const TicketListQuery = Type.Object(
     priority: Type.Optional(Type.Union([...PRIORITIES.map((p) => Type.Literal(p)), Type.Literal('all')], { description: 'Exact priority; `all` = no filter' })),
     assigneeId: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'A member id; `unassigned` or `null` = no assignee; `all` = no filter' })),
     customerId: Type.Optional(Id),
-    customerEmail: Type.Optional(Type.String({ minLength: 1, maxLength: 320, description: 'Resolved to the brand\'s contact with this email (normalized); none = empty list' })),
+    customerEmail: Type.Optional(Type.String({ minLength: 1, maxLength: 320, description: "Resolved to the brand's contact with this email (normalized); none = empty list" })),
     companyId: Type.Optional(Id),
     createdBy: Type.Optional(Type.String({ minLength: 1, maxLength: 200 })),
     createdAfter: Type.Optional(Type.String({ format: 'date-time', description: 'created_at > this instant' })),
@@ -140,8 +157,22 @@ export const TicketListQuery = Type.Object(
     isSpam: Type.Optional(Type.Boolean({ description: 'Omitted: spam is excluded; true: only spam; false: only non-spam' })),
     categoryId: Type.Optional(Type.String({ minLength: 1, maxLength: 64, description: 'A category id; `null` = uncategorized; `all` = no filter' })),
     tagIds: Type.Optional(CommaList('Comma-separated tag ids; the ticket must have ALL of them (at most 20)')),
-    search: Type.Optional(Type.String({ maxLength: MAX_SEARCH_LENGTH, description: 'Full-text search over title, body and the customer\'s name and email: every word must match, the last one as a prefix; case and accents are ignored. Without `sort`, results come by relevance (the newest 200 matches ranked, older ones after them, newest first); text without a letter or digit does not filter' })),
-    sort: Type.Optional(Type.Union(TICKET_SORTS.map((s) => Type.Literal(s)), { description: 'Default createdAt (relevance when searching); priority sorts by rank (none < low < normal < medium < high < urgent); relation sorts by the related name; dueAt puts tickets without one last in asc, first in desc' })),
+    search: Type.Optional(
+      Type.String({
+        maxLength: MAX_SEARCH_LENGTH,
+        description:
+          "Full-text search over title, body and the customer's name and email: every word must match, the last one as a prefix; case and accents are ignored. Without `sort`, results come by relevance (the newest 200 matches ranked, older ones after them, newest first); text without a letter or digit does not filter",
+      }),
+    ),
+    sort: Type.Optional(
+      Type.Union(
+        TICKET_SORTS.map((s) => Type.Literal(s)),
+        {
+          description:
+            'Default createdAt (relevance when searching); priority sorts by rank (none < low < normal < medium < high < urgent); relation sorts by the related name; dueAt puts tickets without one last in asc, first in desc',
+        },
+      ),
+    ),
     order: Type.Optional(Type.Union([Type.Literal('asc'), Type.Literal('desc')], { default: 'desc' })),
     ...PageQuery,
   },

@@ -83,10 +83,11 @@ const TICKET_COLUMNS = VIEW_COLUMNS.map((c) => `tickets.${c}`);
  * read from `contactsRelation` (ticket create's CTE holding a contact it creates).
  */
 export function relatedColumns(tagIdsSql: string | null, contactsRelation = 'contacts'): string {
-  const tagRows = tagIdsSql === null
-    ? `ticket_tags tt join tags tg on ${sameTenant('tg', 'tt')} and tg.brand_id = tt.brand_id and tg.id = tt.tag_id
+  const tagRows =
+    tagIdsSql === null
+      ? `ticket_tags tt join tags tg on ${sameTenant('tg', 'tt')} and tg.brand_id = tt.brand_id and tg.id = tt.tag_id
         where ${sameTenant('tt', 'tickets')} and tt.brand_id = tickets.brand_id and tt.ticket_id = tickets.id`
-    : `tags tg where ${sameTenant('tg', 'tickets')} and tg.brand_id = tickets.brand_id and tg.id = any(${tagIdsSql})`;
+      : `tags tg where ${sameTenant('tg', 'tickets')} and tg.brand_id = tickets.brand_id and tg.id = any(${tagIdsSql})`;
   return `
       (select json_build_object('id', s.id, 'key', s.key, 'name', s.name, 'color', s.color) from statuses s
         where ${sameTenant('s', 'tickets')} and s.brand_id = tickets.brand_id and s.key = tickets.status) as status_ref,
@@ -112,7 +113,7 @@ function query(ctx: TenantCtx, brandId: string) {
 export async function fetchView(ctx: TenantCtx, brandId: string, ticketId: string, includeDeleted = false): Promise<TicketView> {
   const q = query(ctx, brandId).where('tickets.id', ticketId);
   if (!includeDeleted) q.whereNull('tickets.deletedAt');
-  const row = await q.first() as Row | undefined;
+  const row = (await q.first()) as Row | undefined;
   if (!row) throw notFound('Ticket');
   return toView(row);
 }
@@ -140,16 +141,24 @@ function jsonDepth(value: unknown): number {
 export function checkCustomFieldsShape(value: unknown): void {
   if (value === undefined) return;
   if (jsonDepth(value) > MAX_CUSTOM_FIELDS_DEPTH) {
-    throw badRequest(`customFields may nest at most ${MAX_CUSTOM_FIELDS_DEPTH} levels deep`, [{ field: 'customFields', message: `must not nest deeper than ${MAX_CUSTOM_FIELDS_DEPTH} levels` }], 'custom_fields_too_deep');
+    throw badRequest(
+      `customFields may nest at most ${MAX_CUSTOM_FIELDS_DEPTH} levels deep`,
+      [{ field: 'customFields', message: `must not nest deeper than ${MAX_CUSTOM_FIELDS_DEPTH} levels` }],
+      'custom_fields_too_deep',
+    );
   }
   if (Buffer.byteLength(JSON.stringify(value)) > MAX_CUSTOM_FIELDS_BYTES) {
-    throw badRequest(`customFields may take at most ${MAX_CUSTOM_FIELDS_BYTES} bytes as JSON`, [{ field: 'customFields', message: `must be at most ${MAX_CUSTOM_FIELDS_BYTES} bytes as JSON` }], 'custom_fields_too_large');
+    throw badRequest(
+      `customFields may take at most ${MAX_CUSTOM_FIELDS_BYTES} bytes as JSON`,
+      [{ field: 'customFields', message: `must be at most ${MAX_CUSTOM_FIELDS_BYTES} bytes as JSON` }],
+      'custom_fields_too_large',
+    );
   }
 }
 
 /** For the brand delete preview: the brand's tickets that are not deleted. */
 export async function countForBrand(ctx: TenantCtx, brandId: string): Promise<number> {
-  const r = await Ticket.scoped(ctx).where('brandId', brandId).whereNull('deletedAt').count({ n: '*' }).first() as unknown as { n: string };
+  const r = (await Ticket.scoped(ctx).where('brandId', brandId).whereNull('deletedAt').count({ n: '*' }).first()) as unknown as { n: string };
   return Number(r.n);
 }
 
@@ -157,11 +166,20 @@ export async function countForBrand(ctx: TenantCtx, brandId: string): Promise<nu
 export async function remove(ctx: TenantCtx, brandId: string, ticketId: string): Promise<TicketView> {
   return withTx(ctx, async (tx) => {
     const brand = await requireBrand(tx, brandId);
-    const n = await Ticket.scoped(tx).where({ brandId: brand.id, id: ticketId }).whereNull('deletedAt')
+    const n = await Ticket.scoped(tx)
+      .where({ brandId: brand.id, id: ticketId })
+      .whereNull('deletedAt')
       .patch({ deletedAt: objection.raw('now()') as unknown as Date });
     if (!n) throw notFound('Ticket');
     const ticket = await fetchView(tx, brand.id, ticketId, true);
-    await audit.record(tx, { brandId: brand.id, ticketId, entityType: 'ticket', entityId: ticketId, event: 'ticket.deleted', metadata: { ticketNumber: ticket.ticketNumber, title: ticket.title } });
+    await audit.record(tx, {
+      brandId: brand.id,
+      ticketId,
+      entityType: 'ticket',
+      entityId: ticketId,
+      event: 'ticket.deleted',
+      metadata: { ticketNumber: ticket.ticketNumber, title: ticket.title },
+    });
     await events.ticketsDeleted(tx, brand.id, [ticketId]);
     return ticket;
   });
@@ -188,7 +206,7 @@ const inScope = (ctx: TenantCtx, brandId: string, alias: string) => ({
  * sort as integer microseconds so the cursor keeps their full precision; relation sorts use the
  * related name (lower-cased, '' for none), which triggers keep denormalized on the ticket.
  */
-const SORT_SQL: Record<typeof TICKET_SORTS[number], string> = {
+const SORT_SQL: Record<(typeof TICKET_SORTS)[number], string> = {
   createdAt: 'tickets.id',
   updatedAt: `(extract(epoch from (tickets.updated_at at time zone 'UTC')) * 1000000)::bigint`,
   priority: PRIORITY_RANK,
@@ -204,7 +222,14 @@ const SORT_SQL: Record<typeof TICKET_SORTS[number], string> = {
 };
 const MAX_TAG_FILTER = 20;
 
-const commaList = (s: string) => [...new Set(s.split(',').map((v) => v.trim()).filter(Boolean))];
+const commaList = (s: string) => [
+  ...new Set(
+    s
+      .split(',')
+      .map((v) => v.trim())
+      .filter(Boolean),
+  ),
+];
 
 /**
  * The list (spec 4.8). Sentinels: status `active` = open,pending and `all` = none; priority,
@@ -214,7 +239,7 @@ const commaList = (s: string) => [...new Set(s.split(',').map((v) => v.trim()).f
  */
 export async function list(ctx: TenantCtx, brandId: string, input: TicketListInput): Promise<Page<TicketView>> {
   const brand = await requireBrand(ctx, brandId);
-  const sort = (input.sort ?? 'createdAt') as typeof TICKET_SORTS[number];
+  const sort = (input.sort ?? 'createdAt') as (typeof TICKET_SORTS)[number];
   const order = input.order ?? 'desc';
   const q = query(ctx, brand.id).whereNull('tickets.deletedAt');
 
@@ -282,8 +307,22 @@ export async function list(ctx: TenantCtx, brandId: string, input: TicketListInp
   }
 
   const filters = {
-    brandId: brand.id, status, priority, assignee, customerId: input.customerId ?? null, customerEmail, companyId: input.companyId ?? null,
-    createdBy: input.createdBy ?? null, createdAfter, createdBefore, hasAttachments, isSpam, category, tagIds, sort, order,
+    brandId: brand.id,
+    status,
+    priority,
+    assignee,
+    customerId: input.customerId ?? null,
+    customerEmail,
+    companyId: input.companyId ?? null,
+    createdBy: input.createdBy ?? null,
+    createdAfter,
+    createdBefore,
+    hasAttachments,
+    isSpam,
+    category,
+    tagIds,
+    sort,
+    order,
   };
   const search = searchText(input.search);
   if (search !== null) {
@@ -334,11 +373,15 @@ async function relevancePage(q: TicketQuery, base: () => TicketQuery, search: st
   if (!input.cursor) {
     // One statement: the window (newest matches, found once) ranked, with its anchor on every row.
     const window = q.clone().clearSelect().select('tickets.id').orderBy('tickets.id', 'desc').limit(SEARCH_RANK_WINDOW);
-    const found = await base().with('search_window', window)
+    const found = (await base()
+      .with('search_window', window)
       .whereRaw('tickets.id in (select id from search_window)')
-      .select(objection.raw(`${RANK_SQL} as sort_key`, [search]),
-        objection.raw(`(select case when count(*) = ? then min(id) else '' end from search_window) as anchor`, [SEARCH_RANK_WINDOW]))
-      .orderByRaw(`${RANK_SQL} desc, tickets.id desc`, [search]).limit(limit + 1) as unknown as (Row & { sortKey: number; anchor: string })[];
+      .select(
+        objection.raw(`${RANK_SQL} as sort_key`, [search]),
+        objection.raw(`(select case when count(*) = ? then min(id) else '' end from search_window) as anchor`, [SEARCH_RANK_WINDOW]),
+      )
+      .orderByRaw(`${RANK_SQL} desc, tickets.id desc`, [search])
+      .limit(limit + 1)) as unknown as (Row & { sortKey: number; anchor: string })[];
     anchor = found[0]?.anchor ?? '';
     rows.push(...found.map((row) => ({ row, key: row.sortKey })));
   } else {
@@ -346,16 +389,23 @@ async function relevancePage(q: TicketQuery, base: () => TicketQuery, search: st
     if (position.length !== 3) throw invalidCursor();
     anchor = position[2];
     if (position[0] !== null) {
-      const found = await q.clone().where('tickets.id', '>=', anchor)
+      const found = (await q
+        .clone()
+        .where('tickets.id', '>=', anchor)
         .select(objection.raw(`${RANK_SQL} as sort_key`, [search]))
         .whereRaw(`(${RANK_SQL}, tickets.id) < (?, ?)`, [search, position[0], position[1]])
-        .orderByRaw(`${RANK_SQL} desc, tickets.id desc`, [search]).limit(limit + 1) as unknown as (Row & { sortKey: number })[];
+        .orderByRaw(`${RANK_SQL} desc, tickets.id desc`, [search])
+        .limit(limit + 1)) as unknown as (Row & { sortKey: number })[];
       rows.push(...found.map((row) => ({ row, key: row.sortKey })));
     }
   }
   if (rows.length <= limit && anchor !== '') {
     const after = !position || position[0] !== null ? anchor : position[1];
-    const older = await q.clone().where('tickets.id', '<', after).orderBy('tickets.id', 'desc').limit(limit + 1 - rows.length) as unknown as Row[];
+    const older = (await q
+      .clone()
+      .where('tickets.id', '<', after)
+      .orderBy('tickets.id', 'desc')
+      .limit(limit + 1 - rows.length)) as unknown as Row[];
     rows.push(...older.map((row) => ({ row, key: null })));
   }
 
@@ -371,8 +421,11 @@ async function relevancePage(q: TicketQuery, base: () => TicketQuery, search: st
  * for the ticket's parts (watchers, …). The brand must already have been checked.
  */
 export async function requireTicket(ctx: TenantCtx, brandId: string, ticketId: string): Promise<Ticket> {
-  const row = await Ticket.scoped(ctx).where({ 'tickets.brandId': brandId, 'tickets.id': ticketId }).whereNull('tickets.deletedAt')
-    .select('tickets.id', 'tickets.ticketNumber', 'tickets.title').first();
+  const row = await Ticket.scoped(ctx)
+    .where({ 'tickets.brandId': brandId, 'tickets.id': ticketId })
+    .whereNull('tickets.deletedAt')
+    .select('tickets.id', 'tickets.ticketNumber', 'tickets.title')
+    .first();
   if (!row) throw notFound('Ticket');
   return row;
 }

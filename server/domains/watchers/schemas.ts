@@ -14,14 +14,11 @@ export const WatcherOut = Type.Object({
 });
 
 const MemberId = Type.String({ minLength: 1, maxLength: 64, description: 'A member id from GET /v1/accounts/me/members' });
-const MemberEmail = EmailAddress('Default: the member\'s email');
-const MemberName = Nullable(Type.String({ maxLength: 200, description: 'Default: the member\'s name' }));
+const MemberEmail = EmailAddress("Default: the member's email");
+const MemberName = Nullable(Type.String({ maxLength: 200, description: "Default: the member's name" }));
 
 /** A watcher as ticket create takes it (`watchers: [...]`). */
-export const WatcherInput = Type.Object(
-  { memberId: MemberId, memberEmail: Type.Optional(MemberEmail), memberName: Type.Optional(MemberName) },
-  { additionalProperties: false },
-);
+export const WatcherInput = Type.Object({ memberId: MemberId, memberEmail: Type.Optional(MemberEmail), memberName: Type.Optional(MemberName) }, { additionalProperties: false });
 
 export const AddWatcherBody = Type.Object(
   {
@@ -47,7 +44,7 @@ export const WatcherTicketParams = Type.Object({
 
 export const WatcherParams = Type.Object({
   ...WatcherTicketParams.properties,
-  memberId: Type.String({ minLength: 1, maxLength: 64, description: 'The watching member\'s id (not the watcher id)' }),
+  memberId: Type.String({ minLength: 1, maxLength: 64, description: "The watching member's id (not the watcher id)" }),
 });
 
 export type WatcherView = Static<typeof WatcherOut>;

@@ -6,14 +6,24 @@ export const MIN_SECRET_LENGTH = 16;
 export const DELIVERY_LIST_LIMIT_DEFAULT = 50;
 
 const EventName = Type.Unsafe<WebhookEvent>({ type: 'string', enum: [...WEBHOOK_EVENTS] });
-const Events = Type.Array(EventName, { minItems: 1, maxItems: WEBHOOK_EVENTS.length * 2, description: 'Events to receive; each delivery is named as subscribed (`ticket.comment.created` and `comment.created` name the same event)' });
-const Url = Type.String({ minLength: 1, maxLength: 2048, description: 'Absolute http(s) URL without credentials; hosts that are or resolve to non-public addresses are refused unless the operator allows them' });
+const Events = Type.Array(EventName, {
+  minItems: 1,
+  maxItems: WEBHOOK_EVENTS.length * 2,
+  description: 'Events to receive; each delivery is named as subscribed (`ticket.comment.created` and `comment.created` name the same event)',
+});
+const Url = Type.String({
+  minLength: 1,
+  maxLength: 2048,
+  description: 'Absolute http(s) URL without credentials; hosts that are or resolve to non-public addresses are refused unless the operator allows them',
+});
 const Secret = Type.String({
-  minLength: MIN_SECRET_LENGTH, maxLength: 256, pattern: '^[\\x21-\\x7e]+$',
+  minLength: MIN_SECRET_LENGTH,
+  maxLength: 256,
+  pattern: '^[\\x21-\\x7e]+$',
   description: `Signing secret (${MIN_SECRET_LENGTH}-256 printable ASCII characters, no spaces). Omit it to get a generated \`whsec_…\` secret, returned once.`,
 });
 const Enabled = Type.Boolean({ description: 'Deliveries are sent only while enabled' });
-const Active = Type.Boolean({ description: 'The dashboard\'s name for `enabled`' });
+const Active = Type.Boolean({ description: "The dashboard's name for `enabled`" });
 
 const webhookFields = {
   id: Type.String(),
@@ -59,13 +69,20 @@ export const UpdateWebhookBody = Type.Object(
 );
 
 export const RotateSecretBody = Type.Object(
-  { graceMinutes: Type.Optional(Type.Integer({ minimum: 0, maximum: 10_080, description: 'Minutes the old secret keeps signing too (a second `v1,` signature in webhook-signature); default 0' })) },
+  {
+    graceMinutes: Type.Optional(
+      Type.Integer({ minimum: 0, maximum: 10_080, description: 'Minutes the old secret keeps signing too (a second `v1,` signature in webhook-signature); default 0' }),
+    ),
+  },
   { additionalProperties: false },
 );
 
-export const DeliveryListQuery = Type.Object({
-  limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: DELIVERY_LIST_LIMIT_DEFAULT })),
-}, { additionalProperties: false });
+export const DeliveryListQuery = Type.Object(
+  {
+    limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: DELIVERY_LIST_LIMIT_DEFAULT })),
+  },
+  { additionalProperties: false },
+);
 
 export const DeliveryOut = Type.Object({
   id: Type.String(),
@@ -73,8 +90,12 @@ export const DeliveryOut = Type.Object({
   webhookId: Type.String(),
   event: Type.String(),
   payload: Type.Record(Type.String(), Type.Unknown(), { description: 'The body sent, as JSON' }),
-  status: Type.Unsafe<string>({ type: 'string', enum: ['PENDING', 'RETRYING', 'SUCCESS', 'FAILED'], description: 'The contract\'s status; a dead-lettered delivery is FAILED' }),
-  state: Type.Unsafe<string>({ type: 'string', enum: ['pending', 'retrying', 'success', 'failed', 'dead'], description: 'The precise state: `failed` = not retried (4xx, redirect, refused address), `dead` = every attempt failed' }),
+  status: Type.Unsafe<string>({ type: 'string', enum: ['PENDING', 'RETRYING', 'SUCCESS', 'FAILED'], description: "The contract's status; a dead-lettered delivery is FAILED" }),
+  state: Type.Unsafe<string>({
+    type: 'string',
+    enum: ['pending', 'retrying', 'success', 'failed', 'dead'],
+    description: 'The precise state: `failed` = not retried (4xx, redirect, refused address), `dead` = every attempt failed',
+  }),
   attempts: Type.Integer(),
   lastAttempt: Nullable(Timestamp),
   nextAttempt: Nullable(Timestamp),

@@ -11,8 +11,14 @@ import * as audit from '../../core/audit.js';
 import { requireBrand } from '../../core/brand.js';
 import { Webhook } from './model.js';
 import {
-  DELIVERY_LIST_LIMIT_DEFAULT, type CreateWebhookInput, type DeliveryListInput, type DeliveryView, type RotateSecretInput, type UpdateWebhookInput,
-  type WebhookView, type WebhookWithSecretView,
+  DELIVERY_LIST_LIMIT_DEFAULT,
+  type CreateWebhookInput,
+  type DeliveryListInput,
+  type DeliveryView,
+  type RotateSecretInput,
+  type UpdateWebhookInput,
+  type WebhookView,
+  type WebhookWithSecretView,
 } from './schemas.js';
 
 /**
@@ -134,9 +140,17 @@ export async function create(ctx: TenantCtx, policy: WebhookPolicy, brandId: str
   const enabled = enabledOf(input) ?? true;
   return withTx(ctx, async (tx) => {
     const brand = await requireBrand(tx, brandId);
-    const row = await Webhook.query(tx.db).insert({
-      id: newId(ID_PREFIX.webhook), ...scopeOf(tx), brandId: brand.id, url, events, secret: input.secret ?? generateSecret(), enabled,
-    }).returning('*') as unknown as Webhook;
+    const row = (await Webhook.query(tx.db)
+      .insert({
+        id: newId(ID_PREFIX.webhook),
+        ...scopeOf(tx),
+        brandId: brand.id,
+        url,
+        events,
+        secret: input.secret ?? generateSecret(),
+        enabled,
+      })
+      .returning('*')) as unknown as Webhook;
     await audit.record(tx, { brandId: brand.id, entityType: 'webhook', entityId: row.id, event: 'webhook.created', metadata: { url, events, enabled } });
     return { ...toView(row), secret: row.secret };
   });
@@ -164,8 +178,10 @@ export async function update(ctx: TenantCtx, policy: WebhookPolicy, brandId: str
       Object.assign(patch, enabled ? { enabled, failureCount: 0, disabledReason: null } : { enabled });
     }
     if (!changes.length) return toView(current);
-    const [row] = await ofBrand(tx, current.brandId).where('webhooks.id', current.id)
-      .patch({ ...patch, updatedAt: tx.db.fn.now() as unknown as Date }).returning('*') as unknown as Webhook[];
+    const [row] = (await ofBrand(tx, current.brandId)
+      .where('webhooks.id', current.id)
+      .patch({ ...patch, updatedAt: tx.db.fn.now() as unknown as Date })
+      .returning('*')) as unknown as Webhook[];
     await audit.record(tx, { brandId: current.brandId, entityType: 'webhook', entityId: current.id, event: 'webhook.updated', changes });
     return toView(row!);
   });
@@ -191,12 +207,15 @@ export async function rotateSecret(ctx: TenantCtx, brandId: string, webhookId: s
   return withTx(ctx, async (tx) => {
     const current = await requireWebhook(tx, brandId, webhookId, true);
     const secret = generateSecret();
-    const [row] = await ofBrand(tx, current.brandId).where('webhooks.id', current.id).patch({
-      secret,
-      previousSecret: graceMinutes ? current.secret : null,
-      previousSecretExpiresAt: graceMinutes ? tx.db.raw('now() + make_interval(mins => ?)', [graceMinutes]) as unknown as Date : null,
-      updatedAt: tx.db.fn.now() as unknown as Date,
-    }).returning('*') as unknown as Webhook[];
+    const [row] = (await ofBrand(tx, current.brandId)
+      .where('webhooks.id', current.id)
+      .patch({
+        secret,
+        previousSecret: graceMinutes ? current.secret : null,
+        previousSecretExpiresAt: graceMinutes ? (tx.db.raw('now() + make_interval(mins => ?)', [graceMinutes]) as unknown as Date) : null,
+        updatedAt: tx.db.fn.now() as unknown as Date,
+      })
+      .returning('*')) as unknown as Webhook[];
     await audit.record(tx, { brandId: current.brandId, entityType: 'webhook', entityId: current.id, event: 'webhook.secret_rotated', metadata: { graceMinutes } });
     return { ...toView(row!), secret };
   });
@@ -214,14 +233,20 @@ export async function redeliver(ctx: TenantCtx, brandId: string, webhookId: stri
     const original = await outbox.findForWebhook(tx, webhook.id, deliveryId);
     if (!webhook.enabled) throw conflict('This webhook is disabled: enable it (PATCH enabled: true) before redelivering', 'webhook_disabled');
     const copy = await outbox.redeliver(tx, original);
-    await audit.record(tx, { brandId: webhook.brandId, entityType: 'webhook', entityId: webhook.id, event: 'webhook.redelivered', metadata: { deliveryId: original.id, newDeliveryId: copy.id, event: original.event } });
+    await audit.record(tx, {
+      brandId: webhook.brandId,
+      entityType: 'webhook',
+      entityId: webhook.id,
+      event: 'webhook.redelivered',
+      metadata: { deliveryId: original.id, newDeliveryId: copy.id, event: original.event },
+    });
     return deliveryView(copy);
   });
 }
 
 /** For the brand delete preview. */
 export async function countForBrand(ctx: TenantCtx, brandId: string): Promise<number> {
-  const r = await ofBrand(ctx, brandId).count({ n: '*' }).first() as unknown as { n: string };
+  const r = (await ofBrand(ctx, brandId).count({ n: '*' }).first()) as unknown as { n: string };
   return Number(r.n);
 }
 
@@ -272,12 +297,15 @@ export interface AttemptRecord {
 export async function recordAttempt(tx: TenantCtx, a: AttemptRecord): Promise<void> {
   if (a.failure === null) {
     // The common case, kept off the row lock: a busy webhook's successes write it at most once a second.
-    await tx.db.raw(`update webhooks set last_triggered_at = ?, failure_count = 0
+    await tx.db.raw(
+      `update webhooks set last_triggered_at = ?, failure_count = 0
       where ? and id = ? and (failure_count <> 0 or last_triggered_at is null or last_triggered_at < ?::timestamptz - interval '1 second')`,
-    [a.at, tenantScope(tx, 'webhooks'), a.webhookId, a.at]);
+      [a.at, tenantScope(tx, 'webhooks'), a.webhookId, a.at],
+    );
     return;
   }
-  const result = await tx.db.raw(`
+  const result = (await tx.db.raw(
+    `
     with old as (select id, enabled, failure_count from webhooks where ? and id = ? for update)
     update webhooks w set
       last_triggered_at = ?,
@@ -292,12 +320,34 @@ export async function recordAttempt(tx: TenantCtx, a: AttemptRecord): Promise<vo
       end as reason) d
     where ? and w.id = old.id
     returning old.enabled and not w.enabled as disabled, w.disabled_reason as reason, w.brand_id as "brandId"`,
-  [tenantScope(tx, 'webhooks'), a.webhookId, a.at, a.failure, a.failure, a.failure, a.at, a.disable ?? null, a.disable ?? null, Boolean(a.exhausted), a.failure, DISABLE_AFTER_FAILURES, tenantScope(tx, 'w')]) as {
+    [
+      tenantScope(tx, 'webhooks'),
+      a.webhookId,
+      a.at,
+      a.failure,
+      a.failure,
+      a.failure,
+      a.at,
+      a.disable ?? null,
+      a.disable ?? null,
+      Boolean(a.exhausted),
+      a.failure,
+      DISABLE_AFTER_FAILURES,
+      tenantScope(tx, 'w'),
+    ],
+  )) as {
     rows: { disabled: boolean; reason: string | null; brandId: string }[];
   };
   const row = result.rows[0];
   if (row?.disabled) {
     const ctx = { ...tx, actor: systemActor('dispatcher') };
-    await audit.record(ctx, { brandId: row.brandId, entityType: 'webhook', entityId: a.webhookId, event: 'webhook.disabled', changes: [{ field: 'enabled', from: true, to: false }], metadata: { reason: row.reason } });
+    await audit.record(ctx, {
+      brandId: row.brandId,
+      entityType: 'webhook',
+      entityId: a.webhookId,
+      event: 'webhook.disabled',
+      changes: [{ field: 'enabled', from: true, to: false }],
+      metadata: { reason: row.reason },
+    });
   }
 }

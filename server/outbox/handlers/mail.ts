@@ -29,10 +29,19 @@ function storedMessage(body: string): MailMessage | string {
     return `the stored payload is not JSON: ${(err as Error).message}`;
   }
   if (!message || typeof message !== 'object') return 'the stored payload has no message';
-  const wellFormed = typeof message.messageId === 'string' && typeof message.subject === 'string' && typeof message.text === 'string'
-    && isAddress(message.from) && Array.isArray(message.to) && message.to.length > 0 && message.to.every(isAddress)
-    && Array.isArray(message.cc) && message.cc.every(isAddress) && Array.isArray(message.references);
-  if (!wellFormed) return `the stored message ${typeof message.messageId === 'string' ? `${message.messageId} ` : ''}is incomplete (needs messageId, from, to, cc, subject, text, references)`;
+  const wellFormed =
+    typeof message.messageId === 'string' &&
+    typeof message.subject === 'string' &&
+    typeof message.text === 'string' &&
+    isAddress(message.from) &&
+    Array.isArray(message.to) &&
+    message.to.length > 0 &&
+    message.to.every(isAddress) &&
+    Array.isArray(message.cc) &&
+    message.cc.every(isAddress) &&
+    Array.isArray(message.references);
+  if (!wellFormed)
+    return `the stored message ${typeof message.messageId === 'string' ? `${message.messageId} ` : ''}is incomplete (needs messageId, from, to, cc, subject, text, references)`;
   return message as MailMessage;
 }
 
