@@ -1,6 +1,5 @@
 import { randomBytes } from 'node:crypto';
-
-const ALPHABET = '0123456789abcdefghjkmnpqrstvwxyz'; // Crockford base32, lower case
+import { BASE32_ALPHABET as ALPHABET } from './base32.js';
 
 /** Wire prefixes of every id kind. */
 export const ID_PREFIX = {

@@ -1,5 +1,6 @@
 import dns from 'node:dns';
 import net from 'node:net';
+import ipaddr from 'ipaddr.js';
 
 /**
  * Requests ticketd makes on behalf of tenants (webhooks) must not reach the server's own network:
@@ -10,69 +11,25 @@ import net from 'node:net';
  * Operators running receivers on their own network set webhookAllowPrivate.
  */
 
-const BLOCKED = new net.BlockList();
-for (const [network, prefix] of [
-  ['0.0.0.0', 8], // "this network", unspecified
-  ['10.0.0.0', 8],
-  ['100.64.0.0', 10], // carrier-grade NAT
-  ['127.0.0.0', 8],
-  ['169.254.0.0', 16], // link-local (cloud metadata)
-  ['172.16.0.0', 12],
-  ['192.0.0.0', 24],
-  ['192.0.2.0', 24],
-  ['192.168.0.0', 16],
-  ['198.18.0.0', 15],
-  ['198.51.100.0', 24],
-  ['203.0.113.0', 24],
-  ['224.0.0.0', 4], // multicast
-  ['240.0.0.0', 4], // reserved, broadcast
-] as const)
-  BLOCKED.addSubnet(network, prefix, 'ipv4');
-for (const [network, prefix] of [
-  ['::', 128], // unspecified
-  ['::1', 128], // loopback
-  ['fc00::', 7], // unique local
-  ['fe80::', 10], // link-local
-  ['fec0::', 10], // site-local (deprecated)
-  ['ff00::', 8], // multicast
-  ['2001:db8::', 32], // documentation
-  ['100::', 64], // discard
-] as const)
-  BLOCKED.addSubnet(network, prefix, 'ipv6');
-
-/** The eight 16-bit groups of an IPv6 address (any valid spelling). */
-function ipv6Groups(address: string): number[] {
-  let text = address.toLowerCase();
-  const dotted = /(\d+\.\d+\.\d+\.\d+)$/.exec(text);
-  if (dotted) {
-    const [a, b, c, d] = dotted[1]!.split('.').map(Number) as [number, number, number, number];
-    text = text.slice(0, -dotted[1]!.length) + `${((a << 8) | b).toString(16)}:${((c << 8) | d).toString(16)}`;
-  }
-  const [head, tail] = text.includes('::') ? (text.split('::') as [string, string]) : [text, null];
-  const left = head ? head.split(':') : [];
-  const right = tail ? tail.split(':') : [];
-  const zeros = tail === null ? [] : Array(8 - left.length - right.length).fill('0');
-  return [...left, ...zeros, ...right].map((g) => parseInt(g, 16));
-}
-
 /** The IPv4 address an IPv6 address carries (IPv4-mapped, IPv4-compatible, NAT64), if any. */
-function embeddedIpv4(address: string): string | null {
-  const g = ipv6Groups(address);
-  const v4 = () => `${g[6]! >> 8}.${g[6]! & 255}.${g[7]! >> 8}.${g[7]! & 255}`;
-  if (g.slice(0, 5).every((x) => x === 0) && (g[5] === 0xffff || g[5] === 0) && (g[6] || g[7]! > 1)) return v4();
-  if (g[0] === 0x64 && g[1] === 0xff9b && g.slice(2, 6).every((x) => x === 0)) return v4();
-  return null;
+function carriedIpv4(v6: ipaddr.IPv6): ipaddr.IPv4 | null {
+  if (v6.isIPv4MappedAddress()) return v6.toIPv4Address();
+  const p = v6.parts;
+  const compatible = p.slice(0, 6).every((x) => x === 0) && (p[6] !== 0 || p[7]! > 1);
+  if (!compatible && v6.range() !== 'rfc6052') return null;
+  return new ipaddr.IPv4([p[6]! >> 8, p[6]! & 255, p[7]! >> 8, p[7]! & 255]);
 }
 
-/** True for addresses a tenant's request must not reach (see the file comment). */
+/**
+ * True for addresses a tenant's request must not reach (see the file comment): anything
+ * ipaddr.js does not class as plain unicast (loopback, private, carrier-grade NAT, link-local,
+ * unique local, multicast, documentation, reserved, 6to4 and Teredo tunnels...).
+ */
 export function isNonPublicAddress(address: string): boolean {
-  const family = net.isIP(address);
-  if (family === 4) return BLOCKED.check(address, 'ipv4');
-  if (family === 6) {
-    const v4 = embeddedIpv4(address);
-    return v4 ? BLOCKED.check(v4, 'ipv4') : BLOCKED.check(address, 'ipv6');
-  }
-  return true; // not an address at all: refuse rather than guess
+  if (!net.isIP(address)) return true; // not an address at all: refuse rather than guess
+  const parsed = ipaddr.parse(address);
+  const judged = parsed.kind() === 'ipv6' ? (carriedIpv4(parsed as ipaddr.IPv6) ?? parsed) : parsed;
+  return judged.range() !== 'unicast';
 }
 
 /** Why an outbound URL is refused. */

@@ -128,8 +128,8 @@ export async function ownerWithBrand(app: FastifyInstance): Promise<{ owner: Sig
 }
 
 /** Set-up step: a POST that must answer 201; returns what it created. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
 export async function mustCreate(call: ReturnType<typeof client>, url: string, body: unknown, headers: Record<string, string> = {}): Promise<any> {
-  // eslint-disable-line @typescript-eslint/no-explicit-any
   const res = await call('POST', url, body, headers);
   if (res.status !== 201) throw new Error(`create failed: POST ${url} ${res.status} ${JSON.stringify(res.body)}`);
   return res.body;
@@ -141,8 +141,8 @@ export function makeTicket(
   base: string,
   body: Record<string, unknown> = { title: 'A ticket' },
   headers: Record<string, string> = {},
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
 ): Promise<any> {
-  // eslint-disable-line @typescript-eslint/no-explicit-any
   return mustCreate(call, `${base}/tickets`, body, headers);
 }
 

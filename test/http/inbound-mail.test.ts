@@ -49,8 +49,8 @@ async function mustDeliver(raw: Buffer) {
   return res.body;
 }
 
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
 async function queued(ticketId: string, kind?: string): Promise<{ kind: string; message: any; messageId: string }[]> {
-  // eslint-disable-line @typescript-eslint/no-explicit-any
   const q = db('mail_messages').where({ ticketId }).orderBy('id').select('kind', 'message', 'messageId');
   if (kind) q.where({ kind });
   return q;

@@ -14,8 +14,8 @@ const { app } = await testApp(t, { TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: '10000' }
 const owner = await signup(app);
 const brand = await makeBrand(owner.live, 'Owner brand');
 const base = `/v1/brands/${brand.id}`;
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
 async function must(res: Promise<Reply>, status = 201): Promise<any> {
-  // eslint-disable-line @typescript-eslint/no-explicit-any
   const r = await res;
   if (r.status !== status) throw new Error(`setup failed: ${r.status} ${JSON.stringify(r.body)}`);
   return r.body;

@@ -94,8 +94,8 @@ t.test('both ways write the same ticket, audit entries and webhook deliveries', 
   const oneStatement = await mustCreate(owner.live, `${base}/tickets`, input('ann@acme.com', 'existing'));
   const stepByStep = await mustCreate(owner.live, `${base}/tickets`, input('bob@acme.com', 'fresh')); // a new tag: step by step
 
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
   const comparable = (v: Record<string, any>) => ({
-    // eslint-disable-line @typescript-eslint/no-explicit-any
     ...v,
     id: 'x',
     ticketNumber: 0,

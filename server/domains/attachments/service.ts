@@ -1,3 +1,4 @@
+import formatContentDisposition from 'content-disposition';
 import path from 'node:path';
 import { Readable } from 'node:stream';
 import objection from 'objection';
@@ -282,9 +283,9 @@ const CONTENT_TYPE = /^[A-Za-z0-9!#$&^_.+-]+\/[A-Za-z0-9!#$&^_.+-]+$/;
 
 /** A client's file name as shown: no directories, no control characters, at most 255 characters. */
 function cleanFilename(raw: string): string {
-  // eslint-disable-next-line no-control-regex
   const name = path.win32
     .basename(raw)
+    // eslint-disable-next-line no-control-regex
     .replace(/[\u0000-\u001f\u007f]/g, '')
     .trim()
     .slice(0, 255);
@@ -527,11 +528,9 @@ function servedContentType(recorded: string): string {
   return type.startsWith('text/') ? `${type}; charset=utf-8` : type;
 }
 
-/** `attachment; filename="<ASCII fallback>"; filename*=UTF-8''<percent-encoded>` (RFC 6266). */
+/** Always a download (RFC 6266): an ASCII name, and the exact UTF-8 one (filename*) when they differ. */
 export function contentDisposition(filename: string): string {
-  const fallback = filename.replace(/[^\x20-\x7e]/g, '_').replace(/["\\]/g, '_');
-  const encoded = encodeURIComponent(filename).replace(/['()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
-  return `attachment; filename="${fallback}"; filename*=UTF-8''${encoded}`;
+  return formatContentDisposition(filename, { type: 'attachment', fallback: filename.replace(/[^\x20-\x7e]/g, '_') });
 }
 
 export interface Download {

@@ -1,4 +1,5 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
+import { base32 } from '../../core/base32.js';
 
 /**
  * Reply tokens: the part after `+` in a reply address `<brandId>+<token>@<inbound domain>`, so a
@@ -14,23 +15,7 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
  * reply to that ticket", which any In-Reply-To header may claim as well.
  */
 
-const ALPHABET = '0123456789abcdefghjkmnpqrstvwxyz';
 const TICKET_BODY = /^[0-9a-hjkmnp-tv-z]{26}$/;
-
-function base32(bytes: Buffer): string {
-  let bits = 0;
-  let value = 0;
-  let out = '';
-  for (const byte of bytes) {
-    value = (value << 8) | byte;
-    bits += 8;
-    while (bits >= 5) {
-      out += ALPHABET[(value >>> (bits - 5)) & 31];
-      bits -= 5;
-    }
-  }
-  return out;
-}
 
 function mac(key: Buffer, brandId: string, ticketId: string): string {
   return base32(createHmac('sha256', key).update(`v1.${brandId}.${ticketId}`).digest().subarray(0, 5));

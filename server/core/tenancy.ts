@@ -1,0 +1,23 @@
+/**
+ * The schema's tenancy rules (test/migrations/catalog.test.ts reads the catalog against them):
+ * every table not listed here carries account_id, leads its primary key with it, includes it in
+ * every unique key and in every foreign key to another tenant table, and leads every secondary
+ * index with it. Then the schema can be distributed by account on a sharded PostgreSQL.
+ */
+
+/** Tables that belong to no tenant, with why. */
+export const GLOBAL_TABLES: Readonly<Record<string, string>> = {
+  accounts: 'the tenants themselves',
+  server_secrets: "the server's own keys (signing grants), one set per installation",
+  knex_migrations: "knex's record of applied migrations",
+  knex_migrations_lock: "knex's migration lock",
+};
+
+/** Secondary indexes that serve work across every tenant, so they cannot lead with account_id. */
+export const CROSS_TENANT_INDEXES: Readonly<Record<string, string>> = {
+  api_keys_secret_hash_idx: 'authentication learns the account from the key: it finds the key by its hash alone',
+  outbox_due_idx: 'the dispatcher claims the due messages of every account',
+  outbox_status_idx: 'operators count and list the outbox across accounts (ticketd outbox stats)',
+  idempotency_keys_expires_idx: 'the expired-key purge sweeps every account',
+  attachments_cleanup_idx: 'the abandoned-upload purge sweeps every account',
+};
