@@ -25,7 +25,7 @@ export function buildProgram(): Command {
       'after',
       `
 Exit codes: 0 success, 1 failure, 2 usage error.
-Every command takes --json for scripts. Environment: DATABASE_URL, PORT, TICKETD_DATA_DIR, TICKETD_* (see README).`,
+Every command takes --json for scripts. Environment: DATABASE_URL, PORT, TICKETD_DATA_DIR, TICKETD_* (see docs/configuration.md).`,
     )
     .exitOverride()
     .showSuggestionAfterError();

@@ -493,3 +493,12 @@ t.test('start(): a commit wakes the dispatcher through LISTEN/NOTIFY', async (t)
   await until('the delivery', () => hook.received.length === 1);
   t.equal(JSON.parse(hook.received[0]!.body).data.title, 'Wake up');
 });
+
+t.test('delivery reads its webhook through the tenant of the message: another account or mode finds nothing', async (t) => {
+  const { ctx, webhook } = await withHook(t);
+  const now = new Date();
+  t.ok(await webhooks.deliveryTarget(ctx, webhook.id, now), 'its own tenant finds it');
+  const other = await setup();
+  t.equal(await webhooks.deliveryTarget(other.ctx, webhook.id, now), null, 'another account does not');
+  t.equal(await webhooks.deliveryTarget({ ...ctx, livemode: false }, webhook.id, now), null, 'the other mode does not');
+});

@@ -14,7 +14,7 @@ import { InboundEmail, QueuedMail, type InboundAction } from './model.js';
  * Mail of a brand: outbound queuing (queueMail and the events that call it) and the records of
  * inbound mail (idempotency and threading). Messages are built here, in the transaction of the
  * change that causes them, and handed to the outbox; nothing here touches the network (see
- * README, "Mail").
+ * docs/design.md, "Mail").
  */
 
 /** The addresses outbound mail is built with: the process's configuration, read once. */
