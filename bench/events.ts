@@ -8,6 +8,10 @@
  *    receiver reading the request. One dispatcher.
  *  - throughput: EVENTS messages committed at once (one INSERT and its NOTIFY), delivered by one,
  *    then by two dispatcher processes; deliveries per second from the commit to the last receipt.
+ *  - fairness: a second account whose receiver never answers (each request holds a slot until the
+ *    webhook timeout) has HANGING_EVENTS messages queued ahead of FAIR_EVENTS of the first
+ *    account; the first account's deliveries per second and latency from the commit, with one and
+ *    two dispatchers, and with the per-account share turned off for comparison.
  */
 import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -22,6 +26,8 @@ import { sql, startTicketd, withDatabase } from './server.js';
 
 const TICKETS = 300;
 const EVENTS = 3000;
+const FAIR_EVENTS = 1000;
+const HANGING_EVENTS = 32;
 const log = (s: string) => process.stderr.write(`${s}\n`);
 
 /** The receiver listens on loopback, which webhooks may not target by default. */
@@ -122,9 +128,9 @@ export async function runEventsBench(): Promise<void> {
           insert into outbox (id, account_id, livemode, brand_id, kind, event, webhook_id, payload)
           select ticketd_new_id('dlv'), w.account_id, w.livemode, w.brand_id, 'webhook', 'ticket.created', w.id,
             jsonb_build_object('id', 'evt_bench_${count}_' || g, 'event', 'ticket.created', 'brand_id', w.brand_id, 'data', jsonb_build_object('n', g), 'timestamp', now())
-          from webhooks w, generate_series(1, $1) g returning 1)
+          from webhooks w, generate_series(1, $1) g where w.id = $2 returning 1)
         select pg_notify('ticketd_outbox', 'webhook') from (select 1 from ins limit 1) x`,
-        [EVENTS],
+        [EVENTS, webhook.body.id],
       );
       await waitFor(EVENTS);
       const seconds = (Math.max(...receivedAt.values()) - committed) / 1000;
@@ -137,13 +143,104 @@ export async function runEventsBench(): Promise<void> {
       });
     }
 
+    await stop(dispatchers.map((d) => d.child));
+    rows.push(...(await fairness(api.info.url, dbUrl, webhook.body.id as string, receivedAt, waitFor, children)));
+
     process.stdout.write(`\nticketd events bench: webhook deliveries to a loopback receiver, ${os.cpus().length} cores (dispatcher concurrency 16 each)\n`);
     console.table(rows);
-    process.stdout.write(`${JSON.stringify({ tickets: TICKETS, events: EVENTS, results: rows })}\n`);
+    process.stdout.write(`${JSON.stringify({ tickets: TICKETS, events: EVENTS, fairEvents: FAIR_EVENTS, hangingEvents: HANGING_EVENTS, results: rows })}\n`);
   } finally {
     await stop(children.filter((c) => c.exitCode === null && c.signalCode === null));
     server.close();
     await sql(adminUrl, `DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);
     await cleanup();
   }
+}
+
+/**
+ * The fairness scenarios: a second account (signed up through the API) whose webhook points at a
+ * receiver that never answers. Before each run the hanging account's HANGING_EVENTS messages are
+ * queued a second ahead of FAIR_EVENTS of the first account (`webhookId`), in one commit.
+ */
+async function fairness(
+  apiUrl: string,
+  dbUrl: string,
+  webhookId: string,
+  receivedAt: Map<string, number>,
+  waitFor: (n: number) => Promise<void>,
+  children: ChildProcess[],
+): Promise<Record<string, string | number>[]> {
+  let hangingRequests = 0;
+  const hangingServer = http.createServer((req) => {
+    hangingRequests++;
+    req.resume(); // read the request, never answer it
+  });
+  await new Promise<void>((r) => hangingServer.listen(0, '127.0.0.1', r));
+  const post = async (url: string, body: unknown, key?: string) => {
+    const res = await fetch(`${apiUrl}${url}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...(key ? { authorization: `Bearer ${key}` } : {}) },
+      body: JSON.stringify(body),
+    });
+    const json = (await res.json()) as any; // eslint-disable-line @typescript-eslint/no-explicit-any
+    if (res.status !== 201) throw new Error(`${url}: ${res.status} ${JSON.stringify(json)}`);
+    return json;
+  };
+  const slow = await post('/v1/accounts', { email: 'hanging@example.com' });
+  const slowKey = slow.apiKeys.live.key as string;
+  const slowBrand = (slow.brand ?? (await post('/v1/brands', { name: 'Hanging' }, slowKey))).id as string;
+  const hangingHook = await post(
+    `/v1/brands/${slowBrand}/webhooks`,
+    { url: `http://127.0.0.1:${(hangingServer.address() as AddressInfo).port}/hook`, events: ['ticket.created'] },
+    slowKey,
+  );
+
+  const rows: Record<string, string | number>[] = [];
+  const runs = [
+    { dispatchers: 1, share: '8' },
+    { dispatchers: 2, share: '8' },
+    { dispatchers: 1, share: '16' },
+  ];
+  try {
+    for (const [n, run] of runs.entries()) {
+      const env = { ...RECEIVER_ON_LOOPBACK, TICKETD_DISPATCHER_ACCOUNT_CONCURRENCY: run.share };
+      const dispatchers = await Promise.all(Array.from({ length: run.dispatchers }, () => startTicketd('dispatcher', dbUrl, env)));
+      children.push(...dispatchers.map((d) => d.child));
+      receivedAt.clear();
+      hangingRequests = 0;
+      const label = `${run.dispatchers} dispatcher${run.dispatchers > 1 ? 's' : ''}, share ${run.share === '16' ? 'off (16)' : run.share}`;
+      log(`fairness: ${HANGING_EVENTS} events to a hanging receiver ahead of ${FAIR_EVENTS} of another account, ${label}`);
+      const committed = Date.now();
+      await sql(
+        dbUrl,
+        `
+        with ins as (
+          insert into outbox (id, account_id, livemode, brand_id, kind, event, webhook_id, payload, available_at)
+          select ticketd_new_id('dlv'), w.account_id, w.livemode, w.brand_id, 'webhook', 'ticket.created', w.id,
+            jsonb_build_object('id', 'evt_fair_${n}_' || w.id || '_' || g, 'event', 'ticket.created', 'brand_id', w.brand_id, 'data', jsonb_build_object('n', g), 'timestamp', now()),
+            case when w.id = $3 then now() - interval '1 second' else now() end
+          from webhooks w, generate_series(1, greatest($1::int, $2::int)) g
+          where (w.id = $3 and g <= $1) or (w.id = $4 and g <= $2) returning 1)
+        select pg_notify('ticketd_outbox', 'webhook') from (select 1 from ins limit 1) x`,
+        [HANGING_EVENTS, FAIR_EVENTS, hangingHook.id, webhookId],
+      );
+      await waitFor(FAIR_EVENTS);
+      const latencies = [...receivedAt.values()].map((at) => at - committed).sort((a, b) => a - b);
+      rows.push({
+        scenario: `${FAIR_EVENTS} events while another account's receiver hangs, ${label}`,
+        events: FAIR_EVENTS,
+        'p50 ms': percentile(latencies, 50),
+        'p99 ms': percentile(latencies, 99),
+        'deliveries/s': Math.round(FAIR_EVENTS / ((latencies.at(-1)! || 1) / 1000)),
+        'hanging requests': hangingRequests,
+      });
+      // Stopping cuts the hanging requests off and gives their messages back; then they go.
+      await stop(dispatchers.map((d) => d.child));
+      await sql(dbUrl, "delete from outbox where status in ('pending', 'retrying')");
+    }
+  } finally {
+    hangingServer.closeAllConnections();
+    hangingServer.close();
+  }
+  return rows;
 }

@@ -7,13 +7,16 @@
  *   npm run bench -- --quick            (20,000 tickets, 2 s per scenario: for development)
  *   BENCH_DATABASE_URL=postgres://admin@host/postgres npm run bench   (else an embedded cluster)
  *   npm run bench -- --events          (webhook delivery latency and throughput instead: see events.ts)
+ *   npm run bench -- --rate-limits     (only the cost of rate limiting, on an empty database)
  *
  * Measured: create throughput (idempotency keys; concurrency 1, 16, 32 on one brand, 16 across 16
  * brands) next to the raw database floor (plain pg clients, one create at a time: in one statement,
  * writes only, and step by step); list first page and page 2,000 by cursor for every sort key;
- * a filtered list; search (common word, rare word, prefix); and the server's peak RSS.
+ * the first page with 1 and 2 API processes (scale.ts);
+ * a filtered list; search (common word, rare word, prefix); the cost of rate limiting on an API-key
+ * read (limits off vs on); and the server's peak RSS.
  */
-import type { ChildProcess } from 'node:child_process';
+import { execFileSync, type ChildProcess } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { chmodSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
@@ -24,6 +27,7 @@ import { EmbeddedPostgres } from '../server/integrations/embedded-postgres.js';
 import { oneStatementOp, percentile, runLoad, statementsOp, writesOnlyOp, type FloorInput, type LoadResult } from './floor.js';
 import { runEventsBench } from './events.js';
 import { runRlsBench, type RlsRow } from './rls.js';
+import { listWithApiProcesses } from './scale.js';
 import { seed } from './seed.js';
 import { sql, startTicketd, withDatabase } from './server.js';
 
@@ -35,6 +39,7 @@ const { values } = parseArgs({
     'read-connections': { type: 'string', default: '2' },
     quick: { type: 'boolean', default: false },
     events: { type: 'boolean', default: false },
+    'rate-limits': { type: 'boolean', default: false },
   },
 });
 const quick = values.quick!;
@@ -52,7 +57,12 @@ function memory(pid: number): { rss: number; peak: number } {
 
 async function startServer(databaseUrl: string): Promise<{ child: ChildProcess; url: string; liveKey: string; brandId: string; accountId: string; startupMs: number }> {
   const started = Date.now();
-  const { child, info } = await startTicketd('all', databaseUrl, { TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: '1000000', TICKETD_DB_POOL_MAX: '20' });
+  const { child, info } = await startTicketd('all', databaseUrl, {
+    TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: '1000000',
+    TICKETD_RATE_LIMIT_PER_API_KEY: '1000000000',
+    TICKETD_RATE_LIMIT_PER_IP: '1000000000',
+    TICKETD_DB_POOL_MAX: '20',
+  });
   return {
     child,
     url: info.url,
@@ -70,10 +80,20 @@ interface Row {
   'p99 ms': number;
   non2xx: number;
   errors: number;
+  /** CPU time the server process spent per request: unlike req/s, it holds when other work shares the cores. */
+  'server CPU µs/req'?: number;
 }
 
-/** autocannon for `duration` seconds after a 1 s warm-up; latencies recorded to 0.01 ms. */
-async function measure(scenario: string, opts: autocannon.Options): Promise<Row> {
+const CLOCK_TICKS_PER_SECOND = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+
+/** User + system CPU time of a process so far, in µs (/proc/<pid>/stat, fields 14 and 15). */
+function cpuMicros(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return ((Number(fields[11]) + Number(fields[12])) * 1_000_000) / CLOCK_TICKS_PER_SECOND;
+}
+
+/** autocannon for `duration` seconds after a 1 s warm-up; latencies recorded to 0.01 ms; with `serverPid`, its CPU time per request. */
+async function measure(scenario: string, opts: autocannon.Options, serverPid?: number): Promise<Row> {
   const run = (o: autocannon.Options, latencies?: number[]) =>
     new Promise<autocannon.Result>((resolve, reject) => {
       const instance = autocannon(o, (err, result) => (err ? reject(err) : resolve(result)));
@@ -84,7 +104,9 @@ async function measure(scenario: string, opts: autocannon.Options): Promise<Row>
     });
   await run({ connections: readConnections, ...opts, duration: 1 });
   const latencies: number[] = [];
+  const cpuBefore = serverPid ? cpuMicros(serverPid) : 0;
   const result = await run({ connections: readConnections, ...opts, duration }, latencies);
+  const cpuPerRequest = serverPid ? Math.round((cpuMicros(serverPid) - cpuBefore) / Math.max(1, result.requests.total)) : undefined;
   latencies.sort((a, b) => a - b);
   const round = (x: number) => Math.round(x * 100) / 100;
   const row = {
@@ -94,9 +116,54 @@ async function measure(scenario: string, opts: autocannon.Options): Promise<Row>
     'p99 ms': round(percentile(latencies, 99)),
     non2xx: result.non2xx,
     errors: result.errors + result.timeouts,
+    ...(cpuPerRequest === undefined ? {} : { 'server CPU µs/req': cpuPerRequest }),
   };
-  log(`  ${scenario}: ${row['req/s']}/s p50 ${row['p50 ms']} p99 ${row['p99 ms']}${row.non2xx ? ` non2xx ${row.non2xx}` : ''}`);
+  const cpu = cpuPerRequest === undefined ? '' : ` server CPU ${cpuPerRequest} µs/req`;
+  log(`  ${scenario}: ${row['req/s']}/s p50 ${row['p50 ms']} p99 ${row['p99 ms']}${cpu}${row.non2xx ? ` non2xx ${row.non2xx}` : ''}`);
   return row;
+}
+
+/**
+ * The same read on two fresh API processes on one database, one with limits off and one with them
+ * on (so high that nothing is refused, but every request is counted and synced), in turns so
+ * that drift in the machine's speed falls on both.
+ */
+interface RateLimitCost {
+  rows: Row[];
+  /** How many fewer requests per second with limits on, and how much more server CPU per request. */
+  costPercent: { throughput: number; cpu: number };
+}
+
+async function measureRateLimitCost(databaseUrl: string, route: string, headers: Record<string, string>): Promise<RateLimitCost> {
+  const env = (limit: string) => ({ TICKETD_DB_POOL_MAX: '20', TICKETD_RATE_LIMIT_PER_API_KEY: limit, TICKETD_RATE_LIMIT_PER_IP: limit });
+  const servers = { off: await startTicketd('api', databaseUrl, env('0')), on: await startTicketd('api', databaseUrl, env('1000000000')) };
+  const rows: Row[] = [];
+  const perSec = { off: [] as number[], on: [] as number[] };
+  const cpu = { off: [] as number[], on: [] as number[] };
+  try {
+    for (let round = 1; round <= 3; round++) {
+      for (const mode of ['off', 'on'] as const) {
+        const row = await measure(`GET /v1/brands/:id, limits ${mode} (turn ${round})`, { url: `${servers[mode].info.url}${route}`, headers }, servers[mode].child.pid);
+        rows.push(row);
+        perSec[mode].push(row['req/s']);
+        cpu[mode].push(row['server CPU µs/req']!);
+      }
+    }
+  } finally {
+    for (const { child } of Object.values(servers)) {
+      child.kill('SIGTERM');
+      await new Promise((r) => child.once('exit', r));
+    }
+  }
+  const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+  const percent = (x: number) => Math.round(x * 1000) / 10;
+  return { rows, costPercent: { throughput: percent(1 - mean(perSec.on) / mean(perSec.off)), cpu: percent(mean(cpu.on) / mean(cpu.off) - 1) } };
+}
+
+function printRateLimitCost(cost: RateLimitCost): void {
+  process.stdout.write('\nRate limiting on the API-key read path (two fresh --role api processes, limits off and on, measured in turns):\n');
+  console.table(cost.rows);
+  process.stdout.write(`cost of rate limiting (target: under 5%): ${cost.costPercent.throughput}% fewer requests/s, ${cost.costPercent.cpu}% more server CPU per request\n`);
 }
 
 async function main() {
@@ -129,6 +196,10 @@ async function main() {
   };
 
   try {
+    if (values['rate-limits']) {
+      printRateLimitCost(await measureRateLimitCost(dbUrl, `/v1/brands/${server.brandId}`, auth));
+      return;
+    }
     log(`seeding ${ticketCount.toLocaleString('en')} tickets…`);
     const seeded = await seed(dbUrl, { accountId: server.accountId, brandId: server.brandId, tickets: ticketCount, log });
     log(`seeded in ${seeded.seconds.toFixed(1)} s: ${seeded.liveTickets.toLocaleString('en')} live, non-spam tickets`);
@@ -199,6 +270,9 @@ async function main() {
       return cursor;
     })();
     if (searchCursor) await get(`search common word, page 41 (cursor, past the ranked window)`, `${base}/tickets?search=${s(w[0]!)}&cursor=${encodeURIComponent(searchCursor)}`);
+
+    log('the first page with 1 and 2 API processes:');
+    const scaleRows = await listWithApiProcesses(dbUrl, server.url, `/v1/brands/${server.brandId}/tickets`, auth, { duration, env: { TICKETD_DB_POOL_MAX: '20' }, log });
 
     // ---- creates next to the raw floor ----
     log('creates:');
@@ -321,6 +395,9 @@ async function main() {
     smallRows.push(await measure('GET /v1/brands/:id (API key from cache + one read)', { url: `${server.url}/v1/brands/${server.brandId}`, headers: auth }));
     smallRows.push(await measure('GET /v1/brands (401, bad key)', { url: `${server.url}/v1/brands`, headers: { authorization: 'Bearer sk_live_nope' } }));
 
+    log('rate limiting on the API-key read path:');
+    const limitRows = await measureRateLimitCost(dbUrl, `/v1/brands/${server.brandId}`, auth);
+
     const mem = memory(pid);
     // Last: it changes the database under the server (policies on, then off again).
     log('row-level security (measured, not adopted):');
@@ -332,15 +409,18 @@ async function main() {
     out.write(`${duration} s per scenario, loopback, ${os.cpus().length} cores; reads at ${readConnections} connections\n`);
     out.write(`server start-up on an empty database (migrate + bootstrap): ${server.startupMs} ms\n\nLists and search (p50/p99 per request):\n`);
     console.table(readRows);
+    out.write('\nThe first page with 1 and 2 API processes on one database (round robin):\n');
+    console.table(scaleRows);
     out.write('\nCreates (tickets/s; API vs the raw database floor at the same concurrency and brands):\n');
     console.table(createRows);
     out.write('\nSmall requests:\n');
     console.table(smallRows);
+    printRateLimitCost(limitRows);
     out.write('\nRow-level security as a backstop (raw SQL as a non-superuser role; see bench/rls.ts):\n');
     console.table(rlsRows);
     out.write(`\nserver memory: peak RSS ${mem.peak} MiB, RSS now ${mem.rss} MiB\n`);
     out.write(
-      `${JSON.stringify({ tickets: ticketCount, live: seeded.liveTickets, duration, readConnections, reads: readRows, creates: createRows, small: smallRows, rls: rlsRows, peakRssMiB: mem.peak })}\n`,
+      `${JSON.stringify({ tickets: ticketCount, live: seeded.liveTickets, duration, readConnections, reads: readRows, creates: createRows, scaleOut: scaleRows, small: smallRows, rateLimits: limitRows, rls: rlsRows, peakRssMiB: mem.peak })}\n`,
     );
   } finally {
     server.child.kill('SIGTERM');

@@ -7,6 +7,9 @@ export class UsageError extends Error {}
 
 export const EXIT = { ok: 0, failure: 1, usage: 2 } as const;
 
+/** A failure the command has already reported in its output: exit 1, print nothing more. */
+export class ReportedFailure extends Error {}
+
 export function canPrompt(): boolean {
   return Boolean(process.stdin.isTTY && process.stdout.isTTY);
 }

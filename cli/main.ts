@@ -5,6 +5,7 @@ import { version } from '../server/core/version.js';
 import { registerAccounts } from './commands/accounts.js';
 import { registerBrands } from './commands/brands.js';
 import { registerDb } from './commands/db.js';
+import { registerDoctor } from './commands/doctor.js';
 import { registerInit } from './commands/init.js';
 import { registerKeys } from './commands/keys.js';
 import { registerMail } from './commands/mail.js';
@@ -12,7 +13,7 @@ import { registerOutbox } from './commands/outbox.js';
 import { registerStart } from './commands/start.js';
 import { registerWebhooks } from './commands/webhooks.js';
 import type { GlobalOptions } from './globals.js';
-import { EXIT, fail, UsageError } from './io.js';
+import { EXIT, fail, ReportedFailure, UsageError } from './io.js';
 
 export { runState } from './globals.js';
 
@@ -39,6 +40,7 @@ Every command takes --json for scripts. Environment: DATABASE_URL, PORT, TICKETD
   registerMail(program, globals);
   registerWebhooks(program, globals);
   registerOutbox(program, globals);
+  registerDoctor(program, globals);
   for (const command of program.commands) command.exitOverride();
   return program;
 }
@@ -55,6 +57,7 @@ export async function main(argv: string[]): Promise<number> {
     if (err instanceof CommanderError) {
       return err.exitCode === 0 || err.code === 'commander.helpDisplayed' || err.code === 'commander.version' ? EXIT.ok : EXIT.usage;
     }
+    if (err instanceof ReportedFailure) return EXIT.failure;
     if (err instanceof UsageError) {
       fail(err.message);
       return EXIT.usage;

@@ -1,15 +1,16 @@
 import Fastify, { type FastifyInstance, type FastifyPluginAsync } from 'fastify';
 import cors from '@fastify/cors';
-import rateLimit from '@fastify/rate-limit';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { Config } from './core/config.js';
 import type { Db } from './core/db.js';
 import { installAuth, requireAuthDeclaration } from './core/auth.js';
-import { installErrorHandling, installJsonParser, installValidators, requestIdFor } from './core/http.js';
+import { installReadYourWrites } from './core/read-replica.js';
+import { clientErrorHandler, frameworkErrors, installErrorHandling, installJsonParser, installRouteCatalog, installValidators, requestIdFor } from './core/http.js';
 import { ErrorResponse } from './core/schemas.js';
 import { version } from './core/version.js';
 import { createServices, type Services } from './core/services.js';
+import { installRequestMetrics } from './core/metrics.js';
 import { authenticate as authenticateApiKey, startKeyCache } from './domains/api-keys/service.js';
 import { accountRoutes } from './domains/accounts/routes.js';
 import { apiKeyRoutes } from './domains/api-keys/routes.js';
@@ -26,6 +27,7 @@ import { fieldRoutes, ticketSchemaRoutes } from './domains/fields/routes.js';
 import { healthRoutes } from './domains/health/routes.js';
 import { inboundMailRoutes } from './domains/mail/routes.js';
 import { memberRoutes } from './domains/members/routes.js';
+import { metricsRoutes } from './domains/metrics/routes.js';
 import { statusRoutes } from './domains/statuses/routes.js';
 import { tagRoutes } from './domains/tags/routes.js';
 import { ticketRoutes } from './domains/tickets/routes.js';
@@ -84,13 +86,21 @@ export async function buildApp({ config, db, services: given, isShuttingDown = (
     bodyLimit: config.bodyLimitBytes,
     trustProxy: config.trustProxy,
     forceCloseConnections: 'idle',
+    // A client that stalls while sending gets 408 and loses its connection; the server checks
+    // unfinished requests every second (Node's default is every 30 s).
+    requestTimeout: config.requestTimeoutMs,
+    http: { headersTimeout: Math.min(config.headersTimeoutMs, config.requestTimeoutMs), connectionsCheckingInterval: 1_000 },
+    frameworkErrors,
+    clientErrorHandler,
     // Signed attachment URLs carry a token of ~130 characters in one path segment.
     routerOptions: { ignoreTrailingSlash: true, maxParamLength: 512 },
   });
 
+  installRouteCatalog(app);
   installValidators(app);
   installJsonParser(app);
   installErrorHandling(app);
+  if (config.metricsEnabled) installRequestMetrics(app, services);
   app.addSchema(ErrorResponse);
 
   await app.register(cors, {
@@ -99,8 +109,9 @@ export async function buildApp({ config, db, services: given, isShuttingDown = (
     allowedHeaders: ['Authorization', 'Content-Type', 'X-Idempotency-Key', 'X-Request-Id'],
     exposedHeaders: ['X-Request-Id', 'Content-Disposition', 'X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', 'Retry-After'],
     maxAge: 600,
+    // An OPTIONS without Origin is no browser's preflight: answered like one, not with a bare-text 400 outside the error shape.
+    strictPreflight: false,
   });
-  await app.register(rateLimit, { global: false });
   await app.register(swagger, {
     openapi: {
       openapi: '3.1.0',
@@ -130,6 +141,7 @@ export async function buildApp({ config, db, services: given, isShuttingDown = (
   await app.register(async (api) => {
     api.addHook('onRoute', requireAuthDeclaration);
     installAuth(api, services, authenticateApiKey);
+    installReadYourWrites(api, services);
 
     api.get('/v1/openapi.json', { config: { auth: 'none', permission: 'docs:read' }, schema: { hide: true } }, async () => app.swagger());
     await api.register(healthRoutes, { db, version, isShuttingDown });
@@ -145,6 +157,7 @@ export async function buildApp({ config, db, services: given, isShuttingDown = (
     }
     await api.register(attachmentFileRoutes, { deps: attachments });
     await api.register(inboundMailRoutes, { config, deps: { attachments } });
+    await api.register(metricsRoutes, { config, services });
   });
 
   return app;

@@ -34,6 +34,7 @@ type Log = (line: string) => void;
 export async function startServer(config: Config, role: Role, log: Log = () => undefined): Promise<Running> {
   const handle: DatabaseHandle = await openDatabase(config, log);
   let db: Db | null = null;
+  let readDb: Db | null = null;
   let services: Services | null = null;
   let app: FastifyInstance | null = null;
   let dispatcher: Dispatcher | null = null;
@@ -47,12 +48,18 @@ export async function startServer(config: Config, role: Role, log: Log = () => u
     await dispatcher?.stop(Math.floor(config.shutdownTimeoutMs / 2));
     await services?.close();
     await db?.destroy();
+    await readDb?.destroy();
     await handle.release();
   };
 
   try {
-    db = createDb(handle.url, { poolMax: config.dbPoolMax });
-    await migrateLatest(db);
+    const transactionPooling = config.databaseTransactionPooling;
+    const directUrl = handle.embedded ? null : config.databaseDirectUrl;
+    db = createDb(handle.url, { poolMax: config.dbPoolMax, transactionPooling });
+    // The replica serves some of the API's reads (core/read-replica.ts); a dispatcher reads none.
+    if (config.databaseReadUrl && role !== 'dispatcher')
+      readDb = createDb(config.databaseReadUrl, { poolMax: config.dbPoolMax, transactionPooling, applicationName: 'ticketd-read' });
+    await migrateLatest(db, directUrl);
     // Without the API there is no Fastify logger: service and dispatcher lines go to the start-up log.
     const lines = {
       info: (o: object, m: string) => log(`${m} ${JSON.stringify(o)}`),
@@ -66,7 +73,7 @@ export async function startServer(config: Config, role: Role, log: Log = () => u
       warn: (o: object, m: string) => (app?.log ?? lines).warn(o, m),
       error: (o: object, m: string) => (app?.log ?? lines).error(o, m),
     };
-    const svc = (services = createServices({ config, db, logger }));
+    const svc = (services = createServices({ config, db, readDb, directUrl, logger }));
     const bootstrap =
       role === 'dispatcher'
         ? null

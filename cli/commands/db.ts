@@ -1,8 +1,10 @@
+import { existsSync } from 'node:fs';
 import type { Command } from 'commander';
 import { loadConfig } from '../../server/core/config.js';
 import { migrateLatest, migrationStatus, rollback } from '../../server/core/migrate.js';
 import { provisionDatabase } from '../../server/core/provision.js';
-import { withServices } from '../database.js';
+import { backupDatabase, inspectDatabase, restoreDatabase } from '../../server/integrations/pg-tools.js';
+import { withDatabase, withServices } from '../database.js';
 import { confirmOrFlag, emit, need } from '../io.js';
 import type { GlobalOptions } from '../globals.js';
 
@@ -13,7 +15,7 @@ export function registerDb(program: Command, globals: () => GlobalOptions): void
     .description('apply pending migrations')
     .option('--json', 'JSON output')
     .action(async (opts: { json?: boolean }) => {
-      const applied = await withServices(loadConfig({ configFile: globals().config }), (services) => migrateLatest(services.db));
+      const applied = await withServices(loadConfig({ configFile: globals().config }), (services) => migrateLatest(services.db, services.directUrl));
       emit(Boolean(opts.json), { applied }, () => (applied.length ? applied.map((m) => `applied ${m}`) : ['already up to date']));
     });
 
@@ -38,6 +40,49 @@ export function registerDb(program: Command, globals: () => GlobalOptions): void
         ...status.pending.map((m) => `pending  ${m}`),
         status.pending.length ? `${status.pending.length} pending` : 'up to date',
       ]);
+    });
+
+  db.command('backup <file>')
+    .description("write the whole database to FILE with PostgreSQL's pg_dump (custom format); attachments under the data directory are not in it")
+    .option('--yes', 'replace FILE if it exists')
+    .option('--json', 'JSON output')
+    .addHelpText(
+      'after',
+      "\nNeeds pg_dump of the server's major version or newer: next to the embedded binaries, on PATH, or in /usr/lib/postgresql/*/bin. See docs/operations.md.",
+    )
+    .action(async (file: string, opts: { yes?: boolean; json?: boolean }) => {
+      const config = loadConfig({ configFile: globals().config });
+      if (existsSync(file) && !(await confirmOrFlag(opts.yes, `${file} exists. Replace it?`))) return;
+      const result = await withDatabase(config, (handle) => backupDatabase(handle, file));
+      emit(Boolean(opts.json), result, () => [`backed up database ${result.database} (PostgreSQL ${result.serverVersion}) to ${result.file}: ${result.bytes} bytes`]);
+    });
+
+  db.command('restore <file>')
+    .description('load a backup made by `db backup` into the configured database with pg_restore, in one transaction')
+    .option('--yes', 'replace everything in a database that is not empty')
+    .option('--json', 'JSON output')
+    .addHelpText(
+      'after',
+      `
+Into an empty database it needs no confirmation. A database that is not empty is emptied first
+(schema public dropped and made anew) only with --yes, and only while nothing else is connected
+to it: stop ticketd first. Start ticketd afterwards: it applies any migration the backup predates.`,
+    )
+    .action(async (file: string, opts: { yes?: boolean; json?: boolean }) => {
+      const config = loadConfig({ configFile: globals().config });
+      const result = await withDatabase(config, async (handle) => {
+        const target = await inspectDatabase(handle.url);
+        const replace = target.relations > 0;
+        if (
+          replace &&
+          !(await confirmOrFlag(opts.yes, `Database ${target.database} is not empty (${target.relations} tables, views and sequences). Drop all of it and restore ${file}?`))
+        ) {
+          return null;
+        }
+        return restoreDatabase(handle, file, { replace });
+      });
+      if (!result) return;
+      emit(Boolean(opts.json), result, () => [`restored ${result.file} into database ${result.database}${result.replaced ? ' (what it held was dropped first)' : ''}`]);
     });
 
   db.command('provision')

@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyRequest, RouteOptions } from 'fastify';
 import { unauthorized, forbidden } from './errors.js';
 import { tenantCtx, type BaseCtx, type TenantCtx, type BrandScope } from './context.js';
 import type { Services } from './services.js';
+import { enforceRateLimit, policiesFrom, rateLimiterOf } from './rate-limit.js';
 
 /** How a route is called. Later kinds (session, portal) join this list. */
 export type AuthKind = 'none' | 'api-key';
@@ -51,6 +52,7 @@ export const PERMISSIONS = {
   'files:download': { accountWide: false },
   'inbound_email:write': { accountWide: false },
   'audit_logs:read': { accountWide: false },
+  'metrics:read': { accountWide: false },
 } as const;
 export type Permission = keyof typeof PERMISSIONS;
 
@@ -58,6 +60,8 @@ declare module 'fastify' {
   interface FastifyContextConfig {
     auth?: AuthKind;
     permission?: Permission;
+    /** Default: the budget of the caller's credential, or of its address without one. 'signup': its own hourly budget per address; false: none. */
+    rateLimit?: 'signup' | false;
   }
   interface FastifyRequest {
     /** Connection and actor of an unauthenticated request. */
@@ -78,7 +82,8 @@ export interface ApiKeyIdentity {
 
 export type ApiKeyAuthenticator = (services: Services, secret: string) => Promise<ApiKeyIdentity | null>;
 
-function bearerToken(req: FastifyRequest): string | null {
+/** The token of an `Authorization: Bearer <token>` header, or null. */
+export function bearerToken(req: FastifyRequest): string | null {
   const header = req.headers.authorization;
   if (typeof header !== 'string') return null;
   const match = /^Bearer\s+(\S+)\s*$/i.exec(header);
@@ -95,17 +100,23 @@ export function requireAuthDeclaration(route: RouteOptions): void {
 
 export function installAuth(app: FastifyInstance, services: Services, authenticateApiKey: ApiKeyAuthenticator): void {
   const { db } = services;
+  const limiter = rateLimiterOf(services);
+  const policies = policiesFrom(services.config);
   app.decorateRequest('baseCtx', null as unknown as BaseCtx);
   app.decorateRequest('ctx', null as unknown as TenantCtx);
-  app.addHook('onRequest', async (req) => {
+  app.addHook('onRequest', async (req, reply) => {
     req.baseCtx = { services, db, actor: { type: 'api', id: null, name: null }, requestId: req.id, log: req.log };
-    const { auth, permission } = req.routeOptions.config ?? {};
-    if (!auth || auth === 'none') return;
+    const { auth, permission, rateLimit } = req.routeOptions.config ?? {};
+    if (!auth || auth === 'none') {
+      if (rateLimit !== false) enforceRateLimit(reply, limiter, policies[rateLimit ?? 'ip'], `ip:${req.ip}`);
+      return;
+    }
 
     const secret = bearerToken(req);
     if (!secret) throw unauthorized('Send an API key as "Authorization: Bearer sk_live_…" or "sk_test_…"', 'missing_credentials');
     const identity = await authenticateApiKey(services, secret);
     if (!identity) throw unauthorized('This API key is not valid: it is unknown, revoked or expired', 'invalid_api_key');
+    if (rateLimit !== false) enforceRateLimit(reply, limiter, policies.apiKey, `key:${identity.keyId}`);
     if (permission && PERMISSIONS[permission].accountWide && !identity.brandScope.allBrands) {
       throw forbidden('This API key is limited to some brands and cannot do account-wide changes', 'insufficient_scope');
     }

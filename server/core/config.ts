@@ -9,14 +9,25 @@ export interface Config {
   readonly port: number;
   readonly publicUrl: string | null;
   readonly databaseUrl: string | null;
+  readonly databaseDirectUrl: string | null;
+  readonly databaseReadUrl: string | null;
+  readonly databaseTransactionPooling: boolean;
   readonly dataDir: string;
   readonly dbPoolMax: number;
   readonly bodyLimitBytes: number;
+  readonly requestTimeoutMs: number;
+  readonly headersTimeoutMs: number;
   readonly corsOrigins: readonly string[];
   readonly logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   readonly trustProxy: boolean;
   readonly signup: 'open' | 'closed';
   readonly signupRateLimitPerHour: number;
+  readonly rateLimitWindowSeconds: number;
+  /** 0: no limit. */
+  readonly rateLimitPerApiKey: number;
+  /** 0: no limit. */
+  readonly rateLimitPerIp: number;
+  readonly rateLimitSyncMs: number;
   readonly shutdownTimeoutMs: number;
   readonly attachmentMaxBytes: number;
   readonly attachmentUploadUrlTtlSeconds: number;
@@ -36,6 +47,10 @@ export interface Config {
   readonly webhookAllowPrivate: boolean;
   readonly webhookTimeoutMs: number;
   readonly dispatcherConcurrency: number;
+  readonly dispatcherAccountConcurrency: number;
+  readonly outboxRetentionDays: number;
+  readonly metricsEnabled: boolean;
+  readonly metricsToken: string | null;
   readonly bootstrap: {
     readonly ownerEmail: string;
     readonly ownerName: string;
@@ -54,17 +69,26 @@ type Kind = 'string' | 'integer' | 'boolean' | 'list';
 /** Environment variables and the config keys they set. */
 export const ENV_KEYS: Record<string, [string, Kind]> = {
   DATABASE_URL: ['databaseUrl', 'string'],
+  DATABASE_DIRECT_URL: ['databaseDirectUrl', 'string'],
+  DATABASE_READ_URL: ['databaseReadUrl', 'string'],
+  TICKETD_DATABASE_TRANSACTION_POOLING: ['databaseTransactionPooling', 'boolean'],
   PORT: ['port', 'integer'],
   TICKETD_HOST: ['host', 'string'],
   TICKETD_PUBLIC_URL: ['publicUrl', 'string'],
   TICKETD_DATA_DIR: ['dataDir', 'string'],
   TICKETD_DB_POOL_MAX: ['dbPoolMax', 'integer'],
   TICKETD_BODY_LIMIT_BYTES: ['bodyLimitBytes', 'integer'],
+  TICKETD_REQUEST_TIMEOUT_MS: ['requestTimeoutMs', 'integer'],
+  TICKETD_HEADERS_TIMEOUT_MS: ['headersTimeoutMs', 'integer'],
   TICKETD_CORS_ORIGINS: ['corsOrigins', 'list'],
   TICKETD_LOG_LEVEL: ['logLevel', 'string'],
   TICKETD_TRUST_PROXY: ['trustProxy', 'boolean'],
   TICKETD_SIGNUP: ['signup', 'string'],
   TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: ['signupRateLimitPerHour', 'integer'],
+  TICKETD_RATE_LIMIT_WINDOW_SECONDS: ['rateLimitWindowSeconds', 'integer'],
+  TICKETD_RATE_LIMIT_PER_API_KEY: ['rateLimitPerApiKey', 'integer'],
+  TICKETD_RATE_LIMIT_PER_IP: ['rateLimitPerIp', 'integer'],
+  TICKETD_RATE_LIMIT_SYNC_MS: ['rateLimitSyncMs', 'integer'],
   TICKETD_SHUTDOWN_TIMEOUT_MS: ['shutdownTimeoutMs', 'integer'],
   TICKETD_ATTACHMENT_MAX_BYTES: ['attachmentMaxBytes', 'integer'],
   TICKETD_ATTACHMENT_UPLOAD_URL_TTL_SECONDS: ['attachmentUploadUrlTtlSeconds', 'integer'],
@@ -84,6 +108,10 @@ export const ENV_KEYS: Record<string, [string, Kind]> = {
   TICKETD_WEBHOOK_ALLOW_PRIVATE: ['webhookAllowPrivate', 'boolean'],
   TICKETD_WEBHOOK_TIMEOUT_MS: ['webhookTimeoutMs', 'integer'],
   TICKETD_DISPATCHER_CONCURRENCY: ['dispatcherConcurrency', 'integer'],
+  TICKETD_DISPATCHER_ACCOUNT_CONCURRENCY: ['dispatcherAccountConcurrency', 'integer'],
+  TICKETD_OUTBOX_RETENTION_DAYS: ['outboxRetentionDays', 'integer'],
+  TICKETD_METRICS_ENABLED: ['metricsEnabled', 'boolean'],
+  TICKETD_METRICS_TOKEN: ['metricsToken', 'string'],
   TICKETD_BOOTSTRAP_OWNER_EMAIL: ['bootstrap.ownerEmail', 'string'],
 };
 

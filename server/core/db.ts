@@ -11,6 +11,20 @@ export interface DbOptions {
   poolMin?: number;
   /** How long a query may wait for a free connection before failing. */
   acquireTimeoutMs?: number;
+  /**
+   * The URL reaches PostgreSQL through a pooler in transaction mode (PgBouncer): a connection is
+   * a server session only for the length of a transaction, so nothing may rely on session state:
+   * no startup options (PgBouncer refuses them) and no named prepared statements (another
+   * transaction's session does not know the name).
+   */
+  transactionPooling?: boolean;
+  /** How the connections show in pg_stat_activity. */
+  applicationName?: string;
+}
+
+interface DbConfig extends Knex.Config {
+  /** Read by prepared(): false behind a transaction pooler. */
+  namedStatements: boolean;
 }
 
 /**
@@ -18,17 +32,47 @@ export interface DbOptions {
  * database: knex converts them both ways, so models and queries never spell snake_case.
  */
 export function createDb(connectionString: string, options: DbOptions = {}): Db {
-  return knexFactory.default({
+  const config: DbConfig = {
     client: 'pg',
     // No parallel query: on the few cores a ticketd host has, workers' start-up (tens of ms) and
     // their CPU cost concurrent requests more than they save one (a rare-tag list at 1M tickets:
-    // 24 ms serial, 35-80 ms with workers).
-    connection: { connectionString, application_name: 'ticketd', options: '-c max_parallel_workers_per_gather=0' },
-    pool: { min: options.poolMin ?? 1, max: options.poolMax ?? 10 },
+    // 24 ms serial, 35-80 ms with workers). Behind a pooler, set it on the role instead (operations.md).
+    connection: {
+      connectionString,
+      application_name: options.applicationName ?? 'ticketd',
+      ...(options.transactionPooling ? {} : { options: '-c max_parallel_workers_per_gather=0' }),
+    },
+    pool: { min: options.poolMin ?? 1, max: options.poolMax ?? 10, ...droppingDeadConnections() },
     acquireConnectionTimeout: options.acquireTimeoutMs ?? 10_000,
     migrations: migrationConfig,
+    namedStatements: !options.transactionPooling,
     ...objection.knexSnakeCaseMappers(),
-  });
+  };
+  return knexFactory.default(config);
+}
+
+/** The connection string a pool was made with. */
+export function connectionStringOf(db: Knex): string {
+  return (db.client.config as DbConfig & { connection: { connectionString: string } }).connection.connectionString;
+}
+
+/**
+ * A connection whose server sent a FATAL error (terminated by an administrator, a restart) is never
+ * handed out again. node-postgres gives that error to the running query and only later sees the
+ * socket close; a request arriving in between would otherwise get the dead connection and fail too.
+ */
+function droppingDeadConnections() {
+  const dead = new WeakSet<object>();
+  type PgConnection = { connection?: { on(event: 'errorMessage', listener: (msg: { severity?: string }) => void): void } };
+  return {
+    afterCreate(conn: PgConnection, done: (err: Error | null, conn: PgConnection) => void) {
+      conn.connection?.on('errorMessage', (msg) => {
+        if (msg.severity === 'FATAL' || msg.severity === 'PANIC') dead.add(conn);
+      });
+      done(null, conn);
+    },
+    validate: (conn: object) => !dead.has(conn),
+  };
 }
 
 /** SQL with `?` placeholders and their values: a piece a service hands out for another's statement. */
@@ -42,9 +86,11 @@ export interface SqlFragment {
  * keeps a generic plan when that costs no more than planning each time), where an unnamed one is
  * parsed and planned on every run. For the hot statement whose planning costs as much as running
  * it (ticket create: ~0.9 ms of ~2 ms). The name is a hash of the text, so each variant of the
- * text is its own statement and a name never meets another text.
+ * text is its own statement and a name never meets another text. Behind a transaction pooler
+ * (createDb's transactionPooling) the query stays unnamed.
  */
 export function prepared(db: Knex | Knex.Transaction, query: Knex.Raw): Knex.Raw {
+  if ((db.client.config as DbConfig).namedStatements === false) return query;
   const { sql, bindings } = query.toSQL();
   return db.raw(sql, bindings).options({ name: `ticketd_${createHash('sha1').update(sql).digest('hex').slice(0, 32)}` });
 }

@@ -1,9 +1,10 @@
 import { STATUS_CODES } from 'node:http';
-import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { Ajv, type ErrorObject } from 'ajv';
+import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest, RouteOptions } from 'fastify';
+import { Ajv, type ErrorObject, type KeywordDefinition } from 'ajv';
 import { validationErrors } from './validation.js';
 import addFormats from 'ajv-formats';
-import { HttpError } from './errors.js';
+import { badRequest, HttpError } from './errors.js';
+import { jsonTextProblem, MAX_JSON_DEPTH } from './json-text.js';
 import { newId, ID_PREFIX } from './ids.js';
 import { isPgError, pgErrorCode } from './db.js';
 
@@ -15,10 +16,23 @@ export function requestIdFor(req: { headers: Record<string, string | string[] | 
   return typeof incoming === 'string' && SANE_REQUEST_ID.test(incoming) ? incoming : newId(ID_PREFIX.request);
 }
 
+/** `maxJsonBytes: n`: the value, serialized as JSON, takes at most n bytes (free-form values, core/schemas.ts). */
+const maxJsonBytesKeyword: KeywordDefinition = {
+  keyword: 'maxJsonBytes',
+  schemaType: 'number',
+  errors: true,
+  validate: function check(max: number, data: unknown) {
+    const ok = data === undefined || Buffer.byteLength(JSON.stringify(data)) <= max;
+    (check as { errors?: Partial<ErrorObject>[] }).errors = ok ? [] : [{ keyword: 'maxJsonBytes', message: `must be at most ${max} bytes as JSON`, params: { limit: max } }];
+    return ok;
+  },
+};
+
 function makeAjv(coerceTypes: boolean): Ajv {
   // Bodies are taken as sent (a string is not a number); query strings and paths are text, so coerce.
   const ajv = new Ajv({ allErrors: true, coerceTypes, useDefaults: true, removeAdditional: false, strict: false });
   addFormats.default(ajv);
+  ajv.addKeyword(maxJsonBytesKeyword);
   return ajv;
 }
 
@@ -42,27 +56,40 @@ export function installValidators(app: FastifyInstance): void {
   });
 }
 
-/** JSON bodies; an empty body with a JSON content type means "no body" (clients send those). */
+/**
+ * JSON bodies; an empty body with a JSON content type means "no body" (clients send those). Text
+ * nested too deep or carrying a lone surrogate is refused before it is parsed (core/json-text.ts).
+ */
 export function installJsonParser(app: FastifyInstance): void {
   const parseJson = app.getDefaultJsonParser('error', 'error');
   app.removeContentTypeParser('application/json');
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (req, body, done) => {
-    if ((body as string).trim() === '') return done(null, undefined);
-    parseJson(req, body as string, done);
+    const text = body as string;
+    if (text.trim() === '') return done(null, undefined);
+    const problem = jsonTextProblem(text);
+    if (problem?.kind === 'too_deep') return done(badRequest(`Request body is nested deeper than ${MAX_JSON_DEPTH} levels`, undefined, 'json_too_deep'), undefined);
+    if (problem?.kind === 'lone_surrogate') {
+      return done(
+        badRequest(`Request body has a lone UTF-16 surrogate escape at character ${problem.offset}: text must be valid Unicode`, undefined, 'invalid_unicode'),
+        undefined,
+      );
+    }
+    parseJson(req, text, done);
   });
 }
 
 const PART_NAMES: Record<string, string> = { body: 'Request body', querystring: 'Query string', params: 'Path', headers: 'Headers' };
 
+/** Seconds a client should wait before retrying a 503 (the database is restarting, or this process is stopping). */
+export const RETRY_AFTER_SECONDS = 2;
+
+function errorBody(requestId: string, statusCode: number, code: string, message: string, errors?: { field: string; message: string }[]) {
+  return { statusCode, error: STATUS_CODES[statusCode] ?? 'Error', message, code, requestId, ...(errors ? { errors } : {}) };
+}
+
 function send(reply: FastifyReply, req: FastifyRequest, statusCode: number, code: string, message: string, errors?: { field: string; message: string }[]) {
-  return reply.status(statusCode).send({
-    statusCode,
-    error: STATUS_CODES[statusCode] ?? 'Error',
-    message,
-    code,
-    requestId: req.id,
-    ...(errors ? { errors } : {}),
-  });
+  if (statusCode === 503) reply.header('Retry-After', String(RETRY_AFTER_SECONDS));
+  return reply.status(statusCode).send(errorBody(req.id, statusCode, code, message, errors));
 }
 
 /** Fastify's own client errors, mapped to our codes. */
@@ -74,9 +101,57 @@ const FASTIFY_CLIENT_ERRORS: Record<string, [number, string, string]> = {
   FST_ERR_CTP_EMPTY_TYPE: [415, 'unsupported_media_type', 'Content-Type header is empty'],
 };
 
-/** Connection failures, pool timeouts and PostgreSQL shutting down or starting up. */
-function isDatabaseUnavailable(err: { name?: string }): boolean {
-  return err.name === 'KnexTimeoutError' || ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', '57P01', '57P03', '08006', '08001'].includes(pgErrorCode(err) ?? '');
+/** PostgreSQL error classes that mean "not now", not "not this": connection exceptions, shutdown, too many connections. */
+const UNAVAILABLE_CODES: readonly string[] = ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', '57P01', '57P02', '57P03', '53300', '53400'];
+
+/**
+ * The database could not be reached or went away, at any point of a request: connecting, a pool
+ * timeout, mid-statement, or at COMMIT/ROLLBACK (where node-postgres reports a lost connection with
+ * a message and no code).
+ */
+export function isDatabaseUnavailable(err: unknown): boolean {
+  const e = err as { name?: string; message?: string; nativeError?: { message?: string } } | null;
+  if (!e) return false;
+  if (e.name === 'KnexTimeoutError') return true;
+  const code = pgErrorCode(e) ?? '';
+  if (UNAVAILABLE_CODES.includes(code) || code.startsWith('08')) return true;
+  const message = e.nativeError?.message ?? e.message ?? '';
+  return /Connection terminated|connection error and is not queryable|Client was closed and is not queryable|Connection ended/i.test(message);
+}
+
+/** Errors of a malformed multipart body (busboy's own carry no status). */
+function isMalformedMultipart(err: { message?: string }): boolean {
+  return /^(Multipart: Boundary not found|Unexpected end of (form|multipart data)|Malformed part header|Malformed urlencoded form)/.test(err.message ?? '');
+}
+
+/**
+ * The router's own errors (a path segment over the length limit, bad percent-encoding) and the
+ * HTTP server's (a request that timed out, headers too large, unparsable HTTP) in the error shape.
+ */
+export function frameworkErrors(err: FastifyError, req: FastifyRequest, reply: FastifyReply) {
+  reply.header('X-Request-Id', req.id);
+  if (err.code === 'FST_ERR_MAX_PARAM_LENGTH') return send(reply, req, 414, 'uri_too_long', 'A path segment of this URL is longer than this server accepts');
+  if (err.code === 'FST_ERR_BAD_URL') return send(reply, req, 400, 'invalid_url', 'The URL path is not valid: it has malformed percent-encoding');
+  return send(reply, req, 400, 'invalid_request', 'The request could not be routed');
+}
+
+const CLIENT_ERROR_STATUS: Record<string, [number, string, string]> = {
+  ERR_HTTP_REQUEST_TIMEOUT: [408, 'request_timeout', 'The request was not received in time'],
+  HPE_HEADER_OVERFLOW: [431, 'headers_too_large', 'The request headers are larger than this server accepts'],
+};
+
+/** Replaces Fastify's clientErrorHandler: the raw socket gets the error shape and a request id too. */
+export function clientErrorHandler(err: NodeJS.ErrnoException, socket: import('node:net').Socket): void {
+  if (err.code === 'ECONNRESET' || socket.destroyed) return;
+  const [statusCode, code, message] = CLIENT_ERROR_STATUS[err.code ?? ''] ?? [400, 'invalid_request', 'The request is not valid HTTP'];
+  const requestId = newId(ID_PREFIX.request);
+  const body = JSON.stringify(errorBody(requestId, statusCode, code, message));
+  if (socket.writable) {
+    socket.write(
+      `HTTP/1.1 ${statusCode} ${STATUS_CODES[statusCode]}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: ${requestId}\r\nConnection: close\r\n\r\n${body}`,
+    );
+  }
+  socket.destroy(err);
 }
 
 export function installErrorHandling(app: FastifyInstance): void {
@@ -94,6 +169,7 @@ export function installErrorHandling(app: FastifyInstance): void {
     }
     const known = err.code ? FASTIFY_CLIENT_ERRORS[err.code] : undefined;
     if (known) return send(reply, req, known[0], known[1], known[2]);
+    if (isMalformedMultipart(err)) return send(reply, req, 400, 'invalid_multipart', `The multipart body is malformed: ${err.message}`);
     if (err.statusCode === 429) return send(reply, req, 429, 'rate_limited', err.message || 'Too many requests');
     if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) {
       return send(reply, req, err.statusCode, 'invalid_request', err.message);
@@ -111,5 +187,29 @@ export function installErrorHandling(app: FastifyInstance): void {
   });
   app.addHook('onSend', async (req, reply) => {
     reply.header('X-Request-Id', req.id);
+  });
+}
+
+/** A route as registered: its method, URL pattern (`:name` parameters) and declared auth kind. */
+export interface RegisteredRoute {
+  method: string;
+  url: string;
+  auth: string | undefined;
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    /** Every route of the app, in registration order, for whatever must walk them all. */
+    routeCatalog: readonly RegisteredRoute[];
+  }
+}
+
+/** Records every route registered after this call, plugins' included (call it first). */
+export function installRouteCatalog(app: FastifyInstance): void {
+  const routes: RegisteredRoute[] = [];
+  app.decorate('routeCatalog', routes);
+  app.addHook('onRoute', (route: RouteOptions) => {
+    const auth = (route.config as { auth?: string } | undefined)?.auth;
+    for (const method of [route.method].flat()) routes.push({ method, url: route.url, auth });
   });
 }

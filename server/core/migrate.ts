@@ -1,5 +1,5 @@
 import pg from 'pg';
-import type { Db } from './db.js';
+import { connectionStringOf, createDb, type Db } from './db.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -22,9 +22,19 @@ async function exclusively<T>(db: Db, fn: () => Promise<T>): Promise<T> {
 
 /**
  * knex migrate:latest, waiting while another process (a second server starting at the same
- * moment) migrates instead of failing.
+ * moment) migrates instead of failing. With `directUrl` (the database without a pooler in
+ * between) it migrates over a pool of its own there: the lock is a session's, and a pooler in
+ * transaction mode would leave it on a server connection that others then use.
  */
-export async function migrateLatest(db: Db): Promise<string[]> {
+export async function migrateLatest(db: Db, directUrl?: string | null): Promise<string[]> {
+  if (directUrl && directUrl !== connectionStringOf(db)) {
+    const direct = createDb(directUrl, { poolMax: 2, poolMin: 0 });
+    try {
+      return await migrateLatest(direct);
+    } finally {
+      await direct.destroy();
+    }
+  }
   return exclusively(db, async () => {
     for (let attempt = 0; ; attempt++) {
       try {

@@ -1,6 +1,7 @@
 import { EventEmitter } from 'node:events';
 import pg from 'pg';
 import type { Db } from './db.js';
+import type { Services } from './services.js';
 
 /**
  * PostgreSQL LISTEN on one dedicated connection (outside the knex pool, which hands connections to
@@ -10,6 +11,11 @@ import type { Db } from './db.js';
  * Events: 'up' once LISTEN is in place (again), 'down' when the connection is lost (notifications
  * sent meanwhile are lost: a consumer must assume anything changed), 'notification' (channel, payload).
  * A lost connection is re-opened with a backoff until close().
+ *
+ * holdLocks: session advisory locks (`pg_advisory_lock(hashtext(name))`) this connection holds while
+ * it is up, 'up' coming only once they are held, so other processes can tell that this one lives:
+ * PostgreSQL frees them when the session ends, however the process died. A session lock needs a
+ * direct connection (like LISTEN), never one shared through a transaction-mode pooler.
  */
 export class Listener extends EventEmitter {
   private client: pg.Client | null = null;
@@ -21,15 +27,24 @@ export class Listener extends EventEmitter {
   constructor(
     private readonly connection: pg.ClientConfig,
     private readonly channels: readonly string[],
+    private readonly holdLocks: readonly string[] = [],
   ) {
     super();
   }
 
-  /** A listener on the database `db` is connected to. */
-  static forDb(db: Db, channels: readonly string[]): Listener {
-    const config = (db.client as { config: { connection?: unknown } }).config.connection;
-    const connection: pg.ClientConfig = typeof config === 'string' ? { connectionString: config } : { ...(config as pg.ClientConfig) };
-    return new Listener({ ...connection, application_name: 'ticketd-listen' }, channels);
+  /**
+   * A listener on the services' database: on its direct URL when one is configured, since a
+   * pooler in transaction mode would hand the LISTEN session to other clients between statements
+   * (and drop the notifications), else on the pool's own connection settings.
+   */
+  static forServices(services: Services, channels: readonly string[], holdLocks: readonly string[] = []): Listener {
+    const config = (services.db.client as { config: { connection?: unknown } }).config.connection;
+    const connection: pg.ClientConfig = services.directUrl
+      ? { connectionString: services.directUrl }
+      : typeof config === 'string'
+        ? { connectionString: config }
+        : { ...(config as pg.ClientConfig) };
+    return new Listener({ ...connection, application_name: 'ticketd-listen' }, channels, holdLocks);
   }
 
   start(): this {
@@ -60,6 +75,11 @@ export class Listener extends EventEmitter {
     try {
       await client.connect();
       for (const channel of this.channels) await client.query(`LISTEN "${channel.replace(/"/g, '""')}"`);
+      for (const name of this.holdLocks) {
+        // Refused while the server still keeps our previous session (a connection cut it has not noticed yet): retried.
+        const { rows } = await client.query<{ held: boolean }>('SELECT pg_try_advisory_lock(hashtext($1)) AS held', [name]);
+        if (!rows[0]?.held) throw new Error(`advisory lock ${name} is held by another session`);
+      }
     } catch {
       lost();
       return;

@@ -3,7 +3,21 @@ import { SENT_EMAIL_PATTERN } from './text.js';
 
 export const Timestamp = Type.String({ format: 'date-time' });
 export const Nullable = <T extends TSchema>(schema: T) => Type.Union([schema, Type.Null()]);
+/**
+ * The most a free-form JSON value we keep for a client (metadata, settings, custom fields, a JSON
+ * Schema, source data) may take, serialized. Its nesting is bounded for every body at parse time
+ * (core/json-text.ts); `maxJsonBytes` is checked by the validators (core/http.ts).
+ */
+export const MAX_FREE_JSON_BYTES = 65_536;
+const freeJsonLimit = { maxJsonBytes: MAX_FREE_JSON_BYTES };
+
+/** A free-form JSON object (at most MAX_FREE_JSON_BYTES serialized). */
+export const FreeObject = (options: { description?: string } = {}) => Type.Record(Type.String(), Type.Unknown(), { ...freeJsonLimit, ...options });
+/** Any free-form JSON value (at most MAX_FREE_JSON_BYTES serialized). */
+export const FreeJson = (options: { description?: string } = {}) => Type.Unknown({ ...freeJsonLimit, ...options });
+
 export const Metadata = Type.Record(Type.String(), Type.Unknown(), {
+  ...freeJsonLimit,
   maxProperties: 50,
   // Type.Record drops constraints of its key schema; propertyNames is what enforces them.
   propertyNames: { maxLength: 40 },

@@ -14,6 +14,10 @@ export interface ServiceDeps {
   config: Config;
   /** The connection pool. */
   db: Db;
+  /** A pool on a streaming replica (config databaseReadUrl) for the reads core/read-replica.ts routes; default none. */
+  readDb?: Db | null;
+  /** The database without a pooler in between, for LISTEN (config databaseDirectUrl); default: db's own URL. */
+  directUrl?: string | null;
   /** Milliseconds since the epoch; tests may move it. */
   clock?: () => number;
   /** Where services report what callers are not told (a Fastify or CLI logger). */
@@ -47,6 +51,8 @@ export function part<T>(name: string, make: (services: Services) => T, close?: (
 export interface Services {
   readonly config: Config;
   readonly db: Db;
+  readonly readDb: Db | null;
+  readonly directUrl: string | null;
   now(): number;
   readonly log: ServiceLogger;
   readonly storage: Storage;
@@ -67,6 +73,8 @@ export function createServices(deps: ServiceDeps): Services {
   const services: Services = {
     config: deps.config,
     db: deps.db,
+    readDb: deps.readDb ?? null,
+    directUrl: deps.directUrl ?? null,
     now: deps.clock ?? Date.now,
     log,
     get storage() {

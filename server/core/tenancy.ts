@@ -9,6 +9,7 @@
 export const GLOBAL_TABLES: Readonly<Record<string, string>> = {
   accounts: 'the tenants themselves',
   server_secrets: "the server's own keys (signing grants), one set per installation",
+  rate_limit_counters: 'request counts by credential or client address, shared by the API processes; an address belongs to no account',
   knex_migrations: "knex's record of applied migrations",
   knex_migrations_lock: "knex's migration lock",
 };
@@ -18,6 +19,7 @@ export const CROSS_TENANT_INDEXES: Readonly<Record<string, string>> = {
   api_keys_secret_hash_idx: 'authentication learns the account from the key: it finds the key by its hash alone',
   outbox_due_idx: 'the dispatcher claims the due messages of every account',
   outbox_status_idx: 'operators count and list the outbox across accounts (ticketd outbox stats)',
+  outbox_lease_owner_idx: 'the dispatchers find the leases of a dispatcher that is gone, whatever their accounts',
   idempotency_keys_expires_idx: 'the expired-key purge sweeps every account',
   attachments_cleanup_idx: 'the abandoned-upload purge sweeps every account',
 };

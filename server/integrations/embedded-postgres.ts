@@ -21,6 +21,8 @@ export interface EmbeddedOptions {
   /** Extra postgres settings, e.g. fsync=off for throwaway test clusters. */
   settings?: Record<string, string>;
   log?: (line: string) => void;
+  /** Other PostgreSQL (>= 15) programs than the embedded distribution's, e.g. a system install. */
+  binaries?: Binaries;
 }
 
 export interface DatabaseHandle {
@@ -33,7 +35,7 @@ export interface DatabaseHandle {
 const USER = 'postgres';
 const DATABASE = 'ticketd';
 
-interface Binaries {
+export interface Binaries {
   initdb: string;
   pg_ctl: string;
 }
@@ -45,6 +47,14 @@ async function binaries(): Promise<Binaries> {
   } catch {
     throw new Error(`No embedded PostgreSQL for ${os.platform()}-${os.arch()} (${name} is not installed). Set DATABASE_URL to use an external PostgreSQL >= 15.`);
   }
+}
+
+/** The directory of the embedded distribution's programs, or null when it is not installed. */
+export async function embeddedBinDir(): Promise<string | null> {
+  return binaries().then(
+    (bin) => path.dirname(bin.initdb),
+    () => null,
+  );
 }
 
 /** PostgreSQL refuses to run as root: then it runs as the `postgres` user, created if missing. */
@@ -178,6 +188,12 @@ export class EmbeddedPostgres {
     return others.filter(isAlive);
   }
 
+  /** The builtin C.UTF-8 locale (PostgreSQL 17+): no dependence on the host's locales. */
+  private async localeArgs(bin: Binaries, owner: { uid: number; gid: number } | null): Promise<string[]> {
+    const major = Number(/\(PostgreSQL\)\s+(\d+)/.exec(await run(bin.initdb, ['--version'], owner))?.[1]);
+    return major >= 17 ? ['--locale=C', '--locale-provider=builtin', '--builtin-locale=C.UTF-8'] : ['--locale=C'];
+  }
+
   private async initialise(bin: Binaries, owner: { uid: number; gid: number } | null): Promise<void> {
     if (existsSync(path.join(this.clusterDir, 'PG_VERSION'))) return;
     this.log(`initialising embedded PostgreSQL in ${this.clusterDir}`);
@@ -199,9 +215,7 @@ export class EmbeddedPostgres {
           `--pwfile=${pwfile}`,
           '--auth=scram-sha-256',
           '--encoding=UTF8',
-          '--locale=C',
-          '--locale-provider=builtin',
-          '--builtin-locale=C.UTF-8',
+          ...(await this.localeArgs(bin, owner)),
           '--no-instructions',
         ],
         owner,
@@ -244,7 +258,7 @@ export class EmbeddedPostgres {
 
   /** Reach the running cluster, or initialise and start it; this process is then one of its users. */
   async acquire(): Promise<DatabaseHandle> {
-    const bin = await binaries();
+    const bin = this.options.binaries ?? (await binaries());
     const owner = runAs();
     const port = await this.lifecycle(async () => {
       await this.initialise(bin, owner);
@@ -266,6 +280,11 @@ export class EmbeddedPostgres {
       await run(bin.pg_ctl, ['stop', '-D', this.clusterDir, '-m', 'fast', '-w', '-t', '60'], owner).catch(() => undefined);
     });
   }
+}
+
+/** Whether an embedded cluster was initialised under dataDir (opening the database would otherwise create one). */
+export function embeddedClusterExists(dataDir: string): boolean {
+  return existsSync(path.join(dataDir, 'postgres', 'PG_VERSION'));
 }
 
 /** External PostgreSQL when DATABASE_URL is set; otherwise the embedded cluster under dataDir. */

@@ -1,4 +1,5 @@
 import { createHash, randomBytes } from 'node:crypto';
+import { badRequest } from '../core/errors.js';
 import { createReadStream, createWriteStream } from 'node:fs';
 import { mkdir, readdir, rename, stat, unlink } from 'node:fs/promises';
 import path from 'node:path';
@@ -81,7 +82,8 @@ export class LocalDiskStorage implements Storage {
     await mkdir(this.staging, { recursive: true });
     source.off('error', remember);
     if (early) throw early;
-    if (source.destroyed && !source.readableEnded) throw new Error('the source closed before its end');
+    // The source failed before anyone listened (a malformed or cut multipart body): its own error says why.
+    if (source.destroyed && !source.readableEnded) throw source.errored ?? badRequest('The upload ended before all of its bytes arrived', undefined, 'incomplete_upload');
     const temp = path.join(this.staging, `${Date.now()}-${randomBytes(8).toString('hex')}`);
     const hash = createHash('sha256');
     let size = 0;

@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import os from 'node:os';
+import { setTimeout as sleep } from 'node:timers/promises';
 import cron, { type ScheduledTask } from 'node-cron';
 import { systemCtx, withTx, type BaseCtx } from '../core/context.js';
 import type { Services } from '../core/services.js';
@@ -25,8 +26,12 @@ export interface OutboxOptions {
   random?: () => number;
   /** Messages delivered at once by this process. */
   concurrency?: number;
-  /** How long a claim holds; default the longer of 2 × the webhook timeout + 30 s and 3 min (a slow SMTP relay). */
+  /** The most messages of one account delivered at once by this process; default config dispatcherAccountConcurrency. */
+  accountConcurrency?: number;
+  /** How long a claim holds unless renewed; renewed every third of it while the attempt runs. Default 30 s. */
   leaseMs?: number;
+  /** Finished messages older than this many days are purged; default config outboxRetentionDays. */
+  retentionDays?: number;
   webhooks?: WebhookDeliveryOptions;
   /** Handlers by kind, over the default ones (main.ts gives mail its handler with the configured transport). */
   handlers?: Partial<Record<OutboxKind, OutboxHandler>>;
@@ -46,18 +51,46 @@ export interface DeliveryStats {
   released: number;
 }
 
+export interface PeriodicStats {
+  revokedKeys: number;
+  purgedIdempotencyKeys: number;
+  abandonedAttachments: number;
+  removedFiles: number;
+  /** Leased messages of dispatchers that are gone, made due again. */
+  reclaimed: number;
+  /** Finished outbox messages past their retention, deleted. */
+  purgedOutbox: number;
+}
+
+/** The lease of a message this process has claimed and not yet settled or given back. */
+interface Lease {
+  /** When it runs out unless renewed (ms). */
+  until: number;
+  /** A renewal found the message taken over by another dispatcher. */
+  lost: boolean;
+}
+
 const emptyStats = (): DeliveryStats => ({ claimed: 0, success: 0, retrying: 0, failed: 0, dead: 0, lost: 0, released: 0 });
+const DAY_MS = 86_400_000;
+/** A settle that failed (the database away for a moment) is tried again after these pauses, doubling. */
+const SETTLE_RETRY_FIRST_MS = 50;
+const SETTLE_RETRY_MAX_MS = 2_000;
 
 /**
  * The background worker: one node-cron task that never overlaps itself runs the periodic jobs and
  * delivers due outbox messages every few seconds; a LISTEN on the outbox channel starts delivery
  * as soon as a transaction that enqueued something commits.
  *
- * Delivery: claim a batch (leased, FOR UPDATE SKIP LOCKED: any number of dispatcher processes may
- * run), deliver each message outside any transaction with bounded concurrency, then settle it in a
- * short transaction that first checks the lease is still ours. A process that dies leaves leases
- * that expire; the rows are then due again for everyone. Delivery is at least once: a receiver
- * de-duplicates on webhook-id.
+ * Delivery: claim due rows (leased, FOR UPDATE SKIP LOCKED: any number of dispatcher processes may
+ * run), deliver each outside any transaction with bounded concurrency, and at most
+ * accountConcurrency of one account at once (so one account's hanging receivers leave the other
+ * slots to other accounts), then settle each in a short transaction that first checks the claim is
+ * still ours. Leases are short and renewed while their attempt runs. A process that dies is known
+ * to be gone when its owner lock (a session advisory lock on its listener's connection) is free:
+ * the others make its rows due at once (reclaimGone, at start-up and every tick); a lease that is
+ * not renewed runs out anyway. A settle that fails is retried while the lease may still be ours,
+ * so a database blip does not send a delivered message again. Delivery is at least once: a
+ * receiver de-duplicates on webhook-id.
  */
 export class Dispatcher {
   private task: ScheduledTask | null = null;
@@ -65,13 +98,21 @@ export class Dispatcher {
   private listener: Listener | null = null;
   private delivering: Promise<DeliveryStats> | null = null;
   private deliverAgain: Promise<DeliveryStats> | null = null;
+  /** Something changed since the run's last claim (a deliverDue call, a delivery that ended): it claims again. */
+  private claimAgain = false;
+  private wakeRun: (() => void) | null = null;
+  /** Every claim this process holds, by claimed row (one object per claim). */
+  private readonly held = new Map<outbox.Claimed, Lease>();
+  private renewing: Promise<number> | null = null;
   private stopping = false;
   private readonly interrupt = new AbortController();
   private readonly ctx: BaseCtx;
   private readonly now: () => number;
   private readonly random: () => number;
   private readonly concurrency: number;
+  private readonly accountConcurrency: number;
   private readonly leaseMs: number;
+  private readonly retentionDays: number;
   private readonly handlers: Partial<Record<OutboxKind, OutboxHandler>>;
   readonly instanceId: string;
 
@@ -86,22 +127,22 @@ export class Dispatcher {
     this.now = options.now ?? Date.now;
     this.random = options.random ?? Math.random;
     this.concurrency = options.concurrency ?? 16;
-    const webhookOptions = options.webhooks ?? { allowPrivate: false, timeoutMs: 10_000 };
-    // Longer than any one attempt may take, or another dispatcher would start the same message
-    // again: a webhook is cut off at its timeout, an SMTP send (timeouts in integrations/mail.ts:
-    // 30 s to connect, 30 s for the greeting, 60 s idle) can take a couple of minutes.
-    this.leaseMs = options.leaseMs ?? Math.max(2 * webhookOptions.timeoutMs + 30_000, 180_000);
-    this.handlers = { webhook: webhookHandler(webhookOptions), ...options.handlers };
+    this.accountConcurrency = options.accountConcurrency ?? services.config.dispatcherAccountConcurrency;
+    // Short, so a process that stalls or vanishes unnoticed holds its messages briefly; an attempt
+    // that takes longer (an SMTP send may take minutes, see integrations/mail.ts) keeps it renewed.
+    this.leaseMs = options.leaseMs ?? 30_000;
+    this.retentionDays = options.retentionDays ?? services.config.outboxRetentionDays;
+    this.handlers = { webhook: webhookHandler(options.webhooks ?? { allowPrivate: false, timeoutMs: 10_000 }), ...options.handlers };
     this.instanceId = options.instanceId ?? `${os.hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
   }
 
   /** One pass over every job, deliveries included; tests call it directly instead of waiting for the clock. */
-  async tick(): Promise<{ revokedKeys: number; purgedIdempotencyKeys: number; abandonedAttachments: number; removedFiles: number; delivery: DeliveryStats }> {
+  async tick(): Promise<PeriodicStats & { delivery: DeliveryStats }> {
     const jobs = await this.periodicJobs();
     return { ...jobs, delivery: await this.deliverDue() };
   }
 
-  private async periodicJobs(): Promise<{ revokedKeys: number; purgedIdempotencyKeys: number; abandonedAttachments: number; removedFiles: number }> {
+  private async periodicJobs(): Promise<PeriodicStats> {
     const ctx = this.ctx;
     const revokedKeys = await apiKeys.revokeExpired(ctx);
     if (revokedKeys) this.log.info({ revokedKeys }, 'revoked API keys whose grace period ended');
@@ -109,13 +150,23 @@ export class Dispatcher {
     if (purgedIdempotencyKeys) this.log.info({ purgedIdempotencyKeys }, 'purged expired idempotency keys');
     const purged = this.attachmentDeps ? await attachments.purgeAbandoned(ctx, this.attachmentDeps) : { abandoned: 0, files: 0 };
     if (purged.abandoned) this.log.info({ abandonedAttachments: purged.abandoned }, 'removed attachments never linked to a ticket or never uploaded');
-    return { revokedKeys, purgedIdempotencyKeys, abandonedAttachments: purged.abandoned, removedFiles: purged.files };
+    const reclaimed = await this.reclaimGone();
+    // One batch a tick: a large first purge is spread over ticks instead of holding one up.
+    const purgedOutbox = await outbox.purge(ctx, new Date(this.now() - this.retentionDays * DAY_MS), 1);
+    if (purgedOutbox) this.log.info({ purgedOutbox, retentionDays: this.retentionDays }, 'purged finished outbox messages past their retention');
+    return { revokedKeys, purgedIdempotencyKeys, abandonedAttachments: purged.abandoned, removedFiles: purged.files, reclaimed, purgedOutbox };
+  }
+
+  private async reclaimGone(): Promise<number> {
+    const reclaimed = await outbox.reclaimGone(this.ctx, this.instanceId, new Date(this.now()));
+    if (reclaimed) this.log.info({ reclaimed }, 'outbox messages of dispatchers that are gone are due again');
+    return reclaimed;
   }
 
   /**
-   * Delivers every message due now, until none is left. Called while a run is under way, it
-   * resolves after one more run that starts when the current one ends (so a wake-up is never lost
-   * and runs in one process never overlap).
+   * Delivers every message due now, until none is left. Called while a run is under way, it makes
+   * that run claim again at once, and resolves after one more run that starts when the current one
+   * ends (so a wake-up is never lost and runs in one process never overlap).
    */
   deliverDue(): Promise<DeliveryStats> {
     if (!this.delivering) {
@@ -124,6 +175,7 @@ export class Dispatcher {
       });
       return this.delivering;
     }
+    this.nudge();
     this.deliverAgain ??= this.delivering
       .catch(() => undefined)
       .then(() => {
@@ -133,70 +185,148 @@ export class Dispatcher {
     return this.deliverAgain;
   }
 
+  /** Tells the run under way to claim again (a slot freed, or something new may be due). */
+  private nudge(): void {
+    this.claimAgain = true;
+    this.wakeRun?.();
+  }
+
+  /**
+   * Claims as many messages as there are free slots and starts each; when nothing more can be
+   * claimed, waits until a delivery ends or deliverDue is called, and claims again; ends when
+   * nothing is due and nothing is in flight.
+   */
   private async deliverAll(): Promise<DeliveryStats> {
     const stats = emptyStats();
-    const queue: outbox.Claimed[] = [];
-    let exhausted = false;
-    let claiming: Promise<void> | null = null;
-    const next = async (): Promise<outbox.Claimed | null> => {
-      while (!queue.length && !exhausted && !this.stopping) {
-        claiming ??= this.claim(this.concurrency)
-          .then((rows) => {
-            if (!rows.length) exhausted = true;
-            stats.claimed += rows.length;
-            queue.push(...rows);
-          })
-          .finally(() => {
-            claiming = null;
-          });
-        await claiming;
-      }
-      return this.stopping ? null : (queue.shift() ?? null);
-    };
-    const worker = async () => {
-      for (let row = await next(); row; row = await next()) await this.deliverOne(row, stats);
-    };
+    const inFlight = new Set<Promise<void>>();
+    const renewal = setInterval(() => {
+      this.renewLeases().catch((err) => this.log.error({ err }, 'could not renew outbox leases'));
+    }, this.leaseMs / 3);
+    renewal.unref();
     try {
-      await Promise.all(Array.from({ length: this.concurrency }, worker));
+      while (!this.stopping) {
+        this.claimAgain = false;
+        const free = this.concurrency - inFlight.size;
+        const rows = free > 0 ? await this.claim(free) : [];
+        stats.claimed += rows.length;
+        for (const row of rows) {
+          const delivery: Promise<void> = this.deliverOne(row, stats).finally(() => {
+            inFlight.delete(delivery);
+            this.nudge();
+          });
+          inFlight.add(delivery);
+        }
+        if (rows.length) continue;
+        if (!inFlight.size) break;
+        if (!this.claimAgain) {
+          await new Promise<void>((resolve) => {
+            this.wakeRun = resolve;
+          });
+        }
+        this.wakeRun = null;
+      }
     } finally {
-      // Claimed but never started (shutdown): their attempt is given back.
-      if (queue.length) stats.released += await outbox.release(this.ctx, queue.splice(0), false, new Date(this.now()));
+      // A run never ends with deliveries in flight (a claim that failed included).
+      await Promise.all(inFlight);
+      clearInterval(renewal);
     }
     return stats;
   }
 
-  private claim(limit: number): Promise<outbox.Claimed[]> {
+  /**
+   * Up to `limit` due messages, within each account's share. A started dispatcher claims only while
+   * its listener holds its owner lock: without it the others would take its claims for a dead
+   * process's. (One driven by hand, in tests, holds none.)
+   */
+  private async claim(limit: number): Promise<outbox.Claimed[]> {
+    if (this.listener && !this.listener.live) return [];
+    const held = new Map<string, number>();
+    for (const row of this.held.keys()) held.set(row.accountId, (held.get(row.accountId) ?? 0) + 1);
     const now = this.now();
-    return outbox.claim(this.ctx, this.instanceId, new Date(now), new Date(now + this.leaseMs), limit);
+    const leaseUntil = now + this.leaseMs;
+    const rows = await outbox.claim(this.ctx, this.instanceId, new Date(now), new Date(leaseUntil), limit, { perAccount: this.accountConcurrency, held });
+    for (const row of rows) this.held.set(row, { until: leaseUntil, lost: false });
+    return rows;
+  }
+
+  /**
+   * Extends the lease of every message this process holds; the delivery loop calls it every third
+   * of the lease (tests call it directly). A message another dispatcher took over is marked lost
+   * and no longer renewed. Returns how many were renewed.
+   */
+  renewLeases(): Promise<number> {
+    this.renewing ??= this.renew().finally(() => {
+      this.renewing = null;
+    });
+    return this.renewing;
+  }
+
+  private async renew(): Promise<number> {
+    const holding = [...this.held].filter(([, lease]) => !lease.lost);
+    if (!holding.length) return 0;
+    const until = this.now() + this.leaseMs;
+    const renewed = await outbox.renew(
+      this.ctx,
+      holding.map(([row]) => row),
+      new Date(until),
+    );
+    for (const [row, lease] of holding) {
+      if (renewed.has(row.id)) lease.until = until;
+      else lease.lost = true;
+    }
+    return renewed.size;
   }
 
   private async deliverOne(row: outbox.Claimed, stats: DeliveryStats): Promise<void> {
-    const handler = this.handlers[row.kind];
-    let attempt: Attempt;
-    if (!handler) attempt = { outcome: 'retry', error: `this dispatcher has no handler for ${row.kind} messages`, responseCode: null, responseBody: null, notSent: true };
-    else {
-      try {
-        attempt = await handler.deliver(this.ctx, row, this.interrupt.signal, new Date(this.now()));
-      } catch (err) {
-        attempt = { outcome: 'retry', error: `delivery failed: ${(err as Error).message}`, responseCode: null, responseBody: null };
-      }
-    }
     try {
+      const handler = this.handlers[row.kind];
+      let attempt: Attempt;
+      if (!handler) attempt = { outcome: 'retry', error: `this dispatcher has no handler for ${row.kind} messages`, responseCode: null, responseBody: null, notSent: true };
+      else {
+        try {
+          attempt = await handler.deliver(this.ctx, row, this.interrupt.signal, new Date(this.now()));
+        } catch (err) {
+          attempt = { outcome: 'retry', error: `delivery failed: ${(err as Error).message}`, responseCode: null, responseBody: null };
+        }
+      }
       if (attempt.outcome === 'interrupted') {
-        stats.released += await outbox.release(this.ctx, [row], true, new Date(this.now()));
+        // Not given back (the database is away): its lease runs out and it is due again.
+        if (await outbox.release(this.ctx, row, new Date(this.now())).catch(() => false)) stats.released++;
         return;
       }
-      const settlement = this.settlementOf(row, attempt);
-      const settled = await withTx(this.ctx, async (tx) => {
-        if (!(await outbox.settle(tx, row, settlement))) return false;
-        await handler?.settled?.(tx, row, attempt, settlement);
-        return true;
-      });
-      if (settled) stats[settlement.status as 'success' | 'retrying' | 'failed' | 'dead']++;
-      else stats.lost++;
-    } catch (err) {
-      // The lease runs out and the message is delivered again: at least once.
-      this.log.error({ err, outboxId: row.id }, 'could not settle an outbox message');
+      await this.settle(row, handler, attempt, stats);
+    } finally {
+      this.held.delete(row);
+    }
+  }
+
+  /**
+   * Records the attempt; a settle that fails is tried again, with growing pauses, while the lease
+   * may still be ours (kept renewed meanwhile), so a delivered message is not sent again because
+   * the database was away for a moment. Past that, another dispatcher may have claimed it: the
+   * message is delivered again (at least once).
+   */
+  private async settle(row: outbox.Claimed, handler: OutboxHandler | undefined, attempt: Exclude<Attempt, { outcome: 'interrupted' }>, stats: DeliveryStats): Promise<void> {
+    const settlement = this.settlementOf(row, attempt);
+    for (let pause = SETTLE_RETRY_FIRST_MS; ; pause = Math.min(2 * pause, SETTLE_RETRY_MAX_MS)) {
+      try {
+        const settled = await withTx(this.ctx, async (tx) => {
+          if (!(await outbox.settle(tx, row, settlement))) return false;
+          await handler?.settled?.(tx, row, attempt, settlement);
+          return true;
+        });
+        if (settled) stats[settlement.status as 'success' | 'retrying' | 'failed' | 'dead']++;
+        else stats.lost++;
+        return;
+      } catch (err) {
+        const lease = this.held.get(row);
+        if (!lease || lease.lost || this.now() + pause >= lease.until || this.interrupt.signal.aborted) {
+          this.log.error({ err, outboxId: row.id }, 'could not settle an outbox message: it is delivered again once its lease runs out');
+          return;
+        }
+        this.log.info({ outboxId: row.id, error: (err as Error).message, retryInMs: pause }, 'could not settle an outbox message yet: trying again');
+        await sleep(pause, undefined, { signal: this.interrupt.signal }).catch(() => undefined);
+      }
     }
   }
 
@@ -225,10 +355,17 @@ export class Dispatcher {
       },
       { name: 'ticketd-dispatcher', noOverlap: true },
     );
-    // 'up' also after a reconnect: notifications sent while the connection was down are lost.
-    this.listener = Listener.forDb(this.services.db, [outbox.OUTBOX_CHANNEL]).start();
+    // The listening connection also holds this process's owner lock, for as long as it lives.
+    this.listener = Listener.forServices(this.services, [outbox.OUTBOX_CHANNEL], [outbox.ownerLock(this.instanceId)]).start();
     this.listener.on('notification', wake);
-    this.listener.on('up', wake);
+    // 'up' also after a reconnect: notifications sent while the connection was down are lost. At
+    // start-up, the messages of a dispatcher that died are due at once rather than after its lease.
+    this.listener.on('up', () => {
+      if (this.stopping) return;
+      this.reclaimGone()
+        .catch((err) => this.log.error({ err }, 'could not reclaim the outbox messages of dispatchers that are gone'))
+        .finally(wake);
+    });
   }
 
   /**
@@ -237,16 +374,18 @@ export class Dispatcher {
    */
   async stop(drainMs = 5_000): Promise<void> {
     this.stopping = true;
+    this.wakeRun?.();
     await this.task?.stop();
     await this.task?.destroy();
     this.task = null;
-    await this.listener?.close();
-    this.listener = null;
     const cutOff = setTimeout(() => this.interrupt.abort(), drainMs);
     try {
       await Promise.all([this.delivering, this.deliverAgain, this.running].map((p) => p?.catch(() => undefined)));
     } finally {
       clearTimeout(cutOff);
+      // Closed last: its connection holds the owner lock, and the messages still held are ours until settled.
+      await this.listener?.close();
+      this.listener = null;
       for (const handler of Object.values(this.handlers)) await handler.close?.();
     }
   }

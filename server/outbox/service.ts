@@ -141,23 +141,98 @@ export interface Claimed {
   leaseOwner: string;
 }
 
+/** How many messages of each account the claiming dispatcher may hold at once, and holds now. */
+export interface AccountShare {
+  /** The most messages of one account one dispatcher holds (claimed and not yet settled). */
+  perAccount: number;
+  /** Messages it holds now, by account id. */
+  held: ReadonlyMap<string, number>;
+}
+
+/** Due rows looked at per claimed row: room to pass over the rows of accounts that are at their share. */
+const CANDIDATES_PER_ROW = 4;
+
 /**
- * Claims up to `limit` due messages for `owner` until `leaseUntil`: one UPDATE over a
- * FOR UPDATE SKIP LOCKED subquery, so concurrent dispatchers never claim the same row. A row is
- * due when available_at has passed: new, retry time reached, or an earlier lease expired.
+ * Claims up to `limit` due messages for `owner` until `leaseUntil`, in one statement. A row is due
+ * when available_at has passed: new, retry time reached, an earlier lease expired or its owner is
+ * gone (reclaimGone). Concurrent dispatchers never claim the same row: the candidates are locked
+ * FOR UPDATE SKIP LOCKED. Fair across accounts: the candidates skip the accounts at `share`
+ * already, an account gets at most the rest of its share, and the least busy accounts come first
+ * (rank within the account plus what it holds), so one account's slow receivers never hold every
+ * delivery slot and a busy account does not starve a quiet one.
  */
-export async function claim(ctx: BaseCtx, owner: string, now: Date, leaseUntil: Date, limit: number): Promise<Claimed[]> {
+export async function claim(ctx: BaseCtx, owner: string, now: Date, leaseUntil: Date, limit: number, share?: AccountShare): Promise<Claimed[]> {
+  const perAccount = share?.perAccount ?? limit;
+  const held = JSON.stringify(Object.fromEntries(share?.held ?? []));
   const result = (await ctx.db.raw(
     `
+    with held as (select key as account_id, value::int as n from jsonb_each_text(?::jsonb)),
+    candidates as (
+      select c.account_id, c.livemode, c.id, c.available_at from outbox c
+      where c.status in ('pending', 'retrying') and c.available_at <= ? and c.account_id not in (select account_id from held where n >= ?)
+      order by c.available_at, c.id limit ? for update skip locked),
+    picked as (
+      select account_id, livemode, id from (
+        select c.*, coalesce(h.n, 0) + row_number() over (partition by c.account_id order by c.available_at, c.id) as nth
+        from candidates c left join held h using (account_id)) ranked
+      where nth <= ?
+      order by nth, available_at, id limit ?)
     update outbox o set lease_owner = ?, lease_expires_at = ?, available_at = ?, attempts = o.attempts + 1
-    where o.id in (
-      select id from outbox where status in ('pending', 'retrying') and available_at <= ?
-      order by available_at, id limit ? for update skip locked)
+    from picked p where ${sameTenant('o', 'p')} and o.id = p.id
     returning o.id, o.account_id as "accountId", o.livemode, o.brand_id as "brandId", o.kind, o.event, o.webhook_id as "webhookId",
       o.payload::text as body, o.attempts, o.lease_owner as "leaseOwner"`,
-    [owner, leaseUntil, leaseUntil, now, limit],
+    [held, now, perAccount, limit * CANDIDATES_PER_ROW, perAccount, limit, owner, leaseUntil, leaseUntil],
   )) as { rows: Claimed[] };
   return result.rows;
+}
+
+/** The row of a claim: primary key, and the claim it must still be (same owner, same attempt). */
+const claimOf = (row: Claimed) => ({ accountId: row.accountId, id: row.id, leaseOwner: row.leaseOwner, attempts: row.attempts });
+
+/**
+ * Extends the leases of rows still held by their owner (same owner, same attempt, not settled) to
+ * `leaseUntil`, in one statement. Returns the ids renewed: a row missing was taken over by another
+ * dispatcher (its lease had run out) or settled meanwhile.
+ */
+export async function renew(ctx: BaseCtx, rows: readonly Claimed[], leaseUntil: Date): Promise<Set<string>> {
+  if (!rows.length) return new Set();
+  const claims = JSON.stringify(rows.map((r) => ({ account_id: r.accountId, livemode: r.livemode, id: r.id, lease_owner: r.leaseOwner, attempts: r.attempts })));
+  const result = (await ctx.db.raw(
+    `
+    update outbox o set lease_expires_at = ?, available_at = ?
+    from jsonb_to_recordset(?::jsonb) as r(account_id text, livemode boolean, id text, lease_owner text, attempts int)
+    where ${sameTenant('o', 'r')} and o.id = r.id and o.lease_owner = r.lease_owner and o.attempts = r.attempts and o.status in ('pending', 'retrying')
+    returning o.id`,
+    [leaseUntil, leaseUntil, claims],
+  )) as { rows: { id: string }[] };
+  return new Set(result.rows.map((r) => r.id));
+}
+
+const OWNER_LOCK_PREFIX = 'ticketd:dispatcher:';
+
+/** The name of the session advisory lock every dispatcher holds while it lives (on its listener: see core/notify.ts). */
+export const ownerLock = (owner: string) => `${OWNER_LOCK_PREFIX}${owner}`;
+
+/**
+ * Makes the leased rows of every owner that is gone due now, so they need not wait for their lease
+ * to run out (a killed process). An owner is gone when its advisory lock (ownerLock, held on its
+ * LISTEN connection while it lives) is free: PostgreSQL frees it when that session ends. The lock
+ * is tried per owner for this transaction only, so the check works through a transaction-mode
+ * pooler too. lease_owner stays: were the owner alive after all (only its lock connection lost),
+ * its settle still counts until another dispatcher claims the row. `self` is never gone.
+ */
+export async function reclaimGone(ctx: BaseCtx, self: string, now: Date): Promise<number> {
+  const result = (await ctx.db.raw(
+    `
+    with owners as (
+      select distinct lease_owner as owner from outbox
+      where lease_owner is not null and lease_owner <> ? and status in ('pending', 'retrying') and available_at > ?),
+    gone as (select owner from owners where pg_try_advisory_xact_lock(hashtext(? || owner)))
+    update outbox o set available_at = ?, lease_expires_at = ?
+    from gone where o.lease_owner = gone.owner and o.status in ('pending', 'retrying') and o.available_at > ?`,
+    [self, now, OWNER_LOCK_PREFIX, now, now, now],
+  )) as { rowCount: number | null };
+  return result.rowCount ?? 0;
 }
 
 export interface Settlement {
@@ -178,7 +253,7 @@ export async function settle(tx: BaseCtx, row: Claimed, s: Settlement): Promise<
   assertInTransaction(tx, row.event);
   const n = await tx
     .db('outbox')
-    .where({ id: row.id, leaseOwner: row.leaseOwner, attempts: row.attempts })
+    .where(claimOf(row))
     .update({
       status: s.status,
       availableAt: s.availableAt ?? s.attemptedAt,
@@ -194,18 +269,11 @@ export async function settle(tx: BaseCtx, row: Claimed, s: Settlement): Promise<
 }
 
 /**
- * Gives claimed rows back (shutdown), due at `now`. Rows never started get their attempt back;
- * rows cut off mid-request keep it (the receiver may have seen them: delivery is at least once).
+ * Gives a claimed row back (shutdown cut its attempt off), due at `now`. It keeps its attempt: the
+ * receiver may have seen it (delivery is at least once). Returns whether the claim still held.
  */
-export async function release(ctx: BaseCtx, rows: readonly Claimed[], attempted: boolean, now: Date): Promise<number> {
-  let released = 0;
-  for (const row of rows) {
-    released += await ctx
-      .db('outbox')
-      .where({ id: row.id, leaseOwner: row.leaseOwner, attempts: row.attempts })
-      .update({ leaseOwner: null, leaseExpiresAt: null, availableAt: now, attempts: attempted ? row.attempts : row.attempts - 1 });
-  }
-  return released;
+export async function release(ctx: BaseCtx, row: Claimed, now: Date): Promise<boolean> {
+  return (await ctx.db('outbox').where(claimOf(row)).update({ leaseOwner: null, leaseExpiresAt: null, availableAt: now })) === 1;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -323,15 +391,15 @@ export async function retry(ctx: BaseCtx, id: string): Promise<OperatorView> {
 
 const PURGE_BATCH = 5_000;
 
-/** Deletes finished messages (success, failed, dead) created before `before`, in batches. */
-export async function purge(ctx: BaseCtx, before: Date): Promise<number> {
+/** Deletes finished messages (success, failed, dead) created before `before`, in batches (at most maxBatches). */
+export async function purge(ctx: BaseCtx, before: Date, maxBatches = Infinity): Promise<number> {
   let total = 0;
-  for (;;) {
+  for (let batch = 1; ; batch++) {
     const n = await ctx
       .db('outbox')
-      .whereIn('id', ctx.db('outbox').whereIn('status', ['success', 'failed', 'dead']).where('createdAt', '<', before).limit(PURGE_BATCH).select('id'))
+      .whereIn(['accountId', 'id'], ctx.db('outbox').whereIn('status', ['success', 'failed', 'dead']).where('createdAt', '<', before).limit(PURGE_BATCH).select('accountId', 'id'))
       .delete();
     total += n;
-    if (n < PURGE_BATCH) return total;
+    if (n < PURGE_BATCH || batch >= maxBatches) return total;
   }
 }

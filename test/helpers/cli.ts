@@ -49,10 +49,10 @@ export interface Server {
   stderr(): string;
 }
 
-/** `ticketd start --json --port 0` with only `env` (plus PATH and HOME), kept running; the caller stops it. */
-export function startServer(env: Record<string, string>): Server {
+/** `ticketd start --json --port 0 [args]` with only `env` (plus PATH and HOME), kept running; the caller stops it. */
+export function startServer(env: Record<string, string>, args: string[] = []): Server {
   // `env -u NODE_OPTIONS`: see runCli.
-  const child = spawn('env', ['-u', 'NODE_OPTIONS', process.execPath, BIN, 'start', '--json', '--port', '0'], {
+  const child = spawn('env', ['-u', 'NODE_OPTIONS', process.execPath, BIN, 'start', '--json', '--port', '0', ...args], {
     cwd: emptyDir,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', TICKETD_LOG_LEVEL: 'silent', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -81,4 +81,19 @@ export function startServer(env: Record<string, string>): Server {
     stderr += d;
   });
   return { child, ready, exited, stderr: () => stderr };
+}
+
+/**
+ * The status `request` answers once a change made through another process has reached the one it
+ * asks: a NOTIFY, delivered at commit, in practice before the next request; the retries only
+ * absorb a loaded machine. 5 s is far below the 30 s the API-key cache would otherwise keep an entry.
+ */
+export async function statusAfterNotify(request: () => Promise<{ status: number }>, expected: number): Promise<number> {
+  const until = Date.now() + 5_000;
+  let status = (await request()).status;
+  while (status !== expected && Date.now() < until) {
+    await new Promise((r) => setTimeout(r, 20));
+    status = (await request()).status;
+  }
+  return status;
 }

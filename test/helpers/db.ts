@@ -19,7 +19,12 @@ export function urlFor(database: string): string {
 }
 
 export async function adminQuery(sql: string, params: unknown[] = []): Promise<pg.QueryResult> {
-  const client = new pg.Client({ connectionString: adminUrl() });
+  return queryAt(adminUrl(), sql, params);
+}
+
+/** One statement on its own connection to `url` (without parameters, pg sends it by the simple protocol). */
+export async function queryAt(url: string, sql: string, params: unknown[] = []): Promise<pg.QueryResult> {
+  const client = new pg.Client({ connectionString: url });
   await client.connect();
   try {
     return await client.query(sql, params);

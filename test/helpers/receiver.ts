@@ -16,6 +16,8 @@ export interface Answer {
   body?: string;
   /** Answer only after this long (the slow receiver). */
   delayMs?: number;
+  /** Answer only once this settles (a receiver that hangs until the test lets it go). */
+  until?: Promise<unknown>;
 }
 
 /** A loopback HTTP receiver that records every request and answers as `answer` says (default 200). */
@@ -38,7 +40,8 @@ export async function receiver(
         res.writeHead(a.status ?? 200, a.headers ?? {});
         res.end(a.body ?? 'ok');
       };
-      if (a.delayMs) setTimeout(reply, a.delayMs).unref();
+      if (a.until) void a.until.then(reply, reply);
+      else if (a.delayMs) setTimeout(reply, a.delayMs).unref();
       else reply();
     });
   });

@@ -256,6 +256,30 @@ t.test('scope: a key limited to one brand sees only it and cannot make account-w
   t.equal((await b.live('GET', `/v1/brands/${foreign}`)).status, 200, "the other account's brand is untouched");
 });
 
+t.test('list: a key limited to brands sees only the keys that reach no further than it does', async (t) => {
+  const a = await signup(app);
+  const one = await newBrand(a.live, 'One');
+  const two = await newBrand(a.live, 'Two');
+  const made = async (name: string, body: object) => (await a.live('POST', KEYS, { name, ...body })).body as KeyView;
+  const oneOnly = await made('One desk', { brandIds: [one] });
+  const oneToo = await made('One bot', { brandIds: [one] });
+  const both = await made('Both desks', { brandIds: [one, two] });
+  const twoOnly = await made('Two desk', { brandIds: [two] });
+  const wide = await made('Everything', {});
+  const ids = async (key: string) => (await listKeys(client(app, key))).map((k) => k.id).sort();
+
+  t.same(await ids(oneOnly.key!), [oneOnly.id, oneToo.id].sort(), 'limited to one brand: itself and the keys limited to that brand');
+  const seen = await client(app, oneOnly.key!)('GET', KEYS);
+  t.notOk(JSON.stringify(seen.body).includes(two), 'never the id of a brand outside its scope');
+  t.same(await ids(both.key!), [oneOnly.id, oneToo.id, both.id, twoOnly.id].sort(), 'limited to two brands: every key limited to them, none wider');
+  t.same(await ids(twoOnly.key!), [twoOnly.id]);
+  const all = await ids(wide.key!);
+  t.ok(
+    [oneOnly.id, oneToo.id, both.id, twoOnly.id, wide.id, await keyIdOf(a.live, a.liveKey)].every((id) => all.includes(id)),
+    'a key for all brands sees every key',
+  );
+});
+
 t.test('create with brandIds limits the new key; ws_ ids are accepted as br_ ids', async (t) => {
   const a = await signup(app);
   const one = await newBrand(a.live, 'Alpha');

@@ -297,6 +297,58 @@ t.test('pending attachments: uploaded before the ticket, linked by attachmentIds
   assertErrorShape(t, await owner.live('POST', `${base}/tickets`, { title: 'x', attachmentIds: [testMode.body.id] }), 400, 'invalid_attachments');
 });
 
+t.test("commentId: a live comment of the attachment's own ticket, else 400 invalid_comment and nothing stored", async (t) => {
+  const { owner, brand, base } = await setup();
+  const ticket = await makeTicket(owner.live, base);
+  const comment = (await owner.live('POST', `${base}/tickets/${ticket.id}/comments`, { body: 'Here is the file' })).body;
+  const declare = (commentId: string | null, url = `${base}/tickets/${ticket.id}/attachments`) =>
+    owner.live('POST', url, { filename: 'a.txt', contentType: 'text/plain', size: 3, commentId });
+
+  const ok = await declare(comment.id);
+  t.equal(ok.status, 201);
+  t.equal(ok.body.attachment.commentId, comment.id, 'a comment of this ticket is stored');
+  t.equal((await declare(null)).status, 201, 'no comment is fine');
+
+  const stranger = await setup();
+  const theirTicket = await makeTicket(stranger.owner.live, stranger.base);
+  const theirs = (await stranger.owner.live('POST', `${stranger.base}/tickets/${theirTicket.id}/comments`, { body: 'Not yours' })).body;
+  const testBase = `/v1/brands/${(await makeBrand(owner.test)).id}`;
+  const testTicket = await makeTicket(owner.test, testBase);
+  const testComment = (await owner.test('POST', `${testBase}/tickets/${testTicket.id}/comments`, { body: 'Test mode' })).body;
+  const sibling = await makeTicket(owner.live, base, { title: 'Sibling' });
+  const siblings = (await owner.live('POST', `${base}/tickets/${sibling.id}/comments`, { body: 'On the sibling' })).body;
+  const elsewhere = await makeBrand(owner.live, 'Elsewhere');
+  const elsewhereTicket = await makeTicket(owner.live, `/v1/brands/${elsewhere.id}`);
+  const elsewhereComment = (await owner.live('POST', `/v1/brands/${elsewhere.id}/tickets/${elsewhereTicket.id}/comments`, { body: 'Other brand' })).body;
+  const gone = (await owner.live('POST', `${base}/tickets/${ticket.id}/comments`, { body: 'Deleted' })).body;
+  t.equal((await owner.live('DELETE', `${base}/comments/${gone.id}`)).status, 200);
+
+  const before = (await owner.live('GET', `${base}/tickets/${ticket.id}/attachments`)).body.length;
+  const refused: [string, string][] = [
+    ["another account's comment", theirs.id],
+    ["the other mode's comment", testComment.id],
+    ['a random id', 'cmt_01jzzzzzzzzzzzzzzzzzzzzzzz'],
+    ["another ticket's comment", siblings.id],
+    ["another brand's comment", elsewhereComment.id],
+    ['a deleted comment', gone.id],
+  ];
+  for (const [label, commentId] of refused) {
+    const res = await declare(commentId);
+    assertErrorShape(t, res, 400, 'invalid_comment');
+    t.same(
+      res.body.errors?.map((e: { field: string }) => e.field),
+      ['commentId'],
+      `${label}: names commentId`,
+    );
+  }
+  t.equal((await owner.live('GET', `${base}/tickets/${ticket.id}/attachments`)).body.length, before, 'none of them was stored');
+  t.equal(Number((await db('attachments').where({ commentId: theirs.id }).count({ n: '*' }))[0]!.n), 0, "no row points at another account's comment");
+
+  const pending = await declare(comment.id, `/v1/brands/${brand.id}/attachments/pending`);
+  assertErrorShape(t, pending, 400, 'invalid_comment');
+  t.match(pending.body.message, /before the attachment is on a ticket/, 'a pending attachment names no comment');
+});
+
 t.test('POST /attachments/urls: fresh download URLs, null for what is not downloadable here', async (t) => {
   const { owner, base } = await setup();
   const ticket = await makeTicket(owner.live, base);

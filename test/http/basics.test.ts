@@ -1,8 +1,8 @@
-import net from 'node:net';
 import t from 'tap';
 import { buildApp } from '../../server/app.js';
 import { createDb } from '../../server/core/db.js';
 import { assertErrorShape, client, signup, testApp, testConfig } from '../helpers/app.js';
+import { cuttableProxy } from '../helpers/proxy.js';
 
 const { app, url } = await testApp(t, { TICKETD_BODY_LIMIT_BYTES: '2048', TICKETD_CORS_ORIGINS: 'https://app.example.com' });
 const owner = await signup(app);
@@ -103,28 +103,9 @@ t.test('health: live and ready answer 200 while the database is up', async (t) =
 });
 
 t.test('ready fails with 503 while the database is unreachable, and recovers by itself', async (t) => {
-  // A TCP proxy in front of PostgreSQL that the test can cut and restore.
-  const target = new URL(url);
-  let up = true;
-  const sockets = new Set<net.Socket>();
-  const proxy = net.createServer((socket) => {
-    if (!up) return socket.destroy();
-    const upstream = net.connect(Number(target.port || 5432), target.hostname);
-    sockets.add(socket).add(upstream);
-    socket.pipe(upstream).pipe(socket);
-    const drop = () => {
-      socket.destroy();
-      upstream.destroy();
-    };
-    socket.on('error', drop).on('close', drop);
-    upstream.on('error', drop).on('close', drop);
-  });
-  await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r));
-  t.teardown(() => new Promise<void>((r) => proxy.close(() => r())));
-  const proxied = new URL(url);
-  proxied.host = `127.0.0.1:${(proxy.address() as net.AddressInfo).port}`;
-  const db = createDb(proxied.toString(), { poolMax: 2, poolMin: 0, acquireTimeoutMs: 1500 });
-  const config = testConfig({ DATABASE_URL: proxied.toString() });
+  const proxy = await cuttableProxy(t, url);
+  const db = createDb(proxy.url, { poolMax: 2, poolMin: 0, acquireTimeoutMs: 1500 });
+  const config = testConfig({ DATABASE_URL: proxy.url });
   const viaProxy = await buildApp({ config, db });
   t.teardown(async () => {
     await viaProxy.close();
@@ -133,13 +114,12 @@ t.test('ready fails with 503 while the database is unreachable, and recovers by 
   const call = client(viaProxy);
 
   t.equal((await call('GET', '/v1/health/ready')).status, 200, 'ready through the proxy');
-  up = false;
-  for (const s of sockets) s.destroy();
+  proxy.cut();
   const down = await call('GET', '/v1/health/ready');
   assertErrorShape(t, down, 503, 'database_unavailable');
   t.equal((await call('GET', '/v1/health/live')).status, 200, 'liveness does not depend on the database');
   t.equal((await call('GET', '/v1/health')).body.checks.database, 'unavailable');
-  up = true;
+  proxy.restore();
   let recovered = 0;
   for (let i = 0; i < 20 && recovered !== 200; i++) recovered = (await call('GET', '/v1/health/ready')).status;
   t.equal(recovered, 200, 'ready again without a restart');

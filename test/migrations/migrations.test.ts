@@ -6,6 +6,7 @@ import type { Db } from '../../server/core/db.js';
 import { newId } from '../../server/core/ids.js';
 import { migrateLatest, migrationStatus, rollback } from '../../server/core/migrate.js';
 import { distRoot } from '../../server/core/paths.js';
+import { makeBrand, makeTicket, mustCreate, signup, testApp } from '../helpers/app.js';
 import { freshDatabase } from '../helpers/db.js';
 
 const DOMAIN_TABLES = ['accounts', 'api_keys', 'brands', 'field_definitions', 'members', 'statuses'];
@@ -160,4 +161,38 @@ t.test("20261122000400: existing brands get the system statuses; rows cannot poi
   await db.migrate.down();
   t.notOk(await db.schema.hasTable('statuses'), 'down drops statuses');
   t.notOk(await db.schema.hasTable('field_definitions'), 'down drops field_definitions');
+});
+
+t.test('20261124003700: an attachment names a comment of its own ticket, or none; links stored before are cleared if they point elsewhere', async (t) => {
+  const { app, db } = await testApp(t);
+  const owner = await signup(app);
+  const base = `/v1/brands/${(await makeBrand(owner.live)).id}`;
+  const ticket = await makeTicket(owner.live, base);
+  const sibling = await makeTicket(owner.live, base);
+  const comment = await mustCreate(owner.live, `${base}/tickets/${ticket.id}/comments`, { body: 'With a file' });
+  const siblings = await mustCreate(owner.live, `${base}/tickets/${sibling.id}/comments`, { body: 'Elsewhere' });
+  const declare = async (url: string, commentId: string | null = null) =>
+    (await mustCreate(owner.live, url, { filename: 'a.txt', contentType: 'text/plain', size: 3, commentId })).attachment.id as string;
+  const kept = await declare(`${base}/tickets/${ticket.id}/attachments`, comment.id);
+  const crossTicket = await declare(`${base}/tickets/${ticket.id}/attachments`);
+  const nowhere = await declare(`${base}/tickets/${ticket.id}/attachments`);
+  const pending = await declare(`${base}/attachments/pending`);
+
+  const name = migrationFiles.find((f) => f.startsWith('20261124003700'))!;
+  await db.migrate.down({ name });
+  await db('attachments').where({ id: crossTicket }).update({ commentId: siblings.id });
+  await db('attachments').where({ id: nowhere }).update({ commentId: 'cmt_nowhere' });
+  await db('attachments').where({ id: pending }).update({ commentId: comment.id });
+  await db.migrate.up({ name });
+  const commentOf = async (id: string) => (await db('attachments').where({ id }).first()).commentId;
+  t.equal(await commentOf(kept), comment.id, 'a comment of its own ticket is kept');
+  for (const id of [crossTicket, nowhere, pending]) t.equal(await commentOf(id), null, 'a link to another ticket, to nothing, or from a pending attachment is cleared');
+
+  const set = (id: string, commentId: string) => pgCode(db.transaction(async (trx) => trx('attachments').where({ id }).update({ commentId })));
+  t.match(await set(crossTicket, siblings.id), { code: '23503', constraint: 'attachments_comment_fk' }, "another ticket's comment is refused at commit");
+  t.match(await set(pending, comment.id), { code: '23514' }, 'a pending attachment names no comment');
+
+  const merged = await owner.live('POST', `${base}/tickets/${sibling.id}/merge`, { sourceTicketIds: [ticket.id] });
+  t.equal(merged.status, 200, 'a merge moves comments and their attachments together');
+  t.match(await db('attachments').where({ id: kept }).first(), { ticketId: sibling.id, commentId: comment.id });
 });

@@ -2,6 +2,7 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
 import { Webhook as StandardWebhook } from 'standardwebhooks';
 import t, { type Test } from 'tap';
 import { systemCtx, tenantCtx, withTx, type TenantCtx } from '../../server/core/context.js';
+import { Listener } from '../../server/core/notify.js';
 import * as comments from '../../server/domains/comments/service.js';
 import * as ticketActions from '../../server/flows/ticket-actions.js';
 import * as webhooks from '../../server/domains/webhooks/service.js';
@@ -9,8 +10,9 @@ import { MAX_ATTEMPTS, scheduledDelayMs } from '../../server/outbox/backoff.js';
 import { Dispatcher, type OutboxOptions } from '../../server/outbox/dispatcher.js';
 import * as events from '../../server/outbox/events.js';
 import * as outbox from '../../server/outbox/service.js';
-import { freshDatabase } from '../helpers/db.js';
+import { adminQuery, freshDatabase } from '../helpers/db.js';
 import { receiver, type Answer, type Received } from '../helpers/receiver.js';
+import { until } from '../helpers/wait.js';
 import { createBrand } from '../../server/flows/brands.js';
 import { createAccount } from '../../server/flows/accounts.js';
 import { servicesOf } from '../helpers/app.js';
@@ -18,7 +20,7 @@ import { updateTicket } from '../../server/flows/ticket-update.js';
 import { createTicket } from '../../server/flows/ticket-create.js';
 import { createComment } from '../../server/flows/comment-create.js';
 
-const { db } = await freshDatabase(t);
+const { db, name } = await freshDatabase(t);
 const quietLog = { info: () => undefined, error: () => undefined };
 const LOOPBACK = { allowPrivate: true };
 
@@ -74,14 +76,6 @@ async function enqueue(ctx: TenantCtx, brandId: string, n: number, name = 'ticke
 t.afterEach(async () => {
   await db('outbox').whereIn('status', ['pending', 'retrying']).delete();
 });
-
-async function until(what: string, cond: () => boolean | Promise<boolean>, ms = 10_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await cond())) {
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 
 t.test('enqueue refuses to run outside a transaction', async (t) => {
   const { ctx, brandId } = await setup();
@@ -316,6 +310,178 @@ t.test('a dispatcher that claimed a batch and died loses nothing: its leases exp
     'a late settle by the old owner changes nothing',
   );
   t.equal((await rowsOf(webhook.id))[0].status, 'success');
+});
+
+/** A promise the test resolves when it wants a hanging receiver to answer. */
+function gate(): { opened: Promise<void>; open(): void } {
+  let open = () => undefined as void;
+  const opened = new Promise<void>((resolve) => {
+    open = resolve;
+  });
+  return { opened, open };
+}
+
+t.test('leases are 30 s and renewed while the attempt runs; a renewal fails once another dispatcher took the message', async (t) => {
+  const hanging = gate();
+  const { ctx, brandId, hook, webhook } = await withHook(t, ['ticket.created'], () => ({ until: hanging.opened }));
+  await enqueue(ctx, brandId, 1);
+  const time = clock();
+  const slow = dispatcher(t, { now: time.now, webhooks: { allowPrivate: true, timeoutMs: 120_000 } });
+  const run = slow.deliverDue();
+  await until('the request', () => hook.received.length === 1);
+  const leaseEnd = async () => new Date((await rowsOf(webhook.id))[0].leaseExpiresAt).getTime();
+  t.equal((await leaseEnd()) - time.now(), 30_000, 'a 30-second lease');
+  time.advance(20_000);
+  t.equal(await slow.renewLeases(), 1, 'renewed while the receiver takes its time');
+  t.equal(await leaseEnd(), time.now() + 30_000);
+  time.advance(20_000);
+  t.match(await dispatcher(t, { now: time.now }).deliverDue(), { claimed: 0 }, 'past the first lease, the message is still not due for anyone else');
+  hanging.open();
+  t.match(await run, { claimed: 1, success: 1, lost: 0 });
+  t.equal(hook.received.length, 1, 'sent once');
+
+  const stalled = gate();
+  hook.setAnswer(() => ({ until: stalled.opened }));
+  await enqueue(ctx, brandId, 1);
+  const stuck = dispatcher(t, { now: time.now, webhooks: { allowPrivate: true, timeoutMs: 120_000 } });
+  const stuckRun = stuck.deliverDue();
+  await until('the second request', () => hook.received.length === 2);
+  time.advance(30_001); // the process stalled past its lease without renewing
+  const taken = await outbox.claim(systemCtx(servicesOf(db)), 'another-dispatcher', new Date(time.now()), new Date(time.now() + 30_000), 10);
+  t.equal(taken.length, 1, 'another dispatcher claimed the expired lease');
+  t.equal(await stuck.renewLeases(), 0, 'the renewal is refused: the lease is no longer ours');
+  t.equal((await rowsOf(webhook.id))[1].leaseOwner, 'another-dispatcher');
+  stalled.open();
+  t.match(await stuckRun, { claimed: 1, success: 0, lost: 1 }, 'and its settle changes nothing');
+});
+
+t.test('the messages of a dispatcher that is gone are due at once; those of one alive (its owner lock held) wait', async (t) => {
+  const gone = await withHook(t);
+  const alive = await withHook(t);
+  await enqueue(gone.ctx, gone.brandId, 3);
+  const time = clock();
+  const leaseNow = () => [new Date(time.now()), new Date(time.now() + 30_000)] as const;
+  t.equal((await outbox.claim(systemCtx(servicesOf(db)), 'killed-dispatcher', ...leaseNow(), 10)).length, 3, 'claimed by a process that then died');
+  // A live dispatcher holds its owner lock on its listening connection.
+  const lock = Listener.forServices(servicesOf(db), [], [outbox.ownerLock('live-dispatcher')]);
+  const up = new Promise((resolve) => lock.once('up', resolve));
+  lock.start();
+  t.teardown(() => lock.close());
+  await up;
+  await enqueue(alive.ctx, alive.brandId, 2);
+  t.equal((await outbox.claim(systemCtx(servicesOf(db)), 'live-dispatcher', ...leaseNow(), 10)).length, 2, 'claimed by a process that lives');
+
+  const survivor = dispatcher(t, { now: time.now });
+  const tick = await survivor.tick();
+  t.equal(tick.reclaimed, 3, "the dead process's messages are due again without waiting for their leases");
+  t.match(tick.delivery, { claimed: 3, success: 3 });
+  t.equal(gone.hook.received.length, 3);
+  t.same(
+    (await rowsOf(alive.webhook.id)).map((r) => [r.status, r.leaseOwner]),
+    [
+      ['pending', 'live-dispatcher'],
+      ['pending', 'live-dispatcher'],
+    ],
+    "the live process's claims are left alone",
+  );
+
+  await lock.close(); // that process dies too: PostgreSQL frees its lock with its session
+  await until('its messages', async () => (await survivor.tick()).reclaimed === 2);
+  t.equal(alive.hook.received.length, 2);
+});
+
+t.test('start(): a dispatcher that starts after another died delivers its messages at once, not after their leases', async (t) => {
+  const { ctx, brandId, hook } = await withHook(t);
+  await enqueue(ctx, brandId, 2);
+  const claimed = await outbox.claim(systemCtx(servicesOf(db)), 'killed-dispatcher', new Date(), new Date(Date.now() + 30_000), 10);
+  t.equal(claimed.length, 2);
+  dispatcher(t).start();
+  await until('the deliveries', () => hook.received.length === 2);
+  t.same(hook.received.map((r) => r.headers['webhook-id']).sort(), claimed.map((r) => r.id).sort());
+});
+
+t.test('a settle that fails while the database is away is retried when it returns: the message is not sent again', async (t) => {
+  const hanging = gate();
+  const { ctx, brandId, hook, webhook } = await withHook(t, ['ticket.created'], () => ({ until: hanging.opened }));
+  await enqueue(ctx, brandId, 1);
+  const lines: string[] = [];
+  const log = { info: (_: object, m: string) => lines.push(m), error: (_: object, m: string) => lines.push(m) };
+  const time = clock();
+  const d = new Dispatcher(servicesOf(db), log, null, { now: time.now, webhooks: { allowPrivate: true, timeoutMs: 120_000 } });
+  t.teardown(() => d.stop());
+  const run = d.deliverDue();
+  await until('the request', () => hook.received.length === 1);
+  // The database goes away while the receiver is answering.
+  const allowConnections = (allow: boolean) => adminQuery(`ALTER DATABASE "${name}" ALLOW_CONNECTIONS ${allow}`);
+  t.teardown(() => allowConnections(true));
+  await allowConnections(false);
+  await adminQuery('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1', [name]);
+  hanging.open();
+  await until('a failed settle', () => lines.some((m) => m.startsWith('could not settle')));
+  await allowConnections(true);
+  t.match(await run, { claimed: 1, success: 1, lost: 0 }, 'settled once the database answered again');
+  t.match((await rowsOf(webhook.id))[0], { status: 'success', attempts: 1, leaseOwner: null });
+  time.advance(10 * 60_000);
+  t.match(await d.deliverDue(), { claimed: 0 }, 'nothing left to send');
+  t.equal(hook.received.length, 1, 'the receiver got it once');
+});
+
+t.test("fairness: one account's hanging receiver holds only its share of the slots; another account's events flow meanwhile", async (t) => {
+  const hanging = gate();
+  const slow = await withHook(t, ['ticket.created'], () => ({ until: hanging.opened }));
+  const fast = await withHook(t);
+  await enqueue(slow.ctx, slow.brandId, 10); // first in line
+  await enqueue(fast.ctx, fast.brandId, 5);
+  const d = dispatcher(t, { concurrency: 4, accountConcurrency: 2, webhooks: { allowPrivate: true, timeoutMs: 120_000 } });
+  const run = d.deliverDue();
+  await until("the other account's events", () => fast.hook.received.length === 5);
+  t.equal(slow.hook.received.length, 2, 'the hanging receiver has two requests open, no more');
+  hanging.open();
+  t.match(await run, { claimed: 15, success: 15 }, 'the rest follow once it answers');
+  t.equal(slow.hook.received.length, 10);
+});
+
+t.test('the claim skips accounts at their share and serves the least busy account first', async (t) => {
+  const a = await withHook(t);
+  const b = await withHook(t);
+  await enqueue(a.ctx, a.brandId, 6);
+  await enqueue(b.ctx, b.brandId, 3);
+  const ctx = systemCtx(servicesOf(db));
+  const time = clock();
+  const claim = (limit: number, held: [string, number][]) =>
+    outbox.claim(ctx, 'fair', new Date(time.now()), new Date(time.now() + 30_000), limit, { perAccount: 2, held: new Map(held) });
+  const accountOf = (rows: outbox.Claimed[]) => rows.map((r) => (r.accountId === a.ctx.accountId ? 'a' : 'b'));
+  t.same(accountOf(await claim(10, [[a.ctx.accountId, 1]])), ['b', 'a', 'b'], 'a holds one already: one more of a, two of b, b first');
+  t.same(accountOf(await claim(10, [[a.ctx.accountId, 2]])), ['b'], 'a at its share gets none');
+  t.same(accountOf(await claim(10, [])), ['a', 'a'], 'an account holding nothing gets its whole share');
+});
+
+t.test('finished messages past the retention are purged by the periodic jobs; pending ones and recent ones stay', async (t) => {
+  const { ctx, brandId, webhook } = await withHook(t);
+  await enqueue(ctx, brandId, 5);
+  const rows = await rowsOf(webhook.id);
+  const time = clock();
+  const day = 86_400_000;
+  const setRow = (i: number, status: string, ageDays: number, availableInDays = 0) =>
+    db('outbox')
+      .where({ id: rows[i].id })
+      .update({ status, createdAt: new Date(time.now() - ageDays * day), availableAt: new Date(time.now() + availableInDays * day) });
+  await setRow(0, 'success', 31);
+  await setRow(1, 'failed', 31);
+  await setRow(2, 'dead', 31);
+  await setRow(3, 'retrying', 31, 1); // still to deliver, however old
+  await setRow(4, 'success', 29);
+  const tick = await dispatcher(t, { now: time.now }).tick();
+  t.equal(tick.purgedOutbox, 3, 'the default retention is 30 days');
+  t.same(
+    (await rowsOf(webhook.id)).map((r) => r.id),
+    [rows[3].id, rows[4].id],
+  );
+  t.equal((await dispatcher(t, { now: time.now, retentionDays: 7 }).tick()).purgedOutbox, 1, 'a shorter retention');
+  t.same(
+    (await rowsOf(webhook.id)).map((r) => r.status),
+    ['retrying'],
+  );
 });
 
 t.test('retries follow the schedule on 5xx; a success resets the failure count', async (t) => {

@@ -68,3 +68,41 @@ t.test('public base URL: configured, or built from host and port', async (t) => 
   t.equal(publicBaseUrl(loadConfig({ env: { TICKETD_HOST: '0.0.0.0', PORT: '8080' }, cwd: dir })), 'http://localhost:8080');
   t.equal(publicBaseUrl(loadConfig({ env: {}, cwd: dir }), 4321), 'http://127.0.0.1:4321');
 });
+
+t.test("the dispatcher's per-account share and the outbox retention: defaults, environment, bounds", async (t) => {
+  const defaults = loadConfig({ env: {}, cwd: dir });
+  t.equal(defaults.dispatcherAccountConcurrency, 8);
+  t.equal(defaults.outboxRetentionDays, 30);
+  const set = loadConfig({ env: { TICKETD_DISPATCHER_ACCOUNT_CONCURRENCY: '3', TICKETD_OUTBOX_RETENTION_DAYS: '90' }, cwd: dir });
+  t.equal(set.dispatcherAccountConcurrency, 3);
+  t.equal(set.outboxRetentionDays, 90);
+  const err = t.throws(() => loadConfig({ env: { TICKETD_DISPATCHER_ACCOUNT_CONCURRENCY: '0', TICKETD_OUTBOX_RETENTION_DAYS: '0' }, cwd: dir })) as ConfigError;
+  t.match(err.problems.join('\n'), /dispatcherAccountConcurrency \(TICKETD_DISPATCHER_ACCOUNT_CONCURRENCY\): must be >= 1/);
+  t.match(err.problems.join('\n'), /outboxRetentionDays \(TICKETD_OUTBOX_RETENTION_DAYS\): must be >= 1/);
+});
+
+t.test('rate limits: defaults, set from the environment, and checked', async (t) => {
+  const defaults = loadConfig({ env: {}, cwd: dir });
+  t.same(
+    [defaults.rateLimitWindowSeconds, defaults.rateLimitPerApiKey, defaults.rateLimitPerIp, defaults.rateLimitSyncMs],
+    [60, 6000, 600, 250],
+    'a minute; 6,000 per key, 600 per address; synced every 250 ms',
+  );
+  const set = loadConfig({
+    env: { TICKETD_RATE_LIMIT_WINDOW_SECONDS: '10', TICKETD_RATE_LIMIT_PER_API_KEY: '0', TICKETD_RATE_LIMIT_PER_IP: '50', TICKETD_RATE_LIMIT_SYNC_MS: '1000' },
+    cwd: dir,
+  });
+  t.same([set.rateLimitWindowSeconds, set.rateLimitPerApiKey, set.rateLimitPerIp, set.rateLimitSyncMs], [10, 0, 50, 1000]);
+  const err = t.throws(() =>
+    loadConfig({
+      env: { TICKETD_RATE_LIMIT_WINDOW_SECONDS: '0', TICKETD_RATE_LIMIT_PER_API_KEY: '-1', TICKETD_RATE_LIMIT_PER_IP: 'many', TICKETD_RATE_LIMIT_SYNC_MS: '5' },
+      cwd: dir,
+    }),
+  ) as ConfigError;
+  t.same(err.problems.map((p) => p.split(':')[0]).sort(), [
+    'rateLimitPerApiKey (TICKETD_RATE_LIMIT_PER_API_KEY)',
+    'rateLimitPerIp (TICKETD_RATE_LIMIT_PER_IP)',
+    'rateLimitSyncMs (TICKETD_RATE_LIMIT_SYNC_MS)',
+    'rateLimitWindowSeconds (TICKETD_RATE_LIMIT_WINDOW_SECONDS)',
+  ]);
+});

@@ -9,11 +9,7 @@ export async function accountRoutes(app: FastifyInstance, opts: { config: Config
   app.post<{ Body: CreateAccountInput }>(
     '/v1/accounts',
     {
-      config: {
-        auth: 'none',
-        permission: 'accounts:create',
-        rateLimit: { max: opts.config.signupRateLimitPerHour, timeWindow: '1 hour' },
-      },
+      config: { auth: 'none', permission: 'accounts:create', rateLimit: 'signup' },
       schema: {
         tags: ['Accounts'],
         summary: 'Create an account with its owner and first live and test API keys (secrets shown once)',

@@ -106,10 +106,15 @@ async function requireActive(ctx: TenantCtx, keyId: string): Promise<ApiKey> {
   return row;
 }
 
-/** Active keys of this account and mode, newest first. Revoked and expired keys are left out. */
+/**
+ * Active keys of this account and mode, newest first. Revoked and expired keys are left out. A key
+ * limited to some brands sees only the keys that reach no further than it does (limited to brands
+ * among its own): never a wider key, nor the brands it cannot see.
+ */
 export async function list(ctx: TenantCtx): Promise<ApiKeyView[]> {
-  const rows = await activeKeys(ctx).orderBy('id', 'desc');
-  return rows.map(toView);
+  const q = activeKeys(ctx).orderBy('id', 'desc');
+  if (!ctx.brandScope.allBrands) q.where('allBrands', false).whereRaw('brand_ids <@ ?::text[]', [[...ctx.brandScope.brandIds]]);
+  return (await q).map(toView);
 }
 
 export async function updateScope(ctx: TenantCtx, keyId: string, input: UpdateScopeInput): Promise<ApiKeyView> {
@@ -310,7 +315,7 @@ const keyAuth = part(
 /** Starts the cache authenticate() answers from; it closes with the services. */
 export function startKeyCache(services: Services, ttlMs = CACHE_TTL_MS): ApiKeyCache {
   const state = services.get(keyAuth);
-  state.cache ??= new ApiKeyCache(Listener.forDb(services.db, [KEYS_CHANNEL]).start(), ttlMs);
+  state.cache ??= new ApiKeyCache(Listener.forServices(services, [KEYS_CHANNEL]).start(), ttlMs);
   return state.cache;
 }
 

@@ -123,6 +123,26 @@ async function requireTicket(ctx: TenantCtx, brandId: string, ticketId: string):
   if (!found.rows.length) throw notFound('Ticket');
 }
 
+/**
+ * The comment an attachment names: a live comment of the attachment's own ticket (same account,
+ * mode and brand), else 400 invalid_comment, as for any other id in a body. A pending attachment
+ * has no ticket yet, so it names no comment.
+ */
+async function requireCommentOnTicket(ctx: TenantCtx, brandId: string, ticketId: string | null, commentId: string): Promise<void> {
+  const found = ticketId
+    ? ((await ctx.db.raw(`select 1 from comments where ? and brand_id = ? and ticket_id = ? and id = ? and deleted_at is null`, [
+        tenantScope(ctx, 'comments'),
+        brandId,
+        ticketId,
+        commentId,
+      ])) as { rows: unknown[] })
+    : { rows: [] };
+  if (!found.rows.length) {
+    const reason = ticketId ? 'is not a live comment of this ticket' : 'cannot be given before the attachment is on a ticket';
+    throw badRequest(`commentId ${commentId} ${reason}`, [{ field: 'commentId', message: reason }], 'invalid_comment');
+  }
+}
+
 async function bumpCount(ctx: TenantCtx, brandId: string, ticketId: string, by: number): Promise<void> {
   await ctx.db.raw(`update tickets set attachment_count = attachment_count + ? where ? and brand_id = ? and id = ?`, [by, tenantScope(ctx, 'tickets'), brandId, ticketId]);
 }
@@ -162,6 +182,7 @@ export async function createUpload(ctx: TenantCtx, io: AttachmentIo, brandId: st
   if (input.size > io.maxBytes) throw tooLarge(io.maxBytes);
   const brand = await requireBrand(ctx, brandId);
   if (ticketId) await requireTicket(ctx, brand.id, ticketId);
+  if (input.commentId) await requireCommentOnTicket(ctx, brand.id, ticketId, input.commentId);
   const row = (await Attachment.query(ctx.db)
     .insert({
       id: newId(ID_PREFIX.attachment),

@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { Type } from 'typebox';
+import { onReplica } from '../../core/read-replica.js';
 import { BrandParams } from '../../core/schemas.js';
 import { AuditLogListQuery, AuditLogOut, AuditLogPage, TicketLogParams, type AuditLogListInput } from './schemas.js';
 import * as audit from './service.js';
@@ -22,7 +23,7 @@ export async function auditRoutes(app: FastifyInstance): Promise<void> {
         response: { 200: AuditLogPage },
       },
     },
-    async (req) => audit.list(req.ctx, req.params.brandId, req.query),
+    async (req) => onReplica(req.ctx, (ctx) => audit.list(ctx, req.params.brandId, req.query)),
   );
 
   app.get<{ Params: { brandId: string; ticketId: string } }>(
@@ -36,6 +37,6 @@ export async function auditRoutes(app: FastifyInstance): Promise<void> {
         response: { 200: Type.Array(AuditLogOut) },
       },
     },
-    async (req) => ticketHistory(req.ctx, req.params.brandId, req.params.ticketId),
+    async (req) => onReplica(req.ctx, (ctx) => ticketHistory(ctx, req.params.brandId, req.params.ticketId)),
   );
 }

@@ -1,5 +1,5 @@
 import { Type, type Static } from 'typebox';
-import { HttpUrl, Metadata, Nullable, PATTERNS, Timestamp } from '../../core/schemas.js';
+import { FreeObject, HttpUrl, Metadata, Nullable, PATTERNS, Timestamp } from '../../core/schemas.js';
 
 export const SLUG_PATTERN = '^[a-z0-9]+(?:-[a-z0-9]+)*$';
 const Slug = Type.String({ minLength: 1, maxLength: 64, pattern: SLUG_PATTERN, description: 'Lower-case letters, digits and single hyphens; unique per account' });
@@ -7,7 +7,7 @@ const TicketPrefix = Type.String({ minLength: 1, maxLength: 10, pattern: '^[A-Za
 const TicketNumberStart = Type.Integer({ minimum: 1, maximum: 1_000_000_000 });
 const Email = Type.String({ format: 'email', maxLength: 320 });
 const Origin = Type.String({ maxLength: 255, pattern: PATTERNS.origin, description: 'An origin such as https://app.example.com (no path, no trailing slash)' });
-const TicketSchema = Nullable(Type.Record(Type.String(), Type.Unknown(), { description: 'A JSON Schema that ticket customFields must satisfy' }));
+const TicketSchema = Nullable(FreeObject({ description: 'A JSON Schema that ticket customFields must satisfy' }));
 /** Up to ten years of hours; the column is a 4-byte integer. */
 const SlaHours = Type.Number({ minimum: 0, maximum: 87_600 });
 const SlaByPriority = Type.Object(
@@ -31,7 +31,7 @@ const editable = {
   ticketPrefix: TicketPrefix,
   url: Nullable(HttpUrl),
   iconUrl: Nullable(HttpUrl),
-  settings: Type.Record(Type.String(), Type.Unknown()),
+  settings: FreeObject(),
   metadata: Metadata,
   ticketSchema: TicketSchema,
   inboundEmailEnabled: Type.Boolean(),

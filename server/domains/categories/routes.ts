@@ -13,6 +13,7 @@ import {
   type UpdateCategoryInput,
 } from './schemas.js';
 import * as categories from './service.js';
+import { onReplica } from '../../core/read-replica.js';
 
 type BrandRoute<B = undefined> = { Params: { brandId: string }; Body: B };
 type CategoryRoute<B = undefined> = { Params: { brandId: string; categoryId: string }; Body: B };
@@ -48,7 +49,7 @@ export async function categoryRoutes(app: FastifyInstance): Promise<void> {
       config: read,
       schema: { tags, summary: 'Ticket count per category: { [categoryId]: { ticketCount } }', params: BrandParams, response: { 200: CategoryStats } },
     },
-    async (req) => categories.stats(req.ctx, req.params.brandId),
+    async (req) => onReplica(req.ctx, (ctx) => categories.stats(ctx, req.params.brandId)),
   );
 
   app.post<BrandRoute<ReorderCategoriesInput>>(

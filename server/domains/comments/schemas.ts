@@ -1,5 +1,5 @@
 import { Type, type Static } from 'typebox';
-import { BrandParams, EmailAddress, Nullable, PATTERNS, Timestamp } from '../../core/schemas.js';
+import { BrandParams, EmailAddress, FreeObject, MAX_FREE_JSON_BYTES, Nullable, PATTERNS, Timestamp } from '../../core/schemas.js';
 import { Link, SOURCES } from '../tickets/schemas.js';
 
 export const AUTHOR_TYPES = ['CUSTOMER', 'AGENT', 'SYSTEM'] as const;
@@ -8,10 +8,11 @@ export const MAX_CC = 50;
 
 const AuthorType = Type.Union(AUTHOR_TYPES.map((a) => Type.Literal(a)));
 const Source = Type.Union(SOURCES.map((s) => Type.Literal(s)));
-const AnyObject = Type.Record(Type.String(), Type.Unknown());
+const AnyObject = FreeObject();
 const Email = EmailAddress('Stored trimmed and lower-cased');
 const Body = Type.String({ minLength: 1, maxLength: MAX_COMMENT_BODY_LENGTH, pattern: PATTERNS.notBlank, description: 'Markdown or plain text (not blank), stored as sent' });
 const CommentMetadata = Type.Record(Type.String(), Type.Unknown(), {
+  maxJsonBytes: MAX_FREE_JSON_BYTES,
   maxProperties: 50, // the limits of core's Metadata
   propertyNames: { maxLength: 40 },
   description:

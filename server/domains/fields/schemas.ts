@@ -1,5 +1,5 @@
 import { Type, type Static } from 'typebox';
-import { Nullable, Timestamp } from '../../core/schemas.js';
+import { FreeJson, FreeObject, Nullable, Timestamp } from '../../core/schemas.js';
 
 export const FIELD_TYPES = ['text', 'number', 'boolean', 'date', 'select', 'multiselect', 'url', 'array', 'object'] as const;
 export type FieldType = (typeof FIELD_TYPES)[number];
@@ -60,7 +60,7 @@ const editable = {
   label: Type.String({ minLength: 1, maxLength: 200 }),
   type: FieldTypeSchema,
   required: Type.Boolean(),
-  defaultValue: Type.Unknown({ description: 'Must itself be a valid value of the field; null for none' }),
+  defaultValue: FreeJson({ description: 'Must itself be a valid value of the field; null for none' }),
   description: Nullable(Type.String({ maxLength: 1000 })),
   placeholder: Nullable(Type.String({ maxLength: 200 })),
   options: Nullable(Options),
@@ -86,7 +86,7 @@ export const ReorderFieldsBody = Type.Object(
   { additionalProperties: false },
 );
 
-const JsonSchemaObject = Type.Record(Type.String(), Type.Unknown(), { description: 'A JSON Schema' });
+const JsonSchemaObject = FreeObject({ description: 'A JSON Schema' });
 
 export const TicketSchemaOut = Type.Object(
   {

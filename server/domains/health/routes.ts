@@ -28,7 +28,8 @@ async function databaseAnswers(db: Db): Promise<boolean> {
 
 export async function healthRoutes(app: FastifyInstance, opts: HealthOptions): Promise<void> {
   const tags = ['Health'];
-  const config = { auth: 'none', permission: 'health:read' } as const;
+  // Never limited: an orchestrator that got 429 from a probe would restart a healthy process.
+  const config = { auth: 'none', permission: 'health:read', rateLimit: false } as const;
   const started = Date.now();
 
   app.get(

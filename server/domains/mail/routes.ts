@@ -32,7 +32,8 @@ export async function inboundMailRoutes(app: FastifyInstance, opts: InboundMailO
   app.post<{ Body: unknown }>(
     '/v1/inbound/email',
     {
-      config: { auth: 'none', permission: 'inbound_email:write' },
+      // Not limited by address: one mail provider posts everything, and a refused message waits for its retry.
+      config: { auth: 'none', permission: 'inbound_email:write', rateLimit: false },
       bodyLimit: opts.config.inboundMaxBytes,
       onRequest: checkSecret,
       schema: {

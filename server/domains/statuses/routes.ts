@@ -13,6 +13,7 @@ import {
   type UpdateStatusInput,
 } from './schemas.js';
 import * as statuses from './service.js';
+import { onReplica } from '../../core/read-replica.js';
 
 type InBrand<B = undefined> = { Params: { brandId: string }; Body: B };
 type InStatus<B = undefined> = { Params: { brandId: string; statusId: string }; Body: B };
@@ -48,7 +49,7 @@ export async function statusRoutes(app: FastifyInstance): Promise<void> {
       config: read,
       schema: { tags, summary: 'Statuses with their ticket counts', params: BrandParams, response: { 200: Type.Array(StatusWithCount) } },
     },
-    async (req) => statuses.stats(req.ctx, req.params.brandId),
+    async (req) => onReplica(req.ctx, (ctx) => statuses.stats(ctx, req.params.brandId)),
   );
 
   app.post<InBrand<ReorderStatusesInput>>(

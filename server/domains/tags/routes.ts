@@ -16,6 +16,7 @@ import {
   type UpdateTagInput,
 } from './schemas.js';
 import * as tagService from './service.js';
+import { onReplica } from '../../core/read-replica.js';
 
 type BrandRoute<B = undefined> = { Params: { brandId: string }; Body: B };
 type TagRoute<B = undefined> = { Params: { brandId: string; tagId: string }; Body: B };
@@ -51,7 +52,7 @@ export async function tagRoutes(app: FastifyInstance): Promise<void> {
       config: read,
       schema: { tags, summary: 'Ticket count per tag: { [tagId]: { ticketCount } }', params: BrandParams, response: { 200: TagStats } },
     },
-    async (req) => tagService.stats(req.ctx, req.params.brandId),
+    async (req) => onReplica(req.ctx, (ctx) => tagService.stats(ctx, req.params.brandId)),
   );
 
   app.post<BrandRoute<MergeInput>>(

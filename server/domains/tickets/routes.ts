@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify';
+import { onReplica } from '../../core/read-replica.js';
 import { BrandParams } from '../../core/schemas.js';
 import {
   CreateTicketBody,
@@ -60,7 +61,7 @@ export async function ticketRoutes(app: FastifyInstance): Promise<void> {
         response: { 200: TicketPage },
       },
     },
-    async (req) => tickets.list(req.ctx, req.params.brandId, req.query),
+    async (req) => onReplica(req.ctx, (ctx) => tickets.list(ctx, req.params.brandId, req.query)),
   );
 
   app.patch<{ Params: { brandId: string; ticketId: string }; Body: UpdateTicketInput }>(

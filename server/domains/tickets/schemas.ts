@@ -1,6 +1,6 @@
 import { Type, type Static } from 'typebox';
 import { PageOf, PageQuery } from '../../core/pagination.js';
-import { BrandParams, EmailAddress, Metadata, Nullable, PATTERNS, Timestamp } from '../../core/schemas.js';
+import { BrandParams, EmailAddress, FreeObject, Metadata, Nullable, PATTERNS, Timestamp } from '../../core/schemas.js';
 import { WatcherInput } from '../watchers/schemas.js';
 
 export const PRIORITIES = ['low', 'normal', 'medium', 'high', 'urgent'] as const;
@@ -23,7 +23,7 @@ export const Link = Type.Object(
   },
   { additionalProperties: false },
 );
-const AnyObject = Type.Record(Type.String(), Type.Unknown());
+const AnyObject = FreeObject();
 export const CLOSE_REASONS = ['no_response', 'out_of_scope', 'customer_left', 'duplicate'] as const;
 export const CloseReason = Type.Union(
   CLOSE_REASONS.map((r) => Type.Literal(r)),
@@ -87,7 +87,9 @@ export const CreateTicketBody = Type.Object(
     categoryId: Type.Optional(Nullable(Id)),
     tags: Type.Optional(Type.Array(Type.String({ minLength: 1, maxLength: 100 }), { maxItems: 50, description: 'Tag ids (tag_…) or names; unknown names create tags' })),
     links: Type.Optional(Type.Array(Link, { maxItems: 50 })),
-    customFields: Type.Optional(Type.Unknown({ description: 'Any JSON (at most 64 KB serialized, depth 10); validated when the brand has a ticket schema' })),
+    customFields: Type.Optional(
+      Type.Unknown({ description: 'Any JSON (at most 64 KB serialized, depth 10: 400 custom_fields_too_large); validated when the brand has a ticket schema' }),
+    ),
     metadata: Type.Optional(Metadata),
     source: Type.Optional(Source),
     sourceId: Type.Optional(Nullable(Type.String({ maxLength: 500 }))),

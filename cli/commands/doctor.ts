@@ -1,0 +1,173 @@
+import type { Command } from 'commander';
+import { ConfigError, loadConfig, type Config } from '../../server/core/config.js';
+import { databaseClock, diskSpace, type DatabaseClock } from '../../server/core/diagnostics.js';
+import { migrationStatus } from '../../server/core/migrate.js';
+import { embeddedClusterExists } from '../../server/integrations/embedded-postgres.js';
+import * as outbox from '../../server/outbox/service.js';
+import { adminCtx } from '../context.js';
+import { withServices } from '../database.js';
+import { emit, ReportedFailure } from '../io.js';
+import type { GlobalOptions } from '../globals.js';
+import type { Services } from '../../server/core/services.js';
+
+type Status = 'ok' | 'warn' | 'fail' | 'skip';
+
+interface Check {
+  name: string;
+  status: Status;
+  message: string;
+  details?: Record<string, unknown>;
+}
+
+/** A message older than this while a dispatcher should be running means none is. */
+const OUTBOX_AGE_WARN_SECONDS = 300;
+/** Leases, retry times and signed URLs mix both clocks: seconds apart already shift them. */
+const CLOCK_WARN_MS = 2_000;
+const CLOCK_FAIL_MS = 60_000;
+const MiB = 1024 * 1024;
+const DISK_FAIL_BYTES = 100 * MiB;
+const DISK_WARN_BYTES = 1024 * MiB;
+const DISK_WARN_SHARE = 0.1;
+
+const DATABASE_CHECKS = ['database', 'migrations', 'clock', 'outbox', 'deadDeliveries'] as const;
+
+function bytes(n: number): string {
+  return n >= 1024 * MiB ? `${(n / (1024 * MiB)).toFixed(1)} GiB` : `${Math.round(n / MiB)} MiB`;
+}
+
+const isLoopback = (host: string) => host === 'localhost' || host === '::1' || host.startsWith('127.');
+
+function checkConfig(configFile: string | undefined): { check: Check; config: Config | null } {
+  let config: Config;
+  try {
+    config = loadConfig({ configFile });
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    return { check: { name: 'config', status: 'fail', message: err.problems.join('; '), details: { problems: err.problems } }, config: null };
+  }
+  if (!isLoopback(config.host) && !config.publicUrl) {
+    const message = `listening on ${config.host} without publicUrl: links in mail and attachment URLs will name localhost; set TICKETD_PUBLIC_URL`;
+    return { check: { name: 'config', status: 'warn', message }, config };
+  }
+  return { check: { name: 'config', status: 'ok', message: 'valid' }, config };
+}
+
+async function checkDisk(config: Config): Promise<Check> {
+  const disk = await diskSpace(config.dataDir);
+  const share = disk.totalBytes ? disk.freeBytes / disk.totalBytes : 0;
+  const where = `${bytes(disk.freeBytes)} free of ${bytes(disk.totalBytes)} (${Math.round(share * 100)}%) at ${disk.path}`;
+  const details = { ...disk };
+  if (!disk.writable) return { name: 'disk', status: 'fail', message: `${where}, which this user cannot write to`, details };
+  if (disk.freeBytes < DISK_FAIL_BYTES) return { name: 'disk', status: 'fail', message: `${where}: attachments and the database need room`, details };
+  if (disk.freeBytes < DISK_WARN_BYTES || share < DISK_WARN_SHARE) return { name: 'disk', status: 'warn', message: `${where}: running low`, details };
+  return { name: 'disk', status: 'ok', message: where, details };
+}
+
+function checkClock(clock: DatabaseClock): Check {
+  const skew = Math.abs(clock.skewMs);
+  const status: Status = skew > CLOCK_FAIL_MS ? 'fail' : skew > CLOCK_WARN_MS ? 'warn' : 'ok';
+  const message = `PostgreSQL's clock is ${skew} ms ${clock.skewMs >= 0 ? 'ahead of' : 'behind'} this host's (±${Math.ceil(clock.roundTripMs / 2)} ms)${status === 'ok' ? '' : ': synchronise both clocks (NTP)'}`;
+  return { name: 'clock', status, message, details: { skewMs: clock.skewMs, roundTripMs: clock.roundTripMs } };
+}
+
+function describeDatabase(config: Config): string {
+  if (!config.databaseUrl) return `embedded, under ${config.dataDir}`;
+  const url = new URL(config.databaseUrl);
+  return `external, ${url.host}${url.pathname}`;
+}
+
+const failed =
+  (name: string) =>
+  (err: Error): Check => ({ name, status: 'fail', message: err.message });
+
+async function migrationsCheck(services: Services): Promise<Check> {
+  const { completed, pending } = await migrationStatus(services.db);
+  const details = { applied: completed.length, pending };
+  if (!pending.length) return { name: 'migrations', status: 'ok', message: `${completed.length} applied, none pending`, details };
+  const message = `${pending.length} pending (${pending.join(', ')}): run \`ticketd db migrate\` (\`ticketd start\` migrates too)`;
+  return { name: 'migrations', status: 'fail', message, details };
+}
+
+async function outboxChecks(services: Services): Promise<Check[]> {
+  const stats = await outbox.stats(adminCtx(services));
+  const count = (statuses: string[]) => stats.counts.filter((c) => statuses.includes(c.status)).reduce((sum, c) => sum + c.count, 0);
+  const backlog = count(['pending', 'retrying']);
+  const age = stats.oldestPendingAgeSeconds;
+  const stuck = age !== null && age > OUTBOX_AGE_WARN_SECONDS;
+  const dead = count(['dead']);
+  return [
+    {
+      name: 'outbox',
+      status: stuck ? 'warn' : 'ok',
+      message: backlog ? `${backlog} to deliver, the oldest ${age} s old${stuck ? ': is a dispatcher running?' : ''}` : 'nothing waiting',
+      details: { backlog, oldestPendingAgeSeconds: age },
+    },
+    {
+      name: 'deadDeliveries',
+      status: dead ? 'warn' : 'ok',
+      message: dead ? `${dead} ran out of attempts: \`ticketd outbox list --status dead\`, then \`ticketd outbox retry ID\`` : 'none',
+      details: { dead },
+    },
+  ];
+}
+
+/** The checks that need the database; those it could not get to are skipped. */
+async function databaseChecks(config: Config): Promise<Check[]> {
+  const checks: Check[] = [];
+  const where = describeDatabase(config);
+  if (!config.databaseUrl && !embeddedClusterExists(config.dataDir)) {
+    checks.push({ name: 'database', status: 'fail', message: `no embedded database under ${config.dataDir} yet: run \`ticketd init\` or \`ticketd start\`` });
+  } else {
+    // Only opening the database and the first query may throw here: every later check reports its own failure.
+    await withServices(config, async (services) => {
+      const clock = await databaseClock(services.db);
+      checks.push({
+        name: 'database',
+        status: 'ok',
+        message: `PostgreSQL ${clock.serverVersion} (${where})`,
+        details: { serverVersion: clock.serverVersion, embedded: !config.databaseUrl },
+      });
+      const migrations = await migrationsCheck(services).catch(failed('migrations'));
+      checks.push(migrations, checkClock(clock));
+      if (migrations.status === 'ok') checks.push(...(await outboxChecks(services).catch((err: Error) => [failed('outbox')(err), failed('deadDeliveries')(err)])));
+    }).catch((err: Error) => {
+      if (!checks.length) checks.push({ name: 'database', status: 'fail', message: `unreachable (${where}): ${err.message}` });
+    });
+  }
+  const why = checks[0]!.status === 'fail' ? 'the database is not reachable' : 'migrations are not in order';
+  const skipped = DATABASE_CHECKS.filter((name) => !checks.some((c) => c.name === name));
+  return [...checks, ...skipped.map((name): Check => ({ name, status: 'skip', message: `not checked: ${why}` }))];
+}
+
+function overall(checks: Check[]): Status {
+  if (checks.some((c) => c.status === 'fail')) return 'fail';
+  return checks.some((c) => c.status === 'warn') ? 'warn' : 'ok';
+}
+
+export function registerDoctor(program: Command, globals: () => GlobalOptions): void {
+  program
+    .command('doctor')
+    .description('check this installation: config, database reachable and migrated, clock, outbox backlog, dead deliveries, disk space')
+    .option('--json', 'JSON output: { status, checks: [{ name, status, message, details }] }')
+    .addHelpText(
+      'after',
+      `
+Each check is ok, warn, fail or skip (not run because one it depends on failed).
+Exit code: 1 when a check fails, 0 otherwise (warnings alone exit 0). Changes nothing; an embedded
+database that is not running is started for the duration of the checks. See docs/operations.md.`,
+    )
+    .action(async (opts: { json?: boolean }) => {
+      const { check, config } = checkConfig(globals().config);
+      const checks = [check];
+      if (config) checks.push(...(await databaseChecks(config)), await checkDisk(config));
+      else checks.push(...[...DATABASE_CHECKS, 'disk'].map((name): Check => ({ name, status: 'skip', message: 'not checked: the configuration is invalid' })));
+      const status = overall(checks);
+      emit(Boolean(opts.json), { status, checks }, () => {
+        const failed = checks.filter((c) => c.status === 'fail').length;
+        const warned = checks.filter((c) => c.status === 'warn').length;
+        const width = Math.max(...checks.map((c) => c.name.length));
+        return [...checks.map((c) => `${c.status.padEnd(5)} ${c.name.padEnd(width)}  ${c.message}`), status === 'ok' ? 'all checks passed' : `${failed} failed, ${warned} warned`];
+      });
+      if (status === 'fail') throw new ReportedFailure();
+    });
+}

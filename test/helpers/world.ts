@@ -1,0 +1,269 @@
+import type { FastifyInstance } from 'fastify';
+import { client, makeBrand, mustCreate, signup, type Reply, type Signup } from './app.js';
+
+/**
+ * One account with one of every kind of object, and what it takes to call every route on them:
+ * for each path parameter the id to put there (`params`), for each write route a request that
+ * would succeed (`requests`), and the query a route cannot go without (`queries`). The isolation
+ * sweep and the fuzz walk every route through these tables; a route they cannot fill fails them.
+ *
+ * Routes are named `METHOD /v1/brands/{brandId}/…` (see routeKey): the `/v1/workspaces` twin of a
+ * route and Fastify's `:param` spelling name the same entry.
+ */
+
+/** Every free text of the main brand carries this word, so a response that leaks any of it is caught. */
+export const MARKER = 'Zanzibar';
+export const INBOUND_SECRET = 'inbound-secret-for-tests';
+export const INBOUND_DOMAIN = 'inbound.ticketd.localhost';
+
+/** A request body and the headers it needs (a JSON body needs none). */
+export interface Payload {
+  body?: unknown;
+  headers?: Record<string, string>;
+}
+
+export const BOUNDARY = 'ticketd-world';
+export const MULTIPART: Payload = {
+  body: `--${BOUNDARY}\r\nContent-Disposition: form-data; name="file"; filename="a.txt"\r\nContent-Type: text/plain\r\n\r\nabc\r\n--${BOUNDARY}--\r\n`,
+  headers: { 'content-type': `multipart/form-data; boundary=${BOUNDARY}` },
+};
+
+/** `POST /v1/workspaces/:brandId/tickets` → `POST /v1/brands/{brandId}/tickets`. */
+export function routeKey(method: string, url: string): string {
+  return `${method.toUpperCase()} ${url.replace(/^\/v1\/workspaces(?=\/|$)/, '/v1/brands').replace(/:(\w+)/g, '{$1}')}`;
+}
+
+/** The URL with every `{param}` or `:param` filled from `values`; an unknown parameter throws, naming the route. */
+export function fillPath(url: string, values: Record<string, string>): string {
+  return url.replace(/\{(\w+)\}|:(\w+)|\*/g, (whole, a: string | undefined, b: string | undefined) => {
+    const name = a ?? b ?? '*';
+    const value = values[name];
+    if (value === undefined) throw new Error(`no value for the path parameter ${whole} of ${url}: add one to the table of parameters`);
+    return value;
+  });
+}
+
+export interface Account extends Signup {
+  brand: { id: string };
+  base: string;
+}
+
+export interface World {
+  app: FastifyInstance;
+  /** The account every object belongs to; its live brand holds them all. */
+  owner: Account;
+  /** The owner's other live brand, and a key limited to it. */
+  sideBrand: { id: string };
+  scoped: ReturnType<typeof client>;
+  scopedKeyId: string;
+  /** The owner's test-mode brand (empty). */
+  testBrand: { id: string };
+  /** Another account, with a live brand of its own. */
+  stranger: Account;
+  /** Path parameter name → the owner's id of that kind (brandId: the main brand). */
+  params: Record<string, string>;
+  /** Parameters that differ by route (a token is an upload grant on one route and a download grant on another). */
+  paramsByRoute: Record<string, Record<string, string>>;
+  /** "METHOD /v1/…" → a request that succeeds for the owner (null: the route takes no body). */
+  requests: Record<string, Payload | null>;
+  /** "METHOD /v1/…" → a query string the route requires. */
+  queries: Record<string, string>;
+  /** Ids of the main brand's objects and of keys wider than the scoped one: what no one outside may read. */
+  privateIds: string[];
+  /** A key that was revoked: a well-formed credential that must be refused. */
+  revokedKey: string;
+  ticketId: string;
+  otherTicketId: string;
+  commentId: string;
+  attachmentId: string;
+  tagIds: [string, string];
+}
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+async function must(res: Promise<Reply>, status = 201): Promise<any> {
+  const r = await res;
+  if (r.status !== status) throw new Error(`world setup failed: ${r.status} ${JSON.stringify(r.body)}`);
+  return r.body;
+}
+
+async function account(app: FastifyInstance, brandName: string): Promise<Account> {
+  const who = await signup(app);
+  const brand = await makeBrand(who.live, brandName);
+  return { ...who, brand, base: `/v1/brands/${brand.id}` };
+}
+
+/** The path of a signed URL (upload or download): its last segment is the token. */
+const tokenOf = (url: string) => new URL(url).pathname.split('/').pop()!;
+
+/** Path values for one route: the owner's ids, its main brand spelled as the route's family spells it (or `brandId`). */
+export function pathValues(world: World, key: string, url: string, brandId = world.params.brandId!): Record<string, string> {
+  return { ...world.params, ...world.paramsByRoute[key], brandId: url.startsWith('/v1/workspaces') ? brandId.replace(/^br_/, 'ws_') : brandId };
+}
+
+/** Builds the world on `app` (signup must allow a few accounts; inbound mail wants INBOUND_SECRET and the default domain). */
+export async function buildWorld(app: FastifyInstance): Promise<World> {
+  const owner = await account(app, `${MARKER} brand`);
+  const { live, base } = owner;
+  const members = (await must(live('GET', '/v1/accounts/me/members'), 200)).data as { id: string }[];
+  const memberId = members[0]!.id;
+  const company = await mustCreate(live, `${base}/companies`, { name: `${MARKER} Initech`, domain: 'initech.example' });
+  const contact = await mustCreate(live, `${base}/contacts`, { email: 'peter@initech.example', name: `${MARKER} Peter`, companyId: company.id });
+  const category = await mustCreate(live, `${base}/categories`, { name: `${MARKER} billing` });
+  const tag = await mustCreate(live, `${base}/tags`, { name: `${MARKER}-vip` });
+  const tag2 = await mustCreate(live, `${base}/tags`, { name: `${MARKER}-urgent` });
+  const status = await mustCreate(live, `${base}/statuses`, { key: 'waiting', name: `${MARKER} waiting`, color: '#ff9900' });
+  await mustCreate(live, `${base}/fields/ticket`, { key: 'plan', label: `${MARKER} plan`, type: 'text' });
+  const blocked = await mustCreate(live, `${base}/blocked-sources`, { value: 'zanzibar@spam.example' });
+  const ticket = await mustCreate(live, `${base}/tickets`, { title: `${MARKER} ticket`, customerEmail: 'peter@initech.example', tags: [tag.id], categoryId: category.id });
+  const other = await mustCreate(live, `${base}/tickets`, { title: `${MARKER} second ticket` });
+  const comment = await mustCreate(live, `${base}/tickets/${ticket.id}/comments`, { body: `${MARKER} comment` });
+  await mustCreate(live, `${base}/tickets/${ticket.id}/watchers`, { memberId });
+  const attachment = (await mustCreate(live, `${base}/tickets/${ticket.id}/attachments/upload`, MULTIPART.body, MULTIPART.headers)).attachment;
+  const download = await must(live('GET', `${base}/tickets/${ticket.id}/attachments/${attachment.id}`), 200);
+  const grant = await mustCreate(live, `${base}/tickets/${ticket.id}/attachments`, { filename: `${MARKER}.txt`, contentType: 'text/plain', size: 3 });
+  // A public IP literal: accepted without DNS, and never called (no dispatcher runs in these tests).
+  const webhook = await mustCreate(live, `${base}/webhooks`, { url: 'https://93.184.215.14/zanzibar', events: ['ticket.created'] });
+  await mustCreate(live, `${base}/tickets`, { title: `${MARKER} announced` });
+  const delivery = (await must(live('GET', `${base}/webhooks/${webhook.id}/deliveries`), 200))[0];
+
+  const sideBrand = await makeBrand(live, 'Side brand');
+  const scopedKey = await mustCreate(live, '/v1/accounts/me/api-keys', { name: 'Side desk', brandIds: [sideBrand.id] });
+  const targetKey = await mustCreate(live, '/v1/accounts/me/api-keys', { name: `${MARKER} key` });
+  const revoked = await mustCreate(live, '/v1/accounts/me/api-keys', { name: 'Revoked' });
+  await must(live('DELETE', `/v1/accounts/me/api-keys/${revoked.id}`), 200);
+  const ownKeys = (await must(live('GET', '/v1/accounts/me/api-keys'), 200)) as { id: string; allBrands: boolean }[];
+  const testBrand = await makeBrand(owner.test, 'Owner test brand');
+  const stranger = await account(app, 'Stranger brand');
+
+  const B = '/v1/brands/{brandId}';
+  const json = (body: unknown): Payload => ({ body });
+  const requests: Record<string, Payload | null> = {
+    'POST /v1/accounts': json({ email: 'new-owner@example.com' }),
+    'POST /v1/accounts/me/api-keys': json({ name: 'Another' }),
+    'PATCH /v1/accounts/me/api-keys/{keyId}/scope': json({ allBrands: true }),
+    'POST /v1/accounts/me/api-keys/{keyId}/rotate': json({ graceMinutes: 5 }),
+    'DELETE /v1/accounts/me/api-keys/{keyId}': null,
+    'POST /v1/brands': json({ name: 'Another brand' }),
+    [`PATCH ${B}`]: json({ name: 'Renamed' }),
+    [`DELETE ${B}`]: null,
+    [`POST ${B}/statuses`]: json({ key: 'other', name: 'Other', color: '#ff9900' }),
+    [`POST ${B}/statuses/reorder`]: json({ statusIds: [status.id] }),
+    [`PATCH ${B}/statuses/{statusId}`]: json({ name: 'Renamed' }),
+    [`DELETE ${B}/statuses/{statusId}`]: null,
+    [`PUT ${B}/schema`]: json({ type: 'object' }),
+    [`DELETE ${B}/schema`]: null,
+    [`POST ${B}/fields/{entityType}`]: json({ key: 'tier', label: 'Tier', type: 'text' }),
+    [`POST ${B}/fields/{entityType}/reorder`]: json({ keys: ['plan'] }),
+    [`PATCH ${B}/fields/{entityType}/{key}`]: json({ label: 'Renamed' }),
+    [`DELETE ${B}/fields/{entityType}/{key}`]: null,
+    [`POST ${B}/categories`]: json({ name: 'Other' }),
+    [`POST ${B}/categories/reorder`]: json({ categoryIds: [category.id] }),
+    [`PATCH ${B}/categories/{categoryId}`]: json({ name: 'Renamed' }),
+    [`DELETE ${B}/categories/{categoryId}`]: null,
+    [`POST ${B}/tags`]: json({ name: 'other' }),
+    [`POST ${B}/tags/merge`]: json({ targetTagId: tag.id, sourceTagIds: [tag2.id] }),
+    [`PATCH ${B}/tags/{tagId}`]: json({ name: 'renamed' }),
+    [`DELETE ${B}/tags/{tagId}`]: null,
+    [`POST ${B}/tags/{targetId}/merge`]: json({ sourceTagIds: [tag2.id] }),
+    [`POST ${B}/contacts`]: json({ email: 'new@example.com' }),
+    [`PATCH ${B}/contacts/{contactId}`]: json({ name: 'Renamed' }),
+    [`DELETE ${B}/contacts/{contactId}`]: null,
+    [`POST ${B}/customers`]: json({ email: 'new@example.com' }),
+    [`PATCH ${B}/customers/{contactId}`]: json({ name: 'Renamed' }),
+    [`DELETE ${B}/customers/{contactId}`]: null,
+    [`POST ${B}/companies`]: json({ name: 'Other' }),
+    [`PATCH ${B}/companies/{companyId}`]: json({ name: 'Renamed' }),
+    [`DELETE ${B}/companies/{companyId}`]: null,
+    [`POST ${B}/blocked-sources`]: json({ value: 'other@example.com' }),
+    [`DELETE ${B}/blocked-sources/{sourceId}`]: null,
+    [`POST ${B}/tickets`]: json({ title: 'New' }),
+    [`PATCH ${B}/tickets/{ticketId}`]: json({ title: 'Renamed' }),
+    [`DELETE ${B}/tickets/{ticketId}`]: null,
+    [`POST ${B}/tickets/{ticketId}/comments`]: json({ body: 'Hello' }),
+    [`PATCH ${B}/tickets/{ticketId}/comments/{commentId}`]: json({ body: 'Renamed' }),
+    [`DELETE ${B}/tickets/{ticketId}/comments/{commentId}`]: null,
+    [`PATCH ${B}/comments/{commentId}`]: json({ body: 'Renamed' }),
+    [`DELETE ${B}/comments/{commentId}`]: null,
+    [`POST ${B}/tickets/{ticketId}/spam`]: json({ isSpam: true }),
+    [`POST ${B}/tickets/{ticketId}/merge`]: json({ sourceTicketIds: [other.id] }),
+    [`POST ${B}/tickets/bulk`]: json({ action: 'close', ticketIds: [ticket.id] }),
+    [`POST ${B}/tickets/{ticketId}/watchers`]: json({ memberId }),
+    [`PATCH ${B}/tickets/{ticketId}/watchers/{memberId}`]: json({ notifyOnComment: false }),
+    [`DELETE ${B}/tickets/{ticketId}/watchers/{memberId}`]: null,
+    [`POST ${B}/tickets/{ticketId}/attachments`]: json({ filename: 'a.txt', contentType: 'text/plain', size: 3, commentId: comment.id }),
+    [`POST ${B}/tickets/{ticketId}/attachments/{attachmentId}/confirm`]: null,
+    [`DELETE ${B}/tickets/{ticketId}/attachments/{attachmentId}`]: null,
+    [`POST ${B}/tickets/{ticketId}/attachments/upload`]: MULTIPART,
+    [`POST ${B}/attachments/pending`]: json({ filename: 'a.txt', contentType: 'text/plain', size: 3 }),
+    [`POST ${B}/attachments/pending/{attachmentId}/confirm`]: null,
+    [`POST ${B}/attachments/pending/upload`]: MULTIPART,
+    [`POST ${B}/attachments/urls`]: json({ ids: [attachment.id] }),
+    [`POST ${B}/webhooks`]: json({ url: 'https://93.184.215.14/other', events: ['ticket.updated'] }),
+    [`PATCH ${B}/webhooks/{webhookId}`]: json({ enabled: false }),
+    [`DELETE ${B}/webhooks/{webhookId}`]: null,
+    [`POST ${B}/webhooks/{webhookId}/rotate-secret`]: json({ graceMinutes: 5 }),
+    [`POST ${B}/webhooks/{webhookId}/deliveries/{deliveryId}/redeliver`]: null,
+    'PUT /v1/uploads/{token}': { body: 'abc', headers: { 'content-type': 'application/octet-stream' } },
+    'POST /v1/inbound/email': {
+      body: `From: Peter <peter@initech.example>\r\nTo: ${owner.brand.id}@${INBOUND_DOMAIN}\r\nSubject: ${MARKER} by mail\r\nMessage-ID: <world@initech.example>\r\n\r\nHello\r\n`,
+      headers: { 'content-type': 'message/rfc822', authorization: `Bearer ${INBOUND_SECRET}` },
+    },
+  };
+
+  return {
+    app,
+    owner,
+    sideBrand,
+    scoped: client(app, scopedKey.key),
+    scopedKeyId: scopedKey.id,
+    testBrand,
+    stranger,
+    params: {
+      brandId: owner.brand.id,
+      ticketId: ticket.id,
+      commentId: comment.id,
+      statusId: status.id,
+      categoryId: category.id,
+      tagId: tag.id,
+      targetId: tag.id,
+      contactId: contact.id,
+      companyId: company.id,
+      sourceId: blocked.id,
+      memberId,
+      attachmentId: attachment.id,
+      entityType: 'ticket',
+      key: 'plan',
+      webhookId: webhook.id,
+      deliveryId: delivery.id,
+      keyId: targetKey.id,
+      token: tokenOf(download.downloadUrl),
+    },
+    paramsByRoute: { 'PUT /v1/uploads/{token}': { token: tokenOf(grant.uploadUrl) } },
+    requests,
+    queries: { [`GET ${B}/contacts/search`]: '?q=pe', [`GET ${B}/customers/search`]: '?q=pe' },
+    privateIds: [
+      owner.brand.id,
+      company.id,
+      contact.id,
+      category.id,
+      tag.id,
+      tag2.id,
+      status.id,
+      blocked.id,
+      ticket.id,
+      other.id,
+      comment.id,
+      attachment.id,
+      grant.id,
+      webhook.id,
+      delivery.id,
+      ...ownKeys.filter((k) => k.allBrands).map((k) => k.id),
+    ],
+    revokedKey: revoked.key,
+    ticketId: ticket.id,
+    otherTicketId: other.id,
+    commentId: comment.id,
+    attachmentId: attachment.id,
+    tagIds: [tag.id, tag2.id],
+  };
+}

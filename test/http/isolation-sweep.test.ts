@@ -1,0 +1,139 @@
+import t from 'tap';
+import { testApp, type Reply } from '../helpers/app.js';
+import { buildWorld, fillPath, INBOUND_SECRET, MARKER, pathValues, routeKey, type Payload } from '../helpers/world.js';
+
+/**
+ * Tenant isolation on every route the app registers (its route catalog, so a route added later is
+ * swept too): with the ids of one account's objects in the path, another account, the other mode
+ * of the same account and a key of the same account limited to another brand must get 404 (a
+ * route of the account itself may answer 403 to the limited key), change nothing, and read
+ * nothing of it. A route whose path parameter the world cannot fill, or a write route without a
+ * request that would succeed (so the 404 comes from the scope check, not from validation), fails
+ * the sweep.
+ */
+
+const { app } = await testApp(t, { TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: '10000', TICKETD_INBOUND_SECRET: INBOUND_SECRET });
+const world = await buildWorld(app);
+const { owner, stranger } = world;
+
+interface Caller {
+  label: string;
+  call: (method: string, url: string, body?: unknown, headers?: Record<string, string>) => Promise<Reply>;
+  /** A brand inside the caller's own scope. */
+  ownBrand: string;
+  /** What must never appear in an answer to this caller. */
+  secrets: string[];
+}
+const privateToAll = [MARKER, ...world.privateIds];
+const callers: Caller[] = [
+  { label: 'another account', call: stranger.live, ownBrand: stranger.brand.id, secrets: [...privateToAll, owner.accountId, owner.ownerId, world.params.memberId!] },
+  { label: 'the other mode', call: owner.test, ownBrand: world.testBrand.id, secrets: privateToAll },
+  { label: 'a key limited to another brand', call: world.scoped, ownBrand: world.sideBrand.id, secrets: privateToAll },
+];
+
+/** A grant is the credential of the token routes: the owner's live grant, claimed for the test mode (its signature no longer matches). */
+const otherModeToken = (token: string) => token.replace(/^(v1\.[^.]+\.[^.]+\.)l\./, '$1t.');
+
+const routes = [...new Map(app.routeCatalog.map((r) => [`${r.method} ${r.url}`, r])).values()];
+const BRAND_PATH = /^\/v1\/(brands|workspaces)\/:brandId(\/|$)/;
+/** The path parameters that name an object (entityType names a kind; `*` is a plugin's wildcard). */
+const idsIn = (url: string) => [...url.matchAll(/:(\w+)/g)].map((m) => m[1]!).filter((p) => p !== 'entityType');
+
+/** Path values for one route: the owner's ids, the brand spelled as the path family spells it. */
+function valuesFor(key: string, url: string, brandId: string): Record<string, string> {
+  const values = pathValues(world, key, url, brandId);
+  // A wildcard (CORS preflight, the docs' static files) gets a brand path of the owner.
+  return { ...values, token: otherModeToken(values.token!), '*': `${url === '*' ? '/' : ''}v1/brands/${brandId}` };
+}
+
+t.test('the catalog holds every route, and the world can call each', async (t) => {
+  t.ok(routes.length > 200, `${routes.length} routes in the catalog`);
+  for (const r of routes) {
+    const key = routeKey(r.method, r.url);
+    t.doesNotThrow(() => fillPath(r.url, valuesFor(key, r.url, world.params.brandId!)), `${key}: every path parameter has a value`);
+    if (!['GET', 'HEAD', 'OPTIONS'].includes(r.method)) t.ok(key in world.requests, `${key}: has a request in the world's table`);
+  }
+});
+
+function leaked(res: Reply, secrets: string[], sent: string): string[] {
+  const text = typeof res.body === 'string' ? res.body : JSON.stringify(res.body ?? '');
+  return secrets.filter((s) => !sent.includes(s) && text.toLowerCase().includes(s.toLowerCase()));
+}
+
+let requests = 0;
+for (const r of routes) {
+  const key = routeKey(r.method, r.url);
+  const params = idsIn(r.url);
+  const underBrand = BRAND_PATH.test(r.url);
+  const aimsAtOwner = params.length > 0;
+  const payload: Payload = world.requests[key] ?? {};
+  const query = world.queries[key] ?? world.queries[key.replace(/^HEAD /, 'GET ')] ?? '';
+  const bodyText = typeof payload.body === 'string' ? payload.body : JSON.stringify(payload.body ?? '');
+
+  t.test(`${key}${r.url.startsWith('/v1/workspaces') ? ' (workspaces)' : ''}: nothing of another tenant is reachable`, async (t) => {
+    for (const caller of callers) {
+      const attempts: [string, string, boolean][] = [[`${caller.label}, the owner's ids`, fillPath(r.url, valuesFor(key, r.url, world.params.brandId!)), aimsAtOwner]];
+      // In its own brand, the caller still cannot reach the owner's ids, in the path or in the body.
+      if (underBrand && (params.length > 1 || world.privateIds.some((id) => bodyText.includes(id)))) {
+        attempts.push([`${caller.label}, its own brand with the owner's ids`, fillPath(r.url, valuesFor(key, r.url, caller.ownBrand)), params.length > 1]);
+      }
+      for (const [label, url, mustBe404] of attempts) {
+        const headers = { ...payload.headers };
+        if (headers.authorization) delete headers.authorization; // the caller's own credential, not the inbound secret
+        const res = await caller.call(r.method, `${url}${query}`, payload.body, headers);
+        requests++;
+        const what = `${label}: ${res.status} ${JSON.stringify(res.body)?.slice(0, 300)}`;
+        t.ok(res.status < 500, `${label}: no 5xx`, { got: what });
+        t.ok(res.headers['x-request-id'], `${label}: X-Request-Id`);
+        if (mustBe404 && r.auth === 'api-key') {
+          const accountScope = !underBrand && caller.call === world.scoped && res.status === 403 && res.body?.code === 'insufficient_scope';
+          t.ok(res.status === 404 || accountScope, `${label}: 404${underBrand ? '' : ' (403 insufficient_scope for a limited key)'}`, { got: what });
+        } else if (mustBe404) {
+          t.ok(res.status >= 400 && res.status < 500, `${label}: refused`, { got: what });
+        }
+        if (res.status >= 400 && r.method !== 'HEAD') {
+          t.equal(res.body?.statusCode, res.status, `${label}: the error shape`);
+          t.equal(res.body?.requestId, res.headers['x-request-id'], `${label}: the error names its request id`);
+        }
+        if (r.method !== 'HEAD') t.same(leaked(res, caller.secrets, `${url}${bodyText}`), [], `${label}: nothing of the owner in the answer`, { got: what });
+      }
+    }
+  });
+}
+
+t.test('routes that take ids in the body act on nothing of another account', async (t) => {
+  const { base } = stranger;
+  const res = await stranger.live('POST', `${base}/tickets/bulk`, { action: 'delete', ticketIds: [world.ticketId, world.otherTicketId] });
+  t.equal(res.status, 200);
+  t.match(res.body, { success: 0, failed: 2 });
+  const urls = await stranger.live('POST', `${base}/attachments/urls`, { ids: [world.attachmentId] });
+  t.equal(urls.status, 200);
+  t.same(urls.body, { [world.attachmentId]: null }, "no download URL for another account's attachment");
+});
+
+t.test("after all of that, the owner's data is untouched", async (t) => {
+  const { live, base } = owner;
+  const p = world.params;
+  const got = await live('GET', `${base}/tickets/${p.ticketId}`);
+  t.match(got.body, { title: `${MARKER} ticket`, status: 'open', isSpam: false, deletedAt: null, mergedIntoId: null, commentCount: 1 });
+  t.equal((await live('GET', `${base}/tickets/${world.otherTicketId}`)).body.mergedIntoId, null);
+  t.equal((await live('GET', `${base}/comments/${p.commentId}`)).body.body, `${MARKER} comment`);
+  t.equal((await live('GET', `${base}/categories/${p.categoryId}`)).body.name, `${MARKER} billing`);
+  t.equal((await live('GET', `${base}/tags/${world.tagIds[1]}`)).status, 200, 'the tag was not merged away');
+  t.equal((await live('GET', `${base}/contacts/${p.contactId}`)).body.name, `${MARKER} Peter`);
+  t.equal((await live('GET', `${base}/companies/${p.companyId}`)).body.name, `${MARKER} Initech`);
+  t.equal((await live('GET', `${base}/statuses/${p.statusId}`)).body.name, `${MARKER} waiting`);
+  t.equal((await live('GET', `${base}/tickets/${p.ticketId}/watchers`)).body.length, 1);
+  t.equal((await live('GET', `${base}/blocked-sources`)).body.length, 1);
+  t.equal((await live('GET', `${base}/fields/ticket`)).body[0].label, `${MARKER} plan`);
+  t.equal((await live('GET', base)).body.name, `${MARKER} brand`);
+  t.equal((await live('GET', `${base}/tickets/${p.ticketId}/attachments`)).body.length, 2, 'the uploaded and the declared attachment');
+  t.match((await live('GET', `${base}/webhooks/${p.webhookId}`)).body, { enabled: true });
+  const key = ((await live('GET', '/v1/accounts/me/api-keys')).body as { id: string; allBrands: boolean; expiresAt: string | null }[]).find((k) => k.id === p.keyId);
+  t.match(key, { allBrands: true, expiresAt: null }, 'the key was neither narrowed, widened, rotated nor revoked');
+});
+
+t.test('figures', async (t) => {
+  t.comment(`isolation sweep: ${routes.length} routes, ${requests} requests`);
+  t.pass();
+});
