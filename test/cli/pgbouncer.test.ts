@@ -41,7 +41,8 @@ async function startPgbouncer(t: Test, databaseUrl: string): Promise<{ url: stri
     ini,
     [
       '[databases]',
-      `ticketd = host=${target.hostname} port=${target.port} dbname=${target.pathname.slice(1)} user=${quote(target.username)} password=${quote(target.password)}`,
+      // PgBouncer refuses an empty quoted value: a server on trust authentication gets no password at all.
+      `ticketd = host=${target.hostname} port=${target.port} dbname=${target.pathname.slice(1)} user=${quote(target.username)}${target.password ? ` password=${quote(target.password)}` : ''}`,
       '[pgbouncer]',
       'listen_addr = 127.0.0.1',
       `listen_port = ${port}`,
