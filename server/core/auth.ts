@@ -2,7 +2,7 @@ import type { FastifyInstance, FastifyRequest, RouteOptions } from 'fastify';
 import { unauthorized, forbidden } from './errors.js';
 import { tenantCtx, type BaseCtx, type TenantCtx, type BrandScope } from './context.js';
 import type { Services } from './services.js';
-import { enforceRateLimit, policiesFrom, rateLimiterOf } from './rate-limit.js';
+import { addressSubject, enforceRateLimit, policiesFrom, rateLimiterOf, type Policy } from './rate-limit.js';
 
 /** How a route is called. Later kinds (session, portal) join this list. */
 export type AuthKind = 'none' | 'api-key';
@@ -107,15 +107,22 @@ export function installAuth(app: FastifyInstance, services: Services, authentica
   app.addHook('onRequest', async (req, reply) => {
     req.baseCtx = { services, db, actor: { type: 'api', id: null, name: null }, requestId: req.id, log: req.log };
     const { auth, permission, rateLimit } = req.routeOptions.config ?? {};
-    if (!auth || auth === 'none') {
-      if (rateLimit !== false) enforceRateLimit(reply, limiter, policies[rateLimit ?? 'ip'], `ip:${req.ip}`);
-      return;
-    }
+    const fromAddress = (policy: Policy) => {
+      if (rateLimit !== false) enforceRateLimit(reply, limiter, policy, addressSubject(req.ip));
+    };
+    if (!auth || auth === 'none') return fromAddress(policies[rateLimit || 'ip']);
 
+    // A request whose credentials fail spends its address's budget: guessing keys is slowed down.
     const secret = bearerToken(req);
-    if (!secret) throw unauthorized('Send an API key as "Authorization: Bearer sk_live_…" or "sk_test_…"', 'missing_credentials');
+    if (!secret) {
+      fromAddress(policies.ip);
+      throw unauthorized('Send an API key as "Authorization: Bearer sk_live_…" or "sk_test_…"', 'missing_credentials');
+    }
     const identity = await authenticateApiKey(services, secret);
-    if (!identity) throw unauthorized('This API key is not valid: it is unknown, revoked or expired', 'invalid_api_key');
+    if (!identity) {
+      fromAddress(policies.ip);
+      throw unauthorized('This API key is not valid: it is unknown, revoked or expired', 'invalid_api_key');
+    }
     if (rateLimit !== false) enforceRateLimit(reply, limiter, policies.apiKey, `key:${identity.keyId}`);
     if (permission && PERMISSIONS[permission].accountWide && !identity.brandScope.allBrands) {
       throw forbidden('This API key is limited to some brands and cannot do account-wide changes', 'insufficient_scope');

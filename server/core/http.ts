@@ -170,7 +170,6 @@ export function installErrorHandling(app: FastifyInstance): void {
     const known = err.code ? FASTIFY_CLIENT_ERRORS[err.code] : undefined;
     if (known) return send(reply, req, known[0], known[1], known[2]);
     if (isMalformedMultipart(err)) return send(reply, req, 400, 'invalid_multipart', `The multipart body is malformed: ${err.message}`);
-    if (err.statusCode === 429) return send(reply, req, 429, 'rate_limited', err.message || 'Too many requests');
     if (err.statusCode && err.statusCode >= 400 && err.statusCode < 500) {
       return send(reply, req, err.statusCode, 'invalid_request', err.message);
     }

@@ -1,4 +1,5 @@
 import type { FastifyReply } from 'fastify';
+import ipaddr from 'ipaddr.js';
 import type { Config } from './config.js';
 import type { Db } from './db.js';
 import { HttpError } from './errors.js';
@@ -17,6 +18,18 @@ import { part, type ServiceLogger, type Services } from './services.js';
 
 /** Who a budget belongs to. */
 export type Subject = `key:${string}` | `ip:${string}`;
+
+/**
+ * The budget of a client address. An IPv6 host usually holds a whole /64 and can pick any address
+ * in it, so the /64 shares one budget; IPv4 (also when mapped into IPv6) counts per address.
+ */
+export function addressSubject(address: string): Subject {
+  if (!ipaddr.isValid(address)) return `ip:${address}`;
+  const parsed = ipaddr.process(address);
+  if (parsed.kind() === 'ipv4') return `ip:${parsed.toString()}`;
+  const prefix = (parsed as ipaddr.IPv6).parts.slice(0, 4);
+  return `ip:${new ipaddr.IPv6([...prefix, 0, 0, 0, 0]).toString()}/64`;
+}
 
 export interface Policy {
   /** Names the budget in the shared table: one subject has one count per policy. */

@@ -140,6 +140,37 @@ t.test('routes without credentials are limited per client address; health checks
   }
 });
 
+t.test('requests whose credentials fail spend the address budget, so guessing keys is slowed down', async (t) => {
+  const { app } = await limitedApp(t, { TICKETD_RATE_LIMIT_PER_IP: '2', TICKETD_RATE_LIMIT_PER_API_KEY: '100' });
+  const owner = await signup(app);
+  const from = async (remoteAddress: string, authorization?: string): Promise<Reply> => {
+    const res = await app.inject({ method: 'GET', url: '/v1/brands', remoteAddress, headers: authorization ? { authorization } : {} });
+    return { status: res.statusCode, body: res.json(), headers: res.headers };
+  };
+  const guess = await from('198.51.100.7', 'Bearer sk_live_notakeyatall');
+  assertErrorShape(t, guess, 401, 'invalid_api_key');
+  assertBudget(t, guess, 2, 1);
+  assertErrorShape(t, await from('198.51.100.7'), 401, 'missing_credentials');
+  const third = await from('198.51.100.7', 'Bearer sk_live_anotherguess');
+  assertLimited(t, third, 2, 45);
+  t.match(third.body.message, /this address/, 'the third failure from the address is refused before its key is looked up');
+  const good = await from('198.51.100.7', `Bearer ${owner.liveKey}`);
+  t.equal(good.status, 200, "a valid key still works from that address: it spends the key's budget");
+});
+
+t.test('an IPv6 /64 shares one address budget; IPv4, also mapped into IPv6, counts per address', async (t) => {
+  const { app } = await limitedApp(t, { TICKETD_RATE_LIMIT_PER_IP: '2' });
+  const from = async (remoteAddress: string) => (await app.inject({ method: 'GET', url: '/v1/openapi.json', remoteAddress })).statusCode;
+  t.equal(await from('2001:db8:1:2::1'), 200);
+  t.equal(await from('2001:db8:1:2:ffff:1:2:3'), 200);
+  t.equal(await from('2001:db8:1:2:abcd::9'), 429, 'a third address in the same /64 is over the budget');
+  t.equal(await from('2001:db8:1:3::1'), 200, 'the next /64 has a budget of its own');
+  t.equal(await from('::ffff:192.0.2.10'), 200);
+  t.equal(await from('192.0.2.10'), 200, 'an IPv4 address mapped into IPv6 is that IPv4 address');
+  t.equal(await from('192.0.2.10'), 429);
+  t.equal(await from('192.0.2.11'), 200, 'the neighbouring IPv4 address is another budget');
+});
+
 t.test('sign-ups keep their own hourly budget per address, apart from the general one', async (t) => {
   const { app } = await limitedApp(t, { TICKETD_RATE_LIMIT_PER_IP: '1', TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: '2' });
   const call = client(app);
