@@ -19,6 +19,7 @@ export const ID_PREFIX = {
   request: 'req',
   auditEntry: 'log',
   watcher: 'wch',
+  mention: 'mnt',
   attachment: 'att',
   mailMessage: 'mail',
   inboundEmail: 'inb',

@@ -2,6 +2,9 @@ import type { TenantCtx } from '../core/context.js';
 import { requireBrand } from '../core/brand.js';
 import type { CreateCommentInput } from '../domains/comments/schemas.js';
 import * as comments from '../domains/comments/service.js';
+import type { Comment } from '../domains/comments/model.js';
+import * as members from '../domains/members/service.js';
+import * as mentions from '../domains/mentions/service.js';
 import * as messages from '../domains/mail/messages.js';
 import * as mail from '../domains/mail/service.js';
 import * as statuses from '../domains/statuses/service.js';
@@ -10,14 +13,52 @@ import * as watchers from './ticket-watchers.js';
 
 /**
  * Comment create: the comment (comments), a status it may set (statuses), and in the same
- * transaction the customer's copy of a public agent comment and the watchers' notification (mail).
+ * transaction the members it mentions (mentions), the customer's copy of a public agent comment
+ * and the watchers' notification (mail).
  */
 export async function createComment(ctx: TenantCtx, brandId: string, ticketId: string, input: CreateCommentInput, idempotencyKey?: string): Promise<comments.CreateResult> {
   return comments.create(ctx, brandId, ticketId, input, idempotencyKey, {
     check: async (tx, brand) => {
       if (input.setStatus !== undefined) await statuses.assertStatusKey(tx, brand, input.setStatus, 'setStatus');
     },
-    then: (tx, brand, row) => mailAboutComment(tx, brand, row),
+    then: async (tx, brand, row) => {
+      await recordMentions(tx, brand, row);
+      await mailAboutComment(tx, brand, row);
+    },
+  });
+}
+
+/** `@[Display Name](memberId)`, as the dashboard writes a mention into a comment's body. */
+const MENTION_IN_BODY = /@\[[^\]\n]{0,200}\]\(([A-Za-z0-9_]{1,64})\)/g;
+/** More names than any comment needs; the rest are not recorded. */
+export const MAX_MENTIONS_PER_COMMENT = 50;
+
+/** The member ids a comment names, in its body and in `metadata.mentions[].memberId`, each once. */
+export function mentionedMemberIds(body: string, metadata: Record<string, unknown>): string[] {
+  const ids = [...body.matchAll(MENTION_IN_BODY)].map((m) => m[1]!);
+  const listed = Array.isArray(metadata.mentions) ? metadata.mentions : [];
+  for (const entry of listed) {
+    const id = (entry as { memberId?: unknown } | null)?.memberId;
+    if (typeof id === 'string') ids.push(id);
+  }
+  return [...new Set(ids)].slice(0, MAX_MENTIONS_PER_COMMENT);
+}
+
+/**
+ * Mentions of active members of the account are recorded; other ids (a typo, a member since
+ * removed, another account's) are text like any other, not an error. Writers do not mention themselves.
+ */
+async function recordMentions(tx: TenantCtx, brandId: string, comment: Comment): Promise<void> {
+  const named = mentionedMemberIds(comment.body, comment.metadata ?? {});
+  if (!named.length) return;
+  const author = tx.actor.type === 'user' ? tx.actor.id : null;
+  const found = (await members.findMany(tx, named)).filter((m) => m.status === 'active' && m.id !== author);
+  await mentions.record(tx, {
+    brandId,
+    ticketId: comment.ticketId,
+    commentId: comment.id,
+    mentionedBy: comment.authorName ?? tx.actor.name,
+    memberIds: found.map((m) => m.id),
   });
 }
 
