@@ -20,6 +20,7 @@ export const ID_PREFIX = {
   auditEntry: 'log',
   watcher: 'wch',
   mention: 'mnt',
+  featureRequest: 'fr',
   attachment: 'att',
   mailMessage: 'mail',
   inboundEmail: 'inb',

@@ -43,6 +43,12 @@ export function sameTenant(alias: string, other: string): string {
   return `${alias}.account_id = ${other}.account_id and ${alias}.livemode = ${other}.livemode`;
 }
 
+/** sameTenant for account-wide tables without a mode (members, feature requests). */
+export function sameAccount(alias: string, other: string): string {
+  if (!ALIAS.test(alias) || !ALIAS.test(other)) throw new Error(`sameAccount: "${alias}", "${other}" are not plain table aliases`);
+  return `${alias}.account_id = ${other}.account_id`;
+}
+
 /** The account condition alone, for account-wide tables without a mode (members). */
 export function accountScope(ctx: TenantCtx, alias: string): Knex.Raw {
   if (!ALIAS.test(alias)) throw new Error(`accountScope: "${alias}" is not a plain table alias`);
