@@ -9,6 +9,7 @@ import { registerDoctor } from './commands/doctor.js';
 import { registerInit } from './commands/init.js';
 import { registerKeys } from './commands/keys.js';
 import { registerMail } from './commands/mail.js';
+import { registerMembers } from './commands/members.js';
 import { registerOutbox } from './commands/outbox.js';
 import { registerStart } from './commands/start.js';
 import { registerWebhooks } from './commands/webhooks.js';
@@ -37,6 +38,7 @@ Every command takes --json for scripts. Environment: DATABASE_URL, PORT, TICKETD
   registerAccounts(program, globals);
   registerBrands(program, globals);
   registerKeys(program, globals);
+  registerMembers(program, globals);
   registerMail(program, globals);
   registerWebhooks(program, globals);
   registerOutbox(program, globals);

@@ -4,7 +4,8 @@ import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { Config } from './core/config.js';
 import type { Db } from './core/db.js';
-import { installAuth, requireAuthDeclaration } from './core/auth.js';
+import { authKindsOf, installAuth, requireAuthDeclaration, SESSION_COOKIE, type AuthDeclaration } from './core/auth.js';
+import { isDashboardOrigin } from './core/origins.js';
 import { installReadYourWrites } from './core/read-replica.js';
 import { clientErrorHandler, frameworkErrors, installErrorHandling, installJsonParser, installRouteCatalog, installValidators, requestIdFor } from './core/http.js';
 import { ErrorResponse } from './core/schemas.js';
@@ -28,12 +29,15 @@ import { healthRoutes } from './domains/health/routes.js';
 import { inboundMailRoutes } from './domains/mail/routes.js';
 import { memberRoutes } from './domains/members/routes.js';
 import { metricsRoutes } from './domains/metrics/routes.js';
+import { organizationRoutes } from './domains/organizations/routes.js';
+import { sessionRoutes } from './domains/sessions/routes.js';
 import { statusRoutes } from './domains/statuses/routes.js';
 import { tagRoutes } from './domains/tags/routes.js';
 import { ticketRoutes } from './domains/tickets/routes.js';
 import { ticketActionRoutes } from './domains/tickets/actions-routes.js';
 import { watcherRoutes } from './domains/watchers/routes.js';
 import { webhookRoutes } from './domains/webhooks/routes.js';
+import { authenticateSession } from './flows/sign-in.js';
 
 export interface AppDeps {
   config: Config;
@@ -103,7 +107,7 @@ export async function buildApp({ config, db, services: given, isShuttingDown = (
   if (config.metricsEnabled) installRequestMetrics(app, services);
   app.addSchema(ErrorResponse);
 
-  await app.register(cors, {
+  const corsOptions = {
     origin: config.corsOrigins.includes('*') ? '*' : [...config.corsOrigins],
     methods: ['GET', 'POST', 'PATCH', 'PUT', 'DELETE'],
     allowedHeaders: ['Authorization', 'Content-Type', 'X-Idempotency-Key', 'X-Request-Id'],
@@ -111,6 +115,11 @@ export async function buildApp({ config, db, services: given, isShuttingDown = (
     maxAge: 600,
     // An OPTIONS without Origin is no browser's preflight: answered like one, not with a bare-text 400 outside the error shape.
     strictPreflight: false,
+  };
+  // Dashboard origins are echoed back with credentials allowed, so a browser may send the session cookie.
+  const dashboardCors = { ...corsOptions, origin: true, credentials: true };
+  await app.register(cors, {
+    delegator: (req, done) => done(null, isDashboardOrigin(services, req.headers.origin) ? dashboardCors : corsOptions),
   });
   await app.register(swagger, {
     openapi: {
@@ -118,17 +127,28 @@ export async function buildApp({ config, db, services: given, isShuttingDown = (
       info: {
         title: 'ticketd API',
         version,
-        description: 'Self-hosted, multi-tenant ticketing API. Authenticate with `Authorization: Bearer sk_live_…` (or `sk_test_…` for the separate test mode).',
+        description:
+          'Self-hosted, multi-tenant ticketing API. Authenticate with `Authorization: Bearer sk_live_…` (or `sk_test_…` for the separate test mode), or, as a team member signed in by magic link, with the session token (`Authorization: Bearer ts_…` or the session cookie).',
       },
-      components: { securitySchemes: { apiKey: { type: 'http', scheme: 'bearer', description: 'An API key: sk_live_… or sk_test_…' } } },
+      components: {
+        securitySchemes: {
+          apiKey: { type: 'http', scheme: 'bearer', description: 'An API key: sk_live_… or sk_test_…' },
+          session: { type: 'http', scheme: 'bearer', description: 'A session token of a signed-in member (ts_…), from POST /v1/auth/verify' },
+          sessionCookie: { type: 'apiKey', in: 'cookie', name: SESSION_COOKIE, description: 'The session cookie set by POST /v1/auth/verify?setCookies=true' },
+        },
+      },
     },
     refResolver: { buildLocalReference: (json, _base, _fragment, i) => String(json.$id ?? `def-${i}`) },
     transform: ({ schema, url, route }) => {
-      const auth = (route.config as { auth?: string } | undefined)?.auth;
+      const kinds = authKindsOf((route.config as { auth?: AuthDeclaration } | undefined)?.auth);
       const responses: Record<string, unknown> = { ...(schema?.response as object) };
       for (const status of CLIENT_ERRORS) responses[status] ??= { $ref: 'Error#', description: 'Error' };
       responses['500'] ??= { $ref: 'Error#', description: 'Error' };
-      return { schema: { ...schema, response: responses, ...(auth === 'api-key' ? { security: [{ apiKey: [] }] } : {}) }, url };
+      const security: Record<string, string[]>[] = [
+        ...(kinds.includes('api-key') ? [{ apiKey: [] }] : []),
+        ...(kinds.includes('session') ? [{ session: [] }, { sessionCookie: [] }] : []),
+      ];
+      return { schema: { ...schema, response: responses, ...(security.length ? { security } : {}) }, url };
     },
   });
   await app.register(swaggerUi, { routePrefix: '/docs' });
@@ -140,7 +160,7 @@ export async function buildApp({ config, db, services: given, isShuttingDown = (
   // Every API route lives in this scope: each must declare its auth kind and permission.
   await app.register(async (api) => {
     api.addHook('onRoute', requireAuthDeclaration);
-    installAuth(api, services, authenticateApiKey);
+    installAuth(api, services, { apiKey: authenticateApiKey, session: authenticateSession });
     installReadYourWrites(api, services);
 
     api.get('/v1/openapi.json', { config: { auth: 'none', permission: 'docs:read' }, schema: { hide: true } }, async () => app.swagger());
@@ -148,6 +168,8 @@ export async function buildApp({ config, db, services: given, isShuttingDown = (
     await api.register(accountRoutes, { config });
     await api.register(memberRoutes);
     await api.register(apiKeyRoutes);
+    await api.register(sessionRoutes);
+    await api.register(organizationRoutes);
     // Every brand route exists under /v1/brands and /v1/workspaces; sub-resources under /:brandId.
     for (const prefix of ['/v1/brands', '/v1/workspaces']) {
       await api.register(brandRoutes, { prefix });

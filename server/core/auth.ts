@@ -1,27 +1,39 @@
 import type { FastifyInstance, FastifyRequest, RouteOptions } from 'fastify';
 import { unauthorized, forbidden } from './errors.js';
-import { tenantCtx, type BaseCtx, type TenantCtx, type BrandScope } from './context.js';
+import { hasRole, tenantCtx, type BaseCtx, type TenantCtx, type BrandScope, type MemberRole, type SessionCaller } from './context.js';
+import { requireBrand } from './brand.js';
+import { isDashboardOrigin } from './origins.js';
 import type { Services } from './services.js';
 import { addressSubject, enforceRateLimit, policiesFrom, rateLimiterOf, type Policy } from './rate-limit.js';
 
-/** How a route is called. Later kinds (session, portal) join this list. */
-export type AuthKind = 'none' | 'api-key';
+/** How a route is called: without credentials, with an API key, or with a member's session. */
+export type AuthKind = 'none' | 'api-key' | 'session';
+/** What a route accepts: one kind, or several (`['api-key', 'session']`). */
+export type AuthDeclaration = AuthKind | readonly AuthKind[];
+
+export interface PermissionRule {
+  /** A credential limited to some brands may not use it (it could otherwise widen its own reach). */
+  readonly accountWide: boolean;
+  /** The least role a member's session needs; absent: any member. API keys are not bound by it. */
+  readonly minRole?: MemberRole;
+}
 
 /**
  * What a route does. Every route names one; a credential limited to some brands may not use the
- * account-wide ones (it could otherwise widen its own reach).
+ * account-wide ones (it could otherwise widen its own reach), and a session needs the role named.
  */
 export const PERMISSIONS = {
   'health:read': { accountWide: false },
   'docs:read': { accountWide: false },
   'accounts:create': { accountWide: false },
-  'account:read': { accountWide: false },
-  'members:read': { accountWide: false },
-  'api_keys:read': { accountWide: false },
-  'api_keys:write': { accountWide: true },
+  'account:read': { accountWide: false, minRole: 'admin' },
+  'members:read': { accountWide: false, minRole: 'admin' },
+  'api_keys:read': { accountWide: false, minRole: 'admin' },
+  'api_keys:write': { accountWide: true, minRole: 'admin' },
   'brands:read': { accountWide: false },
-  'brands:create': { accountWide: true },
+  'brands:create': { accountWide: true, minRole: 'admin' },
   'brands:write': { accountWide: false },
+  'brands:delete': { accountWide: false, minRole: 'owner' },
   'categories:read': { accountWide: false },
   'categories:write': { accountWide: false },
   'tags:read': { accountWide: false },
@@ -53,12 +65,16 @@ export const PERMISSIONS = {
   'inbound_email:write': { accountWide: false },
   'audit_logs:read': { accountWide: false },
   'metrics:read': { accountWide: false },
-} as const;
+  'auth:sign_in': { accountWide: false },
+  'session:read': { accountWide: false },
+  'session:write': { accountWide: false },
+  'organizations:read': { accountWide: false },
+} as const satisfies Record<string, PermissionRule>;
 export type Permission = keyof typeof PERMISSIONS;
 
 declare module 'fastify' {
   interface FastifyContextConfig {
-    auth?: AuthKind;
+    auth?: AuthDeclaration;
     permission?: Permission;
     /** Default: the budget of the caller's credential, or of its address without one. 'signup': its own hourly budget per address; false: none. */
     rateLimit?: 'signup' | false;
@@ -82,6 +98,26 @@ export interface ApiKeyIdentity {
 
 export type ApiKeyAuthenticator = (services: Services, secret: string) => Promise<ApiKeyIdentity | null>;
 
+/** The identity a valid session grants: a member of one account, in live mode. */
+export interface SessionIdentity extends SessionCaller {
+  accountId: string;
+  /** How audit entries name the member. */
+  name: string;
+  brandScope: BrandScope;
+}
+
+export type SessionAuthenticator = (services: Services, token: string) => Promise<SessionIdentity | null>;
+
+export interface Authenticators {
+  apiKey: ApiKeyAuthenticator;
+  session: SessionAuthenticator;
+}
+
+/** The cookie a browser may hold its session in (set by POST /v1/auth/verify?setCookies=true). */
+export const SESSION_COOKIE = 'ticketd_session';
+/** Session tokens start so (API keys with sk_live_ or sk_test_). */
+export const SESSION_TOKEN_PREFIX = 'ts_';
+
 /** The token of an `Authorization: Bearer <token>` header, or null. */
 export function bearerToken(req: FastifyRequest): string | null {
   const header = req.headers.authorization;
@@ -90,15 +126,37 @@ export function bearerToken(req: FastifyRequest): string | null {
   return match ? match[1]! : null;
 }
 
+function cookieValue(req: FastifyRequest, name: string): string | null {
+  for (const pair of (req.headers.cookie ?? '').split(';')) {
+    const at = pair.indexOf('=');
+    if (at > 0 && pair.slice(0, at).trim() === name) return pair.slice(at + 1).trim() || null;
+  }
+  return null;
+}
+
+export function authKindsOf(declaration: AuthDeclaration | undefined): readonly AuthKind[] {
+  if (!declaration) return [];
+  return typeof declaration === 'string' ? [declaration] : declaration;
+}
+
 /** Refuses to boot when a route does not declare how it is called and what it does. */
 export function requireAuthDeclaration(route: RouteOptions): void {
-  const config = route.config as { auth?: AuthKind; permission?: Permission } | undefined;
-  if (!config?.auth || !config.permission || !(config.permission in PERMISSIONS)) {
+  const config = route.config as { auth?: AuthDeclaration; permission?: Permission } | undefined;
+  const kinds = authKindsOf(config?.auth);
+  if (!kinds.length || (kinds.includes('none') && kinds.length > 1) || !config?.permission || !(config.permission in PERMISSIONS)) {
     throw new Error(`Route ${String(route.method)} ${route.url} must declare config.auth and a known config.permission`);
   }
 }
 
-export function installAuth(app: FastifyInstance, services: Services, authenticateApiKey: ApiKeyAuthenticator): void {
+const SAFE_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS']);
+
+function missingCredentials(kinds: readonly AuthKind[]) {
+  if (!kinds.includes('session')) return unauthorized('Send an API key as "Authorization: Bearer sk_live_…" or "sk_test_…"', 'missing_credentials');
+  const session = `a session token as "Authorization: Bearer …" or the ${SESSION_COOKIE} cookie (sign in with POST /v1/auth/magic-link)`;
+  return unauthorized(`Send ${kinds.includes('api-key') ? `an API key or ${session}` : session}`, 'missing_credentials');
+}
+
+export function installAuth(app: FastifyInstance, services: Services, authenticators: Authenticators): void {
   const { db } = services;
   const limiter = rateLimiterOf(services);
   const policies = policiesFrom(services.config);
@@ -107,28 +165,67 @@ export function installAuth(app: FastifyInstance, services: Services, authentica
   app.addHook('onRequest', async (req, reply) => {
     req.baseCtx = { services, db, actor: { type: 'api', id: null, name: null }, requestId: req.id, log: req.log };
     const { auth, permission, rateLimit } = req.routeOptions.config ?? {};
+    const kinds = authKindsOf(auth);
     const fromAddress = (policy: Policy) => {
       if (rateLimit !== false) enforceRateLimit(reply, limiter, policy, addressSubject(req.ip));
     };
-    if (!auth || auth === 'none') return fromAddress(policies[rateLimit || 'ip']);
+    if (!kinds.length || kinds.includes('none')) return fromAddress(policies[rateLimit || 'ip']);
+    const rule: PermissionRule | undefined = permission ? PERMISSIONS[permission] : undefined;
 
+    const bearer = bearerToken(req);
+    const cookie = bearer ? null : kinds.includes('session') ? cookieValue(req, SESSION_COOKIE) : null;
     // A request whose credentials fail spends its address's budget: guessing keys is slowed down.
-    const secret = bearerToken(req);
-    if (!secret) {
+    if (!bearer && !cookie) {
       fromAddress(policies.ip);
-      throw unauthorized('Send an API key as "Authorization: Bearer sk_live_…" or "sk_test_…"', 'missing_credentials');
+      throw missingCredentials(kinds);
     }
-    const identity = await authenticateApiKey(services, secret);
+    if (bearer?.startsWith('sk_') && !kinds.includes('api-key')) {
+      throw unauthorized('This route is for team members signed in to the dashboard: send a session token, not an API key', 'session_required');
+    }
+    // Session tokens say what they are (ts_); where API keys are taken too, any other bearer is read as an API key.
+    const token = cookie ?? (kinds.includes('session') && (!kinds.includes('api-key') || bearer!.startsWith(SESSION_TOKEN_PREFIX)) ? bearer : null);
+    if (!token) {
+      const identity = await authenticators.apiKey(services, bearer!);
+      if (!identity) {
+        fromAddress(policies.ip);
+        throw unauthorized('This API key is not valid: it is unknown, revoked or expired', 'invalid_api_key');
+      }
+      if (rateLimit !== false) enforceRateLimit(reply, limiter, policies.apiKey, `key:${identity.keyId}`);
+      if (rule?.accountWide && !identity.brandScope.allBrands) {
+        throw forbidden('This API key is limited to some brands and cannot do account-wide changes', 'insufficient_scope');
+      }
+      const actor = { type: 'api' as const, id: identity.keyId, name: identity.name };
+      req.log = req.log.child({ accountId: identity.accountId, livemode: identity.livemode, keyId: identity.keyId });
+      req.ctx = tenantCtx({ services, db, actor, requestId: req.id, log: req.log }, identity.accountId, identity.livemode, identity.brandScope);
+      return;
+    }
+
+    // A cookie rides along on any request the browser makes: a change must come from a dashboard page.
+    const origin = req.headers.origin;
+    if (cookie && !SAFE_METHODS.has(req.method) && origin !== undefined && !isDashboardOrigin(services, origin)) {
+      throw forbidden(`Requests with the session cookie that change something must come from a dashboard origin; ${origin} is not one`, 'origin_not_allowed');
+    }
+    const identity = await authenticators.session(services, token);
     if (!identity) {
       fromAddress(policies.ip);
-      throw unauthorized('This API key is not valid: it is unknown, revoked or expired', 'invalid_api_key');
+      throw unauthorized('This session is not valid: it is unknown, expired, revoked or signed out; sign in again', 'invalid_session');
     }
-    if (rateLimit !== false) enforceRateLimit(reply, limiter, policies.apiKey, `key:${identity.keyId}`);
-    if (permission && PERMISSIONS[permission].accountWide && !identity.brandScope.allBrands) {
-      throw forbidden('This API key is limited to some brands and cannot do account-wide changes', 'insufficient_scope');
+    if (rateLimit !== false) enforceRateLimit(reply, limiter, policies.session, `session:${identity.sessionId}`);
+    const { sessionId, memberId, role, expiresAt } = identity;
+    const actor = { type: 'user' as const, id: memberId, name: identity.name };
+    req.log = req.log.child({ accountId: identity.accountId, livemode: true, memberId, sessionId });
+    req.ctx = {
+      ...tenantCtx({ services, db, actor, requestId: req.id, log: req.log }, identity.accountId, true, identity.brandScope),
+      session: { sessionId, memberId, role, expiresAt },
+    };
+    if (rule?.minRole && !hasRole(role, rule.minRole)) {
+      // On a brand's route, a brand the member may not see reads as 404 first, as on every other brand route.
+      const brandId = (req.params as { brandId?: unknown } | undefined)?.brandId;
+      if (typeof brandId === 'string') await requireBrand(req.ctx, brandId);
+      throw forbidden(`This takes the ${rule.minRole} role${rule.minRole === 'owner' ? '' : ' or above'}; your role is ${role}`, 'insufficient_role');
     }
-    const actor = { type: 'api' as const, id: identity.keyId, name: identity.name };
-    req.log = req.log.child({ accountId: identity.accountId, livemode: identity.livemode, keyId: identity.keyId });
-    req.ctx = tenantCtx({ services, db, actor, requestId: req.id, log: req.log }, identity.accountId, identity.livemode, identity.brandScope);
+    if (rule?.accountWide && !identity.brandScope.allBrands) {
+      throw forbidden('You are assigned to some brands only and cannot do account-wide changes', 'insufficient_scope');
+    }
   });
 }

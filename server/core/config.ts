@@ -18,6 +18,12 @@ export interface Config {
   readonly requestTimeoutMs: number;
   readonly headersTimeoutMs: number;
   readonly corsOrigins: readonly string[];
+  readonly dashboardOrigins: readonly string[];
+  readonly dashboardAllowLoopback: boolean;
+  readonly sessionIdleTtlSeconds: number;
+  readonly sessionMaxTtlSeconds: number;
+  readonly authRateLimitPerIpPerHour: number;
+  readonly authRateLimitPerEmailPerHour: number;
   readonly logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   readonly trustProxy: boolean;
   readonly signup: 'open' | 'closed';
@@ -81,6 +87,12 @@ export const ENV_KEYS: Record<string, [string, Kind]> = {
   TICKETD_REQUEST_TIMEOUT_MS: ['requestTimeoutMs', 'integer'],
   TICKETD_HEADERS_TIMEOUT_MS: ['headersTimeoutMs', 'integer'],
   TICKETD_CORS_ORIGINS: ['corsOrigins', 'list'],
+  TICKETD_DASHBOARD_ORIGINS: ['dashboardOrigins', 'list'],
+  TICKETD_DASHBOARD_ALLOW_LOOPBACK: ['dashboardAllowLoopback', 'boolean'],
+  TICKETD_SESSION_IDLE_TTL_SECONDS: ['sessionIdleTtlSeconds', 'integer'],
+  TICKETD_SESSION_MAX_TTL_SECONDS: ['sessionMaxTtlSeconds', 'integer'],
+  TICKETD_AUTH_RATE_LIMIT_PER_IP_PER_HOUR: ['authRateLimitPerIpPerHour', 'integer'],
+  TICKETD_AUTH_RATE_LIMIT_PER_EMAIL_PER_HOUR: ['authRateLimitPerEmailPerHour', 'integer'],
   TICKETD_LOG_LEVEL: ['logLevel', 'string'],
   TICKETD_TRUST_PROXY: ['trustProxy', 'boolean'],
   TICKETD_SIGNUP: ['signup', 'string'],

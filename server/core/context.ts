@@ -41,6 +41,26 @@ export interface TenantCtx extends BaseCtx {
   accountId: string;
   livemode: boolean;
   brandScope: BrandScope;
+  /** Set when the caller is a member's session (not an API key). */
+  session?: SessionCaller;
+}
+
+/** Roles of an organization's members, most powerful first. */
+export const MEMBER_ROLES = ['owner', 'admin', 'member'] as const;
+export type MemberRole = (typeof MEMBER_ROLES)[number];
+
+/** Whether `role` is `least` or above it (owner > admin > member). */
+export function hasRole(role: MemberRole, least: MemberRole): boolean {
+  return MEMBER_ROLES.indexOf(role) <= MEMBER_ROLES.indexOf(least);
+}
+
+/** A member signed in to the dashboard: their session, who they are and their role. */
+export interface SessionCaller {
+  sessionId: string;
+  memberId: string;
+  role: MemberRole;
+  /** When the session ends unless used again (its sliding expiry, never past its cap). */
+  expiresAt: Date;
 }
 
 export const ALL_BRANDS: BrandScope = Object.freeze({ allBrands: true, brandIds: [] });

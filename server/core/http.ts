@@ -7,6 +7,7 @@ import { badRequest, HttpError } from './errors.js';
 import { jsonTextProblem, MAX_JSON_DEPTH } from './json-text.js';
 import { newId, ID_PREFIX } from './ids.js';
 import { isPgError, pgErrorCode } from './db.js';
+import { authKindsOf, type AuthDeclaration, type AuthKind } from './auth.js';
 
 const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -189,11 +190,11 @@ export function installErrorHandling(app: FastifyInstance): void {
   });
 }
 
-/** A route as registered: its method, URL pattern (`:name` parameters) and declared auth kind. */
+/** A route as registered: its method, URL pattern (`:name` parameters) and the auth kinds it declares (none declared: empty). */
 export interface RegisteredRoute {
   method: string;
   url: string;
-  auth: string | undefined;
+  auth: readonly AuthKind[];
 }
 
 declare module 'fastify' {
@@ -208,7 +209,7 @@ export function installRouteCatalog(app: FastifyInstance): void {
   const routes: RegisteredRoute[] = [];
   app.decorate('routeCatalog', routes);
   app.addHook('onRoute', (route: RouteOptions) => {
-    const auth = (route.config as { auth?: string } | undefined)?.auth;
+    const auth = authKindsOf((route.config as { auth?: AuthDeclaration } | undefined)?.auth);
     for (const method of [route.method].flat()) routes.push({ method, url: route.url, auth });
   });
 }

@@ -5,6 +5,8 @@ import { BASE32_ALPHABET as ALPHABET } from './base32.js';
 export const ID_PREFIX = {
   account: 'acct',
   member: 'mem',
+  session: 'sess',
+  magicLink: 'mlk',
   apiKey: 'key',
   brand: 'br',
   category: 'cat',

@@ -7,8 +7,9 @@ import { part, type ServiceLogger, type Services } from './services.js';
 
 /**
  * Rate limits: a fixed window per budget and subject, the subject being the credential a request
- * carries (`key:<keyId>`; a session kind joins as `session:<id>`) or, without one, the client's
- * address (`ip:<addr>`, which honours trustProxy).
+ * carries (`key:<keyId>`, `session:<id>`) or, without one, the client's address (`ip:<addr>`, which
+ * honours trustProxy). The sign-in routes anyone may call count per address and per email address
+ * too (`email:<address>`), each route apart (signInPolicies).
  *
  * Every process counts in memory and decides at once from what it knows: the total all processes
  * had written at its last sync, plus what it counted since. Every `rateLimitSyncMs` it adds its new
@@ -17,7 +18,7 @@ import { part, type ServiceLogger, type Services } from './services.js';
  */
 
 /** Who a budget belongs to. */
-export type Subject = `key:${string}` | `ip:${string}`;
+export type Subject = `key:${string}` | `session:${string}` | `ip:${string}` | `email:${string}`;
 
 /**
  * The budget of a client address. An IPv6 host usually holds a whole /64 and can pick any address
@@ -41,14 +42,25 @@ export interface Policy {
   readonly holder: string;
 }
 
-export type PolicyName = 'apiKey' | 'ip' | 'signup';
+export type PolicyName = 'apiKey' | 'session' | 'ip' | 'signup';
 
 export function policiesFrom(config: Config): Readonly<Record<PolicyName, Policy>> {
   const windowMs = config.rateLimitWindowSeconds * 1000;
   return {
     apiKey: { name: 'api', limit: config.rateLimitPerApiKey, windowMs, holder: 'this API key' },
+    // A member's session has the budget of a key.
+    session: { name: 'api', limit: config.rateLimitPerApiKey, windowMs, holder: 'this session' },
     ip: { name: 'api', limit: config.rateLimitPerIp, windowMs, holder: 'this address' },
     signup: { name: 'signup', limit: config.signupRateLimitPerHour, windowMs: 3_600_000, holder: 'sign-ups from this address' },
+  };
+}
+
+/** The hourly budgets of one sign-in route (check-email, signup, magic-link): per client address and per email address. */
+export function signInPolicies(config: Config, route: string): { ip: Policy; email: Policy } {
+  const hour = 3_600_000;
+  return {
+    ip: { name: `auth.${route}`, limit: config.authRateLimitPerIpPerHour, windowMs: hour, holder: `${route} requests from this address` },
+    email: { name: `auth.${route}`, limit: config.authRateLimitPerEmailPerHour, windowMs: hour, holder: `${route} requests for this email address` },
   };
 }
 
@@ -220,10 +232,25 @@ export function rateLimiterOf(services: Services): RateLimiter {
   return services.get(rateLimits);
 }
 
-/** Counts the request; sets the X-RateLimit-* headers; a spent budget is 429 with Retry-After. */
-export function enforceRateLimit(reply: FastifyReply, limiter: RateLimiter, policy: Policy, subject: Subject): void {
-  if (policy.limit === 0) return;
-  const decision = limiter.take(policy, subject);
+/** Whether budget `a` binds harder than `b`: refused before allowed, then less left, then (both refused) freed later. */
+function isTighter(a: Decision, b: Decision): boolean {
+  if (a.allowed !== b.allowed) return !a.allowed;
+  return a.allowed ? a.remaining < b.remaining : a.resetAt > b.resetAt;
+}
+
+/**
+ * Counts the request against each budget; the X-RateLimit-* headers tell the tighter one, and a
+ * spent budget is 429 with Retry-After (the one that frees last, when several are spent).
+ */
+export function enforceRateLimits(reply: FastifyReply, limiter: RateLimiter, budgets: readonly (readonly [Policy, Subject])[]): void {
+  let told: { policy: Policy; decision: Decision } | null = null;
+  for (const [policy, subject] of budgets) {
+    if (policy.limit === 0) continue;
+    const decision = limiter.take(policy, subject);
+    if (!told || isTighter(decision, told.decision)) told = { policy, decision };
+  }
+  if (!told) return;
+  const { policy, decision } = told;
   reply.header('X-RateLimit-Limit', decision.limit);
   reply.header('X-RateLimit-Remaining', decision.remaining);
   reply.header('X-RateLimit-Reset', Math.ceil(decision.resetAt / 1000));
@@ -231,4 +258,9 @@ export function enforceRateLimit(reply: FastifyReply, limiter: RateLimiter, poli
   const retryAfter = Math.max(1, Math.ceil(decision.resetInMs / 1000));
   reply.header('Retry-After', retryAfter);
   throw new HttpError(429, 'rate_limited', `Too many requests for ${policy.holder}: ${policy.limit} per ${policy.windowMs / 1000} s; retry in ${retryAfter} s`);
+}
+
+/** Counts the request; sets the X-RateLimit-* headers; a spent budget is 429 with Retry-After. */
+export function enforceRateLimit(reply: FastifyReply, limiter: RateLimiter, policy: Policy, subject: Subject): void {
+  enforceRateLimits(reply, limiter, [[policy, subject]]);
 }

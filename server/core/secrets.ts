@@ -1,4 +1,4 @@
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import type { Db } from './db.js';
 
 /**
@@ -23,4 +23,27 @@ export function cachedServerSecret(db: Db, name: string): () => Promise<Buffer> 
     });
     return value;
   };
+}
+
+const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
+/** 43 base62 characters carry 256 bits. */
+export const TOKEN_RANDOM_LENGTH = 43;
+
+/** Uniformly random base62 text: the secret part of API keys, session and sign-in tokens. */
+export function randomBase62(length = TOKEN_RANDOM_LENGTH): string {
+  let out = '';
+  while (out.length < length) {
+    for (const byte of randomBytes(length)) {
+      if (byte < 248 && out.length < length) out += BASE62[byte % 62]; // 248 = 4 * 62: no modulo bias
+    }
+  }
+  return out;
+}
+
+/**
+ * How bearer secrets are stored: their SHA-256, hex. The secrets carry 256 random bits, so a fast
+ * unsalted hash is enough (nothing to guess) and lets authentication find the row by the hash.
+ */
+export function hashSecret(secret: string): string {
+  return createHash('sha256').update(secret).digest('hex');
 }

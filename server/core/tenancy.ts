@@ -9,7 +9,7 @@
 export const GLOBAL_TABLES: Readonly<Record<string, string>> = {
   accounts: 'the tenants themselves',
   server_secrets: "the server's own keys (signing grants), one set per installation",
-  rate_limit_counters: 'request counts by credential or client address, shared by the API processes; an address belongs to no account',
+  rate_limit_counters: 'request counts by credential, client address or (hashed) email address, shared by the API processes; an address belongs to no account',
   knex_migrations: "knex's record of applied migrations",
   knex_migrations_lock: "knex's migration lock",
 };
@@ -17,6 +17,9 @@ export const GLOBAL_TABLES: Readonly<Record<string, string>> = {
 /** Secondary indexes that serve work across every tenant, so they cannot lead with account_id. */
 export const CROSS_TENANT_INDEXES: Readonly<Record<string, string>> = {
   api_keys_secret_hash_idx: 'authentication learns the account from the key: it finds the key by its hash alone',
+  sessions_token_hash_idx: 'authentication learns the account from the session token: it finds the session by its hash alone',
+  magic_links_token_hash_idx: 'sign-in learns the account from the link: it finds the link by its hash alone',
+  members_email_idx: "sign-in starts from an email address alone: it finds that person's memberships in every account",
   outbox_due_idx: 'the dispatcher claims the due messages of every account',
   outbox_status_idx: 'operators count and list the outbox across accounts (ticketd outbox stats)',
   outbox_lease_owner_idx: 'the dispatchers find the leases of a dispatcher that is gone, whatever their accounts',

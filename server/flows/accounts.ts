@@ -18,10 +18,9 @@ export interface FirstBrand {
  */
 export async function createAccount(ctx: BaseCtx, input: CreateAccountInput, firstBrand?: FirstBrand): Promise<CreatedAccountView> {
   return withTx(ctx, async (tx) => {
-    const account = await accounts.insert(tx, input.accountName ?? input.name ?? input.email);
+    const { account, owner } = await createAccountWithOwner(tx, input);
     const live = tenantCtx(tx, account.id, true);
     const test = tenantCtx(tx, account.id, false);
-    const owner = await members.createOwner(live, input.email, input.name ?? null);
     const result: CreatedAccountView = {
       account,
       owner,
@@ -35,6 +34,17 @@ export async function createAccount(ctx: BaseCtx, input: CreateAccountInput, fir
       result.brand = await createBrand(livemode === false ? test : live, brandInput);
     }
     return result;
+  });
+}
+
+/**
+ * The account (the organization of its team) and its owner, in one transaction: what every way of creating an account shares (the API and CLI add keys and a brand; sign-up mails a link).
+ */
+export async function createAccountWithOwner(ctx: BaseCtx, input: CreateAccountInput): Promise<Pick<CreatedAccountView, 'account' | 'owner'>> {
+  return withTx(ctx, async (tx) => {
+    const account = await accounts.insert(tx, input.accountName ?? input.name ?? input.email);
+    const owner = await members.createOwner(tenantCtx(tx, account.id, true), input.email, input.name ?? null);
+    return { account, owner };
   });
 }
 

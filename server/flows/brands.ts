@@ -4,6 +4,7 @@ import * as audit from '../core/audit.js';
 import { tenantScope } from '../core/model.js';
 import * as apiKeys from '../domains/api-keys/service.js';
 import * as brands from '../domains/brands/service.js';
+import * as members from '../domains/members/service.js';
 import type { BrandView, CreateBrandInput, DeleteBrandResultView } from '../domains/brands/schemas.js';
 import * as statuses from '../domains/statuses/service.js';
 
@@ -55,6 +56,7 @@ export async function deleteBrand(ctx: TenantCtx, brandId: string, confirm: bool
     }
     await brands.deleteRow(tx, brand.id);
     await apiKeys.forgetBrand(tx, brand.id);
+    await members.forgetBrand(tx, brand.id);
     // Everything in the brand goes with it: this one entry (with the counts) stands for all of it.
     await audit.record(tx, { brandId: brand.id, entityType: 'brand', entityId: brand.id, event: 'brand.deleted', metadata: { name: brand.name, slug: brand.slug, ...counts } });
     return { id: brand.id, deleted: true, ...counts, message: `Brand "${brand.name}" and everything in it were deleted.` };

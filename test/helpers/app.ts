@@ -25,11 +25,11 @@ export interface TestApp {
   config: Config;
 }
 
-/** The real Fastify app on this file's own fresh database. */
-export async function testApp(t: Test, env: Record<string, string> = {}): Promise<TestApp> {
+/** The real Fastify app on this file's own fresh database; `clock` replaces the services' Date.now. */
+export async function testApp(t: Test, env: Record<string, string> = {}, options: { clock?: () => number } = {}): Promise<TestApp> {
   const { url, db } = await freshDatabase(t);
   const config = testConfig({ DATABASE_URL: url, ...env });
-  const services = servicesOf(db, config);
+  const services = servicesOf(db, config, options.clock);
   const app = await buildApp({ config, db, services });
   t.teardown(async () => {
     await app.close();
@@ -44,9 +44,9 @@ const servicesByDb = new WeakMap<Db, Services>();
  * The services tests call with a system ctx on `db`: one instance per pool, the same one the
  * test's app serves with (so a test sees the app's caches).
  */
-export function servicesOf(db: Db, config: Config = testConfig({})): Services {
+export function servicesOf(db: Db, config: Config = testConfig({}), clock?: () => number): Services {
   let services = servicesByDb.get(db);
-  if (!services) servicesByDb.set(db, (services = createServices({ config, db })));
+  if (!services) servicesByDb.set(db, (services = createServices({ config, db, clock })));
   return services;
 }
 

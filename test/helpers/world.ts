@@ -104,8 +104,9 @@ export function pathValues(world: World, key: string, url: string, brandId = wor
 export async function buildWorld(app: FastifyInstance): Promise<World> {
   const owner = await account(app, `${MARKER} brand`);
   const { live, base } = owner;
-  const members = (await must(live('GET', '/v1/accounts/me/members'), 200)).data as { id: string }[];
+  const members = (await must(live('GET', '/v1/accounts/me/members'), 200)).data as { id: string; email: string }[];
   const memberId = members[0]!.id;
+  const ownerEmail = members[0]!.email;
   const company = await mustCreate(live, `${base}/companies`, { name: `${MARKER} Initech`, domain: 'initech.example' });
   const contact = await mustCreate(live, `${base}/contacts`, { email: 'peter@initech.example', name: `${MARKER} Peter`, companyId: company.id });
   const category = await mustCreate(live, `${base}/categories`, { name: `${MARKER} billing` });
@@ -203,6 +204,13 @@ export async function buildWorld(app: FastifyInstance): Promise<World> {
     [`DELETE ${B}/webhooks/{webhookId}`]: null,
     [`POST ${B}/webhooks/{webhookId}/rotate-secret`]: json({ graceMinutes: 5 }),
     [`POST ${B}/webhooks/{webhookId}/deliveries/{deliveryId}/redeliver`]: null,
+    // Sign-in: the owner's address, from a loopback page (a dashboard origin by default). A link's
+    // token works once, so verify's request is one that is well formed.
+    'POST /v1/auth/check-email': json({ email: ownerEmail }),
+    'POST /v1/auth/signup': { body: { email: 'new-organization@example.com' }, headers: { origin: 'http://localhost:5173' } },
+    'POST /v1/auth/magic-link': { body: { email: ownerEmail }, headers: { origin: 'http://localhost:5173' } },
+    'POST /v1/auth/verify': json({ token: `ml_${'0'.repeat(43)}` }),
+    'POST /v1/auth/logout': null,
     'PUT /v1/uploads/{token}': { body: 'abc', headers: { 'content-type': 'application/octet-stream' } },
     'POST /v1/inbound/email': {
       body: `From: Peter <peter@initech.example>\r\nTo: ${owner.brand.id}@${INBOUND_DOMAIN}\r\nSubject: ${MARKER} by mail\r\nMessage-ID: <world@initech.example>\r\n\r\nHello\r\n`,

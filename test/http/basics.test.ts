@@ -84,10 +84,20 @@ t.test('OpenAPI 3.1 document lists every route, and /docs serves a page', async 
     '/v1/health',
     '/v1/health/live',
     '/v1/health/ready',
+    '/v1/auth/check-email',
+    '/v1/auth/signup',
+    '/v1/auth/magic-link',
+    '/v1/auth/verify',
+    '/v1/auth/session',
+    '/v1/auth/logout',
+    '/v1/auth/organizations',
+    '/v1/auth/organization',
   ]) {
     t.ok(paths.includes(p), `${p} is documented`);
   }
-  t.same(res.body.paths['/v1/brands'].get.security, [{ apiKey: [] }], 'authenticated routes declare the bearer scheme');
+  t.same(res.body.paths['/v1/brands'].get.security, [{ apiKey: [] }, { session: [] }, { sessionCookie: [] }], 'brand routes declare an API key or a session');
+  t.same(res.body.paths['/v1/auth/session'].get.security, [{ session: [] }, { sessionCookie: [] }], 'session routes declare the session alone');
+  t.notOk(res.body.paths['/v1/auth/verify'].post.security, 'routes without credentials declare none');
   t.ok(res.body.paths['/v1/brands'].post.requestBody, 'request bodies are documented');
   const docs = await app.inject({ method: 'GET', url: '/docs/' });
   t.equal(docs.statusCode, 200);

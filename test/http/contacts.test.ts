@@ -411,7 +411,7 @@ t.test('every contact route is in /v1/openapi.json under both brand prefixes and
       t.ok(paths[`${base}/search`]?.get, `${base}/search: GET`);
       const one = paths[`${base}/{contactId}`];
       t.ok(one?.get && one?.patch && one?.delete, `${base}/{contactId}: GET, PATCH, DELETE`);
-      t.same(one?.get?.security, [{ apiKey: [] }]);
+      t.same(one?.get?.security, [{ apiKey: [] }, { session: [] }, { sessionCookie: [] }], 'an API key or a session');
     }
   }
 });

@@ -1,12 +1,14 @@
 import t from 'tap';
-import { testApp } from '../helpers/app.js';
+import { servicesOf, testApp } from '../helpers/app.js';
+import { sessionToken } from '../helpers/sign-in.js';
 import { BOUNDARY, buildWorld, fillPath, INBOUND_SECRET, MULTIPART, pathValues, routeKey } from '../helpers/world.js';
 
 /**
  * Hostile input on every operation of /v1/openapi.json, through inject (no socket): bodies of the
  * wrong shape (wrong types, missing and extra fields, nulls, huge strings, lone UTF-16 surrogates,
  * numbers out of range, 2,500 levels of nesting), path ids that are random, too long or badly
- * percent-encoded, mutated queries, wrong content types, malformed multipart and bad credentials.
+ * percent-encoded, mutated queries, wrong content types, malformed multipart and bad credentials
+ * (API keys, session tokens and session cookies).
  * Every answer must be below 500, carry X-Request-Id, and every 4xx must be in the error shape.
  * Each mutation starts from a request that succeeds on a world of real objects (test/helpers/world.ts),
  * so a mutated field reaches the code behind validation. Deterministic: TICKETD_FUZZ_SEED replays a run,
@@ -44,13 +46,20 @@ function sample<T>(items: T[], n: number): T[] {
 }
 const randomText = (n: number, alphabet = 'abcdefghijklmnopqrstuvwxyz0123456789') => Array.from({ length: n }, () => pick([...alphabet])).join('');
 
-const { app } = await testApp(t, {
+const { app, db } = await testApp(t, {
   TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: '100000',
+  TICKETD_AUTH_RATE_LIMIT_PER_IP_PER_HOUR: '100000',
+  TICKETD_AUTH_RATE_LIMIT_PER_EMAIL_PER_HOUR: '100000',
   TICKETD_RATE_LIMIT_PER_API_KEY: '0',
   TICKETD_RATE_LIMIT_PER_IP: '0',
   TICKETD_INBOUND_SECRET: INBOUND_SECRET,
 });
 const world = await buildWorld(app);
+const ownerEmail = ((await world.owner.live('GET', '/v1/accounts/me/members')).body.data as { email: string }[])[0]!.email;
+/** Routes that take only a session are called with the owner's; logout spends one per request, so it gets a session each. */
+const ownerSession = () => sessionToken(app, servicesOf(db), world.owner.accountId, ownerEmail);
+const session = await ownerSession();
+const LOGOUT = 'POST /v1/auth/logout';
 
 // ---------------------------------------------------------------------------------------------
 // The operations, and their schemas with references resolved.
@@ -230,6 +239,9 @@ const BAD_CREDENTIALS = [
   () => 'Basic dXNlcjpwYXNz',
   () => `Bearer ${'x'.repeat(5000)}`,
   () => `Bearer sk_live_${randomText(43)} trailing`,
+  () => `Bearer ts_${randomText(43)}`,
+  () => `Bearer ml_${'0'.repeat(43)}`,
+  () => `Bearer ${session}x`,
 ];
 
 function attemptsFor(op: Operation): Attempt[] {
@@ -237,8 +249,10 @@ function attemptsFor(op: Operation): Attempt[] {
   const values = pathValues(world, key, op.path);
   const url = fillPath(op.path, values);
   const request = world.requests[key] ?? null;
-  const secured = (op.security?.length ?? 0) > 0;
-  const credential: Record<string, string> = secured ? { authorization: `Bearer ${world.owner.liveKey}` } : {};
+  const security = (op.security ?? []) as Record<string, unknown>[];
+  const secured = security.length > 0;
+  const takesKey = security.some((s) => 'apiKey' in s);
+  const credential: Record<string, string> = secured ? { authorization: `Bearer ${takesKey ? world.owner.liveKey : session}` } : {};
   const baseHeaders: Record<string, string> = { ...credential, ...request?.headers };
   const query = world.queries[key] ?? '';
   const content = op.requestBody?.content ?? {};
@@ -318,6 +332,11 @@ function attemptsFor(op: Operation): Attempt[] {
       const { authorization: _, ...rest } = baseHeaders;
       add(`credential ${value === null ? 'none' : JSON.stringify(value.slice(0, 24))}`, target, basePayload, value === null ? rest : { ...rest, authorization: value });
     }
+    if (security.some((s) => 'sessionCookie' in s)) {
+      const { authorization: _, ...rest } = baseHeaders;
+      add('a session cookie of garbage', target, basePayload, { ...rest, cookie: `ticketd_session=${pick(PERCENT_GARBAGE)}; ticketd_session=` });
+      add('a revoked-looking session cookie', target, basePayload, { ...rest, cookie: `a=b; ticketd_session=ts_${randomText(43)}`, origin: 'https://evil.example' });
+    }
   }
   return out;
 }
@@ -361,6 +380,7 @@ for (const op of operations.filter((o) => ONLY.test(`${o.method} ${o.path}`))) {
   t.test(name, async (t) => {
     const mine: Failure[] = [];
     for (const a of attempts) {
+      if (name === LOGOUT && a.headers.authorization === `Bearer ${session}`) a.headers = { ...a.headers, authorization: `Bearer ${await ownerSession()}` };
       const payload = typeof a.payload === 'function' ? a.payload() : a.payload;
       const res = await app.inject({ method: op.method as 'GET', url: a.url, headers: a.headers, ...(payload === undefined ? {} : { payload }) });
       sent++;
@@ -394,4 +414,10 @@ t.test('figures', async (t) => {
   }
   for (const [kind, n] of [...byKind].sort((a, b) => b[1] - a[1])) t.comment(`  ${n} × ${kind}`);
   t.ok(operations.length > 150, `${operations.length} operations walked`);
+  const signIn = ['POST /v1/auth/check-email', 'POST /v1/auth/signup', 'POST /v1/auth/magic-link', 'POST /v1/auth/verify', 'GET /v1/auth/session', LOGOUT];
+  t.same(
+    signIn.filter((name) => !operations.some((o) => `${o.method} ${o.path}` === name)),
+    [],
+    'the sign-in routes are among them',
+  );
 });

@@ -1,23 +1,45 @@
 import t from 'tap';
-import { testApp, type Reply } from '../helpers/app.js';
+import { systemCtx, tenantCtx } from '../../server/core/context.js';
+import * as members from '../../server/domains/members/service.js';
+import { client, servicesOf, testApp, type Reply } from '../helpers/app.js';
+import { sessionToken } from '../helpers/sign-in.js';
 import { buildWorld, fillPath, INBOUND_SECRET, MARKER, pathValues, routeKey, type Payload } from '../helpers/world.js';
 
 /**
  * Tenant isolation on every route the app registers (its route catalog, so a route added later is
  * swept too): with the ids of one account's objects in the path, another account, the other mode
- * of the same account and a key of the same account limited to another brand must get 404 (a
- * route of the account itself may answer 403 to the limited key), change nothing, and read
- * nothing of it. A route whose path parameter the world cannot fill, or a write route without a
+ * of the same account and a key of the same account limited to another brand, and the sessions of
+ * another account's owner and of a member assigned to another brand, must get 404 (a route of the
+ * account itself may answer 403 to the limited key or member), change nothing, and read nothing
+ * of it. A route whose path parameter the world cannot fill, or a write route without a
  * request that would succeed (so the 404 comes from the scope check, not from validation), fails
  * the sweep.
  */
 
-const { app } = await testApp(t, { TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: '10000', TICKETD_INBOUND_SECRET: INBOUND_SECRET });
+const { app, db } = await testApp(t, { TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: '10000', TICKETD_INBOUND_SECRET: INBOUND_SECRET });
 const world = await buildWorld(app);
 const { owner, stranger } = world;
 
+/** A dashboard session of `email`, through a printed sign-in link (no mail needed). */
+const signedIn = async (accountId: string, email: string) => client(app, await sessionToken(app, servicesOf(db), accountId, email));
+
+/** A caller with a session; logging out spends a session of its own, so the sweep goes on signed in. */
+async function sessionOf(accountId: string, email: string): Promise<ReturnType<typeof client>> {
+  const session = await signedIn(accountId, email);
+  return async (method, url, ...rest) => (url.startsWith('/v1/auth/logout') ? (await signedIn(accountId, email))(method, url, ...rest) : session(method, url, ...rest));
+}
+const strangerEmail = ((await stranger.live('GET', '/v1/accounts/me/members')).body.data as { email: string }[])[0]!.email;
+const sideMember = await members.add(tenantCtx(systemCtx(servicesOf(db)), owner.accountId, true), {
+  email: 'side-desk@example.com',
+  role: 'member',
+  brandIds: [world.sideBrand.id],
+});
+
 interface Caller {
   label: string;
+  kind: 'api-key' | 'session';
+  /** Limited to some brands: account routes may answer 403 instead of 404. */
+  limited: boolean;
   call: (method: string, url: string, body?: unknown, headers?: Record<string, string>) => Promise<Reply>;
   /** A brand inside the caller's own scope. */
   ownBrand: string;
@@ -25,10 +47,27 @@ interface Caller {
   secrets: string[];
 }
 const privateToAll = [MARKER, ...world.privateIds];
+const strangerSecrets = [...privateToAll, owner.accountId, owner.ownerId, world.params.memberId!];
 const callers: Caller[] = [
-  { label: 'another account', call: stranger.live, ownBrand: stranger.brand.id, secrets: [...privateToAll, owner.accountId, owner.ownerId, world.params.memberId!] },
-  { label: 'the other mode', call: owner.test, ownBrand: world.testBrand.id, secrets: privateToAll },
-  { label: 'a key limited to another brand', call: world.scoped, ownBrand: world.sideBrand.id, secrets: privateToAll },
+  { label: 'another account', kind: 'api-key', limited: false, call: stranger.live, ownBrand: stranger.brand.id, secrets: strangerSecrets },
+  { label: 'the other mode', kind: 'api-key', limited: false, call: owner.test, ownBrand: world.testBrand.id, secrets: privateToAll },
+  { label: 'a key limited to another brand', kind: 'api-key', limited: true, call: world.scoped, ownBrand: world.sideBrand.id, secrets: privateToAll },
+  {
+    label: "another account's owner, signed in",
+    kind: 'session',
+    limited: false,
+    call: await sessionOf(stranger.accountId, strangerEmail),
+    ownBrand: stranger.brand.id,
+    secrets: strangerSecrets,
+  },
+  {
+    label: 'a member signed in, assigned to another brand',
+    kind: 'session',
+    limited: true,
+    call: await sessionOf(owner.accountId, sideMember.email),
+    ownBrand: world.sideBrand.id,
+    secrets: privateToAll,
+  },
 ];
 
 /** A grant is the credential of the token routes: the owner's live grant, claimed for the test mode (its signature no longer matches). */
@@ -85,9 +124,17 @@ for (const r of routes) {
         const what = `${label}: ${res.status} ${JSON.stringify(res.body)?.slice(0, 300)}`;
         t.ok(res.status < 500, `${label}: no 5xx`, { got: what });
         t.ok(res.headers['x-request-id'], `${label}: X-Request-Id`);
-        if (mustBe404 && r.auth === 'api-key') {
-          const accountScope = !underBrand && caller.call === world.scoped && res.status === 403 && res.body?.code === 'insufficient_scope';
-          t.ok(res.status === 404 || accountScope, `${label}: 404${underBrand ? '' : ' (403 insufficient_scope for a limited key)'}`, { got: what });
+        if (mustBe404 && r.auth.includes(caller.kind)) {
+          const accountScope = !underBrand && caller.limited && res.status === 403 && res.body?.code === 'insufficient_scope';
+          // Off a brand's routes a member's role is checked before any id is looked at: the 403 tells nothing of the target.
+          const belowRole = !underBrand && caller.kind === 'session' && res.status === 403 && res.body?.code === 'insufficient_role';
+          t.ok(
+            res.status === 404 || accountScope || belowRole,
+            `${label}: 404${underBrand ? '' : ' (or 403 insufficient_scope for a limited caller, insufficient_role for a member)'}`,
+            {
+              got: what,
+            },
+          );
         } else if (mustBe404) {
           t.ok(res.status >= 400 && res.status < 500, `${label}: refused`, { got: what });
         }

@@ -28,8 +28,8 @@ export async function accountRoutes(app: FastifyInstance, opts: { config: Config
   app.get(
     '/v1/accounts/me',
     {
-      config: { auth: 'api-key', permission: 'account:read' },
-      schema: { tags: ['Accounts'], summary: 'The account of the API key', response: { 200: AccountOut } },
+      config: { auth: ['api-key', 'session'], permission: 'account:read' },
+      schema: { tags: ['Accounts'], summary: 'The account of the API key or session', response: { 200: AccountOut } },
     },
     async (req) => accounts.get(req.ctx),
   );
@@ -37,8 +37,8 @@ export async function accountRoutes(app: FastifyInstance, opts: { config: Config
   app.get(
     '/v1/accounts/me/usage',
     {
-      config: { auth: 'api-key', permission: 'account:read' },
-      schema: { tags: ['Accounts'], summary: 'Usage in the mode of the API key', response: { 200: UsageOut } },
+      config: { auth: ['api-key', 'session'], permission: 'account:read' },
+      schema: { tags: ['Accounts'], summary: 'Usage in the mode of the API key (live for a session)', response: { 200: UsageOut } },
     },
     async (req) => usage(req.ctx),
   );

@@ -26,3 +26,12 @@ export async function listAll(ctx: BaseCtx): Promise<{ id: string; name: string;
   const rows = await Account.query(ctx.db).orderBy('id', 'asc');
   return rows.map((r) => ({ id: r.id, name: r.name, createdAt: r.createdAt.toISOString() }));
 }
+
+/** The names of these accounts (organizations), by id; unknown ids are left out. */
+export async function namesOf(ctx: BaseCtx, accountIds: readonly string[]): Promise<Map<string, string>> {
+  if (!accountIds.length) return new Map();
+  const rows = await Account.query(ctx.db)
+    .whereIn('id', [...accountIds])
+    .select('id', 'name');
+  return new Map(rows.map((r) => [r.id, r.name]));
+}

@@ -23,7 +23,7 @@ export async function apiKeyRoutes(app: FastifyInstance): Promise<void> {
   app.get(
     '/v1/accounts/me/api-keys',
     {
-      config: { auth: 'api-key', permission: 'api_keys:read' },
+      config: { auth: ['api-key', 'session'], permission: 'api_keys:read' },
       schema: { tags, summary: 'List active API keys of this mode (secrets are never shown again)', response: { 200: Type.Array(ApiKeyOut) } },
     },
     async (req) => apiKeys.list(req.ctx),
@@ -32,7 +32,7 @@ export async function apiKeyRoutes(app: FastifyInstance): Promise<void> {
   app.post<{ Body: CreateApiKeyInput }>(
     '/v1/accounts/me/api-keys',
     {
-      config: { auth: 'api-key', permission: 'api_keys:write' },
+      config: { auth: ['api-key', 'session'], permission: 'api_keys:write' },
       schema: { tags, summary: 'Create an API key in the mode of the calling key; `key` is returned once', body: CreateApiKeyBody, response: { 201: ApiKeyWithSecret } },
     },
     async (req, reply) => reply.status(201).send(await apiKeys.create(req.ctx, req.body)),
@@ -41,7 +41,7 @@ export async function apiKeyRoutes(app: FastifyInstance): Promise<void> {
   app.patch<KeyRoute<UpdateScopeInput>>(
     '/v1/accounts/me/api-keys/:keyId/scope',
     {
-      config: { auth: 'api-key', permission: 'api_keys:write' },
+      config: { auth: ['api-key', 'session'], permission: 'api_keys:write' },
       schema: {
         tags,
         summary: 'Change the brand scope of a key',
@@ -56,7 +56,7 @@ export async function apiKeyRoutes(app: FastifyInstance): Promise<void> {
   app.post<KeyRoute<{ graceMinutes?: number }>>(
     '/v1/accounts/me/api-keys/:keyId/rotate',
     {
-      config: { auth: 'api-key', permission: 'api_keys:write' },
+      config: { auth: ['api-key', 'session'], permission: 'api_keys:write' },
       schema: {
         tags,
         summary: 'Issue a replacement with the same scope; the old key stops now or after graceMinutes',
@@ -71,7 +71,7 @@ export async function apiKeyRoutes(app: FastifyInstance): Promise<void> {
   app.delete<KeyRoute>(
     '/v1/accounts/me/api-keys/:keyId',
     {
-      config: { auth: 'api-key', permission: 'api_keys:write' },
+      config: { auth: ['api-key', 'session'], permission: 'api_keys:write' },
       schema: { tags, summary: 'Revoke a key; it fails with 401 from the next request on', params: KeyParams, response: { 200: RevokeResult } },
     },
     async (req) => apiKeys.revoke(req.ctx, req.params.keyId),

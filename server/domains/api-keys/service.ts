@@ -1,9 +1,9 @@
-import { createHash, randomBytes } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { tenantCtx, withTx, type BaseCtx, type TenantCtx } from '../../core/context.js';
 import { badRequest, conflict, notFound } from '../../core/errors.js';
 import { newId, ID_PREFIX, normalizeBrandId } from '../../core/ids.js';
 import { scopeOf } from '../../core/model.js';
+import { hashSecret, randomBase62 } from '../../core/secrets.js';
 import { part, type Services } from '../../core/services.js';
 import { Listener, notify } from '../../core/notify.js';
 import type { ApiKeyIdentity } from '../../core/auth.js';
@@ -12,25 +12,9 @@ import { assertBrandsExist } from '../../core/brand.js';
 import { ApiKey } from './model.js';
 import type { ApiKeyView, ApiKeyWithSecretView, CreateApiKeyInput, UpdateScopeInput } from './schemas.js';
 
-const BASE62 = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
-const SECRET_LENGTH = 43; // 43 base62 chars carry 256 bits
 const SECRET_FORMAT = /^sk_(live|test)_[0-9A-Za-z]{43}$/;
 /** lastUsedAt is kept to the minute: at most one write per key per minute, off the request path. */
 const LAST_USED_RESOLUTION_MS = 60_000;
-
-function randomBase62(length: number): string {
-  let out = '';
-  while (out.length < length) {
-    for (const byte of randomBytes(length)) {
-      if (byte < 248 && out.length < length) out += BASE62[byte % 62]; // 248 = 4 * 62: no modulo bias
-    }
-  }
-  return out;
-}
-
-export function hashSecret(secret: string): string {
-  return createHash('sha256').update(secret).digest('hex');
-}
 
 export function toView(row: ApiKey): ApiKeyView {
   return {
@@ -79,7 +63,7 @@ export async function create(ctx: TenantCtx, input: CreateApiKeyInput): Promise<
 }
 
 async function insertKey(ctx: TenantCtx, name: string | undefined, scope: { allBrands: boolean; brandIds: string[] }, rotatedFrom?: string): Promise<ApiKeyWithSecretView> {
-  const secret = `sk_${ctx.livemode ? 'live' : 'test'}_${randomBase62(SECRET_LENGTH)}`;
+  const secret = `sk_${ctx.livemode ? 'live' : 'test'}_${randomBase62()}`;
   const row = await ApiKey.query(ctx.db).insertAndFetch({
     id: newId(ID_PREFIX.apiKey),
     ...scopeOf(ctx),

@@ -43,8 +43,8 @@ async function incomingFile(req: FastifyRequest): Promise<attachments.IncomingFi
 /** Mounted under /v1/brands/:brandId and /v1/workspaces/:brandId. */
 export async function attachmentRoutes(app: FastifyInstance, { deps }: AttachmentRouteOptions): Promise<void> {
   const tags = ['Attachments'];
-  const read = { auth: 'api-key', permission: 'attachments:read' } as const;
-  const write = { auth: 'api-key', permission: 'attachments:write' } as const;
+  const read = { auth: ['api-key', 'session'], permission: 'attachments:read' } as const;
+  const write = { auth: ['api-key', 'session'], permission: 'attachments:write' } as const;
   // Multipart only in this scope; the file is streamed to storage, never buffered. busboy stops
   // reading a file at the limit and marks it truncated: the service answers 413.
   await app.register(multipart, { limits: { fileSize: deps.maxBytes, files: 1, fields: 20, parts: 21 } });

@@ -9,7 +9,7 @@ import { ticketHistory } from '../../flows/audit-history.js';
 /** Mounted under /v1/brands/:brandId and /v1/workspaces/:brandId. Read-only: entries are append-only. */
 export async function auditRoutes(app: FastifyInstance): Promise<void> {
   const tags = ['Audit log'];
-  const config = { auth: 'api-key', permission: 'audit_logs:read' } as const;
+  const config = { auth: ['api-key', 'session'], permission: 'audit_logs:read' } as const;
 
   app.get<{ Params: { brandId: string }; Querystring: AuditLogListInput }>(
     '/logs',

@@ -11,7 +11,7 @@ export async function blockedSourceRoutes(app: FastifyInstance): Promise<void> {
   app.post<{ Params: { brandId: string }; Body: CreateBlockedSourceInput }>(
     '/blocked-sources',
     {
-      config: { auth: 'api-key', permission: 'blocked_sources:write' },
+      config: { auth: ['api-key', 'session'], permission: 'blocked_sources:write' },
       schema: { tags, summary: 'Block an email address or a domain', params: BrandParams, body: CreateBlockedSourceBody, response: { 201: BlockedSourceOut } },
     },
     async (req, reply) => reply.status(201).send(await blockedSources.create(req.ctx, req.params.brandId, req.body)),
@@ -20,7 +20,7 @@ export async function blockedSourceRoutes(app: FastifyInstance): Promise<void> {
   app.get<{ Params: { brandId: string } }>(
     '/blocked-sources',
     {
-      config: { auth: 'api-key', permission: 'blocked_sources:read' },
+      config: { auth: ['api-key', 'session'], permission: 'blocked_sources:read' },
       schema: { tags, summary: 'List blocked sources (oldest first, bare array)', params: BrandParams, response: { 200: Type.Array(BlockedSourceOut) } },
     },
     async (req) => blockedSources.list(req.ctx, req.params.brandId),
@@ -29,7 +29,7 @@ export async function blockedSourceRoutes(app: FastifyInstance): Promise<void> {
   app.delete<{ Params: { brandId: string; sourceId: string } }>(
     '/blocked-sources/:sourceId',
     {
-      config: { auth: 'api-key', permission: 'blocked_sources:write' },
+      config: { auth: ['api-key', 'session'], permission: 'blocked_sources:write' },
       schema: { tags, summary: 'Unblock: returns the removed blocked source', params: BlockedSourceParams, response: { 200: BlockedSourceOut } },
     },
     async (req) => blockedSources.remove(req.ctx, req.params.brandId, req.params.sourceId),

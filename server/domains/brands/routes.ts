@@ -14,7 +14,7 @@ export async function brandRoutes(app: FastifyInstance): Promise<void> {
   app.post<{ Body: CreateBrandInput }>(
     '',
     {
-      config: { auth: 'api-key', permission: 'brands:create' },
+      config: { auth: ['api-key', 'session'], permission: 'brands:create' },
       schema: { tags, summary: 'Create a brand', body: CreateBrandBody, response: { 201: BrandOut } },
     },
     async (req, reply) => reply.status(201).send(await createBrand(req.ctx, req.body)),
@@ -23,7 +23,7 @@ export async function brandRoutes(app: FastifyInstance): Promise<void> {
   app.get(
     '',
     {
-      config: { auth: 'api-key', permission: 'brands:read' },
+      config: { auth: ['api-key', 'session'], permission: 'brands:read' },
       schema: { tags, summary: 'List the brands this key may see', response: { 200: Type.Array(BrandOut) } },
     },
     async (req) => brands.list(req.ctx),
@@ -32,7 +32,7 @@ export async function brandRoutes(app: FastifyInstance): Promise<void> {
   app.get<BrandRoute>(
     '/:brandId',
     {
-      config: { auth: 'api-key', permission: 'brands:read' },
+      config: { auth: ['api-key', 'session'], permission: 'brands:read' },
       schema: { tags, summary: 'Get a brand', params: BrandParams, response: { 200: BrandOut } },
     },
     async (req) => brands.get(req.ctx, req.params.brandId),
@@ -41,7 +41,7 @@ export async function brandRoutes(app: FastifyInstance): Promise<void> {
   app.patch<BrandRoute<UpdateBrandInput>>(
     '/:brandId',
     {
-      config: { auth: 'api-key', permission: 'brands:write' },
+      config: { auth: ['api-key', 'session'], permission: 'brands:write' },
       schema: { tags, summary: 'Update a brand', params: BrandParams, body: UpdateBrandBody, response: { 200: BrandOut } },
     },
     async (req) => brands.update(req.ctx, req.params.brandId, req.body),
@@ -50,7 +50,7 @@ export async function brandRoutes(app: FastifyInstance): Promise<void> {
   app.delete<BrandRoute<undefined, { confirm?: boolean }>>(
     '/:brandId',
     {
-      config: { auth: 'api-key', permission: 'brands:write' },
+      config: { auth: ['api-key', 'session'], permission: 'brands:delete' },
       schema: {
         tags,
         summary: 'Preview deleting a brand, or delete it with everything in it (?confirm=true)',

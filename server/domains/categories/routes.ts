@@ -21,8 +21,8 @@ type CategoryRoute<B = undefined> = { Params: { brandId: string; categoryId: str
 /** Mounted under /v1/brands/:brandId and /v1/workspaces/:brandId. */
 export async function categoryRoutes(app: FastifyInstance): Promise<void> {
   const tags = ['Categories'];
-  const read = { auth: 'api-key', permission: 'categories:read' } as const;
-  const write = { auth: 'api-key', permission: 'categories:write' } as const;
+  const read = { auth: ['api-key', 'session'], permission: 'categories:read' } as const;
+  const write = { auth: ['api-key', 'session'], permission: 'categories:write' } as const;
 
   app.get<BrandRoute>(
     '/categories',

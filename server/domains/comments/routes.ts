@@ -23,8 +23,8 @@ type CommentRoute<B = undefined> = { Params: { brandId: string; ticketId?: strin
  */
 export async function commentRoutes(app: FastifyInstance): Promise<void> {
   const tags = ['Comments'];
-  const read = { auth: 'api-key', permission: 'comments:read' } as const;
-  const write = { auth: 'api-key', permission: 'comments:write' } as const;
+  const read = { auth: ['api-key', 'session'], permission: 'comments:read' } as const;
+  const write = { auth: ['api-key', 'session'], permission: 'comments:write' } as const;
 
   app.get<TicketRoute>(
     '/tickets/:ticketId/comments',

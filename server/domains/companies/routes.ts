@@ -22,7 +22,7 @@ export async function companyRoutes(app: FastifyInstance): Promise<void> {
   app.post<{ Params: { brandId: string }; Body: CreateCompanyInput }>(
     '/companies',
     {
-      config: { auth: 'api-key', permission: 'companies:write' },
+      config: { auth: ['api-key', 'session'], permission: 'companies:write' },
       schema: {
         tags,
         summary: 'Create a company (links existing contacts of its domain that have no company)',
@@ -37,7 +37,7 @@ export async function companyRoutes(app: FastifyInstance): Promise<void> {
   app.get<{ Params: { brandId: string }; Querystring: CompanyListInput }>(
     '/companies',
     {
-      config: { auth: 'api-key', permission: 'companies:read' },
+      config: { auth: ['api-key', 'session'], permission: 'companies:read' },
       schema: { tags, summary: 'List companies (cursor pages)', params: BrandParams, querystring: CompanyListQuery, response: { 200: CompanyPage } },
     },
     async (req) => companies.list(req.ctx, req.params.brandId, req.query),
@@ -46,7 +46,7 @@ export async function companyRoutes(app: FastifyInstance): Promise<void> {
   app.get<Route>(
     '/companies/:companyId',
     {
-      config: { auth: 'api-key', permission: 'companies:read' },
+      config: { auth: ['api-key', 'session'], permission: 'companies:read' },
       schema: { tags, summary: 'Get a company', params: CompanyParams, response: { 200: CompanyOut } },
     },
     async (req) => companies.get(req.ctx, req.params.brandId, req.params.companyId),
@@ -55,7 +55,7 @@ export async function companyRoutes(app: FastifyInstance): Promise<void> {
   app.patch<Route<UpdateCompanyInput>>(
     '/companies/:companyId',
     {
-      config: { auth: 'api-key', permission: 'companies:write' },
+      config: { auth: ['api-key', 'session'], permission: 'companies:write' },
       schema: { tags, summary: 'Update a company', params: CompanyParams, body: UpdateCompanyBody, response: { 200: CompanyOut } },
     },
     async (req) => updateCompany(req.ctx, req.params.brandId, req.params.companyId, req.body),
@@ -64,7 +64,7 @@ export async function companyRoutes(app: FastifyInstance): Promise<void> {
   app.delete<Route>(
     '/companies/:companyId',
     {
-      config: { auth: 'api-key', permission: 'companies:write' },
+      config: { auth: ['api-key', 'session'], permission: 'companies:write' },
       schema: { tags, summary: 'Delete a company (its contacts are unlinked, not deleted); returns the deleted company', params: CompanyParams, response: { 200: CompanyOut } },
     },
     async (req) => companies.remove(req.ctx, req.params.brandId, req.params.companyId),

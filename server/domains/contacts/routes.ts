@@ -25,7 +25,7 @@ function contactRoutesAt(path: '/contacts' | '/customers') {
     app.post<{ Params: { brandId: string }; Body: CreateContactInput }>(
       path,
       {
-        config: { auth: 'api-key', permission: 'contacts:write' },
+        config: { auth: ['api-key', 'session'], permission: 'contacts:write' },
         schema: { tags, summary: 'Create a contact', params: BrandParams, body: CreateContactBody, response: { 201: ContactOut } },
       },
       async (req, reply) => reply.status(201).send(await createContact(req.ctx, req.params.brandId, req.body)),
@@ -34,7 +34,7 @@ function contactRoutesAt(path: '/contacts' | '/customers') {
     app.get<{ Params: { brandId: string }; Querystring: ContactListInput }>(
       path,
       {
-        config: { auth: 'api-key', permission: 'contacts:read' },
+        config: { auth: ['api-key', 'session'], permission: 'contacts:read' },
         schema: { tags, summary: 'List contacts (cursor pages)', params: BrandParams, querystring: ContactListQuery, response: { 200: ContactPage } },
       },
       async (req) => contacts.list(req.ctx, req.params.brandId, req.query),
@@ -44,7 +44,7 @@ function contactRoutesAt(path: '/contacts' | '/customers') {
     app.get<{ Params: { brandId: string }; Querystring: { q: string } }>(
       `${path}/search`,
       {
-        config: { auth: 'api-key', permission: 'contacts:read' },
+        config: { auth: ['api-key', 'session'], permission: 'contacts:read' },
         schema: {
           tags,
           summary: 'Autocomplete: up to 10 contacts whose email or name starts with q (bare array)',
@@ -59,7 +59,7 @@ function contactRoutesAt(path: '/contacts' | '/customers') {
     app.get<Route>(
       `${path}/:contactId`,
       {
-        config: { auth: 'api-key', permission: 'contacts:read' },
+        config: { auth: ['api-key', 'session'], permission: 'contacts:read' },
         schema: { tags, summary: 'Get a contact', params: ContactParams, response: { 200: ContactOut } },
       },
       async (req) => contacts.get(req.ctx, req.params.brandId, req.params.contactId),
@@ -68,7 +68,7 @@ function contactRoutesAt(path: '/contacts' | '/customers') {
     app.patch<Route<UpdateContactInput>>(
       `${path}/:contactId`,
       {
-        config: { auth: 'api-key', permission: 'contacts:write' },
+        config: { auth: ['api-key', 'session'], permission: 'contacts:write' },
         schema: { tags, summary: 'Update a contact (companyId: null unlinks)', params: ContactParams, body: UpdateContactBody, response: { 200: ContactOut } },
       },
       async (req) => updateContact(req.ctx, req.params.brandId, req.params.contactId, req.body),
@@ -77,7 +77,7 @@ function contactRoutesAt(path: '/contacts' | '/customers') {
     app.delete<Route>(
       `${path}/:contactId`,
       {
-        config: { auth: 'api-key', permission: 'contacts:write' },
+        config: { auth: ['api-key', 'session'], permission: 'contacts:write' },
         schema: { tags, summary: 'Delete a contact; returns the deleted contact', params: ContactParams, response: { 200: ContactOut } },
       },
       async (req) => contacts.remove(req.ctx, req.params.brandId, req.params.contactId),

@@ -26,8 +26,8 @@ type InField<B = undefined> = { Params: { brandId: string; entityType: string; k
 /** Custom field definitions, mounted under /v1/brands/:brandId and /v1/workspaces/:brandId. */
 export async function fieldRoutes(app: FastifyInstance): Promise<void> {
   const tags = ['Fields'];
-  const read = { auth: 'api-key', permission: 'fields:read' } as const;
-  const write = { auth: 'api-key', permission: 'fields:write' } as const;
+  const read = { auth: ['api-key', 'session'], permission: 'fields:read' } as const;
+  const write = { auth: ['api-key', 'session'], permission: 'fields:write' } as const;
 
   app.get<InBrand>(
     '/fields',
@@ -97,7 +97,7 @@ export async function ticketSchemaRoutes(app: FastifyInstance): Promise<void> {
   app.get<InBrand>(
     '/schema',
     {
-      config: { auth: 'api-key', permission: 'schema:read' },
+      config: { auth: ['api-key', 'session'], permission: 'schema:read' },
       schema: { tags, summary: 'The ticket schema: hand-written, generated from ticket fields, and the effective one', params: BrandParams, response: { 200: TicketSchemaOut } },
     },
     async (req) => fields.getTicketSchema(req.ctx, req.params.brandId),
@@ -106,7 +106,7 @@ export async function ticketSchemaRoutes(app: FastifyInstance): Promise<void> {
   app.put<InBrand<PutTicketSchemaInput>>(
     '/schema',
     {
-      config: { auth: 'api-key', permission: 'schema:write' },
+      config: { auth: ['api-key', 'session'], permission: 'schema:write' },
       schema: {
         tags,
         summary: 'Set the hand-written ticket schema ({ schema }, a bare JSON Schema, or null to clear); 400 invalid_ticket_schema when it is not a JSON Schema',
@@ -121,7 +121,7 @@ export async function ticketSchemaRoutes(app: FastifyInstance): Promise<void> {
   app.delete<InBrand>(
     '/schema',
     {
-      config: { auth: 'api-key', permission: 'schema:write' },
+      config: { auth: ['api-key', 'session'], permission: 'schema:write' },
       schema: { tags, summary: 'Clear the hand-written ticket schema (the field definitions still apply)', params: BrandParams, response: { 200: TicketSchemaOut } },
     },
     async (req) => putTicketSchema(req.ctx, req.params.brandId, { schema: null }),

@@ -196,3 +196,32 @@ export function testMessage(settings: MailSettings, to: string): MailMessage {
     headers: { 'X-Ticketd-Test': 'true', 'Auto-Submitted': 'auto-generated' },
   };
 }
+
+/**
+ * A sign-in link for a team member (magic link). Its Message-ID is the link's id, so a retried
+ * send is the same message; the text says how long the link works and that it works once.
+ */
+export function signInLink(
+  settings: MailSettings,
+  c: { linkId: string; to: MailAddress; url: string; organizationName: string; validMinutes: number; firstSignIn: boolean },
+): MailMessage {
+  const text = `${c.firstSignIn ? `Your organization "${c.organizationName}" is ready.` : `Sign in to "${c.organizationName}".`} Follow this link to sign in:
+
+${c.url}
+
+The link works once, within ${c.validMinutes} minutes. If you did not ask for it, ignore this mail: nobody can sign in without it.`;
+  return {
+    kind: 'sign_in',
+    from: { name: 'ticketd', address: settings.fromAddress },
+    to: [c.to],
+    cc: [],
+    replyTo: null,
+    subject: subjectLine(`Your sign-in link for ${c.organizationName}`),
+    text,
+    html: htmlOf(text),
+    messageId: `<${c.linkId}@${messageIdDomain(settings)}>`,
+    inReplyTo: null,
+    references: [],
+    headers: { 'Auto-Submitted': 'auto-generated', 'X-Auto-Response-Suppress': 'All' },
+  };
+}

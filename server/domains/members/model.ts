@@ -1,5 +1,5 @@
 import objection from 'objection';
-import type { TenantCtx } from '../../core/context.js';
+import type { MemberRole, TenantCtx } from '../../core/context.js';
 
 /** Members belong to the account, not to a mode: the same people work in live and test mode. */
 export class Member extends objection.Model {
@@ -9,8 +9,11 @@ export class Member extends objection.Model {
   declare accountId: string;
   declare email: string;
   declare name: string | null;
-  declare role: 'owner' | 'admin' | 'member';
+  declare role: MemberRole;
   declare status: 'active' | 'pending';
+  /** Brand assignments: the brands a member's session sees (owners and admins see all regardless). */
+  declare allBrands: boolean;
+  declare brandIds: string[];
   declare createdAt: Date;
   declare updatedAt: Date;
 

@@ -6,7 +6,7 @@ export async function memberRoutes(app: FastifyInstance): Promise<void> {
   app.get(
     '/v1/accounts/me/members',
     {
-      config: { auth: 'api-key', permission: 'members:read' },
+      config: { auth: ['api-key', 'session'], permission: 'members:read' },
       schema: { tags: ['Accounts'], summary: 'List members (their ids are valid assignees)', response: { 200: MemberList } },
     },
     async (req) => {

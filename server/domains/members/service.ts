@@ -1,5 +1,7 @@
-import type { TenantCtx } from '../../core/context.js';
-import { newId, ID_PREFIX } from '../../core/ids.js';
+import { ALL_BRANDS, hasRole, withTx, type BaseCtx, type BrandScope, type MemberRole, type TenantCtx } from '../../core/context.js';
+import { assertBrandsExist } from '../../core/brand.js';
+import { badRequest } from '../../core/errors.js';
+import { newId, ID_PREFIX, normalizeBrandId } from '../../core/ids.js';
 import { normalizeEmail } from '../../core/text.js';
 import * as audit from '../../core/audit.js';
 import { Member } from './model.js';
@@ -52,4 +54,107 @@ export async function isMember(ctx: TenantCtx, memberId: string): Promise<boolea
 export async function findMany(ctx: TenantCtx, memberIds: readonly string[]): Promise<MemberView[]> {
   if (!memberIds.length) return [];
   return (await Member.ofAccount(ctx).whereIn('members.id', [...new Set(memberIds)])).map(toView);
+}
+
+/** A person's membership of one account (one organization). */
+export interface Membership {
+  accountId: string;
+  memberId: string;
+  email: string;
+  name: string | null;
+  role: MemberRole;
+}
+
+/**
+ * A person's active memberships in every account, oldest first: sign-in starts from an email
+ * address alone, and a person is their address (one member row per organization).
+ */
+export async function activeMembershipsOf(ctx: BaseCtx, email: string): Promise<Membership[]> {
+  const rows = await Member.query(ctx.db)
+    .where({ email: normalizeEmail(email), status: 'active' })
+    .orderBy('id', 'asc');
+  return rows.map((r) => ({ accountId: r.accountId, memberId: r.id, email: r.email, name: r.name, role: r.role }));
+}
+
+/** Who a session acts as: the member, their role, and the brands they may see. */
+export interface SessionMember extends Membership {
+  brandScope: BrandScope;
+}
+
+/** Owners and admins see every brand; other members the brands assigned to them. */
+function brandScopeOf(row: Member): BrandScope {
+  if (hasRole(row.role, 'admin') || row.allBrands) return ALL_BRANDS;
+  return { allBrands: false, brandIds: row.brandIds };
+}
+
+/** The member a session belongs to, or null when they were removed or are not active. */
+export async function sessionMember(ctx: Pick<TenantCtx, 'db' | 'accountId'>, memberId: string): Promise<SessionMember | null> {
+  const row = await Member.ofAccount(ctx).where('members.id', memberId).first();
+  if (!row || row.status !== 'active') return null;
+  return { accountId: row.accountId, memberId: row.id, email: row.email, name: row.name, role: row.role, brandScope: brandScopeOf(row) };
+}
+
+export interface NewMember {
+  email: string;
+  name?: string | null;
+  role: Exclude<MemberRole, 'owner'>;
+  allBrands?: boolean;
+  brandIds?: string[];
+}
+
+/**
+ * Adds an active member with a role and brand assignments (live brands: sessions work in live
+ * mode). allBrands defaults to true unless brandIds are given, as for API keys.
+ */
+export async function add(ctx: TenantCtx, input: NewMember): Promise<MemberView> {
+  return withTx(ctx, async (tx) => {
+    const email = normalizeEmail(input.email);
+    if (await Member.ofAccount(tx).where('members.email', email).first()) {
+      throw badRequest(`${email} is already a member of this organization`, [{ field: 'email', message: 'is already a member' }], 'already_member');
+    }
+    const brandIds = [...new Set((input.brandIds ?? []).map(normalizeBrandId))];
+    const allBrands = input.allBrands ?? input.brandIds === undefined;
+    await assertBrandsExist(tx, brandIds);
+    const row = await Member.query(tx.db).insertAndFetch({
+      id: newId(ID_PREFIX.member),
+      accountId: tx.accountId,
+      email,
+      name: input.name ?? null,
+      role: input.role,
+      status: 'active',
+      allBrands,
+      brandIds: allBrands ? [] : brandIds,
+    });
+    await audit.record(tx, {
+      brandId: null,
+      entityType: 'member',
+      entityId: row.id,
+      event: 'member.created',
+      metadata: { email: row.email, role: row.role, allBrands, brandIds: row.brandIds },
+    });
+    return toView(row);
+  });
+}
+
+/** Drops a deleted brand from every member's assignments, inside the brand delete transaction. */
+export async function forgetBrand(ctx: TenantCtx, brandId: string): Promise<void> {
+  const changed = await Member.ofAccount(ctx).whereRaw('? = any(brand_ids)', [brandId]).orderBy('id').forUpdate();
+  if (!changed.length) return;
+  await Member.ofAccount(ctx)
+    .whereIn(
+      'members.id',
+      changed.map((m) => m.id),
+    )
+    .patch({ brandIds: ctx.db.raw('array_remove(brand_ids, ?)', [brandId]) as unknown as string[] });
+  await audit.recordMany(
+    ctx,
+    changed.map((m) => ({
+      brandId: null,
+      entityType: 'member',
+      entityId: m.id,
+      event: 'member.updated',
+      changes: [{ field: 'brandIds', from: m.brandIds, to: m.brandIds.filter((id) => id !== brandId) }],
+      metadata: { email: m.email, reason: 'brand_deleted' },
+    })),
+  );
 }

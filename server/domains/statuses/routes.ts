@@ -21,8 +21,8 @@ type InStatus<B = undefined> = { Params: { brandId: string; statusId: string }; 
 /** Mounted under /v1/brands/:brandId and /v1/workspaces/:brandId. */
 export async function statusRoutes(app: FastifyInstance): Promise<void> {
   const tags = ['Statuses'];
-  const read = { auth: 'api-key', permission: 'statuses:read' } as const;
-  const write = { auth: 'api-key', permission: 'statuses:write' } as const;
+  const read = { auth: ['api-key', 'session'], permission: 'statuses:read' } as const;
+  const write = { auth: ['api-key', 'session'], permission: 'statuses:write' } as const;
 
   app.get<InBrand>(
     '/statuses',

@@ -24,8 +24,8 @@ type TagRoute<B = undefined> = { Params: { brandId: string; tagId: string }; Bod
 /** Mounted under /v1/brands/:brandId and /v1/workspaces/:brandId. */
 export async function tagRoutes(app: FastifyInstance): Promise<void> {
   const tags = ['Tags'];
-  const read = { auth: 'api-key', permission: 'tags:read' } as const;
-  const write = { auth: 'api-key', permission: 'tags:write' } as const;
+  const read = { auth: ['api-key', 'session'], permission: 'tags:read' } as const;
+  const write = { auth: ['api-key', 'session'], permission: 'tags:write' } as const;
 
   app.get<BrandRoute>(
     '/tags',

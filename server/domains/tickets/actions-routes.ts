@@ -12,7 +12,7 @@ export async function ticketActionRoutes(app: FastifyInstance): Promise<void> {
   app.post<{ Params: { brandId: string; ticketId: string }; Body: SpamInput }>(
     '/tickets/:ticketId/spam',
     {
-      config: { auth: 'api-key', permission: 'tickets:write' },
+      config: { auth: ['api-key', 'session'], permission: 'tickets:write' },
       schema: {
         tags,
         summary: "Mark or unmark as spam ({ isSpam } or { action: mark|unmark }); marking also blocks the sender's address, unmarking unblocks it",
@@ -27,7 +27,7 @@ export async function ticketActionRoutes(app: FastifyInstance): Promise<void> {
   app.post<{ Params: { brandId: string; ticketId: string }; Body: MergeInput }>(
     '/tickets/:ticketId/merge',
     {
-      config: { auth: 'api-key', permission: 'tickets:write' },
+      config: { auth: ['api-key', 'session'], permission: 'tickets:write' },
       schema: {
         tags,
         summary: 'Merge source tickets into this one: their comments and attachments move here, they are closed with mergedIntoId and a note',
@@ -42,7 +42,7 @@ export async function ticketActionRoutes(app: FastifyInstance): Promise<void> {
   app.post<{ Params: { brandId: string }; Body: BulkInput }>(
     '/tickets/bulk',
     {
-      config: { auth: 'api-key', permission: 'tickets:write' },
+      config: { auth: ['api-key', 'session'], permission: 'tickets:write' },
       schema: {
         tags,
         summary: 'Apply one action to up to 100 tickets in one transaction; unknown, deleted or foreign ids are counted as failed',

@@ -24,7 +24,7 @@ export async function ticketRoutes(app: FastifyInstance): Promise<void> {
   app.post<{ Params: { brandId: string }; Body: CreateTicketInput; Headers: { 'x-idempotency-key'?: string } }>(
     '/tickets',
     {
-      config: { auth: 'api-key', permission: 'tickets:write' },
+      config: { auth: ['api-key', 'session'], permission: 'tickets:write' },
       schema: {
         tags,
         summary: 'Create a ticket (201); with X-Idempotency-Key, a repeat of the same request returns the first ticket (200)',
@@ -43,7 +43,7 @@ export async function ticketRoutes(app: FastifyInstance): Promise<void> {
   app.get<{ Params: { brandId: string; ticketId: string } }>(
     '/tickets/:ticketId',
     {
-      config: { auth: 'api-key', permission: 'tickets:read' },
+      config: { auth: ['api-key', 'session'], permission: 'tickets:read' },
       schema: { tags, summary: 'Get a ticket with its customer, category, tags and status', params: TicketParams, response: { 200: TicketOut } },
     },
     async (req) => tickets.get(req.ctx, req.params.brandId, req.params.ticketId),
@@ -52,7 +52,7 @@ export async function ticketRoutes(app: FastifyInstance): Promise<void> {
   app.get<{ Params: { brandId: string }; Querystring: TicketListInput }>(
     '/tickets',
     {
-      config: { auth: 'api-key', permission: 'tickets:read' },
+      config: { auth: ['api-key', 'session'], permission: 'tickets:read' },
       schema: {
         tags,
         summary: 'List tickets (filters of spec 4.8, keyset cursor pages; spam excluded unless isSpam is given)',
@@ -67,7 +67,7 @@ export async function ticketRoutes(app: FastifyInstance): Promise<void> {
   app.patch<{ Params: { brandId: string; ticketId: string }; Body: UpdateTicketInput }>(
     '/tickets/:ticketId',
     {
-      config: { auth: 'api-key', permission: 'tickets:write' },
+      config: { auth: ['api-key', 'session'], permission: 'tickets:write' },
       schema: {
         tags,
         summary: 'Update a ticket (null clears assigneeId, categoryId, priority; tags is a full replacement)',
@@ -82,7 +82,7 @@ export async function ticketRoutes(app: FastifyInstance): Promise<void> {
   app.delete<{ Params: { brandId: string; ticketId: string } }>(
     '/tickets/:ticketId',
     {
-      config: { auth: 'api-key', permission: 'tickets:write' },
+      config: { auth: ['api-key', 'session'], permission: 'tickets:write' },
       schema: { tags, summary: 'Soft-delete a ticket; returns it with deletedAt', params: TicketParams, response: { 200: TicketOut } },
     },
     async (req) => tickets.remove(req.ctx, req.params.brandId, req.params.ticketId),

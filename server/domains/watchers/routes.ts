@@ -13,7 +13,7 @@ export async function watcherRoutes(app: FastifyInstance): Promise<void> {
   app.get<{ Params: TicketParams }>(
     '/tickets/:ticketId/watchers',
     {
-      config: { auth: 'api-key', permission: 'watchers:read' },
+      config: { auth: ['api-key', 'session'], permission: 'watchers:read' },
       schema: { tags, summary: "List the ticket's watchers (oldest first, bare array)", params: WatcherTicketParams, response: { 200: Type.Array(WatcherOut) } },
     },
     async (req) => watchers.list(req.ctx, req.params.brandId, req.params.ticketId),
@@ -22,7 +22,7 @@ export async function watcherRoutes(app: FastifyInstance): Promise<void> {
   app.post<{ Params: TicketParams; Body: AddWatcherInput }>(
     '/tickets/:ticketId/watchers',
     {
-      config: { auth: 'api-key', permission: 'watchers:write' },
+      config: { auth: ['api-key', 'session'], permission: 'watchers:write' },
       schema: {
         tags,
         summary: 'Add a member as a watcher (201); a member already watching returns that watcher (200)',
@@ -40,7 +40,7 @@ export async function watcherRoutes(app: FastifyInstance): Promise<void> {
   app.patch<{ Params: Params; Body: UpdateWatcherInput }>(
     '/tickets/:ticketId/watchers/:memberId',
     {
-      config: { auth: 'api-key', permission: 'watchers:write' },
+      config: { auth: ['api-key', 'session'], permission: 'watchers:write' },
       schema: { tags, summary: "Change a watcher's notification preferences", params: WatcherParams, body: UpdateWatcherBody, response: { 200: WatcherOut } },
     },
     async (req) => watchers.update(req.ctx, req.params.brandId, req.params.ticketId, req.params.memberId, req.body),
@@ -49,7 +49,7 @@ export async function watcherRoutes(app: FastifyInstance): Promise<void> {
   app.delete<{ Params: Params }>(
     '/tickets/:ticketId/watchers/:memberId',
     {
-      config: { auth: 'api-key', permission: 'watchers:write' },
+      config: { auth: ['api-key', 'session'], permission: 'watchers:write' },
       schema: { tags, summary: 'Stop a member watching; returns the removed watcher (404 if not watching)', params: WatcherParams, response: { 200: WatcherOut } },
     },
     async (req) => watchers.remove(req.ctx, req.params.brandId, req.params.ticketId, req.params.memberId),

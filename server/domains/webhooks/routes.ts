@@ -29,8 +29,8 @@ type DeliveryRoute = { Params: { brandId: string; webhookId: string; deliveryId:
 /** Mounted under /v1/brands/:brandId and /v1/workspaces/:brandId. */
 export async function webhookRoutes(app: FastifyInstance, { policy }: WebhookRouteOptions): Promise<void> {
   const tags = ['Webhooks'];
-  const read = { auth: 'api-key', permission: 'webhooks:read' } as const;
-  const write = { auth: 'api-key', permission: 'webhooks:write' } as const;
+  const read = { auth: ['api-key', 'session'], permission: 'webhooks:read' } as const;
+  const write = { auth: ['api-key', 'session'], permission: 'webhooks:write' } as const;
 
   app.get<BrandRoute>(
     '/webhooks',

@@ -1,0 +1,146 @@
+import { withTx, type BaseCtx, type TenantCtx } from '../../core/context.js';
+import { notFound } from '../../core/errors.js';
+import { newId, ID_PREFIX } from '../../core/ids.js';
+import { SESSION_TOKEN_PREFIX } from '../../core/auth.js';
+import { hashSecret, randomBase62, TOKEN_RANDOM_LENGTH } from '../../core/secrets.js';
+import type { Services } from '../../core/services.js';
+import * as audit from '../../core/audit.js';
+import { MagicLink, Session } from './model.js';
+
+/**
+ * Magic links and sessions. Tokens are 256 random bits behind a prefix (`ml_` sign-in links, `ts_`
+ * sessions); only their SHA-256 is stored, so a copy of the database signs nobody in. Every time
+ * is taken from services.now(), so tests move through expiry with an injected clock.
+ */
+
+export const MAGIC_LINK_TTL_MS = 15 * 60_000;
+const MAGIC_LINK_FORMAT = new RegExp(`^ml_[0-9A-Za-z]{${TOKEN_RANDOM_LENGTH}}$`);
+const SESSION_FORMAT = new RegExp(`^${SESSION_TOKEN_PREFIX}[0-9A-Za-z]{${TOKEN_RANDOM_LENGTH}}$`);
+/** The sliding expiry is written at most once a minute per session: reads stay reads. */
+const TOUCH_RESOLUTION_MS = 60_000;
+
+export interface IssuedLink {
+  id: string;
+  token: string;
+  expiresAt: Date;
+}
+
+/**
+ * A sign-in token for a member, valid once within 15 minutes; returned here only. The member's
+ * used and expired links go at the same time, so their rows never pile up.
+ */
+export async function issueMagicLink(ctx: TenantCtx, memberId: string, origin: string): Promise<IssuedLink> {
+  const now = new Date(ctx.services.now());
+  await MagicLink.ofAccount(ctx)
+    .where('magicLinks.memberId', memberId)
+    .where((q) => q.whereNotNull('usedAt').orWhere('expiresAt', '<=', now))
+    .delete();
+  const token = `ml_${randomBase62()}`;
+  const expiresAt = new Date(now.getTime() + MAGIC_LINK_TTL_MS);
+  const id = newId(ID_PREFIX.magicLink);
+  await MagicLink.query(ctx.db).insert({ id, accountId: ctx.accountId, memberId, tokenHash: hashSecret(token), origin, expiresAt });
+  return { id, token, expiresAt };
+}
+
+/**
+ * Spends a sign-in token: the first caller before its expiry gets its member, everyone after gets
+ * null (one compare-and-set statement, so two concurrent uses cannot both succeed). Unknown, used,
+ * expired and malformed tokens all read the same.
+ */
+export async function consumeMagicLink(ctx: BaseCtx, token: string): Promise<{ accountId: string; memberId: string; origin: string } | null> {
+  if (!MAGIC_LINK_FORMAT.test(token)) return null;
+  const now = new Date(ctx.services.now());
+  const [spent] = (await MagicLink.query(ctx.db)
+    .where({ tokenHash: hashSecret(token) })
+    .whereNull('usedAt')
+    .where('expiresAt', '>', now)
+    .patch({ usedAt: now })
+    .returning(['accountId', 'memberId', 'origin'])) as unknown as Pick<MagicLink, 'accountId' | 'memberId' | 'origin'>[];
+  return spent ? { accountId: spent.accountId, memberId: spent.memberId, origin: spent.origin } : null;
+}
+
+export interface SessionRecord {
+  id: string;
+  accountId: string;
+  memberId: string;
+  createdAt: Date;
+  /** The sliding expiry: pushed forward by use, never past maxExpiresAt. */
+  expiresAt: Date;
+  maxExpiresAt: Date;
+}
+
+function recordOf(row: Session): SessionRecord {
+  return { id: row.id, accountId: row.accountId, memberId: row.memberId, createdAt: row.createdAt, expiresAt: row.expiresAt, maxExpiresAt: row.maxExpiresAt };
+}
+
+function lifetimes(services: Services): { idleMs: number; maxMs: number } {
+  const maxMs = services.config.sessionMaxTtlSeconds * 1000;
+  return { idleMs: Math.min(services.config.sessionIdleTtlSeconds * 1000, maxMs), maxMs };
+}
+
+/**
+ * Opens a session for a member (ctx: their account, in a transaction, acting as them); the token is
+ * returned here only. The member's ended sessions go at the same time.
+ */
+export async function open(ctx: TenantCtx, memberId: string, client: { ip: string | null; userAgent: string | null }): Promise<SessionRecord & { token: string }> {
+  const now = new Date(ctx.services.now());
+  const { idleMs, maxMs } = lifetimes(ctx.services);
+  await Session.ofAccount(ctx)
+    .where('sessions.memberId', memberId)
+    .where((q) => q.whereNotNull('revokedAt').orWhere('expiresAt', '<=', now))
+    .delete();
+  const token = `${SESSION_TOKEN_PREFIX}${randomBase62()}`;
+  const row = await Session.query(ctx.db).insertAndFetch({
+    id: newId(ID_PREFIX.session),
+    accountId: ctx.accountId,
+    memberId,
+    tokenHash: hashSecret(token),
+    ip: client.ip,
+    userAgent: client.userAgent?.slice(0, 500) ?? null,
+    lastUsedAt: now,
+    expiresAt: new Date(now.getTime() + idleMs),
+    maxExpiresAt: new Date(now.getTime() + maxMs),
+  });
+  await audit.record(ctx, { brandId: null, entityType: 'session', entityId: row.id, event: 'session.created', metadata: { memberId } });
+  return { ...recordOf(row), token };
+}
+
+/**
+ * The session a token opens, if it is live (not revoked, before its expiry and its cap); use moves
+ * its sliding expiry forward. One indexed read; at most one write a minute.
+ */
+export async function authenticate(services: Services, token: string): Promise<SessionRecord | null> {
+  if (!SESSION_FORMAT.test(token)) return null;
+  const row = await Session.query(services.db)
+    .where({ tokenHash: hashSecret(token) })
+    .whereNull('revokedAt')
+    .first();
+  const now = services.now();
+  if (!row || row.expiresAt.getTime() <= now || row.maxExpiresAt.getTime() <= now) return null;
+  if (now - row.lastUsedAt.getTime() < TOUCH_RESOLUTION_MS) return recordOf(row);
+  const expiresAt = new Date(Math.min(now + lifetimes(services).idleMs, row.maxExpiresAt.getTime()));
+  // Revoked meanwhile (a logout racing this request): the update finds nothing and the session is refused.
+  const touched = await Session.ofAccount({ db: services.db, accountId: row.accountId })
+    .where('sessions.id', row.id)
+    .whereNull('revokedAt')
+    .patch({ lastUsedAt: new Date(now), expiresAt });
+  return touched ? { ...recordOf(row), expiresAt } : null;
+}
+
+/** Ends a session now (sign-out): its token gets 401 from the next request on. */
+export async function revoke(ctx: TenantCtx, sessionId: string): Promise<void> {
+  await withTx(ctx, async (tx) => {
+    const revoked = await Session.ofAccount(tx)
+      .where('sessions.id', sessionId)
+      .whereNull('revokedAt')
+      .patch({ revokedAt: new Date(tx.services.now()) });
+    if (revoked) await audit.record(tx, { brandId: null, entityType: 'session', entityId: sessionId, event: 'session.revoked' });
+  });
+}
+
+/** A session of the caller's account, by id. */
+export async function get(ctx: TenantCtx, sessionId: string): Promise<SessionRecord> {
+  const row = await Session.ofAccount(ctx).where('sessions.id', sessionId).first();
+  if (!row) throw notFound('Session');
+  return recordOf(row);
+}

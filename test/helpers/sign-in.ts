@@ -1,0 +1,83 @@
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import type { FastifyInstance } from 'fastify';
+import { simpleParser, type ParsedMail } from 'mailparser';
+import { systemCtx } from '../../server/core/context.js';
+import type { Services } from '../../server/core/services.js';
+import { loginLink } from '../../server/flows/sign-in.js';
+import { mailTransport } from '../../server/integrations/mail.js';
+import { Dispatcher } from '../../server/outbox/dispatcher.js';
+import { mailHandler } from '../../server/outbox/handlers/mail.js';
+import { client, type Reply } from './app.js';
+
+/** The dashboard origin the sign-in tests configure (TICKETD_DASHBOARD_ORIGINS). */
+export const DASHBOARD = 'https://dash.example.com';
+
+const quietLog = { info: () => undefined, error: () => undefined };
+
+/** Delivers the mail due now through the configured transport (file: .eml files under the data dir), as `ticketd start` would. */
+export async function deliverMail(services: Services): Promise<void> {
+  const transport = mailTransport(services.config);
+  // A second ahead of the database clock, so rows just committed are due.
+  const dispatcher = new Dispatcher(services, quietLog, null, { now: () => Date.now() + 1000, random: () => 0.5, handlers: { mail: mailHandler(transport) } });
+  try {
+    await dispatcher.deliverDue();
+  } finally {
+    await dispatcher.stop();
+  }
+}
+
+/** The mail written to `to`, oldest first (the .eml files ticketd wrote, parsed). */
+export async function mailsTo(services: Services, to: string): Promise<ParsedMail[]> {
+  const dir = path.join(services.config.dataDir, 'mail', 'outbox');
+  if (!existsSync(dir)) return [];
+  const parsed = await Promise.all(
+    readdirSync(dir)
+      .filter((f) => f.endsWith('.eml'))
+      .sort()
+      .map((f) => simpleParser(readFileSync(path.join(dir, f)))),
+  );
+  const addressed = (m: ParsedMail) => (Array.isArray(m.to) ? m.to : m.to ? [m.to] : []).some((a) => a.value.some((v) => v.address === to));
+  return parsed.filter(addressed);
+}
+
+/** The sign-in link in a mail, as a URL. */
+export function linkIn(mail: ParsedMail): URL {
+  const match = /https?:\/\/\S+\/auth\/callback\?token=\S+/.exec(mail.text ?? '');
+  if (!match) throw new Error(`no sign-in link in: ${mail.text}`);
+  return new URL(match[0]);
+}
+
+/** Delivers the outbox and returns the token of the newest sign-in link mailed to `email`. */
+export async function newestLinkToken(services: Services, email: string): Promise<string> {
+  await deliverMail(services);
+  const mails = await mailsTo(services, email);
+  if (!mails.length) throw new Error(`no mail to ${email}`);
+  return linkIn(mails[mails.length - 1]!).searchParams.get('token')!;
+}
+
+/** Requests from one client address (rate limits count per address). */
+export function from(app: FastifyInstance, ip: string) {
+  return async (method: string, url: string, body?: unknown, headers: Record<string, string> = {}): Promise<Reply> => {
+    const res = await app.inject({ method: method as 'GET', url, remoteAddress: ip, headers, ...(body === undefined ? {} : { payload: body as object }) });
+    return { status: res.statusCode, body: res.body ? (JSON.parse(res.body) as unknown) : undefined, headers: res.headers };
+  };
+}
+
+/** Signs `email` in the way the dashboard does: magic link, the link from the mail file, verify. Returns the session token. */
+export async function signIn(app: FastifyInstance, services: Services, email: string, extra: { organizationId?: string; ip?: string } = {}): Promise<string> {
+  const call = from(app, extra.ip ?? '192.0.2.250');
+  const asked = await call('POST', '/v1/auth/magic-link', { email, ...(extra.organizationId ? { organizationId: extra.organizationId } : {}) }, { origin: DASHBOARD });
+  if (asked.status !== 200) throw new Error(`magic-link failed: ${asked.status} ${JSON.stringify(asked.body)}`);
+  const verified = await client(app)('POST', '/v1/auth/verify', { token: await newestLinkToken(services, email) });
+  if (verified.status !== 200) throw new Error(`verify failed: ${verified.status} ${JSON.stringify(verified.body)}`);
+  return verified.body.sessionToken as string;
+}
+
+/** A session token for `email` in `accountId`, through a printed sign-in link (no mail needed), from a loopback dashboard page. */
+export async function sessionToken(app: FastifyInstance, services: Services, accountId: string, email: string): Promise<string> {
+  const link = await loginLink(systemCtx(services), email, 'http://localhost:5173', accountId);
+  const verified = await client(app)('POST', '/v1/auth/verify', { token: new URL(link.url).searchParams.get('token') });
+  if (verified.status !== 200) throw new Error(`verify failed: ${verified.status} ${JSON.stringify(verified.body)}`);
+  return verified.body.sessionToken as string;
+}
