@@ -5,35 +5,20 @@
  * EXPLAIN (ANALYZE, BUFFERS) of each: the plan shape (one index range per brand, no sort of every
  * match) and its timing. BENCH_DATABASE_URL as for the bench, else an embedded cluster.
  */
-import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
-import os from 'node:os';
-import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { loadConfig } from '../server/core/config.js';
 import { systemCtx, tenantCtx } from '../server/core/context.js';
 import { createDb } from '../server/core/db.js';
 import { createServices } from '../server/core/services.js';
 import * as dashboard from '../server/domains/tickets/dashboard.js';
-import { EmbeddedPostgres } from '../server/integrations/embedded-postgres.js';
 import { seed } from './seed.js';
-import { sql, startTicketd, withDatabase } from './server.js';
+import { adminDatabase, sql, startTicketd, withDatabase } from './server.js';
 
 const { values } = parseArgs({ options: { tickets: { type: 'string', default: '200000' }, only: { type: 'string' } } });
 const log = (s: string) => process.stderr.write(`${s}\n`);
 
 async function main() {
-  let adminUrl = process.env.BENCH_DATABASE_URL;
-  let cleanup = async () => undefined as void;
-  if (!adminUrl) {
-    const dataDir = mkdtempSync(path.join(os.tmpdir(), 'ticketd-explain-'));
-    chmodSync(dataDir, 0o755);
-    const handle = await new EmbeddedPostgres({ dataDir, settings: { shared_buffers: '1GB', work_mem: '16MB', maintenance_work_mem: '512MB', max_wal_size: '8GB' } }).acquire();
-    adminUrl = withDatabase(handle.url, 'postgres');
-    cleanup = async () => {
-      await handle.release();
-      rmSync(dataDir, { recursive: true, force: true });
-    };
-  }
+  const { adminUrl, cleanup } = await adminDatabase({ shared_buffers: '1GB', work_mem: '16MB', maintenance_work_mem: '512MB', max_wal_size: '8GB' });
   const database = `ticketd_explain_${Date.now()}`;
   await sql(adminUrl, `CREATE DATABASE ${database}`);
   const dbUrl = withDatabase(adminUrl, database);
@@ -53,14 +38,17 @@ async function main() {
     const ctx = tenantCtx(systemCtx(services), accountId, true);
 
     const captured: { sql: string; bindings: unknown[] }[] = [];
-    db.on('query', (q: { sql: string; bindings?: unknown[] }) => captured.push({ sql: q.sql, bindings: q.bindings ?? [] }));
+    db.on('query', (q: { sql: string; bindings?: unknown[] }) => {
+      captured.push({ sql: q.sql, bindings: q.bindings ?? [] });
+    });
     const explain = async (label: string, call: () => Promise<unknown>) => {
       if (values.only && !label.includes(values.only)) return;
       captured.length = 0;
       await call();
       const statement = captured.find((c) => /from tickets|lateral/i.test(c.sql) && !/^select "id", "name"/.test(c.sql)) ?? captured[captured.length - 1]!;
-      const plan = await db.raw(`explain (analyze, buffers, costs off) ${statement.sql}`, statement.bindings as never[]);
-      const lines = (plan.rows as { 'QUERY PLAN': string }[]).map((r) => r['QUERY PLAN']);
+      // The statement as sent: positional ($1) SQL and its values, through a plain client.
+      const plan = await sql<{ 'QUERY PLAN': string }>(dbUrl, `explain (analyze, buffers, costs off) ${statement.sql}`, statement.bindings);
+      const lines = plan.map((r) => r['QUERY PLAN']);
       process.stdout.write(`\n=== ${label} ===\n${lines.join('\n')}\n`);
     };
     const deep = async (input: Record<string, unknown>, pages: number) => {

@@ -21,18 +21,16 @@
  */
 import { execFileSync, type ChildProcess } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { chmodSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import os from 'node:os';
-import path from 'node:path';
 import { parseArgs } from 'node:util';
 import autocannon from 'autocannon';
-import { EmbeddedPostgres } from '../server/integrations/embedded-postgres.js';
 import { oneStatementOp, percentile, runLoad, statementsOp, writesOnlyOp, type FloorInput, type LoadResult } from './floor.js';
 import { runEventsBench } from './events.js';
 import { runRlsBench, type RlsRow } from './rls.js';
 import { listWithApiProcesses } from './scale.js';
 import { seed } from './seed.js';
-import { sql, startTicketd, withDatabase } from './server.js';
+import { adminDatabase, sql, startTicketd, withDatabase } from './server.js';
 
 const { values } = parseArgs({
   options: {
@@ -222,30 +220,67 @@ async function crossBrandBench(serverUrl: string, dbUrl: string, tickets: number
       const q = `sort=${sort}&order=${order}`;
       const a = await p50(`one brand, ${q}, first page`, `${one}?${q}`);
       const b = await p50(`across ${CROSS_BRANDS}, ${q}, first page`, `${across}?${q}`);
-      rows.push({ scenario: `${q}, first page`, 'one brand p50 ms': a['p50 ms'], 'across 20 p50 ms': b['p50 ms'], 'across 20 p99 ms': b['p99 ms'], ratio: ratio(b['p50 ms'], a['p50 ms']) });
+      rows.push({
+        scenario: `${q}, first page`,
+        'one brand p50 ms': a['p50 ms'],
+        'across 20 p50 ms': b['p50 ms'],
+        'across 20 p99 ms': b['p99 ms'],
+        ratio: ratio(b['p50 ms'], a['p50 ms']),
+      });
     }
     const q = `sort=${sort}`;
     const [c1, c2] = [await deepCursor(one, q), await deepCursor(across, q)];
     if (!c1 || !c2) continue;
     const a = await p50(`one brand, ${q}, page ${deepPage}`, `${one}?${q}&cursor=${encodeURIComponent(c1)}`);
     const b = await p50(`across ${CROSS_BRANDS}, ${q}, page ${deepPage}`, `${across}?${q}&cursor=${encodeURIComponent(c2)}`);
-    rows.push({ scenario: `${q}, page ${deepPage} (cursor)`, 'one brand p50 ms': a['p50 ms'], 'across 20 p50 ms': b['p50 ms'], 'across 20 p99 ms': b['p99 ms'], ratio: ratio(b['p50 ms'], a['p50 ms']) });
+    rows.push({
+      scenario: `${q}, page ${deepPage} (cursor)`,
+      'one brand p50 ms': a['p50 ms'],
+      'across 20 p50 ms': b['p50 ms'],
+      'across 20 p99 ms': b['p99 ms'],
+      ratio: ratio(b['p50 ms'], a['p50 ms']),
+    });
   }
   for (const q of ['status=active&priority=high', `assigneeId=${seeded.memberIds[3]}&status=open`, 'status=active&sort=updatedAt', 'source=email&sort=priority']) {
     const a = q.startsWith('source') ? null : await p50(`one brand, ${q}`, `${one}?${q}`);
     const b = await p50(`across ${CROSS_BRANDS}, ${q}`, `${across}?${q}`);
-    rows.push({ scenario: q, 'one brand p50 ms': a ? a['p50 ms'] : '', 'across 20 p50 ms': b['p50 ms'], 'across 20 p99 ms': b['p99 ms'], ratio: a ? ratio(b['p50 ms'], a['p50 ms']) : '' });
+    rows.push({
+      scenario: q,
+      'one brand p50 ms': a ? a['p50 ms'] : '',
+      'across 20 p50 ms': b['p50 ms'],
+      'across 20 p99 ms': b['p99 ms'],
+      ratio: a ? ratio(b['p50 ms'], a['p50 ms']) : '',
+    });
   }
   const word = seeded.words[15]!;
   const sa = await p50(`one brand, search "${word}"`, `${one}?search=${encodeURIComponent(word)}`);
   const sb = await p50(`across ${CROSS_BRANDS}, search "${word}"`, `${across}?search=${encodeURIComponent(word)}`);
-  rows.push({ scenario: `search "${word}" (relevance)`, 'one brand p50 ms': sa['p50 ms'], 'across 20 p50 ms': sb['p50 ms'], 'across 20 p99 ms': sb['p99 ms'], ratio: ratio(sb['p50 ms'], sa['p50 ms']) });
+  rows.push({
+    scenario: `search "${word}" (relevance)`,
+    'one brand p50 ms': sa['p50 ms'],
+    'across 20 p50 ms': sb['p50 ms'],
+    'across 20 p99 ms': sb['p99 ms'],
+    ratio: ratio(sb['p50 ms'], sa['p50 ms']),
+  });
 
   log('cross-brand counts:');
   const page = await p50(`across ${CROSS_BRANDS}, first page (reference)`, across);
-  for (const p of ['/v1/tickets/stats', '/v1/tickets/stats?days=30', '/v1/tickets/trends?days=30', '/v1/tickets/trends?days=365', '/v1/tickets/team-metrics', `/v1/tickets/stats?brandIds=${brands[0]}`]) {
+  for (const p of [
+    '/v1/tickets/stats',
+    '/v1/tickets/stats?days=30',
+    '/v1/tickets/trends?days=30',
+    '/v1/tickets/trends?days=365',
+    '/v1/tickets/team-metrics',
+    `/v1/tickets/stats?brandIds=${brands[0]}`,
+  ]) {
     const r = await p50(p, p);
-    rows.push({ scenario: `GET ${p.replace(brands[0]!, '<one>')} (ratio: vs a list page)`, 'one brand p50 ms': '', 'across 20 p50 ms': r['p50 ms'], 'across 20 p99 ms': r['p99 ms'], ratio: ratio(r['p50 ms'], page['p50 ms']) });
+    rows.push({
+      scenario: `GET ${p.replace(brands[0]!, '<one>')} (ratio: vs a list page)`,
+      'one brand p50 ms': '',
+      'across 20 p50 ms': r['p50 ms'],
+      'across 20 p99 ms': r['p99 ms'],
+      ratio: ratio(r['p50 ms'], page['p50 ms']),
+    });
   }
   return { rows, live: seeded.liveTickets, seconds: seeded.seconds };
 }
@@ -264,21 +299,14 @@ function printRateLimitCost(cost: RateLimitCost): void {
 }
 
 async function main() {
-  let adminUrl = process.env.BENCH_DATABASE_URL;
-  let cleanup = async () => undefined as void;
-  if (!adminUrl) {
-    const dataDir = mkdtempSync(path.join(os.tmpdir(), 'ticketd-bench-'));
-    chmodSync(dataDir, 0o755);
-    const handle = await new EmbeddedPostgres({
-      dataDir,
-      settings: { shared_buffers: '2GB', work_mem: '16MB', maintenance_work_mem: '512MB', max_wal_size: '8GB', checkpoint_timeout: '30min', max_connections: '200' },
-    }).acquire();
-    adminUrl = withDatabase(handle.url, 'postgres');
-    cleanup = async () => {
-      await handle.release();
-      rmSync(dataDir, { recursive: true, force: true });
-    };
-  }
+  const { adminUrl, cleanup } = await adminDatabase({
+    shared_buffers: '2GB',
+    work_mem: '16MB',
+    maintenance_work_mem: '512MB',
+    max_wal_size: '8GB',
+    checkpoint_timeout: '30min',
+    max_connections: '200',
+  });
   const database = `ticketd_bench_${randomBytes(4).toString('hex')}`;
   await sql(adminUrl, `CREATE DATABASE ${database}`);
   const dbUrl = withDatabase(adminUrl, database);

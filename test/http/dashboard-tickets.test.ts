@@ -212,7 +212,13 @@ t.test('a key limited to brands sees only them; a brand outside its scope, anoth
     rows.every((x) => x.brandId === A),
     'only brand A',
   );
-  for (const url of [`/v1/tickets?brandIds=${B}`, `/v1/tickets?brandIds=${A},${B}`, `/v1/tickets/stats?brandIds=${B}`, `/v1/tickets/trends?brandIds=${C}`, `/v1/tickets/team-metrics?workspaceIds=${B}`]) {
+  for (const url of [
+    `/v1/tickets?brandIds=${B}`,
+    `/v1/tickets?brandIds=${A},${B}`,
+    `/v1/tickets/stats?brandIds=${B}`,
+    `/v1/tickets/trends?brandIds=${C}`,
+    `/v1/tickets/team-metrics?workspaceIds=${B}`,
+  ]) {
     assertErrorShape(t, await limited('GET', url), 404, 'not_found');
   }
   const stats = (await limited('GET', '/v1/tickets/stats')).body;
@@ -282,7 +288,12 @@ t.test('stats: counts by status and brand, exact', async (t) => {
   t.equal(res.status, 200);
   const s = res.body;
   t.equal(s.total, 21);
-  for (const st of statuses) t.equal(s[st], count((x) => x.status === st), st);
+  for (const st of statuses)
+    t.equal(
+      s[st],
+      count((x) => x.status === st),
+      st,
+    );
   t.same(s.byStatus, Object.fromEntries(statuses.filter((st) => count((x) => x.status === st)).map((st) => [st, count((x) => x.status === st)])));
   for (const b of [A, B, C]) {
     t.match(s.byBrand[b], {
@@ -294,16 +305,28 @@ t.test('stats: counts by status and brand, exact', async (t) => {
   t.equal(s.byBrand[A].name, 'Alpha');
   const done = live.filter((x) => x.status === 'resolved' || x.status === 'closed');
   t.equal(s.responseMetrics.ticketsResolved, done.length);
-  const rows = await db('tickets').whereIn('id', done.map((x) => x.id)).select('createdAt', 'resolvedAt');
+  const rows = await db('tickets')
+    .whereIn(
+      'id',
+      done.map((x) => x.id),
+    )
+    .select('createdAt', 'resolvedAt');
   const avg = rows.reduce((a: number, r: Any) => a + (r.resolvedAt.getTime() - r.createdAt.getTime()), 0) / rows.length / 60_000;
   t.equal(s.responseMetrics.avgResolutionMinutes, Math.round(avg));
   t.equal(s.responseMetrics.avgFirstResponseMinutes, null);
 
   const recent = (await owner.live('GET', '/v1/tickets/stats?days=2')).body;
-  t.equal(recent.total, count((x) => Date.parse(x.createdAt) >= today - DAY), 'days=2: created today or yesterday');
+  t.equal(
+    recent.total,
+    count((x) => Date.parse(x.createdAt) >= today - DAY),
+    'days=2: created today or yesterday',
+  );
   const one = (await owner.live('GET', `/v1/tickets/stats?brandIds=${B}`)).body;
   t.same(Object.keys(one.byBrand), [B]);
-  t.equal(one.total, count((x) => x.brandId === B));
+  t.equal(
+    one.total,
+    count((x) => x.brandId === B),
+  );
 });
 
 t.test('trends: created and resolved per day, zero-filled', async (t) => {
@@ -311,11 +334,25 @@ t.test('trends: created and resolved per day, zero-filled', async (t) => {
   t.equal(res.status, 200);
   t.same(res.body.period, { start: dayOf(today - 9 * DAY), end: dayOf(today) });
   t.equal(res.body.data.length, 10);
-  const resolvedAt = new Map((await db('tickets').whereIn('id', live.map((x) => x.id)).whereNotNull('resolvedAt').select('id', 'resolvedAt')).map((r: Any) => [r.id, r.resolvedAt.getTime()]));
+  const resolvedAt = new Map(
+    (
+      await db('tickets')
+        .whereIn(
+          'id',
+          live.map((x) => x.id),
+        )
+        .whereNotNull('resolvedAt')
+        .select('id', 'resolvedAt')
+    ).map((r: Any) => [r.id, r.resolvedAt.getTime()]),
+  );
   for (const [i, point] of res.body.data.entries()) {
     const day = today - (9 - i) * DAY;
     t.equal(point.date, dayOf(day));
-    t.equal(point.created, count((x) => Math.floor(Date.parse(x.createdAt) / DAY) * DAY === day), `created ${point.date}`);
+    t.equal(
+      point.created,
+      count((x) => Math.floor(Date.parse(x.createdAt) / DAY) * DAY === day),
+      `created ${point.date}`,
+    );
     t.equal(point.resolved, [...resolvedAt.values()].filter((ms) => Math.floor(ms / DAY) * DAY === day).length, `resolved ${point.date}`);
   }
   t.ok(
@@ -327,7 +364,10 @@ t.test('trends: created and resolved per day, zero-filled', async (t) => {
     range.data.map((p: Any) => p.date),
     [dayOf(today - 2 * DAY), dayOf(today - DAY)],
   );
-  t.equal(range.data[1].created, count((x) => x.brandId === A && Math.floor(Date.parse(x.createdAt) / DAY) * DAY === today - DAY));
+  t.equal(
+    range.data[1].created,
+    count((x) => x.brandId === A && Math.floor(Date.parse(x.createdAt) / DAY) * DAY === today - DAY),
+  );
   t.equal((await owner.live('GET', '/v1/tickets/trends')).body.data.length, 30, 'default: 30 days');
 });
 
@@ -335,7 +375,10 @@ t.test('team metrics: resolved and closed per member over the period, CSAT not c
   const res = await owner.live('GET', '/v1/tickets/team-metrics');
   t.equal(res.status, 200);
   const rows = await db('tickets')
-    .whereIn('id', live.map((x) => x.id))
+    .whereIn(
+      'id',
+      live.map((x) => x.id),
+    )
     .whereNotNull('resolvedAt')
     .select('assigneeId', 'status');
   const by = (m: string, st: string) => rows.filter((r: Any) => r.assigneeId === m && r.status === st).length;
@@ -352,9 +395,15 @@ t.test('team metrics: resolved and closed per member over the period, CSAT not c
     'nothing resolved then',
   );
   const todayOnly = (await owner.live('GET', `/v1/tickets/team-metrics?startDate=${dayOf(today)}&endDate=${dayOf(today)}&brandIds=${C}`)).body;
-  const doneToday = (await db('tickets').whereIn('id', live.filter((x) => x.brandId === C).map((x) => x.id)).where('resolvedAt', '>=', new Date(today)).select('assigneeId'))
-    .filter((r: Any) => r.assigneeId)
-    .length;
+  const doneToday = (
+    await db('tickets')
+      .whereIn(
+        'id',
+        live.filter((x) => x.brandId === C).map((x) => x.id),
+      )
+      .where('resolvedAt', '>=', new Date(today))
+      .select('assigneeId')
+  ).filter((r: Any) => r.assigneeId).length;
   t.equal(
     todayOnly.members.reduce((a: number, m: Any) => a + m.ticketsResolved + m.ticketsClosed, 0),
     doneToday,

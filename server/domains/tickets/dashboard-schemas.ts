@@ -17,7 +17,11 @@ const BrandIdsParams = {
   workspaceIds: Type.Optional(BrandIdList('Deprecated alias of brandIds (both given: the union)')),
 };
 const DateParam = (description: string) =>
-  Type.String({ pattern: '^\\d{4}-\\d{2}-\\d{2}(T[0-9:.]+(Z|[+-]\\d{2}:\\d{2}))?$', maxLength: 40, description: `${description}; a date (YYYY-MM-DD) or a date-time, its UTC day counts` });
+  Type.String({
+    pattern: '^\\d{4}-\\d{2}-\\d{2}(T[0-9:.]+(Z|[+-]\\d{2}:\\d{2}))?$',
+    maxLength: 40,
+    description: `${description}; a date (YYYY-MM-DD) or a date-time, its UTC day counts`,
+  });
 const DateRange = {
   startDate: Type.Optional(DateParam('First day counted (UTC)')),
   endDate: Type.Optional(DateParam('Last day counted (UTC), included')),
@@ -28,7 +32,12 @@ export const CrossBrandListQuery = Type.Object(
   {
     ...TicketListQuery.properties,
     ...BrandIdsParams,
-    source: Type.Optional(Type.Union(SOURCES.map((s) => Type.Literal(s)), { description: 'Only tickets from this origin' })),
+    source: Type.Optional(
+      Type.Union(
+        SOURCES.map((s) => Type.Literal(s)),
+        { description: 'Only tickets from this origin' },
+      ),
+    ),
   },
   { additionalProperties: false },
 );

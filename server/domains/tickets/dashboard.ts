@@ -90,7 +90,10 @@ export async function listAcrossBrands(ctx: TenantCtx, input: CrossBrandListInpu
 
   const search = searchText(input.search);
   if (search !== null) {
-    const base = () => Ticket.scoped(ctx).whereIn('tickets.brandId', brandIds).select(...TICKET_COLUMNS, objection.raw(RELATED_BY_LINKS));
+    const base = () =>
+      Ticket.scoped(ctx)
+        .whereIn('tickets.brandId', brandIds)
+        .select(...TICKET_COLUMNS, objection.raw(RELATED_BY_LINKS));
     const q = base();
     const applied = applyFilters(ctx, q, OWN_BRAND, listInput);
     if (input.source) q.where('tickets.source', input.source);
@@ -102,7 +105,9 @@ export async function listAcrossBrands(ctx: TenantCtx, input: CrossBrandListInpu
     return merged(ctx, brands, q, applied.sort, applied.order, limit, input.cursor, filters, null);
   }
 
-  const part = Ticket.scoped(ctx).whereRaw('tickets.brand_id = b.id').select(...TICKET_COLUMNS);
+  const part = Ticket.scoped(ctx)
+    .whereRaw('tickets.brand_id = b.id')
+    .select(...TICKET_COLUMNS);
   const applied = applyFilters(ctx, part, LATERAL_BRAND, listInput);
   if (input.source) part.where('tickets.source', input.source);
   return merged(ctx, brands, part, applied.sort, applied.order, limit, input.cursor, { ...applied.filters, ...extra }, brandIds);
@@ -228,7 +233,10 @@ export async function stats(ctx: TenantCtx, input: StatsInput): Promise<StatsVie
 export async function trends(ctx: TenantCtx, input: TrendsInput): Promise<TrendsView> {
   const { brands } = await brandsOf(ctx, input);
   const { start, end } = period(input);
-  const counted = COUNTED(ctx, brands.map((b) => b.id));
+  const counted = COUNTED(
+    ctx,
+    brands.map((b) => b.id),
+  );
   const bounds = [iso(start), iso(end + DAY_MS)];
   const result = await ctx.db.raw(
     `with created as (
@@ -255,7 +263,10 @@ export async function trends(ctx: TenantCtx, input: TrendsInput): Promise<Trends
 export async function teamMetrics(ctx: TenantCtx, input: TeamMetricsInput): Promise<TeamMetricsView> {
   const { brands } = await brandsOf(ctx, input);
   const { start, end } = period(input);
-  const counted = COUNTED(ctx, brands.map((b) => b.id));
+  const counted = COUNTED(
+    ctx,
+    brands.map((b) => b.id),
+  );
   const result = await ctx.db.raw(
     `with done as (
        select t.assignee_id, count(*) filter (where t.status = 'resolved')::int as resolved, count(*) filter (where t.status = 'closed')::int as closed
