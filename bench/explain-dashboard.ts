@@ -36,6 +36,8 @@ async function main() {
     const tickets = Number(values.tickets);
     await seed(dbUrl, { accountId, brandId: brands[0]!, brandIds: brands, tickets, log });
     const ctx = tenantCtx(systemCtx(services), accountId, true);
+    // Without parallel workers, as the server's own connections run (core/db.ts).
+    const serialUrl = `${dbUrl}?options=${encodeURIComponent('-c max_parallel_workers_per_gather=0')}`;
 
     const captured: { sql: string; bindings: unknown[] }[] = [];
     db.on('query', (q: { sql: string; bindings?: unknown[] }) => {
@@ -47,7 +49,7 @@ async function main() {
       await call();
       const statement = captured.find((c) => /from tickets|lateral/i.test(c.sql) && !/^select "id", "name"/.test(c.sql)) ?? captured[captured.length - 1]!;
       // The statement as sent: positional ($1) SQL and its values, through a plain client.
-      const plan = await sql<{ 'QUERY PLAN': string }>(dbUrl, `explain (analyze, buffers, costs off) ${statement.sql}`, statement.bindings);
+      const plan = await sql<{ 'QUERY PLAN': string }>(serialUrl, `explain (analyze, buffers, costs off) ${statement.sql}`, statement.bindings);
       const lines = plan.map((r) => r['QUERY PLAN']);
       process.stdout.write(`\n=== ${label} ===\n${lines.join('\n')}\n`);
     };

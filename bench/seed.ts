@@ -178,15 +178,16 @@ export async function seed(url: string, opts: { accountId: string; brandId: stri
     );
     await a.query('ALTER TABLE bench_text ADD PRIMARY KEY (k)');
 
-    // The tickets trigger and the foreign-key checks are off for the load (session_replication_role),
-    // so this statement fills the derived columns as the trigger would: the title and body hold
+    // The tickets triggers and the foreign-key checks are off for the load (session_replication_role),
+    // so this statement fills the derived columns as the triggers would (resolved_at: done tickets
+    // were resolved within three days of their creation): the title and body hold
     // only letters and spaces, for which ticketd_search_text() is unaccent(); checked below.
     const loadStarted = Date.now();
     const insert = (c: pg.Client, lo: number, hi: number) =>
       c.query(
         `
       INSERT INTO tickets (id, account_id, livemode, brand_id, ticket_number, title, body, status, priority, assignee_id,
-        customer_id, category_id, source, is_spam, comment_count, attachment_count, created_at, updated_at, deleted_at,
+        customer_id, category_id, source, is_spam, comment_count, attachment_count, created_at, updated_at, deleted_at, resolved_at,
         customer_text, customer_sort, company_sort, assignee_sort, category_sort, search_vector)
       SELECT ${ID('tkt', 's.i')}, $1, $2, ($3::text[])[1 + s.i % $9::int], 1 + s.i / $9::int, p1.title, p2.body || ' ' || p3.body,
         CASE WHEN r1 < 0.30 THEN 'open' WHEN r1 < 0.45 THEN 'pending' WHEN r1 < 0.75 THEN 'resolved' ELSE 'closed' END,
@@ -196,6 +197,7 @@ export async function seed(url: string, opts: { accountId: string; brandId: stri
         random() < 0.01, floor(random() * 8)::int, CASE WHEN random() < 0.1 THEN 1 + floor(random() * 3)::int ELSE 0 END,
         to_timestamp(ms / 1000.0), to_timestamp(ms / 1000.0) + random() * interval '10 days',
         CASE WHEN random() < 0.01 THEN now() END,
+        CASE WHEN r1 >= 0.45 THEN least(now(), to_timestamp(ms / 1000.0) + random() * interval '3 days') END,
         coalesce(cu.text, ''), coalesce(cu.sort, ''), coalesce(cu.company, ''), coalesce(m.sort, ''), coalesce(ca.sort, ''),
         setweight(to_tsvector('pg_catalog.simple', unaccent(p1.title)), 'A')
           || setweight(to_tsvector('pg_catalog.simple', ticketd_search_text(coalesce(cu.text, ''))), 'B')

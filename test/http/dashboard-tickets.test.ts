@@ -424,3 +424,20 @@ t.test('resolved_at follows the status: set on resolve, kept on close, cleared o
   t.equal(await at(), null);
   await owner.live('DELETE', `${base}/tickets/${tk.id}`);
 });
+
+t.test('the OpenAPI document describes the four routes, their parameters and the brand on each ticket', async (t) => {
+  const doc = (await client(app)('GET', '/v1/openapi.json')).body;
+  for (const p of ['/v1/tickets', '/v1/tickets/stats', '/v1/tickets/trends', '/v1/tickets/team-metrics']) {
+    const op = doc.paths[p]?.get;
+    t.ok(op, `${p} is documented`);
+    t.same(op.security, [{ apiKey: [] }]);
+    t.ok(
+      op.parameters.some((x: Any) => x.name === 'brandIds' && x.in === 'query'),
+      `${p} takes brandIds`,
+    );
+  }
+  const names = doc.paths['/v1/tickets'].get.parameters.map((x: Any) => x.name);
+  for (const n of ['status', 'priority', 'assigneeId', 'search', 'sort', 'order', 'limit', 'cursor', 'workspaceIds', 'source', 'tagIds']) t.ok(names.includes(n), n);
+  const item = doc.paths['/v1/tickets'].get.responses['200'].content['application/json'].schema.properties.data.items;
+  t.same(Object.keys(item.properties.brand.properties).sort(), ['iconUrl', 'id', 'name', 'slug', 'ticketPrefix']);
+});

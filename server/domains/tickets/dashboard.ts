@@ -90,16 +90,22 @@ export async function listAcrossBrands(ctx: TenantCtx, input: CrossBrandListInpu
 
   const search = searchText(input.search);
   if (search !== null) {
-    const base = () =>
-      Ticket.scoped(ctx)
+    const matching = (...columns: (string | objection.Raw)[]) => {
+      const q = Ticket.scoped(ctx)
         .whereIn('tickets.brandId', brandIds)
-        .select(...TICKET_COLUMNS, objection.raw(RELATED_BY_LINKS));
-    const q = base();
-    const applied = applyFilters(ctx, q, OWN_BRAND, listInput);
-    if (input.source) q.where('tickets.source', input.source);
+        .select(...columns);
+      const applied = applyFilters(ctx, q, OWN_BRAND, listInput);
+      if (input.source) q.where('tickets.source', input.source);
+      return { q, applied };
+    };
+    const { q, applied } = matching(...MATCH_COLUMNS);
     const filters = { ...applied.filters, ...extra, search };
     if (input.sort === undefined) {
-      const page = await relevancePage(q, base, search, listInput, { ...filters, sort: 'relevance', order: 'desc' });
+      const base = () =>
+        Ticket.scoped(ctx)
+          .whereIn('tickets.brandId', brandIds)
+          .select(...TICKET_COLUMNS, objection.raw(RELATED_BY_LINKS));
+      const page = await relevancePage(matching(...TICKET_COLUMNS, objection.raw(RELATED_BY_LINKS)).q, base, search, listInput, { ...filters, sort: 'relevance', order: 'desc' });
       return { ...page, data: page.data.map(withBrand(brands)) };
     }
     return merged(ctx, brands, q, applied.sort, applied.order, limit, input.cursor, filters, null);
@@ -107,15 +113,22 @@ export async function listAcrossBrands(ctx: TenantCtx, input: CrossBrandListInpu
 
   const part = Ticket.scoped(ctx)
     .whereRaw('tickets.brand_id = b.id')
-    .select(...TICKET_COLUMNS);
+    .select(...MATCH_COLUMNS);
   const applied = applyFilters(ctx, part, LATERAL_BRAND, listInput);
   if (input.source) part.where('tickets.source', input.source);
   return merged(ctx, brands, part, applied.sort, applied.order, limit, input.cursor, { ...applied.filters, ...extra }, brandIds);
 }
 
 /**
+ * What a match carries until the page is cut: its key and sort value only. With the brand list's
+ * partial sort indexes (live, non-spam tickets, key and id in the index) a part is then an
+ * index-only range; the page's rows are read whole afterwards, with their related records.
+ */
+const MATCH_COLUMNS = ['tickets.id', 'tickets.brand_id'];
+
+/**
  * One page of q in (sort, id) order: q per brand in LATERAL parts when lateralBrands is given, else
- * q itself; the related records (customer, category, tags, status) only for the page's rows.
+ * q itself; then the page's tickets with the related records (customer, category, tags, status).
  */
 async function merged(
   ctx: TenantCtx,
@@ -143,7 +156,12 @@ async function merged(
         limit + 1,
       ])
     : q.toKnexQuery();
-  const result = await ctx.db.raw(`select tickets.*, ${RELATED_BY_LINKS} from (?) as tickets order by tickets.sort_key ${direction}, tickets.id ${direction}`, [matches]);
+  const result = await ctx.db.raw(
+    `select ${TICKET_COLUMNS.join(', ')}, m.sort_key, ${RELATED_BY_LINKS} from (?) as m
+     join tickets on ? and tickets.brand_id = m.brand_id and tickets.id = m.id
+     order by m.sort_key ${direction}, m.id ${direction}`,
+    [matches, tenantScope(ctx, 'tickets')],
+  );
   const rows = (result as { rows: Record<string, unknown>[] }).rows;
   const hasMore = rows.length > limit;
   const page = rows.slice(0, limit);
