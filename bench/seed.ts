@@ -244,7 +244,7 @@ export async function seed(url: string, opts: { accountId: string; brandId: stri
     );
     const wrong = await a.query<{ n: string }>(`SELECT count(*) AS n FROM (SELECT * FROM tickets TABLESAMPLE SYSTEM (1) LIMIT 2000) t
       WHERE search_vector <> ticketd_ticket_vector(title, customer_text, body)
-         OR customer_sort <> coalesce((SELECT lower(coalesce(nullif(c.name, ''), c.email)) FROM contacts c WHERE c.id = t.customer_id), '')`);
+         OR customer_sort <> coalesce((SELECT lower(coalesce(nullif(c.name, ''), c.email)) FROM contacts c WHERE c.account_id = t.account_id AND c.id = t.customer_id), '')`);
     if (Number(wrong.rows[0]!.n) > 0) log(`seed: WARNING: ${wrong.rows[0]!.n} sampled tickets differ from what the trigger would store`);
     log(`seed: tickets and tags loaded in ${((Date.now() - loadStarted) / 1000).toFixed(1)} s; rebuilding ${indexes.rows.length} indexes`);
 

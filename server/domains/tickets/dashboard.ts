@@ -6,7 +6,7 @@ import { normalizeBrandId } from '../../core/ids.js';
 import { accountScope, tenantScope } from '../../core/model.js';
 import { decodeCursor, encodeCursor, PAGE_LIMIT_DEFAULT, type Page } from '../../core/pagination.js';
 import { Ticket } from './model.js';
-import { applyFilters, commaList, RELATED_BY_LINKS, relevancePage, searchText, SORT_SQL, TICKET_COLUMNS, viewOfColumns, type BrandRef } from './service.js';
+import { applyFilters, commaList, RELATED_BY_LINKS, relevancePage, searchText, SORT_SQL, TICKET_COLUMNS, viewOfColumns, type BrandRef, type TicketQuery } from './service.js';
 import {
   DEFAULT_RANGE_DAYS,
   MAX_BRAND_FILTER,
@@ -88,35 +88,37 @@ export async function listAcrossBrands(ctx: TenantCtx, input: CrossBrandListInpu
   const extra = { brandIds: named, source: input.source ?? null };
   if (brandIds.length === 0) return EMPTY_PAGE;
 
+  /** The brand list's filters and `source` on q; what the cursor is bound to. */
+  const filter = (q: TicketQuery, brand: BrandRef) => {
+    const applied = applyFilters(ctx, q, brand, listInput);
+    if (input.source) q.where('tickets.source', input.source);
+    return { ...applied, filters: { ...applied.filters, ...extra } };
+  };
+
   const search = searchText(input.search);
   if (search !== null) {
-    const matching = (...columns: (string | objection.Raw)[]) => {
-      const q = Ticket.scoped(ctx)
+    const base = () =>
+      Ticket.scoped(ctx)
         .whereIn('tickets.brandId', brandIds)
-        .select(...columns);
-      const applied = applyFilters(ctx, q, OWN_BRAND, listInput);
-      if (input.source) q.where('tickets.source', input.source);
-      return { q, applied };
-    };
-    const { q, applied } = matching(...MATCH_COLUMNS);
-    const filters = { ...applied.filters, ...extra, search };
+        .select(...TICKET_COLUMNS, objection.raw(RELATED_BY_LINKS));
     if (input.sort === undefined) {
-      const base = () =>
-        Ticket.scoped(ctx)
-          .whereIn('tickets.brandId', brandIds)
-          .select(...TICKET_COLUMNS, objection.raw(RELATED_BY_LINKS));
-      const page = await relevancePage(matching(...TICKET_COLUMNS, objection.raw(RELATED_BY_LINKS)).q, base, search, listInput, { ...filters, sort: 'relevance', order: 'desc' });
+      const q = base();
+      const { filters } = filter(q, OWN_BRAND);
+      const page = await relevancePage(q, base, search, listInput, { ...filters, search, sort: 'relevance', order: 'desc' });
       return { ...page, data: page.data.map(withBrand(brands)) };
     }
-    return merged(ctx, brands, q, applied.sort, applied.order, limit, input.cursor, filters, null);
+    const q = Ticket.scoped(ctx)
+      .whereIn('tickets.brandId', brandIds)
+      .select(...MATCH_COLUMNS);
+    const applied = filter(q, OWN_BRAND);
+    return merged(ctx, brands, q, applied.sort, applied.order, limit, input.cursor, { ...applied.filters, search }, null);
   }
 
   const part = Ticket.scoped(ctx)
     .whereRaw('tickets.brand_id = b.id')
     .select(...MATCH_COLUMNS);
-  const applied = applyFilters(ctx, part, LATERAL_BRAND, listInput);
-  if (input.source) part.where('tickets.source', input.source);
-  return merged(ctx, brands, part, applied.sort, applied.order, limit, input.cursor, { ...applied.filters, ...extra }, brandIds);
+  const applied = filter(part, LATERAL_BRAND);
+  return merged(ctx, brands, part, applied.sort, applied.order, limit, input.cursor, applied.filters, brandIds);
 }
 
 /**
@@ -133,7 +135,7 @@ const MATCH_COLUMNS = ['tickets.id', 'tickets.brand_id'];
 async function merged(
   ctx: TenantCtx,
   brands: BrandSummary[],
-  q: ReturnType<typeof Ticket.scoped<typeof Ticket>>,
+  q: TicketQuery,
   sort: keyof typeof SORT_SQL,
   order: 'asc' | 'desc',
   limit: number,
