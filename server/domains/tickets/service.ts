@@ -92,7 +92,8 @@ export function relatedColumns(tagIdsSql: string | null, contactsRelation = 'con
       (select json_build_object('id', s.id, 'key', s.key, 'name', s.name, 'color', s.color) from statuses s
         where ${sameTenant('s', 'tickets')} and s.brand_id = tickets.brand_id and s.key = tickets.status) as status_ref,
       (select json_build_object('id', c.id, 'email', c.email, 'name', c.name, 'avatarUrl', c.avatar_url, 'companyId', c.company_id,
-          'company', (select json_build_object('id', co.id, 'name', co.name) from companies co where co.id = c.company_id))
+          'company', (select json_build_object('id', co.id, 'name', co.name) from companies co
+            where ${sameTenant('co', 'c')} and co.brand_id = c.brand_id and co.id = c.company_id))
         from ${contactsRelation} c where ${sameTenant('c', 'tickets')} and c.brand_id = tickets.brand_id and c.id = tickets.customer_id) as customer,
       (select json_build_object('id', ca.id, 'name', ca.name, 'color', ca.color) from categories ca
         where ${sameTenant('ca', 'tickets')} and ca.brand_id = tickets.brand_id and ca.id = tickets.category_id) as category,
