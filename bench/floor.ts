@@ -131,7 +131,7 @@ export function statementsOp(input: FloorInput) {
         from t join webhooks w on w.account_id = t.account_id and w.livemode = t.livemode and w.brand_id = t.brand_id and w.enabled and w.events && array['ticket.created'])
       select t.*,
         (select json_build_object('id', st.id, 'key', st.key, 'name', st.name, 'color', st.color) from statuses st where st.account_id = t.account_id and st.livemode = t.livemode and st.brand_id = t.brand_id and st.key = t.status) as status_ref,
-        (select json_build_object('id', c.id, 'email', c.email, 'name', c.name, 'company', (select json_build_object('id', co.id, 'name', co.name) from companies co where co.id = c.company_id))
+        (select json_build_object('id', c.id, 'email', c.email, 'name', c.name, 'company', (select json_build_object('id', co.id, 'name', co.name) from companies co where co.account_id = c.account_id and co.livemode = c.livemode and co.brand_id = c.brand_id and co.id = c.company_id))
           from contacts c where c.account_id = t.account_id and c.livemode = t.livemode and c.brand_id = t.brand_id and c.id = t.customer_id) as customer,
         coalesce((select json_agg(json_build_object('id', tg.id, 'name', tg.name, 'color', tg.color) order by lower(tg.name), tg.id)
           from tags tg where tg.account_id = t.account_id and tg.livemode = t.livemode and tg.brand_id = t.brand_id and tg.id = any($8::text[])), '[]'::json) as tag_list
@@ -192,7 +192,7 @@ export function oneStatementOp(input: FloorInput) {
       )
       select t.*,
         (select json_build_object('id', st.id, 'key', st.key, 'name', st.name, 'color', st.color) from statuses st where st.account_id = t.account_id and st.livemode = t.livemode and st.brand_id = t.brand_id and st.key = t.status) as status_ref,
-        (select json_build_object('id', c.id, 'email', c.email, 'name', c.name, 'company', (select json_build_object('id', co.id, 'name', co.name) from companies co where co.id = c.company_id))
+        (select json_build_object('id', c.id, 'email', c.email, 'name', c.name, 'company', (select json_build_object('id', co.id, 'name', co.name) from companies co where co.account_id = c.account_id and co.livemode = c.livemode and co.brand_id = c.brand_id and co.id = c.company_id))
           from customer c where c.id = t.customer_id) as customer,
         coalesce((select json_agg(json_build_object('id', tg.id, 'name', tg.name, 'color', tg.color) order by lower(tg.name), tg.id)
           from tags tg where tg.account_id = t.account_id and tg.livemode = t.livemode and tg.brand_id = t.brand_id and tg.id = any(array(select id from given_tags))), '[]'::json) as tag_list

@@ -8,28 +8,29 @@
  *   BENCH_DATABASE_URL=postgres://admin@host/postgres npm run bench   (else an embedded cluster)
  *   npm run bench -- --events          (webhook delivery latency and throughput instead: see events.ts)
  *   npm run bench -- --rate-limits     (only the cost of rate limiting, on an empty database)
+ *   npm run bench -- --cross-brand     (only the cross-brand dashboard: N tickets over 20 brands)
  *
  * Measured: create throughput (idempotency keys; concurrency 1, 16, 32 on one brand, 16 across 16
  * brands) next to the raw database floor (plain pg clients, one create at a time: in one statement,
  * writes only, and step by step); list first page and page 2,000 by cursor for every sort key;
  * the first page with 1 and 2 API processes (scale.ts);
  * a filtered list; search (common word, rare word, prefix); the cost of rate limiting on an API-key
- * read (limits off vs on); and the server's peak RSS.
+ * read (limits off vs on); and the server's peak RSS. The cross-brand dashboard, in an account of its own
+ * with N tickets over 20 brands: the same list on one brand and across the 20 (every sort, first page
+ * and a deep page by cursor), and stats, trends and team metrics next to a list page.
  */
 import { execFileSync, type ChildProcess } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { chmodSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import os from 'node:os';
-import path from 'node:path';
 import { parseArgs } from 'node:util';
 import autocannon from 'autocannon';
-import { EmbeddedPostgres } from '../server/integrations/embedded-postgres.js';
 import { oneStatementOp, percentile, runLoad, statementsOp, writesOnlyOp, type FloorInput, type LoadResult } from './floor.js';
 import { runEventsBench } from './events.js';
 import { runRlsBench, type RlsRow } from './rls.js';
 import { listWithApiProcesses } from './scale.js';
 import { seed } from './seed.js';
-import { sql, startTicketd, withDatabase } from './server.js';
+import { adminDatabase, sql, startTicketd, withDatabase } from './server.js';
 
 const { values } = parseArgs({
   options: {
@@ -40,6 +41,7 @@ const { values } = parseArgs({
     quick: { type: 'boolean', default: false },
     events: { type: 'boolean', default: false },
     'rate-limits': { type: 'boolean', default: false },
+    'cross-brand': { type: 'boolean', default: false },
   },
 });
 const quick = values.quick!;
@@ -169,6 +171,136 @@ async function measureRateLimitCost(databaseUrl: string, route: string, headers:
   return { rows, costPercent: { throughput: percent(1 - median(perSec.on) / median(perSec.off)), cpu: percent(median(cpu.on) / median(cpu.off) - 1) } };
 }
 
+const CROSS_BRANDS = 20;
+const SORTS = ['createdAt', 'updatedAt', 'priority', 'ticketNumber', 'title', 'status', 'customer', 'company', 'assignee', 'category', 'dueAt'];
+
+interface CrossBrandRow {
+  scenario: string;
+  'one brand p50 ms': number | string;
+  'across 20 p50 ms': number;
+  'across 20 p99 ms': number;
+  ratio: string;
+}
+
+/**
+ * The cross-brand dashboard in a new account: N tickets dealt over 20 brands. Each list is measured
+ * on one brand (/v1/brands/:id/tickets) and across the 20 (/v1/tickets), first page and a page deep
+ * by cursor; the ratio is across / one brand (p50). The counts are compared with the first page
+ * of the cross-brand list (ratio = count p50 / list p50).
+ */
+async function crossBrandBench(serverUrl: string, dbUrl: string, tickets: number): Promise<{ rows: CrossBrandRow[]; live: number; seconds: number }> {
+  const signup = await fetch(`${serverUrl}/v1/accounts`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ email: `cross-${randomBytes(4).toString('hex')}@bench.example`, name: 'Cross' }),
+  });
+  const made = (await signup.json()) as { account: { id: string }; apiKeys: { live: { key: string } } };
+  const auth = { authorization: `Bearer ${made.apiKeys.live.key}`, 'content-type': 'application/json' };
+  const api = async (method: string, p: string, body?: unknown) => {
+    const res = await fetch(`${serverUrl}${p}`, { method, headers: auth, body: body === undefined ? undefined : JSON.stringify(body) });
+    const json = (await res.json()) as any; // eslint-disable-line @typescript-eslint/no-explicit-any
+    if (res.status >= 300) throw new Error(`${method} ${p}: ${res.status} ${JSON.stringify(json)}`);
+    return json;
+  };
+  const brands: string[] = [];
+  for (let i = 0; i < CROSS_BRANDS; i++) brands.push((await api('POST', '/v1/brands', { name: `Cross ${i}`, slug: `cross-${i}-${randomBytes(3).toString('hex')}` })).id);
+  log(`cross-brand: seeding ${tickets.toLocaleString('en')} tickets over ${CROSS_BRANDS} brands…`);
+  const seeded = await seed(dbUrl, { accountId: made.account.id, brandId: brands[0]!, brandIds: brands, tickets, log });
+  const perBrand = Math.floor(seeded.liveTickets / CROSS_BRANDS);
+  const depth = Math.min(20_000, Math.max(0, perBrand - 200));
+  const deepPage = Math.floor(depth / 50) + 1;
+  const deepCursor = async (list: string, query: string): Promise<string | null> => {
+    let cursor: string | null = null;
+    for (let seen = 0; seen < depth; seen += 100) {
+      const page: { pagination: { nextCursor: string | null } } = await api('GET', `${list}?${query}&limit=100${cursor ? `&cursor=${encodeURIComponent(cursor)}` : ''}`);
+      cursor = page.pagination.nextCursor;
+      if (!cursor) return null;
+    }
+    return cursor;
+  };
+  const p50 = async (scenario: string, p: string) => (await measure(scenario, { url: `${serverUrl}${p}`, headers: auth })) as Row;
+  const ratio = (a: number, b: number) => (b > 0 ? `${(a / b).toFixed(2)}×` : '');
+  const rows: CrossBrandRow[] = [];
+  const one = `/v1/brands/${brands[0]}/tickets`;
+  const across = '/v1/tickets';
+  log('cross-brand lists:');
+  for (const sort of SORTS) {
+    for (const order of ['desc', 'asc']) {
+      const q = `sort=${sort}&order=${order}`;
+      const a = await p50(`one brand, ${q}, first page`, `${one}?${q}`);
+      const b = await p50(`across ${CROSS_BRANDS}, ${q}, first page`, `${across}?${q}`);
+      rows.push({
+        scenario: `${q}, first page`,
+        'one brand p50 ms': a['p50 ms'],
+        'across 20 p50 ms': b['p50 ms'],
+        'across 20 p99 ms': b['p99 ms'],
+        ratio: ratio(b['p50 ms'], a['p50 ms']),
+      });
+    }
+    const q = `sort=${sort}`;
+    const [c1, c2] = [await deepCursor(one, q), await deepCursor(across, q)];
+    if (!c1 || !c2) continue;
+    const a = await p50(`one brand, ${q}, page ${deepPage}`, `${one}?${q}&cursor=${encodeURIComponent(c1)}`);
+    const b = await p50(`across ${CROSS_BRANDS}, ${q}, page ${deepPage}`, `${across}?${q}&cursor=${encodeURIComponent(c2)}`);
+    rows.push({
+      scenario: `${q}, page ${deepPage} (cursor)`,
+      'one brand p50 ms': a['p50 ms'],
+      'across 20 p50 ms': b['p50 ms'],
+      'across 20 p99 ms': b['p99 ms'],
+      ratio: ratio(b['p50 ms'], a['p50 ms']),
+    });
+  }
+  for (const q of ['status=active&priority=high', `assigneeId=${seeded.memberIds[3]}&status=open`, 'status=active&sort=updatedAt', 'source=email&sort=priority']) {
+    const a = q.startsWith('source') ? null : await p50(`one brand, ${q}`, `${one}?${q}`);
+    const b = await p50(`across ${CROSS_BRANDS}, ${q}`, `${across}?${q}`);
+    rows.push({
+      scenario: q,
+      'one brand p50 ms': a ? a['p50 ms'] : '',
+      'across 20 p50 ms': b['p50 ms'],
+      'across 20 p99 ms': b['p99 ms'],
+      ratio: a ? ratio(b['p50 ms'], a['p50 ms']) : '',
+    });
+  }
+  const word = seeded.words[15]!;
+  const sa = await p50(`one brand, search "${word}"`, `${one}?search=${encodeURIComponent(word)}`);
+  const sb = await p50(`across ${CROSS_BRANDS}, search "${word}"`, `${across}?search=${encodeURIComponent(word)}`);
+  rows.push({
+    scenario: `search "${word}" (relevance)`,
+    'one brand p50 ms': sa['p50 ms'],
+    'across 20 p50 ms': sb['p50 ms'],
+    'across 20 p99 ms': sb['p99 ms'],
+    ratio: ratio(sb['p50 ms'], sa['p50 ms']),
+  });
+
+  log('cross-brand counts:');
+  const page = await p50(`across ${CROSS_BRANDS}, first page (reference)`, across);
+  for (const p of [
+    '/v1/tickets/stats',
+    '/v1/tickets/stats?days=30',
+    '/v1/tickets/trends?days=30',
+    '/v1/tickets/trends?days=365',
+    '/v1/tickets/team-metrics',
+    `/v1/tickets/stats?brandIds=${brands[0]}`,
+  ]) {
+    const r = await p50(p, p);
+    rows.push({
+      scenario: `GET ${p.replace(brands[0]!, '<one>')} (ratio: vs a list page)`,
+      'one brand p50 ms': '',
+      'across 20 p50 ms': r['p50 ms'],
+      'across 20 p99 ms': r['p99 ms'],
+      ratio: ratio(r['p50 ms'], page['p50 ms']),
+    });
+  }
+  return { rows, live: seeded.liveTickets, seconds: seeded.seconds };
+}
+
+function printCrossBrand(result: { rows: CrossBrandRow[]; live: number; seconds: number }): void {
+  process.stdout.write(
+    `\nCross-brand dashboard: ${result.live.toLocaleString('en')} live tickets over ${CROSS_BRANDS} brands (seeded in ${result.seconds.toFixed(0)} s); ratio = across 20 / one brand, or count / list page:\n`,
+  );
+  console.table(result.rows);
+}
+
 function printRateLimitCost(cost: RateLimitCost): void {
   process.stdout.write('\nRate limiting on the API-key read path (two fresh --role api processes, limits off and on, measured in turns):\n');
   console.table(cost.rows);
@@ -176,21 +308,14 @@ function printRateLimitCost(cost: RateLimitCost): void {
 }
 
 async function main() {
-  let adminUrl = process.env.BENCH_DATABASE_URL;
-  let cleanup = async () => undefined as void;
-  if (!adminUrl) {
-    const dataDir = mkdtempSync(path.join(os.tmpdir(), 'ticketd-bench-'));
-    chmodSync(dataDir, 0o755);
-    const handle = await new EmbeddedPostgres({
-      dataDir,
-      settings: { shared_buffers: '2GB', work_mem: '16MB', maintenance_work_mem: '512MB', max_wal_size: '8GB', checkpoint_timeout: '30min', max_connections: '200' },
-    }).acquire();
-    adminUrl = withDatabase(handle.url, 'postgres');
-    cleanup = async () => {
-      await handle.release();
-      rmSync(dataDir, { recursive: true, force: true });
-    };
-  }
+  const { adminUrl, cleanup } = await adminDatabase({
+    shared_buffers: '2GB',
+    work_mem: '16MB',
+    maintenance_work_mem: '512MB',
+    max_wal_size: '8GB',
+    checkpoint_timeout: '30min',
+    max_connections: '200',
+  });
   const database = `ticketd_bench_${randomBytes(4).toString('hex')}`;
   await sql(adminUrl, `CREATE DATABASE ${database}`);
   const dbUrl = withDatabase(adminUrl, database);
@@ -207,6 +332,10 @@ async function main() {
   try {
     if (values['rate-limits']) {
       printRateLimitCost(await measureRateLimitCost(dbUrl, `/v1/brands/${server.brandId}`, auth));
+      return;
+    }
+    if (values['cross-brand']) {
+      printCrossBrand(await crossBrandBench(server.url, dbUrl, ticketCount));
       return;
     }
     log(`seeding ${ticketCount.toLocaleString('en')} tickets…`);
@@ -279,6 +408,8 @@ async function main() {
       return cursor;
     })();
     if (searchCursor) await get(`search common word, page 41 (cursor, past the ranked window)`, `${base}/tickets?search=${s(w[0]!)}&cursor=${encodeURIComponent(searchCursor)}`);
+
+    const crossBrand = await crossBrandBench(server.url, dbUrl, ticketCount);
 
     log('the first page with 1 and 2 API processes:');
     const scaleRows = await listWithApiProcesses(dbUrl, server.url, `/v1/brands/${server.brandId}/tickets`, auth, { duration, env: { TICKETD_DB_POOL_MAX: '20' }, log });
@@ -418,6 +549,7 @@ async function main() {
     out.write(`${duration} s per scenario, loopback, ${os.cpus().length} cores; reads at ${readConnections} connections\n`);
     out.write(`server start-up on an empty database (migrate + bootstrap): ${server.startupMs} ms\n\nLists and search (p50/p99 per request):\n`);
     console.table(readRows);
+    printCrossBrand(crossBrand);
     out.write('\nThe first page with 1 and 2 API processes on one database (round robin):\n');
     console.table(scaleRows);
     out.write('\nCreates (tickets/s; API vs the raw database floor at the same concurrency and brands):\n');
@@ -429,7 +561,7 @@ async function main() {
     console.table(rlsRows);
     out.write(`\nserver memory: peak RSS ${mem.peak} MiB, RSS now ${mem.rss} MiB\n`);
     out.write(
-      `${JSON.stringify({ tickets: ticketCount, live: seeded.liveTickets, duration, readConnections, reads: readRows, creates: createRows, scaleOut: scaleRows, small: smallRows, rateLimits: limitRows, rls: rlsRows, peakRssMiB: mem.peak })}\n`,
+      `${JSON.stringify({ tickets: ticketCount, live: seeded.liveTickets, duration, readConnections, reads: readRows, crossBrand: crossBrand.rows, creates: createRows, scaleOut: scaleRows, small: smallRows, rateLimits: limitRows, rls: rlsRows, peakRssMiB: mem.peak })}\n`,
     );
   } finally {
     server.child.kill('SIGTERM');

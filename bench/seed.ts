@@ -1,12 +1,14 @@
 /**
- * Seeds one brand with N tickets server-side (INSERT … SELECT generate_series), fast: secondary
+ * Seeds one brand (or several, tickets dealt round robin) with N tickets server-side (INSERT … SELECT generate_series), fast: secondary
  * indexes of tickets are dropped during the load and rebuilt after it, the load runs on two
  * connections (two cores), and the tickets trigger fills the denormalized sort and search columns
  * exactly as it does for tickets made through the API.
  *
  * Variety: statuses, priorities, 20 assignees, 50,000 customers (70% with one of 2,000 companies;
  * accented names), 15 categories, 0-3 of 50 tags, 1% spam, 1% deleted, two years of creation dates,
- * titles and bodies drawn from a Zipf-like vocabulary (see vocabulary.ts).
+ * titles and bodies drawn from a Zipf-like vocabulary (see vocabulary.ts). With several brands, each
+ * gets its own share of the companies, contacts (at least 500 each), and its own categories and tags;
+ * ticket i goes to brand i mod B, so every brand spans the same two years.
  */
 import pg from 'pg';
 import { FIRST_NAMES, LAST_NAMES, vocabulary } from './vocabulary.js';
@@ -101,14 +103,18 @@ async function connect(url: string): Promise<pg.Client> {
   return c;
 }
 
-export async function seed(url: string, opts: { accountId: string; brandId: string; tickets: number; log: (s: string) => void }): Promise<Seeded> {
+export async function seed(url: string, opts: { accountId: string; brandId: string; brandIds?: string[]; tickets: number; log: (s: string) => void }): Promise<Seeded> {
   const started = Date.now();
   const { accountId, brandId, tickets: n, log } = opts;
+  const brands = opts.brandIds ?? [brandId];
+  const B = brands.length;
+  const companiesPer = Math.max(100, Math.ceil(2000 / B));
+  const contactsPer = Math.max(500, Math.ceil(50_000 / B));
   const words = vocabulary(20_000);
   const [a, b] = [await connect(url), await connect(url)];
   for (const c of [a, b]) await c.query("SET session_replication_role = 'replica'");
   try {
-    const scope = [accountId, true, brandId];
+    const scope = [accountId, true, brands];
 
     const members = await a.query<{ id: string }>(
       `
@@ -121,36 +127,38 @@ export async function seed(url: string, opts: { accountId: string; brandId: stri
     await a.query(
       `
       INSERT INTO companies (id, account_id, livemode, brand_id, name, name_key, domain)
-      SELECT ${ID('co', 'i')}, $1, $2, $3, initcap(($4::text[])[100 + i]) || ' ' || (ARRAY['Inc', 'GmbH', 'SARL', 'Ltd', 'AB'])[1 + i % 5],
+      SELECT ${ID('co', 'k * 1000000 + i')}, $1, $2, b.id, initcap(($4::text[])[100 + i]) || ' ' || (ARRAY['Inc', 'GmbH', 'SARL', 'Ltd', 'AB'])[1 + i % 5],
              lower(($4::text[])[100 + i]) || ' ' || lower((ARRAY['Inc', 'GmbH', 'SARL', 'Ltd', 'AB'])[1 + i % 5]), 'company' || i || '.example'
-      FROM generate_series(1, 2000) AS i`,
-      [...scope, words],
+      FROM unnest($3::text[]) WITH ORDINALITY AS b (id, k), generate_series(1, $5::int) AS i`,
+      [...scope, words, companiesPer],
     );
     const contacts = await a.query<{ email: string }>(
       `
       INSERT INTO contacts (id, account_id, livemode, brand_id, email, name, name_key, company_id)
-      SELECT ${ID('cus', 'i')}, $1, $2, $3,
-             lower(unaccent(replace(f || '.' || l, ' ', ''))) || i || '@' || CASE WHEN i % 10 < 7 THEN 'company' || (1 + i % 2000) || '.example' ELSE 'mail' || (i % 50) || '.example' END,
+      SELECT ${ID('cus', 'k * 1000000 + i')}, $1, $2, b.id,
+             lower(unaccent(replace(f || '.' || l, ' ', ''))) || i || '@' || CASE WHEN i % 10 < 7 THEN 'company' || (1 + i % $7::int) || '.example' ELSE 'mail' || (i % 50) || '.example' END,
              f || ' ' || l, lower(unaccent(f || ' ' || l)),
-             CASE WHEN i % 10 < 7 THEN ${ID('co', '1 + i % 2000')} END
-      FROM generate_series(1, 50000) AS i,
+             CASE WHEN i % 10 < 7 THEN ${ID('co', 'k * 1000000 + 1 + i % $7::int')} END
+      FROM unnest($3::text[]) WITH ORDINALITY AS b (id, k), generate_series(1, $6::int) AS i,
            LATERAL (SELECT ($4::text[])[1 + i % 30] AS f, ($5::text[])[1 + (i / 30) % 26] AS l) AS names
       RETURNING email`,
-      [...scope, FIRST_NAMES, LAST_NAMES],
+      [...scope, FIRST_NAMES, LAST_NAMES, contactsPer, companiesPer],
     );
     const categories = await a.query<{ id: string }>(
       `
       INSERT INTO categories (id, account_id, livemode, brand_id, name, color, sort_order)
-      SELECT ${ID('cat', 'i')}, $1, $2, $3, ($4::text[])[i], '#336699', i FROM generate_series(1, 15) AS i RETURNING id`,
+      SELECT ${ID('cat', 'k * 1000000 + i')}, $1, $2, b.id, ($4::text[])[i], '#336699', i
+      FROM unnest($3::text[]) WITH ORDINALITY AS b (id, k), generate_series(1, 15) AS i ORDER BY k, i RETURNING id`,
       [...scope, CATEGORY_NAMES],
     );
     const tags = await a.query<{ id: string }>(
       `
       INSERT INTO tags (id, account_id, livemode, brand_id, name, color)
-      SELECT ${ID('tag', 'i')}, $1, $2, $3, ($4::text[])[i], '#aa3366' FROM generate_series(1, 50) AS i RETURNING id`,
+      SELECT ${ID('tag', 'k * 1000000 + i')}, $1, $2, b.id, ($4::text[])[i], '#aa3366'
+      FROM unnest($3::text[]) WITH ORDINALITY AS b (id, k), generate_series(1, 50) AS i ORDER BY k, i RETURNING id`,
       [...scope, TAG_NAMES],
     );
-    log(`seed: 20 members, 2,000 companies, 50,000 contacts, 15 categories, 50 tags (${((Date.now() - started) / 1000).toFixed(1)} s)`);
+    log(`seed: 20 members; per brand (${B}): ${companiesPer} companies, ${contactsPer} contacts, 15 categories, 50 tags (${((Date.now() - started) / 1000).toFixed(1)} s)`);
 
     // Secondary indexes go during the load (constraint indexes stay: the foreign keys need them).
     const indexes = await a.query<{ name: string; def: string }>(`
@@ -170,17 +178,18 @@ export async function seed(url: string, opts: { accountId: string; brandId: stri
     );
     await a.query('ALTER TABLE bench_text ADD PRIMARY KEY (k)');
 
-    // The tickets trigger and the foreign-key checks are off for the load (session_replication_role),
-    // so this statement fills the derived columns as the trigger would: the title and body hold
+    // The tickets triggers and the foreign-key checks are off for the load (session_replication_role),
+    // so this statement fills the derived columns as the triggers would (resolved_at: done tickets
+    // were resolved within three days of their creation): the title and body hold
     // only letters and spaces, for which ticketd_search_text() is unaccent(); checked below.
     const loadStarted = Date.now();
     const insert = (c: pg.Client, lo: number, hi: number) =>
       c.query(
         `
       INSERT INTO tickets (id, account_id, livemode, brand_id, ticket_number, title, body, status, priority, assignee_id,
-        customer_id, category_id, source, is_spam, comment_count, attachment_count, created_at, updated_at, deleted_at,
+        customer_id, category_id, source, is_spam, comment_count, attachment_count, created_at, updated_at, deleted_at, resolved_at,
         customer_text, customer_sort, company_sort, assignee_sort, category_sort, search_vector)
-      SELECT ${ID('tkt', 's.i')}, $1, $2, $3, s.i, p1.title, p2.body || ' ' || p3.body,
+      SELECT ${ID('tkt', 's.i')}, $1, $2, ($3::text[])[1 + s.i % $9::int], 1 + s.i / $9::int, p1.title, p2.body || ' ' || p3.body,
         CASE WHEN r1 < 0.30 THEN 'open' WHEN r1 < 0.45 THEN 'pending' WHEN r1 < 0.75 THEN 'resolved' ELSE 'closed' END,
         CASE WHEN r2 < 0.20 THEN NULL WHEN r2 < 0.40 THEN 'low' WHEN r2 < 0.70 THEN 'normal' WHEN r2 < 0.80 THEN 'medium' WHEN r2 < 0.95 THEN 'high' ELSE 'urgent' END,
         m.id, cu.id, ca.id,
@@ -188,14 +197,15 @@ export async function seed(url: string, opts: { accountId: string; brandId: stri
         random() < 0.01, floor(random() * 8)::int, CASE WHEN random() < 0.1 THEN 1 + floor(random() * 3)::int ELSE 0 END,
         to_timestamp(ms / 1000.0), to_timestamp(ms / 1000.0) + random() * interval '10 days',
         CASE WHEN random() < 0.01 THEN now() END,
+        CASE WHEN r1 >= 0.45 THEN least(now(), to_timestamp(ms / 1000.0) + random() * interval '3 days') END,
         coalesce(cu.text, ''), coalesce(cu.sort, ''), coalesce(cu.company, ''), coalesce(m.sort, ''), coalesce(ca.sort, ''),
         setweight(to_tsvector('pg_catalog.simple', unaccent(p1.title)), 'A')
           || setweight(to_tsvector('pg_catalog.simple', ticketd_search_text(coalesce(cu.text, ''))), 'B')
           || setweight(to_tsvector('pg_catalog.simple', unaccent(p2.body || ' ' || p3.body)), 'C')
       FROM (SELECT i, $4::bigint + (i::bigint * $5::bigint / $6::bigint) AS ms, random() AS r1, random() AS r2,
                    CASE WHEN random() < 0.85 THEN 1 + floor(random() * 20)::int END AS assignee,
-                   CASE WHEN random() < 0.95 THEN 1 + floor(random() ^ 2 * 50000)::int END AS customer,
-                   CASE WHEN random() < 0.80 THEN 1 + floor(random() * 15)::int END AS category,
+                   CASE WHEN random() < 0.95 THEN (1 + i % $9::int) * 1000000 + 1 + floor(random() ^ 2 * $10::int)::int END AS customer,
+                   CASE WHEN random() < 0.80 THEN (1 + i % $9::int) * 1000000 + 1 + floor(random() * 15)::int END AS category,
                    floor(random() * 20000)::int AS t1, floor(random() * 20000)::int AS t2, floor(random() * 20000)::int AS t3
             FROM generate_series($7::int, $8::int) AS i) AS s
       JOIN bench_text p1 ON p1.k = s.t1
@@ -203,10 +213,10 @@ export async function seed(url: string, opts: { accountId: string; brandId: stri
       JOIN bench_text p3 ON p3.k = s.t3
       LEFT JOIN (SELECT c.id, btrim(coalesce(c.name, '') || ' ' || c.email) AS text, lower(coalesce(nullif(c.name, ''), c.email)) AS sort, lower(co.name) AS company
                  FROM contacts c LEFT JOIN companies co ON co.account_id = c.account_id AND co.livemode = c.livemode AND co.brand_id = c.brand_id AND co.id = c.company_id
-                 WHERE c.account_id = $1 AND c.livemode = $2 AND c.brand_id = $3) AS cu ON cu.id = ${ID('cus', 's.customer')}
+                 WHERE c.account_id = $1 AND c.livemode = $2 AND c.brand_id = ANY($3::text[])) AS cu ON cu.id = ${ID('cus', 's.customer')}
       LEFT JOIN (SELECT id, lower(coalesce(nullif(name, ''), email)) AS sort FROM members WHERE account_id = $1) AS m ON m.id = ${ID('mem', 's.assignee')}
-      LEFT JOIN (SELECT id, lower(name) AS sort FROM categories WHERE account_id = $1 AND livemode = $2 AND brand_id = $3) AS ca ON ca.id = ${ID('cat', 's.category')}`,
-        [...scope, Date.now() - 2 * 365 * 86_400_000, 2 * 365 * 86_400_000 - 3_600_000, n, lo, hi],
+      LEFT JOIN (SELECT id, lower(name) AS sort FROM categories WHERE account_id = $1 AND livemode = $2 AND brand_id = ANY($3::text[])) AS ca ON ca.id = ${ID('cat', 's.category')}`,
+        [...scope, Date.now() - 2 * 365 * 86_400_000, 2 * 365 * 86_400_000 - 3_600_000, n, lo, hi, B, contactsPer],
       );
     const CHUNK = 50_000;
     const chunks: [number, number][] = [];
@@ -220,19 +230,21 @@ export async function seed(url: string, opts: { accountId: string; brandId: stri
       }
     };
     await Promise.all([worker(a), worker(b)]);
-    await a.query('UPDATE brands SET next_ticket_number = $1 WHERE account_id = $2 AND livemode = true AND id = $3', [n + 1, accountId, brandId]);
+    await a.query('UPDATE brands SET next_ticket_number = $1 WHERE account_id = $2 AND livemode = true AND id = ANY($3::text[])', [Math.floor(n / B) + 2, accountId, brands]);
     await a.query(
       `
       INSERT INTO ticket_tags (account_id, livemode, brand_id, ticket_id, tag_id, status, priority)
-      SELECT t.account_id, t.livemode, t.brand_id, t.id, ($4::text[])[floor(exp(random() * ln(51)))::int], t.status, t.priority
-      FROM tickets t, generate_series(1, 3) AS k
-      WHERE t.account_id = $1 AND t.livemode = $2 AND t.brand_id = $3 AND random() < 0.5
+      SELECT t.account_id, t.livemode, t.brand_id, t.id, tg.id, t.status, t.priority
+      FROM tickets t CROSS JOIN generate_series(1, 3) AS k
+      CROSS JOIN LATERAL (SELECT floor(exp(random() * ln(51)))::int + k * 0 AS n) AS pick
+      JOIN tags tg ON tg.account_id = t.account_id AND tg.livemode = t.livemode AND tg.brand_id = t.brand_id AND tg.name = ($4::text[])[pick.n]
+      WHERE t.account_id = $1 AND t.livemode = $2 AND t.brand_id = ANY($3::text[]) AND random() < 0.5
       ON CONFLICT DO NOTHING`,
-      [...scope, tags.rows.map((r) => r.id)],
+      [...scope, TAG_NAMES],
     );
     const wrong = await a.query<{ n: string }>(`SELECT count(*) AS n FROM (SELECT * FROM tickets TABLESAMPLE SYSTEM (1) LIMIT 2000) t
       WHERE search_vector <> ticketd_ticket_vector(title, customer_text, body)
-         OR customer_sort <> coalesce((SELECT lower(coalesce(nullif(c.name, ''), c.email)) FROM contacts c WHERE c.id = t.customer_id), '')`);
+         OR customer_sort <> coalesce((SELECT lower(coalesce(nullif(c.name, ''), c.email)) FROM contacts c WHERE c.account_id = t.account_id AND c.id = t.customer_id), '')`);
     if (Number(wrong.rows[0]!.n) > 0) log(`seed: WARNING: ${wrong.rows[0]!.n} sampled tickets differ from what the trigger would store`);
     log(`seed: tickets and tags loaded in ${((Date.now() - loadStarted) / 1000).toFixed(1)} s; rebuilding ${indexes.rows.length} indexes`);
 
@@ -247,7 +259,7 @@ export async function seed(url: string, opts: { accountId: string; brandId: stri
     await Promise.all([a.query('VACUUM (ANALYZE) tickets'), b.query('VACUUM (ANALYZE) ticket_tags')]);
     await a.query('ANALYZE contacts, companies, members, categories, tags');
     await a.query('DROP TABLE bench_text');
-    const live = await a.query<{ n: string }>('SELECT count(*) AS n FROM tickets WHERE deleted_at IS NULL AND NOT is_spam AND brand_id = $1', [brandId]);
+    const live = await a.query<{ n: string }>('SELECT count(*) AS n FROM tickets WHERE deleted_at IS NULL AND NOT is_spam AND brand_id = ANY($1::text[])', [brands]);
     return {
       seconds: (Date.now() - started) / 1000,
       memberIds,

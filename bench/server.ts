@@ -1,8 +1,26 @@
 /** What both benches share: database URLs, one-off SQL, and bin/ticketd as a child process. */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
+import { EmbeddedPostgres } from '../server/integrations/embedded-postgres.js';
 import { packageRoot } from '../server/core/paths.js';
+
+/** The admin URL of BENCH_DATABASE_URL, else of a fresh embedded cluster with these settings; cleanup stops and removes that one. */
+export async function adminDatabase(settings: Record<string, string>): Promise<{ adminUrl: string; cleanup: () => Promise<void> }> {
+  if (process.env.BENCH_DATABASE_URL) return { adminUrl: process.env.BENCH_DATABASE_URL, cleanup: async () => undefined };
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'ticketd-bench-'));
+  chmodSync(dataDir, 0o755);
+  const handle = await new EmbeddedPostgres({ dataDir, settings }).acquire();
+  return {
+    adminUrl: withDatabase(handle.url, 'postgres'),
+    cleanup: async () => {
+      await handle.release();
+      rmSync(dataDir, { recursive: true, force: true });
+    },
+  };
+}
 
 export function withDatabase(url: string, database: string): string {
   const u = new URL(url);

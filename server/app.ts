@@ -35,6 +35,7 @@ import { statusRoutes } from './domains/statuses/routes.js';
 import { tagRoutes } from './domains/tags/routes.js';
 import { ticketRoutes } from './domains/tickets/routes.js';
 import { ticketActionRoutes } from './domains/tickets/actions-routes.js';
+import { dashboardRoutes } from './domains/tickets/dashboard-routes.js';
 import { watcherRoutes } from './domains/watchers/routes.js';
 import { webhookRoutes } from './domains/webhooks/routes.js';
 import { authenticateSession } from './flows/sign-in.js';
@@ -177,6 +178,7 @@ export async function buildApp({ config, db, services: given, isShuttingDown = (
       await api.register(attachmentRoutes, { prefix: `${prefix}/:brandId`, deps: attachments });
       await api.register(webhookRoutes, { prefix: `${prefix}/:brandId`, policy: { allowPrivate: config.webhookAllowPrivate } });
     }
+    await api.register(dashboardRoutes);
     await api.register(attachmentFileRoutes, { deps: attachments });
     await api.register(inboundMailRoutes, { config, deps: { attachments } });
     await api.register(metricsRoutes, { config, services });

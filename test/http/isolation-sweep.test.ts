@@ -148,6 +148,21 @@ for (const r of routes) {
   });
 }
 
+t.test('the cross-brand routes: a brand of the owner named in brandIds or workspaceIds is a 404, and nothing of it is read', async (t) => {
+  const brandId = world.params.brandId!;
+  for (const route of ['/v1/tickets', '/v1/tickets/stats', '/v1/tickets/trends', '/v1/tickets/team-metrics']) {
+    for (const caller of callers) {
+      for (const query of [`?brandIds=${brandId}`, `?workspaceIds=${brandId.replace(/^br_/, 'ws_')}`, `?brandIds=${caller.ownBrand},${brandId}`, '']) {
+        const res = await caller.call('GET', `${route}${query}`);
+        requests++;
+        const label = `${caller.label}: GET ${route}${query ? ' naming the owner' : ''}`;
+        t.equal(res.status, query ? 404 : 200, label);
+        t.same(leaked(res, caller.secrets, `${route}${query}`), [], `${label}: nothing of the owner in the answer`);
+      }
+    }
+  }
+});
+
 t.test('routes that take ids in the body act on nothing of another account', async (t) => {
   const { base } = stranger;
   const res = await stranger.live('POST', `${base}/tickets/bulk`, { action: 'delete', ticketIds: [world.ticketId, world.otherTicketId] });

@@ -74,7 +74,7 @@ export function viewOfColumns(row: Record<string, unknown>): TicketView {
 /** A given date-time as stored and read back (millisecond ISO, UTC). */
 export const isoOrNull = (v: string | null | undefined) => (v == null ? null : new Date(v).toISOString());
 
-const TICKET_COLUMNS = VIEW_COLUMNS.map((c) => `tickets.${c}`);
+export const TICKET_COLUMNS = VIEW_COLUMNS.map((c) => `tickets.${c}`);
 
 /**
  * The related records of a view, as columns over a row named `tickets`. The tag list reads the
@@ -92,16 +92,17 @@ export function relatedColumns(tagIdsSql: string | null, contactsRelation = 'con
       (select json_build_object('id', s.id, 'key', s.key, 'name', s.name, 'color', s.color) from statuses s
         where ${sameTenant('s', 'tickets')} and s.brand_id = tickets.brand_id and s.key = tickets.status) as status_ref,
       (select json_build_object('id', c.id, 'email', c.email, 'name', c.name, 'avatarUrl', c.avatar_url, 'companyId', c.company_id,
-          'company', (select json_build_object('id', co.id, 'name', co.name) from companies co where co.id = c.company_id))
+          'company', (select json_build_object('id', co.id, 'name', co.name) from companies co
+            where ${sameTenant('co', 'c')} and co.brand_id = c.brand_id and co.id = c.company_id))
         from ${contactsRelation} c where ${sameTenant('c', 'tickets')} and c.brand_id = tickets.brand_id and c.id = tickets.customer_id) as customer,
       (select json_build_object('id', ca.id, 'name', ca.name, 'color', ca.color) from categories ca
         where ${sameTenant('ca', 'tickets')} and ca.brand_id = tickets.brand_id and ca.id = tickets.category_id) as category,
       coalesce((select json_agg(json_build_object('id', tg.id, 'name', tg.name, 'color', tg.color) order by lower(tg.name), tg.id)
         from ${tagRows}), '[]'::json) as tag_list`;
 }
-const RELATED_BY_LINKS = relatedColumns(null);
+export const RELATED_BY_LINKS = relatedColumns(null);
 
-type TicketQuery = ReturnType<typeof query>;
+export type TicketQuery = ReturnType<typeof query>;
 
 /** The brand's tickets with every related record, in one statement. */
 function query(ctx: TenantCtx, brandId: string) {
@@ -187,15 +188,25 @@ export async function remove(ctx: TenantCtx, brandId: string, ticketId: string):
 
 const PRIORITY_RANK = `(case tickets.priority when 'low' then 1 when 'normal' then 2 when 'medium' then 3 when 'high' then 4 when 'urgent' then 5 else 0 end)`;
 /**
+ * The brand a list reads, as SQL: a bound id for the brand list (`?`), the brand of the LATERAL
+ * part for the cross-brand list (`b.id`), or the ticket's own brand when one statement reads many.
+ */
+export interface BrandRef {
+  sql: string;
+  bindings: unknown[];
+}
+export const boundBrand = (brandId: string): BrandRef => ({ sql: '?', bindings: [brandId] });
+
+/**
  * A filter subquery's scope as bound values, not as columns of the ticket row: PostgreSQL folds
  * a livemode test against true into the bare boolean, which then no longer carries over to the subquery's
  * table, and an index led by (account_id, livemode, brand_id, …) is only usable with all three
  * given. Bound, the tag filter reads ticket_tags by its tag index (a rare tag drives the plan) and
  * the customer email lookup runs once, not per ticket.
  */
-const inScope = (ctx: TenantCtx, brandId: string, alias: string) => ({
-  sql: `? and ${alias}.brand_id = ?`,
-  bindings: [tenantScope(ctx, alias), brandId],
+const inScope = (ctx: TenantCtx, brand: BrandRef, alias: string) => ({
+  sql: `? and ${alias}.brand_id = ${brand.sql}`,
+  bindings: [tenantScope(ctx, alias), ...brand.bindings],
 });
 
 /**
@@ -206,7 +217,7 @@ const inScope = (ctx: TenantCtx, brandId: string, alias: string) => ({
  * sort as integer microseconds so the cursor keeps their full precision; relation sorts use the
  * related name (lower-cased, '' for none), which triggers keep denormalized on the ticket.
  */
-const SORT_SQL: Record<(typeof TICKET_SORTS)[number], string> = {
+export const SORT_SQL: Record<(typeof TICKET_SORTS)[number], string> = {
   createdAt: 'tickets.id',
   updatedAt: `(extract(epoch from (tickets.updated_at at time zone 'UTC')) * 1000000)::bigint`,
   priority: PRIORITY_RANK,
@@ -222,7 +233,7 @@ const SORT_SQL: Record<(typeof TICKET_SORTS)[number], string> = {
 };
 const MAX_TAG_FILTER = 20;
 
-const commaList = (s: string) => [
+export const commaList = (s: string) => [
   ...new Set(
     s
       .split(',')
@@ -239,9 +250,43 @@ const commaList = (s: string) => [
  */
 export async function list(ctx: TenantCtx, brandId: string, input: TicketListInput): Promise<Page<TicketView>> {
   const brand = await requireBrand(ctx, brandId);
-  const sort = (input.sort ?? 'createdAt') as (typeof TICKET_SORTS)[number];
+  const q = query(ctx, brand.id);
+  const { filters, search, sort, order } = applyFilters(ctx, q, boundBrand(brand.id), input);
+  const listed = { brandId: brand.id, ...filters };
+  if (search !== null && input.sort === undefined) return relevancePage(q, () => query(ctx, brand.id), search, input, { ...listed, search, sort: 'relevance', order: 'desc' });
+
+  const sortSql = SORT_SQL[sort];
+  q.select(objection.raw(`${sortSql} as sort_key`));
+  return keysetPage(q, {
+    sort: sortSql,
+    id: 'tickets.id',
+    order,
+    limit: input.limit,
+    cursor: input.cursor,
+    filters: search === null ? listed : { ...listed, search },
+    valueOf: (row) => (row as unknown as { sortKey: string | number }).sortKey,
+    toView: (row) => toView(row as Row),
+  });
+}
+
+export type TicketSort = (typeof TICKET_SORTS)[number];
+export interface AppliedFilters {
+  /** What defines the list for its cursor (without the brand and the search text). */
+  filters: Record<string, unknown>;
+  search: string | null;
+  sort: TicketSort;
+  order: 'asc' | 'desc';
+}
+
+/**
+ * Adds the list filters of spec 4.8 to q, a query over `tickets` of the brand `brand`: live
+ * tickets, spam excluded unless isSpam is given, the search condition when there is text to
+ * look for. Shared by the brand list and the cross-brand list.
+ */
+export function applyFilters(ctx: TenantCtx, q: TicketQuery, brand: BrandRef, input: TicketListInput): AppliedFilters {
+  const sort = (input.sort ?? 'createdAt') as TicketSort;
   const order = input.order ?? 'desc';
-  const q = query(ctx, brand.id).whereNull('tickets.deletedAt');
+  q.whereNull('tickets.deletedAt');
 
   let status: string[] | null = null;
   if (input.status !== undefined) {
@@ -260,11 +305,11 @@ export async function list(ctx: TenantCtx, brandId: string, input: TicketListInp
   if (input.customerId) q.where('tickets.customerId', input.customerId);
   const customerEmail = input.customerEmail !== undefined ? normalizeEmail(input.customerEmail) : null;
   if (customerEmail !== null) {
-    const scope = inScope(ctx, brand.id, 'c');
+    const scope = inScope(ctx, brand, 'c');
     q.whereRaw(`tickets.customer_id = (select c.id from contacts c where ${scope.sql} and c.email = ?)`, [...scope.bindings, customerEmail]);
   }
   if (input.companyId) {
-    const scope = inScope(ctx, brand.id, 'c');
+    const scope = inScope(ctx, brand, 'c');
     q.whereRaw(`exists (select 1 from contacts c where ${scope.sql} and c.id = tickets.customer_id and c.company_id = ?)`, [...scope.bindings, input.companyId]);
   }
   if (input.createdBy) q.where('tickets.createdBy', input.createdBy);
@@ -292,7 +337,7 @@ export async function list(ctx: TenantCtx, brandId: string, input: TicketListInp
     // The link carries its ticket's status and priority (migration 2000): filtered on the link too,
     // a rare tag's index yields only the matching tickets instead of every ticket of the tag.
     const alias = `tt${i}`;
-    const scope = inScope(ctx, brand.id, alias);
+    const scope = inScope(ctx, brand, alias);
     const onLink = [`${scope.sql} and ${alias}.tag_id = ? and ${alias}.ticket_id = tickets.id`];
     const bindings: unknown[] = [...scope.bindings, tagId];
     if (status) {
@@ -307,7 +352,6 @@ export async function list(ctx: TenantCtx, brandId: string, input: TicketListInp
   }
 
   const filters = {
-    brandId: brand.id,
     status,
     priority,
     assignee,
@@ -325,27 +369,12 @@ export async function list(ctx: TenantCtx, brandId: string, input: TicketListInp
     order,
   };
   const search = searchText(input.search);
-  if (search !== null) {
-    q.whereRaw('tickets.search_vector @@ ticketd_search_query(?)', [search]);
-    if (input.sort === undefined) return relevancePage(q, () => query(ctx, brand.id), search, input, { ...filters, search, sort: 'relevance', order: 'desc' });
-  }
-
-  const sortSql = SORT_SQL[sort];
-  q.select(objection.raw(`${sortSql} as sort_key`));
-  return keysetPage(q, {
-    sort: sortSql,
-    id: 'tickets.id',
-    order,
-    limit: input.limit,
-    cursor: input.cursor,
-    filters: search === null ? filters : { ...filters, search },
-    valueOf: (row) => (row as unknown as { sortKey: string | number }).sortKey,
-    toView: (row) => toView(row as Row),
-  });
+  if (search !== null) q.whereRaw('tickets.search_vector @@ ticketd_search_query(?)', [search]);
+  return { filters, search, sort, order };
 }
 
 /** The search text if it has a letter or digit to look for; otherwise the list is not filtered. */
-function searchText(raw: string | undefined): string | null {
+export function searchText(raw: string | undefined): string | null {
   const text = raw?.replace(/\0/g, ' ').trim() ?? ''; // PostgreSQL text cannot hold NUL
   return /[\p{L}\p{N}]/u.test(text) ? text : null;
 }
@@ -365,7 +394,7 @@ const RANK_SQL = 'ts_rank(tickets.search_vector, ticketd_search_query(?), 1)';
  * the same window and then walk the older matches by id; the cursor position is (rank, id) in the
  * window and (null, id) after it.
  */
-async function relevancePage(q: TicketQuery, base: () => TicketQuery, search: string, input: TicketListInput, filters: Record<string, unknown>): Promise<Page<TicketView>> {
+export async function relevancePage(q: TicketQuery, base: () => TicketQuery, search: string, input: TicketListInput, filters: Record<string, unknown>): Promise<Page<TicketView>> {
   const limit = input.limit ?? PAGE_LIMIT_DEFAULT;
   const rows: { row: Row; key: SortValue }[] = [];
   let anchor = '';

@@ -1,0 +1,314 @@
+import objection from 'objection';
+import { canSeeBrand, type TenantCtx } from '../../core/context.js';
+import { Brand } from '../../core/brand.js';
+import { badRequest, notFound } from '../../core/errors.js';
+import { normalizeBrandId } from '../../core/ids.js';
+import { accountScope, tenantScope } from '../../core/model.js';
+import { decodeCursor, encodeCursor, PAGE_LIMIT_DEFAULT, type Page } from '../../core/pagination.js';
+import { Ticket } from './model.js';
+import { applyFilters, commaList, RELATED_BY_LINKS, relevancePage, searchText, SORT_SQL, TICKET_COLUMNS, viewOfColumns, type BrandRef, type TicketQuery } from './service.js';
+import {
+  DEFAULT_RANGE_DAYS,
+  MAX_BRAND_FILTER,
+  MAX_RANGE_DAYS,
+  type CrossBrandListInput,
+  type DashboardTicketView,
+  type StatsInput,
+  type StatsView,
+  type TeamMetricsInput,
+  type TeamMetricsView,
+  type TrendsInput,
+  type TrendsView,
+} from './dashboard-schemas.js';
+import type { TicketView } from './schemas.js';
+
+/**
+ * The cross-brand dashboard (spec 4.9): the ticket list over every brand the caller may see, and
+ * the counts behind the dashboard's stats, trends and team pages. Which brands the caller sees is
+ * ctx.brandScope alone (an API key's brand scope; a member's brand assignments map onto it).
+ */
+
+interface BrandSummary {
+  id: string;
+  name: string;
+  slug: string;
+  ticketPrefix: string | null;
+  iconUrl: string | null;
+}
+
+/**
+ * The brands a dashboard call reads: those named in brandIds/workspaceIds, else every brand the
+ * caller may see, in id order. A named brand the caller may not see (outside the key's scope,
+ * another account's, the other mode's, unknown) is a 404, as it is on every brand route.
+ */
+async function brandsOf(ctx: TenantCtx, input: { brandIds?: string; workspaceIds?: string }): Promise<{ brands: BrandSummary[]; named: string[] | null }> {
+  const given = [input.brandIds, input.workspaceIds].filter((v): v is string => v !== undefined);
+  const named = given.length ? [...new Set(given.flatMap(commaList).map(normalizeBrandId))].sort() : null;
+  if (named && named.length > MAX_BRAND_FILTER) {
+    throw badRequest(`brandIds may name at most ${MAX_BRAND_FILTER} brands`, [{ field: 'brandIds', message: `must name at most ${MAX_BRAND_FILTER} brands` }]);
+  }
+  if (named && named.length === 0) throw badRequest('brandIds names no brand', [{ field: 'brandIds', message: 'must name at least one brand id' }]);
+  if (named?.some((id) => !canSeeBrand(ctx.brandScope, id))) throw notFound('Brand');
+  const q = Brand.scoped(ctx).select('id', 'name', 'slug', 'ticketPrefix', 'iconUrl').orderBy('id');
+  if (named) q.whereIn('id', named);
+  else if (!ctx.brandScope.allBrands) q.whereIn('id', [...ctx.brandScope.brandIds]);
+  const rows = await q;
+  if (named && rows.length !== named.length) throw notFound('Brand');
+  return { brands: rows.map((b) => ({ id: b.id, name: b.name, slug: b.slug, ticketPrefix: b.ticketPrefix ?? null, iconUrl: b.iconUrl ?? null })), named };
+}
+
+const withBrand = (brands: BrandSummary[]) => {
+  const byId = new Map(brands.map((b) => [b.id, b]));
+  return (t: TicketView): DashboardTicketView => ({ ...t, brand: byId.get(t.brandId)! });
+};
+
+/** The brand of each LATERAL part: `unnest(…) as b (id)`. */
+const LATERAL_BRAND: BrandRef = { sql: 'b.id', bindings: [] };
+/** One statement over several brands (search): each ticket's own brand. */
+const OWN_BRAND: BrandRef = { sql: 'tickets.brand_id', bindings: [] };
+
+const EMPTY_PAGE = { data: [], pagination: { cursor: null, nextCursor: null, hasMore: false } };
+
+/**
+ * GET /v1/tickets: the brand list's filters and sorts over many brands, one keyset cursor.
+ *
+ * Without search, PostgreSQL never sorts every match: each brand's part is its own LATERAL
+ * subquery, the brand list's query with the brand bound to the part (`brand_id = b.id`), so it is
+ * a range scan of that brand's index for the sort, read from the cursor's position and stopped
+ * after limit + 1 rows; the outer query merges those (at most brands × (limit + 1) rows) and keeps
+ * the first limit + 1. The cursor is the last row's (sort value, id), which every part continues
+ * after. With search the matches come from the full-text index, which is not per brand: one
+ * statement over all the brands, ordered like the brand list's search (relevance, or the sort asked).
+ */
+export async function listAcrossBrands(ctx: TenantCtx, input: CrossBrandListInput): Promise<Page<DashboardTicketView>> {
+  const { brands, named } = await brandsOf(ctx, input);
+  const limit = input.limit ?? PAGE_LIMIT_DEFAULT;
+  const brandIds = brands.map((b) => b.id);
+  const listInput = { ...input, brandIds: undefined, workspaceIds: undefined, source: undefined };
+  const extra = { brandIds: named, source: input.source ?? null };
+  if (brandIds.length === 0) return EMPTY_PAGE;
+
+  /** The brand list's filters and `source` on q; what the cursor is bound to. */
+  const filter = (q: TicketQuery, brand: BrandRef) => {
+    const applied = applyFilters(ctx, q, brand, listInput);
+    if (input.source) q.where('tickets.source', input.source);
+    return { ...applied, filters: { ...applied.filters, ...extra } };
+  };
+
+  const search = searchText(input.search);
+  if (search !== null) {
+    const base = () =>
+      Ticket.scoped(ctx)
+        .whereIn('tickets.brandId', brandIds)
+        .select(...TICKET_COLUMNS, objection.raw(RELATED_BY_LINKS));
+    if (input.sort === undefined) {
+      const q = base();
+      const { filters } = filter(q, OWN_BRAND);
+      const page = await relevancePage(q, base, search, listInput, { ...filters, search, sort: 'relevance', order: 'desc' });
+      return { ...page, data: page.data.map(withBrand(brands)) };
+    }
+    const q = Ticket.scoped(ctx)
+      .whereIn('tickets.brandId', brandIds)
+      .select(...MATCH_COLUMNS);
+    const applied = filter(q, OWN_BRAND);
+    return merged(ctx, brands, q, applied.sort, applied.order, limit, input.cursor, { ...applied.filters, search }, null);
+  }
+
+  const part = Ticket.scoped(ctx)
+    .whereRaw('tickets.brand_id = b.id')
+    .select(...MATCH_COLUMNS);
+  const applied = filter(part, LATERAL_BRAND);
+  return merged(ctx, brands, part, applied.sort, applied.order, limit, input.cursor, applied.filters, brandIds);
+}
+
+/**
+ * What a match carries until the page is cut: its key and sort value only. With the brand list's
+ * partial sort indexes (live, non-spam tickets, key and id in the index) a part is then an
+ * index-only range; the page's rows are read whole afterwards, with their related records.
+ */
+const MATCH_COLUMNS = ['tickets.id', 'tickets.brand_id'];
+
+/**
+ * One page of q in (sort, id) order: q per brand in LATERAL parts when lateralBrands is given, else
+ * q itself; then the page's tickets with the related records (customer, category, tags, status).
+ */
+async function merged(
+  ctx: TenantCtx,
+  brands: BrandSummary[],
+  q: TicketQuery,
+  sort: keyof typeof SORT_SQL,
+  order: 'asc' | 'desc',
+  limit: number,
+  cursor: string | undefined,
+  filters: Record<string, unknown>,
+  lateralBrands: string[] | null,
+): Promise<Page<DashboardTicketView>> {
+  const sortSql = SORT_SQL[sort];
+  const direction = order === 'asc' ? 'asc' : 'desc';
+  q.select(objection.raw(`${sortSql} as sort_key`));
+  if (cursor) {
+    const [value, id] = decodeCursor(cursor, filters);
+    q.whereRaw(`(${sortSql}, tickets.id) ${direction === 'asc' ? '>' : '<'} (?, ?)`, [value, id]);
+  }
+  q.orderByRaw(`${sortSql} ${direction}, tickets.id ${direction}`).limit(limit + 1);
+  const matches = lateralBrands
+    ? ctx.db.raw(`select p.* from unnest(?::text[]) as b (id) cross join lateral (?) as p order by p.sort_key ${direction}, p.id ${direction} limit ?`, [
+        lateralBrands,
+        q.toKnexQuery(),
+        limit + 1,
+      ])
+    : q.toKnexQuery();
+  const result = await ctx.db.raw(
+    `select ${TICKET_COLUMNS.join(', ')}, m.sort_key, ${RELATED_BY_LINKS} from (?) as m
+     join tickets on ? and tickets.brand_id = m.brand_id and tickets.id = m.id
+     order by m.sort_key ${direction}, m.id ${direction}`,
+    [matches, tenantScope(ctx, 'tickets')],
+  );
+  const rows = (result as { rows: Record<string, unknown>[] }).rows;
+  const hasMore = rows.length > limit;
+  const page = rows.slice(0, limit);
+  const last = page[page.length - 1];
+  const nextCursor = hasMore && last ? encodeCursor([last.sort_key as string | number, last.id as string], filters) : null;
+  return { data: page.map((row) => withBrand(brands)(viewOfColumns(row))), pagination: { cursor: nextCursor, nextCursor, hasMore } };
+}
+
+/** Live, non-spam tickets of the given brands: what every count here reads. */
+const COUNTED = (ctx: TenantCtx, brandIds: string[]) => ({
+  sql: '? and t.brand_id = any(?::text[]) and t.deleted_at is null and not t.is_spam',
+  bindings: [tenantScope(ctx, 't'), brandIds],
+});
+
+const DAY_MS = 86_400_000;
+const dayOf = (ms: number) => new Date(ms).toISOString().slice(0, 10);
+const utcDay = (value: string, field: string): number => {
+  const ms = Date.parse(value.length === 10 ? `${value}T00:00:00Z` : value);
+  if (Number.isNaN(ms)) throw badRequest(`${field} is not a date`, [{ field, message: 'must be a date (YYYY-MM-DD) or a date-time' }]);
+  return Math.floor(ms / DAY_MS) * DAY_MS;
+};
+
+/** The UTC days counted, first and last included, from `days` or startDate/endDate (default: the last 30 days). */
+function period(input: { days?: number; startDate?: string; endDate?: string }, now = Date.now()): { start: number; end: number } {
+  if (input.days !== undefined && (input.startDate !== undefined || input.endDate !== undefined)) {
+    throw badRequest('Give days or startDate/endDate, not both', [{ field: 'days', message: 'must not be given with startDate or endDate' }]);
+  }
+  const today = Math.floor(now / DAY_MS) * DAY_MS;
+  if (input.startDate === undefined && input.endDate === undefined) return { start: today - ((input.days ?? DEFAULT_RANGE_DAYS) - 1) * DAY_MS, end: today };
+  const end = input.endDate !== undefined ? utcDay(input.endDate, 'endDate') : today;
+  const start = input.startDate !== undefined ? utcDay(input.startDate, 'startDate') : end - (DEFAULT_RANGE_DAYS - 1) * DAY_MS;
+  if (start > end) throw badRequest('startDate is after endDate', [{ field: 'startDate', message: 'must not be after endDate' }]);
+  if ((end - start) / DAY_MS + 1 > MAX_RANGE_DAYS) {
+    throw badRequest(`The period may span at most ${MAX_RANGE_DAYS} days`, [{ field: 'startDate', message: `must be at most ${MAX_RANGE_DAYS} days before endDate` }]);
+  }
+  return { start, end };
+}
+
+const iso = (ms: number) => new Date(ms).toISOString();
+
+/** GET /v1/tickets/stats: counts by status and by brand, and the resolution time. */
+export async function stats(ctx: TenantCtx, input: StatsInput): Promise<StatsView> {
+  const { brands } = await brandsOf(ctx, input);
+  const ids = brands.map((b) => b.id);
+  const since = input.days !== undefined ? iso(period({ days: input.days }).start) : null;
+  const counted = COUNTED(ctx, ids);
+  const createdSince = since ? ' and t.created_at >= ?' : '';
+  const resolvedSince = since ? ' and t.resolved_at >= ?' : '';
+  const [byStatus, resolution] = await Promise.all([
+    ctx.db.raw(`select t.brand_id, t.status, count(*)::int as n from tickets t where ${counted.sql}${createdSince} group by t.brand_id, t.status`, [
+      ...counted.bindings,
+      ...(since ? [since] : []),
+    ]),
+    ctx.db.raw(
+      `select count(*)::int as n, round(avg(extract(epoch from t.resolved_at - t.created_at)) / 60)::int as minutes
+       from tickets t where ${counted.sql} and t.resolved_at is not null${resolvedSince}`,
+      [...counted.bindings, ...(since ? [since] : [])],
+    ),
+  ]);
+  const view: StatsView = {
+    total: 0,
+    open: 0,
+    pending: 0,
+    resolved: 0,
+    closed: 0,
+    byStatus: {},
+    byBrand: Object.fromEntries(brands.map((b) => [b.id, { name: b.name, prefix: b.ticketPrefix, total: 0, open: 0, pending: 0, resolved: 0, closed: 0 }])),
+    responseMetrics: { avgFirstResponseMinutes: null, avgResolutionMinutes: null, ticketsWithResponse: 0, ticketsResolved: 0 },
+  };
+  for (const row of (byStatus as { rows: { brand_id: string; status: string; n: number }[] }).rows) {
+    const brand = view.byBrand[row.brand_id]!;
+    view.total += row.n;
+    brand.total += row.n;
+    view.byStatus[row.status] = (view.byStatus[row.status] ?? 0) + row.n;
+    if (row.status === 'open' || row.status === 'pending' || row.status === 'resolved' || row.status === 'closed') {
+      view[row.status] += row.n;
+      brand[row.status] += row.n;
+    }
+  }
+  const r = (resolution as { rows: { n: number; minutes: number | null }[] }).rows[0]!;
+  view.responseMetrics.ticketsResolved = r.n;
+  view.responseMetrics.avgResolutionMinutes = r.minutes;
+  return view;
+}
+
+/** GET /v1/tickets/trends: tickets created and resolved per UTC day, every day of the period. */
+export async function trends(ctx: TenantCtx, input: TrendsInput): Promise<TrendsView> {
+  const { brands } = await brandsOf(ctx, input);
+  const { start, end } = period(input);
+  const counted = COUNTED(
+    ctx,
+    brands.map((b) => b.id),
+  );
+  const bounds = [iso(start), iso(end + DAY_MS)];
+  const result = await ctx.db.raw(
+    `with created as (
+       select (t.created_at at time zone 'UTC')::date as day, count(*)::int as n from tickets t
+       where ${counted.sql} and t.created_at >= ? and t.created_at < ? group by 1),
+     resolved as (
+       select (t.resolved_at at time zone 'UTC')::date as day, count(*)::int as n from tickets t
+       where ${counted.sql} and t.resolved_at >= ? and t.resolved_at < ? group by 1)
+     select to_char(d.day, 'YYYY-MM-DD') as date, coalesce(c.n, 0) as created, coalesce(r.n, 0) as resolved
+     from generate_series(?::date, ?::date, interval '1 day') as g (ts)
+     cross join lateral (select g.ts::date as day) as d
+     left join created c on c.day = d.day left join resolved r on r.day = d.day
+     order by d.day`,
+    [...counted.bindings, ...bounds, ...counted.bindings, ...bounds, dayOf(start), dayOf(end)],
+  );
+  return { data: (result as { rows: TrendsView['data'] }).rows, period: { start: dayOf(start), end: dayOf(end) } };
+}
+
+/**
+ * GET /v1/tickets/team-metrics: per active member of the account, the tickets assigned to them
+ * that were resolved or closed in the period (by resolved_at, the ticket's status now telling
+ * which). Ratings (CSAT) are not collected yet: counts 0, score null.
+ */
+export async function teamMetrics(ctx: TenantCtx, input: TeamMetricsInput): Promise<TeamMetricsView> {
+  const { brands } = await brandsOf(ctx, input);
+  const { start, end } = period(input);
+  const counted = COUNTED(
+    ctx,
+    brands.map((b) => b.id),
+  );
+  const result = await ctx.db.raw(
+    `with done as (
+       select t.assignee_id, count(*) filter (where t.status = 'resolved')::int as resolved, count(*) filter (where t.status = 'closed')::int as closed
+       from tickets t where ${counted.sql} and t.resolved_at >= ? and t.resolved_at < ? and t.assignee_id is not null group by t.assignee_id)
+     select m.id, m.email, m.name, coalesce(d.resolved, 0) as resolved, coalesce(d.closed, 0) as closed
+     from members m left join done d on d.assignee_id = m.id
+     where ? and m.status = 'active'
+     order by coalesce(d.resolved, 0) + coalesce(d.closed, 0) desc, m.id`,
+    [...counted.bindings, iso(start), iso(end + DAY_MS), accountScope(ctx, 'm')],
+  );
+  const rows = (result as { rows: { id: string; email: string | null; name: string | null; resolved: number; closed: number }[] }).rows;
+  return {
+    members: rows.map((m) => ({
+      memberId: m.id,
+      memberEmail: m.email,
+      memberName: m.name,
+      ticketsResolved: m.resolved,
+      ticketsClosed: m.closed,
+      csatCount: 0,
+      csatPositive: 0,
+      csatScore: null,
+    })),
+    period: { start: dayOf(start), end: dayOf(end) },
+  };
+}
