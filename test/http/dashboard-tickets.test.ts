@@ -430,7 +430,7 @@ t.test('the OpenAPI document describes the four routes, their parameters and the
   for (const p of ['/v1/tickets', '/v1/tickets/stats', '/v1/tickets/trends', '/v1/tickets/team-metrics']) {
     const op = doc.paths[p]?.get;
     t.ok(op, `${p} is documented`);
-    t.same(op.security, [{ apiKey: [] }]);
+    t.same(op.security, [{ apiKey: [] }, { session: [] }, { sessionCookie: [] }], "an API key or a member's session");
     t.ok(
       op.parameters.some((x: Any) => x.name === 'brandIds' && x.in === 'query'),
       `${p} takes brandIds`,
