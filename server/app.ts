@@ -30,6 +30,8 @@ import { inboundMailRoutes } from './domains/mail/routes.js';
 import { memberRoutes } from './domains/members/routes.js';
 import { metricsRoutes } from './domains/metrics/routes.js';
 import { organizationRoutes } from './domains/organizations/routes.js';
+import { mentionRoutes } from './domains/mentions/routes.js';
+import { featureRequestRoutes } from './domains/feature-requests/routes.js';
 import { sessionRoutes } from './domains/sessions/routes.js';
 import { statusRoutes } from './domains/statuses/routes.js';
 import { tagRoutes } from './domains/tags/routes.js';
@@ -171,6 +173,8 @@ export async function buildApp({ config, db, services: given, isShuttingDown = (
     await api.register(apiKeyRoutes);
     await api.register(sessionRoutes);
     await api.register(organizationRoutes);
+    await api.register(mentionRoutes);
+    await api.register(featureRequestRoutes);
     // Every brand route exists under /v1/brands and /v1/workspaces; sub-resources under /:brandId.
     for (const prefix of ['/v1/brands', '/v1/workspaces']) {
       await api.register(brandRoutes, { prefix });

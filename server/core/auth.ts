@@ -69,6 +69,11 @@ export const PERMISSIONS = {
   'session:read': { accountWide: false },
   'session:write': { accountWide: false },
   'organizations:read': { accountWide: false },
+  'mentions:read': { accountWide: false },
+  'mentions:write': { accountWide: false },
+  'feature_requests:read': { accountWide: false },
+  'feature_requests:write': { accountWide: false },
+  'feature_requests:manage': { accountWide: false, minRole: 'admin' },
 } as const satisfies Record<string, PermissionRule>;
 export type Permission = keyof typeof PERMISSIONS;
 

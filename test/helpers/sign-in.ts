@@ -2,16 +2,38 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import { simpleParser, type ParsedMail } from 'mailparser';
-import { systemCtx } from '../../server/core/context.js';
+import { systemCtx, tenantCtx } from '../../server/core/context.js';
+import * as members from '../../server/domains/members/service.js';
 import type { Services } from '../../server/core/services.js';
 import { loginLink } from '../../server/flows/sign-in.js';
 import { mailTransport } from '../../server/integrations/mail.js';
 import { Dispatcher } from '../../server/outbox/dispatcher.js';
 import { mailHandler } from '../../server/outbox/handlers/mail.js';
-import { client, type Reply } from './app.js';
+import { client, makeBrand, signup, type Reply } from './app.js';
 
 /** The dashboard origin the sign-in tests configure (TICKETD_DASHBOARD_ORIGINS). */
 export const DASHBOARD = 'https://dash.example.com';
+
+/** Configuration for tests that sign many people in: the dashboard origin, sign-in budgets out of the way. */
+export const SIGN_IN_TEST_ENV = {
+  TICKETD_DASHBOARD_ORIGINS: DASHBOARD,
+  TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: '10000',
+  TICKETD_AUTH_RATE_LIMIT_PER_IP_PER_HOUR: '10000',
+  TICKETD_AUTH_RATE_LIMIT_PER_EMAIL_PER_HOUR: '10000',
+};
+
+let people = 0;
+
+/** An organization with two live brands and a member assigned to the first only, both signed in. */
+export async function teamOf(app: FastifyInstance, services: Services) {
+  const address = (who: string) => `${who}-${++people}-${process.pid}@example.com`;
+  const ownerEmail = address('owner');
+  const owner = await signup(app, ownerEmail);
+  const [first, second] = [await makeBrand(owner.live, 'First'), await makeBrand(owner.live, 'Second')];
+  const memberEmail = address('member');
+  const member = await members.add(tenantCtx(systemCtx(services), owner.accountId, true), { email: memberEmail, name: 'Mo Member', role: 'member', brandIds: [first.id] });
+  return { owner, first, second, member, asOwner: client(app, await signIn(app, services, ownerEmail)), asMember: client(app, await signIn(app, services, memberEmail)) };
+}
 
 const quietLog = { info: () => undefined, error: () => undefined };
 

@@ -1,5 +1,7 @@
 import type { FastifyInstance } from 'fastify';
+import type { Services } from '../../server/core/services.js';
 import { client, makeBrand, mustCreate, signup, type Reply, type Signup } from './app.js';
+import { sessionToken } from './sign-in.js';
 
 /**
  * One account with one of every kind of object, and what it takes to call every route on them:
@@ -70,6 +72,10 @@ export interface World {
   queries: Record<string, string>;
   /** Ids of the main brand's objects and of keys wider than the scoped one: what no one outside may read. */
   privateIds: string[];
+  /** Ids of the account as a whole (its feature-request board): any member of it may reach them, no one else. */
+  accountWideIds: string[];
+  /** Routes on those ids: a member of the same account is answered, whatever brands they are assigned to. */
+  accountWideRoutes: string[];
   /** A key that was revoked: a well-formed credential that must be refused. */
   revokedKey: string;
   ticketId: string;
@@ -101,7 +107,7 @@ export function pathValues(world: World, key: string, url: string, brandId = wor
 }
 
 /** Builds the world on `app` (signup must allow a few accounts; inbound mail wants INBOUND_SECRET and the default domain). */
-export async function buildWorld(app: FastifyInstance): Promise<World> {
+export async function buildWorld(app: FastifyInstance, services: Services): Promise<World> {
   const owner = await account(app, `${MARKER} brand`);
   const { live, base } = owner;
   const members = (await must(live('GET', '/v1/accounts/me/members'), 200)).data as { id: string; email: string }[];
@@ -126,6 +132,13 @@ export async function buildWorld(app: FastifyInstance): Promise<World> {
   const webhook = await mustCreate(live, `${base}/webhooks`, { url: 'https://93.184.215.14/zanzibar', events: ['ticket.created'] });
   await mustCreate(live, `${base}/tickets`, { title: `${MARKER} announced` });
   const delivery = (await must(live('GET', `${base}/webhooks/${webhook.id}/deliveries`), 200))[0];
+
+  // The owner is mentioned in a comment and proposes a feature request, through their own session.
+  await mustCreate(live, `${base}/tickets/${other.id}/comments`, { body: `@[Owner](${memberId}) ${MARKER} mention` });
+  const ownerSession = client(app, await sessionToken(app, services, owner.accountId, ownerEmail));
+  const mention = (await must(ownerSession('GET', '/v1/auth/mentions/unread'), 200))[0];
+  // The board is the whole account's: every member may read it, so its text carries no MARKER.
+  const featureRequest = await mustCreate(ownerSession, '/v1/auth/feature-requests', { title: 'Team idea', featureDetails: 'For the whole team' });
 
   const sideBrand = await makeBrand(live, 'Side brand');
   const scopedKey = await mustCreate(live, '/v1/accounts/me/api-keys', { name: 'Side desk', brandIds: [sideBrand.id] });
@@ -211,6 +224,12 @@ export async function buildWorld(app: FastifyInstance): Promise<World> {
     'POST /v1/auth/magic-link': { body: { email: ownerEmail }, headers: { origin: 'http://localhost:5173' } },
     'POST /v1/auth/verify': json({ token: `ml_${'0'.repeat(43)}` }),
     'POST /v1/auth/logout': null,
+    'POST /v1/auth/mentions/{mentionId}/ack': null,
+    'POST /v1/auth/mentions/ack-ticket/{ticketId}': null,
+    'POST /v1/auth/feature-requests': json({ title: 'Another idea', featureDetails: 'Details' }),
+    'PATCH /v1/auth/feature-requests/{id}': json({ status: 'planned' }),
+    'POST /v1/auth/feature-requests/{id}/vote': null,
+    'DELETE /v1/auth/feature-requests/{id}/vote': null,
     'PUT /v1/uploads/{token}': { body: 'abc', headers: { 'content-type': 'application/octet-stream' } },
     'POST /v1/inbound/email': {
       body: `From: Peter <peter@initech.example>\r\nTo: ${owner.brand.id}@${INBOUND_DOMAIN}\r\nSubject: ${MARKER} by mail\r\nMessage-ID: <world@initech.example>\r\n\r\nHello\r\n`,
@@ -245,6 +264,8 @@ export async function buildWorld(app: FastifyInstance): Promise<World> {
       deliveryId: delivery.id,
       keyId: targetKey.id,
       token: tokenOf(download.downloadUrl),
+      mentionId: mention.id,
+      id: featureRequest.id,
     },
     paramsByRoute: { 'PUT /v1/uploads/{token}': { token: tokenOf(grant.uploadUrl) } },
     requests,
@@ -265,8 +286,11 @@ export async function buildWorld(app: FastifyInstance): Promise<World> {
       grant.id,
       webhook.id,
       delivery.id,
+      mention.id,
       ...ownKeys.filter((k) => k.allBrands).map((k) => k.id),
     ],
+    accountWideIds: [featureRequest.id],
+    accountWideRoutes: ['PATCH /v1/auth/feature-requests/{id}', 'POST /v1/auth/feature-requests/{id}/vote', 'DELETE /v1/auth/feature-requests/{id}/vote'],
     revokedKey: revoked.key,
     ticketId: ticket.id,
     otherTicketId: other.id,

@@ -54,7 +54,7 @@ const { app, db } = await testApp(t, {
   TICKETD_RATE_LIMIT_PER_IP: '0',
   TICKETD_INBOUND_SECRET: INBOUND_SECRET,
 });
-const world = await buildWorld(app);
+const world = await buildWorld(app, servicesOf(db));
 const ownerEmail = ((await world.owner.live('GET', '/v1/accounts/me/members')).body.data as { email: string }[])[0]!.email;
 /** Routes that take only a session are called with the owner's; logout spends one per request, so it gets a session each. */
 const ownerSession = () => sessionToken(app, servicesOf(db), world.owner.accountId, ownerEmail);

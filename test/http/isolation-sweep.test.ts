@@ -17,7 +17,7 @@ import { buildWorld, fillPath, INBOUND_SECRET, MARKER, pathValues, routeKey, typ
  */
 
 const { app, db } = await testApp(t, { TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: '10000', TICKETD_INBOUND_SECRET: INBOUND_SECRET });
-const world = await buildWorld(app);
+const world = await buildWorld(app, servicesOf(db));
 const { owner, stranger } = world;
 
 /** A dashboard session of `email`, through a printed sign-in link (no mail needed). */
@@ -45,9 +45,11 @@ interface Caller {
   ownBrand: string;
   /** What must never appear in an answer to this caller. */
   secrets: string[];
+  /** A member of the owner's own account: the account-wide board is theirs too. */
+  sameAccount?: boolean;
 }
 const privateToAll = [MARKER, ...world.privateIds];
-const strangerSecrets = [...privateToAll, owner.accountId, owner.ownerId, world.params.memberId!];
+const strangerSecrets = [...privateToAll, ...world.accountWideIds, owner.accountId, owner.ownerId, world.params.memberId!];
 const callers: Caller[] = [
   { label: 'another account', kind: 'api-key', limited: false, call: stranger.live, ownBrand: stranger.brand.id, secrets: strangerSecrets },
   { label: 'the other mode', kind: 'api-key', limited: false, call: owner.test, ownBrand: world.testBrand.id, secrets: privateToAll },
@@ -67,6 +69,7 @@ const callers: Caller[] = [
     call: await sessionOf(owner.accountId, sideMember.email),
     ownBrand: world.sideBrand.id,
     secrets: privateToAll,
+    sameAccount: true,
   },
 ];
 
@@ -111,7 +114,10 @@ for (const r of routes) {
 
   t.test(`${key}${r.url.startsWith('/v1/workspaces') ? ' (workspaces)' : ''}: nothing of another tenant is reachable`, async (t) => {
     for (const caller of callers) {
-      const attempts: [string, string, boolean][] = [[`${caller.label}, the owner's ids`, fillPath(r.url, valuesFor(key, r.url, world.params.brandId!)), aimsAtOwner]];
+      const ownAccountsBoard = caller.sameAccount === true && world.accountWideRoutes.includes(key);
+      const attempts: [string, string, boolean][] = [
+        [`${caller.label}, the owner's ids`, fillPath(r.url, valuesFor(key, r.url, world.params.brandId!)), aimsAtOwner && !ownAccountsBoard],
+      ];
       // In its own brand, the caller still cannot reach the owner's ids, in the path or in the body.
       if (underBrand && (params.length > 1 || world.privateIds.some((id) => bodyText.includes(id)))) {
         attempts.push([`${caller.label}, its own brand with the owner's ids`, fillPath(r.url, valuesFor(key, r.url, caller.ownBrand)), params.length > 1]);

@@ -58,3 +58,6 @@ export const CreateFeatureRequestBody = Type.Object(
 export type CreateFeatureRequestInput = Static<typeof CreateFeatureRequestBody>;
 
 export const FeatureRequestParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 64 }) });
+
+export const UpdateFeatureRequestBody = Type.Object({ status: Status() }, { additionalProperties: false });
+export type UpdateFeatureRequestInput = Static<typeof UpdateFeatureRequestBody>;

@@ -103,3 +103,20 @@ export async function activity(ctx: TenantCtx, memberId: string): Promise<{ vote
   const authored = (await withVotes(ctx).where('featureRequests.authorId', memberId).orderBy('featureRequests.id', 'desc').limit(200)) as Row[];
   return { voted: voted.map(toView), authored: authored.map(toView) };
 }
+
+/** Owners and admins move a request along the board. */
+export async function setStatus(ctx: TenantCtx, id: string, status: string): Promise<FeatureRequestView> {
+  return withTx(ctx, async (tx) => {
+    const before = await get(tx, id);
+    if (before.status === status) return before;
+    await FeatureRequest.ofAccount(tx).where('featureRequests.id', id).patch({ status, updatedAt: new Date() });
+    await audit.record(tx, {
+      brandId: null,
+      entityType: 'feature_request',
+      entityId: id,
+      event: 'feature_request.updated',
+      changes: [{ field: 'status', from: before.status, to: status }],
+    });
+    return get(tx, id);
+  });
+}
