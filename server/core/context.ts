@@ -86,3 +86,9 @@ export async function withTx<C extends BaseCtx, T>(ctx: C, fn: (ctx: C) => Promi
 export function canSeeBrand(scope: BrandScope, brandId: string): boolean {
   return scope.allBrands || scope.brandIds.includes(brandId);
 }
+
+/** The signed-in member of a route that takes a session only (its auth guarantees one). */
+export function sessionMemberId(ctx: TenantCtx): string {
+  if (!ctx.session) throw new Error('sessionMemberId: this route must declare auth: session');
+  return ctx.session.memberId;
+}

@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import type { TenantCtx } from '../../core/context.js';
+import { sessionMemberId } from '../../core/context.js';
 import { Success } from '../../core/schemas.js';
 import {
   CreateFeatureRequestBody,
@@ -14,8 +14,6 @@ import {
   type UpdateFeatureRequestInput,
 } from './schemas.js';
 import * as featureRequests from './service.js';
-
-const memberOf = (ctx: TenantCtx) => ctx.session!.memberId;
 
 /** The team's feature-request board, for signed-in members. */
 export async function featureRequestRoutes(app: FastifyInstance): Promise<void> {
@@ -40,13 +38,13 @@ export async function featureRequestRoutes(app: FastifyInstance): Promise<void> 
   app.post<{ Body: CreateFeatureRequestInput }>(
     '/v1/auth/feature-requests',
     { config: write, schema: { tags, summary: 'Propose a feature (status new)', body: CreateFeatureRequestBody, response: { 201: FeatureRequestOut } } },
-    async (req, reply) => reply.status(201).send(await featureRequests.create(req.ctx, memberOf(req.ctx), req.body)),
+    async (req, reply) => reply.status(201).send(await featureRequests.create(req.ctx, sessionMemberId(req.ctx), req.body)),
   );
 
   app.get(
     '/v1/auth/feature-requests/activity',
     { config: read, schema: { tags, summary: 'What the caller voted for and proposed', response: { 200: FeatureRequestActivity } } },
-    async (req) => featureRequests.activity(req.ctx, memberOf(req.ctx)),
+    async (req) => featureRequests.activity(req.ctx, sessionMemberId(req.ctx)),
   );
 
   app.patch<{ Params: { id: string }; Body: UpdateFeatureRequestInput }>(
@@ -73,7 +71,7 @@ export async function featureRequestRoutes(app: FastifyInstance): Promise<void> 
         response: { 200: Success },
       },
       handler: async (req) => {
-        await featureRequests.vote(req.ctx, memberOf(req.ctx), req.params.id, on);
+        await featureRequests.vote(req.ctx, sessionMemberId(req.ctx), req.params.id, on);
         return { success: true as const };
       },
     });

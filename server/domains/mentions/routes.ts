@@ -1,10 +1,7 @@
 import type { FastifyInstance } from 'fastify';
-import type { TenantCtx } from '../../core/context.js';
+import { sessionMemberId } from '../../core/context.js';
 import { AckOut, MentionParams, MentionTicketParams, UnreadMentions } from './schemas.js';
 import * as mentions from './service.js';
-
-/** The signed-in member (these routes take a session only, so it is always there). */
-const memberOf = (ctx: TenantCtx) => ctx.session!.memberId;
 
 /** The signed-in member's mentions: the dashboard's notification bell. */
 export async function mentionRoutes(app: FastifyInstance): Promise<void> {
@@ -16,7 +13,7 @@ export async function mentionRoutes(app: FastifyInstance): Promise<void> {
       config: { auth: 'session', permission: 'mentions:read' },
       schema: { tags, summary: "The caller's unacknowledged mentions in the brands they may see, newest first (bare array)", response: { 200: UnreadMentions } },
     },
-    async (req) => mentions.unread(req.ctx, memberOf(req.ctx)),
+    async (req) => mentions.unread(req.ctx, sessionMemberId(req.ctx)),
   );
 
   app.post<{ Params: { mentionId: string } }>(
@@ -25,7 +22,7 @@ export async function mentionRoutes(app: FastifyInstance): Promise<void> {
       config: { auth: 'session', permission: 'mentions:write' },
       schema: { tags, summary: "Acknowledge one of the caller's mentions (again: a no-op); 404 when it is not theirs", params: MentionParams, response: { 200: AckOut } },
     },
-    async (req) => ({ success: true as const, acknowledged: await mentions.acknowledge(req.ctx, memberOf(req.ctx), req.params.mentionId) }),
+    async (req) => ({ success: true as const, acknowledged: await mentions.acknowledge(req.ctx, sessionMemberId(req.ctx), req.params.mentionId) }),
   );
 
   app.post<{ Params: { ticketId: string } }>(
@@ -34,6 +31,6 @@ export async function mentionRoutes(app: FastifyInstance): Promise<void> {
       config: { auth: 'session', permission: 'mentions:write' },
       schema: { tags, summary: 'Acknowledge every mention of the caller on a ticket they may see (404 otherwise)', params: MentionTicketParams, response: { 200: AckOut } },
     },
-    async (req) => ({ success: true as const, acknowledged: await mentions.acknowledgeTicket(req.ctx, memberOf(req.ctx), req.params.ticketId) }),
+    async (req) => ({ success: true as const, acknowledged: await mentions.acknowledgeTicket(req.ctx, sessionMemberId(req.ctx), req.params.ticketId) }),
   );
 }
