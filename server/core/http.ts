@@ -7,7 +7,7 @@ import { badRequest, HttpError } from './errors.js';
 import { jsonTextProblem, MAX_JSON_DEPTH } from './json-text.js';
 import { newId, ID_PREFIX } from './ids.js';
 import { isPgError, pgErrorCode } from './db.js';
-import { authKindsOf, type AuthDeclaration, type AuthKind } from './auth.js';
+import { authKindsOf, type AuthDeclaration, type AuthKind, type Permission } from './auth.js';
 
 const SANE_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -190,11 +190,12 @@ export function installErrorHandling(app: FastifyInstance): void {
   });
 }
 
-/** A route as registered: its method, URL pattern (`:name` parameters) and the auth kinds it declares (none declared: empty). */
+/** A route as registered: its method, URL pattern (`:name` parameters), the auth kinds it declares (none declared: empty) and its permission. */
 export interface RegisteredRoute {
   method: string;
   url: string;
   auth: readonly AuthKind[];
+  permission: Permission | null;
 }
 
 declare module 'fastify' {
@@ -209,7 +210,8 @@ export function installRouteCatalog(app: FastifyInstance): void {
   const routes: RegisteredRoute[] = [];
   app.decorate('routeCatalog', routes);
   app.addHook('onRoute', (route: RouteOptions) => {
-    const auth = authKindsOf((route.config as { auth?: AuthDeclaration } | undefined)?.auth);
-    for (const method of [route.method].flat()) routes.push({ method, url: route.url, auth });
+    const config = route.config as { auth?: AuthDeclaration; permission?: Permission } | undefined;
+    const auth = authKindsOf(config?.auth);
+    for (const method of [route.method].flat()) routes.push({ method, url: route.url, auth, permission: config?.permission ?? null });
   });
 }
