@@ -30,7 +30,7 @@ import { runEventsBench } from './events.js';
 import { runRlsBench, type RlsRow } from './rls.js';
 import { listWithApiProcesses } from './scale.js';
 import { seed } from './seed.js';
-import { adminDatabase, sql, startTicketd, withDatabase } from './server.js';
+import { adminDatabase, sessionTokenFor, sql, startTicketd, withDatabase } from './server.js';
 
 const { values } = parseArgs({
   options: {
@@ -177,10 +177,23 @@ const SORTS = ['createdAt', 'updatedAt', 'priority', 'ticketNumber', 'title', 's
 interface CrossBrandRow {
   scenario: string;
   'one brand p50 ms': number | string;
+  'one brand p99 ms': number | string;
   'across 20 p50 ms': number;
   'across 20 p99 ms': number;
   ratio: string;
+  'p99 ratio': string;
 }
+
+/** A read by API key and by a member's session, in turns (medians of SESSION_TURNS after a warm-up). */
+interface SessionCostRow {
+  route: string;
+  'API key req/s': number;
+  'session req/s': number;
+  'API key p50 ms': number;
+  'session p50 ms': number;
+  'session / API key (p50)': string;
+}
+const SESSION_TURNS = 3;
 
 /**
  * The cross-brand dashboard in a new account: N tickets dealt over 20 brands. Each list is measured
@@ -188,11 +201,12 @@ interface CrossBrandRow {
  * by cursor; the ratio is across / one brand (p50). The counts are compared with the first page
  * of the cross-brand list (ratio = count p50 / list p50).
  */
-async function crossBrandBench(serverUrl: string, dbUrl: string, tickets: number): Promise<{ rows: CrossBrandRow[]; live: number; seconds: number }> {
+async function crossBrandBench(serverUrl: string, dbUrl: string, tickets: number): Promise<CrossBrandResult> {
+  const ownerEmail = `cross-${randomBytes(4).toString('hex')}@bench.example`;
   const signup = await fetch(`${serverUrl}/v1/accounts`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ email: `cross-${randomBytes(4).toString('hex')}@bench.example`, name: 'Cross' }),
+    body: JSON.stringify({ email: ownerEmail, name: 'Cross' }),
   });
   const made = (await signup.json()) as { account: { id: string }; apiKeys: { live: { key: string } } };
   const auth = { authorization: `Bearer ${made.apiKeys.live.key}`, 'content-type': 'application/json' };
@@ -218,9 +232,19 @@ async function crossBrandBench(serverUrl: string, dbUrl: string, tickets: number
     }
     return cursor;
   };
-  const p50 = async (scenario: string, p: string) => (await measure(scenario, { url: `${serverUrl}${p}`, headers: auth })) as Row;
+  const p50 = async (scenario: string, p: string, headers: Record<string, string> = auth) => (await measure(scenario, { url: `${serverUrl}${p}`, headers })) as Row;
   const ratio = (a: number, b: number) => (b > 0 ? `${(a / b).toFixed(2)}×` : '');
   const rows: CrossBrandRow[] = [];
+  /** One brand (a; null: not measured) against the 20 (b): p50 and p99 ratios. */
+  const compared = (scenario: string, a: Row | null, b: Row): CrossBrandRow => ({
+    scenario,
+    'one brand p50 ms': a ? a['p50 ms'] : '',
+    'one brand p99 ms': a ? a['p99 ms'] : '',
+    'across 20 p50 ms': b['p50 ms'],
+    'across 20 p99 ms': b['p99 ms'],
+    ratio: a ? ratio(b['p50 ms'], a['p50 ms']) : '',
+    'p99 ratio': a ? ratio(b['p99 ms'], a['p99 ms']) : '',
+  });
   const one = `/v1/brands/${brands[0]}/tickets`;
   const across = '/v1/tickets';
   log('cross-brand lists:');
@@ -229,48 +253,24 @@ async function crossBrandBench(serverUrl: string, dbUrl: string, tickets: number
       const q = `sort=${sort}&order=${order}`;
       const a = await p50(`one brand, ${q}, first page`, `${one}?${q}`);
       const b = await p50(`across ${CROSS_BRANDS}, ${q}, first page`, `${across}?${q}`);
-      rows.push({
-        scenario: `${q}, first page`,
-        'one brand p50 ms': a['p50 ms'],
-        'across 20 p50 ms': b['p50 ms'],
-        'across 20 p99 ms': b['p99 ms'],
-        ratio: ratio(b['p50 ms'], a['p50 ms']),
-      });
+      rows.push(compared(`${q}, first page`, a, b));
     }
     const q = `sort=${sort}`;
     const [c1, c2] = [await deepCursor(one, q), await deepCursor(across, q)];
     if (!c1 || !c2) continue;
     const a = await p50(`one brand, ${q}, page ${deepPage}`, `${one}?${q}&cursor=${encodeURIComponent(c1)}`);
     const b = await p50(`across ${CROSS_BRANDS}, ${q}, page ${deepPage}`, `${across}?${q}&cursor=${encodeURIComponent(c2)}`);
-    rows.push({
-      scenario: `${q}, page ${deepPage} (cursor)`,
-      'one brand p50 ms': a['p50 ms'],
-      'across 20 p50 ms': b['p50 ms'],
-      'across 20 p99 ms': b['p99 ms'],
-      ratio: ratio(b['p50 ms'], a['p50 ms']),
-    });
+    rows.push(compared(`${q}, page ${deepPage} (cursor)`, a, b));
   }
   for (const q of ['status=active&priority=high', `assigneeId=${seeded.memberIds[3]}&status=open`, 'status=active&sort=updatedAt', 'source=email&sort=priority']) {
     const a = q.startsWith('source') ? null : await p50(`one brand, ${q}`, `${one}?${q}`);
     const b = await p50(`across ${CROSS_BRANDS}, ${q}`, `${across}?${q}`);
-    rows.push({
-      scenario: q,
-      'one brand p50 ms': a ? a['p50 ms'] : '',
-      'across 20 p50 ms': b['p50 ms'],
-      'across 20 p99 ms': b['p99 ms'],
-      ratio: a ? ratio(b['p50 ms'], a['p50 ms']) : '',
-    });
+    rows.push(compared(q, a, b));
   }
   const word = seeded.words[15]!;
   const sa = await p50(`one brand, search "${word}"`, `${one}?search=${encodeURIComponent(word)}`);
   const sb = await p50(`across ${CROSS_BRANDS}, search "${word}"`, `${across}?search=${encodeURIComponent(word)}`);
-  rows.push({
-    scenario: `search "${word}" (relevance)`,
-    'one brand p50 ms': sa['p50 ms'],
-    'across 20 p50 ms': sb['p50 ms'],
-    'across 20 p99 ms': sb['p99 ms'],
-    ratio: ratio(sb['p50 ms'], sa['p50 ms']),
-  });
+  rows.push(compared(`search "${word}" (relevance)`, sa, sb));
 
   log('cross-brand counts:');
   const page = await p50(`across ${CROSS_BRANDS}, first page (reference)`, across);
@@ -284,21 +284,57 @@ async function crossBrandBench(serverUrl: string, dbUrl: string, tickets: number
   ]) {
     const r = await p50(p, p);
     rows.push({
-      scenario: `GET ${p.replace(brands[0]!, '<one>')} (ratio: vs a list page)`,
+      ...compared(`GET ${p.replace(brands[0]!, '<one>')} (ratios: vs the list page)`, page, r),
       'one brand p50 ms': '',
-      'across 20 p50 ms': r['p50 ms'],
-      'across 20 p99 ms': r['p99 ms'],
-      ratio: ratio(r['p50 ms'], page['p50 ms']),
+      'one brand p99 ms': '',
     });
   }
-  return { rows, live: seeded.liveTickets, seconds: seeded.seconds };
+
+  // The same reads by the account's owner signed in to the dashboard, in turns with the API key.
+  log('session vs API key:');
+  const session = { authorization: `Bearer ${await sessionTokenFor(dbUrl, serverUrl, ownerEmail)}` };
+  const sessionRows: SessionCostRow[] = [];
+  for (const [label, p] of [
+    ['GET /v1/brands/:id', `/v1/brands/${brands[0]}`],
+    ['GET /v1/brands/:id/tickets', one],
+    ['GET /v1/tickets', across],
+  ] as const) {
+    const turns = { key: [] as Row[], session: [] as Row[] };
+    for (let turn = 0; turn <= SESSION_TURNS; turn++) {
+      const warm = turn ? `turn ${turn}` : 'warm-up';
+      const k = await p50(`${label}, API key (${warm})`, p);
+      const v = await p50(`${label}, session (${warm})`, p, session);
+      if (!turn) continue;
+      turns.key.push(k);
+      turns.session.push(v);
+    }
+    const median = (rs: Row[], field: 'req/s' | 'p50 ms') => [...rs.map((r) => r[field])].sort((a, b) => a - b)[Math.floor(rs.length / 2)]!;
+    sessionRows.push({
+      route: label,
+      'API key req/s': median(turns.key, 'req/s'),
+      'session req/s': median(turns.session, 'req/s'),
+      'API key p50 ms': median(turns.key, 'p50 ms'),
+      'session p50 ms': median(turns.session, 'p50 ms'),
+      'session / API key (p50)': ratio(median(turns.session, 'p50 ms'), median(turns.key, 'p50 ms')),
+    });
+  }
+  return { rows, sessionRows, live: seeded.liveTickets, seconds: seeded.seconds };
 }
 
-function printCrossBrand(result: { rows: CrossBrandRow[]; live: number; seconds: number }): void {
+interface CrossBrandResult {
+  rows: CrossBrandRow[];
+  sessionRows: SessionCostRow[];
+  live: number;
+  seconds: number;
+}
+
+function printCrossBrand(result: CrossBrandResult): void {
   process.stdout.write(
     `\nCross-brand dashboard: ${result.live.toLocaleString('en')} live tickets over ${CROSS_BRANDS} brands (seeded in ${result.seconds.toFixed(0)} s); ratio = across 20 / one brand, or count / list page:\n`,
   );
   console.table(result.rows);
+  process.stdout.write(`\nThe same reads with a member's session and with an API key (medians of ${SESSION_TURNS} turns after a warm-up):\n`);
+  console.table(result.sessionRows);
 }
 
 function printRateLimitCost(cost: RateLimitCost): void {
@@ -561,7 +597,7 @@ async function main() {
     console.table(rlsRows);
     out.write(`\nserver memory: peak RSS ${mem.peak} MiB, RSS now ${mem.rss} MiB\n`);
     out.write(
-      `${JSON.stringify({ tickets: ticketCount, live: seeded.liveTickets, duration, readConnections, reads: readRows, crossBrand: crossBrand.rows, creates: createRows, scaleOut: scaleRows, small: smallRows, rateLimits: limitRows, rls: rlsRows, peakRssMiB: mem.peak })}\n`,
+      `${JSON.stringify({ tickets: ticketCount, live: seeded.liveTickets, duration, readConnections, reads: readRows, crossBrand: crossBrand.rows, sessionVsApiKey: crossBrand.sessionRows, creates: createRows, scaleOut: scaleRows, small: smallRows, rateLimits: limitRows, rls: rlsRows, peakRssMiB: mem.peak })}\n`,
     );
   } finally {
     server.child.kill('SIGTERM');

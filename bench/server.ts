@@ -55,3 +55,19 @@ export async function startTicketd(role: 'all' | 'api' | 'dispatcher', databaseU
   });
   return { child, info: JSON.parse(line) };
 }
+
+/** A member's session token, as an operator without mail gets one: `ticketd members login-link`, then POST /v1/auth/verify. */
+export async function sessionTokenFor(databaseUrl: string, serverUrl: string, email: string): Promise<string> {
+  const child = spawn(process.execPath, [path.join(packageRoot, 'bin', 'ticketd'), 'members', 'login-link', email, '--origin', 'http://localhost:5173', '--json'], {
+    env: { ...process.env, DATABASE_URL: databaseUrl, TICKETD_LOG_LEVEL: 'warn' },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let out = '';
+  child.stdout!.on('data', (d) => (out += d));
+  const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+  if (code !== 0) throw new Error(`ticketd members login-link exited with ${code}`);
+  const token = new URL((JSON.parse(out) as { url: string }).url).searchParams.get('token');
+  const res = await fetch(`${serverUrl}/v1/auth/verify`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ token }) });
+  if (res.status !== 200) throw new Error(`verify: ${res.status} ${await res.text()}`);
+  return ((await res.json()) as { sessionToken: string }).sessionToken;
+}

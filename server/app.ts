@@ -40,7 +40,7 @@ import { ticketActionRoutes } from './domains/tickets/actions-routes.js';
 import { dashboardRoutes } from './domains/tickets/dashboard-routes.js';
 import { watcherRoutes } from './domains/watchers/routes.js';
 import { webhookRoutes } from './domains/webhooks/routes.js';
-import { authenticateSession } from './flows/sign-in.js';
+import { authenticateSession, startSessionCache } from './flows/sign-in.js';
 
 export interface AppDeps {
   config: Config;
@@ -158,6 +158,7 @@ export async function buildApp({ config, db, services: given, isShuttingDown = (
 
   // API keys are served from memory, invalidated through LISTEN/NOTIFY (see api-keys/service.ts).
   startKeyCache(services);
+  startSessionCache(services);
   if (!given) app.addHook('onClose', async () => services.close());
 
   // Every API route lives in this scope: each must declare its auth kind and permission.

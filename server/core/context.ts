@@ -25,6 +25,8 @@ export interface BaseCtx {
   log?: Log;
   /** Brands already found in this transaction (core/brand.ts requireBrand); set by withTx. */
   txBrands?: Map<string, object>;
+  /** What runs once this transaction commits (afterCommit); set by withTx. */
+  txCommitted?: (() => void)[];
 }
 
 /** The brand scope of the credential in use. */
@@ -80,7 +82,16 @@ export function tenantCtx(base: BaseCtx, accountId: string, livemode: boolean, b
 /** Runs fn in a transaction, joining the one ctx already holds. Only services call this. */
 export async function withTx<C extends BaseCtx, T>(ctx: C, fn: (ctx: C) => Promise<T>): Promise<T> {
   if (ctx.db.isTransaction) return fn(ctx);
-  return ctx.db.transaction((trx) => fn({ ...ctx, db: trx, txBrands: new Map() }));
+  const committed: (() => void)[] = [];
+  const result = await ctx.db.transaction((trx) => fn({ ...ctx, db: trx, txBrands: new Map(), txCommitted: committed }));
+  for (const done of committed) done();
+  return result;
+}
+
+/** Runs `done` once the transaction of withTx that ctx is in commits (never if it rolls back); outside one, now. */
+export function afterCommit(ctx: BaseCtx, done: () => void): void {
+  if (ctx.txCommitted) ctx.txCommitted.push(done);
+  else done();
 }
 
 export function canSeeBrand(scope: BrandScope, brandId: string): boolean {

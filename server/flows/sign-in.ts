@@ -2,6 +2,8 @@ import { tenantCtx, withTx, type Actor, type BaseCtx, type TenantCtx } from '../
 import { badRequest, forbidden, notFound } from '../core/errors.js';
 import type { SessionIdentity } from '../core/auth.js';
 import type { Services } from '../core/services.js';
+import { credentialCacheOf, startCredentialCache, type CacheEntry } from '../core/credential-cache.js';
+import { hashSecret } from '../core/secrets.js';
 import * as outbox from '../outbox/service.js';
 import * as accounts from '../domains/accounts/service.js';
 import { signInLink } from '../domains/mail/messages.js';
@@ -155,12 +157,46 @@ export async function verify(ctx: BaseCtx, token: string, client: { ip: string |
   });
 }
 
+/**
+ * Sessions are authenticated from memory like API keys (core/credential-cache.ts): the session and
+ * its member are read once, then served for SESSION_CACHE_TTL_MS. Whatever ends or narrows a
+ * session (sign-out, the member's removal, role or brand assignments) calls credentialsChanged
+ * with the session's, the member's or the account's id in its transaction.
+ */
+export const SESSION_CACHE_TTL_MS = 30_000;
+
+interface CachedSession extends CacheEntry {
+  session: sessions.SessionRecord;
+  member: SessionMember;
+}
+
+/** Starts the cache authenticateSession answers from (the API does); it closes with the services. */
+export function startSessionCache(services: Services, ttlMs = SESSION_CACHE_TTL_MS): void {
+  startCredentialCache<CachedSession>(services, 'sessions', ttlMs);
+}
+
 /** The authenticator of session tokens (core/auth.ts): the live session and its member. */
 export async function authenticateSession(services: Services, token: string): Promise<SessionIdentity | null> {
-  const session = await sessions.authenticate(services, token);
-  if (!session) return null;
-  const member = await members.sessionMember({ db: services.db, accountId: session.accountId }, session.memberId);
-  if (!member) return null;
+  if (!sessions.isSessionToken(token)) return null;
+  const hash = hashSecret(token);
+  const cache = credentialCacheOf<CachedSession>(services, 'sessions');
+  let entry = (await cache?.lookup(hash, services.now())) ?? null;
+  if (!entry) {
+    const readFrom = cache?.token() ?? 0;
+    const session = await sessions.findLive(services, hash);
+    // A member removed (or no longer active) has no session.
+    const member = session && (await members.sessionMember({ db: services.db, accountId: session.accountId }, session.memberId));
+    if (!session || !member) return null;
+    entry = { tags: [session.id, member.memberId, session.accountId], cachedUntil: services.now() + (cache?.ttl ?? 0), session, member };
+    cache?.set(hash, entry, readFrom);
+  }
+  const session = await sessions.keepAlive(services, entry.session);
+  if (!session) {
+    cache?.drop([entry.session.id]);
+    return null;
+  }
+  entry.session = session;
+  const { member } = entry;
   return {
     sessionId: session.id,
     accountId: session.accountId,

@@ -6,7 +6,7 @@ import type { FastifyInstance } from 'fastify';
 import type { Test } from 'tap';
 import { buildApp } from '../../server/app.js';
 import { loadConfig, type Config } from '../../server/core/config.js';
-import type { Db } from '../../server/core/db.js';
+import { createDb, type Db } from '../../server/core/db.js';
 import { createServices, type Services } from '../../server/core/services.js';
 import { freshDatabase } from './db.js';
 
@@ -23,6 +23,18 @@ export interface TestApp {
   db: Db;
   url: string;
   config: Config;
+}
+
+/** A second app with its own pool on the same database as `first`, as another API process would be. */
+export async function secondInstance(t: Test, first: TestApp): Promise<{ app: FastifyInstance; db: Db }> {
+  const db = createDb(first.url, { poolMax: 3, poolMin: 0 });
+  const app = await buildApp({ config: first.config, db, services: servicesOf(db, first.config) });
+  t.teardown(async () => {
+    await app.close();
+    await servicesOf(db).close();
+    await db.destroy();
+  });
+  return { app, db };
 }
 
 /** The real Fastify app on this file's own fresh database; `clock` replaces the services' Date.now. */

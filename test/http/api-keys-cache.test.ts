@@ -1,21 +1,13 @@
 import { once } from 'node:events';
 import t from 'tap';
-import { buildApp } from '../../server/app.js';
-import { createDb } from '../../server/core/db.js';
 import { keyCacheOf, KEYS_CHANNEL } from '../../server/domains/api-keys/service.js';
-import { client, makeBrand, signup, testApp, servicesOf } from '../helpers/app.js';
+import { client, makeBrand, signup, testApp, servicesOf, secondInstance } from '../helpers/app.js';
 
 const KEYS = '/v1/accounts/me/api-keys';
 
 // Instance A is the usual test app; instance B is a second app with its own pool on the same database.
 const a = await testApp(t);
-const dbB = createDb(a.url, { poolMax: 3, poolMin: 0 });
-const appB = await buildApp({ config: a.config, db: dbB, services: servicesOf(dbB, a.config) });
-t.teardown(async () => {
-  await appB.close();
-  await servicesOf(dbB).close();
-  await dbB.destroy();
-});
+const { app: appB, db: dbB } = await secondInstance(t, a);
 const cacheA = keyCacheOf(servicesOf(a.db))!;
 const cacheB = keyCacheOf(servicesOf(dbB))!;
 if (!cacheA.live) await once(cacheA.events, 'up');

@@ -3,6 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
 import { systemCtx, tenantCtx } from '../../server/core/context.js';
+import { credentialCacheOf } from '../../server/core/credential-cache.js';
 import * as members from '../../server/domains/members/service.js';
 import { assertErrorShape, assertNotFound, client, makeBrand, makeTicket, servicesOf, signup, testApp } from '../helpers/app.js';
 import { DASHBOARD, from, newestLinkToken, signIn } from '../helpers/sign-in.js';
@@ -173,7 +174,9 @@ t.test("a removed member's sessions end; a deleted brand leaves the assignments"
   t.same((await c.asMember('GET', '/v1/brands')).body, [], 'the member sees no brand now');
   t.equal((await c.owner.live('GET', `/v1/brands/${c.second.id}`)).status, 200, 'the other brand is still there');
 
+  // Removed by SQL, as an operator might: the database tells every process (a trigger's NOTIFY).
   await db('members').where({ id: c.member.id }).delete();
+  await credentialCacheOf(services, 'sessions')?.sync();
   assertErrorShape(t, await c.asMember('GET', '/v1/auth/session'), 401, 'invalid_session');
   t.equal((await db('sessions').where({ member_id: c.member.id }).count({ n: '*' }))[0]!.n, '0', 'their sessions went with them');
   // A link sent before the removal signs nobody in.

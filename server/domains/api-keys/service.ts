@@ -1,11 +1,10 @@
-import { EventEmitter } from 'node:events';
 import { tenantCtx, withTx, type BaseCtx, type TenantCtx } from '../../core/context.js';
 import { badRequest, conflict, notFound } from '../../core/errors.js';
 import { newId, ID_PREFIX, normalizeBrandId } from '../../core/ids.js';
 import { scopeOf } from '../../core/model.js';
 import { hashSecret, randomBase62 } from '../../core/secrets.js';
 import { part, type Services } from '../../core/services.js';
-import { Listener, notify } from '../../core/notify.js';
+import { credentialCacheOf, credentialsChanged, CREDENTIAL_CHANNELS, startCredentialCache, type CacheEntry, type CredentialCache } from '../../core/credential-cache.js';
 import type { ApiKeyIdentity } from '../../core/auth.js';
 import * as audit from '../../core/audit.js';
 import { assertBrandsExist } from '../../core/brand.js';
@@ -111,7 +110,6 @@ export async function updateScope(ctx: TenantCtx, keyId: string, input: UpdateSc
     await keysChanged(tx, [keyId]);
     return toView(row);
   });
-  dropCached(ctx.services, [keyId]);
   return view;
 }
 
@@ -125,7 +123,6 @@ export async function revoke(ctx: TenantCtx, keyId: string): Promise<{ success: 
     await audit.record(tx, keyFact(revoked, 'api_key.revoked'));
     await keysChanged(tx, [keyId]);
   });
-  dropCached(ctx.services, [keyId]);
   return { success: true, id: keyId, revokedAt: now.toISOString() };
 }
 
@@ -149,7 +146,6 @@ export async function rotate(ctx: TenantCtx, keyId: string, graceMinutes = 0): P
     await keysChanged(tx, [keyId]);
     return { newKey, oldKey: toView(oldKey) };
   });
-  dropCached(ctx.services, [keyId]);
   return result;
 }
 
@@ -174,178 +170,62 @@ export async function forgetBrand(ctx: TenantCtx, brandId: string): Promise<void
 }
 
 /**
- * API-key cache: authentication answers from memory for CACHE_TTL_MS after one database read.
- * Every change that can end or narrow a key (revoke, scope change, rotation, brand deletion) sends
- * NOTIFY KEYS_CHANNEL with the key id in its transaction; each process LISTENs and drops the entry
- * when the change commits. The process that made the change drops it itself right after its commit,
- * so the very next request it serves sees the change. While the LISTEN connection is down the cache
- * is emptied and bypassed (every request reads the database) until it is back.
+ * API-key cache (core/credential-cache.ts): authentication answers from memory for CACHE_TTL_MS
+ * after one database read. Every change that can end or narrow a key (revoke, scope change,
+ * rotation, brand deletion) sends NOTIFY KEYS_CHANNEL with the key id in its transaction.
  */
-export const KEYS_CHANNEL = 'ticketd_api_keys';
+export const KEYS_CHANNEL = CREDENTIAL_CHANNELS.apiKeys;
 export const CACHE_TTL_MS = 30_000;
-const CACHE_MAX_ENTRIES = 10_000;
 
-interface CachedKey {
+interface CachedKey extends CacheEntry {
   keyId: string;
   identity: ApiKeyIdentity;
   expiresAt: number | null;
   lastUsedAt: number;
-  cachedUntil: number;
 }
+export type ApiKeyCache = CredentialCache<CachedKey>;
 
-/** Sends the NOTIFY for changed keys inside the change's transaction. */
+/** Inside the change's transaction: every process forgets these keys once it commits. */
 async function keysChanged(ctx: BaseCtx, keyIds: readonly string[]): Promise<void> {
-  await notify(ctx.db, KEYS_CHANNEL, keyIds);
+  await credentialsChanged(ctx, 'apiKeys', keyIds);
 }
 
-export class ApiKeyCache {
-  private readonly byHash = new Map<string, CachedKey>();
-  private readonly hashById = new Map<string, string>();
-  /** Bumped by every drop: a read that started before a drop must not store what it read. */
-  private generation = 0;
-  readonly events = new EventEmitter();
-  readonly stats = { hits: 0, misses: 0, drops: 0 };
+/** When this process last wrote each key's lastUsedAt. */
+const lastUsedWritesPart = part('apiKeys.lastUsedWrites', () => new Map<string, number>());
 
-  constructor(
-    private readonly listener: Listener,
-    private readonly ttlMs: number,
-  ) {
-    listener.on('notification', (_channel: string, keyId: string) => this.drop([keyId]));
-    listener.on('up', () => {
-      this.clear();
-      this.events.emit('up');
-    });
-    listener.on('down', () => {
-      this.clear();
-      this.events.emit('down');
-    });
-  }
-
-  /** Serving from memory only while notifications can reach us. */
-  get live(): boolean {
-    return this.listener.live;
-  }
-
-  get(hash: string, now: number): CachedKey | null {
-    if (!this.live) return null;
-    const entry = this.byHash.get(hash);
-    if (!entry) return null;
-    if (entry.cachedUntil <= now) {
-      // Plain expiry, not an invalidation: no generation bump, so concurrent reads of other keys still cache.
-      this.byHash.delete(hash);
-      this.hashById.delete(entry.keyId);
-      return null;
-    }
-    return entry;
-  }
-
-  token(): number {
-    return this.generation;
-  }
-
-  set(hash: string, entry: CachedKey, token: number): void {
-    if (!this.live || token !== this.generation) return;
-    if (this.byHash.size >= CACHE_MAX_ENTRIES) this.clear();
-    this.byHash.set(hash, entry);
-    this.hashById.set(entry.keyId, hash);
-  }
-
-  drop(keyIds: readonly string[]): void {
-    this.generation++;
-    for (const keyId of keyIds) {
-      const hash = this.hashById.get(keyId);
-      this.hashById.delete(keyId);
-      if (hash) this.byHash.delete(hash);
-      this.stats.drops++;
-      this.events.emit('drop', keyId);
-    }
-  }
-
-  clear(): void {
-    this.generation++;
-    this.byHash.clear();
-    this.hashById.clear();
-  }
-
-  get size(): number {
-    return this.byHash.size;
-  }
-
-  /** Resolves once every notification committed before the call has been applied. */
-  sync(): Promise<void> {
-    return this.listener.sync();
-  }
-
-  get ttl(): number {
-    return this.ttlMs;
-  }
-
-  close(): Promise<void> {
-    this.clear();
-    return this.listener.close();
-  }
-}
-
-/**
- * This process's authentication state: the cache (started by the API, which LISTENs; without it
- * every request reads the database) and when each key's last use was last written.
- */
-const keyAuth = part(
-  'apiKeys.auth',
-  () => ({ cache: null as ApiKeyCache | null, lastUsedWrites: new Map<string, number>() }),
-  (state) => state.cache?.close(),
-);
-
-/** Starts the cache authenticate() answers from; it closes with the services. */
+/** Starts the cache authenticate() answers from (the API does; without it every request reads the database); it closes with the services. */
 export function startKeyCache(services: Services, ttlMs = CACHE_TTL_MS): ApiKeyCache {
-  const state = services.get(keyAuth);
-  state.cache ??= new ApiKeyCache(Listener.forServices(services, [KEYS_CHANNEL]).start(), ttlMs);
-  return state.cache;
+  return startCredentialCache<CachedKey>(services, 'apiKeys', ttlMs);
 }
 
 export function keyCacheOf(services: Services): ApiKeyCache | null {
-  return services.get(keyAuth).cache;
+  return credentialCacheOf<CachedKey>(services, 'apiKeys');
 }
-
-/** After a commit: this process's cache forgets at once (others hear the NOTIFY). */
-function dropCached(services: Services, keyIds: readonly string[]): void {
-  services.get(keyAuth).cache?.drop(keyIds);
-}
-
-/** Lets notifications that already reached this process be applied before a cached answer is used. */
-const turn = () => new Promise<void>((resolve) => setImmediate(resolve));
 
 /** The API-key authenticator used by every authenticated route: memory, else one indexed read; no write. */
 export async function authenticate(services: Services, secret: string): Promise<ApiKeyIdentity | null> {
   if (!SECRET_FORMAT.test(secret)) return null;
   const hash = hashSecret(secret);
   const { db } = services;
-  const { cache, lastUsedWrites } = services.get(keyAuth);
+  const cache = keyCacheOf(services);
+  const lastUsedWrites = services.get(lastUsedWritesPart);
   let now = services.now();
-  let entry = cache?.get(hash, now) ?? null;
-  if (entry) {
-    await turn();
-    entry = cache!.get(hash, now);
-  }
-  if (entry) {
-    cache!.stats.hits++;
-  } else {
+  let entry = (await cache?.lookup(hash, now)) ?? null;
+  if (!entry) {
     const token = cache?.token() ?? 0;
     const row = await ApiKey.query(db).findOne({ secretHash: hash });
     now = services.now();
     if (!row || row.revokedAt || (row.expiresAt && row.expiresAt.getTime() <= now)) return null;
     if (row.livemode !== secret.startsWith('sk_live_')) return null;
     entry = {
+      tags: [row.id],
       keyId: row.id,
       identity: { keyId: row.id, name: row.name, accountId: row.accountId, livemode: row.livemode, brandScope: { allBrands: row.allBrands, brandIds: row.brandIds } },
       expiresAt: row.expiresAt?.getTime() ?? null,
       lastUsedAt: row.lastUsedAt?.getTime() ?? 0,
       cachedUntil: now + (cache?.ttl ?? 0),
     };
-    if (cache) {
-      cache.stats.misses++;
-      cache.set(hash, entry, token);
-    }
+    cache?.set(hash, entry, token);
   }
   // A rotated key's grace period ends by the clock, cached or not.
   if (entry.expiresAt !== null && entry.expiresAt <= now) return null;

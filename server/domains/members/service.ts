@@ -4,6 +4,7 @@ import { badRequest } from '../../core/errors.js';
 import { newId, ID_PREFIX, normalizeBrandId } from '../../core/ids.js';
 import { normalizeEmail } from '../../core/text.js';
 import * as audit from '../../core/audit.js';
+import { credentialsChanged } from '../../core/credential-cache.js';
 import { Member } from './model.js';
 import type { MemberView } from './schemas.js';
 
@@ -156,5 +157,10 @@ export async function forgetBrand(ctx: TenantCtx, brandId: string): Promise<void
       changes: [{ field: 'brandIds', from: m.brandIds, to: m.brandIds.filter((id) => id !== brandId) }],
       metadata: { email: m.email, reason: 'brand_deleted' },
     })),
+  );
+  await credentialsChanged(
+    ctx,
+    'sessions',
+    changed.map((m) => m.id),
   );
 }

@@ -5,6 +5,7 @@ import { SESSION_TOKEN_PREFIX } from '../../core/auth.js';
 import { hashSecret, randomBase62, TOKEN_RANDOM_LENGTH } from '../../core/secrets.js';
 import type { Services } from '../../core/services.js';
 import * as audit from '../../core/audit.js';
+import { credentialsChanged } from '../../core/credential-cache.js';
 import { MagicLink, Session } from './model.js';
 
 /**
@@ -64,13 +65,22 @@ export interface SessionRecord {
   accountId: string;
   memberId: string;
   createdAt: Date;
+  lastUsedAt: Date;
   /** The sliding expiry: pushed forward by use, never past maxExpiresAt. */
   expiresAt: Date;
   maxExpiresAt: Date;
 }
 
 function recordOf(row: Session): SessionRecord {
-  return { id: row.id, accountId: row.accountId, memberId: row.memberId, createdAt: row.createdAt, expiresAt: row.expiresAt, maxExpiresAt: row.maxExpiresAt };
+  return {
+    id: row.id,
+    accountId: row.accountId,
+    memberId: row.memberId,
+    createdAt: row.createdAt,
+    lastUsedAt: row.lastUsedAt,
+    expiresAt: row.expiresAt,
+    maxExpiresAt: row.maxExpiresAt,
+  };
 }
 
 function lifetimes(services: Services): { idleMs: number; maxMs: number } {
@@ -105,26 +115,36 @@ export async function open(ctx: TenantCtx, memberId: string, client: { ip: strin
   return { ...recordOf(row), token };
 }
 
+export function isSessionToken(token: string): boolean {
+  return SESSION_FORMAT.test(token);
+}
+
+/** The session whose token has this hash, if it is not revoked nor past its expiry or cap: one indexed read. */
+export async function findLive(services: Services, tokenHash: string): Promise<SessionRecord | null> {
+  const row = await Session.query(services.db).where({ tokenHash }).whereNull('revokedAt').first();
+  const record = row ? recordOf(row) : null;
+  return record && isLive(record, services.now()) ? record : null;
+}
+
+function isLive(session: SessionRecord, now: number): boolean {
+  return session.expiresAt.getTime() > now && session.maxExpiresAt.getTime() > now;
+}
+
 /**
- * The session a token opens, if it is live (not revoked, before its expiry and its cap); use moves
- * its sliding expiry forward. One indexed read; at most one write a minute.
+ * A use of a live session: its sliding expiry moves forward, written at most once a minute, so
+ * reads stay reads. Null when it has ended by the clock, or was revoked meanwhile (the write finds
+ * nothing, so a logout racing this request wins).
  */
-export async function authenticate(services: Services, token: string): Promise<SessionRecord | null> {
-  if (!SESSION_FORMAT.test(token)) return null;
-  const row = await Session.query(services.db)
-    .where({ tokenHash: hashSecret(token) })
-    .whereNull('revokedAt')
-    .first();
+export async function keepAlive(services: Services, session: SessionRecord): Promise<SessionRecord | null> {
   const now = services.now();
-  if (!row || row.expiresAt.getTime() <= now || row.maxExpiresAt.getTime() <= now) return null;
-  if (now - row.lastUsedAt.getTime() < TOUCH_RESOLUTION_MS) return recordOf(row);
-  const expiresAt = new Date(Math.min(now + lifetimes(services).idleMs, row.maxExpiresAt.getTime()));
-  // Revoked meanwhile (a logout racing this request): the update finds nothing and the session is refused.
-  const touched = await Session.ofAccount({ db: services.db, accountId: row.accountId })
-    .where('sessions.id', row.id)
+  if (!isLive(session, now)) return null;
+  if (now - session.lastUsedAt.getTime() < TOUCH_RESOLUTION_MS) return session;
+  const expiresAt = new Date(Math.min(now + lifetimes(services).idleMs, session.maxExpiresAt.getTime()));
+  const touched = await Session.ofAccount({ db: services.db, accountId: session.accountId })
+    .where('sessions.id', session.id)
     .whereNull('revokedAt')
     .patch({ lastUsedAt: new Date(now), expiresAt });
-  return touched ? { ...recordOf(row), expiresAt } : null;
+  return touched ? { ...session, lastUsedAt: new Date(now), expiresAt } : null;
 }
 
 /** Ends a session now (sign-out): its token gets 401 from the next request on. */
@@ -134,7 +154,9 @@ export async function revoke(ctx: TenantCtx, sessionId: string): Promise<void> {
       .where('sessions.id', sessionId)
       .whereNull('revokedAt')
       .patch({ revokedAt: new Date(tx.services.now()) });
-    if (revoked) await audit.record(tx, { brandId: null, entityType: 'session', entityId: sessionId, event: 'session.revoked' });
+    if (!revoked) return;
+    await audit.record(tx, { brandId: null, entityType: 'session', entityId: sessionId, event: 'session.revoked' });
+    await credentialsChanged(tx, 'sessions', [sessionId]);
   });
 }
 

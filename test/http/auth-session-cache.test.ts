@@ -1,0 +1,78 @@
+import { once } from 'node:events';
+import t from 'tap';
+import { credentialCacheOf } from '../../server/core/credential-cache.js';
+import { client, secondInstance, servicesOf, testApp } from '../helpers/app.js';
+import { SIGN_IN_TEST_ENV, signIn, teamOf } from '../helpers/sign-in.js';
+
+/**
+ * Sessions are authenticated from memory after one read, like API keys; whatever ends or narrows a
+ * session reaches every process. Instance A is the usual test app; instance B a second app with
+ * its own pool on the same database.
+ */
+
+const a = await testApp(t, SIGN_IN_TEST_ENV);
+const { app: appB, db: dbB } = await secondInstance(t, a);
+const services = servicesOf(a.db);
+const cacheA = credentialCacheOf(services, 'sessions')!;
+const cacheB = credentialCacheOf(servicesOf(dbB), 'sessions')!;
+if (!cacheA.live) await once(cacheA.events, 'up');
+if (!cacheB.live) await once(cacheB.events, 'up');
+
+/** An organization whose member (assigned to its first brand) is signed in on A; their token serves on B too. */
+async function team() {
+  const made = await teamOf(a.app, services);
+  const sessionToken = await signIn(a.app, services, made.member.email);
+  return { ...made, sessionToken, asMember: client(a.app, sessionToken) };
+}
+
+t.test('repeated requests with a session are answered from memory', async (t) => {
+  const { asMember } = await team();
+  const before = { ...cacheA.stats };
+  for (let i = 0; i < 5; i++) t.equal((await asMember('GET', '/v1/brands')).status, 200);
+  t.ok(cacheA.stats.misses - before.misses <= 1, 'at most one read of the session');
+  t.ok(cacheA.stats.hits - before.hits >= 4, 'the rest from the cache');
+});
+
+t.test('sign-out through one instance ends the session on the other at once', async (t) => {
+  const { asMember, sessionToken } = await team();
+  const onB = client(appB, sessionToken);
+  t.equal((await onB('GET', '/v1/brands')).status, 200, 'works on B');
+  t.equal((await onB('GET', '/v1/brands')).status, 200, 'cached on B');
+  const dropped = once(cacheB.events, 'drop');
+  t.equal((await asMember('POST', '/v1/auth/logout')).status, 200, 'signed out through A');
+  t.equal((await asMember('GET', '/v1/brands')).status, 401, 'A refuses it on its next request');
+  await dropped;
+  t.equal((await onB('GET', '/v1/brands')).status, 401, 'B refuses it without waiting for its cache to expire');
+  t.ok(cacheB.ttl >= 10_000, 'the cache TTL is far away');
+});
+
+t.test('a role or brand change made in the database reaches a cached session', async (t) => {
+  const { owner, first, second, member, sessionToken } = await team();
+  const onB = client(appB, sessionToken);
+  t.equal((await onB('GET', `/v1/brands/${second.id}`)).status, 404, 'assigned to the first brand only');
+  t.equal((await onB('GET', '/v1/accounts/me')).status, 403, 'a member cannot read the account');
+  t.equal((await onB('GET', `/v1/brands/${first.id}`)).status, 200);
+
+  // An operator's SQL, not a service: the database's trigger tells every process.
+  await a.db('members').where({ id: member.id, account_id: owner.accountId }).update({ role: 'admin' });
+  await cacheB.sync();
+  t.equal((await onB('GET', '/v1/accounts/me')).status, 200, 'the new role applies at once');
+  t.equal((await onB('GET', `/v1/brands/${second.id}`)).status, 200, 'and an admin sees every brand');
+
+  await a
+    .db('members')
+    .where({ id: member.id, account_id: owner.accountId })
+    .update({ role: 'member', all_brands: false, brand_ids: [second.id] });
+  await cacheB.sync();
+  t.equal((await onB('GET', `/v1/brands/${first.id}`)).status, 404, 'the first brand is out of the new assignments');
+  t.equal((await onB('GET', `/v1/brands/${second.id}`)).status, 200);
+});
+
+t.test("a session's sliding expiry writes do not empty the cache", async (t) => {
+  const { asMember } = await team();
+  t.equal((await asMember('GET', '/v1/brands')).status, 200);
+  const drops = cacheA.stats.drops;
+  for (let i = 0; i < 3; i++) t.equal((await asMember('GET', '/v1/brands')).status, 200);
+  await cacheA.sync();
+  t.equal(cacheA.stats.drops, drops, 'no drop while the session is only used');
+});
