@@ -1,5 +1,8 @@
 import t from 'tap';
-import { assertErrorShape, client, makeBrand, makeTicket, mustCreate, signup, testApp, type Signup } from '../helpers/app.js';
+import { systemCtx, tenantCtx } from '../../server/core/context.js';
+import * as members from '../../server/domains/members/service.js';
+import { assertErrorShape, client, makeBrand, makeTicket, mustCreate, servicesOf, signup, testApp, type Signup } from '../helpers/app.js';
+import { sessionToken } from '../helpers/sign-in.js';
 
 // GET /v1/tickets (cross-brand list), /v1/tickets/stats, /trends and /team-metrics.
 const { app, db } = await testApp(t, { TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: '10000' });
@@ -440,4 +443,34 @@ t.test('the OpenAPI document describes the four routes, their parameters and the
   for (const n of ['status', 'priority', 'assigneeId', 'search', 'sort', 'order', 'limit', 'cursor', 'workspaceIds', 'source', 'tagIds']) t.ok(names.includes(n), n);
   const item = doc.paths['/v1/tickets'].get.responses['200'].content['application/json'].schema.properties.data.items;
   t.same(Object.keys(item.properties.brand.properties).sort(), ['iconUrl', 'id', 'name', 'slug', 'ticketPrefix']);
+});
+
+// Last: the member it adds would count in the team metrics above.
+t.test('a member signed in, assigned to one brand, sees only its tickets without naming any brand', async (t) => {
+  const services = servicesOf(db);
+  const member = await members.add(tenantCtx(systemCtx(services), owner.accountId, true), { email: 'one-brand@example.com', role: 'member', brandIds: [B] });
+  const asMember = client(app, await sessionToken(app, services, owner.accountId, member.email));
+  const rows = await walk(asMember, '/v1/tickets?status=all&limit=100');
+  t.same(
+    rows.map((x) => x.id).sort(),
+    everything
+      .filter((x) => x.brandId === B)
+      .map((x) => x.id)
+      .sort(),
+    "every ticket of the member's brand",
+  );
+  t.ok(
+    rows.every((x) => x.brandId === B),
+    'and none of the other brands',
+  );
+  const stats = (await asMember('GET', '/v1/tickets/stats')).body;
+  t.same(Object.keys(stats.byBrand), [B], 'stats count the assigned brand only');
+  t.equal(stats.total, rows.length);
+  const trends = (await asMember('GET', '/v1/tickets/trends?days=30')).body;
+  t.equal(
+    trends.data.reduce((n: number, d: Any) => n + d.created, 0),
+    rows.length,
+    'trends count the assigned brand only',
+  );
+  assertErrorShape(t, await asMember('GET', `/v1/tickets?brandIds=${A}`), 404, 'not_found');
 });

@@ -75,7 +75,7 @@ export async function create(ctx: TenantCtx, authorId: string, input: CreateFeat
  */
 export async function vote(ctx: TenantCtx, memberId: string, id: string, on: boolean): Promise<boolean> {
   return withTx(ctx, async (tx) => {
-    await get(tx, id);
+    if (!(await FeatureRequest.ofAccount(tx).where('featureRequests.id', id).select('id').first())) throw notFound('Feature request');
     const changed = on
       ? await tx.db.raw<{ rowCount: number }>('insert into feature_request_votes (account_id, feature_request_id, member_id) values (?, ?, ?) on conflict do nothing', [
           tx.accountId,
