@@ -3,6 +3,7 @@ import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
 import { systemCtx, tenantCtx } from '../../server/core/context.js';
+import { ID_PREFIX, newId } from '../../server/core/ids.js';
 import * as members from '../../server/domains/members/service.js';
 import { assertErrorShape, assertNotFound, client, makeBrand, makeTicket, servicesOf, signup, testApp, type Reply } from '../helpers/app.js';
 import { DASHBOARD, deliverMail, linkIn, mailsTo, signIn, SIGN_IN_TEST_ENV } from '../helpers/sign-in.js';
@@ -548,4 +549,17 @@ t.test('GET and PUT /v1/auth/members/{memberId}/brands: assignments hold on the 
   t.equal((await put(org.asOwner, org.member.id, { allBrands: true })).status, 200, 'all brands');
   t.equal((await org.asMember('GET', `/v1/brands/${org.first.id}`)).status, 200, 'every brand at once');
   t.same(ids((await org.asMember('GET', '/v1/brands')).body).sort(), [org.first.id, org.second.id].sort());
+});
+
+t.test('a pending member without an invitation (older data, made by hand) has nothing to accept until it is resent', async (t) => {
+  const email = address('uninvited');
+  const id = newId(ID_PREFIX.member);
+  await db('members').insert({ account_id: a.owner.accountId, id, email, role: 'member', status: 'pending' });
+  const elsewhere = await signup(app, email);
+  const theirSession = client(app, await signIn(app, services, email, { organizationId: elsewhere.accountId }));
+  assertNotFound(t, await theirSession('POST', '/v1/auth/accept-invite', { inviteId: id }), 'no invitation');
+  const listed = (await team(a.asOwner)).invites.find((m) => m.id === id)!;
+  t.notOk('sentAt' in listed || 'expiresAt' in listed, 'listed without sentAt or expiresAt');
+  t.equal((await a.asOwner('POST', `/v1/auth/members/${id}/resend-invite`, undefined, origin)).status, 200, 'resent');
+  t.equal((await theirSession('POST', '/v1/auth/accept-invite', { inviteId: id })).status, 200, 'then accepted');
 });
