@@ -28,6 +28,7 @@ import { fieldRoutes, ticketSchemaRoutes } from './domains/fields/routes.js';
 import { healthRoutes } from './domains/health/routes.js';
 import { inboundMailRoutes } from './domains/mail/routes.js';
 import { memberRoutes } from './domains/members/routes.js';
+import { teamRoutes } from './domains/members/team-routes.js';
 import { metricsRoutes } from './domains/metrics/routes.js';
 import { organizationRoutes } from './domains/organizations/routes.js';
 import { mentionRoutes } from './domains/mentions/routes.js';
@@ -171,6 +172,7 @@ export async function buildApp({ config, db, services: given, isShuttingDown = (
     await api.register(healthRoutes, { db, version, isShuttingDown });
     await api.register(accountRoutes, { config });
     await api.register(memberRoutes);
+    await api.register(teamRoutes);
     await api.register(apiKeyRoutes);
     await api.register(sessionRoutes);
     await api.register(organizationRoutes);

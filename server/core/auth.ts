@@ -74,6 +74,11 @@ export const PERMISSIONS = {
   'feature_requests:read': { accountWide: false },
   'feature_requests:write': { accountWide: false },
   'feature_requests:manage': { accountWide: false, minRole: 'admin' },
+  // Team management (/v1/auth/members…): anyone on the team reads it, owners and admins change it.
+  'team:read': { accountWide: false },
+  'team:manage': { accountWide: true, minRole: 'admin' },
+  'team:transfer': { accountWide: true, minRole: 'owner' },
+  'invites:accept': { accountWide: false },
 } as const satisfies Record<string, PermissionRule>;
 export type Permission = keyof typeof PERMISSIONS;
 

@@ -9,6 +9,7 @@ import * as accounts from '../domains/accounts/service.js';
 import { signInLink } from '../domains/mail/messages.js';
 import { settingsOf } from '../domains/mail/service.js';
 import * as members from '../domains/members/service.js';
+import { acceptOnSignIn } from '../domains/members/team.js';
 import type { Membership, SessionMember } from '../domains/members/service.js';
 import type { OrganizationMembershipView, OrganizationView } from '../domains/organizations/schemas.js';
 import type { SignedInView, SignupInput } from '../domains/sessions/schemas.js';
@@ -148,6 +149,8 @@ const INVALID_LINK = 'This sign-in link is not valid: it is unknown, already use
 export async function verify(ctx: BaseCtx, token: string, client: { ip: string | null; userAgent: string | null }): Promise<SignedInView & { sessionToken: string }> {
   return withTx(ctx, async (tx) => {
     const spent = await sessions.consumeMagicLink(tx, token);
+    // An invitation's link: following it accepts the invitation (docs/decisions/0047-…).
+    if (spent) await acceptOnSignIn(tenantCtx(tx, spent.accountId, true), spent.memberId);
     // A member removed (or suspended) since the link was sent is not signed in; the link is spent all the same.
     const member = spent && (await members.sessionMember({ db: tx.db, accountId: spent.accountId }, spent.memberId));
     if (!member) throw badRequest(INVALID_LINK, [{ field: 'token', message: 'is unknown, used or expired' }], 'invalid_token');

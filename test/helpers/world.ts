@@ -139,6 +139,15 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
   const mention = (await must(ownerSession('GET', '/v1/auth/mentions/unread'), 200))[0];
   // The board is the whole account's: every member may read it, so its text carries no MARKER.
   const featureRequest = await mustCreate(ownerSession, '/v1/auth/feature-requests', { title: 'Team idea', featureDetails: 'For the whole team' });
+  // A pending invitation: the routes that change a member aim at it (changing it costs the world nothing).
+  const invitee = (await must(ownerSession('POST', '/v1/auth/members/invite', { email: 'world-invitee@example.com', role: 'member' }, { origin: 'http://localhost:5173' }), 200))
+    .memberId;
+  const TEAM_ROUTES_ON_INVITEE = [
+    'POST /v1/auth/members/{memberId}/resend-invite',
+    'PATCH /v1/auth/members/{memberId}',
+    'DELETE /v1/auth/members/{memberId}',
+    'PUT /v1/auth/members/{memberId}/brands',
+  ];
 
   const sideBrand = await makeBrand(live, 'Side brand');
   const scopedKey = await mustCreate(live, '/v1/accounts/me/api-keys', { name: 'Side desk', brandIds: [sideBrand.id] });
@@ -226,6 +235,14 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
     'POST /v1/auth/logout': null,
     'POST /v1/auth/mentions/{mentionId}/ack': null,
     'POST /v1/auth/mentions/ack-ticket/{ticketId}': null,
+    'POST /v1/auth/members/invite': { body: { email: 'another-invitee@example.com', role: 'member', allBrands: true, brandIds: [] }, headers: { origin: 'http://localhost:5173' } },
+    'POST /v1/auth/members/{memberId}/resend-invite': null,
+    'PATCH /v1/auth/members/{memberId}': json({ role: 'admin' }),
+    'DELETE /v1/auth/members/{memberId}': null,
+    'PUT /v1/auth/members/{memberId}/brands': json({ allBrands: true, brandIds: [] }),
+    // To the owner themselves: a transfer that succeeds and changes nothing. The invitation is someone else's: well formed, like verify's token.
+    'POST /v1/auth/transfer-ownership': json({ newOwnerId: memberId }),
+    'POST /v1/auth/accept-invite': json({ inviteId: invitee }),
     'POST /v1/auth/feature-requests': json({ title: 'Another idea', featureDetails: 'Details' }),
     'PATCH /v1/auth/feature-requests/{id}': json({ status: 'planned' }),
     'POST /v1/auth/feature-requests/{id}/vote': null,
@@ -267,7 +284,10 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
       mentionId: mention.id,
       id: featureRequest.id,
     },
-    paramsByRoute: { 'PUT /v1/uploads/{token}': { token: tokenOf(grant.uploadUrl) } },
+    paramsByRoute: {
+      'PUT /v1/uploads/{token}': { token: tokenOf(grant.uploadUrl) },
+      ...Object.fromEntries(TEAM_ROUTES_ON_INVITEE.map((route) => [route, { memberId: invitee }])),
+    },
     requests,
     queries: { [`GET ${B}/contacts/search`]: '?q=pe', [`GET ${B}/customers/search`]: '?q=pe' },
     privateIds: [
@@ -289,8 +309,14 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
       mention.id,
       ...ownKeys.filter((k) => k.allBrands).map((k) => k.id),
     ],
-    accountWideIds: [featureRequest.id],
-    accountWideRoutes: ['PATCH /v1/auth/feature-requests/{id}', 'POST /v1/auth/feature-requests/{id}/vote', 'DELETE /v1/auth/feature-requests/{id}/vote'],
+    accountWideIds: [featureRequest.id, invitee],
+    accountWideRoutes: [
+      'PATCH /v1/auth/feature-requests/{id}',
+      'POST /v1/auth/feature-requests/{id}/vote',
+      'DELETE /v1/auth/feature-requests/{id}/vote',
+      'GET /v1/auth/members/{memberId}/brands',
+      'HEAD /v1/auth/members/{memberId}/brands',
+    ],
     revokedKey: revoked.key,
     ticketId: ticket.id,
     otherTicketId: other.id,

@@ -225,3 +225,32 @@ The link works once, within ${c.validMinutes} minutes. If you did not ask for it
     headers: { 'Auto-Submitted': 'auto-generated', 'X-Auto-Response-Suppress': 'All' },
   };
 }
+
+/**
+ * An invitation to join an organization: its link signs the invitee in and accepts the invitation.
+ * Its Message-ID is the link's id, so a resent invitation is a new message and a retried send the same.
+ */
+export function invitation(
+  settings: MailSettings,
+  c: { linkId: string; to: MailAddress; url: string; organizationName: string; invitedBy: string; role: string; expiresAt: Date },
+): MailMessage {
+  const text = `${c.invitedBy} invited you to join "${c.organizationName}" as ${c.role === 'admin' ? 'an admin' : 'a member'}. Follow this link to accept and sign in:
+
+${c.url}
+
+The link works once, until ${c.expiresAt.toISOString().replace('T', ' ').slice(0, 16)} UTC. If you did not expect this invitation, ignore this mail.`;
+  return {
+    kind: 'invitation',
+    from: { name: 'ticketd', address: settings.fromAddress },
+    to: [c.to],
+    cc: [],
+    replyTo: null,
+    subject: subjectLine(`You are invited to join ${c.organizationName}`),
+    text,
+    html: htmlOf(text),
+    messageId: `<${c.linkId}@${messageIdDomain(settings)}>`,
+    inReplyTo: null,
+    references: [],
+    headers: { 'Auto-Submitted': 'auto-generated', 'X-Auto-Response-Suppress': 'All' },
+  };
+}

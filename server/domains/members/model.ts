@@ -14,6 +14,9 @@ export class Member extends objection.Model {
   /** Brand assignments: the brands a member's session sees (owners and admins see all regardless). */
   declare allBrands: boolean;
   declare brandIds: string[];
+  /** When the latest invitation was sent and when it stops working; null for members never invited. */
+  declare invitedAt: Date | null;
+  declare inviteExpiresAt: Date | null;
   declare createdAt: Date;
   declare updatedAt: Date;
 

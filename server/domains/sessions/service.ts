@@ -44,6 +44,18 @@ export async function issueMagicLink(ctx: TenantCtx, memberId: string, origin: s
 }
 
 /**
+ * The token of an invitation: a sign-in link of the pending member, valid once until the invitation
+ * expires. Every other link of the member goes, used or not: only the newest invitation works.
+ */
+export async function issueInviteLink(ctx: TenantCtx, memberId: string, origin: string, expiresAt: Date): Promise<IssuedLink> {
+  await MagicLink.ofAccount(ctx).where('magicLinks.memberId', memberId).delete();
+  const token = `ml_${randomBase62()}`;
+  const id = newId(ID_PREFIX.magicLink);
+  await MagicLink.query(ctx.db).insert({ id, accountId: ctx.accountId, memberId, tokenHash: hashSecret(token), origin, expiresAt });
+  return { id, token, expiresAt };
+}
+
+/**
  * Spends a sign-in token: the first caller before its expiry gets its member, everyone after gets
  * null (one compare-and-set statement, so two concurrent uses cannot both succeed). Unknown, used,
  * expired and malformed tokens all read the same.
