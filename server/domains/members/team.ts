@@ -1,4 +1,5 @@
 import * as audit from '../../core/audit.js';
+import { credentialsChanged } from '../../core/credential-cache.js';
 import { assertBrandsExist, Brand, requireBrand } from '../../core/brand.js';
 import { canSeeBrand, hasRole, tenantCtx, withTx, type BaseCtx, type MemberRole, type SessionCaller, type TenantCtx } from '../../core/context.js';
 import { badRequest, forbidden, HttpError, notFound } from '../../core/errors.js';
@@ -206,6 +207,7 @@ async function transfer(tx: TenantCtx, newOwnerId: string): Promise<'unchanged' 
     memberFact(me, 'member.updated', [{ field: 'role', from: 'owner', to: 'admin' }], { reason: 'ownership_transferred', newOwnerId: target.id }),
     memberFact(target, 'member.updated', [{ field: 'role', from: target.role, to: 'owner' }], { reason: 'ownership_transferred', previousOwnerId: me.id }),
   ]);
+  await credentialsChanged(tx, 'sessions', [me.id, target.id]);
   return 'transferred';
 }
 
@@ -231,6 +233,7 @@ export async function setRole(ctx: TenantCtx, memberId: string, role: MemberRole
       .where('members.id', row.id)
       .patch({ role, updatedAt: new Date(tx.services.now()) });
     await audit.record(tx, memberFact(row, 'member.updated', [{ field: 'role', from: row.role, to: role }]));
+    await credentialsChanged(tx, 'sessions', [row.id]);
     return 'changed';
   });
 }
@@ -246,6 +249,7 @@ export async function remove(ctx: TenantCtx, memberId: string): Promise<{ email:
     if (row.role === 'owner') throw forbidden('The owner cannot be removed: transfer ownership to another member first', 'owner_cannot_be_removed');
     await Member.ofAccount(tx).where('members.id', row.id).delete();
     await audit.record(tx, memberFact(row, 'member.removed', [], { role: row.role, status: row.status }));
+    await credentialsChanged(tx, 'sessions', [row.id]);
     return { email: row.email, status: row.status };
   });
 }
@@ -281,6 +285,7 @@ export async function setBrandAssignments(ctx: TenantCtx, memberId: string, inpu
         .where('members.id', row.id)
         .patch({ ...scope, updatedAt: new Date(tx.services.now()) });
       await audit.record(tx, memberFact(row, 'member.updated', changes));
+      await credentialsChanged(tx, 'sessions', [row.id]);
     }
     return assignmentsView(tx, { id: row.id, ...scope });
   });
