@@ -3,7 +3,7 @@ import path from 'node:path';
 import { Readable } from 'node:stream';
 import objection from 'objection';
 import { tenantCtx, withTx, type BaseCtx, type TenantCtx } from '../../core/context.js';
-import type { Config } from '../../core/config.js';
+import { requestBaseUrl, type Config } from '../../core/config.js';
 import type { Db } from '../../core/db.js';
 import { badRequest, conflict, forbidden, HttpError, notFound } from '../../core/errors.js';
 import { newId, ID_PREFIX } from '../../core/ids.js';
@@ -76,14 +76,9 @@ export function attachmentDepsOf(services: Services): AttachmentDeps {
   return services.get(depsPart);
 }
 
-const SANE_HOST = /^[A-Za-z0-9.-]+(:\d{1,5})?$|^\[[0-9A-Fa-f:.]+\](:\d{1,5})?$/;
-
 /** Links are absolute: on the configured public URL, else on the protocol and host the request came in on. */
 export function forRequest(deps: AttachmentDeps, protocol: string, host: string): AttachmentIo {
-  if (deps.publicUrl) return { ...deps, baseUrl: deps.publicUrl.replace(/\/+$/, '') };
-  const scheme = protocol === 'https' ? 'https' : 'http';
-  const authority = (SANE_HOST.test(host) ? host : 'localhost').replace(scheme === 'https' ? /:443$/ : /:80$/, '');
-  return { ...deps, baseUrl: `${scheme}://${authority}` };
+  return { ...deps, baseUrl: requestBaseUrl(deps.publicUrl, protocol, host) };
 }
 
 function toView(row: Attachment): AttachmentView {
@@ -621,9 +616,22 @@ export async function moveToTicket(tx: TenantCtx, brandId: string, fromTicketIds
 // Housekeeping (the dispatcher's tick; every account).
 
 /** Removes the files of deleted attachment rows and their queue entries. */
-async function removeFiles(base: BaseCtx, deps: AttachmentDeps, ids: string[]): Promise<void> {
+async function removeFiles(base: BaseCtx, deps: Pick<AttachmentDeps, 'storage'>, ids: string[]): Promise<void> {
   for (const id of ids) await deps.storage.delete(id);
   if (ids.length) await base.db('attachment_file_deletions').whereIn('attachmentId', ids).delete();
+}
+
+/**
+ * After a commit that deleted rows whose files are queued (attachments, avatars, a whole account):
+ * removes those files now, the named ones or else the account's, at most `limit` of them; the
+ * dispatcher's purge removes whatever is left. Returns how many went.
+ */
+export async function removeQueuedFiles(base: BaseCtx, storage: Storage, accountId: string, ids?: readonly string[], limit = PURGE_BATCH): Promise<number> {
+  const q = base.db('attachment_file_deletions').where('accountId', accountId).orderBy('deletedAt').limit(limit).select('attachmentId');
+  if (ids) q.whereIn('attachmentId', [...ids]);
+  const queued = ((await q) as { attachmentId: string }[]).map((r) => r.attachmentId);
+  await removeFiles(base, { storage }, queued);
+  return queued.length;
 }
 
 export interface PurgeResult {
