@@ -140,6 +140,8 @@ t.test('the multipart upload: an image by its content becomes the avatar, at a U
   t.match(res.body, { displayName: 'Mo Member', notifyEmail: true });
   t.match(res.body.avatarUrl, AVATAR_URL);
   t.same((await a.asMember('GET', '/v1/auth/profile')).body, res.body);
+  const sentBack = await a.asMember('PATCH', '/v1/auth/profile', { ...res.body, avatarUrl: res.body.avatarUrl.replace('http://localhost', 'https://help.example.com') });
+  t.equal(sentBack.body.avatarUrl, res.body.avatarUrl, 'its own URL sent back, as built on another host, keeps the upload');
   const image = await raw('GET', res.body.avatarUrl);
   t.equal(image.status, 200);
   t.equal(image.headers['content-type'], 'image/png');

@@ -105,6 +105,16 @@ async function write(tx: TenantCtx, io: AvatarIo, me: Me, patch: Partial<Row>, m
 }
 
 /**
+ * Whether a URL sent in a PATCH is the avatar the profile has: its own value, or the uploaded
+ * avatar's URL as built on another host (behind another proxy), which must not replace the
+ * upload with a link to itself.
+ */
+function isCurrentAvatar(io: AvatarIo, accountId: string, me: Me, row: Row, url: string | null): boolean {
+  if (url === toView(io, accountId, me, row).avatarUrl) return true;
+  return row.avatarId !== null && url !== null && url.endsWith(`/v1/avatars/${accountId}/${row.avatarId}`);
+}
+
+/**
  * PATCH: any subset of the fields. displayName null goes back to the member's name; avatarUrl null
  * removes the avatar, a URL elsewhere replaces an uploaded one, and the profile's own current
  * avatarUrl sent back as it is (a form saving every field) changes nothing.
@@ -114,7 +124,7 @@ export async function update(ctx: TenantCtx, io: AvatarIo, me: Me, input: Update
     const patch: Partial<Row> = {};
     if (input.displayName !== undefined) patch.displayName = input.displayName === null ? null : input.displayName.trim();
     for (const field of ['notifyEmail', 'notifyToast', 'notifyDesktop'] as const) if (input[field] !== undefined) patch[field] = input[field];
-    if (input.avatarUrl !== undefined && input.avatarUrl !== (await get(tx, io, me)).avatarUrl) {
+    if (input.avatarUrl !== undefined && !isCurrentAvatar(io, tx.accountId, me, await rowOf(tx, me.memberId), input.avatarUrl)) {
       Object.assign(patch, { avatarId: null, avatarUrl: input.avatarUrl });
     }
     return write(tx, io, me, patch);
