@@ -31,6 +31,7 @@ import { memberRoutes } from './domains/members/routes.js';
 import { teamRoutes } from './domains/members/team-routes.js';
 import { metricsRoutes } from './domains/metrics/routes.js';
 import { organizationRoutes } from './domains/organizations/routes.js';
+import { avatarFileRoutes, profileRoutes } from './domains/profiles/routes.js';
 import { mentionRoutes } from './domains/mentions/routes.js';
 import { featureRequestRoutes } from './domains/feature-requests/routes.js';
 import { sessionRoutes } from './domains/sessions/routes.js';
@@ -175,9 +176,12 @@ export async function buildApp({ config, db, services: given, isShuttingDown = (
     await api.register(teamRoutes);
     await api.register(apiKeyRoutes);
     await api.register(sessionRoutes);
-    await api.register(organizationRoutes);
+    await api.register(organizationRoutes, { storage: attachments.storage });
     await api.register(mentionRoutes);
     await api.register(featureRequestRoutes);
+    const avatars = { deps: { storage: attachments.storage, publicUrl: attachments.publicUrl, uploadTtlSeconds: attachments.uploadTtlSeconds, now: attachments.now } };
+    await api.register(profileRoutes, avatars);
+    await api.register(avatarFileRoutes, avatars);
     // Every brand route exists under /v1/brands and /v1/workspaces; sub-resources under /:brandId.
     for (const prefix of ['/v1/brands', '/v1/workspaces']) {
       await api.register(brandRoutes, { prefix });

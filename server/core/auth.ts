@@ -69,6 +69,11 @@ export const PERMISSIONS = {
   'session:read': { accountWide: false },
   'session:write': { accountWide: false },
   'organizations:read': { accountWide: false },
+  'organization:write': { accountWide: true, minRole: 'owner' },
+  'organization:connect': { accountWide: true, minRole: 'admin' },
+  'account:delete': { accountWide: true, minRole: 'owner' },
+  'profile:read': { accountWide: false },
+  'profile:write': { accountWide: false },
   'mentions:read': { accountWide: false },
   'mentions:write': { accountWide: false },
   'feature_requests:read': { accountWide: false },
@@ -127,6 +132,11 @@ export interface Authenticators {
 export const SESSION_COOKIE = 'ticketd_session';
 /** Session tokens start so (API keys with sk_live_ or sk_test_). */
 export const SESSION_TOKEN_PREFIX = 'ts_';
+
+/** The Set-Cookie value that holds a session token in the browser (an empty value and 0 clear it). */
+export function sessionCookie(req: FastifyRequest, value: string, maxAgeSeconds: number): string {
+  return `${SESSION_COOKIE}=${value}; Path=/; Max-Age=${maxAgeSeconds}; HttpOnly; SameSite=Lax${req.protocol === 'https' ? '; Secure' : ''}`;
+}
 
 /** The token of an `Authorization: Bearer <token>` header, or null. */
 export function bearerToken(req: FastifyRequest): string | null {

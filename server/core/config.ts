@@ -217,6 +217,20 @@ export function loadConfig(options: LoadConfigOptions = {}): Config {
   return deepFreeze(merged as unknown as Config);
 }
 
+const SANE_HOST = /^[A-Za-z0-9.-]+(:\d{1,5})?$|^\[[0-9A-Fa-f:.]+\](:\d{1,5})?$/;
+
+/**
+ * The absolute base of links a response hands out (signed attachment URLs, avatar URLs): the
+ * configured public URL, else the protocol and host the request came in on (a host that is not a
+ * plain name or address reads as localhost).
+ */
+export function requestBaseUrl(publicUrl: string | null, protocol: string, host: string): string {
+  if (publicUrl) return publicUrl.replace(/\/+$/, '');
+  const scheme = protocol === 'https' ? 'https' : 'http';
+  const authority = (SANE_HOST.test(host) ? host : 'localhost').replace(scheme === 'https' ? /:443$/ : /:80$/, '');
+  return `${scheme}://${authority}`;
+}
+
 export function publicBaseUrl(config: Config, port = config.port): string {
   if (config.publicUrl) return config.publicUrl.replace(/\/$/, '');
   const host = config.host === '0.0.0.0' || config.host === '::' ? 'localhost' : config.host;

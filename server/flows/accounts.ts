@@ -1,10 +1,15 @@
 import { tenantCtx, withTx, type BaseCtx, type TenantCtx } from '../core/context.js';
+import { badRequest } from '../core/errors.js';
+import { credentialsChanged } from '../core/credential-cache.js';
+import type { Storage } from '../integrations/storage.js';
 import * as accounts from '../domains/accounts/service.js';
+import * as attachments from '../domains/attachments/service.js';
+import type { DeleteAccountResultView } from '../domains/organizations/schemas.js';
 import type { CreateAccountInput, CreatedAccountView, UsageView } from '../domains/accounts/schemas.js';
 import * as apiKeys from '../domains/api-keys/service.js';
 import * as brands from '../domains/brands/service.js';
 import * as members from '../domains/members/service.js';
-import { createBrand } from './brands.js';
+import { createBrand, deleteBrand } from './brands.js';
 
 export interface FirstBrand {
   name: string;
@@ -69,4 +74,45 @@ export async function usage(ctx: TenantCtx): Promise<UsageView> {
     brandsCount: await brands.count(ctx),
     plan: { name: 'self-hosted', ticketLimit: null, brandLimit: null },
   };
+}
+
+/** Files removed during the request after an account deletion; the dispatcher's purge removes the rest. */
+const FILES_REMOVED_AT_ONCE = 1000;
+
+/**
+ * DELETE /v1/auth/account (owners), in one transaction: every brand of both modes through the brand
+ * deletion (each with everything in it), then the account row, from which everything else cascades
+ * (members and their sessions, sign-in links, profiles and avatars, API keys, feature requests, the
+ * outbox, the audit log). Its keys are announced gone to every process's cache in the same
+ * transaction. Files (attachments, avatars) are queued by those deletions and removed after the
+ * commit. The account's audit log goes with it, so the deletion itself is written to the server log.
+ */
+export async function deleteAccount(ctx: TenantCtx, confirmation: string | undefined, storage: Storage): Promise<DeleteAccountResultView> {
+  if (confirmation !== 'DELETE') {
+    throw badRequest(
+      'To delete the account and everything in it, send { "confirmation": "DELETE" }',
+      [{ field: 'confirmation', message: 'must be exactly DELETE' }],
+      'invalid_confirmation',
+    );
+  }
+  const { name, brandIds, keyIds } = await withTx(ctx, async (tx) => {
+    await accounts.lock(tx);
+    const { name } = await accounts.get(tx);
+    const brandIds: string[] = [];
+    for (const livemode of [true, false]) {
+      const mode = tenantCtx(tx, tx.accountId, livemode);
+      for (const brand of await brands.list(mode)) {
+        await deleteBrand(mode, brand.id, true);
+        brandIds.push(brand.id);
+      }
+    }
+    const keyIds = await apiKeys.forgetAccount(tx);
+    await credentialsChanged(tx, 'sessions', [tx.accountId]);
+    await accounts.deleteRow(tx);
+    return { name, brandIds, keyIds };
+  });
+  ctx.log?.warn({ accountId: ctx.accountId, deletedBy: ctx.actor.id, brands: brandIds.length, apiKeys: keyIds.length }, 'account deleted');
+  await attachments.removeQueuedFiles(ctx, storage, ctx.accountId, undefined, FILES_REMOVED_AT_ONCE).catch(() => undefined);
+  const brandsText = brandIds.length === 1 ? '1 brand' : `${brandIds.length} brands`;
+  return { success: true, message: `The account "${name}" and everything in it (${brandsText}) were deleted.`, deletedBrands: brandIds, deletedBrandsCount: brandIds.length };
 }

@@ -7,14 +7,17 @@ import * as members from '../domains/members/service.js';
 import * as mentions from '../domains/mentions/service.js';
 import * as messages from '../domains/mail/messages.js';
 import * as mail from '../domains/mail/service.js';
+import type { MemberView } from '../domains/members/schemas.js';
+import * as profiles from '../domains/profiles/service.js';
 import * as statuses from '../domains/statuses/service.js';
 import * as tickets from '../domains/tickets/service.js';
 import * as watchers from './ticket-watchers.js';
 
 /**
  * Comment create: the comment (comments), a status it may set (statuses), and in the same
- * transaction the members it mentions (mentions), the customer's copy of a public agent comment
- * and the watchers' notification (mail).
+ * transaction the members it mentions (mentions), the customer's copy of a public agent comment,
+ * the watchers' notification and one mail to each member mentioned (mail), each member's mail as
+ * their profile's notifyEmail allows (profiles).
  */
 export async function createComment(ctx: TenantCtx, brandId: string, ticketId: string, input: CreateCommentInput, idempotencyKey?: string): Promise<comments.CreateResult> {
   return comments.create(ctx, brandId, ticketId, input, idempotencyKey, {
@@ -22,8 +25,8 @@ export async function createComment(ctx: TenantCtx, brandId: string, ticketId: s
       if (input.setStatus !== undefined) await statuses.assertStatusKey(tx, brand, input.setStatus, 'setStatus');
     },
     then: async (tx, brand, row) => {
-      await recordMentions(tx, brand, row);
-      await mailAboutComment(tx, brand, row);
+      const mentioned = await recordMentions(tx, brand, row);
+      await mailAboutComment(tx, brand, row, mentioned);
     },
   });
 }
@@ -47,10 +50,11 @@ export function mentionedMemberIds(body: string, metadata: Record<string, unknow
 /**
  * Mentions of active members of the account are recorded; other ids (a typo, a member since
  * removed, another account's) are text like any other, not an error. Writers do not mention themselves.
+ * Returns the members recorded.
  */
-async function recordMentions(tx: TenantCtx, brandId: string, comment: Comment): Promise<void> {
+async function recordMentions(tx: TenantCtx, brandId: string, comment: Comment): Promise<MemberView[]> {
   const named = mentionedMemberIds(comment.body, comment.metadata ?? {});
-  if (!named.length) return;
+  if (!named.length) return [];
   const author = tx.actor.type === 'user' ? tx.actor.id : null;
   const found = (await members.findMany(tx, named)).filter((m) => m.status === 'active' && m.id !== author);
   await mentions.record(tx, {
@@ -60,6 +64,7 @@ async function recordMentions(tx: TenantCtx, brandId: string, comment: Comment):
     mentionedBy: comment.authorName ?? tx.actor.name,
     memberIds: found.map((m) => m.id),
   });
+  return found;
 }
 
 interface CreatedComment {
@@ -75,15 +80,20 @@ interface CreatedComment {
 /**
  * In comment create's transaction: a public AGENT comment is mailed to the ticket's
  * customer (with the comment's CCs) unless the ticket is spam; watchers who asked for comment
- * notifications get one message about any comment.
+ * notifications get one message about any comment, and each member mentioned a message of their
+ * own (which stands for the watchers' one: a mentioned watcher gets one mail). A member whose
+ * profile turned mail off (notifyEmail false) gets neither.
  */
-async function mailAboutComment(tx: TenantCtx, brandId: string, comment: CreatedComment): Promise<void> {
+async function mailAboutComment(tx: TenantCtx, brandId: string, comment: CreatedComment, mentioned: readonly MemberView[]): Promise<void> {
   const toCustomer = comment.authorType === 'AGENT' && !comment.isInternal;
-  const watching = (await watchers.list(tx, brandId, comment.ticketId)).filter((w) => w.notifyOnComment);
-  if (!toCustomer && !watching.length) return;
+  const notified = (await watchers.list(tx, brandId, comment.ticketId)).filter((w) => w.notifyOnComment);
+  const optedOut = await profiles.mailOptedOut(tx, [...notified.map((w) => w.memberId), ...mentioned.map((m) => m.id)]);
+  const toMention = mentioned.filter((m) => !optedOut.has(m.id));
+  const watching = notified.filter((w) => !optedOut.has(w.memberId) && !mentioned.some((m) => m.id === w.memberId));
+  if (!toCustomer && !watching.length && !toMention.length) return;
   const ticket = await tickets.fetchView(tx, brandId, comment.ticketId);
   const customer = ticket.customer?.email && !ticket.isSpam ? { name: ticket.customer.name, address: ticket.customer.email } : null;
-  if (!watching.length && !(toCustomer && customer)) return;
+  if (!watching.length && !toMention.length && !(toCustomer && customer)) return;
 
   const common = {
     settings: mail.settingsOf(tx.services),
@@ -96,5 +106,10 @@ async function mailAboutComment(tx: TenantCtx, brandId: string, comment: Created
   if (watching.length) {
     const to = watching.map((w) => ({ name: w.memberName, address: w.memberEmail }));
     await mail.queueMail(tx, brandId, ticket.id, messages.watcherNotification({ ...common, comment, watchers: to }));
+  }
+  const authorName = comment.authorName ?? tx.actor.name;
+  for (const m of toMention) {
+    const member = { id: m.id, name: m.name, address: m.email };
+    await mail.queueMail(tx, brandId, ticket.id, messages.mentionNotification({ ...common, comment: { ...comment, authorName }, member }));
   }
 }

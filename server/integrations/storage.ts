@@ -3,7 +3,7 @@ import { badRequest } from '../core/errors.js';
 import { createReadStream, createWriteStream } from 'node:fs';
 import { mkdir, readdir, rename, stat, unlink } from 'node:fs/promises';
 import path from 'node:path';
-import { Transform, type Readable } from 'node:stream';
+import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 
 /** What a finished write measured. */
@@ -191,4 +191,31 @@ export class LocalDiskStorage implements Storage {
 /** The storage a configuration describes: local disk under `<dataDir>/attachments`. */
 export function storageFromConfig(config: { dataDir: string }): Storage {
   return new LocalDiskStorage(path.join(config.dataDir, 'attachments'));
+}
+
+const sizeMismatch = (declared: number, detail: string) =>
+  badRequest(
+    `The upload must be exactly the declared size (${declared} bytes); ${detail}. Nothing was kept.`,
+    [{ field: 'body', message: `must be ${declared} bytes` }],
+    'size_mismatch',
+  );
+
+/**
+ * Stages an upload that must be exactly the size declared when its URL was granted: a wrong
+ * Content-Length, more bytes or fewer are a 400 `size_mismatch` and nothing is kept.
+ */
+export async function stageDeclared(storage: Storage, body: Readable | undefined, declared: number, contentLength: number | null): Promise<StagedObject> {
+  if (contentLength !== null && contentLength !== declared) throw sizeMismatch(declared, `Content-Length is ${contentLength}`);
+  let staged: StagedObject;
+  try {
+    staged = await storage.stage(body ?? Readable.from([]), declared);
+  } catch (err) {
+    if (err instanceof ByteLimitExceeded) throw sizeMismatch(declared, 'more bytes were sent');
+    throw err;
+  }
+  if (staged.size !== declared) {
+    await staged.discard();
+    throw sizeMismatch(declared, `${staged.size} bytes were sent`);
+  }
+  return staged;
 }

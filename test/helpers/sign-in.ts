@@ -23,16 +23,39 @@ export const SIGN_IN_TEST_ENV = {
 };
 
 let people = 0;
+/** A fresh address for a test's person. */
+export const addressOf = (who: string) => `${who}-${++people}-${process.pid}@example.com`;
 
 /** An organization with two live brands and a member assigned to the first only, both signed in. */
 export async function teamOf(app: FastifyInstance, services: Services) {
-  const address = (who: string) => `${who}-${++people}-${process.pid}@example.com`;
-  const ownerEmail = address('owner');
+  const ownerEmail = addressOf('owner');
   const owner = await signup(app, ownerEmail);
   const [first, second] = [await makeBrand(owner.live, 'First'), await makeBrand(owner.live, 'Second')];
-  const memberEmail = address('member');
+  const memberEmail = addressOf('member');
   const member = await members.add(tenantCtx(systemCtx(services), owner.accountId, true), { email: memberEmail, name: 'Mo Member', role: 'member', brandIds: [first.id] });
   return { owner, first, second, member, asOwner: client(app, await signIn(app, services, ownerEmail)), asMember: client(app, await signIn(app, services, memberEmail)) };
+}
+
+/** An organization with a brand, its owner (Test Owner), an admin (Ada Admin) and a member (Mo Member), each signed in. */
+export async function teamOfThree(app: FastifyInstance, services: Services) {
+  const ownerEmail = addressOf('owner');
+  const owner = await signup(app, ownerEmail);
+  const brand = await makeBrand(owner.live, 'Desk');
+  const live = tenantCtx(systemCtx(services), owner.accountId, true);
+  const admin = await members.add(live, { email: addressOf('admin'), name: 'Ada Admin', role: 'admin' });
+  const member = await members.add(live, { email: addressOf('member'), name: 'Mo Member', role: 'member' });
+  const as = async (email: string) => client(app, await sessionToken(app, services, owner.accountId, email));
+  return {
+    owner,
+    ownerEmail,
+    brand,
+    base: `/v1/brands/${brand.id}`,
+    admin,
+    member,
+    asOwner: await as(ownerEmail),
+    asAdmin: await as(admin.email),
+    asMember: await as(member.email),
+  };
 }
 
 const quietLog = { info: () => undefined, error: () => undefined };

@@ -30,6 +30,13 @@ export const MULTIPART: Payload = {
   headers: { 'content-type': `multipart/form-data; boundary=${BOUNDARY}` },
 };
 
+/** A 1×1 GIF, every byte below 0x80, so it travels as a string: an avatar whose content is an image. */
+export const AVATAR_GIF = 'GIF89a\u0001\u0000\u0001\u0000\u0000\u0000\u0000,\u0000\u0000\u0000\u0000\u0001\u0000\u0001\u0000\u0000\u0002\u0000;';
+export const AVATAR_MULTIPART: Payload = {
+  body: `--${BOUNDARY}\r\nContent-Disposition: form-data; name="file"; filename="me.gif"\r\nContent-Type: image/gif\r\n\r\n${AVATAR_GIF}\r\n--${BOUNDARY}--\r\n`,
+  headers: MULTIPART.headers,
+};
+
 /** `POST /v1/workspaces/:brandId/tickets` → `POST /v1/brands/{brandId}/tickets`. */
 export function routeKey(method: string, url: string): string {
   return `${method.toUpperCase()} ${url.replace(/^\/v1\/workspaces(?=\/|$)/, '/v1/brands').replace(/:(\w+)/g, '{$1}')}`;
@@ -148,6 +155,9 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
     'DELETE /v1/auth/members/{memberId}',
     'PUT /v1/auth/members/{memberId}/brands',
   ];
+  // Deleting an account is done to a throwaway organization, by its owner's session sent with the request: never to the world's.
+  const doomedEmail = `doomed-${Math.random().toString(36).slice(2)}@example.com`;
+  const doomedSession = await sessionToken(app, services, (await signup(app, doomedEmail)).accountId, doomedEmail);
 
   const sideBrand = await makeBrand(live, 'Side brand');
   const scopedKey = await mustCreate(live, '/v1/accounts/me/api-keys', { name: 'Side desk', brandIds: [sideBrand.id] });
@@ -248,6 +258,16 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
     'POST /v1/auth/feature-requests/{id}/vote': null,
     'DELETE /v1/auth/feature-requests/{id}/vote': null,
     'PUT /v1/uploads/{token}': { body: 'abc', headers: { 'content-type': 'application/octet-stream' } },
+    'PATCH /v1/auth/profile': json({ displayName: 'Owner', notifyToast: false }),
+    'POST /v1/auth/profile/avatar/upload': AVATAR_MULTIPART,
+    'POST /v1/auth/profile/avatar': json({ filename: 'me.gif', contentType: 'image/gif', size: AVATAR_GIF.length }),
+    'POST /v1/auth/profile/avatar/confirm': null,
+    'DELETE /v1/auth/profile/avatar': null,
+    'PUT /v1/avatars/{accountId}/{avatarId}': { body: AVATAR_GIF, headers: { 'content-type': 'application/octet-stream' } },
+    'PATCH /v1/auth/organization': json({ name: 'Renamed organization' }),
+    'POST /v1/auth/switch-organization': json({ organizationId: owner.accountId }),
+    'POST /v1/auth/connect': json({ apiKey: owner.liveKey }),
+    'DELETE /v1/auth/account': { body: { confirmation: 'DELETE' }, headers: { authorization: `Bearer ${doomedSession}` } },
     'POST /v1/inbound/email': {
       body: `From: Peter <peter@initech.example>\r\nTo: ${owner.brand.id}@${INBOUND_DOMAIN}\r\nSubject: ${MARKER} by mail\r\nMessage-ID: <world@initech.example>\r\n\r\nHello\r\n`,
       headers: { 'content-type': 'message/rfc822', authorization: `Bearer ${INBOUND_SECRET}` },
@@ -283,6 +303,9 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
       token: tokenOf(download.downloadUrl),
       mentionId: mention.id,
       id: featureRequest.id,
+      // An avatar's id is the credential of its public URL: the sweep and the fuzz get a well-formed id that is no avatar.
+      accountId: owner.accountId,
+      avatarId: `av_${'0'.repeat(43)}`,
     },
     paramsByRoute: {
       'PUT /v1/uploads/{token}': { token: tokenOf(grant.uploadUrl) },

@@ -1,7 +1,7 @@
 import t from 'tap';
 import { systemCtx, tenantCtx } from '../../server/core/context.js';
 import * as members from '../../server/domains/members/service.js';
-import { client, servicesOf, testApp, type Reply } from '../helpers/app.js';
+import { client, servicesOf, signup, testApp, type Reply } from '../helpers/app.js';
 import { sessionToken } from '../helpers/sign-in.js';
 import { buildWorld, fillPath, INBOUND_SECRET, MARKER, pathValues, routeKey, type Payload } from '../helpers/world.js';
 
@@ -23,10 +23,20 @@ const { owner, stranger } = world;
 /** A dashboard session of `email`, through a printed sign-in link (no mail needed). */
 const signedIn = async (accountId: string, email: string) => client(app, await sessionToken(app, servicesOf(db), accountId, email));
 
-/** A caller with a session; logging out spends a session of its own, so the sweep goes on signed in. */
+/** The owner of a new organization of its own, signed in: what deleting an account may delete. */
+async function throwawayOwner(): Promise<ReturnType<typeof client>> {
+  const email = `throwaway-${Math.random().toString(36).slice(2)}@example.com`;
+  return signedIn((await signup(app, email)).accountId, email);
+}
+
+/** A caller with a session; logging out spends a session of its own and deleting the account an organization of its own, so the sweep goes on signed in. */
 async function sessionOf(accountId: string, email: string): Promise<ReturnType<typeof client>> {
   const session = await signedIn(accountId, email);
-  return async (method, url, ...rest) => (url.startsWith('/v1/auth/logout') ? (await signedIn(accountId, email))(method, url, ...rest) : session(method, url, ...rest));
+  return async (method, url, ...rest) => {
+    if (url.startsWith('/v1/auth/logout')) return (await signedIn(accountId, email))(method, url, ...rest);
+    if (method === 'DELETE' && url.startsWith('/v1/auth/account')) return (await throwawayOwner())(method, url, ...rest);
+    return session(method, url, ...rest);
+  };
 }
 const strangerEmail = ((await stranger.live('GET', '/v1/accounts/me/members')).body.data as { email: string }[])[0]!.email;
 const sideMember = await members.add(tenantCtx(systemCtx(servicesOf(db)), owner.accountId, true), {
@@ -195,6 +205,7 @@ t.test("after all of that, the owner's data is untouched", async (t) => {
   t.equal((await live('GET', `${base}/blocked-sources`)).body.length, 1);
   t.equal((await live('GET', `${base}/fields/ticket`)).body[0].label, `${MARKER} plan`);
   t.equal((await live('GET', base)).body.name, `${MARKER} brand`);
+  t.match((await live('GET', '/v1/accounts/me')).body, { id: owner.accountId, name: 'Test Owner' }, 'the account is there, its name unchanged');
   t.equal((await live('GET', `${base}/tickets/${p.ticketId}/attachments`)).body.length, 2, 'the uploaded and the declared attachment');
   t.match((await live('GET', `${base}/webhooks/${p.webhookId}`)).body, { enabled: true });
   const key = ((await live('GET', '/v1/accounts/me/api-keys')).body as { id: string; allBrands: boolean; expiresAt: string | null }[]).find((k) => k.id === p.keyId);

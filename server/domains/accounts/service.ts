@@ -35,3 +35,21 @@ export async function namesOf(ctx: BaseCtx, accountIds: readonly string[]): Prom
     .select('id', 'name');
   return new Map(rows.map((r) => [r.id, r.name]));
 }
+
+/** Renames the account (its organization's name); returns the name it had. */
+export async function rename(ctx: TenantCtx, name: string): Promise<{ from: string; to: string }> {
+  const row = await Account.query(ctx.db).findById(ctx.accountId).forUpdate();
+  if (!row) throw notFound('Account');
+  await Account.query(ctx.db).findById(ctx.accountId).patch({ name, updatedAt: new Date() });
+  return { from: row.name, to: name };
+}
+
+/** Locks the account row for a change of the whole account (two deletions of one account serialize); 404 when it is gone. */
+export async function lock(ctx: TenantCtx): Promise<void> {
+  if (!(await Account.query(ctx.db).findById(ctx.accountId).forUpdate())) throw notFound('Account');
+}
+
+/** Deletes the account row: every tenant table cascades from it (the audit log included). */
+export async function deleteRow(ctx: TenantCtx): Promise<void> {
+  await Account.query(ctx.db).deleteById(ctx.accountId);
+}

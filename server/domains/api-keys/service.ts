@@ -170,6 +170,16 @@ export async function forgetBrand(ctx: TenantCtx, brandId: string): Promise<void
 }
 
 /**
+ * Account deletion, inside its transaction: every key of the account, both modes, is announced
+ * gone to every process's cache once it commits (the rows go with the account).
+ */
+export async function forgetAccount(ctx: TenantCtx): Promise<string[]> {
+  const ids = (await ApiKey.query(ctx.db).where('apiKeys.accountId', ctx.accountId).select('id')).map((k) => k.id);
+  await keysChanged(ctx, ids);
+  return ids;
+}
+
+/**
  * API-key cache (core/credential-cache.ts): authentication answers from memory for CACHE_TTL_MS
  * after one database read. Every change that can end or narrow a key (revoke, scope change,
  * rotation, brand deletion) sends NOTIFY KEYS_CHANNEL with the key id in its transaction.

@@ -3,14 +3,14 @@ import path from 'node:path';
 import { Readable } from 'node:stream';
 import objection from 'objection';
 import { tenantCtx, withTx, type BaseCtx, type TenantCtx } from '../../core/context.js';
-import type { Config } from '../../core/config.js';
+import { requestBaseUrl, type Config } from '../../core/config.js';
 import type { Db } from '../../core/db.js';
 import { badRequest, conflict, forbidden, HttpError, notFound } from '../../core/errors.js';
 import { newId, ID_PREFIX } from '../../core/ids.js';
 import { scopeOf, sameTenant, tenantScope } from '../../core/model.js';
 import { cachedServerSecret } from '../../core/secrets.js';
 import { part, type Services } from '../../core/services.js';
-import { ByteLimitExceeded, storageFromConfig, type StagedObject, type Storage } from '../../integrations/storage.js';
+import { ByteLimitExceeded, stageDeclared, storageFromConfig, type StagedObject, type Storage } from '../../integrations/storage.js';
 import * as audit from '../../core/audit.js';
 import * as events from '../../outbox/events.js';
 import { requireBrand } from '../../core/brand.js';
@@ -76,14 +76,9 @@ export function attachmentDepsOf(services: Services): AttachmentDeps {
   return services.get(depsPart);
 }
 
-const SANE_HOST = /^[A-Za-z0-9.-]+(:\d{1,5})?$|^\[[0-9A-Fa-f:.]+\](:\d{1,5})?$/;
-
 /** Links are absolute: on the configured public URL, else on the protocol and host the request came in on. */
 export function forRequest(deps: AttachmentDeps, protocol: string, host: string): AttachmentIo {
-  if (deps.publicUrl) return { ...deps, baseUrl: deps.publicUrl.replace(/\/+$/, '') };
-  const scheme = protocol === 'https' ? 'https' : 'http';
-  const authority = (SANE_HOST.test(host) ? host : 'localhost').replace(scheme === 'https' ? /:443$/ : /:80$/, '');
-  return { ...deps, baseUrl: `${scheme}://${authority}` };
+  return { ...deps, baseUrl: requestBaseUrl(deps.publicUrl, protocol, host) };
 }
 
 function toView(row: Attachment): AttachmentView {
@@ -107,13 +102,6 @@ function toView(row: Attachment): AttachmentView {
 
 const tooLarge = (maxBytes: number) =>
   new HttpError(413, 'attachment_too_large', `Attachments may be at most ${maxBytes} bytes`, [{ field: 'size', message: `must be at most ${maxBytes}` }]);
-
-const sizeMismatch = (declared: number, detail: string) =>
-  badRequest(
-    `The upload must be exactly the declared size (${declared} bytes); ${detail}. Nothing was kept.`,
-    [{ field: 'body', message: `must be ${declared} bytes` }],
-    'size_mismatch',
-  );
 
 /** The brand's live ticket, else 404. Raw SQL: the attachment domain keeps tickets.attachment_count. */
 async function requireTicket(ctx: TenantCtx, brandId: string, ticketId: string): Promise<void> {
@@ -224,17 +212,8 @@ export async function receiveUpload(base: BaseCtx, deps: AttachmentDeps, token: 
   if (row.status !== 'PENDING') throw conflict('This attachment was already uploaded and confirmed', 'already_uploaded');
   const declared = Number(row.size);
   if (contentLength !== null && contentLength > deps.maxBytes) throw tooLarge(deps.maxBytes);
-  if (contentLength !== null && contentLength !== declared) throw sizeMismatch(declared, `Content-Length is ${contentLength}`);
-
-  let staged: StagedObject;
+  const staged = await stageDeclared(deps.storage, body, declared, contentLength);
   try {
-    staged = await deps.storage.stage(body ?? Readable.from([]), declared);
-  } catch (err) {
-    if (err instanceof ByteLimitExceeded) throw sizeMismatch(declared, 'more bytes were sent');
-    throw err;
-  }
-  try {
-    if (staged.size !== declared) throw sizeMismatch(declared, `${staged.size} bytes were sent`);
     await withTx(ctx, async (tx) => {
       const locked = await Attachment.scoped(tx).findById(attachmentId).forUpdate();
       if (!locked) throw notFound('Attachment');
@@ -621,9 +600,22 @@ export async function moveToTicket(tx: TenantCtx, brandId: string, fromTicketIds
 // Housekeeping (the dispatcher's tick; every account).
 
 /** Removes the files of deleted attachment rows and their queue entries. */
-async function removeFiles(base: BaseCtx, deps: AttachmentDeps, ids: string[]): Promise<void> {
+async function removeFiles(base: BaseCtx, deps: Pick<AttachmentDeps, 'storage'>, ids: string[]): Promise<void> {
   for (const id of ids) await deps.storage.delete(id);
   if (ids.length) await base.db('attachment_file_deletions').whereIn('attachmentId', ids).delete();
+}
+
+/**
+ * After a commit that deleted rows whose files are queued (attachments, avatars, a whole account):
+ * removes those files now, the named ones or else the account's, at most `limit` of them; the
+ * dispatcher's purge removes whatever is left. Returns how many went.
+ */
+export async function removeQueuedFiles(base: BaseCtx, storage: Storage, accountId: string, ids?: readonly string[], limit = PURGE_BATCH): Promise<number> {
+  const q = base.db('attachment_file_deletions').where('accountId', accountId).orderBy('deletedAt').limit(limit).select('attachmentId');
+  if (ids) q.whereIn('attachmentId', [...ids]);
+  const queued = ((await q) as { attachmentId: string }[]).map((r) => r.attachmentId);
+  await removeFiles(base, { storage }, queued);
+  return queued.length;
 }
 
 export interface PurgeResult {

@@ -178,6 +178,29 @@ export function watcherNotification(
   };
 }
 
+/** A member named in a comment (a mention), one message each; its Message-ID is the comment's and the member's. */
+export function mentionNotification(
+  c: Common & {
+    comment: { id: string; body: string; authorName: string | null; isInternal: boolean };
+    member: { id: string } & MailAddress;
+  },
+): MailMessage {
+  const who = c.comment.authorName ?? 'Someone';
+  const text = `${who} mentioned you ${c.comment.isInternal ? 'in an internal note ' : ''}on ${ticketRef(c.brand, c.ticket)} "${c.ticket.title}":\n\n${c.comment.body}`;
+  const b = base(c);
+  return {
+    kind: 'mention',
+    ...b,
+    to: [{ name: c.member.name, address: c.member.address }],
+    cc: [],
+    subject: subjectLine(`[${ticketRef(c.brand, c.ticket)}] ${who} mentioned you: ${c.ticket.title}`),
+    text,
+    html: htmlOf(text),
+    messageId: `<${c.comment.id}.mention.${c.member.id}@${messageIdDomain(c.settings)}>`,
+    headers: { ...b.headers, 'Auto-Submitted': 'auto-generated', 'X-Auto-Response-Suppress': 'All' },
+  };
+}
+
 /** `ticketd mail send-test TO`: a fresh Message-ID every time. */
 export function testMessage(settings: MailSettings, to: string): MailMessage {
   const text = 'This is a test message from ticketd. If you can read it, outbound mail works.';
