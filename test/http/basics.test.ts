@@ -64,6 +64,21 @@ t.test('CORS: preflight from an allowed origin names the headers clients send', 
   t.not(other.headers['access-control-allow-origin'], 'https://evil.example', 'other origins are not allowed');
 });
 
+t.test("/v1/openapi.json holds every route of the app's catalog, with its method", async (t) => {
+  const doc = (await anonymous('GET', '/v1/openapi.json')).body as { paths: Record<string, Record<string, unknown>> };
+  const missing: string[] = [];
+  let checked = 0;
+  for (const r of app.routeCatalog) {
+    // Preflights, HEAD twins and the docs' own pages are not API operations.
+    if (['HEAD', 'OPTIONS'].includes(r.method) || !r.url.startsWith('/v1/') || r.url === '/v1/openapi.json') continue;
+    const path = r.url.replace(/:(\w+)/g, '{$1}');
+    checked++;
+    if (!doc.paths[path]?.[r.method.toLowerCase()]) missing.push(`${r.method} ${path}`);
+  }
+  t.ok(checked > 200, `${checked} operations checked`);
+  t.same(missing, [], 'none missing');
+});
+
 t.test('OpenAPI 3.1 document lists every route, and /docs serves a page', async (t) => {
   const res = await anonymous('GET', '/v1/openapi.json');
   t.equal(res.status, 200);
