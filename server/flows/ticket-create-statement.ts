@@ -160,7 +160,7 @@ export function createStatement(ctx: TenantCtx, writes: readonly TicketWrite[]):
             and (i.fields_checked or (b.ticket_schema is null and jsonb_array_length(coalesce(b.field_rules -> 'ticket', '[]'::jsonb)) = 0)))
         and exists (select 1 from statuses s where :statusScope and s.brand_id = i.brand_id and s.key = i.status)
         and (i.category_id is null or exists (select 1 from categories ca where :categoryScope and ca.brand_id = i.brand_id and ca.id = i.category_id))
-        and (i.assignee_id is null or exists (select 1 from members m where :memberScope and m.id = i.assignee_id))
+        and (i.assignee_id is null or exists (select 1 from members m where :memberScope and m.id = i.assignee_id and m.status = 'active'))
         and i.tag_ids <@ (select coalesce(array_agg(g.id), '{}') from given_tags g where g.ord = i.ord)
         and i.tag_names <@ (select coalesce(array_agg(g.name_key), '{}') from given_tags g where g.ord = i.ord) as ok
       from items i

@@ -563,3 +563,18 @@ t.test('a pending member without an invitation (older data, made by hand) has no
   t.equal((await a.asOwner('POST', `/v1/auth/members/${id}/resend-invite`, undefined, origin)).status, 200, 'resent');
   t.equal((await theirSession('POST', '/v1/auth/accept-invite', { inviteId: id })).status, 200, 'then accepted');
 });
+
+t.test('an invitee is not an assignee until they accept', async (t) => {
+  const email = address('assignee');
+  const inviteId = await invite(a.asOwner, { email, role: 'member', allBrands: true, brandIds: [] });
+  const base = `/v1/brands/${a.first.id}`;
+  assertErrorShape(t, await a.owner.live('POST', `${base}/tickets`, { title: 'For the invitee', assigneeId: inviteId }), 400, 'invalid_assignee');
+  const ticket = await makeTicket(a.owner.live, base, { title: 'Unassigned for now' });
+  assertErrorShape(t, await a.owner.live('PATCH', `${base}/tickets/${ticket.id}`, { assigneeId: inviteId }), 400, 'invalid_assignee');
+  t.equal((await a.owner.live('GET', `${base}/tickets/${ticket.id}`)).body.assigneeId, null, 'nothing changed');
+
+  await follow(await invitationLink(email));
+  const assigned = await a.owner.live('POST', `${base}/tickets`, { title: 'For the new member', assigneeId: inviteId });
+  t.equal(assigned.status, 201, 'once accepted, they are');
+  t.equal(assigned.body.assigneeId, inviteId);
+});

@@ -46,9 +46,9 @@ export async function list(ctx: TenantCtx): Promise<MemberView[]> {
   return rows.map(toView);
 }
 
-/** For tickets: whether `memberId` is a member of the caller's account (the only valid assignees). */
+/** For tickets: whether `memberId` is an active member of the caller's account (the only valid assignees; an invitee is not one yet). */
 export async function isMember(ctx: TenantCtx, memberId: string): Promise<boolean> {
-  return Boolean(await Member.ofAccount(ctx).where('members.id', memberId).select('id').first());
+  return Boolean(await Member.ofAccount(ctx).where({ 'members.id': memberId, 'members.status': 'active' }).select('id').first());
 }
 
 /** The account's members among `memberIds` (unknown ids, and other accounts' members, are left out). */
