@@ -131,13 +131,17 @@ export function stopOnSignals(starting: Promise<Running>, config: Config, log: L
     }
     stopping = true;
     log(`${signal} received: finishing in-flight requests, then stopping`);
-    const deadline = setTimeout(() => {
-      log(`shutdown took longer than ${config.shutdownTimeoutMs} ms: exiting`);
-      process.exit(1);
-    }, config.shutdownTimeoutMs);
-    deadline.unref();
     starting
-      .then((running) => running.stop())
+      .then((running) => {
+        // The deadline is the shutdown's own: a signal during start-up (a first initdb on a slow
+        // disk can take longer than the deadline) waits for start-up, then has the whole of it.
+        const deadline = setTimeout(() => {
+          log(`shutdown took longer than ${config.shutdownTimeoutMs} ms: exiting`);
+          process.exit(1);
+        }, config.shutdownTimeoutMs);
+        deadline.unref();
+        return running.stop();
+      })
       .then(
         () => {
           log('stopped');
