@@ -233,13 +233,18 @@ export function signInLink(
 ${c.url}
 
 The link works once, within ${c.validMinutes} minutes. If you did not ask for it, ignore this mail: nobody can sign in without it.`;
+  return linkMail(settings, 'sign_in', c, `Your sign-in link for ${c.organizationName}`, text);
+}
+
+/** A mail from ticketd itself carrying a link to one person; its Message-ID is the link's id. */
+function linkMail(settings: MailSettings, kind: 'sign_in' | 'invitation', c: { linkId: string; to: MailAddress }, subject: string, text: string): MailMessage {
   return {
-    kind: 'sign_in',
+    kind,
     from: { name: 'ticketd', address: settings.fromAddress },
     to: [c.to],
     cc: [],
     replyTo: null,
-    subject: subjectLine(`Your sign-in link for ${c.organizationName}`),
+    subject: subjectLine(subject),
     text,
     html: htmlOf(text),
     messageId: `<${c.linkId}@${messageIdDomain(settings)}>`,
@@ -262,18 +267,5 @@ export function invitation(
 ${c.url}
 
 The link works once, until ${c.expiresAt.toISOString().replace('T', ' ').slice(0, 16)} UTC. If you did not expect this invitation, ignore this mail.`;
-  return {
-    kind: 'invitation',
-    from: { name: 'ticketd', address: settings.fromAddress },
-    to: [c.to],
-    cc: [],
-    replyTo: null,
-    subject: subjectLine(`You are invited to join ${c.organizationName}`),
-    text,
-    html: htmlOf(text),
-    messageId: `<${c.linkId}@${messageIdDomain(settings)}>`,
-    inReplyTo: null,
-    references: [],
-    headers: { 'Auto-Submitted': 'auto-generated', 'X-Auto-Response-Suppress': 'All' },
-  };
+  return linkMail(settings, 'invitation', c, `You are invited to join ${c.organizationName}`, text);
 }

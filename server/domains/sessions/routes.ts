@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { SESSION_COOKIE } from '../../core/auth.js';
+import { sessionCookie } from '../../core/auth.js';
 import { badRequest, forbidden } from '../../core/errors.js';
 import { isDashboardOrigin, normalizeOrigin } from '../../core/origins.js';
 import { addressSubject, enforceRateLimits, rateLimiterOf, signInPolicies } from '../../core/rate-limit.js';
@@ -58,10 +58,6 @@ function dashboardOrigin(req: FastifyRequest<{ Headers: { origin: string } }>): 
 
 async function requireDashboardOrigin(req: FastifyRequest<{ Headers: { origin: string } }>): Promise<void> {
   dashboardOrigin(req);
-}
-
-function sessionCookie(req: FastifyRequest, value: string, maxAgeSeconds: number): string {
-  return `${SESSION_COOKIE}=${value}; Path=/; Max-Age=${maxAgeSeconds}; HttpOnly; SameSite=Lax${req.protocol === 'https' ? '; Secure' : ''}`;
 }
 
 export async function sessionRoutes(app: FastifyInstance): Promise<void> {
