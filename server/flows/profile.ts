@@ -19,13 +19,13 @@ async function me(ctx: TenantCtx): Promise<profiles.Me> {
   return { memberId, name: member.name };
 }
 
-async function afterCommit(ctx: TenantCtx, io: profiles.AvatarIo, removedFiles: string[]): Promise<void> {
+async function removeReplacedFiles(ctx: TenantCtx, io: profiles.AvatarIo, removedFiles: string[]): Promise<void> {
   if (removedFiles.length) await attachments.removeQueuedFiles(ctx, io.storage, ctx.accountId, removedFiles).catch(() => undefined);
 }
 
 async function settled(ctx: TenantCtx, io: profiles.AvatarIo, change: Promise<profiles.Changed>): Promise<ProfileView> {
   const { profile, removedFiles } = await change;
-  await afterCommit(ctx, io, removedFiles);
+  await removeReplacedFiles(ctx, io, removedFiles);
   return profile;
 }
 
@@ -43,7 +43,7 @@ export async function uploadAvatar(ctx: TenantCtx, io: profiles.AvatarIo, file: 
 
 export async function requestAvatarUpload(ctx: TenantCtx, io: profiles.AvatarIo, input: AvatarUploadInput): Promise<AvatarGrantView> {
   const { grant, removedFiles } = await profiles.requestUpload(ctx, io, await me(ctx), input);
-  await afterCommit(ctx, io, removedFiles);
+  await removeReplacedFiles(ctx, io, removedFiles);
   return grant;
 }
 
