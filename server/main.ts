@@ -24,8 +24,12 @@ export interface Running {
   bootstrap: CreatedAccountView | null;
   /** Port of the inbound SMTP listener, when one runs (config smtpPort / --smtp-port). */
   smtpPort: number | null;
-  /** Graceful stop: refuse new requests, finish in-flight ones, drain the dispatcher, close the pool, stop the embedded database. */
-  stop(): Promise<void>;
+  /**
+   * Graceful stop: refuse new requests, finish in-flight ones, drain the dispatcher, close the pool
+   * (all of that within drainDeadlineMs, when given), then stop the embedded database whatever
+   * happened. Resolves false when the drain ran past its deadline.
+   */
+  stop(drainDeadlineMs?: number): Promise<boolean>;
 }
 
 type Log = (line: string) => void;
@@ -41,15 +45,29 @@ export async function startServer(config: Config, role: Role, log: Log = () => u
   let smtp: SmtpListener | null = null;
   let shuttingDown = false;
 
-  const stop = async () => {
+  const stop = async (drainDeadlineMs?: number) => {
     shuttingDown = true;
-    await smtp?.close(); // refuses new SMTP sessions, waits for open ones
-    await app?.close(); // stops accepting, waits for in-flight requests
-    await dispatcher?.stop(Math.floor(config.shutdownTimeoutMs / 2));
-    await services?.close();
-    await db?.destroy();
-    await readDb?.destroy();
+    const drain = (async () => {
+      await smtp?.close(); // refuses new SMTP sessions, waits for open ones
+      await app?.close(); // stops accepting, waits for in-flight requests
+      await dispatcher?.stop(Math.floor(config.shutdownTimeoutMs / 2));
+      await services?.close();
+      await db?.destroy();
+      await readDb?.destroy();
+    })();
+    let drained = true;
+    if (drainDeadlineMs === undefined) await drain;
+    else {
+      let timer: NodeJS.Timeout | undefined;
+      const late = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), drainDeadlineMs)));
+      // Past the deadline the drain is abandoned: stopping PostgreSQL (fast mode) ends its connections.
+      drained = await Promise.race([drain.then(() => true as const), late]).finally(() => clearTimeout(timer));
+      drain.catch(() => undefined);
+    }
+    // The embedded database is stopped even after a late drain: no PostgreSQL is left running
+    // (pg_ctl bounds its own wait).
     await handle.release();
+    return drained;
   };
 
   try {
@@ -132,20 +150,14 @@ export function stopOnSignals(starting: Promise<Running>, config: Config, log: L
     stopping = true;
     log(`${signal} received: finishing in-flight requests, then stopping`);
     starting
-      .then((running) => {
-        // The deadline is the shutdown's own: a signal during start-up (a first initdb on a slow
-        // disk can take longer than the deadline) waits for start-up, then has the whole of it.
-        const deadline = setTimeout(() => {
-          log(`shutdown took longer than ${config.shutdownTimeoutMs} ms: exiting`);
-          process.exit(1);
-        }, config.shutdownTimeoutMs);
-        deadline.unref();
-        return running.stop();
-      })
+      // The deadline is the shutdown's own: a signal during start-up (a first initdb on a slow disk
+      // can take longer than the deadline) waits for start-up, then has the whole of it.
+      .then((running) => running.stop(config.shutdownTimeoutMs))
       .then(
-        () => {
-          log('stopped');
-          process.exit(0);
+        (drained) => {
+          if (drained) log('stopped');
+          else log(`shutdown took longer than ${config.shutdownTimeoutMs} ms: requests and deliveries still running were cut off`);
+          process.exit(drained ? 0 : 1);
         },
         (err) => {
           log(`shutdown failed: ${(err as Error).message}`);

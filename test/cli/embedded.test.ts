@@ -2,6 +2,8 @@ import { execFileSync, spawn } from 'node:child_process';
 import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { once } from 'node:events';
+import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import t from 'tap';
 import { runCli, startServer as startTicketd, type Server } from '../helpers/cli.js';
@@ -191,11 +193,29 @@ t.test('a restart on the same data dir creates nothing new and keeps the data', 
 t.test('a signal during start-up still stops cleanly, and leaves no PostgreSQL running', async (t) => {
   const dir = newDataDir();
   // A deadline far shorter than a first start-up: it counts from the end of start-up, not from the signal.
-  const server = startServer(dir, { TICKETD_SHUTDOWN_TIMEOUT_MS: '300' });
+  const server = startServer(dir, { TICKETD_SHUTDOWN_TIMEOUT_MS: '1000' });
   t.ok(await waitUntil(() => server.stderr().includes('starting embedded PostgreSQL'), 30_000), 'the cluster is being started');
   server.child.kill('SIGTERM');
   t.equal(await exitWithin(server, 20_000), 0, 'exits 0 once start-up is done and everything is stopped', { stderr: server.stderr() });
   t.notOk(existsSync(pidFile(dir)), 'no PostgreSQL left running');
+});
+
+t.test('a request still running at the shutdown deadline: exit 1, and PostgreSQL is stopped all the same', async (t) => {
+  const dir = newDataDir();
+  const server = startServer(dir, { TICKETD_SHUTDOWN_TIMEOUT_MS: '500' });
+  const info = await server.ready;
+  t.ok(info, 'started', { stderr: server.stderr() });
+  // A request whose body never finishes arriving is in flight until the request timeout (minutes).
+  const url = new URL(info.url);
+  const socket = net.connect(Number(url.port), url.hostname);
+  await once(socket, 'connect');
+  socket.write(`POST /v1/brands HTTP/1.1\r\nHost: ${url.host}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"na`);
+  await sleep(200);
+  server.child.kill('SIGTERM');
+  t.equal(await exitWithin(server, 20_000), 1, 'exits 1: the drain ran past its deadline', { stderr: server.stderr() });
+  t.match(server.stderr(), /shutdown took longer than 500 ms/);
+  t.notOk(existsSync(pidFile(dir)), 'no PostgreSQL left running');
+  socket.destroy();
 });
 
 t.test('two first starts at the same moment: one cluster, one bootstrap, one account', async (t) => {
