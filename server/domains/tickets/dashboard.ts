@@ -75,7 +75,7 @@ const EMPTY_PAGE = { data: [], pagination: { cursor: null, nextCursor: null, has
  * Without search, PostgreSQL never sorts every match: each brand's part is its own LATERAL
  * subquery, the brand list's query with the brand bound to the part (`brand_id = b.id`), so it is
  * a range scan of that brand's index for the sort, read from the cursor's position and stopped
- * after a few rows (see pageWindow). The cursor is the last row's (sort value, id), which every
+ * after a few rows (see merged). The cursor is the last row's (sort value, id), which every
  * part continues after. With search the matches come from the full-text index, which is not per
  * brand: one statement over all the brands, ordered like the brand list's search (relevance, or
  * the sort asked).
@@ -128,12 +128,6 @@ export async function listAcrossBrands(ctx: TenantCtx, input: CrossBrandListInpu
  */
 const MATCH_COLUMNS = ['tickets.id', 'tickets.brand_id'];
 
-interface Match {
-  id: string;
-  brand_id: string;
-  sort_key: string | number;
-}
-
 /**
  * One page of q in (sort, id) order: q per brand in LATERAL parts when lateralBrands is given, else
  * q itself; then the page's tickets with the related records (customer, category, tags, status).
@@ -157,59 +151,42 @@ async function merged(
     q.whereRaw(`(${sortSql}, tickets.id) ${direction === 'asc' ? '>' : '<'} (?, ?)`, [value, id]);
   }
   q.orderByRaw(`${sortSql} ${direction}, tickets.id ${direction}`);
-  const window = lateralBrands
-    ? await pageWindow(ctx, q, lateralBrands, direction, limit)
-    : ((await ctx.db.raw('select * from (?) as m', [q.limit(limit + 1).toKnexQuery()])) as { rows: Match[] }).rows;
-  const hasMore = window.length > limit;
-  const matches = window.slice(0, limit);
-  const result = await ctx.db.raw(
-    `select ${TICKET_COLUMNS.join(', ')}, ${RELATED_BY_LINKS}
-     from unnest(?::text[], ?::text[]) with ordinality as m (brand_id, id, n)
-     join tickets on ? and tickets.brand_id = m.brand_id and tickets.id = m.id
-     order by m.n`,
-    [matches.map((m) => m.brand_id), matches.map((m) => m.id), tenantScope(ctx, 'tickets')],
-  );
-  const rows = (result as { rows: Record<string, unknown>[] }).rows;
-  const last = matches[matches.length - 1];
-  const nextCursor = hasMore && last ? encodeCursor([last.sort_key, last.id], filters) : null;
-  return { data: rows.map((row) => withBrand(brands)(viewOfColumns(row))), pagination: { cursor: nextCursor, nextCursor, hasMore } };
-}
 
-/**
- * The first limit + 1 matches over the brands, in (sort, id) order. A page rarely draws more than
- * a few rows from each brand, so each part first reads only a few (a fair share, twice over, and
- * two more) instead of limit + 1: with twenty brands, about a sixth of the rows. That window is
- * right unless a brand whose part came back full (it may have more) ends before the window does:
- * its next rows might belong in the page. Then, as when one brand holds most of the newest
- * tickets, the parts are read again with limit + 1 rows each, which is always right.
- */
-async function pageWindow(ctx: TenantCtx, part: TicketQuery, brandIds: string[], direction: 'asc' | 'desc', limit: number): Promise<Match[]> {
+  /**
+   * The first limit + 1 matches, read whole, in one statement; perBrand bounds each LATERAL part.
+   * cut_short: a part came back full (it may hold more rows) yet its last row is before the
+   * window's last, so its next rows might belong in the page.
+   */
   const read = async (perBrand: number) => {
-    const result = await ctx.db.raw(`select p.* from unnest(?::text[]) as b (id) cross join lateral (?) as p order by p.sort_key ${direction}, p.id ${direction}`, [
-      brandIds,
-      part.clone().limit(perBrand).toKnexQuery(),
-    ]);
-    return (result as { rows: Match[] }).rows;
+    const matches = lateralBrands
+      ? ctx.db.raw('select p.* from unnest(?::text[]) as b (id) cross join lateral (?) as p', [lateralBrands, q.clone().limit(perBrand).toKnexQuery()])
+      : q
+          .clone()
+          .limit(limit + 1)
+          .toKnexQuery();
+    const result = await ctx.db.raw(
+      `with m as (select p.*, row_number() over (order by p.sort_key ${direction}, p.id ${direction}) as pos from (?) as p),
+       cut_short as (select 1 from m group by m.brand_id having ? and count(*) = ? and max(m.pos) <= ?)
+       select ${TICKET_COLUMNS.join(', ')}, ${RELATED_BY_LINKS}, m.sort_key, exists (select 1 from cut_short) as cut_short
+       from m join tickets on ? and tickets.brand_id = m.brand_id and tickets.id = m.id
+       where m.pos <= ? order by m.pos`,
+      [matches, lateralBrands !== null, perBrand, limit, tenantScope(ctx, 'tickets'), limit + 1],
+    );
+    return (result as { rows: Record<string, unknown>[] }).rows;
   };
-  const share = Math.min(limit + 1, 2 * Math.ceil((limit + 1) / brandIds.length) + 2);
-  const sampled = await read(share);
-  if (share === limit + 1 || windowIsComplete(sampled, share, limit)) return sampled.slice(0, limit + 1);
-  return (await read(limit + 1)).slice(0, limit + 1);
-}
+  // A page rarely draws more than a few rows from each brand, so each part first reads a fair share
+  // twice over and two more (with twenty brands, about a sixth of limit + 1), and reads again with
+  // limit + 1 rows, which is always enough, only when that window was cut short (as when one brand
+  // holds most of the newest tickets).
+  const share = lateralBrands ? Math.min(limit + 1, 2 * Math.ceil((limit + 1) / lateralBrands.length) + 2) : limit + 1;
+  let window = await read(share);
+  if (window[0]?.cut_short) window = await read(limit + 1);
 
-/**
- * Whether no brand that filled its part (perBrand rows) has its last row before the window's
- * last row (index limit): that brand's next rows might belong in the window, and do when the
- * window is short of limit + 1 rows.
- */
-function windowIsComplete(rows: Match[], perBrand: number, limit: number): boolean {
-  const count = new Map<string, number>();
-  const lastAt = new Map<string, number>();
-  rows.forEach((row, i) => {
-    count.set(row.brand_id, (count.get(row.brand_id) ?? 0) + 1);
-    lastAt.set(row.brand_id, i);
-  });
-  return [...count].every(([brand, n]) => n < perBrand || lastAt.get(brand)! >= limit);
+  const hasMore = window.length > limit;
+  const page = window.slice(0, limit);
+  const last = page[page.length - 1];
+  const nextCursor = hasMore && last ? encodeCursor([last.sort_key as string | number, last.id as string], filters) : null;
+  return { data: page.map((row) => withBrand(brands)(viewOfColumns(row))), pagination: { cursor: nextCursor, nextCursor, hasMore } };
 }
 
 /** Live, non-spam tickets of the given brands: what every count here reads. */
