@@ -26,14 +26,16 @@ let people = 0;
 /** A fresh address for a test's person. */
 export const addressOf = (who: string) => `${who}-${++people}-${process.pid}@example.com`;
 
-/** An organization with two live brands and a member assigned to the first only, both signed in. */
+/** An organization with two live brands, its owner, an admin (Ada Admin) and a member (Mo Member) assigned to the first brand only, each signed in. */
 export async function teamOf(app: FastifyInstance, services: Services) {
   const ownerEmail = addressOf('owner');
   const owner = await signup(app, ownerEmail);
   const [first, second] = [await makeBrand(owner.live, 'First'), await makeBrand(owner.live, 'Second')];
-  const memberEmail = addressOf('member');
-  const member = await members.add(tenantCtx(systemCtx(services), owner.accountId, true), { email: memberEmail, name: 'Mo Member', role: 'member', brandIds: [first.id] });
-  return { owner, first, second, member, asOwner: client(app, await signIn(app, services, ownerEmail)), asMember: client(app, await signIn(app, services, memberEmail)) };
+  const live = tenantCtx(systemCtx(services), owner.accountId, true);
+  const admin = await members.add(live, { email: addressOf('admin'), name: 'Ada Admin', role: 'admin' });
+  const member = await members.add(live, { email: addressOf('member'), name: 'Mo Member', role: 'member', brandIds: [first.id] });
+  const as = async (email: string) => client(app, await signIn(app, services, email));
+  return { owner, ownerEmail, first, second, admin, member, asOwner: await as(ownerEmail), asAdmin: await as(admin.email), asMember: await as(member.email) };
 }
 
 /** An organization with a brand, its owner (Test Owner), an admin (Ada Admin) and a member (Mo Member), each signed in. */

@@ -2,11 +2,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
-import { systemCtx, tenantCtx } from '../../server/core/context.js';
 import { ID_PREFIX, newId } from '../../server/core/ids.js';
-import * as members from '../../server/domains/members/service.js';
 import { assertErrorShape, assertNotFound, client, makeBrand, makeTicket, servicesOf, signup, testApp, type Reply } from '../helpers/app.js';
-import { DASHBOARD, deliverMail, linkIn, mailsTo, signIn, SIGN_IN_TEST_ENV } from '../helpers/sign-in.js';
+import { DASHBOARD, deliverMail, linkIn, mailsTo, signIn, SIGN_IN_TEST_ENV, addressOf, teamOf } from '../helpers/sign-in.js';
 
 // Team management for signed-in members: GET /v1/auth/members, POST …/invite, POST
 // …/{memberId}/resend-invite, PATCH and DELETE …/{memberId}, GET and PUT …/{memberId}/brands,
@@ -32,32 +30,7 @@ const services = servicesOf(db);
 const anonymous = client(app);
 const origin = { origin: DASHBOARD };
 
-let seq = 0;
-const address = (who: string) => `${who}-${++seq}-${process.pid}@example.com`;
 type Call = ReturnType<typeof client>;
-
-/** An organization with two live brands, an admin and a member assigned to the first brand only, each signed in. */
-async function organization() {
-  const ownerEmail = address('owner');
-  const owner = await signup(app, ownerEmail);
-  const [first, second] = [await makeBrand(owner.live, 'First'), await makeBrand(owner.live, 'Second')];
-  const live = tenantCtx(systemCtx(services), owner.accountId, true);
-  const adminEmail = address('admin');
-  const memberEmail = address('member');
-  const admin = await members.add(live, { email: adminEmail, name: 'Ada Admin', role: 'admin' });
-  const member = await members.add(live, { email: memberEmail, name: 'Mo Member', role: 'member', brandIds: [first.id] });
-  return {
-    owner,
-    ownerEmail,
-    first,
-    second,
-    admin,
-    member,
-    asOwner: client(app, await signIn(app, services, ownerEmail)),
-    asAdmin: client(app, await signIn(app, services, adminEmail)),
-    asMember: client(app, await signIn(app, services, memberEmail)),
-  };
-}
 
 /** The invitation link in the newest mail to `email` (delivered through the outbox to the mail file first). */
 async function invitationLink(email: string): Promise<{ url: URL; token: string; inviteId: string }> {
@@ -103,14 +76,14 @@ const ids = (list: { id: string }[]) => list.map((m) => m.id);
 type Listed = { id: string } & Record<string, any>;
 const team = async (call: Call, query = '') => (await call('GET', `/v1/auth/members${query}`)).body as { members: Listed[]; invites: Listed[] };
 
-const a = await organization();
-const b = await organization();
+const a = await teamOf(app, services);
+const b = await teamOf(app, services);
 
 t.test('end to end: the owner invites a member to one brand; with only the mailed link they sign in, accept, and work in that brand alone', async (t) => {
-  const org = await organization();
+  const org = await teamOf(app, services);
   const mine = await makeTicket(org.owner.live, `/v1/brands/${org.first.id}`, { title: 'For the newcomer' });
   await makeTicket(org.owner.live, `/v1/brands/${org.second.id}`, { title: 'Not for the newcomer' });
-  const email = address('newcomer');
+  const email = addressOf('newcomer');
   const sent = await org.asOwner('POST', '/v1/auth/members/invite', { email, role: 'member', allBrands: false, brandIds: [org.first.id] }, origin);
   t.equal(sent.status, 200, 'invite: 200');
   t.match(sent.body, { success: true, message: /invitation/i, memberId: /^mem_/ });
@@ -171,8 +144,8 @@ t.test('end to end: the owner invites a member to one brand; with only the maile
 });
 
 t.test('GET /v1/auth/members: active members and pending invitations, optionally for one brand', async (t) => {
-  const pendingAll = await invite(a.asOwner, { email: address('pending-all'), role: 'member', allBrands: true, brandIds: [] });
-  const pendingSecond = await invite(a.asOwner, { email: address('pending-second'), role: 'member', allBrands: false, brandIds: [a.second.id] });
+  const pendingAll = await invite(a.asOwner, { email: addressOf('pending-all'), role: 'member', allBrands: true, brandIds: [] });
+  const pendingSecond = await invite(a.asOwner, { email: addressOf('pending-second'), role: 'member', allBrands: false, brandIds: [a.second.id] });
 
   const whole = await a.asOwner('GET', '/v1/auth/members');
   t.equal(whole.status, 200);
@@ -215,7 +188,7 @@ t.test('GET /v1/auth/members: active members and pending invitations, optionally
 });
 
 t.test('POST /v1/auth/members/invite: owners and admins; an active member is refused; an address invited already is invited again', async (t) => {
-  const email = address('invitee');
+  const email = addressOf('invitee');
   const before = await db('members').where({ account_id: a.owner.accountId }).count({ n: '*' });
   const refused = await a.asMember('POST', '/v1/auth/members/invite', { email, role: 'member', allBrands: true, brandIds: [] }, origin);
   assertErrorShape(t, refused, 403, 'insufficient_role');
@@ -262,7 +235,7 @@ t.test('POST /v1/auth/members/invite: owners and admins; an active member is ref
 });
 
 t.test('POST /v1/auth/members/invite: bad input and brands outside the organization are 400', async (t) => {
-  const body = (over: Record<string, unknown>) => ({ email: address('bad'), role: 'member', ...over });
+  const body = (over: Record<string, unknown>) => ({ email: addressOf('bad'), role: 'member', ...over });
   const testBrand = await makeBrand(a.owner.test, 'Test mode');
   for (const [label, over] of [
     ['an unknown brand', { allBrands: false, brandIds: ['br_unknown'] }],
@@ -296,7 +269,7 @@ t.test('the link points at the inviter’s dashboard page when it is a dashboard
     ['a foreign origin', { origin: 'https://evil.example' }, DASHBOARD],
     ['an origin with a path', { origin: `${DASHBOARD}/x` }, DASHBOARD],
   ] as const) {
-    const email = address('origin');
+    const email = addressOf('origin');
     const res = await a.asOwner('POST', '/v1/auth/members/invite', { email, role: 'member' }, headers);
     t.equal(res.status, 200, `${label}: 200`);
     t.equal((await invitationLink(email)).url.origin, expected, `${label}: the link points at ${expected}`);
@@ -304,7 +277,7 @@ t.test('the link points at the inviter’s dashboard page when it is a dashboard
 });
 
 t.test('POST /v1/auth/members/{memberId}/resend-invite: a fresh link; earlier ones stop working', async (t) => {
-  const email = address('resend');
+  const email = addressOf('resend');
   const id = await invite(a.asOwner, { email, role: 'member', allBrands: true, brandIds: [] });
   const oldLink = await invitationLink(email);
   const sentAt = (await team(a.asOwner)).invites.find((m) => m.id === id)!.sentAt;
@@ -324,7 +297,7 @@ t.test('POST /v1/auth/members/{memberId}/resend-invite: a fresh link; earlier on
   t.equal(await mailCount(email), 2, 'a member asking sends nothing');
   assertErrorShape(t, await a.asOwner('POST', `/v1/auth/members/${a.member.id}/resend-invite`, undefined, origin), 400, 'member_not_pending');
   assertNotFound(t, await a.asOwner('POST', '/v1/auth/members/mem_unknown/resend-invite', undefined, origin), 'an unknown id');
-  const theirs = await invite(b.asOwner, { email: address('theirs'), role: 'member' });
+  const theirs = await invite(b.asOwner, { email: addressOf('theirs'), role: 'member' });
   assertNotFound(t, await a.asOwner('POST', `/v1/auth/members/${theirs}/resend-invite`, undefined, origin), "another organization's invitation");
 
   await follow(newLink);
@@ -336,7 +309,7 @@ t.test('POST /v1/auth/members/{memberId}/resend-invite: a fresh link; earlier on
 });
 
 t.test('POST /v1/auth/accept-invite: idempotent for its invitee; 404 for the missing, expired, withdrawn and other people’s', async (t) => {
-  const email = address('accept');
+  const email = addressOf('accept');
   const id = await invite(a.asOwner, { email, role: 'member', allBrands: true, brandIds: [] });
   assertNotFound(t, await a.asAdmin('POST', '/v1/auth/accept-invite', { inviteId: id }), 'an invitation addressed to someone else');
   t.equal((await row(id)).status, 'pending', 'still pending');
@@ -371,7 +344,7 @@ t.test('a person already in one organization accepts an invitation to another wi
 });
 
 t.test('expired invitations: the link and accept-invite refuse them; a resend revives them', async (t) => {
-  const email = address('late');
+  const email = addressOf('late');
   const id = await invite(a.asOwner, { email, role: 'member' });
   const link = await invitationLink(email);
   // The invitee also has a session elsewhere, with the same address.
@@ -391,7 +364,7 @@ t.test('expired invitations: the link and accept-invite refuse them; a resend re
 });
 
 t.test('PATCH /v1/auth/members/{memberId}: roles by owners and admins; the owner’s only by transfer', async (t) => {
-  const org = await organization();
+  const org = await teamOf(app, services);
   const path = (id: string) => `/v1/auth/members/${id}`;
   assertErrorShape(t, await org.asMember('PATCH', path(org.member.id), { role: 'admin' }), 403, 'insufficient_role');
   assertErrorShape(t, await org.asMember('PATCH', path(org.admin.id), { role: 'member' }), 403, 'insufficient_role');
@@ -424,7 +397,7 @@ t.test('PATCH /v1/auth/members/{memberId}: roles by owners and admins; the owner
   t.equal((await row(b.member.id)).role, 'member');
   assertNotFound(t, await org.asOwner('PATCH', path('mem_unknown'), { role: 'admin' }), 'an unknown id');
 
-  const pending = await invite(org.asOwner, { email: address('pending-role'), role: 'member' });
+  const pending = await invite(org.asOwner, { email: addressOf('pending-role'), role: 'member' });
   t.equal((await org.asAdmin('PATCH', path(pending), { role: 'admin' })).status, 200, "an invitation's role");
   t.equal((await row(pending)).role, 'admin');
   assertNotFound(t, await org.asOwner('PATCH', path(pending), { role: 'owner' }), 'a pending member cannot be made the owner');
@@ -437,7 +410,7 @@ t.test('PATCH /v1/auth/members/{memberId}: roles by owners and admins; the owner
 });
 
 t.test('DELETE /v1/auth/members/{memberId}: removal ends the sessions at once; invitations are withdrawn; never the owner', async (t) => {
-  const org = await organization();
+  const org = await teamOf(app, services);
   const ticket = await makeTicket(org.owner.live, `/v1/brands/${org.first.id}`, { title: 'Assigned', assigneeId: org.member.id });
   t.equal((await org.asMember('GET', '/v1/auth/session')).status, 200);
 
@@ -459,7 +432,7 @@ t.test('DELETE /v1/auth/members/{memberId}: removal ends the sessions at once; i
   t.match((await auditOf(org.member.id)).at(-1), { event: 'member.removed', performerType: 'user', performerId: org.admin.id, metadata: { status: 'active' } });
   assertNotFound(t, await org.asAdmin('DELETE', `/v1/auth/members/${org.member.id}`), 'removing again');
 
-  const email = address('withdrawn');
+  const email = addressOf('withdrawn');
   const pending = await invite(org.asOwner, { email, role: 'member' });
   const link = await invitationLink(email);
   const withdrawn = await org.asOwner('DELETE', `/v1/auth/members/${pending}`);
@@ -470,12 +443,12 @@ t.test('DELETE /v1/auth/members/{memberId}: removal ends the sessions at once; i
 });
 
 t.test('POST /v1/auth/transfer-ownership: the owner only, to an active member; the owner becomes an admin', async (t) => {
-  const org = await organization();
+  const org = await teamOf(app, services);
   const transfer = (call: Call, newOwnerId: string) => call('POST', '/v1/auth/transfer-ownership', { newOwnerId });
   assertErrorShape(t, await transfer(org.asAdmin, org.admin.id), 403, 'insufficient_role');
   assertErrorShape(t, await transfer(org.asMember, org.member.id), 403, 'insufficient_role');
   t.equal((await row(org.owner.ownerId)).role, 'owner', 'nothing changed');
-  const pending = await invite(org.asOwner, { email: address('future-owner'), role: 'admin' });
+  const pending = await invite(org.asOwner, { email: addressOf('future-owner'), role: 'admin' });
   assertNotFound(t, await transfer(org.asOwner, pending), 'a pending member');
   assertNotFound(t, await transfer(org.asOwner, b.member.id), "another organization's member");
   assertNotFound(t, await transfer(org.asOwner, 'mem_unknown'), 'an unknown id');
@@ -503,7 +476,7 @@ t.test('POST /v1/auth/transfer-ownership: the owner only, to an active member; t
 });
 
 t.test('GET and PUT /v1/auth/members/{memberId}/brands: assignments hold on the member’s sessions at once', async (t) => {
-  const org = await organization();
+  const org = await teamOf(app, services);
   const brandsOf = (call: Call, id: string) => call('GET', `/v1/auth/members/${id}/brands`);
   const put = (call: Call, id: string, body: unknown) => call('PUT', `/v1/auth/members/${id}/brands`, body);
   const got = await brandsOf(org.asOwner, org.member.id);
@@ -552,7 +525,7 @@ t.test('GET and PUT /v1/auth/members/{memberId}/brands: assignments hold on the 
 });
 
 t.test('a pending member without an invitation (older data, made by hand) has nothing to accept until it is resent', async (t) => {
-  const email = address('uninvited');
+  const email = addressOf('uninvited');
   const id = newId(ID_PREFIX.member);
   await db('members').insert({ account_id: a.owner.accountId, id, email, role: 'member', status: 'pending' });
   const elsewhere = await signup(app, email);
@@ -565,7 +538,7 @@ t.test('a pending member without an invitation (older data, made by hand) has no
 });
 
 t.test('an invitee is not an assignee until they accept', async (t) => {
-  const email = address('assignee');
+  const email = addressOf('assignee');
   const inviteId = await invite(a.asOwner, { email, role: 'member', allBrands: true, brandIds: [] });
   const base = `/v1/brands/${a.first.id}`;
   assertErrorShape(t, await a.owner.live('POST', `${base}/tickets`, { title: 'For the invitee', assigneeId: inviteId }), 400, 'invalid_assignee');
