@@ -47,7 +47,7 @@ async function main() {
       if (values.only && !label.includes(values.only)) return;
       captured.length = 0;
       await call();
-      const statement = captured.find((c) => /from tickets|lateral/i.test(c.sql) && !/^select "id", "name"/.test(c.sql)) ?? captured[captured.length - 1]!;
+      const statement = captured.find((c) => /from tickets|lateral|ticket_counts/i.test(c.sql) && !/^select "id", "name"/.test(c.sql)) ?? captured[captured.length - 1]!;
       // The statement as sent: positional ($1) SQL and its values, through a plain client.
       const plan = await sql<{ 'QUERY PLAN': string }>(serialUrl, `explain (analyze, buffers, costs off) ${statement.sql}`, statement.bindings);
       const lines = plan.map((r) => r['QUERY PLAN']);

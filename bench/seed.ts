@@ -246,6 +246,8 @@ export async function seed(url: string, opts: { accountId: string; brandId: stri
       WHERE search_vector <> ticketd_ticket_vector(title, customer_text, body)
          OR customer_sort <> coalesce((SELECT lower(coalesce(nullif(c.name, ''), c.email)) FROM contacts c WHERE c.account_id = t.account_id AND c.id = t.customer_id), '')`);
     if (Number(wrong.rows[0]!.n) > 0) log(`seed: WARNING: ${wrong.rows[0]!.n} sampled tickets differ from what the trigger would store`);
+    // The count triggers were off too: the counts the dashboard reads are computed from the tickets loaded.
+    await a.query('SELECT ticketd_rebuild_ticket_counts()');
     log(`seed: tickets and tags loaded in ${((Date.now() - loadStarted) / 1000).toFixed(1)} s; rebuilding ${indexes.rows.length} indexes`);
 
     const indexStarted = Date.now();
@@ -256,7 +258,7 @@ export async function seed(url: string, opts: { accountId: string; brandId: stri
       }),
     );
     log(`seed: indexes rebuilt in ${((Date.now() - indexStarted) / 1000).toFixed(1)} s; vacuum analyze`);
-    await Promise.all([a.query('VACUUM (ANALYZE) tickets'), b.query('VACUUM (ANALYZE) ticket_tags')]);
+    await Promise.all([a.query('VACUUM (ANALYZE) tickets'), b.query('VACUUM (ANALYZE) ticket_tags, ticket_counts')]);
     await a.query('ANALYZE contacts, companies, members, categories, tags');
     await a.query('DROP TABLE bench_text');
     const live = await a.query<{ n: string }>('SELECT count(*) AS n FROM tickets WHERE deleted_at IS NULL AND NOT is_spam AND brand_id = ANY($1::text[])', [brands]);

@@ -8,6 +8,7 @@ import { purgeExpired as purgeExpiredIdempotencyKeys } from '../core/idempotency
 import { Listener } from '../core/notify.js';
 import * as apiKeys from '../domains/api-keys/service.js';
 import * as attachments from '../domains/attachments/service.js';
+import * as ticketCounts from '../domains/tickets/counts.js';
 import { hasAttemptsLeft, retryDelayMs } from './backoff.js';
 import type { Attempt, OutboxHandler } from './handler.js';
 import { webhookHandler, type WebhookDeliveryOptions } from './handlers/webhook.js';
@@ -60,6 +61,8 @@ export interface PeriodicStats {
   reclaimed: number;
   /** Finished outbox messages past their retention, deleted. */
   purgedOutbox: number;
+  /** Ticket count changes rolled up into ticket_counts (0 when another dispatcher was rolling up). */
+  rolledUpCounts: number;
 }
 
 /** The lease of a message this process has claimed and not yet settled or given back. */
@@ -154,7 +157,9 @@ export class Dispatcher {
     // One batch a tick: a large first purge is spread over ticks instead of holding one up.
     const purgedOutbox = await outbox.purge(ctx, new Date(this.now() - this.retentionDays * DAY_MS), 1);
     if (purgedOutbox) this.log.info({ purgedOutbox, retentionDays: this.retentionDays }, 'purged finished outbox messages past their retention');
-    return { revokedKeys, purgedIdempotencyKeys, abandonedAttachments: purged.abandoned, removedFiles: purged.files, reclaimed, purgedOutbox };
+    // Readers also sum the changes not rolled up yet: rolling up keeps their reads short; the counts are exact either way.
+    const rolledUpCounts = await ticketCounts.rollUp(ctx);
+    return { revokedKeys, purgedIdempotencyKeys, abandonedAttachments: purged.abandoned, removedFiles: purged.files, reclaimed, purgedOutbox, rolledUpCounts };
   }
 
   private async reclaimGone(): Promise<number> {

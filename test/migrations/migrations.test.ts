@@ -3,10 +3,12 @@ import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import t from 'tap';
 import type { Db } from '../../server/core/db.js';
+import { systemCtx } from '../../server/core/context.js';
 import { newId } from '../../server/core/ids.js';
 import { migrateLatest, migrationStatus, rollback } from '../../server/core/migrate.js';
 import { distRoot } from '../../server/core/paths.js';
-import { makeBrand, makeTicket, mustCreate, signup, testApp } from '../helpers/app.js';
+import { rollUp } from '../../server/domains/tickets/counts.js';
+import { makeBrand, makeTicket, mustCreate, servicesOf, signup, testApp } from '../helpers/app.js';
 import { freshDatabase } from '../helpers/db.js';
 
 const DOMAIN_TABLES = ['accounts', 'api_keys', 'brands', 'field_definitions', 'members', 'statuses'];
@@ -195,4 +197,66 @@ t.test('20261124003700: an attachment names a comment of its own ticket, or none
   const merged = await owner.live('POST', `${base}/tickets/${sibling.id}/merge`, { sourceTicketIds: [ticket.id] });
   t.equal(merged.status, 200, 'a merge moves comments and their attachments together');
   t.match(await db('attachments').where({ id: kept }).first(), { ticketId: sibling.id, commentId: comment.id });
+});
+
+t.test('20261125020000: the backfill and ticketd_rebuild_ticket_counts() count what the triggers counted', async (t) => {
+  const { app, db } = await testApp(t);
+  const owner = await signup(app);
+  const brands = [(await makeBrand(owner.live)).id, (await makeBrand(owner.live)).id, (await makeBrand(owner.test)).id];
+  const callOf = (i: number) => (i === 2 ? owner.test : owner.live);
+  const ids: string[] = [];
+  for (let i = 0; i < 18; i++) {
+    const b = i % 3;
+    ids.push((await makeTicket(callOf(b), `/v1/brands/${brands[b]}`, { title: `t${i}`, status: ['open', 'pending', 'resolved', 'closed'][i % 4] })).id);
+  }
+  await db.raw(`update tickets set created_at = created_at - (ticket_number % 5) * interval '1 day 3 hours 0.25 second'`);
+  await db.raw(`update tickets set resolved_at = created_at + ticket_number * interval '1 hour 0.5 second' where resolved_at is not null`);
+  await db('tickets').where({ id: ids[0] }).update({ isSpam: true });
+  await db('tickets').where({ id: ids[1] }).update({ deletedAt: new Date() });
+  await callOf(2)('PATCH', `/v1/brands/${brands[2]}/tickets/${ids[5]}`, { status: 'open' });
+  await rollUp(systemCtx(servicesOf(db)));
+  await callOf(0)('PATCH', `/v1/brands/${brands[0]}/tickets/${ids[3]}`, { status: 'resolved' });
+
+  /** Per key and day, the rolled-up counts plus the changes not rolled up yet; keys at zero left out (and the every-day rows, which hold no change until it is rolled up). */
+  const counts = async () =>
+    (
+      await db.raw(`
+        select account_id, livemode, brand_id, to_char(day, 'YYYY-MM-DD') as day, status,
+          sum(created)::int as created, sum(resolved)::int as resolved, sum(resolution_seconds)::numeric(30, 6)::text as seconds
+        from (select account_id, livemode, brand_id, day, status, created, resolved, resolution_seconds from ticket_counts where day > '-infinity'
+              union all select account_id, livemode, brand_id, day, status, created, resolved, resolution_seconds from ticket_count_changes) as k
+        group by 1, 2, 3, 4, 5 having sum(created) <> 0 or sum(resolved) <> 0 or sum(resolution_seconds) <> 0
+        order by 1, 2, 3, 4, 5`)
+    ).rows;
+  const kept = await counts();
+  t.ok(kept.length > 6, 'the triggers counted the tickets over several days and statuses');
+  t.ok(Number((await db('ticket_count_changes').count({ n: '*' }))[0]!.n) > 0, 'some changes are not rolled up');
+
+  const name = migrationFiles.find((f) => f.startsWith('20261125020000'))!;
+  await db.migrate.down({ name });
+  t.notOk(await db.schema.hasTable('ticket_counts'), 'down drops the counts');
+  await db('tickets').where({ id: ids[6] }).update({ status: 'closed' });
+  await db.migrate.up({ name });
+  t.equal(Number((await db('ticket_count_changes').count({ n: '*' }))[0]!.n), 0, 'the backfill leaves no change to roll up');
+  t.notSame(await counts(), kept, 'the backfill counts the change made while there were no triggers');
+  const everyDay = await db.raw(`
+    with every_day as (select account_id, livemode, brand_id, status, created, resolved, resolution_seconds from ticket_counts where day = '-infinity'),
+    summed as (select account_id, livemode, brand_id, status, sum(created)::int, sum(resolved)::int, sum(resolution_seconds) from ticket_counts where day > '-infinity' group by 1, 2, 3, 4)
+    select (select count(*) from every_day)::int as rows,
+      (select count(*) from ((select * from every_day except select * from summed) union all (select * from summed except select * from every_day)) as d)::int as differing`);
+  t.match(everyDay.rows[0], { rows: 3 * 4, differing: 0 }, 'a row per brand and status (3 × 4) sums every day');
+  await db('tickets').where({ id: ids[6] }).update({ status: 'resolved' });
+  t.same(await counts(), kept, 'the backfill and the triggers count alike');
+
+  // A load with the triggers off, as bench/seed.ts makes one.
+  await db.transaction(async (trx) => {
+    await trx.raw('set local session_replication_role = replica');
+    await trx('tickets').where({ id: ids[7] }).update({ isSpam: true });
+  });
+  const stale = await counts();
+  await db.raw('select ticketd_rebuild_ticket_counts()');
+  const rebuilt = await counts();
+  t.notSame(rebuilt, stale, 'the rebuild counts a change the triggers did not see');
+  await db('tickets').where({ id: ids[7] }).update({ isSpam: false });
+  t.same(await counts(), kept, 'and counts like the triggers');
 });

@@ -5,6 +5,7 @@ import { badRequest, notFound } from '../../core/errors.js';
 import { normalizeBrandId } from '../../core/ids.js';
 import { accountScope, tenantScope } from '../../core/model.js';
 import { decodeCursor, encodeCursor, PAGE_LIMIT_DEFAULT, type Page } from '../../core/pagination.js';
+import { countsOf } from './counts.js';
 import { Ticket } from './model.js';
 import { applyFilters, commaList, RELATED_BY_LINKS, relevancePage, searchText, SORT_SQL, TICKET_COLUMNS, viewOfColumns, type BrandRef, type TicketQuery } from './service.js';
 import {
@@ -189,7 +190,7 @@ async function merged(
   return { data: page.map((row) => withBrand(brands)(viewOfColumns(row))), pagination: { cursor: nextCursor, nextCursor, hasMore } };
 }
 
-/** Live, non-spam tickets of the given brands: what every count here reads. */
+/** Live, non-spam tickets of the given brands: what team metrics count, and what the counts stats and trends read are kept of (counts.ts). */
 const COUNTED = (ctx: TenantCtx, brandIds: string[]) => ({
   sql: '? and t.brand_id = any(?::text[]) and t.deleted_at is null and not t.is_spam',
   bindings: [tenantScope(ctx, 't'), brandIds],
@@ -221,25 +222,27 @@ function period(input: { days?: number; startDate?: string; endDate?: string }, 
 
 const iso = (ms: number) => new Date(ms).toISOString();
 
-/** GET /v1/tickets/stats: counts by status and by brand, and the resolution time. */
+/**
+ * GET /v1/tickets/stats: counts by status and by brand, and the resolution time, from the counts
+ * kept per brand, day and status (counts.ts): with `days`, tickets created since the period's
+ * first day, and resolutions since then. One statement: the per-status rows and the whole's.
+ */
 export async function stats(ctx: TenantCtx, input: StatsInput): Promise<StatsView> {
   const { brands } = await brandsOf(ctx, input);
-  const ids = brands.map((b) => b.id);
-  const since = input.days !== undefined ? iso(period({ days: input.days }).start) : null;
-  const counted = COUNTED(ctx, ids);
-  const createdSince = since ? ' and t.created_at >= ?' : '';
-  const resolvedSince = since ? ' and t.resolved_at >= ?' : '';
-  const [byStatus, resolution] = await Promise.all([
-    ctx.db.raw(`select t.brand_id, t.status, count(*)::int as n from tickets t where ${counted.sql}${createdSince} group by t.brand_id, t.status`, [
-      ...counted.bindings,
-      ...(since ? [since] : []),
-    ]),
-    ctx.db.raw(
-      `select count(*)::int as n, round(avg(extract(epoch from t.resolved_at - t.created_at)) / 60)::int as minutes
-       from tickets t where ${counted.sql} and t.resolved_at is not null${resolvedSince}`,
-      [...counted.bindings, ...(since ? [since] : [])],
-    ),
-  ]);
+  const from = input.days !== undefined ? dayOf(period({ days: input.days }).start) : undefined;
+  const counts = countsOf(
+    ctx,
+    brands.map((b) => b.id),
+    { from },
+  );
+  // Resolution minutes as avg() over the tickets made them: the sum of seconds (numeric, exact)
+  // over the count, then /60, rounded.
+  const result = await ctx.db.raw(
+    `select c.brand_id, c.status, coalesce(sum(c.created), 0)::int as created, coalesce(sum(c.resolved), 0)::int as resolved,
+       round(sum(c.resolution_seconds) / nullif(sum(c.resolved), 0) / 60)::int as minutes, grouping(c.brand_id) = 1 as whole
+     from ? as c group by grouping sets ((c.brand_id, c.status), ()) order by c.brand_id, c.status`,
+    [counts],
+  );
   const view: StatsView = {
     total: 0,
     open: 0,
@@ -250,44 +253,46 @@ export async function stats(ctx: TenantCtx, input: StatsInput): Promise<StatsVie
     byBrand: Object.fromEntries(brands.map((b) => [b.id, { name: b.name, prefix: b.ticketPrefix, total: 0, open: 0, pending: 0, resolved: 0, closed: 0 }])),
     responseMetrics: { avgFirstResponseMinutes: null, avgResolutionMinutes: null, ticketsWithResponse: 0, ticketsResolved: 0 },
   };
-  for (const row of (byStatus as { rows: { brand_id: string; status: string; n: number }[] }).rows) {
+  type Row = { brand_id: string; status: string; created: number; resolved: number; minutes: number | null; whole: boolean };
+  for (const row of (result as { rows: Row[] }).rows) {
+    if (row.whole) {
+      view.responseMetrics.ticketsResolved = row.resolved;
+      view.responseMetrics.avgResolutionMinutes = row.minutes;
+      continue;
+    }
+    // A key whose tickets all moved on (another status, deleted) counts none: no entry, as no ticket.
+    const n = row.created;
+    if (n === 0) continue;
     const brand = view.byBrand[row.brand_id]!;
-    view.total += row.n;
-    brand.total += row.n;
-    view.byStatus[row.status] = (view.byStatus[row.status] ?? 0) + row.n;
-    if (row.status === 'open' || row.status === 'pending' || row.status === 'resolved' || row.status === 'closed') {
-      view[row.status] += row.n;
-      brand[row.status] += row.n;
+    const status = row.status;
+    view.total += n;
+    brand.total += n;
+    view.byStatus[status] = (view.byStatus[status] ?? 0) + n;
+    if (status === 'open' || status === 'pending' || status === 'resolved' || status === 'closed') {
+      view[status] += n;
+      brand[status] += n;
     }
   }
-  const r = (resolution as { rows: { n: number; minutes: number | null }[] }).rows[0]!;
-  view.responseMetrics.ticketsResolved = r.n;
-  view.responseMetrics.avgResolutionMinutes = r.minutes;
   return view;
 }
 
-/** GET /v1/tickets/trends: tickets created and resolved per UTC day, every day of the period. */
+/** GET /v1/tickets/trends: tickets created and resolved per UTC day, every day of the period, from the counts kept (counts.ts). */
 export async function trends(ctx: TenantCtx, input: TrendsInput): Promise<TrendsView> {
   const { brands } = await brandsOf(ctx, input);
   const { start, end } = period(input);
-  const counted = COUNTED(
+  const counts = countsOf(
     ctx,
     brands.map((b) => b.id),
+    { from: dayOf(start), to: dayOf(end) },
   );
-  const bounds = [iso(start), iso(end + DAY_MS)];
   const result = await ctx.db.raw(
-    `with created as (
-       select (t.created_at at time zone 'UTC')::date as day, count(*)::int as n from tickets t
-       where ${counted.sql} and t.created_at >= ? and t.created_at < ? group by 1),
-     resolved as (
-       select (t.resolved_at at time zone 'UTC')::date as day, count(*)::int as n from tickets t
-       where ${counted.sql} and t.resolved_at >= ? and t.resolved_at < ? group by 1)
-     select to_char(d.day, 'YYYY-MM-DD') as date, coalesce(c.n, 0) as created, coalesce(r.n, 0) as resolved
+    `with per_day as (select c.day, sum(c.created)::int as created, sum(c.resolved)::int as resolved from ? as c group by c.day)
+     select to_char(d.day, 'YYYY-MM-DD') as date, coalesce(p.created, 0) as created, coalesce(p.resolved, 0) as resolved
      from generate_series(?::date, ?::date, interval '1 day') as g (ts)
      cross join lateral (select g.ts::date as day) as d
-     left join created c on c.day = d.day left join resolved r on r.day = d.day
+     left join per_day p on p.day = d.day
      order by d.day`,
-    [...counted.bindings, ...bounds, ...counted.bindings, ...bounds, dayOf(start), dayOf(end)],
+    [counts, dayOf(start), dayOf(end)],
   );
   return { data: (result as { rows: TrendsView['data'] }).rows, period: { start: dayOf(start), end: dayOf(end) } };
 }

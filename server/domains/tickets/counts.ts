@@ -1,0 +1,122 @@
+import type { Knex } from 'knex';
+import { withTx, type BaseCtx, type TenantCtx } from '../../core/context.js';
+import { sameTenant, tenantScope } from '../../core/model.js';
+
+/**
+ * Ticket counts kept as tickets change (migration 20261125020000, decision 0053): per brand, UTC
+ * day and status, tickets created that day and tickets resolved that day with their resolution
+ * time. Triggers on tickets append each statement's difference to ticket_count_changes; the
+ * dispatcher rolls those into ticket_counts every tick; readers sum both.
+ */
+
+/** ticket_counts' day for the sums of a brand and status over every day: what all-time reads read. */
+const EVERY_DAY = '-infinity';
+
+/** The lock of the roll-up, also taken (waiting) by ticketd_rebuild_ticket_counts(). */
+const LOCK = 'ticketd:ticket-counts';
+/** Changes moved per transaction: a backlog (no dispatcher for a while) goes in steps, none holding locks for long. */
+const BATCH = 10_000;
+/** At most this many batches a tick; what is left waits for the next one (readers count it meanwhile). */
+const MAX_BATCHES = 20;
+/** How long a batch waits for a lock (a brand being deleted) before it is left to the next tick. */
+const LOCK_WAIT = '200ms';
+const LOCK_NOT_AVAILABLE = '55P03';
+
+const KEY = 'account_id, livemode, brand_id, day, status';
+
+/**
+ * Moves committed changes into ticket_counts; returns how many changes it moved. One process at a
+ * time (a transaction-level advisory lock, tried: another dispatcher already rolling up is left to
+ * it). Each batch is one statement: the changes deleted, summed per key and added to their rows,
+ * so readers see them in one table or the other, never both or neither; the every-day rows take
+ * them too. Changes of a brand that
+ * is gone are dropped; the brands counted are locked (KEY SHARE, as the foreign key check would),
+ * so a brand deleted meanwhile is either gone or waits, and never fails the insert. Rows that come
+ * to zero are deleted.
+ *
+ * The only lock it can wait for is a brand's deletion. An account's deletion removes several
+ * brands in an order of its own, so the two could wait on each other: the roll-up gives up after
+ * LOCK_WAIT (under PostgreSQL's default 1 s deadlock_timeout) and leaves its batch to the next tick.
+ */
+export async function rollUp(ctx: BaseCtx): Promise<number> {
+  let total = 0;
+  for (let i = 0; i < MAX_BATCHES; i++) {
+    let moved: number | null;
+    try {
+      moved = await withTx(ctx, (tx) => rollUpBatch(tx));
+    } catch (err) {
+      if ((err as { code?: string }).code === LOCK_NOT_AVAILABLE) break;
+      throw err;
+    }
+    if (moved === null) break;
+    total += moved;
+    if (moved < BATCH) break;
+  }
+  return total;
+}
+
+/** One batch in the transaction of tx; null when another roll-up holds the lock. */
+async function rollUpBatch(tx: BaseCtx): Promise<number | null> {
+  const lock = await tx.db.raw('select pg_try_advisory_xact_lock(hashtext(?)) as got', [LOCK]);
+  if (!(lock as { rows: { got: boolean }[] }).rows[0]!.got) return null;
+  await tx.db.raw(`set local lock_timeout = '${LOCK_WAIT}'`);
+  const result = await tx.db.raw(
+    `with moved as (
+       delete from ticket_count_changes where (account_id, id) in (select account_id, id from ticket_count_changes limit ?)
+       returning ${KEY}, created, resolved, resolution_seconds),
+     brands_kept as (
+       select b.account_id, b.livemode, b.id from brands b
+       where (b.account_id, b.livemode, b.id) in (select account_id, livemode, brand_id from moved)
+       for key share of b),
+     summed as (
+       select m.account_id, m.livemode, m.brand_id, m.day, m.status, sum(m.created) as created, sum(m.resolved) as resolved, sum(m.resolution_seconds) as resolution_seconds
+       from moved m join brands_kept b on ${sameTenant('b', 'm')} and b.id = m.brand_id
+       group by m.account_id, m.livemode, m.brand_id, m.day, m.status),
+     added as (
+       insert into ticket_counts (${KEY}, created, resolved, resolution_seconds)
+       select ${KEY}, created, resolved, resolution_seconds from summed
+       union all
+       select account_id, livemode, brand_id, '${EVERY_DAY}'::date, status, sum(created), sum(resolved), sum(resolution_seconds)
+       from summed group by account_id, livemode, brand_id, status
+       on conflict (${KEY}) do update set
+         created = ticket_counts.created + excluded.created,
+         resolved = ticket_counts.resolved + excluded.resolved,
+         resolution_seconds = ticket_counts.resolution_seconds + excluded.resolution_seconds
+       returning ${KEY}, created, resolved, resolution_seconds)
+     select (select count(*) from moved)::int as moved,
+       (select coalesce(json_agg(json_build_object('account_id', account_id, 'livemode', livemode, 'brand_id', brand_id, 'day', day, 'status', status)), '[]')
+        from added where created = 0 and resolved = 0 and resolution_seconds = 0) as zero`,
+    [BATCH],
+  );
+  const row = (result as { rows: { moved: number; zero: unknown[] }[] }).rows[0]!;
+  if (row.zero.length) {
+    await tx.db.raw(
+      `delete from ticket_counts k using json_to_recordset(?::json) as z (account_id text, livemode boolean, brand_id text, day date, status text)
+       where ${sameTenant('k', 'z')} and k.brand_id = z.brand_id and k.day = z.day and k.status = z.status
+         and k.created = 0 and k.resolved = 0 and k.resolution_seconds = 0`,
+      [JSON.stringify(row.zero)],
+    );
+  }
+  return row.moved;
+}
+
+/**
+ * The counts of the brands given, as a subquery `(…)` of (brand_id, day, status, created,
+ * resolved, resolution_seconds) rows to bind where the text says `?`: the rolled-up rows and the
+ * changes not rolled up yet, which a key may hold several of (sum them). Days from `from` to `to`
+ * (YYYY-MM-DD, both included); without `from`, every day, from the every-day rows. Read within
+ * one statement, the two tables are one snapshot: a roll-up committing meanwhile neither hides a
+ * change nor counts it twice.
+ */
+export function countsOf(ctx: TenantCtx, brandIds: string[], days: { from?: string; to?: string } = {}): Knex.Raw {
+  const part = (table: string, everyDay: string) => {
+    const bounds = [days.from !== undefined ? ' and k.day >= ?::date' : everyDay, days.to !== undefined ? ' and k.day <= ?::date' : ''].join('');
+    return ctx.db.raw(`select k.brand_id, k.day, k.status, k.created, k.resolved, k.resolution_seconds from ${table} k where ? and k.brand_id = any(?::text[])${bounds}`, [
+      tenantScope(ctx, 'k'),
+      brandIds,
+      ...[days.from, days.to].filter((d) => d !== undefined),
+    ]);
+  };
+  // The every-day rows fall before any `from`; the changes have none.
+  return ctx.db.raw('(? union all ?)', [part('ticket_counts', ` and k.day = '${EVERY_DAY}'`), part('ticket_count_changes', '')]);
+}
