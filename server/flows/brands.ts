@@ -7,6 +7,7 @@ import * as brands from '../domains/brands/service.js';
 import * as members from '../domains/members/service.js';
 import type { BrandView, CreateBrandInput, DeleteBrandResultView } from '../domains/brands/schemas.js';
 import * as statuses from '../domains/statuses/service.js';
+import * as ticketCounts from '../domains/tickets/counts.js';
 
 /** A brand with its system statuses, in one transaction (the statuses are part of its brand.created entry, not entries of their own). */
 export async function createBrand(ctx: TenantCtx, input: CreateBrandInput): Promise<BrandView> {
@@ -55,6 +56,7 @@ export async function deleteBrand(ctx: TenantCtx, brandId: string, confirm: bool
       return { id: brand.id, deleted: false, ...counts, message: 'Nothing was deleted. Repeat the request with ?confirm=true to delete this brand and everything in it.' };
     }
     await brands.deleteRow(tx, brand.id);
+    await ticketCounts.forgetBrand(tx, brand.id);
     await apiKeys.forgetBrand(tx, brand.id);
     await members.forgetBrand(tx, brand.id);
     // Everything in the brand goes with it: this one entry (with the counts) stands for all of it.

@@ -120,3 +120,11 @@ export function countsOf(ctx: TenantCtx, brandIds: string[], days: { from?: stri
   // The every-day rows fall before any `from`; the changes have none.
   return ctx.db.raw('(? union all ?)', [part('ticket_counts', ` and k.day = '${EVERY_DAY}'`), part('ticket_count_changes', '')]);
 }
+
+/**
+ * A brand being deleted: the changes its tickets' deletion has just appended go in the same
+ * transaction (the roll-up would drop them later), so nothing of the brand is left behind.
+ */
+export async function forgetBrand(ctx: TenantCtx, brandId: string): Promise<void> {
+  await ctx.db.raw('delete from ticket_count_changes k where ? and k.brand_id = ?', [tenantScope(ctx, 'k'), brandId]);
+}
