@@ -48,17 +48,15 @@ const summedInto = (table: string, parts: string[]) => `
 /** Also the roll-up's lock (server/domains/tickets/counts.ts). */
 const LOCK = `hashtext('ticketd:ticket-counts')`;
 
+/** The columns both tables share after their keys' leading parts. */
+const COUNT_COLUMNS = `livemode boolean NOT NULL, brand_id text NOT NULL, day date NOT NULL, status text NOT NULL,
+      created integer NOT NULL, resolved integer NOT NULL, resolution_seconds numeric NOT NULL`;
+
 export async function up(knex: Knex): Promise<void> {
   await knex.raw(`
     CREATE TABLE ticket_counts (
       account_id text NOT NULL,
-      livemode boolean NOT NULL,
-      brand_id text NOT NULL,
-      day date NOT NULL,
-      status text NOT NULL,
-      created integer NOT NULL,
-      resolved integer NOT NULL,
-      resolution_seconds numeric NOT NULL,
+      ${COUNT_COLUMNS},
       CONSTRAINT ticket_counts_pkey PRIMARY KEY (account_id, livemode, brand_id, day, status),
       CONSTRAINT ticket_counts_brand_fk FOREIGN KEY (account_id, livemode, brand_id) REFERENCES brands (account_id, livemode, id) ON DELETE CASCADE
     )`);
@@ -66,13 +64,7 @@ export async function up(knex: Knex): Promise<void> {
     CREATE TABLE ticket_count_changes (
       account_id text NOT NULL,
       id bigint GENERATED ALWAYS AS IDENTITY,
-      livemode boolean NOT NULL,
-      brand_id text NOT NULL,
-      day date NOT NULL,
-      status text NOT NULL,
-      created integer NOT NULL,
-      resolved integer NOT NULL,
-      resolution_seconds numeric NOT NULL,
+      ${COUNT_COLUMNS},
       CONSTRAINT ticket_count_changes_pkey PRIMARY KEY (account_id, id)
     )`);
 

@@ -62,7 +62,6 @@ export async function startServer(config: Config, role: Role, log: Log = () => u
       const late = new Promise<false>((resolve) => (timer = setTimeout(() => resolve(false), drainDeadlineMs)));
       // Past the deadline the drain is abandoned: stopping PostgreSQL (fast mode) ends its connections.
       drained = await Promise.race([drain.then(() => true as const), late]).finally(() => clearTimeout(timer));
-      drain.catch(() => undefined);
     }
     // The embedded database is stopped even after a late drain: no PostgreSQL is left running
     // (pg_ctl bounds its own wait).

@@ -154,7 +154,7 @@ async function merged(
   q.orderByRaw(`${sortSql} ${direction}, tickets.id ${direction}`);
 
   /**
-   * The first limit + 1 matches, read whole, in one statement; perBrand bounds each LATERAL part.
+   * The first limit + 1 matches, read whole, in one statement; perBrand bounds each LATERAL part (limit + 1, without parts: never cut short).
    * cut_short: a part came back full (it may hold more rows) yet its last row is before the
    * window's last, so its next rows might belong in the page.
    */
@@ -167,11 +167,11 @@ async function merged(
           .toKnexQuery();
     const result = await ctx.db.raw(
       `with m as (select p.*, row_number() over (order by p.sort_key ${direction}, p.id ${direction}) as pos from (?) as p),
-       cut_short as (select 1 from m group by m.brand_id having ? and count(*) = ? and max(m.pos) <= ?)
+       cut_short as (select 1 from m group by m.brand_id having count(*) = ? and max(m.pos) <= ?)
        select ${TICKET_COLUMNS.join(', ')}, ${RELATED_BY_LINKS}, m.sort_key, exists (select 1 from cut_short) as cut_short
        from m join tickets on ? and tickets.brand_id = m.brand_id and tickets.id = m.id
        where m.pos <= ? order by m.pos`,
-      [matches, lateralBrands !== null, perBrand, limit, tenantScope(ctx, 'tickets'), limit + 1],
+      [matches, perBrand, limit, tenantScope(ctx, 'tickets'), limit + 1],
     );
     return (result as { rows: Record<string, unknown>[] }).rows;
   };
