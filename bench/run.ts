@@ -17,7 +17,8 @@
  * a filtered list; search (common word, rare word, prefix); the cost of rate limiting on an API-key
  * read (limits off vs on); and the server's peak RSS. The cross-brand dashboard, in an account of its own
  * with N tickets over 20 brands: the same list on one brand and across the 20 (every sort, first page
- * and a deep page by cursor), and stats, trends and team metrics next to a list page.
+ * and a deep page by cursor; three sorts with the 20 brands named), and stats, trends and team
+ * metrics next to a list page.
  */
 import { execFileSync, type ChildProcess } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
@@ -266,6 +267,13 @@ async function crossBrandBench(serverUrl: string, dbUrl: string, tickets: number
     const a = q.startsWith('source') ? null : await p50(`one brand, ${q}`, `${one}?${q}`);
     const b = await p50(`across ${CROSS_BRANDS}, ${q}`, `${across}?${q}`);
     rows.push(compared(q, a, b));
+  }
+  // Brands named (as for a member assigned to some): a range per brand, merged (decision 0044).
+  const named = `brandIds=${brands.join(',')}`;
+  for (const q of ['sort=createdAt', 'sort=customer', 'sort=priority&order=asc']) {
+    const a = await p50(`one brand, ${q}, first page`, `${one}?${q}`);
+    const b = await p50(`across ${CROSS_BRANDS} named, ${q}, first page`, `${across}?${q}&${named}`);
+    rows.push(compared(`${q}, first page, all ${CROSS_BRANDS} brands named`, a, b));
   }
   const word = seeded.words[15]!;
   const sa = await p50(`one brand, search "${word}"`, `${one}?search=${encodeURIComponent(word)}`);

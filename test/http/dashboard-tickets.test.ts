@@ -126,15 +126,20 @@ t.test('the dataset is what the tests assume', async (t) => {
   );
 });
 
+// Every brand, named by none (one range of the account-wide index), or named all (a range per brand, merged).
+const EVERY_BRAND_READS = { 'every brand': '', 'every brand named': `&brandIds=${A},${B},${C}` };
+
 t.test('every sort, both orders, pages of 4 across brands: the order sorted in JS, no ticket twice or missed', async (t) => {
-  for (const sort of Object.keys(KEY)) {
-    for (const order of ['asc', 'desc'] as const) {
-      const got = await walk(owner.live, `/v1/tickets?status=all&limit=4&sort=${sort}&order=${order}`);
-      t.same(
-        got.map((x) => x.id),
-        expectOrder(everything, sort, order),
-        `${sort} ${order}`,
-      );
+  for (const [read, named] of Object.entries(EVERY_BRAND_READS)) {
+    for (const sort of Object.keys(KEY)) {
+      for (const order of ['asc', 'desc'] as const) {
+        const got = await walk(owner.live, `/v1/tickets?status=all&limit=4&sort=${sort}&order=${order}${named}`);
+        t.same(
+          got.map((x) => x.id),
+          expectOrder(everything, sort, order),
+          `${read}: ${sort} ${order}`,
+        );
+      }
     }
   }
   const dflt = await walk(owner.live, '/v1/tickets?status=all&limit=5');
@@ -146,8 +151,8 @@ t.test('every sort, both orders, pages of 4 across brands: the order sorted in J
 });
 
 t.test('many brands, one holding most tickets or all even: every page in order, none twice or missed', async (t) => {
-  // A page reads a few rows per brand first and reads again when a brand may hold more of it: the
-  // busy brand (30 of the newest tickets) forces the second read, the even brands do not need it.
+  // Brands named, a page reads a few rows per brand first and reads again when a brand may hold more
+  // of it: the busy brand (30 of the newest tickets) forces the second read, the even ones do not.
   const other = await signup(app);
   const many = [];
   for (let i = 0; i < 6; i++) many.push(await makeBrand(other.live, `Many ${i}`));
@@ -156,14 +161,17 @@ t.test('many brands, one holding most tickets or all even: every page in order, 
     for (let k = 0; k < 3; k++) made.push(await makeTicket(other.live, `/v1/brands/${brand.id}`, { title: words[(i * 3 + k) % words.length]! }));
   }
   for (let k = 0; k < 30; k++) made.push(await makeTicket(other.live, `/v1/brands/${many[0]!.id}`, { title: words[k % words.length]! }));
-  for (const sort of ['createdAt', 'title'] as const) {
-    for (const order of ['asc', 'desc'] as const) {
-      const got = await walk(other.live, `/v1/tickets?limit=10&sort=${sort}&order=${order}`);
-      t.same(
-        got.map((x) => x.id),
-        expectOrder(made, sort, order),
-        `${sort} ${order}`,
-      );
+  const named = `&brandIds=${many.map((b) => b.id).join(',')}`;
+  for (const [read, brandIds] of Object.entries({ 'every brand': '', 'every brand named': named })) {
+    for (const sort of ['createdAt', 'title'] as const) {
+      for (const order of ['asc', 'desc'] as const) {
+        const got = await walk(other.live, `/v1/tickets?limit=10&sort=${sort}&order=${order}${brandIds}`);
+        t.same(
+          got.map((x) => x.id),
+          expectOrder(made, sort, order),
+          `${read}: ${sort} ${order}`,
+        );
+      }
     }
   }
 });
@@ -205,7 +213,8 @@ t.test('filters act across brands like the brand list', async (t) => {
     'search=needle&status=all',
     'search=needle&status=all&sort=title&order=asc',
   ]) {
-    t.same(await across(q), await perBrand(q), q);
+    const expected = await perBrand(q);
+    for (const [read, named] of Object.entries(EVERY_BRAND_READS)) t.same(await across(`${q}${named}`), expected, `${read}: ${q}`);
   }
   const expected = ids(everything.filter((x) => x.source === 'email'));
   t.ok(expected.length > 0);

@@ -7,7 +7,19 @@ import { accountScope, tenantScope } from '../../core/model.js';
 import { decodeCursor, encodeCursor, PAGE_LIMIT_DEFAULT, type Page } from '../../core/pagination.js';
 import { countsOf } from './counts.js';
 import { Ticket } from './model.js';
-import { applyFilters, commaList, RELATED_BY_LINKS, relevancePage, searchText, SORT_SQL, TICKET_COLUMNS, viewOfColumns, type BrandRef, type TicketQuery } from './service.js';
+import {
+  applyFilters,
+  commaList,
+  RELATED_BY_LINKS,
+  relevancePage,
+  searchText,
+  sortedPage,
+  SORT_SQL,
+  TICKET_COLUMNS,
+  viewOfColumns,
+  type BrandRef,
+  type TicketQuery,
+} from './service.js';
 import {
   DEFAULT_RANGE_DAYS,
   MAX_BRAND_FILTER,
@@ -115,6 +127,11 @@ export async function listAcrossBrands(ctx: TenantCtx, input: CrossBrandListInpu
     return merged(ctx, brands, q, applied.sort, applied.order, limit, input.cursor, { ...applied.filters, search }, null);
   }
 
+  if (named === null && ctx.brandScope.allBrands) {
+    const q = Ticket.scoped(ctx).select(...TICKET_COLUMNS, objection.raw(RELATED_BY_LINKS));
+    const applied = filter(q, OWN_BRAND);
+    return sortedPage(q, applied.sort, applied.order, { limit, cursor: input.cursor }, applied.filters, withBrand(brands));
+  }
   const part = Ticket.scoped(ctx)
     .whereRaw('tickets.brand_id = b.id')
     .select(...MATCH_COLUMNS);

@@ -255,17 +255,32 @@ export async function list(ctx: TenantCtx, brandId: string, input: TicketListInp
   const listed = { brandId: brand.id, ...filters };
   if (search !== null && input.sort === undefined) return relevancePage(q, () => query(ctx, brand.id), search, input, { ...listed, search, sort: 'relevance', order: 'desc' });
 
+  return sortedPage(q, sort, order, input, search === null ? listed : { ...listed, search }, (view) => view);
+}
+
+/**
+ * One keyset page of q, a ticket query with the list's filters applied, in (sort, id) order: the
+ * brand list's read, and the cross-brand list's for a caller who sees every brand.
+ */
+export function sortedPage<V>(
+  q: TicketQuery,
+  sort: TicketSort,
+  order: 'asc' | 'desc',
+  page: { limit?: number; cursor?: string },
+  filters: Record<string, unknown>,
+  view: (ticket: TicketView) => V,
+): Promise<Page<V>> {
   const sortSql = SORT_SQL[sort];
   q.select(objection.raw(`${sortSql} as sort_key`));
   return keysetPage(q, {
     sort: sortSql,
     id: 'tickets.id',
     order,
-    limit: input.limit,
-    cursor: input.cursor,
-    filters: search === null ? listed : { ...listed, search },
+    limit: page.limit,
+    cursor: page.cursor,
+    filters,
     valueOf: (row) => (row as unknown as { sortKey: string | number }).sortKey,
-    toView: (row) => toView(row as Row),
+    toView: (row) => view(toView(row as Row)),
   });
 }
 
