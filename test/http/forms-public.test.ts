@@ -170,12 +170,15 @@ t.test('a refused browser form post goes to errorUrl with the error code; JSON c
   t.equal(page.status, 303);
   t.equal(page.headers.location, 'https://shop.example/oops?lang=en&error=invalid_submission');
   assertErrorShape(t, await post(token, urlencoded({ email: 'a@example.com' }), { headers: { ...FORM_POST, accept: 'application/json' } }), 400, 'invalid_submission');
+  const twice = await post(token, `${urlencoded(GOOD)}&subject=again`, { headers: FORM_POST });
+  t.equal(twice.headers.location, 'https://shop.example/oops?lang=en&error=validation_failed', 'a body that fails its schema goes there too');
   t.equal((await tickets()).length, 0);
 });
 
 t.test('unknown, regenerated, disabled and deleted forms: 404, nothing created', async (t) => {
   const { owner, base, form, token, tickets } = await setup();
   assertErrorShape(t, await post(`ft_${'A'.repeat(43)}`, GOOD), 404, 'form_not_found');
+  assertErrorShape(t, await post(`ft_${'A'.repeat(43)}`, { subject: 42 }), 404, 'form_not_found');
   assertErrorShape(t, await post('not-a-token', GOOD), 404, 'form_not_found');
 
   const regenerated = await owner.live('POST', `${base}/forms/${form.id}/regenerate`);
@@ -238,6 +241,8 @@ t.test('bodies too large, of another type or malformed: 4xx, nothing created', a
   assertErrorShape(t, await post(token, 'email=a@example.com', { headers: { 'content-type': 'text/plain' } }), 415, 'unsupported_media_type');
   assertErrorShape(t, await post(token, '<xml/>', { headers: { 'content-type': 'application/xml' } }), 415, 'unsupported_media_type');
   assertErrorShape(t, await post(token, `--${BOUNDARY}\r\nContent-Disposition: form-data; name="email"\r\n\r\nbroken`, { headers: MULTIPART }), 400, 'invalid_multipart');
+  const longFields = multipartBody({ ...GOOD, a: 'x'.repeat(100_000), b: 'x'.repeat(100_000), c: 'x'.repeat(100_000) });
+  assertErrorShape(t, await post(token, longFields, { headers: MULTIPART }), 413, 'payload_too_large');
   const tooMany = multipartBody(
     GOOD,
     Array.from({ length: 6 }, (_, i) => ({ name: 'attachments', filename: `f${i}.txt`, type: 'text/plain', content: 'x' })),

@@ -5,7 +5,7 @@ import { Type } from 'typebox';
 import { HttpError } from '../../core/errors.js';
 import { addressSubject, enforceRateLimits, formPolicies, rateLimiterOf, type Policy, type Subject } from '../../core/rate-limit.js';
 import { checkOrigin, originOf, requireForm, submit, type FormDeps, type SubmittedFields, type SubmittedFile } from '../../flows/form-submit.js';
-import { MAX_FORM_FIELDS, MAX_SUBMISSION_BYTES, MAX_SUBMITTED_VALUE_LENGTH, SubmissionBody, SubmissionOut, TokenParams } from './schemas.js';
+import { MAX_FORM_FIELDS, MAX_SUBMISSION_BYTES, SubmissionBody, SubmissionOut, TokenParams } from './schemas.js';
 
 export interface FormSubmitOptions {
   deps: FormDeps;
@@ -36,6 +36,7 @@ function withQuery(url: string, name: string, value: string): string {
 async function readMultipart(req: FastifyRequest): Promise<{ fields: SubmittedFields; files: SubmittedFile[] }> {
   const fields: Record<string, string | string[]> = Object.create(null) as Record<string, string | string[]>;
   const files: SubmittedFile[] = [];
+  let textBytes = 0;
   for await (const part of req.parts()) {
     if (part.type === 'file') {
       const content = await part.toBuffer();
@@ -46,6 +47,9 @@ async function readMultipart(req: FastifyRequest): Promise<{ fields: SubmittedFi
     }
     if (part.valueTruncated) throw new HttpError(413, 'field_too_large', `The field ${part.fieldname} is longer than a form accepts`);
     const value = String(part.value ?? '');
+    // The text of all fields together is bounded as a JSON or urlencoded body is.
+    textBytes += Buffer.byteLength(part.fieldname) + Buffer.byteLength(value);
+    if (textBytes > MAX_SUBMISSION_BYTES) throw new HttpError(413, 'payload_too_large', `The fields of a submission take at most ${MAX_SUBMISSION_BYTES} bytes`);
     const before = fields[part.fieldname];
     fields[part.fieldname] = before === undefined ? value : [...(Array.isArray(before) ? before : [before]), value];
   }
@@ -66,7 +70,7 @@ export async function formSubmitRoutes(app: FastifyInstance, { deps }: FormSubmi
       fileSize: Math.min(MAX_FILE_BYTES, deps.attachments.maxBytes),
       files: MAX_FILES,
       fields: MAX_FORM_FIELDS * 2,
-      fieldSize: MAX_SUBMITTED_VALUE_LENGTH * 4,
+      fieldSize: MAX_SUBMISSION_BYTES,
       parts: MAX_FORM_FIELDS * 2 + MAX_FILES,
     },
   });
@@ -80,6 +84,8 @@ export async function formSubmitRoutes(app: FastifyInstance, { deps }: FormSubmi
       // Its own budgets below, on top of the address's general one.
       config: { auth: 'none', permission: 'forms:submit' },
       bodyLimit: MAX_SUBMISSION_BYTES,
+      // A body that fails its schema is refused after the form and the budgets, like any other bad submission.
+      attachValidation: true,
       schema: {
         tags: ['Web forms'],
         summary:
@@ -106,6 +112,7 @@ export async function formSubmitRoutes(app: FastifyInstance, { deps }: FormSubmi
       }
       try {
         enforceRateLimits(reply, limiter, [address, [policies.form, `form:${form.id}`]]);
+        if (req.validationError) throw req.validationError;
         const { fields, files } = req.isMultipart() ? await readMultipart(req) : { fields: req.body ?? {}, files: [] };
         const referer = typeof req.headers.referer === 'string' ? req.headers.referer.slice(0, 2048) : null;
         const outcome = await submit(req.baseCtx, deps, form, fields, files, { origin, pageUrl: referer });
@@ -121,8 +128,7 @@ export async function formSubmitRoutes(app: FastifyInstance, { deps }: FormSubmi
 
 /** A refused submission of a browser form post goes back to the form's errorUrl when it has one; otherwise the error shape. */
 function answerRefusal(req: FastifyRequest, reply: FastifyReply, form: FoundForm, err: unknown): FastifyReply {
-  if (err instanceof HttpError && err.statusCode < 500 && form.errorUrl && isPagePost(req)) {
-    return reply.redirect(withQuery(form.errorUrl, 'error', err.code), 303);
-  }
+  const code = err instanceof HttpError && err.statusCode < 500 ? err.code : err === req.validationError ? 'validation_failed' : null;
+  if (code && form.errorUrl && isPagePost(req)) return reply.redirect(withQuery(form.errorUrl, 'error', code), 303);
   throw err;
 }
