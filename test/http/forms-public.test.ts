@@ -1,5 +1,9 @@
 import t from 'tap';
-import { assertErrorShape, makeBrand, mustCreate, ownerWithBrand, signup, testApp, type Reply } from '../helpers/app.js';
+import { systemCtx } from '../../server/core/context.js';
+import { HttpError } from '../../server/core/errors.js';
+import { attachmentDepsOf } from '../../server/domains/attachments/service.js';
+import { requireForm, submit } from '../../server/flows/form-submit.js';
+import { assertErrorShape, makeBrand, mustCreate, ownerWithBrand, servicesOf, signup, testApp, type Reply } from '../helpers/app.js';
 
 /**
  * The public intake of web forms, POST /v1/forms/{token}: what a customer's browser (or a bot)
@@ -7,7 +11,7 @@ import { assertErrorShape, makeBrand, mustCreate, ownerWithBrand, signup, testAp
  * budgets count per address.
  */
 
-const { app } = await testApp(t, {
+const { app, db } = await testApp(t, {
   TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: '10000',
   TICKETD_FORM_RATE_LIMIT_PER_IP_PER_HOUR: '5',
   TICKETD_FORM_RATE_LIMIT_PER_FORM_PER_HOUR: '8',
@@ -195,6 +199,18 @@ t.test('unknown, regenerated, disabled and deleted forms: 404, nothing created',
   await owner.live('DELETE', `${base}/forms/${form.id}`);
   assertErrorShape(t, await post(regenerated.body.token, GOOD), 404, 'form_not_found');
   t.equal((await tickets()).length, 2, 'only the two accepted submissions made tickets');
+});
+
+t.test('a form regenerated or disabled while its submission is under way refuses it, and nothing is kept', async (t) => {
+  const { owner, base, form, token, tickets, formNow } = await setup();
+  const services = servicesOf(db);
+  const found = await requireForm(systemCtx(services), token);
+  await owner.live('POST', `${base}/forms/${form.id}/regenerate`);
+  const file = { filename: 'a.txt', contentType: 'text/plain', content: Buffer.from('abc') };
+  const refused = await submit(systemCtx(services), { attachments: attachmentDepsOf(services) }, found, GOOD, [file], { origin: null, pageUrl: null }).catch((err: unknown) => err);
+  t.ok(refused instanceof HttpError && refused.statusCode === 404 && refused.code === 'form_not_found', 'refused with 404');
+  t.equal((await tickets()).length, 0, 'no ticket');
+  t.equal((await formNow()).submissionCount, 0, 'not counted');
 });
 
 t.test('a filled honeypot is answered as accepted, and creates nothing', async (t) => {

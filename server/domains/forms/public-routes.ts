@@ -57,11 +57,12 @@ async function readMultipart(req: FastifyRequest): Promise<{ fields: SubmittedFi
 }
 
 /**
- * `POST /v1/forms/{token}`: a public web form's submission, without credentials. The checks, in
- * order: the client address's form budget counts every request (unknown tokens too); the form
- * (404), its allowed origins (403); then the form's own budget (429, with Retry-After); the body
- * (413 over its size, 415 in another type); the honeypot; the fields (400). urlencoded and
- * multipart bodies are parsed in this scope only.
+ * `POST /v1/forms/{token}`: a public web form's submission, without credentials. The parser first
+ * refuses a body over its size (413) or of another type (415); urlencoded and multipart are parsed
+ * in this scope only. Then, in order: the form (404) and its allowed origins (403), the address's
+ * form budget counted either way (unknown tokens too); the address's and the form's budgets (429,
+ * with Retry-After); the body's schema and a multipart body's parts (400, 413); the honeypot; the
+ * fields (400).
  */
 export async function formSubmitRoutes(app: FastifyInstance, { deps }: FormSubmitOptions): Promise<void> {
   await app.register(formbody, { bodyLimit: MAX_SUBMISSION_BYTES });
