@@ -34,6 +34,8 @@ import { organizationRoutes } from './domains/organizations/routes.js';
 import { avatarFileRoutes, profileRoutes } from './domains/profiles/routes.js';
 import { mentionRoutes } from './domains/mentions/routes.js';
 import { featureRequestRoutes } from './domains/feature-requests/routes.js';
+import { formRoutes } from './domains/forms/routes.js';
+import { formSubmitRoutes } from './domains/forms/public-routes.js';
 import { sessionRoutes } from './domains/sessions/routes.js';
 import { statusRoutes } from './domains/statuses/routes.js';
 import { tagRoutes } from './domains/tags/routes.js';
@@ -65,6 +67,7 @@ const BRAND_SCOPED_ROUTES: FastifyPluginAsync[] = [
   customerRoutes,
   companyRoutes,
   blockedSourceRoutes,
+  formRoutes,
   commentRoutes, // /tickets/:ticketId/comments… and the short /comments/:commentId
   ticketRoutes,
   ticketActionRoutes,
@@ -123,8 +126,10 @@ export async function buildApp({ config, db, services: given, isShuttingDown = (
   };
   // Dashboard origins are echoed back with credentials allowed, so a browser may send the session cookie.
   const dashboardCors = { ...corsOptions, origin: true, credentials: true };
+  const publicFormCors = { ...corsOptions, origin: '*', methods: ['POST'] };
   await app.register(cors, {
-    delegator: (req, done) => done(null, isDashboardOrigin(services, req.headers.origin) ? dashboardCors : corsOptions),
+    // A public web form is posted to from the pages that embed it, whatever corsOrigins says (its own allowedOrigins decide).
+    delegator: (req, done) => done(null, req.url?.startsWith('/v1/forms/') ? publicFormCors : isDashboardOrigin(services, req.headers.origin) ? dashboardCors : corsOptions),
   });
   await app.register(swagger, {
     openapi: {
@@ -192,6 +197,7 @@ export async function buildApp({ config, db, services: given, isShuttingDown = (
     await api.register(dashboardRoutes);
     await api.register(attachmentFileRoutes, { deps: attachments });
     await api.register(inboundMailRoutes, { config, deps: { attachments } });
+    await api.register(formSubmitRoutes, { deps: { attachments } });
     await api.register(metricsRoutes, { config, services });
   });
 

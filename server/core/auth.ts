@@ -60,6 +60,10 @@ export const PERMISSIONS = {
   'attachments:write': { accountWide: false },
   'webhooks:read': { accountWide: false },
   'webhooks:write': { accountWide: false },
+  'forms:read': { accountWide: false },
+  'forms:write': { accountWide: false },
+  // A submission to a public web form: anyone holding its token.
+  'forms:submit': { accountWide: false },
   'files:upload': { accountWide: false },
   'files:download': { accountWide: false },
   'inbound_email:write': { accountWide: false },

@@ -24,6 +24,8 @@ export interface Config {
   readonly sessionMaxTtlSeconds: number;
   readonly authRateLimitPerIpPerHour: number;
   readonly authRateLimitPerEmailPerHour: number;
+  readonly formRateLimitPerIpPerHour: number;
+  readonly formRateLimitPerFormPerHour: number;
   readonly logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
   readonly trustProxy: boolean;
   readonly signup: 'open' | 'closed';
@@ -93,6 +95,8 @@ export const ENV_KEYS: Record<string, [string, Kind]> = {
   TICKETD_SESSION_MAX_TTL_SECONDS: ['sessionMaxTtlSeconds', 'integer'],
   TICKETD_AUTH_RATE_LIMIT_PER_IP_PER_HOUR: ['authRateLimitPerIpPerHour', 'integer'],
   TICKETD_AUTH_RATE_LIMIT_PER_EMAIL_PER_HOUR: ['authRateLimitPerEmailPerHour', 'integer'],
+  TICKETD_FORM_RATE_LIMIT_PER_IP_PER_HOUR: ['formRateLimitPerIpPerHour', 'integer'],
+  TICKETD_FORM_RATE_LIMIT_PER_FORM_PER_HOUR: ['formRateLimitPerFormPerHour', 'integer'],
   TICKETD_LOG_LEVEL: ['logLevel', 'string'],
   TICKETD_TRUST_PROXY: ['trustProxy', 'boolean'],
   TICKETD_SIGNUP: ['signup', 'string'],

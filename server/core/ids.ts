@@ -27,6 +27,7 @@ export const ID_PREFIX = {
   mailMessage: 'mail',
   inboundEmail: 'inb',
   webhook: 'wh',
+  form: 'form',
   /** Outbox rows; made in SQL by ticketd_new_id() (see the outbox migration). */
   delivery: 'dlv',
   event: 'evt',

@@ -9,7 +9,8 @@ import { part, type ServiceLogger, type Services } from './services.js';
  * Rate limits: a fixed window per budget and subject, the subject being the credential a request
  * carries (`key:<keyId>`, `session:<id>`) or, without one, the client's address (`ip:<addr>`, which
  * honours trustProxy). The sign-in routes anyone may call count per address and per email address
- * too (`email:<address>`), each route apart (signInPolicies).
+ * too (`email:<address>`), each route apart (signInPolicies); public web forms per address and per
+ * form (`form:<formId>`, formPolicies).
  *
  * Every process counts in memory and decides at once from what it knows: the total all processes
  * had written at its last sync, plus what it counted since. Every `rateLimitSyncMs` it adds its new
@@ -18,7 +19,7 @@ import { part, type ServiceLogger, type Services } from './services.js';
  */
 
 /** Who a budget belongs to. */
-export type Subject = `key:${string}` | `session:${string}` | `ip:${string}` | `email:${string}`;
+export type Subject = `key:${string}` | `session:${string}` | `ip:${string}` | `email:${string}` | `form:${string}`;
 
 /**
  * The budget of a client address. An IPv6 host usually holds a whole /64 and can pick any address
@@ -61,6 +62,15 @@ export function signInPolicies(config: Config, route: string): { ip: Policy; ema
   return {
     ip: { name: `auth.${route}`, limit: config.authRateLimitPerIpPerHour, windowMs: hour, holder: `${route} requests from this address` },
     email: { name: `auth.${route}`, limit: config.authRateLimitPerEmailPerHour, windowMs: hour, holder: `${route} requests for this email address` },
+  };
+}
+
+/** The hourly budgets of public web-form submissions: per client address (every form alike) and per form (every address alike). */
+export function formPolicies(config: Config): { ip: Policy; form: Policy } {
+  const hour = 3_600_000;
+  return {
+    ip: { name: 'forms', limit: config.formRateLimitPerIpPerHour, windowMs: hour, holder: 'form submissions from this address' },
+    form: { name: 'forms', limit: config.formRateLimitPerFormPerHour, windowMs: hour, holder: 'submissions to this form' },
   };
 }
 
@@ -239,8 +249,9 @@ function isTighter(a: Decision, b: Decision): boolean {
 }
 
 /**
- * Counts the request against each budget; the X-RateLimit-* headers tell the tighter one, and a
- * spent budget is 429 with Retry-After (the one that frees last, when several are spent).
+ * Counts the request against each budget in turn; the X-RateLimit-* headers tell the tighter one,
+ * and a spent budget is 429 with Retry-After. The budgets after a spent one are not counted: a
+ * refused request spends no one else's budget (a flooding address does not use up a form's).
  */
 export function enforceRateLimits(reply: FastifyReply, limiter: RateLimiter, budgets: readonly (readonly [Policy, Subject])[]): void {
   let told: { policy: Policy; decision: Decision } | null = null;
@@ -248,6 +259,7 @@ export function enforceRateLimits(reply: FastifyReply, limiter: RateLimiter, bud
     if (policy.limit === 0) continue;
     const decision = limiter.take(policy, subject);
     if (!told || isTighter(decision, told.decision)) told = { policy, decision };
+    if (!decision.allowed) break;
   }
   if (!told) return;
   const { policy, decision } = told;

@@ -23,6 +23,7 @@ export const CROSS_TENANT_INDEXES: Readonly<Record<string, string>> = {
   outbox_due_idx: 'the dispatcher claims the due messages of every account',
   outbox_status_idx: 'operators count and list the outbox across accounts (ticketd outbox stats)',
   outbox_lease_owner_idx: 'the dispatchers find the leases of a dispatcher that is gone, whatever their accounts',
+  forms_token_idx: 'a submission to a public web form names only its token: it finds the form by the token alone',
   idempotency_keys_expires_idx: 'the expired-key purge sweeps every account',
   attachments_cleanup_idx: 'the abandoned-upload purge sweeps every account',
 };

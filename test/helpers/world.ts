@@ -85,6 +85,8 @@ export interface World {
   accountWideRoutes: string[];
   /** A key that was revoked: a well-formed credential that must be refused. */
   revokedKey: string;
+  /** The token of the main brand's web form: the credential of its public URL. */
+  formToken: string;
   ticketId: string;
   otherTicketId: string;
   commentId: string;
@@ -138,6 +140,7 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
   // A public IP literal: accepted without DNS, and never called (no dispatcher runs in these tests).
   const webhook = await mustCreate(live, `${base}/webhooks`, { url: 'https://93.184.215.14/zanzibar', events: ['ticket.created'] });
   await mustCreate(live, `${base}/tickets`, { title: `${MARKER} announced` });
+  const form = await mustCreate(live, `${base}/forms`, { name: `${MARKER} contact form`, thankYouMessage: `${MARKER} thanks` });
   const delivery = (await must(live('GET', `${base}/webhooks/${webhook.id}/deliveries`), 200))[0];
 
   // The owner is mentioned in a comment and proposes a feature request, through their own session.
@@ -236,6 +239,11 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
     [`DELETE ${B}/webhooks/{webhookId}`]: null,
     [`POST ${B}/webhooks/{webhookId}/rotate-secret`]: json({ graceMinutes: 5 }),
     [`POST ${B}/webhooks/{webhookId}/deliveries/{deliveryId}/redeliver`]: null,
+    [`POST ${B}/forms`]: json({ name: 'Another form', successUrl: 'https://shop.example/thanks' }),
+    [`PATCH ${B}/forms/{formId}`]: json({ enabled: false }),
+    [`DELETE ${B}/forms/{formId}`]: null,
+    [`POST ${B}/forms/{formId}/regenerate`]: null,
+    'POST /v1/forms/{token}': json({ email: 'peter@initech.example', name: 'Peter', subject: 'By form', message: 'Hello' }),
     // Sign-in: the owner's address, from a loopback page (a dashboard origin by default). A link's
     // token works once, so verify's request is one that is well formed.
     'POST /v1/auth/check-email': json({ email: ownerEmail }),
@@ -306,9 +314,12 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
       // An avatar's id is the credential of its public URL: the sweep and the fuzz get a well-formed id that is no avatar.
       accountId: owner.accountId,
       avatarId: `av_${'0'.repeat(43)}`,
+      formId: form.id,
     },
     paramsByRoute: {
       'PUT /v1/uploads/{token}': { token: tokenOf(grant.uploadUrl) },
+      // A form's token is the credential of its public URL: a well-formed token that is no form's (the fuzz posts to the real one, formToken).
+      'POST /v1/forms/{token}': { token: `ft_${'0'.repeat(43)}` },
       ...Object.fromEntries(TEAM_ROUTES_ON_INVITEE.map((route) => [route, { memberId: invitee }])),
     },
     requests,
@@ -329,6 +340,8 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
       grant.id,
       webhook.id,
       delivery.id,
+      form.id,
+      form.token,
       mention.id,
       ...ownKeys.filter((k) => k.allBrands).map((k) => k.id),
     ],
@@ -341,6 +354,7 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
       'HEAD /v1/auth/members/{memberId}/brands',
     ],
     revokedKey: revoked.key,
+    formToken: form.token,
     ticketId: ticket.id,
     otherTicketId: other.id,
     commentId: comment.id,

@@ -52,9 +52,13 @@ const { app, db } = await testApp(t, {
   TICKETD_AUTH_RATE_LIMIT_PER_EMAIL_PER_HOUR: '100000',
   TICKETD_RATE_LIMIT_PER_API_KEY: '0',
   TICKETD_RATE_LIMIT_PER_IP: '0',
+  TICKETD_FORM_RATE_LIMIT_PER_IP_PER_HOUR: '0',
+  TICKETD_FORM_RATE_LIMIT_PER_FORM_PER_HOUR: '0',
   TICKETD_INBOUND_SECRET: INBOUND_SECRET,
 });
 const world = await buildWorld(app, servicesOf(db));
+// The public form URL with a real form's token, so mutations reach the code behind the form's lookup.
+world.paramsByRoute['POST /v1/forms/{token}'] = { token: world.formToken };
 const ownerEmail = ((await world.owner.live('GET', '/v1/accounts/me/members')).body.data as { email: string }[])[0]!.email;
 /** Routes that take only a session are called with the owner's; logout spends one per request, so it gets a session each. */
 const ownerSession = () => sessionToken(app, servicesOf(db), world.owner.accountId, ownerEmail);
