@@ -220,7 +220,6 @@ const ownKey = (ctx: TenantCtx, key: string | undefined) => (key === undefined ?
 export async function createOwnTicket(ctx: TenantCtx, input: PortalCreateTicketInput, idempotencyKey?: string): Promise<{ created: boolean; ticket: PortalTicketView }> {
   const me = portalCaller(ctx);
   const brand = await requireBrand(ctx, me.brandId);
-  if (input.attachmentIds?.length) await attachments.assertOwnPending(ctx, brand.id, input.attachmentIds, me.contactId);
   const result = await createTicket(
     ctx,
     brand.id,
@@ -232,6 +231,7 @@ export async function createOwnTicket(ctx: TenantCtx, input: PortalCreateTicketI
       ...(input.attachmentIds?.length ? { attachmentIds: input.attachmentIds } : {}),
     },
     ownKey(ctx, idempotencyKey),
+    { pendingUploadsOf: me.contactId },
   );
   return { created: result.created, ticket: portalView(result.ticket, brand) };
 }

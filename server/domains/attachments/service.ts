@@ -589,53 +589,28 @@ export async function openDownload(base: BaseCtx, deps: AttachmentDeps, token: s
  * invalid_attachments. Returns how many were linked: the new ticket's attachment_count. The
  * UPDATE locks the rows, so two creates cannot both link one attachment.
  */
-export async function linkPending(tx: TenantCtx, brandId: string, ticketId: string, attachmentIds: readonly string[]): Promise<number> {
+export async function linkPending(tx: TenantCtx, brandId: string, ticketId: string, attachmentIds: readonly string[], portalCustomerId: string | null = null): Promise<number> {
   const wanted = [...new Set(attachmentIds)];
   if (!wanted.length) return 0;
   const brand = await requireBrand(tx, brandId);
-  const linked = (await ofBrand(tx, brand.id)
-    .whereIn('attachments.id', wanted)
-    .whereNull('attachments.ticketId')
-    .where('attachments.status', 'UPLOADED')
-    .patch({ ticketId, updatedAt: objection.raw('now()') as unknown as Date })
-    .returning('id')) as unknown as { id: string }[];
+  const q = ofBrand(tx, brand.id).whereIn('attachments.id', wanted).whereNull('attachments.ticketId').where('attachments.status', 'UPLOADED');
+  // A customer's ticket takes that customer's own uploads only.
+  if (portalCustomerId) q.where('attachments.portalCustomerId', portalCustomerId);
+  const linked = (await q.patch({ ticketId, updatedAt: objection.raw('now()') as unknown as Date }).returning('id')) as unknown as { id: string }[];
   if (linked.length !== wanted.length) {
     const ok = new Set(linked.map((r) => r.id));
     const bad = wanted.filter((id) => !ok.has(id));
+    const what = portalCustomerId ? 'your own uploaded pending attachments' : 'uploaded attachments of this brand that are not on a ticket yet';
     throw badRequest(
-      `attachmentIds must name uploaded attachments of this brand that are not on a ticket yet: ${bad.join(', ')}`,
-      bad.map((id) => ({ field: 'attachmentIds', message: `${id} is not an uploaded pending attachment of this brand` })),
+      `attachmentIds must name ${what}: ${bad.join(', ')}`,
+      bad.map((id) => ({
+        field: 'attachmentIds',
+        message: `${id} is not ${portalCustomerId ? 'an uploaded pending attachment of yours' : 'an uploaded pending attachment of this brand'}`,
+      })),
       'invalid_attachments',
     );
   }
   return linked.length;
-}
-
-/**
- * Before a customer's ticket create links them: every id must be a pending attachment of the brand
- * that this customer declared through the portal (400 invalid_attachments otherwise, as linkPending
- * answers for any other id), so nobody puts another's upload on their ticket.
- */
-export async function assertOwnPending(ctx: TenantCtx, brandId: string, attachmentIds: readonly string[], portalCustomerId: string): Promise<void> {
-  const wanted = [...new Set(attachmentIds)];
-  if (!wanted.length) return;
-  const own = new Set(
-    (
-      await ofBrand(ctx, brandId)
-        .whereIn('attachments.id', wanted)
-        .whereNull('attachments.ticketId')
-        .where('attachments.portalCustomerId', portalCustomerId)
-        .select('attachments.id')
-    ).map((r) => r.id),
-  );
-  const bad = wanted.filter((id) => !own.has(id));
-  if (bad.length) {
-    throw badRequest(
-      `attachmentIds must name your own pending uploads: ${bad.join(', ')}`,
-      bad.map((id) => ({ field: 'attachmentIds', message: `${id} is not a pending upload of yours` })),
-      'invalid_attachments',
-    );
-  }
 }
 
 /** Ticket merge: moves every attachment of fromTicketIds to toTicketId and recounts all of them. Returns how many moved. */
