@@ -141,7 +141,7 @@ export async function buildApp({ config, db, services: given, isShuttingDown = (
         title: 'ticketd API',
         version,
         description:
-          'Self-hosted, multi-tenant ticketing API. Authenticate with `Authorization: Bearer sk_live_…` (or `sk_test_…` for the separate test mode), or, as a team member signed in by magic link, with the session token (`Authorization: Bearer ts_…` or the session cookie).',
+          'Self-hosted, multi-tenant ticketing API. Authenticate with `Authorization: Bearer sk_live_…` (or `sk_test_…` for the separate test mode), or, as a team member signed in by magic link, with the session token (`Authorization: Bearer ts_…` or the session cookie). Customers call /v1/portal/… with a portal token (`Authorization: Bearer pt_…`) and nothing else.',
       },
       components: {
         securitySchemes: {
