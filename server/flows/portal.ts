@@ -236,10 +236,12 @@ export async function createOwnTicket(ctx: TenantCtx, input: PortalCreateTicketI
   return { created: result.created, ticket: portalView(result.ticket, brand) };
 }
 
-/** A public comment by the customer on their ticket; it reopens a pending, resolved or closed one. */
+/** A public comment by the customer on their ticket; it reopens a pending, resolved or closed one. A merged ticket's goes to its target. */
 export async function addComment(ctx: TenantCtx, ticketId: string, body: string, idempotencyKey?: string): Promise<{ created: boolean; comment: PortalCommentView }> {
   const me = portalCaller(ctx);
-  const ticket = await ownTicket(ctx, ticketId);
+  const replied = await ownTicket(ctx, ticketId);
+  // A merged ticket's conversation goes on in the ticket it was merged into (as a reply by mail does).
+  const ticket = replied.mergedIntoId ? await ownTicket(ctx, replied.mergedIntoId) : replied;
   const brand = await requireBrand(ctx, me.brandId);
   const { created, comment } = await createComment(
     ctx,

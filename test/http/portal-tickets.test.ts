@@ -198,6 +198,22 @@ t.test('comment: on own tickets, reopening a resolved one; idempotent; webhooks 
   assertErrorShape(t, await ada.call('POST', `/v1/portal/tickets/${adaFirst.id}/comments`, { body: 'x', authorType: 'AGENT' }), 400, 'validation_failed');
 });
 
+t.test('a reply to a merged ticket goes to the ticket it was merged into', async (t) => {
+  const target = await makeTicket(owner.live, base, { title: 'Main thread', customerEmail: 'ada@example.com', status: 'pending' });
+  const source = await makeTicket(owner.live, base, { title: 'Duplicate', customerEmail: 'ada@example.com' });
+  t.equal((await owner.live('POST', `${base}/tickets/${target.id}/merge`, { sourceTicketIds: [source.id] })).status, 200);
+  const res = await ada.call('POST', `/v1/portal/tickets/${source.id}/comments`, { body: 'Same problem' });
+  t.equal(res.status, 201);
+  t.equal(res.body.ticketId, target.id, 'on the target');
+  t.equal((await owner.live('GET', `${base}/tickets/${target.id}`)).body.status, 'open', 'which reopens');
+  t.equal((await owner.live('GET', `${base}/tickets/${source.id}`)).body.status, 'closed', 'the merged one stays closed');
+  const shown = (await ada.call('GET', `/v1/portal/tickets/${source.id}`)).body.comments;
+  t.notOk(
+    shown.some((c: { body: string }) => /Merged into/.test(c.body)),
+    "the merge's internal note is not shown",
+  );
+});
+
 t.test('a customer sees nothing of brand settings or of the team', async (t) => {
   for (const url of [base, `${base}/statuses`, `${base}/tags`, `${base}/categories`, `${base}/webhooks`, `${base}/contacts`, `${base}/logs`, '/v1/accounts/me/members']) {
     const res = await ada.call('GET', url);
