@@ -271,3 +271,33 @@ t.test("the magic link: only to a page of the brand's portal, single use, throug
     t.equal((await anon('POST', '/v1/portal/verify', { token })).status, 400, `a malformed or foreign token (${token.slice(0, 3)}): 400`);
   }
 });
+
+t.test('every portal route is in the OpenAPI document, with the credential it takes', async (t) => {
+  const doc = JSON.parse((await app.inject({ method: 'GET', url: '/v1/openapi.json' })).body) as {
+    paths: Record<string, Record<string, { security?: Record<string, unknown>[] }>>;
+    components: { securitySchemes: Record<string, unknown> };
+  };
+  t.ok(doc.components.securitySchemes.portalToken, 'the portalToken scheme');
+  const portalRoutes = [
+    ['post', '/v1/portal/refresh'],
+    ['get', '/v1/portal/tickets'],
+    ['post', '/v1/portal/tickets'],
+    ['get', '/v1/portal/tickets/{ticketId}'],
+    ['post', '/v1/portal/tickets/{ticketId}/comments'],
+    ['post', '/v1/portal/tickets/attachments/pending'],
+    ['post', '/v1/portal/tickets/attachments/pending/{attachmentId}/confirm'],
+    ['post', '/v1/portal/tickets/{ticketId}/attachments'],
+    ['post', '/v1/portal/tickets/{ticketId}/attachments/{attachmentId}/confirm'],
+    ['get', '/v1/portal/tickets/{ticketId}/attachments'],
+    ['get', '/v1/portal/tickets/{ticketId}/attachments/{attachmentId}'],
+  ];
+  for (const [method, path] of portalRoutes) t.same(doc.paths[path]?.[method]?.security, [{ portalToken: [] }], `${method.toUpperCase()} ${path}: portal token`);
+  t.ok(doc.paths['/v1/portal/verify']?.post, 'POST /v1/portal/verify');
+  t.notOk(doc.paths['/v1/portal/verify']?.post?.security, 'verify takes no credential');
+  for (const family of ['brands', 'workspaces']) {
+    for (const route of ['token', 'magic-link']) {
+      const op = doc.paths[`/v1/${family}/{brandId}/portal/${route}`]?.post;
+      t.same(op?.security, [{ apiKey: [] }, { session: [] }, { sessionCookie: [] }], `POST /v1/${family}/{brandId}/portal/${route}: a key or a session`);
+    }
+  }
+});
