@@ -31,6 +31,8 @@ import { memberRoutes } from './domains/members/routes.js';
 import { teamRoutes } from './domains/members/team-routes.js';
 import { metricsRoutes } from './domains/metrics/routes.js';
 import { organizationRoutes } from './domains/organizations/routes.js';
+import { portalRoutes, portalTokenRoutes } from './domains/portal/routes.js';
+import { authenticate as authenticatePortalToken, isPortalOrigin } from './domains/portal/service.js';
 import { avatarFileRoutes, profileRoutes } from './domains/profiles/routes.js';
 import { mentionRoutes } from './domains/mentions/routes.js';
 import { featureRequestRoutes } from './domains/feature-requests/routes.js';
@@ -127,9 +129,16 @@ export async function buildApp({ config, db, services: given, isShuttingDown = (
   // Dashboard origins are echoed back with credentials allowed, so a browser may send the session cookie.
   const dashboardCors = { ...corsOptions, origin: true, credentials: true };
   const publicFormCors = { ...corsOptions, origin: '*', methods: ['POST'] };
+  // The portal answers only origins some brand lists in portalOrigins (a preflight names no brand);
+  // each request is then held to its own brand's (core/auth.ts). Bearer tokens: no credentials mode.
+  const portalCors = { ...corsOptions, origin: (origin: string | undefined) => isPortalOrigin(services, origin) };
   await app.register(cors, {
-    // A public web form is posted to from the pages that embed it, whatever corsOrigins says (its own allowedOrigins decide).
-    delegator: (req, done) => done(null, req.url?.startsWith('/v1/forms/') ? publicFormCors : isDashboardOrigin(services, req.headers.origin) ? dashboardCors : corsOptions),
+    delegator: (req, done) => {
+      // A public web form is posted to from the pages that embed it, whatever corsOrigins says (its own allowedOrigins decide).
+      if (req.url?.startsWith('/v1/forms/')) return done(null, publicFormCors);
+      if (req.url?.startsWith('/v1/portal/')) return done(null, portalCors);
+      done(null, isDashboardOrigin(services, req.headers.origin) ? dashboardCors : corsOptions);
+    },
   });
   await app.register(swagger, {
     openapi: {
@@ -138,13 +147,14 @@ export async function buildApp({ config, db, services: given, isShuttingDown = (
         title: 'ticketd API',
         version,
         description:
-          'Self-hosted, multi-tenant ticketing API. Authenticate with `Authorization: Bearer sk_live_…` (or `sk_test_…` for the separate test mode), or, as a team member signed in by magic link, with the session token (`Authorization: Bearer ts_…` or the session cookie).',
+          'Self-hosted, multi-tenant ticketing API. Authenticate with `Authorization: Bearer sk_live_…` (or `sk_test_…` for the separate test mode), or, as a team member signed in by magic link, with the session token (`Authorization: Bearer ts_…` or the session cookie). Customers call /v1/portal/… with a portal token (`Authorization: Bearer pt_…`) and nothing else.',
       },
       components: {
         securitySchemes: {
           apiKey: { type: 'http', scheme: 'bearer', description: 'An API key: sk_live_… or sk_test_…' },
           session: { type: 'http', scheme: 'bearer', description: 'A session token of a signed-in member (ts_…), from POST /v1/auth/verify' },
           sessionCookie: { type: 'apiKey', in: 'cookie', name: SESSION_COOKIE, description: 'The session cookie set by POST /v1/auth/verify?setCookies=true' },
+          portalToken: { type: 'http', scheme: 'bearer', description: "A customer's portal token (pt_…), from POST /v1/brands/{brandId}/portal/token or /v1/portal/verify" },
         },
       },
     },
@@ -157,6 +167,7 @@ export async function buildApp({ config, db, services: given, isShuttingDown = (
       const security: Record<string, string[]>[] = [
         ...(kinds.includes('api-key') ? [{ apiKey: [] }] : []),
         ...(kinds.includes('session') ? [{ session: [] }, { sessionCookie: [] }] : []),
+        ...(kinds.includes('portal') ? [{ portalToken: [] }] : []),
       ];
       return { schema: { ...schema, response: responses, ...(security.length ? { security } : {}) }, url };
     },
@@ -171,7 +182,7 @@ export async function buildApp({ config, db, services: given, isShuttingDown = (
   // Every API route lives in this scope: each must declare its auth kind and permission.
   await app.register(async (api) => {
     api.addHook('onRoute', requireAuthDeclaration);
-    installAuth(api, services, { apiKey: authenticateApiKey, session: authenticateSession });
+    installAuth(api, services, { apiKey: authenticateApiKey, session: authenticateSession, portal: authenticatePortalToken });
     installReadYourWrites(api, services);
 
     api.get('/v1/openapi.json', { config: { auth: 'none', permission: 'docs:read' }, schema: { hide: true } }, async () => app.swagger());
@@ -193,7 +204,9 @@ export async function buildApp({ config, db, services: given, isShuttingDown = (
       for (const routes of BRAND_SCOPED_ROUTES) await api.register(routes, { prefix: `${prefix}/:brandId` });
       await api.register(attachmentRoutes, { prefix: `${prefix}/:brandId`, deps: attachments });
       await api.register(webhookRoutes, { prefix: `${prefix}/:brandId`, policy: { allowPrivate: config.webhookAllowPrivate } });
+      await api.register(portalTokenRoutes, { prefix: `${prefix}/:brandId` });
     }
+    await api.register(portalRoutes, { deps: attachments });
     await api.register(dashboardRoutes);
     await api.register(attachmentFileRoutes, { deps: attachments });
     await api.register(inboundMailRoutes, { config, deps: { attachments } });

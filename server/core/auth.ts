@@ -1,14 +1,14 @@
 import type { FastifyInstance, FastifyRequest, RouteOptions } from 'fastify';
 import { unauthorized, forbidden } from './errors.js';
-import { hasRole, tenantCtx, type BaseCtx, type TenantCtx, type BrandScope, type MemberRole, type SessionCaller } from './context.js';
+import { hasRole, tenantCtx, type BaseCtx, type TenantCtx, type BrandScope, type MemberRole, type PortalCaller, type SessionCaller } from './context.js';
 import { requireBrand } from './brand.js';
-import { isDashboardOrigin } from './origins.js';
+import { isDashboardOrigin, normalizeOrigin } from './origins.js';
 import type { Services } from './services.js';
 import { addressSubject, enforceRateLimit, policiesFrom, rateLimiterOf, type Policy } from './rate-limit.js';
 
-/** How a route is called: without credentials, with an API key, or with a member's session. */
-export type AuthKind = 'none' | 'api-key' | 'session';
-/** What a route accepts: one kind, or several (`['api-key', 'session']`). */
+/** How a route is called: without credentials, with an API key, with a member's session, or with a customer's portal token. */
+export type AuthKind = 'none' | 'api-key' | 'session' | 'portal';
+/** What a route accepts: one kind, or several (`['api-key', 'session']`); `portal` stands alone. */
 export type AuthDeclaration = AuthKind | readonly AuthKind[];
 
 export interface PermissionRule {
@@ -88,6 +88,12 @@ export const PERMISSIONS = {
   'team:manage': { accountWide: true, minRole: 'admin' },
   'team:transfer': { accountWide: true, minRole: 'owner' },
   'invites:accept': { accountWide: false },
+  // Customers: tokens are minted for them server side (an API key or a member of the brand); the
+  // portal routes take the portal token alone.
+  'portal_tokens:write': { accountWide: false },
+  'portal:sign_in': { accountWide: false },
+  'portal:read': { accountWide: false },
+  'portal:write': { accountWide: false },
 } as const satisfies Record<string, PermissionRule>;
 export type Permission = keyof typeof PERMISSIONS;
 
@@ -127,15 +133,28 @@ export interface SessionIdentity extends SessionCaller {
 
 export type SessionAuthenticator = (services: Services, token: string) => Promise<SessionIdentity | null>;
 
+/** The identity a valid portal token grants: one contact of one brand, in its account and mode. */
+export interface PortalIdentity extends PortalCaller {
+  accountId: string;
+  livemode: boolean;
+  /** The brand's portalOrigins: the only browser origins the token may be used from. */
+  portalOrigins: readonly string[];
+}
+
+export type PortalAuthenticator = (services: Services, token: string) => Promise<PortalIdentity | null>;
+
 export interface Authenticators {
   apiKey: ApiKeyAuthenticator;
   session: SessionAuthenticator;
+  portal: PortalAuthenticator;
 }
 
 /** The cookie a browser may hold its session in (set by POST /v1/auth/verify?setCookies=true). */
 export const SESSION_COOKIE = 'ticketd_session';
 /** Session tokens start so (API keys with sk_live_ or sk_test_). */
 export const SESSION_TOKEN_PREFIX = 'ts_';
+/** Portal tokens start so: they are refused on every route but the portal's, and only they are taken there. */
+export const PORTAL_TOKEN_PREFIX = 'pt_';
 
 /** The Set-Cookie value that holds a session token in the browser (an empty value and 0 clear it). */
 export function sessionCookie(req: FastifyRequest, value: string, maxAgeSeconds: number): string {
@@ -167,14 +186,23 @@ export function authKindsOf(declaration: AuthDeclaration | undefined): readonly 
 export function requireAuthDeclaration(route: RouteOptions): void {
   const config = route.config as { auth?: AuthDeclaration; permission?: Permission } | undefined;
   const kinds = authKindsOf(config?.auth);
-  if (!kinds.length || (kinds.includes('none') && kinds.length > 1) || !config?.permission || !(config.permission in PERMISSIONS)) {
+  const alone = (kind: AuthKind) => kinds.includes(kind) && kinds.length > 1;
+  if (!kinds.length || alone('none') || alone('portal') || !config?.permission || !(config.permission in PERMISSIONS)) {
     throw new Error(`Route ${String(route.method)} ${route.url} must declare config.auth and a known config.permission`);
   }
+}
+
+/** Whether a browser's `origin` is one of a brand's portal origins. */
+export function portalOriginAllowed(portalOrigins: readonly string[], origin: string): boolean {
+  const normal = normalizeOrigin(origin);
+  return normal !== null && portalOrigins.some((o) => normalizeOrigin(o) === normal);
 }
 
 const SAFE_METHODS: ReadonlySet<string> = new Set(['GET', 'HEAD', 'OPTIONS']);
 
 function missingCredentials(kinds: readonly AuthKind[]) {
+  if (kinds.includes('portal'))
+    return unauthorized('Send a portal token as "Authorization: Bearer pt_…" (minted server side with POST /v1/brands/{brandId}/portal/token)', 'missing_credentials');
   if (!kinds.includes('session')) return unauthorized('Send an API key as "Authorization: Bearer sk_live_…" or "sk_test_…"', 'missing_credentials');
   const session = `a session token as "Authorization: Bearer …" or the ${SESSION_COOKIE} cookie (sign in with POST /v1/auth/magic-link)`;
   return unauthorized(`Send ${kinds.includes('api-key') ? `an API key or ${session}` : session}`, 'missing_credentials');
@@ -202,6 +230,34 @@ export function installAuth(app: FastifyInstance, services: Services, authentica
     if (!bearer && !cookie) {
       fromAddress(policies.ip);
       throw missingCredentials(kinds);
+    }
+    // A portal token opens the portal routes and nothing else; nothing else opens them.
+    if (kinds.includes('portal')) {
+      if (!bearer?.startsWith(PORTAL_TOKEN_PREFIX)) {
+        throw unauthorized('This route is for customers: send a portal token ("Authorization: Bearer pt_…"), not an API key or a session', 'portal_token_required');
+      }
+      const identity = await authenticators.portal(services, bearer);
+      if (!identity) {
+        fromAddress(policies.ip);
+        throw unauthorized('This portal token is not valid: it is unknown, expired or revoked; ask the application for a new one', 'invalid_portal_token');
+      }
+      if (rateLimit !== false) enforceRateLimit(reply, limiter, policies.portal, `customer:${identity.contactId}`);
+      const origin = req.headers.origin;
+      if (origin !== undefined && !portalOriginAllowed(identity.portalOrigins, origin)) {
+        throw forbidden(`This portal token works from the brand's portal origins only (portalOrigins); ${origin} is not one`, 'origin_not_allowed');
+      }
+      const { accountId, livemode, tokenId, brandId, contactId, email, name, expiresAt } = identity;
+      const actor = { type: 'customer' as const, id: contactId, name: name ?? email };
+      req.log = req.log.child({ accountId, livemode, brandId, contactId, portalTokenId: tokenId });
+      // The brand scope is the token's brand: whatever else the customer names reads as 404.
+      req.ctx = {
+        ...tenantCtx({ services, db, actor, requestId: req.id, log: req.log }, accountId, livemode, { allBrands: false, brandIds: [brandId] }),
+        portal: { tokenId, brandId, contactId, email, name, expiresAt },
+      };
+      return;
+    }
+    if (bearer?.startsWith(PORTAL_TOKEN_PREFIX)) {
+      throw unauthorized("A portal token only works on the customer portal's routes (/v1/portal/…); use an API key or a session here", 'portal_token_not_allowed');
     }
     if (bearer?.startsWith('sk_') && !kinds.includes('api-key')) {
       throw unauthorized('This route is for team members signed in to the dashboard: send a session token, not an API key', 'session_required');

@@ -45,6 +45,18 @@ export interface TenantCtx extends BaseCtx {
   brandScope: BrandScope;
   /** Set when the caller is a member's session (not an API key). */
   session?: SessionCaller;
+  /** Set when the caller is a customer with a portal token: one contact of one brand. */
+  portal?: PortalCaller;
+}
+
+/** A customer in an embedding application: their token, and the brand and contact it is bound to. */
+export interface PortalCaller {
+  tokenId: string;
+  brandId: string;
+  contactId: string;
+  email: string;
+  name: string | null;
+  expiresAt: Date;
 }
 
 /** Roles of an organization's members, most powerful first. */
@@ -96,6 +108,12 @@ export function afterCommit(ctx: BaseCtx, done: () => void): void {
 
 export function canSeeBrand(scope: BrandScope, brandId: string): boolean {
   return scope.allBrands || scope.brandIds.includes(brandId);
+}
+
+/** The customer of a portal route (its auth guarantees one). */
+export function portalCaller(ctx: TenantCtx): PortalCaller {
+  if (!ctx.portal) throw new Error('portalCaller: this route must declare auth: portal');
+  return ctx.portal;
 }
 
 /** The signed-in member of a route that takes a session only (its auth guarantees one). */

@@ -7,6 +7,8 @@ export const ID_PREFIX = {
   member: 'mem',
   session: 'sess',
   magicLink: 'mlk',
+  portalToken: 'ptk',
+  portalLink: 'plk',
   apiKey: 'key',
   brand: 'br',
   category: 'cat',

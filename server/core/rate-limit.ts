@@ -7,7 +7,7 @@ import { part, type ServiceLogger, type Services } from './services.js';
 
 /**
  * Rate limits: a fixed window per budget and subject, the subject being the credential a request
- * carries (`key:<keyId>`, `session:<id>`) or, without one, the client's address (`ip:<addr>`, which
+ * carries (`key:<keyId>`, `session:<id>`, a portal token's `customer:<contactId>`) or, without one, the client's address (`ip:<addr>`, which
  * honours trustProxy). The sign-in routes anyone may call count per address and per email address
  * too (`email:<address>`), each route apart (signInPolicies); public web forms per address and per
  * form (`form:<formId>`, formPolicies).
@@ -19,7 +19,7 @@ import { part, type ServiceLogger, type Services } from './services.js';
  */
 
 /** Who a budget belongs to. */
-export type Subject = `key:${string}` | `session:${string}` | `ip:${string}` | `email:${string}` | `form:${string}`;
+export type Subject = `key:${string}` | `session:${string}` | `customer:${string}` | `ip:${string}` | `email:${string}` | `form:${string}`;
 
 /**
  * The budget of a client address. An IPv6 host usually holds a whole /64 and can pick any address
@@ -43,7 +43,7 @@ export interface Policy {
   readonly holder: string;
 }
 
-export type PolicyName = 'apiKey' | 'session' | 'ip' | 'signup';
+export type PolicyName = 'apiKey' | 'session' | 'portal' | 'ip' | 'signup';
 
 export function policiesFrom(config: Config): Readonly<Record<PolicyName, Policy>> {
   const windowMs = config.rateLimitWindowSeconds * 1000;
@@ -51,6 +51,8 @@ export function policiesFrom(config: Config): Readonly<Record<PolicyName, Policy
     apiKey: { name: 'api', limit: config.rateLimitPerApiKey, windowMs, holder: 'this API key' },
     // A member's session has the budget of a key.
     session: { name: 'api', limit: config.rateLimitPerApiKey, windowMs, holder: 'this session' },
+    // One customer in a browser: the budget of a client address, counted per customer.
+    portal: { name: 'api', limit: config.rateLimitPerIp, windowMs, holder: 'this portal customer' },
     ip: { name: 'api', limit: config.rateLimitPerIp, windowMs, holder: 'this address' },
     signup: { name: 'signup', limit: config.signupRateLimitPerHour, windowMs: 3_600_000, holder: 'sign-ups from this address' },
   };

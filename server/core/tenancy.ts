@@ -19,6 +19,8 @@ export const CROSS_TENANT_INDEXES: Readonly<Record<string, string>> = {
   api_keys_secret_hash_idx: 'authentication learns the account from the key: it finds the key by its hash alone',
   sessions_token_hash_idx: 'authentication learns the account from the session token: it finds the session by its hash alone',
   magic_links_token_hash_idx: 'sign-in learns the account from the link: it finds the link by its hash alone',
+  portal_tokens_token_hash_idx: 'authentication learns the account from the portal token: it finds the token by its hash alone',
+  portal_links_token_hash_idx: "a customer's sign-in learns the account from the link: it finds the link by its hash alone",
   members_email_idx: "sign-in starts from an email address alone: it finds that person's memberships in every account",
   outbox_due_idx: 'the dispatcher claims the due messages of every account',
   outbox_status_idx: 'operators count and list the outbox across accounts (ticketd outbox stats)',

@@ -19,8 +19,16 @@ import * as watchers from './ticket-watchers.js';
  * the watchers' notification and one mail to each member mentioned (mail), each member's mail as
  * their profile's notifyEmail allows (profiles).
  */
-export async function createComment(ctx: TenantCtx, brandId: string, ticketId: string, input: CreateCommentInput, idempotencyKey?: string): Promise<comments.CreateResult> {
+export async function createComment(
+  ctx: TenantCtx,
+  brandId: string,
+  ticketId: string,
+  input: CreateCommentInput,
+  idempotencyKey?: string,
+  options: { reopenFrom?: readonly string[] } = {},
+): Promise<comments.CreateResult> {
   return comments.create(ctx, brandId, ticketId, input, idempotencyKey, {
+    reopenFrom: options.reopenFrom,
     check: async (tx, brand) => {
       if (input.setStatus !== undefined) await statuses.assertStatusKey(tx, brand, input.setStatus, 'setStatus');
     },

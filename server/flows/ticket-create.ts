@@ -67,7 +67,12 @@ export interface CreateResult {
   ticket: TicketView;
 }
 
-export async function createTicket(ctx: TenantCtx, brandId: string, input: CreateTicketInput, idempotencyKey?: string): Promise<CreateResult> {
+/** How a create may be narrowed: a customer's ticket (the portal) links only that customer's pending uploads. */
+export interface CreateOptions {
+  pendingUploadsOf?: string;
+}
+
+export async function createTicket(ctx: TenantCtx, brandId: string, input: CreateTicketInput, idempotencyKey?: string, options: CreateOptions = {}): Promise<CreateResult> {
   const title = input.title.trim();
   if (!title) throw badRequest('title must not be blank', [{ field: 'title', message: 'must not be blank' }]);
   tickets.checkCustomFieldsShape(input.customFields);
@@ -83,7 +88,7 @@ export async function createTicket(ctx: TenantCtx, brandId: string, input: Creat
   const brandKey = `${ctx.accountId}:${ctx.livemode}:${id}`;
   const ticket = hasFieldSchema(ctx, brandKey) ? null : await createInOneStatement(ctx, id, title, email, input, idempotency);
   if (ticket) return { created: true, ticket };
-  return createStepByStep(ctx, id, title, email, input, idempotency, brandKey);
+  return createStepByStep(ctx, id, title, email, input, idempotency, brandKey, options);
 }
 
 /**
@@ -184,6 +189,7 @@ async function createStepByStep(
   input: CreateTicketInput,
   idempotency: { key: string; fingerprint: string } | undefined,
   brandKey: string,
+  options: CreateOptions,
 ): Promise<CreateResult> {
   const outcome = await withTx(ctx, async (tx) => {
     const brand = await requireBrand(tx, brandId);
@@ -206,7 +212,7 @@ async function createStepByStep(
 
     const tagIds = await resolveTags(tx, brand.id, input.tags ?? []);
     if (email) await findOrCreateContact(tx, brand.id, email, input.customerName ?? null);
-    const attachmentCount = await attachments.linkPending(tx, brand.id, id, input.attachmentIds ?? []);
+    const attachmentCount = await attachments.linkPending(tx, brand.id, id, input.attachmentIds ?? [], options.pendingUploadsOf ?? null);
     // Its entry is made (and so ordered) before the watchers' entries, though written by the last statement.
     const w = ticketWrite(tx, brand.id, title, email, input, { id, tagIds: [...tagIds], tagNames: [], attachmentCount, fieldsChecked: true });
     if (input.watchers?.length) await watchers.addToNewTicket(tx, brand.id, id, input.watchers);

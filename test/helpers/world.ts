@@ -87,6 +87,10 @@ export interface World {
   revokedKey: string;
   /** The token of the main brand's web form: the credential of its public URL. */
   formToken: string;
+  /** A portal token of the main brand's customer (peter@…, whose ticket is ticketId). */
+  portalToken: string;
+  /** The origin the main brand lists in portalOrigins. */
+  portalOrigin: string;
   ticketId: string;
   otherTicketId: string;
   commentId: string;
@@ -122,6 +126,8 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
   const members = (await must(live('GET', '/v1/accounts/me/members'), 200)).data as { id: string; email: string }[];
   const memberId = members[0]!.id;
   const ownerEmail = members[0]!.email;
+  const portalOrigin = 'https://portal.initech.example';
+  await must(live('PATCH', base, { portalOrigins: [portalOrigin] }), 200);
   const company = await mustCreate(live, `${base}/companies`, { name: `${MARKER} Initech`, domain: 'initech.example' });
   const contact = await mustCreate(live, `${base}/contacts`, { email: 'peter@initech.example', name: `${MARKER} Peter`, companyId: company.id });
   const category = await mustCreate(live, `${base}/categories`, { name: `${MARKER} billing` });
@@ -142,6 +148,8 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
   await mustCreate(live, `${base}/tickets`, { title: `${MARKER} announced` });
   const form = await mustCreate(live, `${base}/forms`, { name: `${MARKER} contact form`, thankYouMessage: `${MARKER} thanks` });
   const delivery = (await must(live('GET', `${base}/webhooks/${webhook.id}/deliveries`), 200))[0];
+  // The customer of the main ticket, in the portal.
+  const portalToken = (await mustCreate(live, `${base}/portal/token`, { email: 'peter@initech.example' })).token as string;
 
   // The owner is mentioned in a comment and proposes a feature request, through their own session.
   await mustCreate(live, `${base}/tickets/${other.id}/comments`, { body: `@[Owner](${memberId}) ${MARKER} mention` });
@@ -266,6 +274,17 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
     'POST /v1/auth/feature-requests/{id}/vote': null,
     'DELETE /v1/auth/feature-requests/{id}/vote': null,
     'PUT /v1/uploads/{token}': { body: 'abc', headers: { 'content-type': 'application/octet-stream' } },
+    // The customer portal: minted for the main ticket's customer; the rest is that customer's.
+    [`POST ${B}/portal/token`]: json({ email: 'peter@initech.example', expiresIn: '1h' }),
+    [`POST ${B}/portal/magic-link`]: json({ email: 'peter@initech.example', portalUrl: `${portalOrigin}/help` }),
+    'POST /v1/portal/verify': json({ token: `pl_${'0'.repeat(43)}` }),
+    'POST /v1/portal/refresh': null,
+    'POST /v1/portal/tickets': json({ title: 'From the portal', body: 'Help' }),
+    'POST /v1/portal/tickets/{ticketId}/comments': json({ body: 'Thanks' }),
+    'POST /v1/portal/tickets/attachments/pending': json({ filename: 'a.txt', contentType: 'text/plain', size: 3 }),
+    'POST /v1/portal/tickets/attachments/pending/{attachmentId}/confirm': null,
+    'POST /v1/portal/tickets/{ticketId}/attachments': json({ filename: 'a.txt', contentType: 'text/plain', size: 3 }),
+    'POST /v1/portal/tickets/{ticketId}/attachments/{attachmentId}/confirm': null,
     'PATCH /v1/auth/profile': json({ displayName: 'Owner', notifyToast: false }),
     'POST /v1/auth/profile/avatar/upload': AVATAR_MULTIPART,
     'POST /v1/auth/profile/avatar': json({ filename: 'me.gif', contentType: 'image/gif', size: AVATAR_GIF.length }),
@@ -355,6 +374,8 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
     ],
     revokedKey: revoked.key,
     formToken: form.token,
+    portalToken,
+    portalOrigin,
     ticketId: ticket.id,
     otherTicketId: other.id,
     commentId: comment.id,

@@ -246,6 +246,8 @@ const BAD_CREDENTIALS = [
   () => `Bearer ts_${randomText(43)}`,
   () => `Bearer ml_${'0'.repeat(43)}`,
   () => `Bearer ${session}x`,
+  () => `Bearer pt_${randomText(43)}`,
+  () => `Bearer ${world.portalToken}`,
 ];
 
 function attemptsFor(op: Operation): Attempt[] {
@@ -256,7 +258,8 @@ function attemptsFor(op: Operation): Attempt[] {
   const security = (op.security ?? []) as Record<string, unknown>[];
   const secured = security.length > 0;
   const takesKey = security.some((s) => 'apiKey' in s);
-  const credential: Record<string, string> = secured ? { authorization: `Bearer ${takesKey ? world.owner.liveKey : session}` } : {};
+  const takesPortalToken = security.some((s) => 'portalToken' in s);
+  const credential: Record<string, string> = secured ? { authorization: `Bearer ${takesKey ? world.owner.liveKey : takesPortalToken ? world.portalToken : session}` } : {};
   const baseHeaders: Record<string, string> = { ...credential, ...request?.headers };
   const query = world.queries[key] ?? '';
   const content = op.requestBody?.content ?? {};

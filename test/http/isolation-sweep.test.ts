@@ -47,7 +47,7 @@ const sideMember = await members.add(tenantCtx(systemCtx(servicesOf(db)), owner.
 
 interface Caller {
   label: string;
-  kind: 'api-key' | 'session';
+  kind: 'api-key' | 'session' | 'portal';
   /** Limited to some brands: account routes may answer 403 instead of 404. */
   limited: boolean;
   call: (method: string, url: string, body?: unknown, headers?: Record<string, string>) => Promise<Reply>;
@@ -59,6 +59,10 @@ interface Caller {
   sameAccount?: boolean;
 }
 const privateToAll = [MARKER, ...world.privateIds];
+/** Customers in the portal: another account's, and another customer of the owner's own brand (who sees its name and id, and nothing else). */
+const portalOf = async (call: typeof owner.live, base: string, email: string) => client(app, (await call('POST', `${base}/portal/token`, { email })).body.token as string);
+const strangerCustomer = await portalOf(stranger.live, stranger.base, 'someone@stranger.example');
+const neighbour = await portalOf(owner.live, owner.base, 'neighbour@example.net');
 const strangerSecrets = [...privateToAll, ...world.accountWideIds, owner.accountId, owner.ownerId, world.params.memberId!];
 const callers: Caller[] = [
   { label: 'another account', kind: 'api-key', limited: false, call: stranger.live, ownBrand: stranger.brand.id, secrets: strangerSecrets },
@@ -80,6 +84,15 @@ const callers: Caller[] = [
     ownBrand: world.sideBrand.id,
     secrets: privateToAll,
     sameAccount: true,
+  },
+  { label: "another account's customer, in the portal", kind: 'portal', limited: true, call: strangerCustomer, ownBrand: stranger.brand.id, secrets: strangerSecrets },
+  {
+    label: 'another customer of the same brand, in the portal',
+    kind: 'portal',
+    limited: true,
+    call: neighbour,
+    ownBrand: owner.brand.id,
+    secrets: [...world.privateIds.filter((id) => id !== owner.brand.id), 'peter@initech.example', `${MARKER} ticket`, `${MARKER} comment`, world.portalToken],
   },
 ];
 
@@ -172,7 +185,7 @@ t.test('the cross-brand routes: a brand of the owner named in brandIds or worksp
         const res = await caller.call('GET', `${route}${query}`);
         requests++;
         const label = `${caller.label}: GET ${route}${query ? ' naming the owner' : ''}`;
-        t.equal(res.status, query ? 404 : 200, label);
+        t.equal(res.status, caller.kind === 'portal' ? 401 : query ? 404 : 200, label);
         t.same(leaked(res, caller.secrets, `${route}${query}`), [], `${label}: nothing of the owner in the answer`);
       }
     }

@@ -18,6 +18,8 @@ export class Attachment extends TenantModel {
   declare status: AttachmentStatus;
   declare sha256: string | null;
   declare uploadedBy: string | null;
+  /** The contact whose portal token declared it: a pending upload is that customer's alone. */
+  declare portalCustomerId: string | null;
   declare metadata: Record<string, unknown>;
   declare createdAt: Date;
   declare updatedAt: Date;

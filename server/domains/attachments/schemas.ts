@@ -4,13 +4,13 @@ import { BrandParams, Metadata, Nullable, Timestamp } from '../../core/schemas.j
 export const MAX_URL_IDS = 100;
 
 const Id = Type.String({ minLength: 1, maxLength: 64 });
-const Filename = Type.String({
+export const Filename = Type.String({
   minLength: 1,
   maxLength: 255,
   pattern: '^[^\\u0000-\\u001f\\u007f]*\\S[^\\u0000-\\u001f\\u007f]*$',
   description: 'Shown and offered on download; not used as a file name on the server',
 });
-const ContentType = Type.String({
+export const ContentType = Type.String({
   minLength: 3,
   maxLength: 255,
   pattern: '^[A-Za-z0-9!#$&^_.+-]+/[A-Za-z0-9!#$&^_.+-]+(\\s*;[^\\u0000-\\u001f\\u007f]*)?$',

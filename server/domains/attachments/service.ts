@@ -164,8 +164,18 @@ async function grantUrl(io: AttachmentIo, row: Attachment, purpose: GrantPurpose
 // ---------------------------------------------------------------------------------------------
 // Three steps: declare, PUT the bytes, confirm.
 
-/** Step 1: the record (PENDING) and a signed upload URL. ticketId null: a pending attachment. */
-export async function createUpload(ctx: TenantCtx, io: AttachmentIo, brandId: string, ticketId: string | null, input: CreateAttachmentInput): Promise<UploadGrantView> {
+/**
+ * Step 1: the record (PENDING) and a signed upload URL. ticketId null: a pending attachment.
+ * portalCustomerId: the customer declaring it through the portal, whose pending upload it is.
+ */
+export async function createUpload(
+  ctx: TenantCtx,
+  io: AttachmentIo,
+  brandId: string,
+  ticketId: string | null,
+  input: CreateAttachmentInput,
+  portalCustomerId: string | null = null,
+): Promise<UploadGrantView> {
   const filename = input.filename.trim();
   if (input.size > io.maxBytes) throw tooLarge(io.maxBytes);
   const brand = await requireBrand(ctx, brandId);
@@ -183,6 +193,7 @@ export async function createUpload(ctx: TenantCtx, io: AttachmentIo, brandId: st
       size: input.size,
       status: 'PENDING',
       uploadedBy: input.uploadedBy ?? null,
+      portalCustomerId,
       metadata: input.metadata ?? {},
     })
     .returning('*')) as unknown as Attachment;
@@ -232,14 +243,22 @@ export async function receiveUpload(base: BaseCtx, deps: AttachmentDeps, token: 
 /**
  * Step 3: PENDING → UPLOADED once the bytes are stored; counts it on its ticket and records
  * attachment.created. Already UPLOADED: returned as is. ticketId null (the pending route): any
- * attachment of the brand by id.
+ * attachment of the brand by id, or (portalCustomerId) that customer's pending uploads only.
  */
-export async function confirm(ctx: TenantCtx, io: AttachmentIo, brandId: string, ticketId: string | null, attachmentId: string): Promise<AttachmentView> {
+export async function confirm(
+  ctx: TenantCtx,
+  io: AttachmentIo,
+  brandId: string,
+  ticketId: string | null,
+  attachmentId: string,
+  portalCustomerId: string | null = null,
+): Promise<AttachmentView> {
   return withTx(ctx, async (tx) => {
     const brand = await requireBrand(tx, brandId);
     if (ticketId) await requireTicket(tx, brand.id, ticketId);
     const q = ofBrand(tx, brand.id).findById(attachmentId).forUpdate();
     if (ticketId) q.where('attachments.ticketId', ticketId);
+    else if (portalCustomerId) q.whereNull('attachments.ticketId').where('attachments.portalCustomerId', portalCustomerId);
     const row = await q;
     if (!row) throw notFound('Attachment');
     if (row.status === 'UPLOADED') return toView(row);
@@ -427,25 +446,35 @@ export async function discardFiles(deps: AttachmentDeps, attachmentIds: readonly
 // ---------------------------------------------------------------------------------------------
 // Reads, delete, URLs.
 
+/** Attachments a customer may see: not on an internal note. */
+const NOT_ON_INTERNAL_NOTE = `not exists (select 1 from comments c where ${sameTenant('c', 'attachments')}
+  and c.brand_id = attachments.brand_id and c.id = attachments.comment_id and c.is_internal)`;
+
+/** Who reads: the team (everything), or a customer in the portal (nothing on an internal note). */
+export type Audience = 'team' | 'customer';
+
 /** A ticket's attachments, oldest first (PENDING ones included: their upload may be under way). */
-export async function list(ctx: TenantCtx, brandId: string, ticketId: string): Promise<AttachmentView[]> {
+export async function list(ctx: TenantCtx, brandId: string, ticketId: string, audience: Audience = 'team'): Promise<AttachmentView[]> {
   const brand = await requireBrand(ctx, brandId);
   await requireTicket(ctx, brand.id, ticketId);
-  return (await ofBrand(ctx, brand.id).where('attachments.ticketId', ticketId).orderBy('attachments.id')).map(toView);
+  const q = ofBrand(ctx, brand.id).where('attachments.ticketId', ticketId).orderBy('attachments.id');
+  if (audience === 'customer') q.whereRaw(NOT_ON_INTERNAL_NOTE);
+  return (await q).map(toView);
 }
 
-async function requireOnTicket(ctx: TenantCtx, brandId: string, ticketId: string, attachmentId: string, lock = false): Promise<Attachment> {
+async function requireOnTicket(ctx: TenantCtx, brandId: string, ticketId: string, attachmentId: string, lock = false, audience: Audience = 'team'): Promise<Attachment> {
   await requireTicket(ctx, brandId, ticketId);
   const q = ofBrand(ctx, brandId).where({ 'attachments.ticketId': ticketId, 'attachments.id': attachmentId }).first();
+  if (audience === 'customer') q.whereRaw(NOT_ON_INTERNAL_NOTE);
   const row = await (lock ? q.forUpdate() : q);
   if (!row) throw notFound('Attachment');
   return row;
 }
 
 /** One attachment, with a fresh download URL once uploaded. */
-export async function get(ctx: TenantCtx, io: AttachmentIo, brandId: string, ticketId: string, attachmentId: string): Promise<AttachmentWithUrlView> {
+export async function get(ctx: TenantCtx, io: AttachmentIo, brandId: string, ticketId: string, attachmentId: string, audience: Audience = 'team'): Promise<AttachmentWithUrlView> {
   const brand = await requireBrand(ctx, brandId);
-  const row = await requireOnTicket(ctx, brand.id, ticketId, attachmentId);
+  const row = await requireOnTicket(ctx, brand.id, ticketId, attachmentId, false, audience);
   const view = toView(row);
   const grant = row.status === 'UPLOADED' ? await grantUrl(io, row, 'download') : null;
   return { ...view, attachment: view, downloadUrl: grant?.url ?? null, expiresAt: grant?.expiresAt ?? null };
@@ -560,22 +589,24 @@ export async function openDownload(base: BaseCtx, deps: AttachmentDeps, token: s
  * invalid_attachments. Returns how many were linked: the new ticket's attachment_count. The
  * UPDATE locks the rows, so two creates cannot both link one attachment.
  */
-export async function linkPending(tx: TenantCtx, brandId: string, ticketId: string, attachmentIds: readonly string[]): Promise<number> {
+export async function linkPending(tx: TenantCtx, brandId: string, ticketId: string, attachmentIds: readonly string[], portalCustomerId: string | null = null): Promise<number> {
   const wanted = [...new Set(attachmentIds)];
   if (!wanted.length) return 0;
   const brand = await requireBrand(tx, brandId);
-  const linked = (await ofBrand(tx, brand.id)
-    .whereIn('attachments.id', wanted)
-    .whereNull('attachments.ticketId')
-    .where('attachments.status', 'UPLOADED')
-    .patch({ ticketId, updatedAt: objection.raw('now()') as unknown as Date })
-    .returning('id')) as unknown as { id: string }[];
+  const q = ofBrand(tx, brand.id).whereIn('attachments.id', wanted).whereNull('attachments.ticketId').where('attachments.status', 'UPLOADED');
+  // A customer's ticket takes that customer's own uploads only.
+  if (portalCustomerId) q.where('attachments.portalCustomerId', portalCustomerId);
+  const linked = (await q.patch({ ticketId, updatedAt: objection.raw('now()') as unknown as Date }).returning('id')) as unknown as { id: string }[];
   if (linked.length !== wanted.length) {
     const ok = new Set(linked.map((r) => r.id));
     const bad = wanted.filter((id) => !ok.has(id));
+    const what = portalCustomerId ? 'your own uploaded pending attachments' : 'uploaded attachments of this brand that are not on a ticket yet';
     throw badRequest(
-      `attachmentIds must name uploaded attachments of this brand that are not on a ticket yet: ${bad.join(', ')}`,
-      bad.map((id) => ({ field: 'attachmentIds', message: `${id} is not an uploaded pending attachment of this brand` })),
+      `attachmentIds must name ${what}: ${bad.join(', ')}`,
+      bad.map((id) => ({
+        field: 'attachmentIds',
+        message: `${id} is not ${portalCustomerId ? 'an uploaded pending attachment of yours' : 'an uploaded pending attachment of this brand'}`,
+      })),
       'invalid_attachments',
     );
   }

@@ -174,8 +174,10 @@ type NewComment = Pick<
  * it), insert the comment, record the audit entries. The ticket is written before the comment
  * is inserted; one transaction makes both happen or neither.
  */
-async function insert(tx: TenantCtx, brandId: string, ticketId: string, comment: NewComment, setStatus?: string): Promise<Comment> {
+async function insert(tx: TenantCtx, brandId: string, ticketId: string, comment: NewComment, setStatus?: string, reopenFrom: readonly string[] = []): Promise<Comment> {
   const ticket = await ticketOf(tx, brandId, ticketId, true);
+  // Decided under the ticket's lock, so a reply racing a status change reopens what it finds.
+  if (setStatus === undefined && reopenFrom.includes(ticket.status)) setStatus = 'open';
   if (comment.parentId) {
     const parent = await liveComments(tx, brandId, ticket.id).where('comments.id', comment.parentId).first();
     if (!parent) {
@@ -238,6 +240,8 @@ export interface CreateSteps {
   check?: (tx: TenantCtx, brandId: string) => Promise<void>;
   /** After the comment is written. */
   then?: (tx: TenantCtx, brandId: string, row: Comment) => Promise<void>;
+  /** Statuses the comment sets back to open (a customer's reply); not part of the request, so a replay matches. */
+  reopenFrom?: readonly string[];
 }
 
 export async function create(
@@ -284,6 +288,7 @@ export async function create(
         connectionId: input.connectionId ?? null,
       },
       input.setStatus,
+      steps.reopenFrom,
     );
     await steps.then?.(tx, brand.id, row);
     return { created: true, row };

@@ -237,7 +237,7 @@ The link works once, within ${c.validMinutes} minutes. If you did not ask for it
 }
 
 /** A mail from ticketd itself carrying a link to one person; its Message-ID is the link's id. */
-function linkMail(settings: MailSettings, kind: 'sign_in' | 'invitation', c: { linkId: string; to: MailAddress }, subject: string, text: string): MailMessage {
+function linkMail(settings: MailSettings, kind: 'sign_in' | 'invitation' | 'portal_link', c: { linkId: string; to: MailAddress }, subject: string, text: string): MailMessage {
   return {
     kind,
     from: { name: 'ticketd', address: settings.fromAddress },
@@ -268,4 +268,21 @@ ${c.url}
 
 The link works once, until ${c.expiresAt.toISOString().replace('T', ' ').slice(0, 16)} UTC. If you did not expect this invitation, ignore this mail.`;
   return linkMail(settings, 'invitation', c, `You are invited to join ${c.organizationName}`, text);
+}
+
+/**
+ * A customer's sign-in link to a brand's portal, from the brand. Its Message-ID is the link's id;
+ * `X-Ticketd-Brand` marks it as ours, so a reply to it is never taken for a new ticket.
+ */
+export function portalLink(settings: MailSettings, c: { linkId: string; brand: BrandInfo; to: MailAddress; url: string; validMinutes: number }): MailMessage {
+  const text = `Follow this link to see and answer your requests to ${c.brand.name}:
+
+${c.url}
+
+The link works once, within ${c.validMinutes} minutes. If you did not ask for it, ignore this mail: nobody can sign in without it.`;
+  return {
+    ...linkMail(settings, 'portal_link', c, `Your sign-in link for ${c.brand.name} support`, text),
+    from: sender(settings, c.brand),
+    headers: { 'Auto-Submitted': 'auto-generated', 'X-Auto-Response-Suppress': 'All', 'X-Ticketd-Brand': c.brand.id },
+  };
 }
