@@ -94,6 +94,9 @@ export const PERMISSIONS = {
   'portal:sign_in': { accountWide: false },
   'portal:read': { accountWide: false },
   'portal:write': { accountWide: false },
+  // Satisfaction ratings by a mailed link: anyone holding its token.
+  'feedback:read': { accountWide: false },
+  'feedback:rate': { accountWide: false },
 } as const satisfies Record<string, PermissionRule>;
 export type Permission = keyof typeof PERMISSIONS;
 

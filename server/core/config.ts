@@ -20,6 +20,7 @@ export interface Config {
   readonly corsOrigins: readonly string[];
   readonly dashboardOrigins: readonly string[];
   readonly dashboardAllowLoopback: boolean;
+  readonly ratingPageUrl: string | null;
   readonly sessionIdleTtlSeconds: number;
   readonly sessionMaxTtlSeconds: number;
   readonly authRateLimitPerIpPerHour: number;
@@ -91,6 +92,7 @@ export const ENV_KEYS: Record<string, [string, Kind]> = {
   TICKETD_CORS_ORIGINS: ['corsOrigins', 'list'],
   TICKETD_DASHBOARD_ORIGINS: ['dashboardOrigins', 'list'],
   TICKETD_DASHBOARD_ALLOW_LOOPBACK: ['dashboardAllowLoopback', 'boolean'],
+  TICKETD_RATING_PAGE_URL: ['ratingPageUrl', 'string'],
   TICKETD_SESSION_IDLE_TTL_SECONDS: ['sessionIdleTtlSeconds', 'integer'],
   TICKETD_SESSION_MAX_TTL_SECONDS: ['sessionMaxTtlSeconds', 'integer'],
   TICKETD_AUTH_RATE_LIMIT_PER_IP_PER_HOUR: ['authRateLimitPerIpPerHour', 'integer'],

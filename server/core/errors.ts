@@ -14,4 +14,5 @@ export const badRequest = (message: string, errors?: { field: string; message: s
 export const unauthorized = (message: string, code = 'unauthorized') => new HttpError(401, code, message);
 export const forbidden = (message: string, code = 'forbidden') => new HttpError(403, code, message);
 export const notFound = (what: string, code = 'not_found') => new HttpError(404, code, `${what} not found`);
+export const gone = (message: string, code = 'gone') => new HttpError(410, code, message);
 export const conflict = (message: string, code = 'conflict') => new HttpError(409, code, message);

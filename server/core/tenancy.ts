@@ -25,6 +25,8 @@ export const CROSS_TENANT_INDEXES: Readonly<Record<string, string>> = {
   outbox_due_idx: 'the dispatcher claims the due messages of every account',
   outbox_status_idx: 'operators count and list the outbox across accounts (ticketd outbox stats)',
   outbox_lease_owner_idx: 'the dispatchers find the leases of a dispatcher that is gone, whatever their accounts',
+  ticket_feedback_token_hash_idx: 'a rating link names only its token: it finds the rating request by the token hash alone',
+  ticket_feedback_due_idx: 'the dispatcher sends the due rating requests of every account',
   forms_token_idx: 'a submission to a public web form names only its token: it finds the form by the token alone',
   idempotency_keys_expires_idx: 'the expired-key purge sweeps every account',
   attachments_cleanup_idx: 'the abandoned-upload purge sweeps every account',

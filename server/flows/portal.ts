@@ -7,6 +7,7 @@ import * as outbox from '../outbox/service.js';
 import type { AttachmentDeps, AttachmentIo } from '../domains/attachments/service.js';
 import * as attachments from '../domains/attachments/service.js';
 import type { AttachmentView, AttachmentWithUrlView, UploadGrantView } from '../domains/attachments/schemas.js';
+import type { PortalFeedbackView, RateInput } from '../domains/feedback/schemas.js';
 import * as comments from '../domains/comments/service.js';
 import type { CommentView } from '../domains/comments/schemas.js';
 import * as contacts from '../domains/contacts/service.js';
@@ -28,6 +29,7 @@ import * as tickets from '../domains/tickets/service.js';
 import type { TicketView } from '../domains/tickets/schemas.js';
 import type { Page } from '../core/pagination.js';
 import { createComment } from './comment-create.js';
+import * as csat from './feedback.js';
 import { findOrCreateContact } from './customers.js';
 import { createTicket } from './ticket-create.js';
 
@@ -252,6 +254,22 @@ export async function addComment(ctx: TenantCtx, ticketId: string, body: string,
     { reopenFrom: REOPENED_FROM },
   );
   return { created, comment: portalComment(comment, me, brand) };
+}
+
+/** The rating request of the caller's ticket: its latest resolution's, or null when none was asked for. */
+export async function getFeedback(ctx: TenantCtx, ticketId: string): Promise<{ feedback: PortalFeedbackView | null }> {
+  const me = portalCaller(ctx);
+  const ticket = await ownTicket(ctx, ticketId);
+  return { feedback: await csat.latestOf(ctx, me.brandId, ticket.id) };
+}
+
+/** The customer rates the latest resolution of their ticket (once, as by the mailed link). */
+export async function rateTicket(ctx: TenantCtx, ticketId: string, input: RateInput): Promise<PortalFeedbackView> {
+  const me = portalCaller(ctx);
+  return withTx(ctx, async (tx) => {
+    const ticket = await ownTicket(tx, ticketId);
+    return csat.rateLatest(tx, me.brandId, ticket.id, input);
+  });
 }
 
 // ---------------------------------------------------------------------------------------------

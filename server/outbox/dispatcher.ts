@@ -9,6 +9,7 @@ import { Listener } from '../core/notify.js';
 import * as apiKeys from '../domains/api-keys/service.js';
 import * as attachments from '../domains/attachments/service.js';
 import * as ticketCounts from '../domains/tickets/counts.js';
+import { sendDueRequests as sendDueRatingRequests } from '../flows/feedback.js';
 import { hasAttemptsLeft, retryDelayMs } from './backoff.js';
 import type { Attempt, OutboxHandler } from './handler.js';
 import { webhookHandler, type WebhookDeliveryOptions } from './handlers/webhook.js';
@@ -63,6 +64,8 @@ export interface PeriodicStats {
   purgedOutbox: number;
   /** Ticket count changes rolled up into ticket_counts (0 when another dispatcher was rolling up). */
   rolledUpCounts: number;
+  /** Satisfaction rating requests due: mailed, or cancelled (the ticket was reopened meanwhile). */
+  ratingRequests: { sent: number; cancelled: number };
 }
 
 /** The lease of a message this process has claimed and not yet settled or given back. */
@@ -159,7 +162,9 @@ export class Dispatcher {
     if (purgedOutbox) this.log.info({ purgedOutbox, retentionDays: this.retentionDays }, 'purged finished outbox messages past their retention');
     // Readers also sum the changes not rolled up yet: rolling up keeps their reads short; the counts are exact either way.
     const rolledUpCounts = await ticketCounts.rollUp(ctx);
-    return { revokedKeys, purgedIdempotencyKeys, abandonedAttachments: purged.abandoned, removedFiles: purged.files, reclaimed, purgedOutbox, rolledUpCounts };
+    const ratingRequests = await sendDueRatingRequests(ctx, new Date(this.now()));
+    if (ratingRequests.sent || ratingRequests.cancelled) this.log.info(ratingRequests, 'satisfaction rating requests due: mailed or cancelled');
+    return { revokedKeys, purgedIdempotencyKeys, abandonedAttachments: purged.abandoned, removedFiles: purged.files, reclaimed, purgedOutbox, rolledUpCounts, ratingRequests };
   }
 
   private async reclaimGone(): Promise<number> {

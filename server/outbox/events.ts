@@ -14,6 +14,7 @@ export const WEBHOOK_EVENTS = [
   'ticket.created',
   'ticket.updated',
   'ticket.deleted',
+  'ticket.rated',
   'ticket.comment.created',
   'comment.created',
   'comment.updated',
@@ -31,6 +32,7 @@ const TICKET_CREATED_FIELDS = ['id', 'ticketNumber', 'title', 'status', 'priorit
 const TICKET_UPDATED_FIELDS = ['id', 'ticketNumber', 'title', 'status', 'priority', 'assigneeId', 'updatedAt', ...CUSTOMER];
 const TICKET_DELETED_FIELDS = ['id', 'ticketNumber', 'title', 'status', 'priority', 'deletedAt', ...CUSTOMER];
 const PART_FIELDS = ['ticketId', 'ticketNumber', ...CUSTOMER];
+const TICKET_RATED_FIELDS = ['id', 'ticketNumber', 'title', 'status', 'assigneeId', ...CUSTOMER];
 
 const iso = (d: Date | string | null | undefined) => (d ? new Date(d).toISOString() : null);
 
@@ -132,4 +134,31 @@ export function attachmentsChanged(tx: TenantCtx, event: 'attachment.created' | 
       },
     })),
   );
+}
+
+export interface RatingFacts {
+  id: string;
+  ticketId: string;
+  rating: number;
+  ratingType: string;
+  comment: string | null;
+  /** The member the rating is credited to: the ticket's assignee when it was resolved. */
+  resolverId: string | null;
+  submittedAt: Date | string;
+}
+
+/** A customer rated a resolution (satisfaction): the ticket's fields and the rating. */
+export function ticketRated(tx: TenantCtx, brandId: string, r: RatingFacts): Promise<void> {
+  return enqueueEvents(tx, [
+    {
+      brandId,
+      names: ['ticket.rated'],
+      ticketId: r.ticketId,
+      ticketFields: TICKET_RATED_FIELDS,
+      data: {
+        ticketId: r.ticketId,
+        feedback: { id: r.id, rating: r.rating, ratingType: r.ratingType, comment: r.comment, resolverId: r.resolverId, submittedAt: iso(r.submittedAt) },
+      },
+    },
+  ]);
 }

@@ -127,7 +127,7 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
   const memberId = members[0]!.id;
   const ownerEmail = members[0]!.email;
   const portalOrigin = 'https://portal.initech.example';
-  await must(live('PATCH', base, { portalOrigins: [portalOrigin] }), 200);
+  await must(live('PATCH', base, { portalOrigins: [portalOrigin], csatEnabled: true }), 200);
   const company = await mustCreate(live, `${base}/companies`, { name: `${MARKER} Initech`, domain: 'initech.example' });
   const contact = await mustCreate(live, `${base}/contacts`, { email: 'peter@initech.example', name: `${MARKER} Peter`, companyId: company.id });
   const category = await mustCreate(live, `${base}/categories`, { name: `${MARKER} billing` });
@@ -138,6 +138,9 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
   const blocked = await mustCreate(live, `${base}/blocked-sources`, { value: 'zanzibar@spam.example' });
   const ticket = await mustCreate(live, `${base}/tickets`, { title: `${MARKER} ticket`, customerEmail: 'peter@initech.example', tags: [tag.id], categoryId: category.id });
   const other = await mustCreate(live, `${base}/tickets`, { title: `${MARKER} second ticket` });
+  // Peter's resolved ticket: its resolution asks for a satisfaction rating (the brand has CSAT on).
+  const resolved = await mustCreate(live, `${base}/tickets`, { title: `${MARKER} resolved ticket`, customerEmail: 'peter@initech.example' });
+  await must(live('PATCH', `${base}/tickets/${resolved.id}`, { status: 'resolved' }), 200);
   const comment = await mustCreate(live, `${base}/tickets/${ticket.id}/comments`, { body: `${MARKER} comment` });
   await mustCreate(live, `${base}/tickets/${ticket.id}/watchers`, { memberId });
   const attachment = (await mustCreate(live, `${base}/tickets/${ticket.id}/attachments/upload`, MULTIPART.body, MULTIPART.headers)).attachment;
@@ -285,6 +288,9 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
     'POST /v1/portal/tickets/attachments/pending/{attachmentId}/confirm': null,
     'POST /v1/portal/tickets/{ticketId}/attachments': json({ filename: 'a.txt', contentType: 'text/plain', size: 3 }),
     'POST /v1/portal/tickets/{ticketId}/attachments/{attachmentId}/confirm': null,
+    'POST /v1/portal/tickets/{ticketId}/feedback': json({ rating: 1, comment: 'Quick and kind' }),
+    'POST /v1/feedback/{token}': json({ rating: 1 }),
+    'POST /rate/{token}': { body: 'rating=1', headers: { 'content-type': 'application/x-www-form-urlencoded' } },
     'PATCH /v1/auth/profile': json({ displayName: 'Owner', notifyToast: false }),
     'POST /v1/auth/profile/avatar/upload': AVATAR_MULTIPART,
     'POST /v1/auth/profile/avatar': json({ filename: 'me.gif', contentType: 'image/gif', size: AVATAR_GIF.length }),
@@ -339,6 +345,12 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
       'PUT /v1/uploads/{token}': { token: tokenOf(grant.uploadUrl) },
       // A form's token is the credential of its public URL: a well-formed token that is no form's (the fuzz posts to the real one, formToken).
       'POST /v1/forms/{token}': { token: `ft_${'0'.repeat(43)}` },
+      // A rating link's token is its credential: a well-formed token that is no rating request's.
+      ...Object.fromEntries(
+        ['GET /v1/feedback/{token}', 'POST /v1/feedback/{token}', 'GET /rate/{token}', 'POST /rate/{token}'].map((route) => [route, { token: `fb_${'0'.repeat(43)}` }]),
+      ),
+      // The rating routes of the portal aim at Peter's resolved ticket.
+      ...Object.fromEntries(['GET /v1/portal/tickets/{ticketId}/feedback', 'POST /v1/portal/tickets/{ticketId}/feedback'].map((route) => [route, { ticketId: resolved.id }])),
       ...Object.fromEntries(TEAM_ROUTES_ON_INVITEE.map((route) => [route, { memberId: invitee }])),
     },
     requests,
@@ -354,6 +366,7 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
       blocked.id,
       ticket.id,
       other.id,
+      resolved.id,
       comment.id,
       attachment.id,
       grant.id,

@@ -201,6 +201,41 @@ export function mentionNotification(
   };
 }
 
+export const DEFAULT_CSAT_SUBJECT = 'How did we do? [#{{ticketNumber}}] {{ticketTitle}}';
+export const DEFAULT_CSAT_BODY = `Hello,
+
+Your request #{{ticketNumber}} "{{ticketTitle}}" was resolved. How would you rate the help you got from {{brandName}}?
+
+{{ratingUrl}}
+
+It takes one click, and a comment if you like. Thank you.`;
+
+/**
+ * A satisfaction rating request for a resolved ticket, from the brand, in the ticket's thread. The
+ * brand's templates may place the link with `{{ratingUrl}}`; a template without it gets the link
+ * appended, so no request goes out without one. Its Message-ID is the rating request's.
+ */
+export function ratingRequest(
+  c: Common & { feedbackId: string; customer: MailAddress; ratingUrl: string; subjectTemplate: string | null; bodyTemplate: string | null },
+): MailMessage {
+  const values = { ticketNumber: String(c.ticket.ticketNumber), brandName: c.brand.name, ticketTitle: c.ticket.title, ratingUrl: c.ratingUrl };
+  const template = c.bodyTemplate?.trim() || DEFAULT_CSAT_BODY;
+  const rendered = renderTemplate(template, values);
+  const text = /\{\{\s*ratingUrl\s*\}\}/.test(template) ? rendered : `${rendered}\n\nRate the help you got: ${c.ratingUrl}`;
+  const b = base(c);
+  return {
+    kind: 'csat',
+    ...b,
+    to: [c.customer],
+    cc: [],
+    subject: subjectLine(renderTemplate(c.subjectTemplate?.trim() || DEFAULT_CSAT_SUBJECT, values)),
+    text,
+    html: htmlOf(text),
+    messageId: `<${c.feedbackId}@${messageIdDomain(c.settings)}>`,
+    headers: { ...b.headers, 'Auto-Submitted': 'auto-generated', 'X-Auto-Response-Suppress': 'All' },
+  };
+}
+
 /** `ticketd mail send-test TO`: a fresh Message-ID every time. */
 export function testMessage(settings: MailSettings, to: string): MailMessage {
   const text = 'This is a test message from ticketd. If you can read it, outbound mail works.';

@@ -5,6 +5,7 @@ import { onReplica } from '../../core/read-replica.js';
 import { BrandParams } from '../../core/schemas.js';
 import * as portal from '../../flows/portal.js';
 import { AttachmentOut, AttachmentWithUrlOut, UploadGrantOut } from '../attachments/schemas.js';
+import { PortalFeedbackOut, PortalFeedbackWrapper, RateBody, type RateInput } from '../feedback/schemas.js';
 import {
   LinkSent,
   MagicLinkBody,
@@ -191,6 +192,35 @@ export async function portalRoutes(app: FastifyInstance, { deps }: PortalRouteOp
       const { created, comment } = await portal.addComment(req.ctx, req.params.ticketId, req.body.body, req.headers['x-idempotency-key']);
       return reply.status(created ? 201 : 200).send(comment);
     },
+  );
+
+  app.get<{ Params: { ticketId: string } }>(
+    '/v1/portal/tickets/:ticketId/feedback',
+    {
+      config: read,
+      schema: {
+        tags,
+        summary: "The satisfaction rating request of one of the customer's tickets (its latest resolution's): open, rated or expired; null when none was asked for",
+        params: PortalTicketParams,
+        response: { 200: PortalFeedbackWrapper },
+      },
+    },
+    async (req) => portal.getFeedback(req.ctx, req.params.ticketId),
+  );
+
+  app.post<{ Params: { ticketId: string }; Body: RateInput }>(
+    '/v1/portal/tickets/:ticketId/feedback',
+    {
+      config: write,
+      schema: {
+        tags,
+        summary: "Rate the latest resolution of one of the customer's tickets, once (as by the mailed link): 404 when no rating was asked for, 409 when rated, 410 when expired",
+        params: PortalTicketParams,
+        body: RateBody,
+        response: { 200: PortalFeedbackOut, 410: { $ref: 'Error#', description: 'The rating request expired' } },
+      },
+    },
+    async (req) => portal.rateTicket(req.ctx, req.params.ticketId, req.body),
   );
 
   app.post<{ Params: { ticketId: string }; Body: PortalUploadInput }>(

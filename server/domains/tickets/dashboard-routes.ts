@@ -59,7 +59,8 @@ export async function dashboardRoutes(app: FastifyInstance): Promise<void> {
       config,
       schema: {
         tags,
-        summary: 'Per active member: assigned tickets resolved and closed in the period; CSAT fields (not collected yet: 0 and null)',
+        summary:
+          'Per active member: assigned tickets resolved and closed in the period; satisfaction ratings submitted in the period for their resolutions (csatCount, csatPositive, csatScore: positive share in percent)',
         querystring: TeamMetricsQuery,
         response: { 200: TeamMetricsOut },
       },

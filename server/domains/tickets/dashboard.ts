@@ -222,7 +222,7 @@ const utcDay = (value: string, field: string): number => {
 };
 
 /** The UTC days counted, first and last included, from `days` or startDate/endDate (default: the last 30 days). */
-function period(input: { days?: number; startDate?: string; endDate?: string }, now = Date.now()): { start: number; end: number } {
+function period(input: { days?: number; startDate?: string; endDate?: string }, now: number): { start: number; end: number } {
   if (input.days !== undefined && (input.startDate !== undefined || input.endDate !== undefined)) {
     throw badRequest('Give days or startDate/endDate, not both', [{ field: 'days', message: 'must not be given with startDate or endDate' }]);
   }
@@ -246,7 +246,7 @@ const iso = (ms: number) => new Date(ms).toISOString();
  */
 export async function stats(ctx: TenantCtx, input: StatsInput): Promise<StatsView> {
   const { brands } = await brandsOf(ctx, input);
-  const from = input.days !== undefined ? dayOf(period({ days: input.days }).start) : undefined;
+  const from = input.days !== undefined ? dayOf(period({ days: input.days }, ctx.services.now()).start) : undefined;
   const counts = countsOf(
     ctx,
     brands.map((b) => b.id),
@@ -296,7 +296,7 @@ export async function stats(ctx: TenantCtx, input: StatsInput): Promise<StatsVie
 /** GET /v1/tickets/trends: tickets created and resolved per UTC day, every day of the period, from the counts kept (counts.ts). */
 export async function trends(ctx: TenantCtx, input: TrendsInput): Promise<TrendsView> {
   const { brands } = await brandsOf(ctx, input);
-  const { start, end } = period(input);
+  const { start, end } = period(input, ctx.services.now());
   const counts = countsOf(
     ctx,
     brands.map((b) => b.id),
@@ -315,13 +315,21 @@ export async function trends(ctx: TenantCtx, input: TrendsInput): Promise<Trends
 }
 
 /**
+ * A positive satisfaction rating: thumbs up, or the top fifth of a scale (4 and 5 of 5, 8 to 10 of
+ * 10). The one place the rule is written (docs/decisions/0056).
+ */
+const POSITIVE_RATING = `case f.rating_type when 'thumbs' then f.rating = 1 when 'scale5' then f.rating >= 4 else f.rating >= 8 end`;
+
+/**
  * GET /v1/tickets/team-metrics: per active member of the account, the tickets assigned to them
  * that were resolved or closed in the period (by resolved_at, the ticket's status now telling
- * which). Ratings (CSAT) are not collected yet: counts 0, score null.
+ * which), and the satisfaction ratings submitted in the period for resolutions credited to them
+ * (the assignee when the ticket was resolved): how many, how many positive, and the positive share
+ * in percent (null without ratings).
  */
 export async function teamMetrics(ctx: TenantCtx, input: TeamMetricsInput): Promise<TeamMetricsView> {
   const { brands } = await brandsOf(ctx, input);
-  const { start, end } = period(input);
+  const { start, end } = period(input, ctx.services.now());
   const counted = COUNTED(
     ctx,
     brands.map((b) => b.id),
@@ -329,14 +337,18 @@ export async function teamMetrics(ctx: TenantCtx, input: TeamMetricsInput): Prom
   const result = await ctx.db.raw(
     `with done as (
        select t.assignee_id, count(*) filter (where t.status = 'resolved')::int as resolved, count(*) filter (where t.status = 'closed')::int as closed
-       from tickets t where ${counted.sql} and t.resolved_at >= ? and t.resolved_at < ? and t.assignee_id is not null group by t.assignee_id)
-     select m.id, m.email, m.name, coalesce(d.resolved, 0) as resolved, coalesce(d.closed, 0) as closed
-     from members m left join done d on d.assignee_id = m.id
+       from tickets t where ${counted.sql} and t.resolved_at >= ? and t.resolved_at < ? and t.assignee_id is not null group by t.assignee_id),
+     rated as (
+       select f.resolver_id, count(*)::int as ratings, count(*) filter (where ${POSITIVE_RATING})::int as positive
+       from ticket_feedback f where ? and f.brand_id = any(?::text[]) and f.status = 'rated' and f.submitted_at >= ? and f.submitted_at < ? and f.resolver_id is not null
+       group by f.resolver_id)
+     select m.id, m.email, m.name, coalesce(d.resolved, 0) as resolved, coalesce(d.closed, 0) as closed, coalesce(r.ratings, 0) as ratings, coalesce(r.positive, 0) as positive
+     from members m left join done d on d.assignee_id = m.id left join rated r on r.resolver_id = m.id
      where ? and m.status = 'active'
      order by coalesce(d.resolved, 0) + coalesce(d.closed, 0) desc, m.id`,
-    [...counted.bindings, iso(start), iso(end + DAY_MS), accountScope(ctx, 'm')],
+    [...counted.bindings, iso(start), iso(end + DAY_MS), tenantScope(ctx, 'f'), brands.map((b) => b.id), iso(start), iso(end + DAY_MS), accountScope(ctx, 'm')],
   );
-  const rows = (result as { rows: { id: string; email: string | null; name: string | null; resolved: number; closed: number }[] }).rows;
+  const rows = (result as { rows: { id: string; email: string | null; name: string | null; resolved: number; closed: number; ratings: number; positive: number }[] }).rows;
   return {
     members: rows.map((m) => ({
       memberId: m.id,
@@ -344,9 +356,9 @@ export async function teamMetrics(ctx: TenantCtx, input: TeamMetricsInput): Prom
       memberName: m.name,
       ticketsResolved: m.resolved,
       ticketsClosed: m.closed,
-      csatCount: 0,
-      csatPositive: 0,
-      csatScore: null,
+      csatCount: m.ratings,
+      csatPositive: m.positive,
+      csatScore: m.ratings ? Math.round((100 * m.positive) / m.ratings) : null,
     })),
     period: { start: dayOf(start), end: dayOf(end) },
   };
