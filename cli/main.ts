@@ -11,6 +11,7 @@ import { registerKeys } from './commands/keys.js';
 import { registerMail } from './commands/mail.js';
 import { registerMembers } from './commands/members.js';
 import { registerOutbox } from './commands/outbox.js';
+import { registerPlans } from './commands/plans.js';
 import { registerStart } from './commands/start.js';
 import { registerWebhooks } from './commands/webhooks.js';
 import type { GlobalOptions } from './globals.js';
@@ -37,6 +38,7 @@ Every command takes --json for scripts. Environment: DATABASE_URL, PORT, TICKETD
   registerDb(program, globals);
   registerAccounts(program, globals);
   registerBrands(program, globals);
+  registerPlans(program, globals);
   registerKeys(program, globals);
   registerMembers(program, globals);
   registerMail(program, globals);

@@ -7,6 +7,7 @@ import { adminCtx } from '../context.js';
 import { emit, need, table } from '../io.js';
 import type { GlobalOptions } from '../globals.js';
 import { createAccount } from '../../server/flows/accounts.js';
+import { registerAccountPlan } from './plans.js';
 
 export function describeCreated(result: CreatedAccountView): string[] {
   return [
@@ -50,4 +51,6 @@ export function registerAccounts(program: Command, globals: () => GlobalOptions)
       const rows = await withServices(loadConfig({ configFile: globals().config }), (services) => accounts.listAll(adminCtx(services)), { migrate: true });
       emit(Boolean(opts.json), rows, () => table(rows, ['id', 'name', 'createdAt']));
     });
+
+  registerAccountPlan(cmd, globals);
 }

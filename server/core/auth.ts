@@ -97,6 +97,12 @@ export const PERMISSIONS = {
   // Satisfaction ratings by a mailed link: anyone holding its token.
   'feedback:read': { accountWide: false },
   'feedback:rate': { accountWide: false },
+  // Billing: plans are public; any member reads the account's plan and usage, owners and admins change it.
+  'plans:read': { accountWide: false },
+  'billing:read': { accountWide: false },
+  'billing:manage': { accountWide: true, minRole: 'admin' },
+  // The checkout page: the browser holding its token.
+  'billing:checkout': { accountWide: false },
 } as const satisfies Record<string, PermissionRule>;
 export type Permission = keyof typeof PERMISSIONS;
 

@@ -60,12 +60,29 @@ export interface Config {
   readonly outboxRetentionDays: number;
   readonly metricsEnabled: boolean;
   readonly metricsToken: string | null;
+  readonly billingProvider: 'local';
+  readonly defaultPlan: string;
+  readonly plans: readonly PlanConfig[];
   readonly bootstrap: {
     readonly ownerEmail: string;
     readonly ownerName: string;
     readonly accountName: string;
     readonly brandName: string;
   };
+}
+
+/** A plan on sale; a null limit is unlimited. */
+export interface PlanConfig {
+  readonly slug: string;
+  readonly name: string;
+  /** Per interval, in minor units. */
+  readonly price: number;
+  readonly currency: string;
+  readonly interval: 'month' | 'year';
+  readonly ticketsPerPeriod: number | null;
+  readonly brands: number | null;
+  readonly members: number | null;
+  readonly customDomain: boolean;
 }
 
 export class ConfigError extends Error {
@@ -130,6 +147,8 @@ export const ENV_KEYS: Record<string, [string, Kind]> = {
   TICKETD_OUTBOX_RETENTION_DAYS: ['outboxRetentionDays', 'integer'],
   TICKETD_METRICS_ENABLED: ['metricsEnabled', 'boolean'],
   TICKETD_METRICS_TOKEN: ['metricsToken', 'string'],
+  TICKETD_BILLING_PROVIDER: ['billingProvider', 'string'],
+  TICKETD_DEFAULT_PLAN: ['defaultPlan', 'string'],
   TICKETD_BOOTSTRAP_OWNER_EMAIL: ['bootstrap.ownerEmail', 'string'],
 };
 
@@ -217,10 +236,19 @@ export function loadConfig(options: LoadConfigOptions = {}): Config {
       problems.push(`${where}${envName ? ` (${envName})` : ''}: ${e.message}${extra}`);
     }
   }
+  if (!problems.length) problems.push(...planProblems(merged as unknown as Config));
   if (problems.length) throw new ConfigError(problems);
   const config = merged as unknown as { dataDir: string };
   config.dataDir = path.resolve(cwd, config.dataDir);
   return deepFreeze(merged as unknown as Config);
+}
+
+/** What the schema cannot say of the plans: slugs are unique, and the default plan is one of them. */
+function planProblems(config: Pick<Config, 'plans' | 'defaultPlan'>): string[] {
+  const slugs = config.plans.map((p) => p.slug);
+  const problems = slugs.filter((s, i) => slugs.indexOf(s) !== i).map((s) => `plans: the slug ${s} is used twice`);
+  if (!slugs.includes(config.defaultPlan)) problems.push(`defaultPlan (TICKETD_DEFAULT_PLAN): ${config.defaultPlan} is not one of plans (${slugs.join(', ')})`);
+  return problems;
 }
 
 const SANE_HOST = /^[A-Za-z0-9.-]+(:\d{1,5})?$|^\[[0-9A-Fa-f:.]+\](:\d{1,5})?$/;

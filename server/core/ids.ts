@@ -30,6 +30,9 @@ export const ID_PREFIX = {
   inboundEmail: 'inb',
   webhook: 'wh',
   form: 'form',
+  subscription: 'sub',
+  checkout: 'chk',
+  invoice: 'inv',
   /** Satisfaction ratings; made in SQL by ticketd_new_id() when a ticket is resolved (see the ticket_feedback migration). */
   feedback: 'fb',
   /** Outbox rows; made in SQL by ticketd_new_id() (see the outbox migration). */

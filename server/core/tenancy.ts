@@ -27,6 +27,8 @@ export const CROSS_TENANT_INDEXES: Readonly<Record<string, string>> = {
   outbox_lease_owner_idx: 'the dispatchers find the leases of a dispatcher that is gone, whatever their accounts',
   ticket_feedback_token_hash_idx: 'a rating link names only its token: it finds the rating request by the token hash alone',
   ticket_feedback_due_idx: 'the dispatcher sends the due rating requests of every account',
+  checkout_sessions_token_hash_idx: "a checkout page is opened by a browser without the member's session: it finds the checkout by its token hash alone",
+  subscriptions_period_end_idx: 'the dispatcher renews the subscriptions whose period ended, of every account',
   forms_token_idx: 'a submission to a public web form names only its token: it finds the form by the token alone',
   idempotency_keys_expires_idx: 'the expired-key purge sweeps every account',
   attachments_cleanup_idx: 'the abandoned-upload purge sweeps every account',

@@ -3,6 +3,7 @@ import { requireBrand } from '../core/brand.js';
 import * as audit from '../core/audit.js';
 import { tenantScope } from '../core/model.js';
 import * as apiKeys from '../domains/api-keys/service.js';
+import * as billing from '../domains/billing/service.js';
 import * as brands from '../domains/brands/service.js';
 import * as members from '../domains/members/service.js';
 import type { BrandView, CreateBrandInput, DeleteBrandResultView } from '../domains/brands/schemas.js';
@@ -13,6 +14,8 @@ import * as ticketCounts from '../domains/tickets/counts.js';
 export async function createBrand(ctx: TenantCtx, input: CreateBrandInput): Promise<BrandView> {
   return withTx(ctx, async (tx) => {
     const brand = await brands.create(tx, input);
+    // The plan counts live brands; test mode is for trying things out.
+    if (tx.livemode) await billing.assertWithinPlan(tx, 'brands');
     await statuses.createSystemStatuses(tx, brand.id);
     return brand;
   });

@@ -1,6 +1,7 @@
 import { withTx, type TenantCtx } from '../core/context.js';
 import * as outbox from '../outbox/service.js';
 import * as accounts from '../domains/accounts/service.js';
+import * as billing from '../domains/billing/service.js';
 import { invitation } from '../domains/mail/messages.js';
 import { settingsOf } from '../domains/mail/service.js';
 import * as team from '../domains/members/team.js';
@@ -50,6 +51,7 @@ async function mailInvitation(tx: TenantCtx, sent: team.Invitation, linkOrigin: 
 export async function inviteMember(ctx: TenantCtx, input: InviteInput, origin: LinkOrigin): Promise<{ success: true; message: string; memberId: string }> {
   return withTx(ctx, async (tx) => {
     const sent = await team.invite(tx, input);
+    if (!sent.renewed) await billing.assertWithinPlan(tx, 'members');
     await mailInvitation(tx, sent, origin);
     const message = sent.renewed
       ? `${sent.email} was already invited: the invitation was sent again with this role and these brands, and earlier links no longer work`

@@ -9,6 +9,7 @@ import { Listener } from '../core/notify.js';
 import * as apiKeys from '../domains/api-keys/service.js';
 import * as attachments from '../domains/attachments/service.js';
 import * as ticketCounts from '../domains/tickets/counts.js';
+import { renewDue as renewDueSubscriptions } from '../flows/billing.js';
 import { sendDueRequests as sendDueRatingRequests } from '../flows/feedback.js';
 import { hasAttemptsLeft, retryDelayMs } from './backoff.js';
 import type { Attempt, OutboxHandler } from './handler.js';
@@ -66,6 +67,8 @@ export interface PeriodicStats {
   rolledUpCounts: number;
   /** Satisfaction rating requests due: mailed, or cancelled (the ticket was reopened meanwhile). */
   ratingRequests: { sent: number; cancelled: number };
+  /** Subscriptions whose period ended: renewed, changed to the scheduled plan, or ended. */
+  renewedSubscriptions: number;
 }
 
 /** The lease of a message this process has claimed and not yet settled or given back. */
@@ -164,7 +167,19 @@ export class Dispatcher {
     const rolledUpCounts = await ticketCounts.rollUp(ctx);
     const ratingRequests = await sendDueRatingRequests(ctx, new Date(this.now()));
     if (ratingRequests.sent || ratingRequests.cancelled) this.log.info(ratingRequests, 'satisfaction rating requests due: mailed or cancelled');
-    return { revokedKeys, purgedIdempotencyKeys, abandonedAttachments: purged.abandoned, removedFiles: purged.files, reclaimed, purgedOutbox, rolledUpCounts, ratingRequests };
+    const renewedSubscriptions = await renewDueSubscriptions(ctx, new Date(this.now()));
+    if (renewedSubscriptions) this.log.info({ renewedSubscriptions }, 'subscriptions whose period ended: renewed or ended');
+    return {
+      revokedKeys,
+      purgedIdempotencyKeys,
+      abandonedAttachments: purged.abandoned,
+      removedFiles: purged.files,
+      reclaimed,
+      purgedOutbox,
+      rolledUpCounts,
+      ratingRequests,
+      renewedSubscriptions,
+    };
   }
 
   private async reclaimGone(): Promise<number> {

@@ -290,6 +290,16 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
     'POST /v1/portal/tickets/{ticketId}/attachments/{attachmentId}/confirm': null,
     'POST /v1/portal/tickets/{ticketId}/feedback': json({ rating: 1, comment: 'Quick and kind' }),
     'POST /v1/feedback/{token}': json({ rating: 1 }),
+    // Billing, on the default configuration's one plan; the checkout page's token is its credential.
+    'POST /v1/auth/subscription/upgrade': json({ planId: 'self-hosted', successUrl: 'http://localhost:5173/billing?upgraded=true', cancelUrl: 'http://localhost:5173/billing' }),
+    'POST /v1/auth/subscription/confirm': json({ planRef: 'self-hosted' }),
+    'POST /v1/auth/subscription/cancel': json({}),
+    'POST /v1/auth/subscription/reactivate': null,
+    'POST /v1/auth/subscription/cancel-pending-change': null,
+    'POST /v1/auth/payment-methods/add': null,
+    'POST /v1/auth/payment-methods/{id}/default': null,
+    'DELETE /v1/auth/payment-methods/{id}': null,
+    'POST /billing/checkout/{token}': null,
     'POST /rate/{token}': { body: 'rating=1', headers: { 'content-type': 'application/x-www-form-urlencoded' } },
     'PATCH /v1/auth/profile': json({ displayName: 'Owner', notifyToast: false }),
     'POST /v1/auth/profile/avatar/upload': AVATAR_MULTIPART,
@@ -349,6 +359,7 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
       ...Object.fromEntries(
         ['GET /v1/feedback/{token}', 'POST /v1/feedback/{token}', 'GET /rate/{token}', 'POST /rate/{token}'].map((route) => [route, { token: `fb_${'0'.repeat(43)}` }]),
       ),
+      ...Object.fromEntries(['GET /billing/checkout/{token}', 'POST /billing/checkout/{token}'].map((route) => [route, { token: `cs_${'0'.repeat(43)}` }])),
       // The rating routes of the portal aim at Peter's resolved ticket.
       ...Object.fromEntries(['GET /v1/portal/tickets/{ticketId}/feedback', 'POST /v1/portal/tickets/{ticketId}/feedback'].map((route) => [route, { ticketId: resolved.id }])),
       ...Object.fromEntries(TEAM_ROUTES_ON_INVITEE.map((route) => [route, { memberId: invitee }])),

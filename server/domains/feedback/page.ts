@@ -1,4 +1,5 @@
 import type { FeedbackPageView } from './schemas.js';
+import { escapeHtml } from '../../core/text.js';
 
 /**
  * ticketd's own rating page, for installations without the admin dashboard: plain HTML, no script,
@@ -8,15 +9,12 @@ import type { FeedbackPageView } from './schemas.js';
 
 export const PAGE_CSP = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
-const escapes: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
-const esc = (text: string) => text.replace(/[&<>"']/g, (c) => escapes[c]!);
-
 const STYLE = `body{font-family:system-ui,sans-serif;max-width:34rem;margin:3rem auto;padding:0 1rem;color:#1f2937}
 button{font-size:1rem;margin:.2rem;padding:.5rem .9rem;border:1px solid #9ca3af;border-radius:.4rem;background:#fff;cursor:pointer}
 textarea{width:100%;min-height:5rem;margin:.8rem 0;font:inherit}`;
 
 function page(title: string, body: string): string {
-  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1"><meta name="robots" content="noindex"><title>${esc(title)}</title><style>${STYLE}</style></head><body>${body}</body></html>`;
+  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1"><meta name="robots" content="noindex"><title>${escapeHtml(title)}</title><style>${STYLE}</style></head><body>${body}</body></html>`;
 }
 
 const CHOICES: Record<FeedbackPageView['ratingType'], [number, string][]> = {
@@ -31,15 +29,15 @@ const CHOICES: Record<FeedbackPageView['ratingType'], [number, string][]> = {
 /** The form: one button per rating, and an optional comment. */
 export function ratingForm(view: FeedbackPageView, action: string): string {
   const scale = view.ratingType === 'thumbs' ? '' : `<p>${view.ratingType === 'scale5' ? '1 is poor, 5 is excellent.' : '1 is poor, 10 is excellent.'}</p>`;
-  const buttons = CHOICES[view.ratingType].map(([value, label]) => `<button type="submit" name="rating" value="${value}">${esc(label)}</button>`).join('');
+  const buttons = CHOICES[view.ratingType].map(([value, label]) => `<button type="submit" name="rating" value="${value}">${escapeHtml(label)}</button>`).join('');
   return page(
     `Rate ${view.brand.name}`,
-    `<h1>How did ${esc(view.brand.name)} do?</h1>
-<p>Your request ${esc(view.ticket.publicId)} “${esc(view.ticket.title)}” was resolved. How would you rate the help you got?</p>${scale}
-<form method="post" action="${esc(action)}"><label for="comment">A comment (optional)</label><textarea id="comment" name="comment" maxlength="5000"></textarea><div>${buttons}</div></form>`,
+    `<h1>How did ${escapeHtml(view.brand.name)} do?</h1>
+<p>Your request ${escapeHtml(view.ticket.publicId)} “${escapeHtml(view.ticket.title)}” was resolved. How would you rate the help you got?</p>${scale}
+<form method="post" action="${escapeHtml(action)}"><label for="comment">A comment (optional)</label><textarea id="comment" name="comment" maxlength="5000"></textarea><div>${buttons}</div></form>`,
   );
 }
 
 export function messagePage(title: string, message: string): string {
-  return page(title, `<h1>${esc(title)}</h1><p>${esc(message)}</p>`);
+  return page(title, `<h1>${escapeHtml(title)}</h1><p>${escapeHtml(message)}</p>`);
 }

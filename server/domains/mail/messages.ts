@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import type { Config } from '../../core/config.js';
 import type { MailAddress, MailMessage } from '../../integrations/mail.js';
+import { escapeHtml } from '../../core/text.js';
 import { signReplyToken } from './tokens.js';
 
 /**
@@ -54,11 +55,6 @@ export const DEFAULT_AUTORESPONSE_BODY = `Hello,
 
 Thank you for contacting {{brandName}}. We received your request and will get back to you as soon as we can.
 Your ticket number is #{{ticketNumber}}. To add anything, reply to this email.`;
-
-const escapes: Record<string, string> = { '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' };
-export function escapeHtml(text: string): string {
-  return text.replace(/[&<>"']/g, (c) => escapes[c]!);
-}
 
 /** Plain text as HTML: everything escaped, line breaks kept. */
 function htmlOf(text: string): string {

@@ -1,0 +1,71 @@
+import objection from 'objection';
+import type { TenantCtx } from '../../core/context.js';
+
+/** Billing belongs to the account, not to a mode: one subscription pays for both. */
+
+export class Subscription extends objection.Model {
+  static override tableName = 'subscriptions';
+
+  declare accountId: string;
+  declare id: string;
+  declare planSlug: string;
+  declare status: 'active' | 'canceled';
+  declare provider: string;
+  declare providerRef: string | null;
+  declare currentPeriodStart: Date;
+  declare currentPeriodEnd: Date;
+  declare cancelAtPeriodEnd: boolean;
+  /** A change scheduled for the end of the period (a downgrade). */
+  declare pendingPlanSlug: string | null;
+  declare pendingEffectiveAt: Date | null;
+  declare canceledAt: Date | null;
+  /** Set when it is over; the current subscription has none. */
+  declare endedAt: Date | null;
+  declare createdAt: Date;
+  declare updatedAt: Date;
+
+  static ofAccount(ctx: Pick<TenantCtx, 'db' | 'accountId'>) {
+    return this.query(ctx.db).where('subscriptions.accountId', ctx.accountId);
+  }
+}
+
+export class CheckoutSession extends objection.Model {
+  static override tableName = 'checkoutSessions';
+
+  declare accountId: string;
+  declare id: string;
+  declare tokenHash: string;
+  declare planSlug: string;
+  declare memberId: string | null;
+  declare successUrl: string;
+  declare cancelUrl: string;
+  declare subscriptionId: string | null;
+  declare createdAt: Date;
+  declare expiresAt: Date;
+  declare completedAt: Date | null;
+
+  static ofAccount(ctx: Pick<TenantCtx, 'db' | 'accountId'>) {
+    return this.query(ctx.db).where('checkoutSessions.accountId', ctx.accountId);
+  }
+}
+
+export class Invoice extends objection.Model {
+  static override tableName = 'invoices';
+
+  declare accountId: string;
+  declare id: string;
+  declare subscriptionId: string;
+  declare number: number;
+  declare status: 'paid';
+  declare planSlug: string;
+  declare amountDue: number | string;
+  declare amountPaid: number | string;
+  declare currency: string;
+  declare periodStart: Date;
+  declare periodEnd: Date;
+  declare createdAt: Date;
+
+  static ofAccount(ctx: Pick<TenantCtx, 'db' | 'accountId'>) {
+    return this.query(ctx.db).where('invoices.accountId', ctx.accountId);
+  }
+}

@@ -1,0 +1,176 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { requestBaseUrl, type Config } from '../../core/config.js';
+import { HttpError } from '../../core/errors.js';
+import * as plans from '../../flows/billing.js';
+import * as billing from './service.js';
+import { checkoutPage } from './page.js';
+import {
+  BillingConfigOut,
+  CancelBody,
+  CheckoutParams,
+  ClientTokenOut,
+  ConfirmBody,
+  Done,
+  InvoiceList,
+  InvoiceListQuery,
+  PaymentMethodList,
+  PaymentMethodParams,
+  PlanList,
+  SubscriptionHistory,
+  SubscriptionWrapper,
+  UpgradeBody,
+  UpgradeOut,
+  UsageOut,
+  type CancelInput,
+  type ConfirmInput,
+  type UpgradeInput,
+} from './schemas.js';
+
+/**
+ * Plans (public) and the account's subscription, usage, invoices and payment methods (a member's
+ * session: any member reads, owners and admins change). The checkout page is ticketd's own.
+ */
+export async function billingRoutes(app: FastifyInstance, { config }: { config: Config }): Promise<void> {
+  const tags = ['Billing'];
+  const open = { auth: 'none', permission: 'plans:read' } as const;
+  const read = { auth: 'session', permission: 'billing:read' } as const;
+  const manage = { auth: 'session', permission: 'billing:manage' } as const;
+
+  app.get('/v1/auth/plans', { config: open, schema: { tags, summary: 'The plans on sale, cheapest first ({ plans })', response: { 200: PlanList } } }, async () => ({
+    plans: [...config.plans].sort((a, b) => a.price - b.price).map(billing.planView),
+  }));
+
+  app.get('/v1/billing/config', { config: open, schema: { tags, summary: 'Who takes payments and how checkout works', response: { 200: BillingConfigOut } } }, async () => ({
+    provider: config.billingProvider,
+    checkoutMode: 'redirect' as const,
+  }));
+
+  app.get(
+    '/v1/auth/subscription',
+    { config: read, schema: { tags, summary: 'The current subscription ({ subscription }, null on the default plan)', response: { 200: SubscriptionWrapper } } },
+    async (req) => {
+      const current = await billing.current(req.ctx);
+      return { subscription: current ? billing.subscriptionView(config, current) : null };
+    },
+  );
+
+  app.get(
+    '/v1/auth/usage',
+    { config: read, schema: { tags, summary: "The current billing period: tickets created, brands, members, and the plan's limits", response: { 200: UsageOut } } },
+    async (req) => billing.usage(req.ctx),
+  );
+
+  app.get(
+    '/v1/auth/subscription/history',
+    { config: read, schema: { tags, summary: 'Every subscription of the account, newest first', response: { 200: SubscriptionHistory } } },
+    async (req) => ({
+      subscriptions: (await billing.history(req.ctx)).map((s) => billing.subscriptionView(config, s)),
+    }),
+  );
+
+  app.get<{ Querystring: { limit?: number } }>(
+    '/v1/auth/invoices',
+    { config: read, schema: { tags, summary: 'Invoices, newest first ({ invoices, hasMore })', querystring: InvoiceListQuery, response: { 200: InvoiceList } } },
+    async (req) => billing.invoices(req.ctx, req.query.limit ?? 20),
+  );
+
+  app.post<{ Body: UpgradeInput }>(
+    '/v1/auth/subscription/upgrade',
+    {
+      config: manage,
+      schema: {
+        tags,
+        summary: 'Start a plan change: a checkout page to send the browser to ({ url }). A cheaper plan is scheduled for the end of the period once confirmed',
+        body: UpgradeBody,
+        response: { 200: UpgradeOut },
+      },
+    },
+    async (req) => plans.upgrade(req.ctx, req.body, requestBaseUrl(config.publicUrl, req.protocol, req.host)),
+  );
+
+  app.post<{ Body: ConfirmInput }>(
+    '/v1/auth/subscription/confirm',
+    {
+      config: manage,
+      schema: { tags, summary: 'Confirm a checkout (checkoutSessionId), or move straight to the plan planRef names', body: ConfirmBody, response: { 200: SubscriptionWrapper } },
+    },
+    async (req) => plans.confirm(req.ctx, req.body ?? {}),
+  );
+
+  app.post<{ Body: CancelInput }>(
+    '/v1/auth/subscription/cancel',
+    { config: manage, schema: { tags, summary: 'Cancel at the end of the period, or now with immediate; 404 without a subscription', body: CancelBody, response: { 200: Done } } },
+    async (req) => plans.cancel(req.ctx, req.body ?? {}),
+  );
+
+  app.post(
+    '/v1/auth/subscription/reactivate',
+    { config: manage, schema: { tags, summary: 'Undo a cancellation before the period ends; 404 without a subscription', response: { 200: Done } } },
+    async (req) => plans.reactivate(req.ctx),
+  );
+
+  app.post(
+    '/v1/auth/subscription/cancel-pending-change',
+    { config: manage, schema: { tags, summary: 'Drop the plan change scheduled for the end of the period; 404 without one', response: { 200: Done } } },
+    async (req) => plans.cancelPendingChange(req.ctx),
+  );
+
+  app.get(
+    '/v1/auth/payment-methods',
+    { config: read, schema: { tags, summary: 'Payment methods on file (none with the local provider)', response: { 200: PaymentMethodList } } },
+    async () => ({
+      paymentMethods: [],
+    }),
+  );
+  app.get(
+    '/v1/auth/payment-methods/client-token',
+    {
+      config: read,
+      schema: { tags, summary: "A token for the provider's payment-methods component: token null with the local provider, which has none", response: { 200: ClientTokenOut } },
+    },
+    async () => ({ provider: config.billingProvider, token: null, expiresAt: null }),
+  );
+  app.post('/v1/auth/payment-methods/add', { config: manage, schema: { tags, summary: 'Start vaulting a card (400 with the local provider)' } }, async () =>
+    plans.noPaymentMethods(),
+  );
+  app.post<{ Params: { id: string } }>(
+    '/v1/auth/payment-methods/:id/default',
+    { config: manage, schema: { tags, summary: 'Make a payment method the default (404: none is on file)', params: PaymentMethodParams } },
+    async () => {
+      throw new HttpError(404, 'not_found', 'Payment method not found');
+    },
+  );
+  app.delete<{ Params: { id: string } }>(
+    '/v1/auth/payment-methods/:id',
+    {
+      config: manage,
+      schema: { tags, summary: 'Remove a payment method (400 for the default or the only one on an active subscription; 404: none is on file)', params: PaymentMethodParams },
+    },
+    async () => {
+      throw new HttpError(404, 'not_found', 'Payment method not found');
+    },
+  );
+
+  // The checkout page: opened by the browser the upgrade sent here, without the member's session (its token is the key).
+  const html = (reply: FastifyReply, body: string) =>
+    reply
+      .header('content-type', 'text/html; charset=utf-8')
+      .header('content-security-policy', "default-src 'none'; style-src 'unsafe-inline'; form-action 'self' https: http:; frame-ancestors 'none'")
+      .header('cache-control', 'no-store')
+      .send(body);
+
+  app.get<{ Params: { token: string } }>(
+    '/billing/checkout/:token',
+    { config: { auth: 'none', permission: 'billing:checkout' }, schema: { hide: true, params: CheckoutParams } },
+    async (req, reply) => {
+      const page = await plans.checkoutPage(req.baseCtx, req.params.token);
+      return html(reply, checkoutPage(page, `/billing/checkout/${encodeURIComponent(req.params.token)}`));
+    },
+  );
+
+  app.post<{ Params: { token: string } }>(
+    '/billing/checkout/:token',
+    { config: { auth: 'none', permission: 'billing:checkout' }, schema: { hide: true, params: CheckoutParams } },
+    async (req: FastifyRequest<{ Params: { token: string } }>, reply) => reply.redirect(await plans.confirmCheckoutPage(req.baseCtx, req.params.token), 303),
+  );
+}

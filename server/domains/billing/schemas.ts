@@ -1,0 +1,129 @@
+import { Type, type Static } from 'typebox';
+import { Nullable, Timestamp } from '../../core/schemas.js';
+
+const Limit = (description: string) => Type.Integer({ description: `${description}; -1: unlimited` });
+
+export const PlanOut = Type.Object({
+  id: Type.String({ description: "The plan's slug: planId and planRef name plans by it" }),
+  object: Type.Literal('plan'),
+  slug: Type.String(),
+  name: Type.String(),
+  price: Type.Integer({ description: 'Per interval, in minor units (cents)' }),
+  currency: Type.String(),
+  interval: Type.Union([Type.Literal('month'), Type.Literal('year')]),
+  entitlements: Type.Object({
+    tickets_per_period: Limit('Tickets created per billing period'),
+    brands_limit: Limit('Brands'),
+    members_limit: Limit('Members, active and invited'),
+    custom_domain: Type.Boolean(),
+  }),
+});
+export type PlanView = Static<typeof PlanOut>;
+export const PlanList = Type.Object({ plans: Type.Array(PlanOut) });
+
+export const BillingConfigOut = Type.Object({
+  provider: Type.String({ description: 'local: no card data, checkout confirms at once on a page ticketd serves' }),
+  checkoutMode: Type.Union([Type.Literal('redirect'), Type.Literal('embedded')]),
+});
+
+export const SubscriptionOut = Type.Object({
+  id: Type.String(),
+  object: Type.Literal('subscription'),
+  status: Type.Union([Type.Literal('active'), Type.Literal('canceled')]),
+  planId: Type.String(),
+  planRef: Type.String({ description: 'The same as planId' }),
+  planName: Type.String(),
+  planPrice: Type.Integer(),
+  planInterval: Type.String(),
+  planCurrency: Type.String(),
+  currentPeriodStart: Timestamp,
+  currentPeriodEnd: Timestamp,
+  cancelAtPeriodEnd: Type.Boolean(),
+  pendingPlanId: Nullable(Type.String()),
+  pendingPlanName: Nullable(Type.String()),
+  pendingEffectiveAt: Nullable(Timestamp),
+  canceledAt: Nullable(Timestamp),
+  endedAt: Nullable(Timestamp),
+  createdAt: Timestamp,
+});
+export type SubscriptionView = Static<typeof SubscriptionOut>;
+export const SubscriptionWrapper = Type.Object({ subscription: Nullable(SubscriptionOut) });
+export const SubscriptionHistory = Type.Object({ subscriptions: Type.Array(SubscriptionOut) });
+
+export const UsageOut = Type.Object({
+  ticketCount: Type.Integer({ description: 'Tickets created in the current billing period (live mode)' }),
+  brandCount: Type.Integer({ description: 'Live brands' }),
+  memberCount: Type.Integer({ description: 'Members, active and invited' }),
+  billingPeriodStart: Timestamp,
+  billingPeriodEnd: Timestamp,
+  planId: Type.String(),
+  planName: Type.String(),
+  planLimit: Nullable(Type.Integer({ description: 'Tickets per period; null: unlimited' })),
+  brandLimit: Nullable(Type.Integer({ description: 'null: unlimited' })),
+  memberLimit: Nullable(Type.Integer({ description: 'null: unlimited' })),
+});
+export type UsageView = Static<typeof UsageOut>;
+
+const SameSiteUrl = Type.String({ minLength: 1, maxLength: 2048, description: 'Absolute http(s) URL on a dashboard origin' });
+export const UpgradeBody = Type.Object(
+  {
+    planId: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
+    planRef: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'The same as planId' })),
+    successUrl: SameSiteUrl,
+    cancelUrl: SameSiteUrl,
+    couponCode: Type.Optional(Type.String({ maxLength: 100 })),
+  },
+  { additionalProperties: false },
+);
+export type UpgradeInput = Static<typeof UpgradeBody>;
+export const UpgradeOut = Type.Object({
+  url: Type.String({ description: 'Send the browser here to confirm the plan' }),
+  checkoutSessionId: Type.String(),
+  expiresAt: Timestamp,
+});
+export type UpgradeView = Static<typeof UpgradeOut>;
+
+export const ConfirmBody = Type.Object(
+  {
+    checkoutSessionId: Type.Optional(Type.String({ minLength: 1, maxLength: 100 })),
+    planRef: Type.Optional(Type.String({ maxLength: 100 })),
+  },
+  { additionalProperties: false },
+);
+export type ConfirmInput = Static<typeof ConfirmBody>;
+
+export const CancelBody = Type.Object(
+  { immediate: Type.Optional(Type.Boolean({ description: 'End it now rather than at the end of the period' })), reason: Type.Optional(Type.String({ maxLength: 1000 })) },
+  { additionalProperties: false },
+);
+export type CancelInput = Static<typeof CancelBody>;
+export const Done = Type.Object({ success: Type.Literal(true), message: Type.String(), endsAt: Type.Optional(Nullable(Timestamp)) });
+export type DoneView = Static<typeof Done>;
+
+export const InvoiceListQuery = Type.Object({ limit: Type.Optional(Type.Integer({ minimum: 1, maximum: 100, default: 20 })) });
+export const InvoiceOut = Type.Object({
+  id: Type.String(),
+  object: Type.Literal('invoice'),
+  number: Type.String(),
+  status: Type.String(),
+  planId: Type.String(),
+  amountDue: Type.Integer(),
+  amountPaid: Type.Integer(),
+  currency: Type.String(),
+  created: Timestamp,
+  periodStart: Timestamp,
+  periodEnd: Timestamp,
+  invoiceUrl: Nullable(Type.String()),
+  invoicePdf: Nullable(Type.String()),
+});
+export type InvoiceView = Static<typeof InvoiceOut>;
+export const InvoiceList = Type.Object({ invoices: Type.Array(InvoiceOut), hasMore: Type.Boolean() });
+
+export const PaymentMethodList = Type.Object({
+  paymentMethods: Type.Array(
+    Type.Object({ id: Type.String(), brand: Type.String(), last4: Type.String(), expMonth: Type.Integer(), expYear: Type.Integer(), isDefault: Type.Boolean() }),
+  ),
+});
+export const ClientTokenOut = Type.Object({ provider: Type.String(), token: Nullable(Type.String()), expiresAt: Nullable(Timestamp) });
+export const PaymentMethodParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 200 }) });
+export const CheckoutParams = Type.Object({ token: Type.String({ minLength: 1, maxLength: 200 }) });

@@ -1,0 +1,374 @@
+import type { BaseCtx, TenantCtx } from '../../core/context.js';
+import type { Config, PlanConfig } from '../../core/config.js';
+import { badRequest, conflict, HttpError } from '../../core/errors.js';
+import { newId, ID_PREFIX } from '../../core/ids.js';
+import { accountScope, tenantScope } from '../../core/model.js';
+import { hashSecret, randomBase62, TOKEN_RANDOM_LENGTH } from '../../core/secrets.js';
+import { CheckoutSession, Invoice, Subscription } from './model.js';
+import type { InvoiceView, PlanView, SubscriptionView, UsageView } from './schemas.js';
+
+/**
+ * Plans, subscriptions, checkouts and invoices of an account. Plans come from the configuration;
+ * an account without a subscription is on its operator's override (accounts.plan_slug) or the
+ * default plan. Times are services.now().
+ */
+
+const unlimited = (n: number | null) => (n === null ? -1 : n);
+
+export function planView(plan: PlanConfig): PlanView {
+  return {
+    id: plan.slug,
+    object: 'plan',
+    slug: plan.slug,
+    name: plan.name,
+    price: plan.price,
+    currency: plan.currency,
+    interval: plan.interval,
+    entitlements: {
+      tickets_per_period: unlimited(plan.ticketsPerPeriod),
+      brands_limit: unlimited(plan.brands),
+      members_limit: unlimited(plan.members),
+      custom_domain: plan.customDomain,
+    },
+  };
+}
+
+export function findPlan(config: Pick<Config, 'plans'>, slug: string | null | undefined): PlanConfig | null {
+  return config.plans.find((p) => p.slug === slug) ?? null;
+}
+
+/** The plan a request names; 400 when it names none or one that is not on sale. */
+export function requirePlan(config: Pick<Config, 'plans'>, slug: string | undefined, field: string): PlanConfig {
+  const plan = findPlan(config, slug);
+  if (!plan) {
+    const known = config.plans.map((p) => p.slug).join(', ');
+    throw badRequest(
+      slug ? `There is no plan ${slug}: plans are ${known}` : `Name the plan: ${field} is required (plans are ${known})`,
+      [{ field, message: slug ? 'is not a plan' : 'is required' }],
+      slug ? 'unknown_plan' : 'plan_required',
+    );
+  }
+  return plan;
+}
+
+/** A plan that left the configuration still bills as it was sold; its slug stands for its name. */
+function planOrStub(config: Pick<Config, 'plans' | 'defaultPlan'>, slug: string): PlanConfig {
+  return findPlan(config, slug) ?? { ...findPlan(config, config.defaultPlan)!, slug, name: slug };
+}
+
+/** One interval later (a month from the 31st ends on the month's last day). */
+export function addInterval(from: Date, interval: 'month' | 'year'): Date {
+  const months = interval === 'year' ? 12 : 1;
+  const to = new Date(from);
+  const day = to.getUTCDate();
+  to.setUTCDate(1);
+  to.setUTCMonth(to.getUTCMonth() + months);
+  const last = new Date(Date.UTC(to.getUTCFullYear(), to.getUTCMonth() + 1, 0)).getUTCDate();
+  to.setUTCDate(Math.min(day, last));
+  return to;
+}
+
+const iso = (d: Date | null) => (d ? new Date(d).toISOString() : null);
+
+export function subscriptionView(config: Pick<Config, 'plans' | 'defaultPlan'>, s: Subscription): SubscriptionView {
+  const plan = planOrStub(config, s.planSlug);
+  const pending = s.pendingPlanSlug ? planOrStub(config, s.pendingPlanSlug) : null;
+  return {
+    id: s.id,
+    object: 'subscription',
+    status: s.status,
+    planId: plan.slug,
+    planRef: plan.slug,
+    planName: plan.name,
+    planPrice: plan.price,
+    planInterval: plan.interval,
+    planCurrency: plan.currency,
+    currentPeriodStart: iso(s.currentPeriodStart)!,
+    currentPeriodEnd: iso(s.currentPeriodEnd)!,
+    cancelAtPeriodEnd: s.cancelAtPeriodEnd,
+    pendingPlanId: pending?.slug ?? null,
+    pendingPlanName: pending?.name ?? null,
+    pendingEffectiveAt: iso(s.pendingEffectiveAt),
+    canceledAt: iso(s.canceledAt),
+    endedAt: iso(s.endedAt),
+    createdAt: iso(s.createdAt)!,
+  };
+}
+
+/**
+ * The account's current subscription (not ended); null without one. In a transaction the account
+ * row is locked first (FOR NO KEY UPDATE: rows pointing at the account still insert), so plan
+ * changes, and brands and members counted against the plan, take turns even while the account
+ * has no subscription row to lock.
+ */
+export async function current(ctx: TenantCtx): Promise<Subscription | null> {
+  if (ctx.db.isTransaction) await ctx.db('accounts').where({ id: ctx.accountId }).forNoKeyUpdate().first('id');
+  const q = Subscription.ofAccount(ctx).whereNull('subscriptions.endedAt').first();
+  if (ctx.db.isTransaction) q.forUpdate();
+  return (await q) ?? null;
+}
+
+export async function history(ctx: TenantCtx): Promise<Subscription[]> {
+  return Subscription.ofAccount(ctx).orderBy('subscriptions.id', 'desc');
+}
+
+/** The plan the account is on now: the operator's override, else its subscription's, else the default. */
+export async function effectivePlan(ctx: TenantCtx, subscription: Subscription | null): Promise<PlanConfig> {
+  const { config } = ctx.services;
+  const account = (await ctx.db('accounts').where({ id: ctx.accountId }).first('planSlug')) as { planSlug: string | null } | undefined;
+  const overridden = findPlan(config, account?.planSlug);
+  if (overridden) return overridden;
+  if (subscription) return planOrStub(config, subscription.planSlug);
+  return findPlan(config, config.defaultPlan)!;
+}
+
+/** The billing period now: the subscription's, else the calendar month (UTC). */
+export function periodOf(subscription: Subscription | null, now: Date): { start: Date; end: Date } {
+  if (subscription) return { start: new Date(subscription.currentPeriodStart), end: new Date(subscription.currentPeriodEnd) };
+  const start = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1));
+  return { start, end: addInterval(start, 'month') };
+}
+
+/** What the account uses of its plan: tickets created in the period (live mode, spam left out), live brands, members. */
+export async function usage(ctx: TenantCtx): Promise<UsageView> {
+  const subscription = await current(ctx);
+  const plan = await effectivePlan(ctx, subscription);
+  const period = periodOf(subscription, new Date(ctx.services.now()));
+  // The plan pays for live mode, whichever mode the caller is in.
+  const live = { ...ctx, livemode: true };
+  const { rows } = (await ctx.db.raw(
+    `select
+       (select count(*) from tickets t where ? and t.created_at >= ? and not t.is_spam)::int as tickets,
+       (select count(*) from brands b where ?)::int as brands,
+       (select count(*) from members m where ?)::int as members`,
+    [tenantScope(live, 't'), period.start, tenantScope(live, 'b'), accountScope(ctx, 'm')],
+  )) as { rows: { tickets: number; brands: number; members: number }[] };
+  const counted = rows[0]!;
+  return {
+    ticketCount: counted.tickets,
+    brandCount: counted.brands,
+    memberCount: counted.members,
+    billingPeriodStart: period.start.toISOString(),
+    billingPeriodEnd: period.end.toISOString(),
+    planId: plan.slug,
+    planName: plan.name,
+    planLimit: plan.ticketsPerPeriod,
+    brandLimit: plan.brands,
+    memberLimit: plan.members,
+  };
+}
+
+/** A plan's limit reached: 403 plan_limit_reached, naming the plan and the limit. */
+export function limitReached(plan: PlanConfig, what: string, limit: number, have: number): HttpError {
+  return new HttpError(403, 'plan_limit_reached', `The ${plan.name} plan allows ${limit} ${what}, and this account has ${have}: upgrade the plan (GET /v1/auth/plans) to add more`);
+}
+
+/**
+ * Refuses a brand (live mode) or a member just added beyond the plan: 403 plan_limit_reached, and
+ * the caller's transaction rolls back. Called after the insert: the account row's lock (current)
+ * makes concurrent adds count one after the other, each seeing the ones committed before it.
+ */
+export async function assertWithinPlan(tx: TenantCtx, what: 'brands' | 'members'): Promise<void> {
+  const plan = await effectivePlan(tx, await current(tx));
+  const limit = what === 'brands' ? plan.brands : plan.members;
+  if (limit === null) return;
+  const live = { ...tx, livemode: true };
+  const { rows } = (await tx.db.raw(what === 'brands' ? 'select count(*)::int as n from brands b where ?' : 'select count(*)::int as n from members m where ?', [
+    what === 'brands' ? tenantScope(live, 'b') : accountScope(tx, 'm'),
+  ])) as { rows: { n: number }[] };
+  const have = rows[0]!.n;
+  if (have > limit) throw limitReached(plan, what, limit, have - 1);
+}
+
+/** Whether the account's usage fits a plan it moves to: brands and members (tickets start afresh each period). */
+export async function assertFits(ctx: TenantCtx, plan: PlanConfig): Promise<void> {
+  const used = await usage(ctx);
+  if (plan.brands !== null && used.brandCount > plan.brands) {
+    throw badRequest(`The ${plan.name} plan allows ${plan.brands} brands and this account has ${used.brandCount}: delete brands first`, undefined, 'plan_below_usage');
+  }
+  if (plan.members !== null && used.memberCount > plan.members) {
+    throw badRequest(`The ${plan.name} plan allows ${plan.members} members and this account has ${used.memberCount}: remove members first`, undefined, 'plan_below_usage');
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Checkout.
+
+const CHECKOUT_PREFIX = 'cs_';
+const CHECKOUT_FORMAT = new RegExp(`^${CHECKOUT_PREFIX}[0-9A-Za-z]{${TOKEN_RANDOM_LENGTH}}$`);
+export const CHECKOUT_TTL_MS = 60 * 60_000;
+
+/** A checkout for a plan (in a transaction); its page's token is returned here only. */
+export async function createCheckout(
+  tx: TenantCtx,
+  input: { planSlug: string; memberId: string | null; successUrl: string; cancelUrl: string },
+): Promise<{ session: CheckoutSession; token: string }> {
+  const token = `${CHECKOUT_PREFIX}${randomBase62()}`;
+  const now = new Date(tx.services.now());
+  const session = await CheckoutSession.query(tx.db).insertAndFetch({
+    accountId: tx.accountId,
+    id: newId(ID_PREFIX.checkout),
+    tokenHash: hashSecret(token),
+    ...input,
+    createdAt: now,
+    expiresAt: new Date(now.getTime() + CHECKOUT_TTL_MS),
+  });
+  return { session, token };
+}
+
+/** A checkout by its page's token (across accounts), locked in a transaction; null when unknown. */
+export async function checkoutByToken(ctx: BaseCtx, token: string): Promise<CheckoutSession | null> {
+  if (!CHECKOUT_FORMAT.test(token)) return null;
+  const q = CheckoutSession.query(ctx.db).where('checkoutSessions.tokenHash', hashSecret(token)).first();
+  if (ctx.db.isTransaction) q.forUpdate();
+  return (await q) ?? null;
+}
+
+/** A checkout of the account by its id, locked (it is in a transaction); null when unknown. */
+export async function checkoutById(tx: TenantCtx, id: string): Promise<CheckoutSession | null> {
+  return (await CheckoutSession.ofAccount(tx).where('checkoutSessions.id', id).forUpdate().first()) ?? null;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Subscription changes (the caller holds the current subscription's lock).
+
+async function invoice(tx: TenantCtx, subscription: Subscription, plan: PlanConfig, start: Date, end: Date): Promise<void> {
+  if (plan.price === 0) return;
+  // Numbered per account; the caller holds the subscription's lock, so numbers never race.
+  const last = (await tx.db('invoices').where({ accountId: tx.accountId }).max({ n: 'number' }).first()) as { n: number | null };
+  await Invoice.query(tx.db).insert({
+    accountId: tx.accountId,
+    id: newId(ID_PREFIX.invoice),
+    subscriptionId: subscription.id,
+    number: (last.n ?? 0) + 1,
+    status: 'paid',
+    planSlug: plan.slug,
+    amountDue: plan.price,
+    amountPaid: plan.price,
+    currency: plan.currency,
+    periodStart: start,
+    periodEnd: end,
+    createdAt: new Date(tx.services.now()),
+  });
+}
+
+/** A new subscription to `plan` from now, and its first invoice. */
+export async function start(tx: TenantCtx, plan: PlanConfig, provider: string): Promise<Subscription> {
+  const now = new Date(tx.services.now());
+  const end = addInterval(now, plan.interval);
+  const row = await Subscription.query(tx.db).insertAndFetch({
+    accountId: tx.accountId,
+    id: newId(ID_PREFIX.subscription),
+    planSlug: plan.slug,
+    status: 'active',
+    provider,
+    currentPeriodStart: now,
+    currentPeriodEnd: end,
+    cancelAtPeriodEnd: false,
+    createdAt: now,
+    updatedAt: now,
+  });
+  await invoice(tx, row, plan, now, end);
+  return row;
+}
+
+async function patch(tx: TenantCtx, s: Subscription, changes: Partial<Subscription>): Promise<Subscription> {
+  const [row] = (await Subscription.ofAccount(tx)
+    .where('subscriptions.id', s.id)
+    .patch({ ...changes, updatedAt: new Date(tx.services.now()) } as never)
+    .returning('*')) as unknown as Subscription[];
+  return row!;
+}
+
+/** An upgrade takes effect now: a new period on the new plan, invoiced; a scheduled change or cancellation is dropped. */
+export async function switchNow(tx: TenantCtx, s: Subscription, plan: PlanConfig): Promise<Subscription> {
+  const now = new Date(tx.services.now());
+  const end = addInterval(now, plan.interval);
+  const row = await patch(tx, s, {
+    planSlug: plan.slug,
+    currentPeriodStart: now,
+    currentPeriodEnd: end,
+    cancelAtPeriodEnd: false,
+    canceledAt: null,
+    pendingPlanSlug: null,
+    pendingEffectiveAt: null,
+  });
+  await invoice(tx, row, plan, now, end);
+  return row;
+}
+
+/** A downgrade waits for the end of the period. */
+export function schedule(tx: TenantCtx, s: Subscription, plan: PlanConfig): Promise<Subscription> {
+  return patch(tx, s, { pendingPlanSlug: plan.slug, pendingEffectiveAt: s.currentPeriodEnd, cancelAtPeriodEnd: false, canceledAt: null });
+}
+
+export async function cancel(tx: TenantCtx, s: Subscription, immediate: boolean): Promise<Subscription> {
+  const now = new Date(tx.services.now());
+  if (immediate) return patch(tx, s, { status: 'canceled', canceledAt: now, endedAt: now, pendingPlanSlug: null, pendingEffectiveAt: null });
+  if (s.cancelAtPeriodEnd) throw conflict(`The subscription is already canceled: it ends on ${iso(s.currentPeriodEnd)}`, 'already_canceled');
+  return patch(tx, s, { cancelAtPeriodEnd: true, canceledAt: now, pendingPlanSlug: null, pendingEffectiveAt: null });
+}
+
+export function reactivate(tx: TenantCtx, s: Subscription): Promise<Subscription> {
+  if (!s.cancelAtPeriodEnd) throw conflict('The subscription is not canceled: there is nothing to reactivate', 'not_canceled');
+  return patch(tx, s, { cancelAtPeriodEnd: false, canceledAt: null });
+}
+
+/** The current plan, kept: no scheduled change, no cancellation. */
+export function keep(tx: TenantCtx, s: Subscription): Promise<Subscription> {
+  return patch(tx, s, { pendingPlanSlug: null, pendingEffectiveAt: null, cancelAtPeriodEnd: false, canceledAt: null });
+}
+
+export function dropPendingChange(tx: TenantCtx, s: Subscription): Promise<Subscription> {
+  return patch(tx, s, { pendingPlanSlug: null, pendingEffectiveAt: null });
+}
+
+/** The subscription is renewed at the end of its period: the scheduled plan applied, or ended when canceled. */
+export async function renew(tx: TenantCtx, s: Subscription): Promise<Subscription> {
+  if (s.cancelAtPeriodEnd) return patch(tx, s, { status: 'canceled', endedAt: s.currentPeriodEnd });
+  const plan = planOrStub(tx.services.config, s.pendingPlanSlug ?? s.planSlug);
+  const startAt = new Date(s.currentPeriodEnd);
+  const end = addInterval(startAt, plan.interval);
+  const row = await patch(tx, s, { planSlug: plan.slug, currentPeriodStart: startAt, currentPeriodEnd: end, pendingPlanSlug: null, pendingEffectiveAt: null });
+  await invoice(tx, row, plan, startAt, end);
+  return row;
+}
+
+/** Up to `limit` current subscriptions whose period ended by `now`, of every account, locked (SKIP LOCKED). */
+export async function dueForRenewal(tx: BaseCtx, now: Date, limit: number): Promise<Subscription[]> {
+  return Subscription.query(tx.db).whereNull('endedAt').where('currentPeriodEnd', '<=', now).orderBy('currentPeriodEnd').limit(limit).forUpdate().skipLocked();
+}
+
+export async function invoices(ctx: TenantCtx, limit: number): Promise<{ invoices: InvoiceView[]; hasMore: boolean }> {
+  const rows = await Invoice.ofAccount(ctx)
+    .orderBy('invoices.number', 'desc')
+    .limit(limit + 1);
+  return {
+    invoices: rows.slice(0, limit).map((i) => ({
+      id: i.id,
+      object: 'invoice',
+      number: `${String(i.number).padStart(6, '0')}`,
+      status: i.status,
+      planId: i.planSlug,
+      amountDue: Number(i.amountDue),
+      amountPaid: Number(i.amountPaid),
+      currency: i.currency,
+      created: iso(i.createdAt)!,
+      periodStart: iso(i.periodStart)!,
+      periodEnd: iso(i.periodEnd)!,
+      invoiceUrl: null,
+      invoicePdf: null,
+    })),
+    hasMore: rows.length > limit,
+  };
+}
+
+/** The operator's override of an account's plan (`ticketd accounts plan`), over any subscription; null removes it. False when the account does not exist. */
+export async function setAccountPlan(ctx: BaseCtx, accountId: string, planSlug: string | null): Promise<boolean> {
+  return (
+    (await ctx
+      .db('accounts')
+      .where({ id: accountId })
+      .update({ planSlug, updatedAt: new Date(ctx.services.now()) })) === 1
+  );
+}
