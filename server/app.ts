@@ -37,6 +37,7 @@ import { avatarFileRoutes, profileRoutes } from './domains/profiles/routes.js';
 import { mentionRoutes } from './domains/mentions/routes.js';
 import { featureRequestRoutes } from './domains/feature-requests/routes.js';
 import { billingRoutes } from './domains/billing/routes.js';
+import { identityRoutes } from './domains/identity/routes.js';
 import { feedbackRoutes } from './domains/feedback/routes.js';
 import { formRoutes } from './domains/forms/routes.js';
 import { formSubmitRoutes } from './domains/forms/public-routes.js';
@@ -215,6 +216,7 @@ export async function buildApp({ config, db, services: given, isShuttingDown = (
     await api.register(formSubmitRoutes, { deps: { attachments } });
     await api.register(feedbackRoutes);
     await api.register(billingRoutes, { config });
+    await api.register(identityRoutes, { config });
     await api.register(metricsRoutes, { config, services });
   });
 

@@ -103,6 +103,8 @@ export const PERMISSIONS = {
   'billing:manage': { accountWide: true, minRole: 'admin' },
   // The checkout page: the browser holding its token.
   'billing:checkout': { accountWide: false },
+  // An identity provider's notification: signed with its secret.
+  'identity:notify': { accountWide: false },
 } as const satisfies Record<string, PermissionRule>;
 export type Permission = keyof typeof PERMISSIONS;
 

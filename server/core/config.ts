@@ -60,6 +60,8 @@ export interface Config {
   readonly outboxRetentionDays: number;
   readonly metricsEnabled: boolean;
   readonly metricsToken: string | null;
+  /** Provider name → its Standard Webhooks signing secret. */
+  readonly identityProviders: Readonly<Record<string, { readonly secret: string }>>;
   readonly billingProvider: 'local';
   readonly defaultPlan: string;
   readonly plans: readonly PlanConfig[];

@@ -10,6 +10,7 @@ export const GLOBAL_TABLES: Readonly<Record<string, string>> = {
   accounts: 'the tenants themselves',
   server_secrets: "the server's own keys (signing grants), one set per installation",
   rate_limit_counters: 'request counts by credential, client address or (hashed) email address, shared by the API processes; an address belongs to no account',
+  identity_notifications: "the identity provider's message ids already applied: a provider's user may be a member of several accounts",
   knex_migrations: "knex's record of applied migrations",
   knex_migrations_lock: "knex's migration lock",
 };
@@ -21,6 +22,7 @@ export const CROSS_TENANT_INDEXES: Readonly<Record<string, string>> = {
   magic_links_token_hash_idx: 'sign-in learns the account from the link: it finds the link by its hash alone',
   portal_tokens_token_hash_idx: 'authentication learns the account from the portal token: it finds the token by its hash alone',
   portal_links_token_hash_idx: "a customer's sign-in learns the account from the link: it finds the link by its hash alone",
+  members_identity_idx: "an identity provider's notification names its user alone: it finds that person's memberships in every account",
   members_email_idx: "sign-in starts from an email address alone: it finds that person's memberships in every account",
   outbox_due_idx: 'the dispatcher claims the due messages of every account',
   outbox_status_idx: 'operators count and list the outbox across accounts (ticketd outbox stats)',

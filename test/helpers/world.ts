@@ -300,6 +300,8 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
     'POST /v1/auth/payment-methods/{id}/default': null,
     'DELETE /v1/auth/payment-methods/{id}': null,
     'POST /billing/checkout/{token}': null,
+    // The world's server configures no identity provider: every notification is 404.
+    'POST /v1/webhooks/{provider}': json({ type: 'user.updated', data: { id: 'user_world' } }),
     'POST /rate/{token}': { body: 'rating=1', headers: { 'content-type': 'application/x-www-form-urlencoded' } },
     'PATCH /v1/auth/profile': json({ displayName: 'Owner', notifyToast: false }),
     'POST /v1/auth/profile/avatar/upload': AVATAR_MULTIPART,
@@ -350,6 +352,7 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
       accountId: owner.accountId,
       avatarId: `av_${'0'.repeat(43)}`,
       formId: form.id,
+      provider: 'clerk',
     },
     paramsByRoute: {
       'PUT /v1/uploads/{token}': { token: tokenOf(grant.uploadUrl) },

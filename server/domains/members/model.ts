@@ -17,6 +17,9 @@ export class Member extends objection.Model {
   /** When the latest invitation was sent and when it stops working; null for members never invited. */
   declare invitedAt: Date | null;
   declare inviteExpiresAt: Date | null;
+  /** The identity provider's user this member is (linked by its notifications), if any. */
+  declare identityProvider: string | null;
+  declare identityUserId: string | null;
   declare createdAt: Date;
   declare updatedAt: Date;
 

@@ -164,3 +164,51 @@ export async function forgetBrand(ctx: TenantCtx, brandId: string): Promise<void
     changed.map((m) => m.id),
   );
 }
+
+/** A person as an identity provider describes them. */
+export interface ProviderUser {
+  provider: string;
+  userId: string;
+  email: string | null;
+  name: string | null;
+}
+
+/**
+ * The memberships, in every account, of a provider's user: those linked to it, else those of its
+ * address, which are linked now (the first notification about a user links them). Locked.
+ */
+export async function linkedMemberships(tx: BaseCtx, user: ProviderUser): Promise<Member[]> {
+  const linked = await Member.query(tx.db).where({ identityProvider: user.provider, identityUserId: user.userId }).orderBy('id').forUpdate();
+  if (linked.length || !user.email) return linked;
+  return Member.query(tx.db)
+    .where({ email: normalizeEmail(user.email) })
+    .whereNull('identityUserId')
+    .patch({ identityProvider: user.provider, identityUserId: user.userId } as never)
+    .returning('*') as unknown as Promise<Member[]>;
+}
+
+/**
+ * The provider's name and address for a membership; the address only when no other member of
+ * that account has it (a person is one member per organization). Returns what changed.
+ */
+export async function applyProviderUser(tx: BaseCtx, member: Member, user: ProviderUser): Promise<{ field: string; from: unknown; to: unknown }[]> {
+  const changes: { field: string; from: unknown; to: unknown }[] = [];
+  const patch: Partial<Member> = {};
+  if (user.name && user.name !== member.name) {
+    patch.name = user.name;
+    changes.push({ field: 'name', from: member.name, to: user.name });
+  }
+  const email = user.email ? normalizeEmail(user.email) : null;
+  if (email && email !== member.email) {
+    const taken = await Member.query(tx.db).where({ accountId: member.accountId, email }).whereNot('id', member.id).first();
+    if (!taken) {
+      patch.email = email;
+      changes.push({ field: 'email', from: member.email, to: email });
+    }
+  }
+  if (changes.length)
+    await Member.query(tx.db)
+      .where({ accountId: member.accountId, id: member.id })
+      .patch({ ...patch, updatedAt: new Date(tx.services.now()) });
+  return changes;
+}

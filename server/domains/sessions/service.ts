@@ -178,3 +178,13 @@ export async function get(ctx: TenantCtx, sessionId: string): Promise<SessionRec
   if (!row) throw notFound('Session');
   return recordOf(row);
 }
+
+/** Ends every live session of a member now (their account deleted at the identity provider); returns how many. */
+export async function revokeAllOf(ctx: TenantCtx, memberId: string): Promise<number> {
+  const revoked = await Session.ofAccount(ctx)
+    .where('sessions.memberId', memberId)
+    .whereNull('revokedAt')
+    .patch({ revokedAt: new Date(ctx.services.now()) });
+  if (revoked) await credentialsChanged(ctx, 'sessions', [memberId]);
+  return revoked;
+}
