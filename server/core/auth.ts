@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyRequest, RouteOptions } from 'fastify';
 import { unauthorized, forbidden } from './errors.js';
 import { hasRole, tenantCtx, type BaseCtx, type TenantCtx, type BrandScope, type MemberRole, type PortalCaller, type SessionCaller } from './context.js';
 import { requireBrand } from './brand.js';
+import { isInstanceAdmin } from './config.js';
 import { isDashboardOrigin, normalizeOrigin } from './origins.js';
 import type { Services } from './services.js';
 import { addressSubject, enforceRateLimit, policiesFrom, rateLimiterOf, type Policy } from './rate-limit.js';
@@ -16,6 +17,8 @@ export interface PermissionRule {
   readonly accountWide: boolean;
   /** The least role a member's session needs; absent: any member. API keys are not bound by it. */
   readonly minRole?: MemberRole;
+  /** Only a session of an instance administrator (config instanceAdmins, by the member's email), whatever the role. */
+  readonly instanceAdmin?: boolean;
 }
 
 /**
@@ -105,6 +108,9 @@ export const PERMISSIONS = {
   'billing:checkout': { accountWide: false },
   // An identity provider's notification: signed with its secret.
   'identity:notify': { accountWide: false },
+  // Coupons are the installation's, not an organization's: for its instance administrators only.
+  'coupons:read': { accountWide: false, instanceAdmin: true },
+  'coupons:manage': { accountWide: false, instanceAdmin: true },
 } as const satisfies Record<string, PermissionRule>;
 export type Permission = keyof typeof PERMISSIONS;
 
@@ -139,6 +145,8 @@ export interface SessionIdentity extends SessionCaller {
   accountId: string;
   /** How audit entries name the member. */
   name: string;
+  /** The member's email: who is an instance administrator is configured by email. */
+  email: string;
   brandScope: BrandScope;
 }
 
@@ -317,6 +325,9 @@ export function installAuth(app: FastifyInstance, services: Services, authentica
     }
     if (rule?.accountWide && !identity.brandScope.allBrands) {
       throw forbidden('You are assigned to some brands only and cannot do account-wide changes', 'insufficient_scope');
+    }
+    if (rule?.instanceAdmin && !isInstanceAdmin(services.config, identity.email)) {
+      throw forbidden("This is for the installation's administrators (instanceAdmins in the configuration); your email is not one of them", 'instance_admin_required');
     }
   });
 }

@@ -65,6 +65,9 @@ export interface Config {
   readonly billingProvider: 'local';
   readonly defaultPlan: string;
   readonly plans: readonly PlanConfig[];
+  readonly coupons: readonly CouponConfig[];
+  /** Emails of the people who run this installation (coupons); not a role in any organization. */
+  readonly instanceAdmins: readonly string[];
   readonly bootstrap: {
     readonly ownerEmail: string;
     readonly ownerName: string;
@@ -85,6 +88,20 @@ export interface PlanConfig {
   readonly brands: number | null;
   readonly members: number | null;
   readonly customDomain: boolean;
+}
+
+/** A discount on the invoice of a plan change: percentOff, or amountOff in a currency's minor units. */
+export interface CouponConfig {
+  readonly code: string;
+  readonly percentOff?: number;
+  readonly amountOff?: number;
+  readonly currency?: string;
+  /** Redemptions over every account; null: unlimited. An instance administrator may change it (stored). */
+  readonly maxRedemptions: number | null;
+  /** ISO date-time; absent: never expires. */
+  readonly expiresAt?: string;
+  /** Plan slugs it applies to; absent: every plan. */
+  readonly plans?: readonly string[];
 }
 
 export class ConfigError extends Error {
@@ -151,6 +168,7 @@ export const ENV_KEYS: Record<string, [string, Kind]> = {
   TICKETD_METRICS_TOKEN: ['metricsToken', 'string'],
   TICKETD_BILLING_PROVIDER: ['billingProvider', 'string'],
   TICKETD_DEFAULT_PLAN: ['defaultPlan', 'string'],
+  TICKETD_INSTANCE_ADMINS: ['instanceAdmins', 'list'],
   TICKETD_BOOTSTRAP_OWNER_EMAIL: ['bootstrap.ownerEmail', 'string'],
 };
 
@@ -238,7 +256,7 @@ export function loadConfig(options: LoadConfigOptions = {}): Config {
       problems.push(`${where}${envName ? ` (${envName})` : ''}: ${e.message}${extra}`);
     }
   }
-  if (!problems.length) problems.push(...planProblems(merged as unknown as Config));
+  if (!problems.length) problems.push(...planProblems(merged as unknown as Config), ...couponProblems(merged as unknown as Config));
   if (problems.length) throw new ConfigError(problems);
   const config = merged as unknown as { dataDir: string };
   config.dataDir = path.resolve(cwd, config.dataDir);
@@ -251,6 +269,26 @@ function planProblems(config: Pick<Config, 'plans' | 'defaultPlan'>): string[] {
   const problems = slugs.filter((s, i) => slugs.indexOf(s) !== i).map((s) => `plans: the slug ${s} is used twice`);
   if (!slugs.includes(config.defaultPlan)) problems.push(`defaultPlan (TICKETD_DEFAULT_PLAN): ${config.defaultPlan} is not one of plans (${slugs.join(', ')})`);
   return problems;
+}
+
+/** What the schema cannot say of the coupons: codes are unique (in any case), one kind of discount each, plans that exist. */
+function couponProblems(config: Pick<Config, 'plans' | 'coupons'>): string[] {
+  const problems: string[] = [];
+  const codes = config.coupons.map((c) => c.code.toLowerCase());
+  const slugs = new Set(config.plans.map((p) => p.slug));
+  config.coupons.forEach((c, i) => {
+    if (codes.indexOf(codes[i]!) !== i) problems.push(`coupons: the code ${c.code} is used twice (codes are matched in any case)`);
+    if ((c.percentOff === undefined) === (c.amountOff === undefined)) problems.push(`coupons: ${c.code} needs exactly one of percentOff and amountOff`);
+    if ((c.amountOff === undefined) !== (c.currency === undefined)) problems.push(`coupons: ${c.code} gives currency with amountOff, and only then`);
+    for (const slug of c.plans ?? []) if (!slugs.has(slug)) problems.push(`coupons: ${c.code} names the plan ${slug}, which is not one of plans`);
+  });
+  return problems;
+}
+
+/** Whether the person with this email runs the installation (instanceAdmins, matched in any case). */
+export function isInstanceAdmin(config: Pick<Config, 'instanceAdmins'>, email: string): boolean {
+  const wanted = email.trim().toLowerCase();
+  return config.instanceAdmins.some((e) => e.trim().toLowerCase() === wanted);
 }
 
 const SANE_HOST = /^[A-Za-z0-9.-]+(:\d{1,5})?$|^\[[0-9A-Fa-f:.]+\](:\d{1,5})?$/;

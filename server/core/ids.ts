@@ -33,6 +33,7 @@ export const ID_PREFIX = {
   subscription: 'sub',
   checkout: 'chk',
   invoice: 'inv',
+  couponRedemption: 'rdm',
   /** Satisfaction ratings; made in SQL by ticketd_new_id() when a ticket is resolved (see the ticket_feedback migration). */
   feedback: 'fb',
   /** Outbox rows; made in SQL by ticketd_new_id() (see the outbox migration). */

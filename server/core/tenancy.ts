@@ -9,6 +9,7 @@
 export const GLOBAL_TABLES: Readonly<Record<string, string>> = {
   accounts: 'the tenants themselves',
   server_secrets: "the server's own keys (signing grants), one set per installation",
+  coupons: "coupons are the installation's (the configuration's codes, one count over every account): no tenant owns one",
   rate_limit_counters: 'request counts by credential, client address or (hashed) email address, shared by the API processes; an address belongs to no account',
   identity_notifications: "the identity provider's message ids already applied: a provider's user may be a member of several accounts",
   knex_migrations: "knex's record of applied migrations",

@@ -1,8 +1,9 @@
 import { sessionMemberId, systemActor, tenantCtx, withTx, type BaseCtx, type TenantCtx } from '../core/context.js';
-import type { PlanConfig } from '../core/config.js';
+import type { CouponConfig, PlanConfig } from '../core/config.js';
 import { badRequest, HttpError, notFound } from '../core/errors.js';
 import { isDashboardOrigin } from '../core/origins.js';
 import * as audit from '../core/audit.js';
+import * as coupons from '../domains/billing/coupons.js';
 import * as billing from '../domains/billing/service.js';
 import type { Subscription } from '../domains/billing/model.js';
 import type { CancelInput, ConfirmInput, DoneView, SubscriptionView, UpgradeInput, UpgradeView } from '../domains/billing/schemas.js';
@@ -44,7 +45,6 @@ export async function upgrade(ctx: TenantCtx, input: UpgradeInput, baseUrl: stri
   const plan = billing.requirePlan(ctx.services.config, input.planId ?? input.planRef, 'planId');
   const successUrl = dashboardUrl(ctx, input.successUrl, 'successUrl');
   const cancelUrl = dashboardUrl(ctx, input.cancelUrl, 'cancelUrl');
-  if (input.couponCode) throw badRequest(`There is no coupon ${input.couponCode}`, [{ field: 'couponCode', message: 'is not a coupon' }], 'unknown_coupon');
   return withTx(ctx, async (tx) => {
     const subscription = await billing.current(tx);
     const now = await billing.effectivePlan(tx, subscription);
@@ -52,32 +52,58 @@ export async function upgrade(ctx: TenantCtx, input: UpgradeInput, baseUrl: stri
       throw badRequest(`The account is already on the ${plan.name} plan`, [{ field: 'planId', message: 'is the current plan' }], 'already_on_plan');
     }
     if (plan.price < now.price) await billing.assertFits(tx, plan);
-    const { session, token } = await billing.createCheckout(tx, { planSlug: plan.slug, memberId: sessionMemberId(tx), successUrl, cancelUrl });
-    await audit.record(tx, { brandId: null, entityType: 'checkout', entityId: session.id, event: 'checkout.created', metadata: { plan: plan.slug } });
+    const coupon = input.couponCode ? coupons.requireApplicable(tx, input.couponCode, plan) : null;
+    if (coupon && !invoicedNow(tx, subscription, plan)) throw coupons.notApplicableNow(coupon, plan);
+    if (coupon) await coupons.assertAvailable(tx, coupon);
+    const couponCode = coupon?.code ?? null;
+    const { session, token } = await billing.createCheckout(tx, { planSlug: plan.slug, memberId: sessionMemberId(tx), successUrl, cancelUrl, couponCode });
+    await audit.record(tx, {
+      brandId: null,
+      entityType: 'checkout',
+      entityId: session.id,
+      event: 'checkout.created',
+      metadata: { plan: plan.slug, ...(couponCode ? { coupon: couponCode } : {}) },
+    });
     return { url: `${baseUrl}/billing/checkout/${token}`, checkoutSessionId: session.id, expiresAt: session.expiresAt.toISOString() };
   });
 }
 
+/** How the account moves to `plan`: a first subscription, the plan it is on kept, a cheaper plan at the period's end, or another plan now. */
+function moveOf(tx: TenantCtx, subscription: Subscription | null, plan: PlanConfig): 'start' | 'keep' | 'schedule' | 'switch' {
+  if (!subscription) return 'start';
+  if (subscription.planSlug === plan.slug) return 'keep';
+  const from = billing.findPlan(tx.services.config, subscription.planSlug);
+  return from && plan.price < from.price ? 'schedule' : 'switch';
+}
+
+/** Whether moving to `plan` writes an invoice now: what a coupon discounts. */
+function invoicedNow(tx: TenantCtx, subscription: Subscription | null, plan: PlanConfig): boolean {
+  const move = moveOf(tx, subscription, plan);
+  return plan.price > 0 && (move === 'start' || move === 'switch');
+}
+
 /**
  * The account moves to `plan` (in a transaction holding the current subscription's lock): a first
- * subscription starts now; a dearer plan takes effect now; a cheaper one waits for the period's end.
+ * subscription starts now; a dearer plan takes effect now; a cheaper one waits for the period's
+ * end. A coupon discounts the invoice written now, and is refused when none is.
  */
-async function moveTo(tx: TenantCtx, plan: PlanConfig): Promise<Subscription> {
+async function moveTo(tx: TenantCtx, plan: PlanConfig, coupon: CouponConfig | null = null): Promise<Subscription> {
   const subscription = await billing.current(tx);
+  if (coupon && !invoicedNow(tx, subscription, plan)) throw coupons.notApplicableNow(coupon, plan);
+  const move = moveOf(tx, subscription, plan);
   if (!subscription) {
-    const started = await billing.start(tx, plan, PROVIDER);
+    const started = await billing.start(tx, plan, PROVIDER, coupon);
     await audit.record(tx, { brandId: null, entityType: 'subscription', entityId: started.id, event: 'subscription.created', metadata: { plan: plan.slug } });
     return started;
   }
   // The plan it is on already: it stays, without a scheduled change or cancellation (a repeated confirm changes nothing more).
-  if (subscription.planSlug === plan.slug) {
+  if (move === 'keep') {
     if (!subscription.pendingPlanSlug && !subscription.cancelAtPeriodEnd) return subscription;
     const kept = await billing.keep(tx, subscription);
     await audit.record(tx, { brandId: null, entityType: 'subscription', entityId: subscription.id, event: 'subscription.updated', metadata: { plan: plan.slug, kept: true } });
     return kept;
   }
-  const from = billing.findPlan(tx.services.config, subscription.planSlug);
-  if (from && plan.price < from.price) {
+  if (move === 'schedule') {
     await billing.assertFits(tx, plan);
     const scheduled = await billing.schedule(tx, subscription, plan);
     await audit.record(tx, {
@@ -89,7 +115,7 @@ async function moveTo(tx: TenantCtx, plan: PlanConfig): Promise<Subscription> {
     });
     return scheduled;
   }
-  const switched = await billing.switchNow(tx, subscription, plan);
+  const switched = await billing.switchNow(tx, subscription, plan, coupon);
   await audit.record(tx, {
     brandId: null,
     entityType: 'subscription',
@@ -103,7 +129,7 @@ async function moveTo(tx: TenantCtx, plan: PlanConfig): Promise<Subscription> {
 /** Completes a checkout the caller locked: once; a second completion answers the subscription it made. */
 async function complete(
   tx: TenantCtx,
-  checkout: { id: string; planSlug: string; completedAt: Date | null; expiresAt: Date; subscriptionId: string | null },
+  checkout: { id: string; planSlug: string; completedAt: Date | null; expiresAt: Date; subscriptionId: string | null; couponCode: string | null },
 ): Promise<Subscription> {
   if (checkout.completedAt) {
     const made = (await billing.history(tx)).find((s) => s.id === checkout.subscriptionId);
@@ -111,7 +137,9 @@ async function complete(
   }
   if (new Date(checkout.expiresAt).getTime() <= tx.services.now()) throw badRequest('This checkout has expired: start the upgrade again', undefined, 'checkout_expired');
   const plan = billing.requirePlan(tx.services.config, checkout.planSlug, 'planRef');
-  const subscription = await moveTo(tx, plan);
+  // The coupon is checked again (it may have expired or left the configuration since); its count, under its lock as it is redeemed.
+  const coupon = checkout.couponCode ? coupons.requireApplicable(tx, checkout.couponCode, plan) : null;
+  const subscription = await moveTo(tx, plan, coupon);
   await tx
     .db('checkoutSessions')
     .where({ accountId: tx.accountId, id: checkout.id })
@@ -138,12 +166,23 @@ export async function confirm(ctx: TenantCtx, input: ConfirmInput): Promise<{ su
   });
 }
 
-/** The checkout page, as a browser opens it: the plan and where Cancel goes. 404 for an unknown token. */
-export async function checkoutPage(base: BaseCtx, token: string): Promise<{ plan: PlanConfig; cancelUrl: string; completed: boolean; successUrl: string }> {
+/** The checkout page, as a browser opens it: the plan, its coupon, and where Cancel goes. 404 for an unknown token. */
+export async function checkoutPage(
+  base: BaseCtx,
+  token: string,
+): Promise<{ plan: PlanConfig; coupon: { code: string; amountOff: number } | null; cancelUrl: string; completed: boolean; successUrl: string }> {
   const checkout = await billing.checkoutByToken(base, token);
   if (!checkout) throw notFound('Checkout');
   const plan = billing.requirePlan(base.services.config, checkout.planSlug, 'planRef');
-  return { plan, cancelUrl: checkout.cancelUrl, successUrl: checkout.successUrl, completed: checkout.completedAt !== null };
+  // A coupon that left the configuration is not shown; Confirm then says why it cannot be used.
+  const coupon = checkout.couponCode ? coupons.findCoupon(base.services.config, checkout.couponCode) : null;
+  return {
+    plan,
+    coupon: coupon ? { code: coupon.code, amountOff: coupons.amountOff(coupon, plan) } : null,
+    cancelUrl: checkout.cancelUrl,
+    successUrl: checkout.successUrl,
+    completed: checkout.completedAt !== null,
+  };
 }
 
 /** The checkout page's Confirm: completes it as the member who started it; answers where the browser goes next. */

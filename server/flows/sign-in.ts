@@ -205,6 +205,7 @@ export async function authenticateSession(services: Services, token: string): Pr
     accountId: session.accountId,
     memberId: member.memberId,
     name: member.name ?? member.email,
+    email: member.email,
     role: member.role,
     brandScope: member.brandScope,
     expiresAt: session.expiresAt,

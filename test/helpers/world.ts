@@ -302,6 +302,8 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
     'POST /billing/checkout/{token}': null,
     // The world's server configures no identity provider: every notification is 404.
     'POST /v1/webhooks/{provider}': json({ type: 'user.updated', data: { id: 'user_world' } }),
+    // Coupons: for an instance administrator of an installation that configures this code (the owner here is neither: 403).
+    'PATCH /v1/auth/coupons/{code}': json({ maxRedemptions: 10 }),
     'POST /rate/{token}': { body: 'rating=1', headers: { 'content-type': 'application/x-www-form-urlencoded' } },
     'PATCH /v1/auth/profile': json({ displayName: 'Owner', notifyToast: false }),
     'POST /v1/auth/profile/avatar/upload': AVATAR_MULTIPART,
@@ -363,6 +365,7 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
         ['GET /v1/feedback/{token}', 'POST /v1/feedback/{token}', 'GET /rate/{token}', 'POST /rate/{token}'].map((route) => [route, { token: `fb_${'0'.repeat(43)}` }]),
       ),
       ...Object.fromEntries(['GET /billing/checkout/{token}', 'POST /billing/checkout/{token}'].map((route) => [route, { token: `cs_${'0'.repeat(43)}` }])),
+      'PATCH /v1/auth/coupons/{code}': { code: 'WELCOME10' },
       // The rating routes of the portal aim at Peter's resolved ticket.
       ...Object.fromEntries(['GET /v1/portal/tickets/{ticketId}/feedback', 'POST /v1/portal/tickets/{ticketId}/feedback'].map((route) => [route, { ticketId: resolved.id }])),
       ...Object.fromEntries(TEAM_ROUTES_ON_INVITEE.map((route) => [route, { memberId: invitee }])),

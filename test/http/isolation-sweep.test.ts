@@ -155,8 +155,8 @@ for (const r of routes) {
         t.ok(res.headers['x-request-id'], `${label}: X-Request-Id`);
         if (mustBe404 && r.auth.includes(caller.kind)) {
           const accountScope = !underBrand && caller.limited && res.status === 403 && res.body?.code === 'insufficient_scope';
-          // Off a brand's routes a member's role is checked before any id is looked at: the 403 tells nothing of the target.
-          const belowRole = !underBrand && caller.kind === 'session' && res.status === 403 && res.body?.code === 'insufficient_role';
+          // Off a brand's routes a member's role (or being an instance administrator) is checked before any id is looked at: the 403 tells nothing of the target.
+          const belowRole = !underBrand && caller.kind === 'session' && res.status === 403 && ['insufficient_role', 'instance_admin_required'].includes(res.body?.code);
           t.ok(
             res.status === 404 || accountScope || belowRole,
             `${label}: 404${underBrand ? '' : ' (or 403 insufficient_scope for a limited caller, insufficient_role for a member)'}`,

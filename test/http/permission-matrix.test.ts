@@ -39,7 +39,10 @@ const callers: Record<MemberRole, Awaited<ReturnType<typeof sessionOf>>> = {
 
 const sessionRoutes = app.routeCatalog.filter((r) => r.auth.includes('session') && r.method !== 'OPTIONS');
 const ruleOf = (permission: string | null): PermissionRule => PERMISSIONS[permission as keyof typeof PERMISSIONS];
-const allowed = (role: MemberRole, rule: PermissionRule) => !rule.minRole || hasRole(role, rule.minRole);
+// None of the three is an instance administrator: the installation's routes refuse them all, whatever their role.
+const allowed = (role: MemberRole, rule: PermissionRule) => !rule.instanceAdmin && (!rule.minRole || hasRole(role, rule.minRole));
+const who = (rule: PermissionRule) => (rule.instanceAdmin ? 'instance administrators' : (rule.minRole ?? 'any member'));
+const refusal = (rule: PermissionRule) => (rule.instanceAdmin ? 'instance_admin_required' : 'insufficient_role');
 
 /** What the account looks like to its owner: compared before and after the refused writes. */
 async function snapshot() {
@@ -64,13 +67,13 @@ for (const r of sessionRoutes) {
   delete headers.authorization;
   const reads = ['GET', 'HEAD'].includes(r.method);
 
-  t.test(`${r.method} ${r.url}: ${r.permission} (${rule.minRole ?? 'any member'})`, async (t) => {
+  t.test(`${r.method} ${r.url}: ${r.permission} (${who(rule)})`, async (t) => {
     for (const role of MEMBER_ROLES) {
       const call = callers[role];
       if (!allowed(role, rule)) {
         const res = await call(r.method, url, payload.body, headers);
         t.equal(res.status, 403, `${role}: 403`, { got: res.body });
-        if (r.method !== 'HEAD') t.equal(res.body?.code, 'insufficient_role', `${role}: insufficient_role`);
+        if (r.method !== 'HEAD') t.equal(res.body?.code, refusal(rule), `${role}: ${refusal(rule)}`);
       } else if (reads) {
         const res = await call(r.method, url);
         t.ok(res.status < 400, `${role}: answered`, { got: `${res.status} ${JSON.stringify(res.body)?.slice(0, 300)}` });
@@ -94,7 +97,7 @@ function matrixDoc(): string {
     const key = routeKey(r.method, r.url);
     if (r.method === 'HEAD' || rows.has(key)) continue;
     const rule = ruleOf(r.permission);
-    const roles = MEMBER_ROLES.filter((role) => allowed(role, rule)).join(', ');
+    const roles = rule.instanceAdmin ? 'instance administrators only' : MEMBER_ROLES.filter((role) => allowed(role, rule)).join(', ');
     const apiKey = !r.auth.includes('api-key') ? 'no' : rule.accountWide ? 'yes, if it reaches every brand' : 'yes';
     const [method, path] = key.split(' ');
     rows.set(key, `| ${method} | \`${path}\` | \`${r.permission}\` | ${roles} | ${apiKey} |`);
@@ -106,6 +109,8 @@ function matrixDoc(): string {
     'against the running app (`TICKETD_WRITE_PERMISSIONS_DOC=1` rewrites this file). A member sees',
     'only the brands assigned to them: any other brand reads as 404 before the role is checked.',
     "Roles rank owner > admin > member; a session below the route's roles gets 403 `insufficient_role`.",
+    'Instance administrators are the members whose email the configuration lists in `instanceAdmins`,',
+    'whatever their role; anyone else gets 403 `instance_admin_required` on their routes.',
     'A `/v1/workspaces/...` route shares the row of its `/v1/brands/...` twin.',
     '',
     '| Method | Path | Permission | Roles | API key |',

@@ -106,3 +106,50 @@ t.test('rate limits: defaults, set from the environment, and checked', async (t)
     'rateLimitWindowSeconds (TICKETD_RATE_LIMIT_WINDOW_SECONDS)',
   ]);
 });
+
+t.test('instance administrators and coupons: defaults, environment, and what the schema cannot say', async (t) => {
+  const defaults = loadConfig({ env: {}, cwd: dir });
+  t.same([defaults.instanceAdmins, defaults.coupons], [[], []], 'none by default');
+  t.same(loadConfig({ env: { TICKETD_INSTANCE_ADMINS: 'a@example.com, B@example.com' }, cwd: dir }).instanceAdmins, ['a@example.com', 'B@example.com']);
+  t.match(
+    (t.throws(() => loadConfig({ env: { TICKETD_INSTANCE_ADMINS: 'not-an-email' }, cwd: dir })) as ConfigError).problems.join('\n'),
+    /instanceAdmins\.0: must match format "email"/,
+  );
+
+  const file = path.join(dir, 'coupons.json');
+  const free = { slug: 'free', name: 'Free', price: 0, currency: 'usd', interval: 'month', ticketsPerPeriod: null, brands: null, members: null, customDomain: false };
+  const good = { code: 'HALF', percentOff: 50, maxRedemptions: 10, expiresAt: '2030-01-01T00:00:00Z', plans: ['free'] };
+  writeFileSync(file, JSON.stringify({ defaultPlan: 'free', plans: [free], coupons: [good, { code: 'CASH', amountOff: 500, currency: 'usd', maxRedemptions: null }] }));
+  t.same(
+    loadConfig({ env: {}, configFile: file, cwd: dir }).coupons.map((c) => c.code),
+    ['HALF', 'CASH'],
+  );
+
+  writeFileSync(
+    file,
+    JSON.stringify({
+      defaultPlan: 'free',
+      plans: [free],
+      coupons: [
+        good,
+        { code: 'half', percentOff: 10, maxRedemptions: null },
+        { code: 'BOTH', percentOff: 10, amountOff: 100, currency: 'usd', maxRedemptions: null },
+        { code: 'NEITHER', maxRedemptions: null },
+        { code: 'NOCUR', amountOff: 100, maxRedemptions: null },
+        { code: 'GHOST', percentOff: 10, maxRedemptions: null, plans: ['gold'] },
+      ],
+    }),
+  );
+  const err = t.throws(() => loadConfig({ env: {}, configFile: file, cwd: dir })) as ConfigError;
+  t.same(err.problems, [
+    'coupons: the code half is used twice (codes are matched in any case)',
+    'coupons: BOTH needs exactly one of percentOff and amountOff',
+    'coupons: NEITHER needs exactly one of percentOff and amountOff',
+    'coupons: NOCUR gives currency with amountOff, and only then',
+    'coupons: GHOST names the plan gold, which is not one of plans',
+  ]);
+
+  writeFileSync(file, JSON.stringify({ coupons: [{ code: 'bad code', percentOff: 101, maxRedemptions: -1, expiresAt: 'soon' }] }));
+  const schema = t.throws(() => loadConfig({ env: {}, configFile: file, cwd: dir })) as ConfigError;
+  t.same(schema.problems.map((p) => p.split(':')[0]).sort(), ['coupons.0.code', 'coupons.0.expiresAt', 'coupons.0.maxRedemptions', 'coupons.0.percentOff']);
+});

@@ -40,6 +40,8 @@ export class CheckoutSession extends objection.Model {
   declare successUrl: string;
   declare cancelUrl: string;
   declare subscriptionId: string | null;
+  /** The coupon the upgrade named (as configured), redeemed when the checkout completes. */
+  declare couponCode: string | null;
   declare createdAt: Date;
   declare expiresAt: Date;
   declare completedAt: Date | null;
@@ -67,5 +69,36 @@ export class Invoice extends objection.Model {
 
   static ofAccount(ctx: Pick<TenantCtx, 'db' | 'accountId'>) {
     return this.query(ctx.db).where('invoices.accountId', ctx.accountId);
+  }
+}
+
+/** What the installation's coupons have used up, and a limit an instance administrator set (no tenant). */
+export class CouponUsage extends objection.Model {
+  static override tableName = 'coupons';
+  static override idColumn = 'code';
+
+  declare code: string;
+  declare timesRedeemed: number;
+  /** Whether maxRedemptions was set here: it then wins over the configured limit (null: unlimited). */
+  declare limitSet: boolean;
+  declare maxRedemptions: number | null;
+  declare createdAt: Date;
+  declare updatedAt: Date;
+}
+
+export class CouponRedemption extends objection.Model {
+  static override tableName = 'couponRedemptions';
+
+  declare accountId: string;
+  declare id: string;
+  declare couponCode: string;
+  declare subscriptionId: string;
+  declare invoiceId: string;
+  declare amountOff: number | string;
+  declare currency: string;
+  declare createdAt: Date;
+
+  static ofAccount(ctx: Pick<TenantCtx, 'db' | 'accountId'>) {
+    return this.query(ctx.db).where('couponRedemptions.accountId', ctx.accountId);
   }
 }

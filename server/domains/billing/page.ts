@@ -3,14 +3,21 @@ import { escapeHtml } from '../../core/text.js';
 
 /** The local provider's checkout page: the plan, Confirm (posts back), Cancel (back to the dashboard). No script. */
 
-function price(plan: PlanConfig): string {
-  return plan.price === 0 ? 'free' : `${(plan.price / 100).toFixed(2)} ${plan.currency.toUpperCase()} a ${plan.interval}`;
+const money = (minor: number, currency: string) => `${(minor / 100).toFixed(2)} ${currency.toUpperCase()}`;
+
+function price(plan: PlanConfig, coupon: { code: string; amountOff: number } | null): string {
+  if (plan.price === 0) return 'free';
+  const full = `${money(plan.price, plan.currency)} a ${plan.interval}`;
+  return coupon ? `${full}; with the coupon ${coupon.code}, ${money(plan.price - coupon.amountOff, plan.currency)} for the first ${plan.interval}` : full;
 }
 
-export function checkoutPage(page: { plan: PlanConfig; cancelUrl: string; completed: boolean; successUrl: string }, action: string): string {
+export function checkoutPage(
+  page: { plan: PlanConfig; coupon: { code: string; amountOff: number } | null; cancelUrl: string; completed: boolean; successUrl: string },
+  action: string,
+): string {
   const body = page.completed
     ? `<h1>Done</h1><p>The ${escapeHtml(page.plan.name)} plan is confirmed.</p><p><a href="${escapeHtml(page.successUrl)}">Back to the dashboard</a></p>`
-    : `<h1>Confirm the ${escapeHtml(page.plan.name)} plan</h1><p>${escapeHtml(price(page.plan))}. Nothing is charged to a card: this server bills locally.</p>
+    : `<h1>Confirm the ${escapeHtml(page.plan.name)} plan</h1><p>${escapeHtml(price(page.plan, page.coupon))}. Nothing is charged to a card: this server bills locally.</p>
 <form method="post" action="${escapeHtml(action)}"><button type="submit">Confirm</button> <a href="${escapeHtml(page.cancelUrl)}">Cancel</a></form>`;
   return `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1"><meta name="robots" content="noindex"><title>Checkout</title>
 <style>body{font-family:system-ui,sans-serif;max-width:34rem;margin:3rem auto;padding:0 1rem}button{font-size:1rem;padding:.5rem 1rem}</style></head><body>${body}</body></html>`;

@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { requestBaseUrl, type Config } from '../../core/config.js';
 import { HttpError } from '../../core/errors.js';
 import * as plans from '../../flows/billing.js';
+import * as coupons from './coupons.js';
 import * as billing from './service.js';
 import { checkoutPage } from './page.js';
 import {
@@ -10,6 +11,10 @@ import {
   CheckoutParams,
   ClientTokenOut,
   ConfirmBody,
+  CouponLimitBody,
+  CouponList,
+  CouponParams,
+  CouponWrapper,
   Done,
   InvoiceList,
   InvoiceListQuery,
@@ -23,6 +28,7 @@ import {
   UsageOut,
   type CancelInput,
   type ConfirmInput,
+  type CouponLimitInput,
   type UpgradeInput,
 } from './schemas.js';
 
@@ -149,6 +155,31 @@ export async function billingRoutes(app: FastifyInstance, { config }: { config: 
     async () => {
       throw new HttpError(404, 'not_found', 'Payment method not found');
     },
+  );
+
+  // Coupons: the installation's, so its administrators' (instanceAdmins), whatever their role in their organization.
+  app.get(
+    '/v1/auth/coupons',
+    {
+      config: { auth: 'session', permission: 'coupons:read' },
+      schema: { tags, summary: 'Every configured coupon, with its redemptions and the limit in force (instance administrators)', response: { 200: CouponList } },
+    },
+    async (req) => ({ coupons: await coupons.list(req.ctx) }),
+  );
+
+  app.patch<{ Params: { code: string }; Body: CouponLimitInput }>(
+    '/v1/auth/coupons/:code',
+    {
+      config: { auth: 'session', permission: 'coupons:manage' },
+      schema: {
+        tags,
+        summary: "Set a coupon's usage limit ({ maxRedemptions }, null: unlimited) over the configured one (instance administrators); 404 for a code not configured",
+        params: CouponParams,
+        body: CouponLimitBody,
+        response: { 200: CouponWrapper },
+      },
+    },
+    async (req) => ({ coupon: await coupons.setLimit(req.ctx, req.params.code, req.body.maxRedemptions) }),
   );
 
   // The checkout page: opened by the browser the upgrade sent here, without the member's session (its token is the key).

@@ -71,7 +71,7 @@ export const UpgradeBody = Type.Object(
     planRef: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'The same as planId' })),
     successUrl: SameSiteUrl,
     cancelUrl: SameSiteUrl,
-    couponCode: Type.Optional(Type.String({ maxLength: 100 })),
+    couponCode: Type.Optional(Type.String({ maxLength: 100, description: 'A coupon (any case) discounting the invoice of the plan that starts when the checkout completes' })),
   },
   { additionalProperties: false },
 );
@@ -127,3 +127,26 @@ export const PaymentMethodList = Type.Object({
 export const ClientTokenOut = Type.Object({ provider: Type.String(), token: Nullable(Type.String()), expiresAt: Nullable(Timestamp) });
 export const PaymentMethodParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 200 }) });
 export const CheckoutParams = Type.Object({ token: Type.String({ minLength: 1, maxLength: 200 }) });
+
+export const CouponOut = Type.Object({
+  code: Type.String({ description: 'As configured; a customer may type it in any case' }),
+  object: Type.Literal('coupon'),
+  percentOff: Nullable(Type.Integer()),
+  amountOff: Nullable(Type.Integer({ description: 'In minor units (cents) of currency' })),
+  currency: Nullable(Type.String()),
+  maxRedemptions: Nullable(Type.Integer({ description: 'The limit in force over every account; null: unlimited' })),
+  configuredMaxRedemptions: Nullable(Type.Integer({ description: "The configuration's limit, which a PATCH overrides" })),
+  timesRedeemed: Type.Integer(),
+  expiresAt: Nullable(Timestamp),
+  plans: Nullable(Type.Array(Type.String(), { description: 'Slugs of the plans it applies to; null: every plan' })),
+  valid: Type.Boolean({ description: 'Neither expired nor used up' }),
+});
+export type CouponView = Static<typeof CouponOut>;
+export const CouponList = Type.Object({ coupons: Type.Array(CouponOut) });
+export const CouponWrapper = Type.Object({ coupon: CouponOut });
+export const CouponParams = Type.Object({ code: Type.String({ minLength: 1, maxLength: 100 }) });
+export const CouponLimitBody = Type.Object(
+  { maxRedemptions: Nullable(Type.Integer({ minimum: 0, maximum: 1_000_000_000, description: 'Redemptions allowed over every account; null: unlimited' })) },
+  { additionalProperties: false },
+);
+export type CouponLimitInput = Static<typeof CouponLimitBody>;

@@ -1,9 +1,10 @@
 import type { BaseCtx, TenantCtx } from '../../core/context.js';
-import type { Config, PlanConfig } from '../../core/config.js';
+import type { Config, CouponConfig, PlanConfig } from '../../core/config.js';
 import { badRequest, conflict, HttpError } from '../../core/errors.js';
 import { newId, ID_PREFIX } from '../../core/ids.js';
 import { accountScope, tenantScope } from '../../core/model.js';
 import { hashSecret, randomBase62, TOKEN_RANDOM_LENGTH } from '../../core/secrets.js';
+import * as coupons from './coupons.js';
 import { CheckoutSession, Invoice, Subscription } from './model.js';
 import type { InvoiceView, PlanView, SubscriptionView, UsageView } from './schemas.js';
 
@@ -201,7 +202,7 @@ export const CHECKOUT_TTL_MS = 60 * 60_000;
 /** A checkout for a plan (in a transaction); its page's token is returned here only. */
 export async function createCheckout(
   tx: TenantCtx,
-  input: { planSlug: string; memberId: string | null; successUrl: string; cancelUrl: string },
+  input: { planSlug: string; memberId: string | null; successUrl: string; cancelUrl: string; couponCode: string | null },
 ): Promise<{ session: CheckoutSession; token: string }> {
   const token = `${CHECKOUT_PREFIX}${randomBase62()}`;
   const now = new Date(tx.services.now());
@@ -232,28 +233,31 @@ export async function checkoutById(tx: TenantCtx, id: string): Promise<CheckoutS
 // ---------------------------------------------------------------------------------------------
 // Subscription changes (the caller holds the current subscription's lock).
 
-async function invoice(tx: TenantCtx, subscription: Subscription, plan: PlanConfig, start: Date, end: Date): Promise<void> {
+/** The period's invoice (none for a free plan); a coupon discounts it and is redeemed with it. */
+async function invoice(tx: TenantCtx, subscription: Subscription, plan: PlanConfig, start: Date, end: Date, coupon: CouponConfig | null = null): Promise<void> {
   if (plan.price === 0) return;
+  const off = coupon ? coupons.amountOff(coupon, plan) : 0;
   // Numbered per account; the caller holds the subscription's lock, so numbers never race.
   const last = (await tx.db('invoices').where({ accountId: tx.accountId }).max({ n: 'number' }).first()) as { n: number | null };
-  await Invoice.query(tx.db).insert({
+  const row = await Invoice.query(tx.db).insertAndFetch({
     accountId: tx.accountId,
     id: newId(ID_PREFIX.invoice),
     subscriptionId: subscription.id,
     number: (last.n ?? 0) + 1,
     status: 'paid',
     planSlug: plan.slug,
-    amountDue: plan.price,
-    amountPaid: plan.price,
+    amountDue: plan.price - off,
+    amountPaid: plan.price - off,
     currency: plan.currency,
     periodStart: start,
     periodEnd: end,
     createdAt: new Date(tx.services.now()),
   });
+  if (coupon) await coupons.redeem(tx, coupon, { id: row.id, subscriptionId: subscription.id, planSlug: plan.slug, amountOff: off, currency: plan.currency });
 }
 
-/** A new subscription to `plan` from now, and its first invoice. */
-export async function start(tx: TenantCtx, plan: PlanConfig, provider: string): Promise<Subscription> {
+/** A new subscription to `plan` from now, and its first invoice (discounted by a coupon). */
+export async function start(tx: TenantCtx, plan: PlanConfig, provider: string, coupon: CouponConfig | null = null): Promise<Subscription> {
   const now = new Date(tx.services.now());
   const end = addInterval(now, plan.interval);
   const row = await Subscription.query(tx.db).insertAndFetch({
@@ -268,7 +272,7 @@ export async function start(tx: TenantCtx, plan: PlanConfig, provider: string): 
     createdAt: now,
     updatedAt: now,
   });
-  await invoice(tx, row, plan, now, end);
+  await invoice(tx, row, plan, now, end, coupon);
   return row;
 }
 
@@ -280,8 +284,8 @@ async function patch(tx: TenantCtx, s: Subscription, changes: Partial<Subscripti
   return row!;
 }
 
-/** An upgrade takes effect now: a new period on the new plan, invoiced; a scheduled change or cancellation is dropped. */
-export async function switchNow(tx: TenantCtx, s: Subscription, plan: PlanConfig): Promise<Subscription> {
+/** An upgrade takes effect now: a new period on the new plan, invoiced (discounted by a coupon); a scheduled change or cancellation is dropped. */
+export async function switchNow(tx: TenantCtx, s: Subscription, plan: PlanConfig, coupon: CouponConfig | null = null): Promise<Subscription> {
   const now = new Date(tx.services.now());
   const end = addInterval(now, plan.interval);
   const row = await patch(tx, s, {
@@ -293,7 +297,7 @@ export async function switchNow(tx: TenantCtx, s: Subscription, plan: PlanConfig
     pendingPlanSlug: null,
     pendingEffectiveAt: null,
   });
-  await invoice(tx, row, plan, now, end);
+  await invoice(tx, row, plan, now, end, coupon);
   return row;
 }
 
