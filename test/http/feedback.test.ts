@@ -208,6 +208,17 @@ t.test('reopened before the delay: no mail; resolved again: a new request, and t
   t.not(second, first);
   t.equal((await anonymous('GET', `/v1/feedback/${second}`)).status, 200);
 
+  // Every path that resolves asks: a bulk resolve too, once per ticket.
+  const bulkOne = await makeTicket(owner.live, base, { title: 'Bulk one', customerEmail: 'bulk-1@example.com' });
+  const bulkTwo = await makeTicket(owner.live, base, { title: 'Bulk two', customerEmail: 'bulk-2@example.com' });
+  t.equal((await owner.live('POST', `${base}/tickets/bulk`, { action: 'resolve', ticketIds: [bulkOne.id, bulkTwo.id] })).status, 200);
+  for (const bulked of [bulkOne, bulkTwo])
+    t.same(
+      (await rowsOf(bulked.id)).map((r) => r.status),
+      ['scheduled'],
+      'a bulk resolve asks too',
+    );
+
   // Resolved to closed is the same resolution; closed tickets, spam and deleted tickets are not asked.
   const before = (await rowsOf(ticket.id)).length;
   await owner.live('PATCH', `${base}/tickets/${ticket.id}`, { status: 'closed' });
