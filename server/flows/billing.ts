@@ -132,7 +132,7 @@ async function complete(
   checkout: { id: string; planSlug: string; completedAt: Date | null; expiresAt: Date; subscriptionId: string | null; couponCode: string | null },
 ): Promise<Subscription> {
   if (checkout.completedAt) {
-    const made = (await billing.history(tx)).find((s) => s.id === checkout.subscriptionId);
+    const made = checkout.subscriptionId ? await billing.subscriptionById(tx, checkout.subscriptionId) : null;
     if (made) return made;
   }
   if (new Date(checkout.expiresAt).getTime() <= tx.services.now()) throw badRequest('This checkout has expired: start the upgrade again', undefined, 'checkout_expired');

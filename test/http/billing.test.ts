@@ -160,6 +160,7 @@ t.test('upgrade through the checkout page: the plan at once, invoiced once, the 
   const { page, confirmed } = await checkoutInBrowser(started.body.url);
   t.equal(page.statusCode, 200);
   t.match(page.body, /Confirm the Starter plan/);
+  t.match(page.headers['content-security-policy'], /default-src 'none'.*form-action 'self' https: http:/, 'no script; the form may lead back to the dashboard');
   t.match(page.body, /9\.00 USD a month/);
   t.equal(confirmed.statusCode, 303);
   t.equal(confirmed.headers.location, success.successUrl);

@@ -1,4 +1,5 @@
 import type { PlanConfig } from '../../core/config.js';
+import { htmlDocument } from '../../core/page.js';
 import { escapeHtml } from '../../core/text.js';
 
 /** The local provider's checkout page: the plan, Confirm (posts back), Cancel (back to the dashboard). No script. */
@@ -19,6 +20,5 @@ export function checkoutPage(
     ? `<h1>Done</h1><p>The ${escapeHtml(page.plan.name)} plan is confirmed.</p><p><a href="${escapeHtml(page.successUrl)}">Back to the dashboard</a></p>`
     : `<h1>Confirm the ${escapeHtml(page.plan.name)} plan</h1><p>${escapeHtml(price(page.plan, page.coupon))}. Nothing is charged to a card: this server bills locally.</p>
 <form method="post" action="${escapeHtml(action)}"><button type="submit">Confirm</button> <a href="${escapeHtml(page.cancelUrl)}">Cancel</a></form>`;
-  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1"><meta name="robots" content="noindex"><title>Checkout</title>
-<style>body{font-family:system-ui,sans-serif;max-width:34rem;margin:3rem auto;padding:0 1rem}button{font-size:1rem;padding:.5rem 1rem}</style></head><body>${body}</body></html>`;
+  return htmlDocument('Checkout', body);
 }

@@ -1,6 +1,7 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { requestBaseUrl, type Config } from '../../core/config.js';
 import { HttpError } from '../../core/errors.js';
+import { sendPage } from '../../core/page.js';
 import * as plans from '../../flows/billing.js';
 import * as coupons from './coupons.js';
 import * as billing from './service.js';
@@ -183,19 +184,12 @@ export async function billingRoutes(app: FastifyInstance, { config }: { config: 
   );
 
   // The checkout page: opened by the browser the upgrade sent here, without the member's session (its token is the key).
-  const html = (reply: FastifyReply, body: string) =>
-    reply
-      .header('content-type', 'text/html; charset=utf-8')
-      .header('content-security-policy', "default-src 'none'; style-src 'unsafe-inline'; form-action 'self' https: http:; frame-ancestors 'none'")
-      .header('cache-control', 'no-store')
-      .send(body);
-
   app.get<{ Params: { token: string } }>(
     '/billing/checkout/:token',
     { config: { auth: 'none', permission: 'billing:checkout' }, schema: { hide: true, params: CheckoutParams } },
     async (req, reply) => {
       const page = await plans.checkoutPage(req.baseCtx, req.params.token);
-      return html(reply, checkoutPage(page, `/billing/checkout/${encodeURIComponent(req.params.token)}`));
+      return sendPage(reply, checkoutPage(page, `/billing/checkout/${encodeURIComponent(req.params.token)}`), { formRedirectsAway: true });
     },
   );
 

@@ -109,6 +109,11 @@ export async function current(ctx: TenantCtx): Promise<Subscription | null> {
   return (await q) ?? null;
 }
 
+/** One of the account's subscriptions, current or past; null when it has none of that id. */
+export async function subscriptionById(ctx: TenantCtx, id: string): Promise<Subscription | null> {
+  return (await Subscription.ofAccount(ctx).where('subscriptions.id', id).first()) ?? null;
+}
+
 export async function history(ctx: TenantCtx): Promise<Subscription[]> {
   return Subscription.ofAccount(ctx).orderBy('subscriptions.id', 'desc');
 }

@@ -1,21 +1,11 @@
 import type { FeedbackPageView } from './schemas.js';
+import { htmlDocument as page } from '../../core/page.js';
 import { escapeHtml } from '../../core/text.js';
 
 /**
  * ticketd's own rating page, for installations without the admin dashboard: plain HTML, no script,
- * one form that posts back to the same URL. Every value is escaped; the answer's
- * Content-Security-Policy forbids anything but the inline style and posting to itself.
+ * one form that posts back to the same URL. Every value is escaped; core/page.ts sends it.
  */
-
-export const PAGE_CSP = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
-
-const STYLE = `body{font-family:system-ui,sans-serif;max-width:34rem;margin:3rem auto;padding:0 1rem;color:#1f2937}
-button{font-size:1rem;margin:.2rem;padding:.5rem .9rem;border:1px solid #9ca3af;border-radius:.4rem;background:#fff;cursor:pointer}
-textarea{width:100%;min-height:5rem;margin:.8rem 0;font:inherit}`;
-
-function page(title: string, body: string): string {
-  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1"><meta name="robots" content="noindex"><title>${escapeHtml(title)}</title><style>${STYLE}</style></head><body>${body}</body></html>`;
-}
 
 const CHOICES: Record<FeedbackPageView['ratingType'], [number, string][]> = {
   thumbs: [

@@ -2,8 +2,9 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import formbody from '@fastify/formbody';
 import { Type } from 'typebox';
 import { badRequest, HttpError } from '../../core/errors.js';
+import { sendPage } from '../../core/page.js';
 import * as csat from '../../flows/feedback.js';
-import { messagePage, PAGE_CSP, ratingForm } from './page.js';
+import { messagePage, ratingForm } from './page.js';
 import { FeedbackPageOut, FeedbackTokenParams, MAX_FEEDBACK_COMMENT_LENGTH, RateBody, RatedOut, type RateInput } from './schemas.js';
 
 /**
@@ -56,11 +57,7 @@ const RatingForm = Type.Object({
 function errorPage(req: FastifyRequest, reply: FastifyReply, err: unknown): FastifyReply {
   if (!(err instanceof HttpError) || err.statusCode >= 500 || !/text\/html/i.test(req.headers.accept ?? '')) throw err;
   const title = err.statusCode === 409 ? 'Already rated' : err.statusCode === 410 ? 'Link expired' : err.statusCode === 404 ? 'Link not found' : 'Not accepted';
-  return html(reply.status(err.statusCode), messagePage(title, err.message));
-}
-
-function html(reply: FastifyReply, body: string): FastifyReply {
-  return reply.header('content-type', 'text/html; charset=utf-8').header('content-security-policy', PAGE_CSP).header('cache-control', 'no-store').send(body);
+  return sendPage(reply.status(err.statusCode), messagePage(title, err.message));
 }
 
 /** ticketd's own rating page (HTML), in a scope of its own: it alone parses urlencoded bodies. */
@@ -73,7 +70,7 @@ async function ratingPageRoutes(app: FastifyInstance): Promise<void> {
     { config: { auth: 'none', permission: 'feedback:read' }, schema: { ...hide, params: FeedbackTokenParams } },
     async (req, reply) => {
       try {
-        return html(reply, ratingForm(await csat.ratingPage(req.baseCtx, req.params.token), `/rate/${encodeURIComponent(req.params.token)}`));
+        return sendPage(reply, ratingForm(await csat.ratingPage(req.baseCtx, req.params.token), `/rate/${encodeURIComponent(req.params.token)}`));
       } catch (err) {
         return errorPage(req, reply, err);
       }
@@ -87,7 +84,7 @@ async function ratingPageRoutes(app: FastifyInstance): Promise<void> {
       try {
         if (req.validationError) throw badRequest('Choose a rating', [{ field: 'rating', message: 'is required' }], 'validation_failed');
         await csat.rateByLink(req.baseCtx, req.params.token, { rating: Number(req.body.rating), comment: req.body.comment ?? null });
-        return html(reply, messagePage('Thank you', 'Your rating was received. Thank you for your feedback.'));
+        return sendPage(reply, messagePage('Thank you', 'Your rating was received. Thank you for your feedback.'));
       } catch (err) {
         return errorPage(req, reply, err);
       }
