@@ -9,6 +9,7 @@
  *   npm run bench -- --events          (webhook delivery latency and throughput instead: see events.ts)
  *   npm run bench -- --rate-limits     (only the cost of rate limiting, on an empty database)
  *   npm run bench -- --cross-brand     (only the cross-brand dashboard: N tickets over 20 brands)
+ *   npm run bench -- --quotas          (only ticket create with the plan's ticket allowance counted and not)
  *
  * Measured: create throughput (idempotency keys; concurrency 1, 16, 32 on one brand, 16 across 16
  * brands) next to the raw database floor (plain pg clients, one create at a time: in one statement,
@@ -22,8 +23,9 @@
  */
 import { execFileSync, type ChildProcess } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
+import path from 'node:path';
 import { parseArgs } from 'node:util';
 import autocannon from 'autocannon';
 import { oneStatementOp, percentile, runLoad, statementsOp, writesOnlyOp, type FloorInput, type LoadResult } from './floor.js';
@@ -43,6 +45,7 @@ const { values } = parseArgs({
     events: { type: 'boolean', default: false },
     'rate-limits': { type: 'boolean', default: false },
     'cross-brand': { type: 'boolean', default: false },
+    quotas: { type: 'boolean', default: false },
   },
 });
 const quick = values.quick!;
@@ -170,6 +173,103 @@ async function measureRateLimitCost(databaseUrl: string, route: string, headers:
   const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
   const percent = (x: number) => Math.round(x * 1000) / 10;
   return { rows, costPercent: { throughput: percent(1 - median(perSec.on) / median(perSec.off)), cpu: percent(median(cpu.on) / median(cpu.off) - 1) } };
+}
+
+/** Ticket creates with idempotency keys at concurrency c, each connection keeping to one of the brands (dealt in turn); body(b) is the b-th brand's request. */
+function createLoad(url: string, headers: Record<string, string>, brandIds: readonly string[], c: number, body: (b: number) => object): autocannon.Options {
+  let next = 0;
+  return {
+    url,
+    connections: c,
+    method: 'POST',
+    initialContext: {},
+    requests: [
+      {
+        setupRequest: (req, context) => {
+          const ctx = context as { b?: number };
+          ctx.b ??= next++ % brandIds.length;
+          return { ...req, path: `/v1/brands/${brandIds[ctx.b]}/tickets`, headers: { ...headers, 'x-idempotency-key': randomUUID() }, body: JSON.stringify(body(ctx.b)) };
+        },
+      },
+    ],
+  };
+}
+
+/**
+ * Ticket create with the plan's ticket allowance counted (a plan with an allowance so large that
+ * nothing is refused, so every create is counted and checked) and without (no plan has one): two
+ * fresh API processes on one database, in turns (the order alternating), for one create at a time,
+ * 16 on one brand and 16 over 16 brands.
+ */
+interface QuotaCost {
+  rows: Row[];
+  /** How many fewer creates per second with quotas on, per scenario (medians of the turns). */
+  costPercent: Record<string, number>;
+}
+const QUOTA_TURNS = 5;
+
+async function measureQuotaCost(databaseUrl: string, brandIds: readonly string[], headers: Record<string, string>): Promise<QuotaCost> {
+  const configFile = path.join(os.tmpdir(), `ticketd-bench-quota-${process.pid}.json`);
+  const metered = {
+    slug: 'metered',
+    name: 'Metered',
+    price: 0,
+    currency: 'usd',
+    interval: 'month',
+    ticketsPerPeriod: 1_000_000_000,
+    brands: null,
+    members: null,
+    customDomain: false,
+  };
+  writeFileSync(configFile, JSON.stringify({ defaultPlan: 'metered', plans: [metered] }));
+  const env = { TICKETD_DB_POOL_MAX: '20', TICKETD_RATE_LIMIT_PER_API_KEY: '1000000000', TICKETD_RATE_LIMIT_PER_IP: '1000000000' };
+  const servers = { off: await startTicketd('api', databaseUrl, env), on: await startTicketd('api', databaseUrl, { ...env, TICKETD_CONFIG: configFile }) };
+  const rows: Row[] = [];
+  const perSec: Record<string, { off: number[]; on: number[] }> = {};
+  const createOpts = (url: string, c: number, brands: number) =>
+    createLoad(url, headers, brandIds.slice(0, brands), c, () => {
+      const n = Math.floor(Math.random() * 200);
+      return {
+        title: `Printer ${n} is on fire`,
+        body: 'It started smoking this morning.',
+        customerEmail: `customer${n}@quota.example`,
+        tags: ['billing', 'bug'],
+        priority: 'high',
+      };
+    });
+  try {
+    for (let round = 0; round <= QUOTA_TURNS; round++) {
+      for (const [c, brands] of [
+        [1, 1],
+        [16, 1],
+        [16, 16],
+      ] as const) {
+        const scenario = `create c${c} b${brands}`;
+        perSec[scenario] ??= { off: [], on: [] };
+        for (const mode of round % 2 ? (['on', 'off'] as const) : (['off', 'on'] as const)) {
+          const row = await measure(`${scenario}, quotas ${mode} (${round ? `turn ${round}` : 'warm-up'})`, createOpts(servers[mode].info.url, c, brands), servers[mode].child.pid);
+          if (round === 0) continue;
+          rows.push(row);
+          perSec[scenario]![mode].push(row['req/s']);
+        }
+      }
+    }
+  } finally {
+    for (const { child } of Object.values(servers)) {
+      child.kill('SIGTERM');
+      await new Promise((r) => child.once('exit', r));
+    }
+    rmSync(configFile, { force: true });
+  }
+  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+  const costPercent = Object.fromEntries(Object.entries(perSec).map(([k, v]) => [k, Math.round((1 - median(v.on) / median(v.off)) * 1000) / 10]));
+  return { rows, costPercent };
+}
+
+function printQuotaCost(cost: QuotaCost): void {
+  process.stdout.write('\nTicket create with the plan allowance counted (quotas on) and not (off): two fresh --role api processes, in turns:\n');
+  console.table(cost.rows);
+  process.stdout.write(`cost of counting against the allowance (target: under 5%), fewer creates/s: ${JSON.stringify(cost.costPercent)}\n`);
 }
 
 const CROSS_BRANDS = 20;
@@ -378,6 +478,12 @@ async function main() {
       printRateLimitCost(await measureRateLimitCost(dbUrl, `/v1/brands/${server.brandId}`, auth));
       return;
     }
+    if (values.quotas) {
+      const brandIds = [server.brandId];
+      for (let i = 1; i < 16; i++) brandIds.push((await api('POST', '/v1/brands', { name: `Quota ${i}`, slug: `quota-${i}-${randomBytes(3).toString('hex')}` })).id);
+      printQuotaCost(await measureQuotaCost(dbUrl, brandIds, auth));
+      return;
+    }
     if (values['cross-brand']) {
       printCrossBrand(await crossBrandBench(server.url, dbUrl, ticketCount));
       return;
@@ -528,35 +634,15 @@ async function main() {
       log(`  ${scenario} c${c} b${brands}: ${perSec}/s p50 ${row['p50 ms']} p99 ${row['p99 ms']}${errors ? ` errors ${errors}` : ''}`);
     };
     const create = async (c: number, brands: number) => {
-      let next = 0;
       const words = floorInput.words;
       const text = (k: number) => Array.from({ length: k }, () => words[Math.floor(Math.exp(Math.random() * Math.log(words.length)))]).join(' ');
-      const opts: autocannon.Options = {
-        url: server.url,
-        connections: c,
-        method: 'POST',
-        initialContext: {},
-        requests: [
-          {
-            setupRequest: (req, context) => {
-              const ctx = context as { b?: number };
-              ctx.b ??= next++ % brands;
-              return {
-                ...req,
-                path: `/v1/brands/${brandIds[ctx.b]}/tickets`,
-                headers: { ...auth, 'x-idempotency-key': randomUUID() },
-                body: JSON.stringify({
-                  title: text(6),
-                  body: text(40),
-                  customerEmail: emails[ctx.b]![Math.floor(Math.random() * emails[ctx.b]!.length)],
-                  tags: tags[ctx.b]!.names,
-                  priority: 'high',
-                }),
-              };
-            },
-          },
-        ],
-      };
+      const opts = createLoad(server.url, auth, brandIds.slice(0, brands), c, (b) => ({
+        title: text(6),
+        body: text(40),
+        customerEmail: emails[b]![Math.floor(Math.random() * emails[b]!.length)],
+        tags: tags[b]!.names,
+        priority: 'high',
+      }));
       const row = await measure(`POST tickets c${c} b${brands}`, opts);
       push('API create (idempotency key)', c, brands, row['req/s'], row['p50 ms'], row['p99 ms'], row.errors + row.non2xx);
     };

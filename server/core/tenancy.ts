@@ -32,6 +32,7 @@ export const CROSS_TENANT_INDEXES: Readonly<Record<string, string>> = {
   ticket_feedback_due_idx: 'the dispatcher sends the due rating requests of every account',
   checkout_sessions_token_hash_idx: "a checkout page is opened by a browser without the member's session: it finds the checkout by its token hash alone",
   subscriptions_period_end_idx: 'the dispatcher renews the subscriptions whose period ended, of every account',
+  held_inbound_emails_held_at_idx: 'the dispatcher receives the held inbound mail of every account, oldest first, when its plan has room',
   forms_token_idx: 'a submission to a public web form names only its token: it finds the form by the token alone',
   idempotency_keys_expires_idx: 'the expired-key purge sweeps every account',
   attachments_cleanup_idx: 'the abandoned-upload purge sweeps every account',

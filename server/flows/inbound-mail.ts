@@ -4,6 +4,7 @@ import { tenantCtx, withTx, type BaseCtx, type TenantCtx } from '../core/context
 import { badRequest, HttpError } from '../core/errors.js';
 import { isEmail, normalizeEmail } from '../core/text.js';
 import * as attachments from '../domains/attachments/service.js';
+import * as billing from '../domains/billing/service.js';
 import * as blockedSources from '../domains/blocked-sources/service.js';
 import { locate, requireBrand } from '../core/brand.js';
 import { MAX_COMMENT_BODY_LENGTH } from '../domains/comments/schemas.js';
@@ -35,6 +36,8 @@ import { findOrCreateContact } from './customers.js';
  * 6. The brand's autoresponse goes to the sender of a new ticket unless the message is itself
  *    automatic (Auto-Submitted other than no, X-Autoreply, X-Autorespond, Precedence
  *    bulk/junk/list/auto_reply, List-Id, List-Unsubscribe) or spam.
+ * 7. A new ticket beyond the plan's ticket allowance: the message is held (kept, raw), and becomes
+ *    the ticket when the billing period rolls over or the plan grows (receiveHeld).
  * Attachments over attachmentMaxBytes are skipped and listed in metadata.email.skippedAttachments.
  */
 
@@ -181,7 +184,11 @@ const REOPENED_FROM = ['pending', 'resolved', 'closed'];
 const SOURCE_EMAIL = 'email' as never;
 const AUTHOR_CUSTOMER = 'CUSTOMER' as never;
 
-export async function receive(base: BaseCtx, deps: InboundDeps, raw: Buffer, envelope: readonly string[] = []): Promise<InboundResult> {
+/**
+ * `held`: the inbound_emails id of a message held over the plan's ticket allowance, received again
+ * (receiveHeld); refused again, it stays held.
+ */
+export async function receive(base: BaseCtx, deps: InboundDeps, raw: Buffer, envelope: readonly string[] = [], held: string | null = null): Promise<InboundResult> {
   const settings = mail.settingsOf(base.services);
   const parsed = await parse(raw);
   const sender = parsed.from?.value.find((a) => a.address);
@@ -203,7 +210,7 @@ export async function receive(base: BaseCtx, deps: InboundDeps, raw: Buffer, env
   let staged: attachments.StagedFile[] = [];
   try {
     return await withTx(ctx, async (tx): Promise<InboundResult> => {
-      const claimed = await mail.claimInbound(tx, brandId, messageId, from);
+      const claimed = held ? await mail.claimHeld(tx, held) : await mail.claimInbound(tx, brandId, messageId, from);
       if (!claimed) {
         const first = (await mail.findInbound(tx, brandId, messageId))!;
         return { action: first.action, brandId, duplicate: true, ...present(first) };
@@ -271,10 +278,44 @@ export async function receive(base: BaseCtx, deps: InboundDeps, raw: Buffer, env
     });
   } catch (err) {
     await attachments.discardFiles(deps.attachments, stored);
+    if (!held && err instanceof HttpError && err.code === 'plan_limit_reached') return hold(ctx, { brandId, messageId, fromEmail: from, raw, envelope });
     throw err;
   } finally {
     await attachments.discardStaged(staged);
   }
+}
+
+/** A new ticket beyond the plan's allowance: the message is kept (held), to become the ticket later (receiveHeld). */
+async function hold(ctx: TenantCtx, message: { brandId: string; messageId: string; fromEmail: string; raw: Buffer; envelope: readonly string[] }): Promise<InboundResult> {
+  const reason = 'plan_limit_reached';
+  if (await withTx(ctx, (tx) => mail.holdInbound(tx, message, reason))) return { action: 'held', brandId: message.brandId, reason };
+  const first = (await mail.findInbound(ctx, message.brandId, message.messageId))!;
+  return { action: first.action, brandId: message.brandId, duplicate: true, ...present(first) };
+}
+
+/**
+ * The dispatcher's job: held messages received again, oldest first, for the accounts whose
+ * allowance has room now (the billing period rolled over, the plan grew). An account still
+ * without room is passed over until a later tick; its messages keep their order.
+ */
+export async function receiveHeld(base: BaseCtx, deps: InboundDeps, limit = 100): Promise<number> {
+  const room = new Map<string, number | null>();
+  let received = 0;
+  for (const message of await mail.heldMessages(base, limit)) {
+    const account = `${message.accountId}:${message.livemode}`;
+    if (!room.has(account)) room.set(account, await billing.ticketRoom(tenantCtx(base, message.accountId, message.livemode)));
+    const left = room.get(account);
+    if (left === 0) continue;
+    try {
+      await receive(base, deps, message.raw, message.envelope, message.inboundEmailId);
+      received++;
+      if (typeof left === 'number') room.set(account, left - 1);
+    } catch (err) {
+      if (err instanceof HttpError && err.code === 'plan_limit_reached') room.set(account, 0);
+      else base.services.log.warn({ err, inboundEmailId: message.inboundEmailId }, 'a held inbound message could not be received: it stays held');
+    }
+  }
+  return received;
 }
 
 function present(r: mail.InboundRecord): Omit<InboundResult, 'action' | 'brandId'> {

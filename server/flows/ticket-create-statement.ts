@@ -11,6 +11,7 @@ import * as events from '../outbox/events.js';
 import { GIVEN_COLUMNS, VIEW_COLUMNS } from '../domains/tickets/columns.js';
 import type { CreateTicketInput } from '../domains/tickets/schemas.js';
 import * as tickets from '../domains/tickets/service.js';
+import * as billing from '../domains/billing/service.js';
 
 /** One ticket for the create statement to write, with what its request asked for. */
 export interface TicketWrite {
@@ -123,6 +124,27 @@ function itemOf(w: TicketWrite, ord: number, contactId: string | null): Record<s
 const CUSTOMER_COLUMNS = ['id', 'account_id', 'livemode', 'brand_id', 'email', 'name', 'avatar_url', 'company_id'];
 
 /**
+ * The statement's last part while tickets are metered (billing.ticketsMetered): its tickets (spam
+ * left out) are added to the period's count, whose row lock is taken after every insert and held
+ * to the commit, so concurrent creates count one after the other; a count over the allowance
+ * raises (billing.allowanceRefusal) and nothing of the statement stays. A period's first row
+ * starts from the tickets created in it before (when allowances were configured mid-period); that
+ * count runs only then (coalesce stops at the row).
+ */
+const COUNT_AGAINST_ALLOWANCE = `, allowance as materialized (:allowance
+    ), counted as materialized (
+      select count(*)::int as n from t where not t.is_spam
+    ), usage as (
+      insert into ticket_usage as u (account_id, period_start, used)
+      select :accountId, al.period_start, c.n + coalesce(
+          (select e.used from ticket_usage e where :usageScope and e.period_start = al.period_start),
+          (select count(*) from tickets x where :countedScope and x.created_at >= al.period_start and not x.is_spam)::int)
+      from allowance al cross join counted c where c.n > 0
+      on conflict (account_id, period_start) do update set used = u.used + (select n from counted)
+      returning ticketd_refuse_over_allowance((select plan_name from allowance), (select allowance from allowance), u.used, (select n from counted))
+    )`;
+
+/**
  * THE statement that creates tickets, for a batch of creates (the usual ones, grouped by
  * createInOneStatement) or for one (the last step of createStepByStep, in its transaction). Per
  * create, in order:
@@ -137,11 +159,15 @@ const CUSTOMER_COLUMNS = ['id', 'account_id', 'livemode', 'brand_id', 'email', '
  *      bumped once per brand; the tickets numbered in batch order; nothing under those locks waits
  *      on another create;
  *   5. the ticket (spam if the sender is blocked) with its derived columns filled here rather
- *      than by the per-row trigger, its tag links, its ticket.created entry and webhook deliveries.
+ *      than by the per-row trigger, its tag links, its ticket.created entry and webhook deliveries;
+ *   6. while metered, the tickets counted against the plan's allowance (COUNT_AGAINST_ALLOWANCE):
+ *      over it, the statement raises and writes nothing.
  * Returns each created ticket as the response shows it, with its `ord`; a create that failed a
  * check, or whose key was taken, is absent and wrote nothing.
  */
 export function createStatement(ctx: TenantCtx, writes: readonly TicketWrite[]): Knex.Raw {
+  // The plan pays for live mode: test-mode tickets are never counted.
+  const metered = ctx.livemode && billing.ticketsMetered(ctx.services.config);
   // Every create of the batch naming one email makes (at most) one contact: the first one's.
   const emailKey = (w: TicketWrite) => `${w.brandId} ${w.email}`;
   const contactIds = new Map<string, string>();
@@ -210,7 +236,7 @@ export function createStatement(ctx: TenantCtx, writes: readonly TicketWrite[]):
       select t.account_id, t.livemode, t.brand_id, t.id, g.id, t.status, t.priority from t join items i on i.id = t.id join given_tags g on g.ord = i.ord
     ), entry as (:ticketEntry
     ), announced as (:announced
-    )
+    )${metered ? COUNT_AGAINST_ALLOWANCE : ''}
     select i.ord, tickets.*, ${tickets.relatedColumns('array(select g.id from given_tags g where g.ord = i.ord)', 'customer')}
     from t as tickets join items i on i.id = tickets.id`;
 
@@ -239,6 +265,7 @@ export function createStatement(ctx: TenantCtx, writes: readonly TicketWrite[]):
         { sql: 'exists (select 1 from t where t.id = entry.entity_id)', bindings: [] },
       ),
     ),
+    ...(metered ? { allowance: raw(billing.allowanceSql(ctx)), usageScope: accountScope(ctx, 'e'), countedScope: tenantScope(ctx, 'x') } : {}),
     announced: raw(
       events.ticketsCreated(
         ctx,

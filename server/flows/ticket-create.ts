@@ -8,6 +8,7 @@ import { newId, normalizeBrandId, ID_PREFIX } from '../core/ids.js';
 import { part } from '../core/services.js';
 import { isEmail, normalizeEmail } from '../core/text.js';
 import * as attachments from '../domains/attachments/service.js';
+import * as billing from '../domains/billing/service.js';
 import * as categories from '../domains/categories/service.js';
 import * as fields from '../domains/fields/service.js';
 import * as members from '../domains/members/service.js';
@@ -109,7 +110,9 @@ function hasFieldSchema(ctx: TenantCtx, brandKey: string): boolean {
 
 /** The created tickets by their write's position; absent: that create wrote nothing. */
 async function runWrites(ctx: TenantCtx, writes: readonly TicketWrite[]): Promise<(TicketView | null)[]> {
-  const result = (await prepared(ctx.db, createStatement(ctx, writes))) as unknown as { rows: (Record<string, unknown> & { ord: number })[] };
+  const result = (await prepared(ctx.db, createStatement(ctx, writes)).catch((err: unknown) => {
+    throw billing.allowanceRefusal(err) ?? err;
+  })) as unknown as { rows: (Record<string, unknown> & { ord: number })[] };
   const views: (TicketView | null)[] = writes.map(() => null);
   for (const { ord, ...row } of result.rows) views[ord] = tickets.viewOfColumns(row);
   return views;
@@ -137,7 +140,10 @@ const createBatches = part('tickets.createBatches', () =>
     async (writes) =>
       runWrites(writes[0]!.ctx, writes).catch((err: unknown) => {
         // The callers still get their tickets (step by step); the log says group commit failed.
-        writes[0]!.ctx.log?.warn({ err, creates: writes.length }, 'a batch of ticket creates failed as a whole: each goes step by step');
+        // A batch over the plan's allowance is no failure: step by step, each create fits or gets its 403.
+        if (!(err instanceof HttpError && err.code === 'plan_limit_reached')) {
+          writes[0]!.ctx.log?.warn({ err, creates: writes.length }, 'a batch of ticket creates failed as a whole: each goes step by step');
+        }
         return writes.map(() => null);
       }),
     { maxSize: MAX_CREATE_BATCH, concurrency: CREATE_BATCHES_AT_ONCE, exclusive: (w) => w.idempotency?.key ?? null, affinity: (w) => w.brandId },

@@ -11,6 +11,7 @@ import * as attachments from '../domains/attachments/service.js';
 import * as ticketCounts from '../domains/tickets/counts.js';
 import { renewDue as renewDueSubscriptions } from '../flows/billing.js';
 import { sendDueRequests as sendDueRatingRequests } from '../flows/feedback.js';
+import { receiveHeld as receiveHeldMail } from '../flows/inbound-mail.js';
 import { hasAttemptsLeft, retryDelayMs } from './backoff.js';
 import type { Attempt, OutboxHandler } from './handler.js';
 import { webhookHandler, type WebhookDeliveryOptions } from './handlers/webhook.js';
@@ -69,6 +70,8 @@ export interface PeriodicStats {
   ratingRequests: { sent: number; cancelled: number };
   /** Subscriptions whose period ended: renewed, changed to the scheduled plan, or ended. */
   renewedSubscriptions: number;
+  /** Inbound messages held over a plan's ticket allowance, received now that it has room. */
+  receivedHeldMail: number;
 }
 
 /** The lease of a message this process has claimed and not yet settled or given back. */
@@ -169,6 +172,9 @@ export class Dispatcher {
     if (ratingRequests.sent || ratingRequests.cancelled) this.log.info(ratingRequests, 'satisfaction rating requests due: mailed or cancelled');
     const renewedSubscriptions = await renewDueSubscriptions(ctx, new Date(this.now()));
     if (renewedSubscriptions) this.log.info({ renewedSubscriptions }, 'subscriptions whose period ended: renewed or ended');
+    // After renewals: a new period has room for the mail held over the last one's allowance.
+    const receivedHeldMail = this.attachmentDeps ? await receiveHeldMail(ctx, { attachments: this.attachmentDeps }) : 0;
+    if (receivedHeldMail) this.log.info({ receivedHeldMail }, 'inbound mail held over a plan allowance received now there is room');
     return {
       revokedKeys,
       purgedIdempotencyKeys,
@@ -179,6 +185,7 @@ export class Dispatcher {
       rolledUpCounts,
       ratingRequests,
       renewedSubscriptions,
+      receivedHeldMail,
     };
   }
 

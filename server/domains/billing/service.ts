@@ -1,5 +1,7 @@
+import type { Knex } from 'knex';
 import type { BaseCtx, TenantCtx } from '../../core/context.js';
 import type { Config, CouponConfig, PlanConfig } from '../../core/config.js';
+import { pgErrorCode, type SqlFragment } from '../../core/db.js';
 import { badRequest, conflict, HttpError } from '../../core/errors.js';
 import { newId, ID_PREFIX } from '../../core/ids.js';
 import { accountScope, tenantScope } from '../../core/model.js';
@@ -135,19 +137,57 @@ export function periodOf(subscription: Subscription | null, now: Date): { start:
   return { start, end: addInterval(start, 'month') };
 }
 
-/** What the account uses of its plan: tickets created in the period (live mode, spam left out), live brands, members. */
+/**
+ * Whether ticket creates are counted against allowances (ticket_usage): while some plan has one.
+ * Without, nothing is counted at create, and usage counts the period's tickets when asked.
+ */
+export function ticketsMetered(config: Pick<Config, 'plans'>): boolean {
+  return config.plans.some((p) => p.ticketsPerPeriod !== null);
+}
+
+/**
+ * The account's plan (plan_name), its ticket allowance (null: unlimited) and the billing period's
+ * start, as one row of SQL: effectivePlan and periodOf, for a statement to read where it runs (the
+ * ticket create statement). A subscription to a plan that left the configuration counts as the default.
+ */
+export function allowanceSql(ctx: TenantCtx): SqlFragment {
+  const { config } = ctx.services;
+  const plans = config.plans.map((p) => ({ slug: p.slug, name: p.name, tickets: p.ticketsPerPeriod }));
+  return {
+    sql: `select pl.name as plan_name, pl.tickets as allowance,
+        coalesce(s.current_period_start, date_trunc('month', ?::timestamptz at time zone 'UTC') at time zone 'UTC') as period_start
+      from accounts a
+      left join subscriptions s on ? and s.ended_at is null
+      cross join lateral (
+        select p.name, p.tickets from jsonb_to_recordset(?::jsonb) as p(slug text, name text, tickets int)
+        where p.slug in (a.plan_slug, s.plan_slug, ?)
+        order by case p.slug when a.plan_slug then 0 when s.plan_slug then 1 else 2 end limit 1
+      ) pl
+      where a.id = ?`,
+    bindings: [new Date(ctx.services.now()).toISOString(), accountScope(ctx, 's'), JSON.stringify(plans), config.defaultPlan, ctx.accountId],
+  };
+}
+
+/** Tickets created in the period: the count kept at create when metered (see ticketsMetered), else counted now. */
+function ticketsInPeriodSql(ctx: TenantCtx, start: Date): SqlFragment {
+  // The plan pays for live mode, whichever mode the caller is in.
+  const counted = { sql: '(select count(*) from tickets t where ? and t.created_at >= ? and not t.is_spam)', bindings: [tenantScope({ ...ctx, livemode: true }, 't'), start] };
+  if (!ticketsMetered(ctx.services.config)) return counted;
+  return { sql: `coalesce((select u.used from ticket_usage u where ? and u.period_start = ?), ${counted.sql})`, bindings: [accountScope(ctx, 'u'), start, ...counted.bindings] };
+}
+
+/** What the account uses of its plan: tickets created in the period (live mode, spam at creation left out), live brands, members. */
 export async function usage(ctx: TenantCtx): Promise<UsageView> {
   const subscription = await current(ctx);
   const plan = await effectivePlan(ctx, subscription);
   const period = periodOf(subscription, new Date(ctx.services.now()));
-  // The plan pays for live mode, whichever mode the caller is in.
-  const live = { ...ctx, livemode: true };
+  const tickets = ticketsInPeriodSql(ctx, period.start);
   const { rows } = (await ctx.db.raw(
     `select
-       (select count(*) from tickets t where ? and t.created_at >= ? and not t.is_spam)::int as tickets,
+       ${tickets.sql}::int as tickets,
        (select count(*) from brands b where ?)::int as brands,
        (select count(*) from members m where ?)::int as members`,
-    [tenantScope(live, 't'), period.start, tenantScope(live, 'b'), accountScope(ctx, 'm')],
+    [...tickets.bindings, tenantScope({ ...ctx, livemode: true }, 'b'), accountScope(ctx, 'm')] as Knex.RawBinding[],
   )) as { rows: { tickets: number; brands: number; members: number }[] };
   const counted = rows[0]!;
   return {
@@ -165,8 +205,32 @@ export async function usage(ctx: TenantCtx): Promise<UsageView> {
 }
 
 /** A plan's limit reached: 403 plan_limit_reached, naming the plan and the limit. */
-export function limitReached(plan: PlanConfig, what: string, limit: number, have: number): HttpError {
-  return new HttpError(403, 'plan_limit_reached', `The ${plan.name} plan allows ${limit} ${what}, and this account has ${have}: upgrade the plan (GET /v1/auth/plans) to add more`);
+export function limitReached(planName: string, what: string, limit: number, have: number): HttpError {
+  return new HttpError(403, 'plan_limit_reached', `The ${planName} plan allows ${limit} ${what}, and this account has ${have}: upgrade the plan (GET /v1/auth/plans) to add more`);
+}
+
+/** What the ticket create statement raises (SQLSTATE TQ001, see the migration) when a count went over the allowance. */
+const OVER_ALLOWANCE = 'TQ001';
+
+/** The 403 for a create the allowance refused (its DETAIL names the plan); null for any other error. */
+export function allowanceRefusal(err: unknown): HttpError | null {
+  if (pgErrorCode(err) !== OVER_ALLOWANCE) return null;
+  const e = err as { nativeError?: { detail?: string }; detail?: string };
+  const { plan, allowance, had } = JSON.parse(e.nativeError?.detail ?? e.detail ?? '{}') as { plan: string; allowance: number; had: number };
+  return limitReached(plan, 'tickets per billing period', allowance, had);
+}
+
+/** How many more tickets the account may create this period (live mode); null: no limit. */
+export async function ticketRoom(ctx: TenantCtx): Promise<number | null> {
+  const allowance = allowanceSql(ctx);
+  const { rows } = (await ctx.db.raw(`with al as (${allowance.sql}) select al.allowance, al.period_start from al`, allowance.bindings as Knex.RawBinding[])) as {
+    rows: { allowance: number | null; period_start: Date }[];
+  };
+  const row = rows[0];
+  if (!row || row.allowance === null) return null;
+  const used = ticketsInPeriodSql(ctx, row.period_start);
+  const counted = (await ctx.db.raw(`select ${used.sql}::int as n`, used.bindings as Knex.RawBinding[])) as { rows: { n: number }[] };
+  return Math.max(0, row.allowance - counted.rows[0]!.n);
 }
 
 /**
@@ -183,7 +247,7 @@ export async function assertWithinPlan(tx: TenantCtx, what: 'brands' | 'members'
     what === 'brands' ? tenantScope(live, 'b') : accountScope(tx, 'm'),
   ])) as { rows: { n: number }[] };
   const have = rows[0]!.n;
-  if (have > limit) throw limitReached(plan, what, limit, have - 1);
+  if (have > limit) throw limitReached(plan.name, what, limit, have - 1);
 }
 
 /** Whether the account's usage fits a plan it moves to: brands and members (tickets start afresh each period). */

@@ -15,7 +15,7 @@ export class QueuedMail extends TenantModel {
   declare createdAt: Date;
 }
 
-export const INBOUND_ACTIONS = ['ticket_created', 'comment_created', 'spam', 'ignored'] as const;
+export const INBOUND_ACTIONS = ['ticket_created', 'comment_created', 'spam', 'ignored', 'held'] as const;
 export type InboundAction = (typeof INBOUND_ACTIONS)[number];
 
 /** One inbound message accepted for a brand, by Message-ID (idempotency and threading). */

@@ -1,4 +1,4 @@
-import type { TenantCtx } from '../../core/context.js';
+import type { BaseCtx, TenantCtx } from '../../core/context.js';
 import type { Db } from '../../core/db.js';
 import { newId, ID_PREFIX } from '../../core/ids.js';
 import { scopeOf } from '../../core/model.js';
@@ -112,6 +112,52 @@ export async function claimInbound(tx: TenantCtx, brandId: string, messageId: st
     .ignore()
     .returning('id')) as { id: string }[];
   return rows[0]?.id ?? null;
+}
+
+/**
+ * A message kept for later instead of becoming a ticket now (the plan's ticket allowance is used
+ * up): claimed as held, its raw bytes kept to be received again (claimHeld). False when the
+ * Message-ID was claimed meanwhile (a concurrent delivery): that delivery's outcome stands.
+ */
+export async function holdInbound(
+  tx: TenantCtx,
+  message: { brandId: string; messageId: string; fromEmail: string; raw: Buffer; envelope: readonly string[] },
+  reason: string,
+): Promise<boolean> {
+  const id = await claimInbound(tx, message.brandId, message.messageId, message.fromEmail);
+  if (!id) return false;
+  await settleInbound(tx, id, { action: 'held', reason, ticketId: null, commentId: null });
+  await tx.db('heldInboundEmails').insert({ ...scopeOf(tx), inboundEmailId: id, raw: message.raw, envelope: [...message.envelope] });
+  return true;
+}
+
+/** Held messages, oldest first, of every account (up to `limit`): what the dispatcher receives again when there is room. */
+export async function heldMessages(ctx: BaseCtx, limit: number): Promise<HeldMessage[]> {
+  return (await ctx.db('heldInboundEmails').orderBy('heldAt').limit(limit).select('accountId', 'livemode', 'inboundEmailId', 'raw', 'envelope')) as HeldMessage[];
+}
+
+export interface HeldMessage {
+  accountId: string;
+  livemode: boolean;
+  inboundEmailId: string;
+  raw: Buffer;
+  envelope: string[];
+}
+
+/**
+ * A held message taken back to be received (in the transaction that receives it): its claim
+ * becomes an ordinary one and its raw bytes go. Null when it is held no more (received meanwhile).
+ */
+export async function claimHeld(tx: TenantCtx, inboundEmailId: string): Promise<string | null> {
+  const [row] = (await InboundEmail.scoped(tx).where({ id: inboundEmailId, action: 'held' }).patch({ action: 'ignored', reason: null }).returning('id')) as unknown as {
+    id: string;
+  }[];
+  if (!row) return null;
+  await tx
+    .db('heldInboundEmails')
+    .where({ ...scopeOf(tx), inboundEmailId })
+    .delete();
+  return row.id;
 }
 
 export async function findInbound(ctx: TenantCtx, brandId: string, messageId: string): Promise<InboundRecord | null> {
