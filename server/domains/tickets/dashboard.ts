@@ -3,7 +3,7 @@ import { canSeeBrand, type TenantCtx } from '../../core/context.js';
 import { Brand } from '../../core/brand.js';
 import { badRequest, notFound } from '../../core/errors.js';
 import { normalizeBrandId } from '../../core/ids.js';
-import { accountScope, tenantScope } from '../../core/model.js';
+import { accountScope, sameTenant, tenantScope } from '../../core/model.js';
 import { decodeCursor, encodeCursor, PAGE_LIMIT_DEFAULT, type Page } from '../../core/pagination.js';
 import { countsOf } from './counts.js';
 import { Ticket } from './model.js';
@@ -55,13 +55,7 @@ interface BrandSummary {
  * another account's, the other mode's, unknown) is a 404, as it is on every brand route.
  */
 async function brandsOf(ctx: TenantCtx, input: { brandIds?: string; workspaceIds?: string }): Promise<{ brands: BrandSummary[]; named: string[] | null }> {
-  const given = [input.brandIds, input.workspaceIds].filter((v): v is string => v !== undefined);
-  const named = given.length ? [...new Set(given.flatMap(commaList).map(normalizeBrandId))].sort() : null;
-  if (named && named.length > MAX_BRAND_FILTER) {
-    throw badRequest(`brandIds may name at most ${MAX_BRAND_FILTER} brands`, [{ field: 'brandIds', message: `must name at most ${MAX_BRAND_FILTER} brands` }]);
-  }
-  if (named && named.length === 0) throw badRequest('brandIds names no brand', [{ field: 'brandIds', message: 'must name at least one brand id' }]);
-  if (named?.some((id) => !canSeeBrand(ctx.brandScope, id))) throw notFound('Brand');
+  const named = namedBrands(ctx, input);
   const q = Brand.scoped(ctx).select('id', 'name', 'slug', 'ticketPrefix', 'iconUrl').orderBy('id');
   if (named) q.whereIn('id', named);
   else if (!ctx.brandScope.allBrands) q.whereIn('id', [...ctx.brandScope.brandIds]);
@@ -69,6 +63,22 @@ async function brandsOf(ctx: TenantCtx, input: { brandIds?: string; workspaceIds
   if (named && rows.length !== named.length) throw notFound('Brand');
   return { brands: rows.map((b) => ({ id: b.id, name: b.name, slug: b.slug, ticketPrefix: b.ticketPrefix ?? null, iconUrl: b.iconUrl ?? null })), named };
 }
+
+/** The brands named in brandIds/workspaceIds, sorted; null when none is named. 400 for a bad list, 404 for a brand out of the caller's reach. */
+function namedBrands(ctx: TenantCtx, input: { brandIds?: string; workspaceIds?: string }): string[] | null {
+  const given = [input.brandIds, input.workspaceIds].filter((v): v is string => v !== undefined);
+  const named = given.length ? [...new Set(given.flatMap(commaList).map(normalizeBrandId))].sort() : null;
+  if (named && named.length > MAX_BRAND_FILTER) {
+    throw badRequest(`brandIds may name at most ${MAX_BRAND_FILTER} brands`, [{ field: 'brandIds', message: `must name at most ${MAX_BRAND_FILTER} brands` }]);
+  }
+  if (named && named.length === 0) throw badRequest('brandIds names no brand', [{ field: 'brandIds', message: 'must name at least one brand id' }]);
+  if (named?.some((id) => !canSeeBrand(ctx.brandScope, id))) throw notFound('Brand');
+  return named;
+}
+
+/** Each ticket's brand as the dashboard shows it, read with the page (a column `brand_summary` over a row named `tickets`). */
+const BRAND_SUMMARY = `(select json_build_object('id', b.id, 'name', b.name, 'slug', b.slug, 'ticketPrefix', b.ticket_prefix, 'iconUrl', b.icon_url)
+  from brands b where ${sameTenant('b', 'tickets')} and b.id = tickets.brand_id) as brand_summary`;
 
 const withBrand = (brands: BrandSummary[]) => {
   const byId = new Map(brands.map((b) => [b.id, b]));
@@ -94,12 +104,10 @@ const EMPTY_PAGE = { data: [], pagination: { cursor: null, nextCursor: null, has
  * the sort asked).
  */
 export async function listAcrossBrands(ctx: TenantCtx, input: CrossBrandListInput): Promise<Page<DashboardTicketView>> {
-  const { brands, named } = await brandsOf(ctx, input);
+  const named = namedBrands(ctx, input);
   const limit = input.limit ?? PAGE_LIMIT_DEFAULT;
-  const brandIds = brands.map((b) => b.id);
   const listInput = { ...input, brandIds: undefined, workspaceIds: undefined, source: undefined };
   const extra = { brandIds: named, source: input.source ?? null };
-  if (brandIds.length === 0) return EMPTY_PAGE;
 
   /** The brand list's filters and `source` on q; what the cursor is bound to. */
   const filter = (q: TicketQuery, brand: BrandRef) => {
@@ -109,6 +117,20 @@ export async function listAcrossBrands(ctx: TenantCtx, input: CrossBrandListInpu
   };
 
   const search = searchText(input.search);
+  // Every brand of the account: one range of its account-wide index, each ticket's brand read with
+  // the page (one statement, like the brand list's), never the brands first.
+  if (search === null && named === null && ctx.brandScope.allBrands) {
+    const q = Ticket.scoped(ctx).select(...TICKET_COLUMNS, objection.raw(RELATED_BY_LINKS), objection.raw(BRAND_SUMMARY));
+    const applied = filter(q, OWN_BRAND);
+    return sortedPage(q, applied.sort, applied.order, { limit, cursor: input.cursor }, applied.filters, (ticket, row) => ({
+      ...ticket,
+      brand: row.brandSummary as BrandSummary,
+    }));
+  }
+
+  const { brands } = await brandsOf(ctx, input);
+  const brandIds = brands.map((b) => b.id);
+  if (brandIds.length === 0) return EMPTY_PAGE;
   if (search !== null) {
     const base = () =>
       Ticket.scoped(ctx)
@@ -127,11 +149,6 @@ export async function listAcrossBrands(ctx: TenantCtx, input: CrossBrandListInpu
     return merged(ctx, brands, q, applied.sort, applied.order, limit, input.cursor, { ...applied.filters, search }, null);
   }
 
-  if (named === null && ctx.brandScope.allBrands) {
-    const q = Ticket.scoped(ctx).select(...TICKET_COLUMNS, objection.raw(RELATED_BY_LINKS));
-    const applied = filter(q, OWN_BRAND);
-    return sortedPage(q, applied.sort, applied.order, { limit, cursor: input.cursor }, applied.filters, withBrand(brands));
-  }
   const part = Ticket.scoped(ctx)
     .whereRaw('tickets.brand_id = b.id')
     .select(...MATCH_COLUMNS);

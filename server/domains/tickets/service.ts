@@ -268,7 +268,7 @@ export function sortedPage<V>(
   order: 'asc' | 'desc',
   page: { limit?: number; cursor?: string },
   filters: Record<string, unknown>,
-  view: (ticket: TicketView) => V,
+  view: (ticket: TicketView, row: Record<string, unknown>) => V,
 ): Promise<Page<V>> {
   const sortSql = SORT_SQL[sort];
   q.select(objection.raw(`${sortSql} as sort_key`));
@@ -280,7 +280,7 @@ export function sortedPage<V>(
     cursor: page.cursor,
     filters,
     valueOf: (row) => (row as unknown as { sortKey: string | number }).sortKey,
-    toView: (row) => view(toView(row as Row)),
+    toView: (row) => view(toView(row as Row), row as unknown as Record<string, unknown>),
   });
 }
 
