@@ -93,9 +93,11 @@ const OWN_BRAND: BrandRef = { sql: 'tickets.brand_id', bindings: [] };
 const EMPTY_PAGE = { data: [], pagination: { cursor: null, nextCursor: null, hasMore: false } };
 
 /**
- * GET /v1/tickets: the brand list's filters and sorts over many brands, one keyset cursor.
+ * GET /v1/tickets: the brand list's filters and sorts over many brands, one keyset cursor, each
+ * ticket's brand read with the page (no read of the brands first).
  *
- * Without search, PostgreSQL never sorts every match: each brand's part is its own LATERAL
+ * A caller who sees every brand and names none reads one range of the account-wide sort indexes.
+ * Otherwise, without search, PostgreSQL never sorts every match: each brand's part is its own LATERAL
  * subquery, the brand list's query with the brand bound to the part (`brand_id = b.id`), so it is
  * a range scan of that brand's index for the sort, read from the cursor's position and stopped
  * after a few rows (see merged). The cursor is the last row's (sort value, id), which every
@@ -128,32 +130,36 @@ export async function listAcrossBrands(ctx: TenantCtx, input: CrossBrandListInpu
     }));
   }
 
+  if (search === null) {
+    // The brands named, else those the caller may see: a LATERAL part each, their brands read with the page.
+    const brandIds = named ?? [...ctx.brandScope.brandIds].sort();
+    if (brandIds.length === 0) return EMPTY_PAGE;
+    const part = Ticket.scoped(ctx)
+      .whereRaw('tickets.brand_id = b.id')
+      .select(...MATCH_COLUMNS);
+    const applied = filter(part, LATERAL_BRAND);
+    return merged(ctx, part, applied.sort, applied.order, limit, input.cursor, applied.filters, { lateralBrands: brandIds, mustFind: named });
+  }
+
+  // Search: the full-text index is not per brand, so one statement over the brands.
   const { brands } = await brandsOf(ctx, input);
   const brandIds = brands.map((b) => b.id);
   if (brandIds.length === 0) return EMPTY_PAGE;
-  if (search !== null) {
-    const base = () =>
-      Ticket.scoped(ctx)
-        .whereIn('tickets.brandId', brandIds)
-        .select(...TICKET_COLUMNS, objection.raw(RELATED_BY_LINKS));
-    if (input.sort === undefined) {
-      const q = base();
-      const { filters } = filter(q, OWN_BRAND);
-      const page = await relevancePage(q, base, search, listInput, { ...filters, search, sort: 'relevance', order: 'desc' });
-      return { ...page, data: page.data.map(withBrand(brands)) };
-    }
-    const q = Ticket.scoped(ctx)
+  const base = () =>
+    Ticket.scoped(ctx)
       .whereIn('tickets.brandId', brandIds)
-      .select(...MATCH_COLUMNS);
-    const applied = filter(q, OWN_BRAND);
-    return merged(ctx, brands, q, applied.sort, applied.order, limit, input.cursor, { ...applied.filters, search }, null);
+      .select(...TICKET_COLUMNS, objection.raw(RELATED_BY_LINKS));
+  if (input.sort === undefined) {
+    const q = base();
+    const { filters } = filter(q, OWN_BRAND);
+    const page = await relevancePage(q, base, search, listInput, { ...filters, search, sort: 'relevance', order: 'desc' });
+    return { ...page, data: page.data.map(withBrand(brands)) };
   }
-
-  const part = Ticket.scoped(ctx)
-    .whereRaw('tickets.brand_id = b.id')
+  const q = Ticket.scoped(ctx)
+    .whereIn('tickets.brandId', brandIds)
     .select(...MATCH_COLUMNS);
-  const applied = filter(part, LATERAL_BRAND);
-  return merged(ctx, brands, part, applied.sort, applied.order, limit, input.cursor, applied.filters, brandIds);
+  const applied = filter(q, OWN_BRAND);
+  return merged(ctx, q, applied.sort, applied.order, limit, input.cursor, { ...applied.filters, search }, { lateralBrands: null, mustFind: null });
 }
 
 /**
@@ -165,19 +171,21 @@ const MATCH_COLUMNS = ['tickets.id', 'tickets.brand_id'];
 
 /**
  * One page of q in (sort, id) order: q per brand in LATERAL parts when lateralBrands is given, else
- * q itself; then the page's tickets with the related records (customer, category, tags, status).
+ * q itself; then the page's tickets with the related records (customer, category, tags, status)
+ * and their brands. mustFind: brands the caller named, each of which must exist (else 404),
+ * checked in the same statement.
  */
 async function merged(
   ctx: TenantCtx,
-  brands: BrandSummary[],
   q: TicketQuery,
   sort: keyof typeof SORT_SQL,
   order: 'asc' | 'desc',
   limit: number,
   cursor: string | undefined,
   filters: Record<string, unknown>,
-  lateralBrands: string[] | null,
+  brands: { lateralBrands: string[] | null; mustFind: string[] | null },
 ): Promise<Page<DashboardTicketView>> {
+  const { lateralBrands, mustFind } = brands;
   const sortSql = SORT_SQL[sort];
   const direction = order === 'asc' ? 'asc' : 'desc';
   q.select(objection.raw(`${sortSql} as sort_key`));
@@ -202,10 +210,11 @@ async function merged(
     const result = await ctx.db.raw(
       `with m as (select p.*, row_number() over (order by p.sort_key ${direction}, p.id ${direction}) as pos from (?) as p),
        cut_short as (select 1 from m group by m.brand_id having count(*) = ? and max(m.pos) <= ?)
-       select ${TICKET_COLUMNS.join(', ')}, ${RELATED_BY_LINKS}, m.sort_key, exists (select 1 from cut_short) as cut_short
+       select ${TICKET_COLUMNS.join(', ')}, ${RELATED_BY_LINKS}, ${BRAND_SUMMARY}, m.sort_key, exists (select 1 from cut_short) as cut_short,
+         ${mustFind ? '(select count(*) from brands nb where ? and nb.id = any(?::text[]))::int' : 'null'} as brands_found
        from m join tickets on ? and tickets.brand_id = m.brand_id and tickets.id = m.id
        where m.pos <= ? order by m.pos`,
-      [matches, perBrand, limit, tenantScope(ctx, 'tickets'), limit + 1],
+      [matches, perBrand, limit, ...(mustFind ? [tenantScope(ctx, 'nb'), mustFind] : []), tenantScope(ctx, 'tickets'), limit + 1],
     );
     return (result as { rows: Record<string, unknown>[] }).rows;
   };
@@ -216,12 +225,16 @@ async function merged(
   const share = lateralBrands ? Math.min(limit + 1, 3 * Math.ceil((limit + 1) / lateralBrands.length) + 2) : limit + 1;
   let window = await read(share);
   if (window[0]?.cut_short) window = await read(limit + 1);
+  if (mustFind) {
+    const found = window.length ? (window[0]!.brands_found as number) : await Brand.scoped(ctx).whereIn('id', mustFind).resultSize();
+    if (found !== mustFind.length) throw notFound('Brand');
+  }
 
   const hasMore = window.length > limit;
   const page = window.slice(0, limit);
   const last = page[page.length - 1];
   const nextCursor = hasMore && last ? encodeCursor([last.sort_key as string | number, last.id as string], filters) : null;
-  return { data: page.map((row) => withBrand(brands)(viewOfColumns(row))), pagination: { cursor: nextCursor, nextCursor, hasMore } };
+  return { data: page.map((row) => ({ ...viewOfColumns(row), brand: row.brand_summary as BrandSummary })), pagination: { cursor: nextCursor, nextCursor, hasMore } };
 }
 
 /** Live, non-spam tickets of the given brands: what team metrics count, and what the counts stats and trends read are kept of (counts.ts). */
