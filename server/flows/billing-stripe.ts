@@ -1,7 +1,7 @@
 import type Stripe from 'stripe';
 import { sessionMemberId, systemActor, tenantCtx, withTx, type BaseCtx, type TenantCtx } from '../core/context.js';
 import type { PlanConfig } from '../core/config.js';
-import { badRequest, conflict, notFound } from '../core/errors.js';
+import { badRequest, conflict, HttpError, notFound } from '../core/errors.js';
 import { newId, ID_PREFIX } from '../core/ids.js';
 import * as audit from '../core/audit.js';
 import { invoiceSubscription, stripeBilling, subscriptionFacts, type StripeBilling, type StripeSubscriptionFacts } from '../integrations/stripe-billing.js';
@@ -390,8 +390,15 @@ async function checkoutCompleted(base: BaseCtx, event: Stripe.Event, session: St
     subscription: typeof session.subscription === 'string' ? session.subscription : (session.subscription?.id ?? null),
   });
   return applyOnce(base, event, accountId, async (tx) => {
-    await completeCheckout(tx, session.id, facts);
-    return true;
+    try {
+      await completeCheckout(tx, session.id, facts);
+      return true;
+    } catch (err) {
+      // Refused before anything was written: a second Stripe subscription is not taken; retrying would not change that.
+      if (!(err instanceof HttpError && err.code === 'already_subscribed')) throw err;
+      base.services.log.warn({ event: event.id, account: accountId, subscription: facts.id }, 'stripe checkout completed while another Stripe subscription is current: not taken');
+      return false;
+    }
   });
 }
 

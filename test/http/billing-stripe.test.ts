@@ -113,6 +113,19 @@ t.test('upgrade: a Stripe Checkout Session for the plan, with the customer made 
     'every create carries an idempotency key',
   );
   t.same((await org.asOwner('GET', '/v1/auth/subscription')).body, { subscription: null }, 'nothing until the customer pays');
+
+  const fresh = await team();
+  const both = await Promise.all([
+    fresh.asOwner('POST', '/v1/auth/subscription/upgrade', { planId: 'pro', ...success }),
+    fresh.asAdmin('POST', '/v1/auth/subscription/upgrade', { planId: 'pro', ...success }),
+  ]);
+  t.same(
+    both.map((r) => r.status),
+    [200, 200],
+  );
+  t.equal(both[0]!.body.checkoutSessionId, both[1]!.body.checkoutSessionId, 'two upgrades at once: one Stripe checkout');
+  t.equal((await db('checkout_sessions').where({ account_id: fresh.owner.accountId })).length, 1, 'recorded once');
+  t.equal((await db('billing_customers').where({ account_id: fresh.owner.accountId })).length, 1);
 });
 
 t.test('confirm: refused until paid and for another account; the notification and confirm racing make one subscription', async (t) => {
@@ -345,6 +358,19 @@ t.test("Stripe's notifications: forged, stale and replayed ones change nothing; 
   t.same((await deliver(stripe.event('customer.subscription.deleted', sub))).body, { received: true, action: 'applied' });
   t.same((await org.asOwner('GET', '/v1/auth/subscription')).body, { subscription: null }, 'ended at Stripe: ended here');
   t.match((await org.asOwner('GET', '/v1/auth/subscription/history')).body.subscriptions, [{ status: 'canceled', endedAt: String }]);
+});
+
+t.test('two checkouts paid: the second is not taken (409 to confirm; the notification is answered, so Stripe stops retrying)', async (t) => {
+  const org = await team();
+  const other = await org.asOwner('POST', '/v1/auth/subscription/upgrade', { planId: 'pro', ...success });
+  const third = await org.asOwner('POST', '/v1/auth/subscription/upgrade', { planId: 'starter', ...success });
+  stripe.completeCheckout(other.body.checkoutSessionId);
+  stripe.completeCheckout(third.body.checkoutSessionId);
+  t.equal((await org.asOwner('POST', '/v1/auth/subscription/confirm', { checkoutSessionId: other.body.checkoutSessionId })).status, 200);
+  assertErrorShape(t, await org.asOwner('POST', '/v1/auth/subscription/confirm', { checkoutSessionId: third.body.checkoutSessionId }), 409, 'already_subscribed');
+  t.same((await deliver(stripe.event('checkout.session.completed', stripe.sessions.get(third.body.checkoutSessionId)!))).body, { received: true, action: 'ignored' });
+  t.match((await org.asOwner('GET', '/v1/auth/subscription')).body.subscription, { planId: 'pro' });
+  t.equal((await db('subscriptions').where({ account_id: org.owner.accountId })).length, 1);
 });
 
 t.test('Stripe failing is 502 provider_error, and nothing is kept', async (t) => {
