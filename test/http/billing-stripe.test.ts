@@ -1,6 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
+import { Dispatcher } from '../../server/outbox/dispatcher.js';
 import { assertErrorShape, client, emptyDir, makeBrand, servicesOf, testApp, testConfig } from '../helpers/app.js';
 import { FAKE_STRIPE_KEY, FAKE_WEBHOOK_SECRET, fakeStripe } from '../helpers/fake-stripe.js';
 import { DASHBOARD, SIGN_IN_TEST_ENV, teamOfThree } from '../helpers/sign-in.js';
@@ -74,6 +75,38 @@ t.test('the configuration: stripe needs its keys and a price on every paid plan'
     /stripe\.secretKey.*required[\s\S]*stripe\.webhookSecret.*required[\s\S]*pro is paid and names no stripePriceId/,
   );
   t.throws(() => testConfig({ TICKETD_BILLING_PROVIDER: 'paypal' }), /billingProvider/);
+});
+
+t.test('every billing route of the interface is in the OpenAPI document', async (t) => {
+  const doc = (await anonymous('GET', '/v1/openapi.json')).body as { paths: Record<string, Record<string, unknown>> };
+  const routes = [
+    'get /v1/auth/plans',
+    'get /v1/auth/coupons',
+    'patch /v1/auth/coupons/{code}',
+    'get /v1/auth/subscription',
+    'get /v1/auth/usage',
+    'post /v1/auth/subscription/upgrade',
+    'post /v1/auth/subscription/cancel-pending-change',
+    'post /v1/auth/subscription/cancel',
+    'post /v1/auth/subscription/reactivate',
+    'post /v1/auth/subscription/confirm',
+    'get /v1/auth/invoices',
+    'get /v1/auth/subscription/history',
+    'get /v1/auth/payment-methods/client-token',
+    'get /v1/auth/payment-methods',
+    'post /v1/auth/payment-methods/add',
+    'post /v1/auth/payment-methods/{id}/default',
+    'delete /v1/auth/payment-methods/{id}',
+    'get /v1/billing/config',
+    'post /v1/billing/stripe-webhooks',
+  ];
+  t.same(
+    routes.filter((r) => {
+      const [method, url] = r.split(' ');
+      return !doc.paths[url!]?.[method!];
+    }),
+    [],
+  );
 });
 
 t.test('upgrade: a Stripe Checkout Session for the plan, with the customer made once', async (t) => {
@@ -371,6 +404,20 @@ t.test('two checkouts paid: the second is not taken (409 to confirm; the notific
   t.same((await deliver(stripe.event('checkout.session.completed', stripe.sessions.get(third.body.checkoutSessionId)!))).body, { received: true, action: 'ignored' });
   t.match((await org.asOwner('GET', '/v1/auth/subscription')).body.subscription, { planId: 'pro' });
   t.equal((await db('subscriptions').where({ account_id: org.owner.accountId })).length, 1);
+});
+
+t.test("ticketd's renewal job leaves Stripe's subscriptions to Stripe", async (t) => {
+  const { org } = await subscribed('starter');
+  const before = await db('subscriptions').where({ account_id: org.owner.accountId }).first();
+  const quiet = { info: () => undefined, error: () => undefined };
+  const dispatcher = new Dispatcher(services, quiet, null, { now: () => Date.now() + 40 * 86_400_000 });
+  try {
+    await dispatcher.tick();
+  } finally {
+    await dispatcher.stop();
+  }
+  t.same(await db('subscriptions').where({ account_id: org.owner.accountId }).first(), before, 'not renewed here');
+  t.equal((await db('invoices').where({ account_id: org.owner.accountId })).length, 0, 'no local invoice');
 });
 
 t.test('Stripe failing is 502 provider_error, and nothing is kept', async (t) => {
