@@ -45,12 +45,25 @@ async function ensureCustomer(ctx: TenantCtx): Promise<string> {
   return records.saveCustomer(ctx, PROVIDER, ref);
 }
 
-/** Stripe's answer written into the account's current subscription, under the account's lock; audited when something changed. */
-async function mirrorCurrent(ctx: TenantCtx, expected: Subscription, facts: StripeSubscriptionFacts, event: string, metadata?: Record<string, unknown>): Promise<Subscription> {
+/**
+ * Stripe's answer written into the account's current subscription, under the account's lock;
+ * audited when something changed. `scheduled`: a cheaper plan the account moves to when Stripe's
+ * next period starts.
+ */
+async function mirrorCurrent(
+  ctx: TenantCtx,
+  expected: Subscription,
+  facts: StripeSubscriptionFacts,
+  event: string,
+  metadata: Record<string, unknown> = {},
+  scheduled: { planSlug: string } | null = null,
+): Promise<Subscription> {
   return withTx(ctx, async (tx) => {
     const row = (await billing.current(tx)) ?? (await billing.subscriptionById(tx, expected.id));
     if (!row || row.id !== expected.id) throw conflict('The subscription changed meanwhile: read it again', 'subscription_changed');
-    const { row: after, changed } = await records.updateMirrored(tx, row, records.mirrored(tx.services.config, facts, row, row.planSlug, new Date(tx.services.now())));
+    const before = scheduled ? ({ ...row, pendingPlanSlug: scheduled.planSlug, pendingEffectiveAt: facts.currentPeriodEnd } as Subscription) : row;
+    const fields = records.mirrored(tx.services.config, facts, before, row.planSlug, new Date(tx.services.now()));
+    const { row: after, changed } = await records.updateMirrored(tx, row, fields);
     if (changed) await audit.record(tx, { brandId: null, entityType: 'subscription', entityId: row.id, event, metadata: { provider: PROVIDER, ...metadata } });
     return after;
   });
@@ -66,7 +79,7 @@ async function startCheckout(ctx: TenantCtx, plan: PlanConfig, successUrl: strin
     keyOf('checkout', ctx.accountId, plan.slug, made),
   );
   return withTx(ctx, async (tx) => {
-    const checkout = await records.recordProviderCheckout(tx, {
+    const { checkout, created } = await records.recordProviderCheckout(tx, {
       id: newId(ID_PREFIX.checkout),
       provider: PROVIDER,
       providerRef: session.id,
@@ -76,60 +89,32 @@ async function startCheckout(ctx: TenantCtx, plan: PlanConfig, successUrl: strin
       cancelUrl,
       expiresAt: session.expiresAt,
     });
-    await audit.record(tx, { brandId: null, entityType: 'checkout', entityId: checkout.id, event: 'checkout.created', metadata: { plan: plan.slug, provider: PROVIDER } });
+    if (created) {
+      await audit.record(tx, { brandId: null, entityType: 'checkout', entityId: checkout.id, event: 'checkout.created', metadata: { plan: plan.slug, provider: PROVIDER } });
+    }
     return { url: session.url, checkoutSessionId: session.id, expiresAt: session.expiresAt.toISOString() };
   });
 }
 
-/** A plan change on the Stripe subscription, made at once: the plan it is on kept, a cheaper one at the period's end, a dearer one now. */
+/**
+ * A plan change on the Stripe subscription, made at once: the plan it is on kept, a cheaper one
+ * at the period's end, a dearer one now. Only a dearer plan is charged now (prorated); otherwise
+ * the price is Stripe's from its next renewal.
+ */
 async function changePlan(ctx: TenantCtx, current: Subscription, plan: PlanConfig, successUrl: string): Promise<UpgradeView> {
   const from = billing.findPlan(ctx.services.config, current.planSlug);
+  const move = plan.slug === current.planSlug ? 'keep' : from && plan.price < from.price ? 'schedule' : 'switch';
   const stripeNow = await api(ctx).subscription(current.providerRef!);
   if (!stripeNow) throw conflict('Stripe no longer knows this subscription: it is being ended', 'subscription_changed');
-  const key = keyOf('plan', current.id, plan.slug, stamp(current));
-  let row: Subscription;
-  if (plan.slug === current.planSlug) {
-    const facts = await api(ctx).updateSubscription(
-      current.providerRef!,
-      { itemId: stripeNow.itemId ?? undefined, priceId: priceOf(plan), prorate: false, cancelAtPeriodEnd: false },
-      key,
-    );
-    row = await mirrorCurrent(ctx, current, facts, 'subscription.updated', { plan: plan.slug, kept: true });
-  } else if (from && plan.price < from.price) {
-    await billing.assertFits(ctx, plan);
-    const facts = await api(ctx).updateSubscription(
-      current.providerRef!,
-      { itemId: stripeNow.itemId ?? undefined, priceId: priceOf(plan), prorate: false, cancelAtPeriodEnd: false },
-      key,
-    );
-    row = await withTx(ctx, async (tx) => {
-      const locked = await billing.current(tx);
-      if (!locked || locked.id !== current.id) throw conflict('The subscription changed meanwhile: read it again', 'subscription_changed');
-      const scheduled = { ...locked, pendingPlanSlug: plan.slug, pendingEffectiveAt: facts.currentPeriodEnd } as Subscription;
-      const { row: after, changed } = await records.updateMirrored(
-        tx,
-        locked,
-        records.mirrored(tx.services.config, facts, scheduled, locked.planSlug, new Date(tx.services.now())),
-      );
-      if (changed) {
-        await audit.record(tx, {
-          brandId: null,
-          entityType: 'subscription',
-          entityId: locked.id,
-          event: 'subscription.change_scheduled',
-          metadata: { plan: plan.slug, effectiveAt: facts.currentPeriodEnd, provider: PROVIDER },
-        });
-      }
-      return after;
-    });
-  } else {
-    const facts = await api(ctx).updateSubscription(
-      current.providerRef!,
-      { itemId: stripeNow.itemId ?? undefined, priceId: priceOf(plan), prorate: true, cancelAtPeriodEnd: false },
-      key,
-    );
-    row = await mirrorCurrent(ctx, current, facts, 'subscription.updated', { plan: plan.slug, from: current.planSlug });
-  }
+  const facts = await api(ctx).updateSubscription(
+    current.providerRef!,
+    { itemId: stripeNow.itemId ?? undefined, priceId: priceOf(plan), prorate: move === 'switch', cancelAtPeriodEnd: false },
+    keyOf('plan', current.id, plan.slug, stamp(current)),
+  );
+  const row =
+    move === 'schedule'
+      ? await mirrorCurrent(ctx, current, facts, 'subscription.change_scheduled', { plan: plan.slug, effectiveAt: facts.currentPeriodEnd }, { planSlug: plan.slug })
+      : await mirrorCurrent(ctx, current, facts, 'subscription.updated', move === 'keep' ? { plan: plan.slug, kept: true } : { plan: plan.slug, from: current.planSlug });
   return { url: successUrl, checkoutSessionId: null, expiresAt: null, subscription: view(ctx, row) };
 }
 

@@ -1,6 +1,6 @@
 import Stripe from 'stripe';
 import type { Config } from '../core/config.js';
-import { badRequest, HttpError } from '../core/errors.js';
+import { badRequest, conflict, HttpError } from '../core/errors.js';
 import { part } from '../core/services.js';
 
 /**
@@ -151,9 +151,11 @@ function paymentMethodFacts(pm: Stripe.PaymentMethod): StripePaymentMethodFacts 
   };
 }
 
-/** Stripe's answer to a bad card is the customer's to fix (400); anything else of Stripe's is its failure (502). */
+/** Stripe's answer to a bad card is the customer's to fix (400), a request still running there is a retry's (409); anything else of Stripe's is its failure (502). */
 function providerError(err: unknown): HttpError {
   if (err instanceof Stripe.errors.StripeCardError) return badRequest(`The payment provider refused the card: ${err.message}`, undefined, 'payment_failed');
+  if (err instanceof Stripe.errors.StripeIdempotencyError)
+    return conflict(`The same change is still being made at the payment provider: try again (${err.message})`, 'provider_busy');
   const message = err instanceof Error ? err.message : String(err);
   return new HttpError(502, 'provider_error', `The payment provider failed: ${message}`);
 }

@@ -158,6 +158,7 @@ t.test('upgrade: a Stripe Checkout Session for the plan, with the customer made 
   );
   t.equal(both[0]!.body.checkoutSessionId, both[1]!.body.checkoutSessionId, 'two upgrades at once: one Stripe checkout');
   t.equal((await db('checkout_sessions').where({ account_id: fresh.owner.accountId })).length, 1, 'recorded once');
+  t.equal((await db('audit_log').where({ account_id: fresh.owner.accountId, event: 'checkout.created' })).length, 1, 'audited once');
   t.equal((await db('billing_customers').where({ account_id: fresh.owner.accountId })).length, 1);
 });
 

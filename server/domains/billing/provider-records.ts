@@ -36,17 +36,18 @@ export async function providerCheckoutCount(ctx: TenantCtx, provider: string): P
   return Number(row.n);
 }
 
-/** Records a checkout made at the provider; the same provider id twice (a retried upgrade) is one row, the first. */
+/** Records a checkout made at the provider; the same provider id twice (a retried upgrade) is one row, the first (created false). */
 export async function recordProviderCheckout(
   tx: TenantCtx,
   input: { id: string; provider: string; providerRef: string; planSlug: string; memberId: string | null; successUrl: string; cancelUrl: string; expiresAt: Date },
-): Promise<CheckoutSession> {
-  await tx
+): Promise<{ checkout: CheckoutSession; created: boolean }> {
+  const inserted = await tx
     .db('checkoutSessions')
     .insert({ accountId: tx.accountId, ...input, tokenHash: null, couponCode: null, createdAt: new Date(tx.services.now()) })
     .onConflict(tx.db.raw('(account_id, provider, provider_ref) where provider_ref is not null'))
-    .ignore();
-  return (await providerCheckout(tx, input.provider, input.providerRef))!;
+    .ignore()
+    .returning('id');
+  return { checkout: (await providerCheckout(tx, input.provider, input.providerRef))!, created: (inserted as unknown[]).length === 1 };
 }
 
 /** One of the account's provider checkouts by the provider's id; locked in a transaction. */
