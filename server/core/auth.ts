@@ -108,6 +108,8 @@ export const PERMISSIONS = {
   'billing:checkout': { accountWide: false },
   // An identity provider's notification: signed with its secret.
   'identity:notify': { accountWide: false },
+  // A billing provider's notification: signed with its secret.
+  'billing:notify': { accountWide: false },
   // Coupons are the installation's, not an organization's: for its instance administrators only.
   'coupons:read': { accountWide: false, instanceAdmin: true },
   'coupons:manage': { accountWide: false, instanceAdmin: true },

@@ -62,7 +62,9 @@ export interface Config {
   readonly metricsToken: string | null;
   /** Provider name → its Standard Webhooks signing secret. */
   readonly identityProviders: Readonly<Record<string, { readonly secret: string }>>;
-  readonly billingProvider: 'local';
+  readonly billingProvider: 'local' | 'stripe';
+  /** The stripe provider's keys; apiUrl points the client elsewhere (a proxy, a test's server). */
+  readonly stripe: { readonly secretKey: string | null; readonly webhookSecret: string | null; readonly apiUrl: string | null };
   readonly defaultPlan: string;
   readonly plans: readonly PlanConfig[];
   readonly coupons: readonly CouponConfig[];
@@ -88,6 +90,8 @@ export interface PlanConfig {
   readonly brands: number | null;
   readonly members: number | null;
   readonly customDomain: boolean;
+  /** The Stripe price (price_…) of the plan: required on every paid plan with the stripe provider. */
+  readonly stripePriceId?: string;
 }
 
 /** A discount on the invoice of a plan change: percentOff, or amountOff in a currency's minor units. */
@@ -167,6 +171,9 @@ export const ENV_KEYS: Record<string, [string, Kind]> = {
   TICKETD_METRICS_ENABLED: ['metricsEnabled', 'boolean'],
   TICKETD_METRICS_TOKEN: ['metricsToken', 'string'],
   TICKETD_BILLING_PROVIDER: ['billingProvider', 'string'],
+  TICKETD_STRIPE_SECRET_KEY: ['stripe.secretKey', 'string'],
+  TICKETD_STRIPE_WEBHOOK_SECRET: ['stripe.webhookSecret', 'string'],
+  TICKETD_STRIPE_API_URL: ['stripe.apiUrl', 'string'],
   TICKETD_DEFAULT_PLAN: ['defaultPlan', 'string'],
   TICKETD_INSTANCE_ADMINS: ['instanceAdmins', 'list'],
   TICKETD_BOOTSTRAP_OWNER_EMAIL: ['bootstrap.ownerEmail', 'string'],
@@ -236,7 +243,7 @@ export function loadConfig(options: LoadConfigOptions = {}): Config {
   if (existsSync(file)) {
     const fromFile = readJson(file, problems);
     for (const [key, value] of Object.entries(fromFile)) {
-      merged[key] = key === 'bootstrap' && value && typeof value === 'object' ? { ...(merged.bootstrap as object), ...(value as object) } : value;
+      merged[key] = (key === 'bootstrap' || key === 'stripe') && value && typeof value === 'object' ? { ...(merged.bootstrap as object), ...(value as object) } : value;
     }
   }
   for (const [name, [key, kind]] of Object.entries(ENV_KEYS)) {
@@ -263,11 +270,20 @@ export function loadConfig(options: LoadConfigOptions = {}): Config {
   return deepFreeze(merged as unknown as Config);
 }
 
-/** What the schema cannot say of the plans: slugs are unique, and the default plan is one of them. */
-function planProblems(config: Pick<Config, 'plans' | 'defaultPlan'>): string[] {
+/**
+ * What the schema cannot say of the plans: slugs are unique, and the default plan is one of them.
+ * With the stripe provider: its keys are set, and every paid plan names its own Stripe price.
+ */
+function planProblems(config: Pick<Config, 'plans' | 'defaultPlan' | 'billingProvider' | 'stripe'>): string[] {
   const slugs = config.plans.map((p) => p.slug);
   const problems = slugs.filter((s, i) => slugs.indexOf(s) !== i).map((s) => `plans: the slug ${s} is used twice`);
   if (!slugs.includes(config.defaultPlan)) problems.push(`defaultPlan (TICKETD_DEFAULT_PLAN): ${config.defaultPlan} is not one of plans (${slugs.join(', ')})`);
+  if (config.billingProvider !== 'stripe') return problems;
+  if (!config.stripe.secretKey) problems.push('stripe.secretKey (TICKETD_STRIPE_SECRET_KEY): required with billingProvider stripe');
+  if (!config.stripe.webhookSecret) problems.push('stripe.webhookSecret (TICKETD_STRIPE_WEBHOOK_SECRET): required with billingProvider stripe');
+  for (const plan of config.plans) if (plan.price > 0 && !plan.stripePriceId) problems.push(`plans: ${plan.slug} is paid and names no stripePriceId (billingProvider stripe)`);
+  const prices = config.plans.map((p) => p.stripePriceId).filter((id): id is string => Boolean(id));
+  for (const id of prices.filter((id, i) => prices.indexOf(id) !== i)) problems.push(`plans: the stripePriceId ${id} is used twice`);
   return problems;
 }
 

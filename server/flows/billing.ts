@@ -6,6 +6,7 @@ import * as audit from '../core/audit.js';
 import * as coupons from '../domains/billing/coupons.js';
 import * as billing from '../domains/billing/service.js';
 import type { Subscription } from '../domains/billing/model.js';
+import type { BillingProvider } from '../domains/billing/provider.js';
 import type { CancelInput, ConfirmInput, DoneView, SubscriptionView, UpgradeInput, UpgradeView } from '../domains/billing/schemas.js';
 
 /**
@@ -16,10 +17,10 @@ import type { CancelInput, ConfirmInput, DoneView, SubscriptionView, UpgradeInpu
  * member's, on the account (no brand).
  */
 
-export const PROVIDER = 'local';
+export const PROVIDER = 'local' as const;
 
 /** The browser goes back to the dashboard only: an absolute http(s) URL on a dashboard origin. */
-function dashboardUrl(ctx: TenantCtx, url: string, field: string): string {
+export function dashboardUrl(ctx: TenantCtx, url: string, field: string): string {
   let parsed: URL | null = null;
   try {
     parsed = new URL(url);
@@ -36,7 +37,7 @@ function dashboardUrl(ctx: TenantCtx, url: string, field: string): string {
   return parsed.toString();
 }
 
-function view(ctx: TenantCtx, s: Subscription): SubscriptionView {
+export function view(ctx: TenantCtx, s: Subscription): SubscriptionView {
   return billing.subscriptionView(ctx.services.config, s);
 }
 
@@ -202,7 +203,7 @@ export async function confirmCheckoutPage(base: BaseCtx, token: string): Promise
   });
 }
 
-async function requireCurrent(tx: TenantCtx): Promise<Subscription> {
+export async function requireCurrent(tx: TenantCtx): Promise<Subscription> {
   const subscription = await billing.current(tx);
   if (!subscription) throw notFound('Subscription');
   return subscription;
@@ -257,6 +258,30 @@ export async function cancelPendingChange(ctx: TenantCtx): Promise<DoneView> {
 export function noPaymentMethods(): never {
   throw new HttpError(400, 'not_supported', 'The local billing provider keeps no payment methods: nothing is charged to a card');
 }
+
+function noSuchPaymentMethod(): never {
+  throw notFound('Payment method');
+}
+
+/** The local provider: no card data; checkouts confirmed on ticketd's page; invoices written here. */
+export const localProvider: BillingProvider = {
+  name: PROVIDER,
+  checkoutMode: 'redirect',
+  upgrade,
+  confirm,
+  cancel,
+  reactivate,
+  cancelPendingChange,
+  clientToken: async () => ({ provider: PROVIDER, token: null, expiresAt: null }),
+  addPaymentMethod: async () => noPaymentMethods(),
+  paymentMethods: async () => [],
+  setDefaultPaymentMethod: async () => noSuchPaymentMethod(),
+  removePaymentMethod: async () => noSuchPaymentMethod(),
+  invoices: (ctx, limit) => billing.invoices(ctx, limit),
+  receive: async () => {
+    throw notFound('Billing provider notifications');
+  },
+};
 
 /** The dispatcher's job: renews the subscriptions whose period ended (a scheduled change applied, a cancellation ended). */
 export async function renewDue(base: BaseCtx, now: Date): Promise<number> {

@@ -300,6 +300,11 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
     'POST /v1/auth/payment-methods/{id}/default': null,
     'DELETE /v1/auth/payment-methods/{id}': null,
     'POST /billing/checkout/{token}': null,
+    // The world's server bills locally: Stripe's notifications are 404.
+    'POST /v1/billing/stripe-webhooks': {
+      body: '{"id":"evt_world","object":"event","type":"invoice.paid"}',
+      headers: { 'content-type': 'application/json', 'stripe-signature': 't=1,v1=00' },
+    },
     // The world's server configures no identity provider: every notification is 404.
     'POST /v1/webhooks/{provider}': json({ type: 'user.updated', data: { id: 'user_world' } }),
     // Coupons: for an instance administrator of an installation that configures this code (the owner here is neither: 403).

@@ -83,6 +83,8 @@ t.test('plans and the billing configuration are public', async (t) => {
   });
   t.equal(plans.body.plans[2].entitlements.tickets_per_period, -1, 'unlimited is -1');
   t.same((await anonymous('GET', '/v1/billing/config')).body, { provider: 'local', checkoutMode: 'redirect' });
+  const stripeNotification = await app.inject({ method: 'POST', url: '/v1/billing/stripe-webhooks', payload: '{}', headers: { 'content-type': 'application/json' } });
+  assertErrorShape(t, { status: stripeNotification.statusCode, body: stripeNotification.json(), headers: stripeNotification.headers }, 404, 'not_found');
 });
 
 t.test('on the default plan: no subscription; usage counts live tickets of the period, brands and members', async (t) => {

@@ -9,7 +9,7 @@ export class Subscription extends objection.Model {
   declare accountId: string;
   declare id: string;
   declare planSlug: string;
-  declare status: 'active' | 'canceled';
+  declare status: 'active' | 'past_due' | 'canceled';
   declare provider: string;
   declare providerRef: string | null;
   declare currentPeriodStart: Date;
@@ -34,7 +34,11 @@ export class CheckoutSession extends objection.Model {
 
   declare accountId: string;
   declare id: string;
-  declare tokenHash: string;
+  /** The local provider's checkout page token (SHA-256); null for a checkout made at the provider. */
+  declare tokenHash: string | null;
+  declare provider: string;
+  /** The provider's checkout id (Stripe's cs_ id). */
+  declare providerRef: string | null;
   declare planSlug: string;
   declare memberId: string | null;
   declare successUrl: string;
@@ -69,6 +73,21 @@ export class Invoice extends objection.Model {
 
   static ofAccount(ctx: Pick<TenantCtx, 'db' | 'accountId'>) {
     return this.query(ctx.db).where('invoices.accountId', ctx.accountId);
+  }
+}
+
+/** The provider's customer of an account (Stripe's cus_ id), made once. */
+export class BillingCustomer extends objection.Model {
+  static override tableName = 'billingCustomers';
+  static override idColumn = ['accountId', 'provider'];
+
+  declare accountId: string;
+  declare provider: string;
+  declare customerRef: string;
+  declare createdAt: Date;
+
+  static ofAccount(ctx: Pick<TenantCtx, 'db' | 'accountId'>) {
+    return this.query(ctx.db).where('billingCustomers.accountId', ctx.accountId);
   }
 }
 

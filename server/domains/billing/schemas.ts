@@ -22,14 +22,16 @@ export type PlanView = Static<typeof PlanOut>;
 export const PlanList = Type.Object({ plans: Type.Array(PlanOut) });
 
 export const BillingConfigOut = Type.Object({
-  provider: Type.String({ description: 'local: no card data, checkout confirms at once on a page ticketd serves' }),
+  provider: Type.String({
+    description: "local: no card data, checkout confirms at once on a page ticketd serves; stripe: Stripe's Checkout (redirect), its subscriptions and invoices",
+  }),
   checkoutMode: Type.Union([Type.Literal('redirect'), Type.Literal('embedded')]),
 });
 
 export const SubscriptionOut = Type.Object({
   id: Type.String(),
   object: Type.Literal('subscription'),
-  status: Type.Union([Type.Literal('active'), Type.Literal('canceled')]),
+  status: Type.Union([Type.Literal('active'), Type.Literal('past_due'), Type.Literal('canceled')], { description: 'past_due: the provider could not charge the last invoice' }),
   planId: Type.String(),
   planRef: Type.String({ description: 'The same as planId' }),
   planName: Type.String(),
@@ -77,9 +79,10 @@ export const UpgradeBody = Type.Object(
 );
 export type UpgradeInput = Static<typeof UpgradeBody>;
 export const UpgradeOut = Type.Object({
-  url: Type.String({ description: 'Send the browser here to confirm the plan' }),
-  checkoutSessionId: Type.String(),
-  expiresAt: Timestamp,
+  url: Type.String({ description: "Send the browser here to confirm the plan (stripe: Stripe's Checkout; a change made at once: successUrl)" }),
+  checkoutSessionId: Nullable(Type.String({ description: "What confirm takes (stripe: Stripe's cs_ id); null when the change was made at once" })),
+  expiresAt: Nullable(Timestamp),
+  subscription: Type.Optional(SubscriptionOut),
 });
 export type UpgradeView = Static<typeof UpgradeOut>;
 
@@ -104,9 +107,9 @@ export const InvoiceListQuery = Type.Object({ limit: Type.Optional(Type.Integer(
 export const InvoiceOut = Type.Object({
   id: Type.String(),
   object: Type.Literal('invoice'),
-  number: Type.String(),
+  number: Nullable(Type.String()),
   status: Type.String(),
-  planId: Type.String(),
+  planId: Nullable(Type.String({ description: "The plan billed; null when the provider's invoice names no configured plan" })),
   amountDue: Type.Integer(),
   amountPaid: Type.Integer(),
   currency: Type.String(),
@@ -118,13 +121,38 @@ export const InvoiceOut = Type.Object({
 });
 export type InvoiceView = Static<typeof InvoiceOut>;
 export const InvoiceList = Type.Object({ invoices: Type.Array(InvoiceOut), hasMore: Type.Boolean() });
+export type InvoiceListView = Static<typeof InvoiceList>;
 
-export const PaymentMethodList = Type.Object({
-  paymentMethods: Type.Array(
-    Type.Object({ id: Type.String(), brand: Type.String(), last4: Type.String(), expMonth: Type.Integer(), expYear: Type.Integer(), isDefault: Type.Boolean() }),
-  ),
+export const PaymentMethodOut = Type.Object({
+  id: Type.String(),
+  brand: Type.String(),
+  last4: Type.String(),
+  expMonth: Type.Integer(),
+  expYear: Type.Integer(),
+  isDefault: Type.Boolean(),
 });
-export const ClientTokenOut = Type.Object({ provider: Type.String(), token: Nullable(Type.String()), expiresAt: Nullable(Timestamp) });
+export type PaymentMethodView = Static<typeof PaymentMethodOut>;
+export const PaymentMethodList = Type.Object({ paymentMethods: Type.Array(PaymentMethodOut) });
+export const ClientTokenOut = Type.Object({
+  provider: Type.String(),
+  token: Nullable(Type.String({ description: "stripe: a SetupIntent's client secret, for Stripe.js" })),
+  expiresAt: Nullable(Timestamp),
+});
+export type ClientTokenView = Static<typeof ClientTokenOut>;
+export const EmbedOut = Type.Object({
+  provider: Type.String(),
+  embedToken: Type.String({ description: "A SetupIntent's client secret: Stripe.js collects the card with it and Stripe vaults it" }),
+  setupIntentId: Type.String(),
+});
+export type EmbedView = Static<typeof EmbedOut>;
+export const Success = Type.Object({ success: Type.Literal(true) });
+export const ProviderNotificationOut = Type.Object({
+  received: Type.Literal(true),
+  action: Type.Union([Type.Literal('applied'), Type.Literal('duplicate'), Type.Literal('ignored')], {
+    description: 'duplicate: the event id was applied before; ignored: not an event ticketd follows, or about no subscription of its own',
+  }),
+});
+export type ProviderNotificationView = Static<typeof ProviderNotificationOut>;
 export const PaymentMethodParams = Type.Object({ id: Type.String({ minLength: 1, maxLength: 200 }) });
 export const CheckoutParams = Type.Object({ token: Type.String({ minLength: 1, maxLength: 200 }) });
 

@@ -407,9 +407,16 @@ export async function renew(tx: TenantCtx, s: Subscription): Promise<Subscriptio
   return row;
 }
 
-/** Up to `limit` current subscriptions whose period ended by `now`, of every account, locked (SKIP LOCKED). */
+/** Up to `limit` current local subscriptions whose period ended by `now`, of every account, locked (SKIP LOCKED); a provider renews its own. */
 export async function dueForRenewal(tx: BaseCtx, now: Date, limit: number): Promise<Subscription[]> {
-  return Subscription.query(tx.db).whereNull('endedAt').where('currentPeriodEnd', '<=', now).orderBy('currentPeriodEnd').limit(limit).forUpdate().skipLocked();
+  return Subscription.query(tx.db)
+    .where('provider', 'local')
+    .whereNull('endedAt')
+    .where('currentPeriodEnd', '<=', now)
+    .orderBy('currentPeriodEnd')
+    .limit(limit)
+    .forUpdate()
+    .skipLocked();
 }
 
 export async function invoices(ctx: TenantCtx, limit: number): Promise<{ invoices: InvoiceView[]; hasMore: boolean }> {
