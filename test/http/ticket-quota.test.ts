@@ -131,7 +131,9 @@ t.test('many concurrent creates at the edge of the allowance: exactly the allowa
   const third = await makeBrand(live, 'Third');
   await fill(live, base, 2);
   const bases = [base, `/v1/brands/${other.id}`, `/v1/brands/${third.id}`];
-  const results = await Promise.all(Array.from({ length: 30 }, (_, i) => live('POST', `${bases[i % 3]}/tickets`, { title: `Race ${i}`, customerEmail: `c${i}@example.com` })));
+  // Batched creates in one statement, and every fourth step by step (a watcher), all at once.
+  const body = (i: number) => ({ title: `Race ${i}`, customerEmail: `c${i}@example.com`, ...(i % 4 === 0 ? { watchers: [{ memberId: owner.ownerId }] } : {}) });
+  const results = await Promise.all(Array.from({ length: 30 }, (_, i) => live('POST', `${bases[i % 3]}/tickets`, body(i))));
   const created = results.filter((r) => r.status === 201).length;
   const refused = results.filter((r) => r.status === 403 && r.body.code === 'plan_limit_reached').length;
   t.equal(created, ALLOWANCE - 2, 'the allowance left, and no more');
