@@ -278,7 +278,7 @@ export async function receive(base: BaseCtx, deps: InboundDeps, raw: Buffer, env
     });
   } catch (err) {
     await attachments.discardFiles(deps.attachments, stored);
-    if (!held && err instanceof HttpError && err.code === 'plan_limit_reached') return hold(ctx, { brandId, messageId, fromEmail: from, raw, envelope });
+    if (!held && billing.isLimitReached(err)) return hold(ctx, { brandId, messageId, fromEmail: from, raw, envelope });
     throw err;
   } finally {
     await attachments.discardStaged(staged);
@@ -287,7 +287,7 @@ export async function receive(base: BaseCtx, deps: InboundDeps, raw: Buffer, env
 
 /** A new ticket beyond the plan's allowance: the message is kept (held), to become the ticket later (receiveHeld). */
 async function hold(ctx: TenantCtx, message: { brandId: string; messageId: string; fromEmail: string; raw: Buffer; envelope: readonly string[] }): Promise<InboundResult> {
-  const reason = 'plan_limit_reached';
+  const reason = billing.LIMIT_REACHED;
   if (await withTx(ctx, (tx) => mail.holdInbound(tx, message, reason))) return { action: 'held', brandId: message.brandId, reason };
   const first = (await mail.findInbound(ctx, message.brandId, message.messageId))!;
   return { action: first.action, brandId: message.brandId, duplicate: true, ...present(first) };
@@ -306,12 +306,14 @@ export async function receiveHeld(base: BaseCtx, deps: InboundDeps, limit = 100)
     if (!room.has(account)) room.set(account, await billing.ticketRoom(tenantCtx(base, message.accountId, message.livemode)));
     const left = room.get(account);
     if (left === 0) continue;
+    const raw = await mail.heldRaw(tenantCtx(base, message.accountId, message.livemode), message.inboundEmailId);
+    if (!raw) continue;
     try {
-      await receive(base, deps, message.raw, message.envelope, message.inboundEmailId);
+      await receive(base, deps, raw, message.envelope, message.inboundEmailId);
       received++;
       if (typeof left === 'number') room.set(account, left - 1);
     } catch (err) {
-      if (err instanceof HttpError && err.code === 'plan_limit_reached') room.set(account, 0);
+      if (billing.isLimitReached(err)) room.set(account, 0);
       else base.services.log.warn({ err, inboundEmailId: message.inboundEmailId }, 'a held inbound message could not be received: it stays held');
     }
   }

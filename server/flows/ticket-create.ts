@@ -141,7 +141,7 @@ const createBatches = part('tickets.createBatches', () =>
       runWrites(writes[0]!.ctx, writes).catch((err: unknown) => {
         // The callers still get their tickets (step by step); the log says group commit failed.
         // A batch over the plan's allowance is no failure: step by step, each create fits or gets its 403.
-        if (!(err instanceof HttpError && err.code === 'plan_limit_reached')) {
+        if (!billing.isLimitReached(err)) {
           writes[0]!.ctx.log?.warn({ err, creates: writes.length }, 'a batch of ticket creates failed as a whole: each goes step by step');
         }
         return writes.map(() => null);

@@ -204,9 +204,16 @@ export async function usage(ctx: TenantCtx): Promise<UsageView> {
   };
 }
 
+/** The code of a plan's limit refusing a change (a brand, a member, a ticket over the allowance). */
+export const LIMIT_REACHED = 'plan_limit_reached';
+
+export function isLimitReached(err: unknown): boolean {
+  return err instanceof HttpError && err.code === LIMIT_REACHED;
+}
+
 /** A plan's limit reached: 403 plan_limit_reached, naming the plan and the limit. */
 export function limitReached(planName: string, what: string, limit: number, have: number): HttpError {
-  return new HttpError(403, 'plan_limit_reached', `The ${planName} plan allows ${limit} ${what}, and this account has ${have}: upgrade the plan (GET /v1/auth/plans) to add more`);
+  return new HttpError(403, LIMIT_REACHED, `The ${planName} plan allows ${limit} ${what}, and this account has ${have}: upgrade the plan (GET /v1/auth/plans) to add more`);
 }
 
 /** What the ticket create statement raises (SQLSTATE TQ001, see the migration) when a count went over the allowance. */

@@ -131,17 +131,28 @@ export async function holdInbound(
   return true;
 }
 
-/** Held messages, oldest first, of every account (up to `limit`): what the dispatcher receives again when there is room. */
+/**
+ * Held messages, oldest first, of every account (up to `limit`), without their bytes: what the
+ * dispatcher receives again when there is room (heldRaw then reads the ones it takes).
+ */
 export async function heldMessages(ctx: BaseCtx, limit: number): Promise<HeldMessage[]> {
-  return (await ctx.db('heldInboundEmails').orderBy('heldAt').limit(limit).select('accountId', 'livemode', 'inboundEmailId', 'raw', 'envelope')) as HeldMessage[];
+  return (await ctx.db('heldInboundEmails').orderBy('heldAt').limit(limit).select('accountId', 'livemode', 'inboundEmailId', 'envelope')) as HeldMessage[];
 }
 
 export interface HeldMessage {
   accountId: string;
   livemode: boolean;
   inboundEmailId: string;
-  raw: Buffer;
   envelope: string[];
+}
+
+/** A held message's raw bytes; null when it is held no more. */
+export async function heldRaw(ctx: TenantCtx, inboundEmailId: string): Promise<Buffer | null> {
+  const row = (await ctx
+    .db('heldInboundEmails')
+    .where({ ...scopeOf(ctx), inboundEmailId })
+    .first('raw')) as { raw: Buffer } | undefined;
+  return row?.raw ?? null;
 }
 
 /**
