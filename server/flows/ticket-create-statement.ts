@@ -125,23 +125,22 @@ const CUSTOMER_COLUMNS = ['id', 'account_id', 'livemode', 'brand_id', 'email', '
 
 /**
  * The statement's last part while tickets are metered (billing.ticketsMetered): its tickets (spam
- * left out) are added to the period's count, whose row lock is taken after every insert and held
- * to the commit, so concurrent creates count one after the other; a count over the allowance
- * raises (billing.allowanceRefusal) and nothing of the statement stays. A period's first row
- * starts from the tickets created in it before (when allowances were configured mid-period); that
- * count runs only then (coalesce stops at the row).
+ * left out) are counted per brand against the plan's allowance by ticketd_count_tickets (see the
+ * migration ticket_usage_by_brand), after every insert. Far from the allowance each brand counts
+ * within its own budget, so batches of different brands never wait for each other; near it, the
+ * account's creates count one at a time, and one over the allowance raises
+ * (billing.allowanceRefusal): nothing of the statement stays. `exact` (inside a caller's
+ * transaction) always counts one at a time: the usual way may raise that a budget was taken back
+ * meanwhile, which would end the caller's transaction.
  */
 const COUNT_AGAINST_ALLOWANCE = `, allowance as materialized (:allowance
     ), counted as materialized (
-      select count(*)::int as n from t where not t.is_spam
-    ), usage as (
-      insert into ticket_usage as u (account_id, period_start, used)
-      select :accountId, al.period_start, c.n + coalesce(
-          (select e.used from ticket_usage e where :usageScope and e.period_start = al.period_start),
-          (select count(*) from tickets x where :countedScope and x.created_at >= al.period_start and not x.is_spam)::int)
-      from allowance al cross join counted c where c.n > 0
-      on conflict (account_id, period_start) do update set used = u.used + (select n from counted)
-      returning ticketd_refuse_over_allowance((select plan_name from allowance), (select allowance from allowance), u.used, (select n from counted))
+      select t.brand_id, count(*)::int as n, array_agg(t.id) as ids from t where not t.is_spam group by t.brand_id
+    ), usage as materialized (
+      select ticketd_count_tickets(:accountId, al.period_start, al.plan_name, al.allowance,
+        array(select c.brand_id from counted c order by c.brand_id), array(select c.n from counted c order by c.brand_id),
+        array(select unnest(c.ids) from counted c), :exact) as ok
+      from allowance al
     )`;
 
 /**
@@ -238,7 +237,7 @@ export function createStatement(ctx: TenantCtx, writes: readonly TicketWrite[]):
     ), announced as (:announced
     )${metered ? COUNT_AGAINST_ALLOWANCE : ''}
     select i.ord, tickets.*, ${tickets.relatedColumns('array(select g.id from given_tags g where g.ord = i.ord)', 'customer')}
-    from t as tickets join items i on i.id = tickets.id`;
+    from t as tickets join items i on i.id = tickets.id${metered ? ' where (select ok from usage)' : ''}`;
 
   return ctx.db.raw(sql, {
     items: JSON.stringify(writes.map((w, ord) => itemOf(w, ord, w.email ? contactIds.get(emailKey(w))! : null))),
@@ -265,7 +264,7 @@ export function createStatement(ctx: TenantCtx, writes: readonly TicketWrite[]):
         { sql: 'exists (select 1 from t where t.id = entry.entity_id)', bindings: [] },
       ),
     ),
-    ...(metered ? { allowance: raw(billing.allowanceSql(ctx)), usageScope: accountScope(ctx, 'e'), countedScope: tenantScope(ctx, 'x') } : {}),
+    ...(metered ? { allowance: raw(billing.allowanceSql(ctx)), exact: Boolean(ctx.db.isTransaction) } : {}),
     announced: raw(
       events.ticketsCreated(
         ctx,

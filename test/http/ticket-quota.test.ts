@@ -28,7 +28,10 @@ const plan = (slug: string, name: string, price: number, tickets: number | null)
 const configFile = path.join(emptyDir, `ticket-quota-${process.pid}.json`);
 writeFileSync(
   configFile,
-  JSON.stringify({ defaultPlan: 'small', plans: [plan('small', 'Small', 0, ALLOWANCE), plan('big', 'Big', 4900, 40), plan('unlimited', 'Unlimited', 9900, null)] }),
+  JSON.stringify({
+    defaultPlan: 'small',
+    plans: [plan('small', 'Small', 0, ALLOWANCE), plan('big', 'Big', 4900, 40), plan('tiny', 'Tiny', 0, 2), plan('unlimited', 'Unlimited', 9900, null)],
+  }),
 );
 
 const SECRET = 'inbound-secret-for-quota-tests-0123';
@@ -140,6 +143,74 @@ t.test('many concurrent creates at the edge of the allowance: exactly the allowa
   t.equal(refused, 30 - created, 'every other create is refused');
   t.equal(await liveTickets(owner.accountId), ALLOWANCE, 'the database holds exactly the allowance');
   t.equal((await usage(asOwner)).ticketCount, ALLOWANCE);
+});
+
+// Far from the allowance each brand counts within a budget granted from the account's allowance
+// (so creates of different brands do not wait for each other); these check that budgets never
+// let the account over, and that what one brand was granted and did not use goes to another.
+
+t.test('brands share the allowance exactly: what one brand was granted and did not use goes to the next', async (t) => {
+  const { live, base, owner, asOwner } = await account();
+  await setAccountPlan(operator, owner.accountId, 'big');
+  const other = `/v1/brands/${(await makeBrand(live, 'Other')).id}`;
+  await fill(live, base, 10);
+  let onOther = 0;
+  for (;;) {
+    const res = await live('POST', `${other}/tickets`, { title: `Other ${onOther + 1}` });
+    if (res.status !== 201) {
+      assertRefused(t, res, 'Big', 40);
+      t.match(res.body.message, /this account has 40/);
+      break;
+    }
+    onOther++;
+  }
+  t.equal(onOther, 30, 'the second brand gets all the first one left');
+  assertRefused(t, await live('POST', `${base}/tickets`, { title: 'First brand again' }), 'Big', 40);
+  t.equal((await usage(asOwner)).ticketCount, 40);
+  t.equal(await liveTickets(owner.accountId), 40);
+});
+
+t.test('a smaller plan mid-period: room granted under the bigger one does not outlast it', async (t) => {
+  const { live, base, owner } = await account();
+  await setAccountPlan(operator, owner.accountId, 'big');
+  await makeTicket(live, base, { title: 'On Big' });
+  await setAccountPlan(operator, owner.accountId, 'tiny');
+  t.equal((await live('POST', `${base}/tickets`, { title: 'On Tiny' })).status, 201);
+  assertRefused(t, await live('POST', `${base}/tickets`, { title: 'Over Tiny' }), 'Tiny', 2);
+  t.equal(await liveTickets(owner.accountId), 2);
+});
+
+t.test('many concurrent creates over four brands with room for twenty: exactly twenty, never a 5xx', async (t) => {
+  const { live, base, owner, asOwner } = await account();
+  await setAccountPlan(operator, owner.accountId, 'big');
+  const bases = [base, ...(await Promise.all(['Two', 'Three', 'Four'].map(async (name) => `/v1/brands/${(await makeBrand(live, name)).id}`)))];
+  // Budgets handed out on every brand first, so the race runs into taking them back.
+  for (const b of bases) await fill(live, b, 5);
+  const body = (i: number) => ({ title: `Race ${i}`, ...(i % 5 === 0 ? { watchers: [{ memberId: owner.ownerId }] } : {}) });
+  const results = await Promise.all(Array.from({ length: 60 }, (_, i) => live('POST', `${bases[i % 4]}/tickets`, body(i))));
+  t.same([...new Set(results.map((r) => r.status))].sort(), [201, 403], 'each create is taken or refused');
+  t.equal(results.filter((r) => r.status === 201).length, 20, 'the allowance left, and no more');
+  t.equal(await liveTickets(owner.accountId), 40);
+  t.equal((await usage(asOwner)).ticketCount, 40);
+});
+
+t.test('a brand budget taken back while a create waits for it: the create counts the exact way, once', async (t) => {
+  const { live, base, brand, owner, asOwner } = await account();
+  await setAccountPlan(operator, owner.accountId, 'big');
+  await fill(live, base, 2);
+  // What another create at the allowance's edge does: every unused budget back to what was used.
+  const taking = await db.transaction();
+  await taking.raw('update ticket_usage_brands set budget = used where account_id = ? and brand_id = ?', [owner.accountId, brand.id]);
+  const pending = live('POST', `${base}/tickets`, { title: 'Waits for its budget' });
+  while (Number((await db.raw("select count(*) as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'")).rows[0].n) === 0) {
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  await taking.commit();
+  const res = await pending;
+  t.equal(res.status, 201, 'still created');
+  t.equal((await usage(asOwner)).ticketCount, 3, 'and counted once');
+  await fill(live, base, 37);
+  assertRefused(t, await live('POST', `${base}/tickets`, { title: 'Over' }), 'Big', 40);
 });
 
 t.test('the next billing period has room again; a bigger plan has room at once', async (t) => {

@@ -173,7 +173,11 @@ function ticketsInPeriodSql(ctx: TenantCtx, start: Date): SqlFragment {
   // The plan pays for live mode, whichever mode the caller is in.
   const counted = { sql: '(select count(*) from tickets t where ? and t.created_at >= ? and not t.is_spam)', bindings: [tenantScope({ ...ctx, livemode: true }, 't'), start] };
   if (!ticketsMetered(ctx.services.config)) return counted;
-  return { sql: `coalesce((select u.used from ticket_usage u where ? and u.period_start = ?), ${counted.sql})`, bindings: [accountScope(ctx, 'u'), start, ...counted.bindings] };
+  return {
+    sql: `coalesce((select u.adjustment + (select coalesce(sum(b.used), 0) from ticket_usage_brands b where ? and b.period_start = u.period_start)
+      from ticket_usage u where ? and u.period_start = ?), ${counted.sql})`,
+    bindings: [accountScope(ctx, 'b'), accountScope(ctx, 'u'), start, ...counted.bindings],
+  };
 }
 
 /** What the account uses of its plan: tickets created in the period (live mode, spam at creation left out), live brands, members. */
@@ -218,6 +222,14 @@ export function limitReached(planName: string, what: string, limit: number, have
 
 /** What the ticket create statement raises (SQLSTATE TQ001, see the migration) when a count went over the allowance. */
 const OVER_ALLOWANCE = 'TQ001';
+
+/**
+ * What the ticket create statement raises (SQLSTATE TQ002) when, counting the usual way, a brand's
+ * budget was taken back between its look and its lock: the creates go again, the exact way.
+ */
+export function isAllowanceBudgetTaken(err: unknown): boolean {
+  return pgErrorCode(err) === 'TQ002';
+}
 
 /** The 403 for a create the allowance refused (its DETAIL names the plan); null for any other error. */
 export function allowanceRefusal(err: unknown): HttpError | null {
