@@ -92,6 +92,9 @@ interface Row {
 
 const CLOCK_TICKS_PER_SECOND = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
 
+/** The middle value (the upper one of an even count). */
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+
 /** User + system CPU time of a process so far, in µs (/proc/<pid>/stat, fields 14 and 15). */
 function cpuMicros(pid: number): number {
   const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
@@ -170,7 +173,6 @@ async function measureRateLimitCost(databaseUrl: string, route: string, headers:
       await new Promise((r) => child.once('exit', r));
     }
   }
-  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
   const percent = (x: number) => Math.round(x * 1000) / 10;
   return { rows, costPercent: { throughput: percent(1 - median(perSec.on) / median(perSec.off)), cpu: percent(median(cpu.on) / median(cpu.off) - 1) } };
 }
@@ -262,7 +264,6 @@ async function measureQuotaCost(databaseUrl: string, brandIds: readonly string[]
     rmSync(configFile, { force: true });
   }
   // Each turn's pair is measured back to back, so its ratio is free of the machine's drift over the run: the median of those.
-  const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
   const costPercent = Object.fromEntries(Object.entries(perSec).map(([k, v]) => [k, Math.round((1 - median(v.on.map((on, i) => on / v.off[i]!))) * 1000) / 10]));
   return { rows, costPercent };
 }
@@ -284,7 +285,11 @@ interface CrossBrandRow {
   'across 20 p99 ms': number;
   ratio: string;
   'p99 ratio': string;
+  'one brand CPU µs/req': number | string;
+  'across 20 CPU µs/req': number;
 }
+/** Each comparison is measured in this many turns, alternating which side goes first; a row shows medians. */
+const CROSS_TURNS = 3;
 
 /** A read by API key and by a member's session, in turns (medians of SESSION_TURNS after a warm-up). */
 interface SessionCostRow {
@@ -300,10 +305,10 @@ const SESSION_TURNS = 3;
 /**
  * The cross-brand dashboard in a new account: N tickets dealt over 20 brands. Each list is measured
  * on one brand (/v1/brands/:id/tickets) and across the 20 (/v1/tickets), first page and a page deep
- * by cursor; the ratio is across / one brand (p50). The counts are compared with the first page
- * of the cross-brand list (ratio = count p50 / list p50).
+ * by cursor, in turns (see compared); the ratio is across / one brand. The counts are compared
+ * with the first page of the cross-brand list (ratio = count / list page).
  */
-async function crossBrandBench(serverUrl: string, dbUrl: string, tickets: number): Promise<CrossBrandResult> {
+async function crossBrandBench(serverUrl: string, serverPid: number, dbUrl: string, tickets: number): Promise<CrossBrandResult> {
   const ownerEmail = `cross-${randomBytes(4).toString('hex')}@bench.example`;
   const signup = await fetch(`${serverUrl}/v1/accounts`, {
     method: 'POST',
@@ -334,55 +339,68 @@ async function crossBrandBench(serverUrl: string, dbUrl: string, tickets: number
     }
     return cursor;
   };
-  const p50 = async (scenario: string, p: string, headers: Record<string, string> = auth) => (await measure(scenario, { url: `${serverUrl}${p}`, headers })) as Row;
+  const p50 = async (scenario: string, p: string, headers: Record<string, string> = auth) => (await measure(scenario, { url: `${serverUrl}${p}`, headers }, serverPid)) as Row;
   const ratio = (a: number, b: number) => (b > 0 ? `${(a / b).toFixed(2)}×` : '');
   const rows: CrossBrandRow[] = [];
-  /** One brand (a; null: not measured) against the 20 (b): p50 and p99 ratios. */
-  const compared = (scenario: string, a: Row | null, b: Row): CrossBrandRow => ({
-    scenario,
-    'one brand p50 ms': a ? a['p50 ms'] : '',
-    'one brand p99 ms': a ? a['p99 ms'] : '',
-    'across 20 p50 ms': b['p50 ms'],
-    'across 20 p99 ms': b['p99 ms'],
-    ratio: a ? ratio(b['p50 ms'], a['p50 ms']) : '',
-    'p99 ratio': a ? ratio(b['p99 ms'], a['p99 ms']) : '',
-  });
+  /**
+   * a (one brand, or the reference page for the counts; null: not measured) against b, in
+   * CROSS_TURNS turns back to back, alternating which goes first: each side's median p50, p99 and
+   * server CPU, and the median of the turns' ratios (each turn's pair shares the machine's state
+   * of the moment, so its ratio is free of the drift over the run).
+   */
+  const compared = async (scenario: string, a: string | null, b: string, labels = { a: 'one brand', b: `across ${CROSS_BRANDS}` }): Promise<CrossBrandRow> => {
+    const turns: { a: Row | null; b: Row }[] = [];
+    for (let turn = 1; turn <= CROSS_TURNS; turn++) {
+      const runA = async () => (a ? p50(`${labels.a}, ${scenario} (turn ${turn})`, a) : null);
+      const runB = () => p50(`${labels.b}, ${scenario} (turn ${turn})`, b);
+      if (turn % 2) {
+        const ra = await runA();
+        turns.push({ a: ra, b: await runB() });
+      } else {
+        const rb = await runB();
+        turns.push({ a: await runA(), b: rb });
+      }
+    }
+    const side = (r: Row | null) => r!;
+    const field = (pick: 'a' | 'b', f: 'p50 ms' | 'p99 ms' | 'server CPU µs/req') => median(turns.map((t) => Number(side(t[pick])[f])));
+    const turnRatio = (f: 'p50 ms' | 'p99 ms') => `${median(turns.map((t) => t.b[f] / side(t.a)[f])).toFixed(2)}×`;
+    return {
+      scenario,
+      'one brand p50 ms': a ? field('a', 'p50 ms') : '',
+      'one brand p99 ms': a ? field('a', 'p99 ms') : '',
+      'across 20 p50 ms': field('b', 'p50 ms'),
+      'across 20 p99 ms': field('b', 'p99 ms'),
+      ratio: a ? turnRatio('p50 ms') : '',
+      'p99 ratio': a ? turnRatio('p99 ms') : '',
+      'one brand CPU µs/req': a ? field('a', 'server CPU µs/req') : '',
+      'across 20 CPU µs/req': field('b', 'server CPU µs/req'),
+    };
+  };
   const one = `/v1/brands/${brands[0]}/tickets`;
   const across = '/v1/tickets';
   log('cross-brand lists:');
   for (const sort of SORTS) {
     for (const order of ['desc', 'asc']) {
       const q = `sort=${sort}&order=${order}`;
-      const a = await p50(`one brand, ${q}, first page`, `${one}?${q}`);
-      const b = await p50(`across ${CROSS_BRANDS}, ${q}, first page`, `${across}?${q}`);
-      rows.push(compared(`${q}, first page`, a, b));
+      rows.push(await compared(`${q}, first page`, `${one}?${q}`, `${across}?${q}`));
     }
     const q = `sort=${sort}`;
     const [c1, c2] = [await deepCursor(one, q), await deepCursor(across, q)];
     if (!c1 || !c2) continue;
-    const a = await p50(`one brand, ${q}, page ${deepPage}`, `${one}?${q}&cursor=${encodeURIComponent(c1)}`);
-    const b = await p50(`across ${CROSS_BRANDS}, ${q}, page ${deepPage}`, `${across}?${q}&cursor=${encodeURIComponent(c2)}`);
-    rows.push(compared(`${q}, page ${deepPage} (cursor)`, a, b));
+    rows.push(await compared(`${q}, page ${deepPage} (cursor)`, `${one}?${q}&cursor=${encodeURIComponent(c1)}`, `${across}?${q}&cursor=${encodeURIComponent(c2)}`));
   }
   for (const q of ['status=active&priority=high', `assigneeId=${seeded.memberIds[3]}&status=open`, 'status=active&sort=updatedAt', 'source=email&sort=priority']) {
-    const a = q.startsWith('source') ? null : await p50(`one brand, ${q}`, `${one}?${q}`);
-    const b = await p50(`across ${CROSS_BRANDS}, ${q}`, `${across}?${q}`);
-    rows.push(compared(q, a, b));
+    rows.push(await compared(q, q.startsWith('source') ? null : `${one}?${q}`, `${across}?${q}`));
   }
   // Brands named (as for a member assigned to some): a range per brand, merged (decision 0044).
   const named = `brandIds=${brands.join(',')}`;
   for (const q of ['sort=createdAt', 'sort=customer', 'sort=priority&order=asc']) {
-    const a = await p50(`one brand, ${q}, first page`, `${one}?${q}`);
-    const b = await p50(`across ${CROSS_BRANDS} named, ${q}, first page`, `${across}?${q}&${named}`);
-    rows.push(compared(`${q}, first page, all ${CROSS_BRANDS} brands named`, a, b));
+    rows.push(await compared(`${q}, first page, all ${CROSS_BRANDS} brands named`, `${one}?${q}`, `${across}?${q}&${named}`));
   }
   const word = seeded.words[15]!;
-  const sa = await p50(`one brand, search "${word}"`, `${one}?search=${encodeURIComponent(word)}`);
-  const sb = await p50(`across ${CROSS_BRANDS}, search "${word}"`, `${across}?search=${encodeURIComponent(word)}`);
-  rows.push(compared(`search "${word}" (relevance)`, sa, sb));
+  rows.push(await compared(`search "${word}" (relevance)`, `${one}?search=${encodeURIComponent(word)}`, `${across}?search=${encodeURIComponent(word)}`));
 
   log('cross-brand counts:');
-  const page = await p50(`across ${CROSS_BRANDS}, first page (reference)`, across);
   for (const p of [
     '/v1/tickets/stats',
     '/v1/tickets/stats?days=30',
@@ -391,12 +409,8 @@ async function crossBrandBench(serverUrl: string, dbUrl: string, tickets: number
     '/v1/tickets/team-metrics',
     `/v1/tickets/stats?brandIds=${brands[0]}`,
   ]) {
-    const r = await p50(p, p);
-    rows.push({
-      ...compared(`GET ${p.replace(brands[0]!, '<one>')} (ratios: vs the list page)`, page, r),
-      'one brand p50 ms': '',
-      'one brand p99 ms': '',
-    });
+    const row = await compared(`GET ${p.replace(brands[0]!, '<one>')} (ratios: vs the list page)`, across, p, { a: 'list page', b: 'count' });
+    rows.push({ ...row, 'one brand p50 ms': '', 'one brand p99 ms': '', 'one brand CPU µs/req': '' });
   }
 
   // The same reads by the account's owner signed in to the dashboard, in turns with the API key.
@@ -417,14 +431,14 @@ async function crossBrandBench(serverUrl: string, dbUrl: string, tickets: number
       turns.key.push(k);
       turns.session.push(v);
     }
-    const median = (rs: Row[], field: 'req/s' | 'p50 ms') => [...rs.map((r) => r[field])].sort((a, b) => a - b)[Math.floor(rs.length / 2)]!;
+    const medianOf = (rs: Row[], field: 'req/s' | 'p50 ms') => median(rs.map((r) => r[field]));
     sessionRows.push({
       route: label,
-      'API key req/s': median(turns.key, 'req/s'),
-      'session req/s': median(turns.session, 'req/s'),
-      'API key p50 ms': median(turns.key, 'p50 ms'),
-      'session p50 ms': median(turns.session, 'p50 ms'),
-      'session / API key (p50)': ratio(median(turns.session, 'p50 ms'), median(turns.key, 'p50 ms')),
+      'API key req/s': medianOf(turns.key, 'req/s'),
+      'session req/s': medianOf(turns.session, 'req/s'),
+      'API key p50 ms': medianOf(turns.key, 'p50 ms'),
+      'session p50 ms': medianOf(turns.session, 'p50 ms'),
+      'session / API key (p50)': ratio(medianOf(turns.session, 'p50 ms'), medianOf(turns.key, 'p50 ms')),
     });
   }
   return { rows, sessionRows, live: seeded.liveTickets, seconds: seeded.seconds };
@@ -486,7 +500,7 @@ async function main() {
       return;
     }
     if (values['cross-brand']) {
-      printCrossBrand(await crossBrandBench(server.url, dbUrl, ticketCount));
+      printCrossBrand(await crossBrandBench(server.url, server.child.pid!, dbUrl, ticketCount));
       return;
     }
     log(`seeding ${ticketCount.toLocaleString('en')} tickets…`);
@@ -560,7 +574,7 @@ async function main() {
     })();
     if (searchCursor) await get(`search common word, page 41 (cursor, past the ranked window)`, `${base}/tickets?search=${s(w[0]!)}&cursor=${encodeURIComponent(searchCursor)}`);
 
-    const crossBrand = await crossBrandBench(server.url, dbUrl, ticketCount);
+    const crossBrand = await crossBrandBench(server.url, pid, dbUrl, ticketCount);
 
     log('the first page with 1 and 2 API processes:');
     const scaleRows = await listWithApiProcesses(dbUrl, server.url, `/v1/brands/${server.brandId}/tickets`, auth, { duration, env: { TICKETD_DB_POOL_MAX: '20' }, log });
