@@ -12,54 +12,36 @@ import type { Knex } from 'knex';
  * (used) and its budget. The account's usage is adjustment + sum(used); sum(budget) + adjustment
  * never passes the allowance, and used never passes budget, so usage never passes the allowance.
  *
- * ticketd_count_tickets, called by the ticket create statement after its inserts:
- *   - the usual way: every brand of the statement has room in its budget (looked at without a
- *     lock), so each adds to its own count; brand rows are locked in id order;
- *   - the exact way (no room, a brand's first tickets of the period, a changed plan, or a caller
- *     inside a larger transaction): the period row's lock, then budgets granted from what the
- *     account has not granted (what the brand lacks and a share of an eighth of the rest), or,
- *     when that is not enough, every brand's unused budget taken back first; if the allowance
- *     still has no room, SQLSTATE TQ001 (DETAIL: plan, allowance, had) and nothing of the
- *     statement stays;
- *   - a budget taken back between the look and the lock: SQLSTATE TQ002, and the caller creates
- *     the exact way. Waiting for the period row while holding brand rows could deadlock with the
- *     one taking budgets back, which waits for brand rows holding the period row.
+ * The usual way (the ticket create statement, plain SQL): each brand adds to its own count within
+ * its budget, brand rows locked in id order; when one cannot (no row yet, no room, another plan),
+ * ticketd_counted_within_budgets raises SQLSTATE TQ002 and the creates go again the exact way.
+ *
+ * ticketd_count_tickets, the exact way, one create at a time per account (the period row's lock):
+ * budgets granted from what the account has not granted (what a brand lacks and a share of an
+ * eighth of the rest), or, when that is not enough, every brand's unused budget taken back first
+ * (waiting for the creates in flight); still no room: SQLSTATE TQ001 (DETAIL: plan, allowance,
+ * had) and nothing of the statement stays. A period's first count, and a brand's, start from the
+ * tickets already created in it (allowances configured mid-period); p_new_ids are the calling
+ * statement's own tickets, left out of those counts whatever the function sees of them.
+ *
  * Lock order: brands (the ticket numbers), then the period row, then brand usage rows in id order.
- * Nothing holding a brand usage row waits for the period row.
+ * The usual way never waits for the period row: it holds brand usage rows.
  */
 const COUNT_TICKETS = `
   CREATE FUNCTION ticketd_count_tickets(p_account text, p_period timestamptz, p_plan text, p_allowance integer,
-    p_brands text[], p_counts integer[], p_new_ids text[], p_exact boolean) RETURNS boolean
+    p_brands text[], p_counts integer[], p_new_ids text[]) RETURNS boolean
   LANGUAGE plpgsql AS $$
   DECLARE
     v_adjustment integer;
+    v_plan_changed boolean;
     v_short integer;
     v_short_brands integer;
     v_pool integer;
-    v_updated integer;
-    v_plan_changed boolean;
   BEGIN
     IF coalesce(cardinality(p_brands), 0) = 0 THEN RETURN true; END IF;
-
-    IF NOT p_exact AND (
-        SELECT count(*) FROM ticket_usage_brands u JOIN unnest(p_brands, p_counts) AS c(brand_id, n) ON u.brand_id = c.brand_id
-        WHERE u.account_id = p_account AND u.period_start = p_period AND u.allowance IS NOT DISTINCT FROM p_allowance
-          AND (p_allowance IS NULL OR u.used + c.n <= u.budget)) = cardinality(p_brands) THEN
-      PERFORM 1 FROM ticket_usage_brands u
-      WHERE u.account_id = p_account AND u.period_start = p_period AND u.brand_id = ANY (p_brands) ORDER BY u.brand_id FOR UPDATE;
-      UPDATE ticket_usage_brands u SET used = u.used + c.n FROM unnest(p_brands, p_counts) AS c(brand_id, n)
-      WHERE u.account_id = p_account AND u.period_start = p_period AND u.brand_id = c.brand_id
-        AND u.allowance IS NOT DISTINCT FROM p_allowance AND (p_allowance IS NULL OR u.used + c.n <= u.budget);
-      GET DIAGNOSTICS v_updated = ROW_COUNT;
-      IF v_updated = cardinality(p_brands) THEN RETURN true; END IF;
-      RAISE EXCEPTION 'a budget of the ticket allowance was taken back meanwhile' USING ERRCODE = 'TQ002';
-    END IF;
-
-    -- The exact way, one at a time per account.
     INSERT INTO ticket_usage (account_id, period_start, allowance) VALUES (p_account, p_period, p_allowance)
     ON CONFLICT (account_id, period_start) DO NOTHING;
     IF FOUND THEN
-      -- A period's first count starts from the tickets already created in it (allowances configured mid-period).
       INSERT INTO ticket_usage_brands (account_id, period_start, brand_id, used, budget, allowance)
       SELECT p_account, p_period, x.brand_id, count(*), count(*), p_allowance FROM tickets x
       WHERE x.account_id = p_account AND x.livemode AND x.created_at >= p_period AND NOT x.is_spam AND x.id <> ALL (p_new_ids)
@@ -73,7 +55,6 @@ const COUNT_TICKETS = `
       UPDATE ticket_usage_brands u SET budget = u.used, allowance = p_allowance WHERE u.account_id = p_account AND u.period_start = p_period;
       UPDATE ticket_usage p SET allowance = p_allowance WHERE p.account_id = p_account AND p.period_start = p_period;
     END IF;
-    -- A brand's first tickets of the period: its count starts from its tickets so far.
     INSERT INTO ticket_usage_brands (account_id, period_start, brand_id, used, budget, allowance)
     SELECT p_account, p_period, c.brand_id, k.n, k.n, p_allowance FROM unnest(p_brands) AS c(brand_id)
     CROSS JOIN LATERAL (
@@ -108,6 +89,16 @@ const COUNT_TICKETS = `
     END IF;
     UPDATE ticket_usage_brands u SET used = u.used + c.n FROM unnest(p_brands, p_counts) AS c(brand_id, n)
     WHERE u.account_id = p_account AND u.period_start = p_period AND u.brand_id = c.brand_id;
+    RETURN true;
+  END $$`;
+
+const COUNTED_WITHIN_BUDGETS = `
+  CREATE FUNCTION ticketd_counted_within_budgets(p_brands integer, p_counted integer) RETURNS boolean
+  LANGUAGE plpgsql AS $$
+  BEGIN
+    IF p_counted < p_brands THEN
+      RAISE EXCEPTION 'a brand has no room in its budget of the ticket allowance' USING ERRCODE = 'TQ002';
+    END IF;
     RETURN true;
   END $$`;
 
@@ -149,6 +140,7 @@ export async function up(knex: Knex): Promise<void> {
     t.foreign(['account_id', 'period_start'], 'ticket_usage_brands_period_fk').references(['account_id', 'period_start']).inTable('ticket_usage').onDelete('CASCADE');
   });
   await knex.raw(COUNT_TICKETS);
+  await knex.raw(COUNTED_WITHIN_BUDGETS);
   await knex.raw(ON_SPAM);
   await knex.raw(SPAM_TRIGGER);
 }
@@ -156,7 +148,8 @@ export async function up(knex: Knex): Promise<void> {
 export async function down(knex: Knex): Promise<void> {
   await knex.raw('DROP TRIGGER tickets_usage_on_spam ON tickets');
   await knex.raw('DROP FUNCTION ticketd_ticket_usage_on_spam()');
-  await knex.raw('DROP FUNCTION ticketd_count_tickets(text, timestamptz, text, integer, text[], integer[], text[], boolean)');
+  await knex.raw('DROP FUNCTION ticketd_counted_within_budgets(integer, integer)');
+  await knex.raw('DROP FUNCTION ticketd_count_tickets(text, timestamptz, text, integer, text[], integer[], text[])');
   await knex.schema.dropTable('ticket_usage_brands');
   await knex.schema.dropTable('ticket_usage');
   await knex.schema.createTable('ticket_usage', (t) => {

@@ -124,24 +124,53 @@ function itemOf(w: TicketWrite, ord: number, contactId: string | null): Record<s
 const CUSTOMER_COLUMNS = ['id', 'account_id', 'livemode', 'brand_id', 'email', 'name', 'avatar_url', 'company_id'];
 
 /**
- * The statement's last part while tickets are metered (billing.ticketsMetered): its tickets (spam
- * left out) are counted per brand against the plan's allowance by ticketd_count_tickets (see the
- * migration ticket_usage_by_brand), after every insert. Far from the allowance each brand counts
- * within its own budget, so batches of different brands never wait for each other; near it, the
- * account's creates count one at a time, and one over the allowance raises
- * (billing.allowanceRefusal): nothing of the statement stays. `exact` (inside a caller's
- * transaction) always counts one at a time: the usual way may raise that a budget was taken back
- * meanwhile, which would end the caller's transaction.
+ * The statement's last part while tickets are metered (billing.ticketsMetered), after every
+ * insert: its tickets (spam left out) counted per brand against the plan's allowance (see the
+ * migration ticket_usage_by_brand), `ok` once counted.
+ *
+ * The usual way: each brand adds to its own count within the budget it was granted, its row
+ * locked in brand id order (usage_locked, when there are several), so batches of different brands
+ * never wait for each other. When a brand cannot (its first tickets of the period, no room left,
+ * another plan), the statement raises (billing.isAllowanceBudgetTaken) and writes nothing: its
+ * creates go step by step, the exact way.
+ *
+ * The exact way (inside a caller's transaction: step by step, inbound mail): ticketd_count_tickets,
+ * one create at a time per account, granting budgets; over the allowance it raises
+ * (billing.allowanceRefusal) and nothing of the statement stays.
  */
-const COUNT_AGAINST_ALLOWANCE = `, allowance as materialized (:allowance
+function countAgainstAllowance(way: 'usual' | 'usual, brands locked first' | 'exact'): string {
+  if (way === 'exact') {
+    return `, allowance as materialized (:allowance
     ), counted as materialized (
       select t.brand_id, count(*)::int as n, array_agg(t.id) as ids from t where not t.is_spam group by t.brand_id
-    ), usage as materialized (
+    ), counted_ok as materialized (
       select ticketd_count_tickets(:accountId, al.period_start, al.plan_name, al.allowance,
         array(select c.brand_id from counted c order by c.brand_id), array(select c.n from counted c order by c.brand_id),
-        array(select unnest(c.ids) from counted c), :exact) as ok
+        array(select unnest(c.ids) from counted c)) as ok
       from allowance al
     )`;
+  }
+  const lockFirst = way === 'usual, brands locked first';
+  return `, allowance as materialized (:allowance
+    ), counted as materialized (
+      select t.brand_id, count(*)::int as n from t where not t.is_spam group by t.brand_id
+    ),${
+      lockFirst
+        ? ` usage_locked as materialized (
+      select u.brand_id from ticket_usage_brands u
+      where :usageScope and u.period_start = (select period_start from allowance) and u.brand_id in (select brand_id from counted)
+      order by u.brand_id for update
+    ),`
+        : ''
+    } usage as (
+      update ticket_usage_brands u set used = u.used + c.n from counted c, allowance al
+      where :usageScope and u.period_start = al.period_start and u.brand_id = c.brand_id${lockFirst ? ' and u.brand_id in (select brand_id from usage_locked)' : ''}
+        and u.allowance is not distinct from al.allowance and (al.allowance is null or u.used + c.n <= u.budget)
+      returning u.brand_id
+    ), counted_ok as materialized (
+      select ticketd_counted_within_budgets((select count(*) from counted)::int, (select count(*) from usage)::int) as ok
+    )`;
+}
 
 /**
  * THE statement that creates tickets, for a batch of creates (the usual ones, grouped by
@@ -159,7 +188,7 @@ const COUNT_AGAINST_ALLOWANCE = `, allowance as materialized (:allowance
  *      on another create;
  *   5. the ticket (spam if the sender is blocked) with its derived columns filled here rather
  *      than by the per-row trigger, its tag links, its ticket.created entry and webhook deliveries;
- *   6. while metered, the tickets counted against the plan's allowance (COUNT_AGAINST_ALLOWANCE):
+ *   6. while metered, the tickets counted against the plan's allowance (countAgainstAllowance):
  *      over it, the statement raises and writes nothing.
  * Returns each created ticket as the response shows it, with its `ord`; a create that failed a
  * check, or whose key was taken, is absent and wrote nothing.
@@ -167,6 +196,8 @@ const COUNT_AGAINST_ALLOWANCE = `, allowance as materialized (:allowance
 export function createStatement(ctx: TenantCtx, writes: readonly TicketWrite[]): Knex.Raw {
   // The plan pays for live mode: test-mode tickets are never counted.
   const metered = ctx.livemode && billing.ticketsMetered(ctx.services.config);
+  // Inside a caller's transaction, the usual way's refusal to wait would end that transaction.
+  const counting = ctx.db.isTransaction ? 'exact' : new Set(writes.map((w) => w.brandId)).size > 1 ? 'usual, brands locked first' : 'usual';
   // Every create of the batch naming one email makes (at most) one contact: the first one's.
   const emailKey = (w: TicketWrite) => `${w.brandId} ${w.email}`;
   const contactIds = new Map<string, string>();
@@ -235,9 +266,9 @@ export function createStatement(ctx: TenantCtx, writes: readonly TicketWrite[]):
       select t.account_id, t.livemode, t.brand_id, t.id, g.id, t.status, t.priority from t join items i on i.id = t.id join given_tags g on g.ord = i.ord
     ), entry as (:ticketEntry
     ), announced as (:announced
-    )${metered ? COUNT_AGAINST_ALLOWANCE : ''}
+    )${metered ? countAgainstAllowance(counting) : ''}
     select i.ord, tickets.*, ${tickets.relatedColumns('array(select g.id from given_tags g where g.ord = i.ord)', 'customer')}
-    from t as tickets join items i on i.id = tickets.id${metered ? ' where (select ok from usage)' : ''}`;
+    from t as tickets join items i on i.id = tickets.id${metered ? ' where (select ok from counted_ok)' : ''}`;
 
   return ctx.db.raw(sql, {
     items: JSON.stringify(writes.map((w, ord) => itemOf(w, ord, w.email ? contactIds.get(emailKey(w))! : null))),
@@ -264,7 +295,7 @@ export function createStatement(ctx: TenantCtx, writes: readonly TicketWrite[]):
         { sql: 'exists (select 1 from t where t.id = entry.entity_id)', bindings: [] },
       ),
     ),
-    ...(metered ? { allowance: raw(billing.allowanceSql(ctx)), exact: Boolean(ctx.db.isTransaction) } : {}),
+    ...(metered ? { allowance: raw(billing.allowanceSql(ctx)), usageScope: accountScope(ctx, 'u') } : {}),
     announced: raw(
       events.ticketsCreated(
         ctx,

@@ -224,8 +224,8 @@ export function limitReached(planName: string, what: string, limit: number, have
 const OVER_ALLOWANCE = 'TQ001';
 
 /**
- * What the ticket create statement raises (SQLSTATE TQ002) when, counting the usual way, a brand's
- * budget was taken back between its look and its lock: the creates go again, the exact way.
+ * What the ticket create statement raises (SQLSTATE TQ002) when, counting the usual way, a brand
+ * has no room in its budget of the allowance (or no budget yet): its creates go again, the exact way.
  */
 export function isAllowanceBudgetTaken(err: unknown): boolean {
   return pgErrorCode(err) === 'TQ002';
