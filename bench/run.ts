@@ -200,8 +200,8 @@ function createLoad(url: string, headers: Record<string, string>, brandIds: read
 /**
  * Ticket create with the plan's ticket allowance counted (a plan with an allowance so large that
  * nothing is refused, so every create is counted and checked) and without (no plan has one): two
- * fresh API processes on one database, in turns (the order alternating), for one create at a time,
- * 16 on one brand and 16 over 16 brands.
+ * API processes on one database, started afresh every turn, measured in turns (the order
+ * alternating), for one create at a time, 16 on one brand and 16 over 16 brands.
  */
 interface QuotaCost {
   rows: Row[];
@@ -225,7 +225,25 @@ async function measureQuotaCost(databaseUrl: string, brandIds: readonly string[]
   };
   writeFileSync(configFile, JSON.stringify({ defaultPlan: 'metered', plans: [metered] }));
   const env = { TICKETD_DB_POOL_MAX: '20', TICKETD_RATE_LIMIT_PER_API_KEY: '1000000000', TICKETD_RATE_LIMIT_PER_IP: '1000000000' };
-  const servers = { off: await startTicketd('api', databaseUrl, env), on: await startTicketd('api', databaseUrl, { ...env, TICKETD_CONFIG: configFile }) };
+  type Servers = Record<'off' | 'on', Awaited<ReturnType<typeof startTicketd>>>;
+  // Fresh processes every turn, started in alternating order: two identical processes on one
+  // database were seen to differ by 15-20% for a whole run, which a turn's ratio must not inherit.
+  const start = async (round: number): Promise<Servers> => {
+    const off = () => startTicketd('api', databaseUrl, env);
+    const on = () => startTicketd('api', databaseUrl, { ...env, TICKETD_CONFIG: configFile });
+    if (round % 2) {
+      const first = await on();
+      return { on: first, off: await off() };
+    }
+    const first = await off();
+    return { off: first, on: await on() };
+  };
+  const stop = async (servers: Servers) => {
+    for (const { child } of Object.values(servers)) {
+      child.kill('SIGTERM');
+      await new Promise((r) => child.once('exit', r));
+    }
+  };
   const rows: Row[] = [];
   const perSec: Record<string, { off: number[]; on: number[] }> = {};
   const createOpts = (url: string, c: number, brands: number) =>
@@ -241,26 +259,31 @@ async function measureQuotaCost(databaseUrl: string, brandIds: readonly string[]
     });
   try {
     for (let round = 0; round <= QUOTA_TURNS; round++) {
-      for (const [c, brands] of [
-        [1, 1],
-        [16, 1],
-        [16, 16],
-      ] as const) {
-        const scenario = `create c${c} b${brands}`;
-        perSec[scenario] ??= { off: [], on: [] };
-        for (const mode of round % 2 ? (['on', 'off'] as const) : (['off', 'on'] as const)) {
-          const row = await measure(`${scenario}, quotas ${mode} (${round ? `turn ${round}` : 'warm-up'})`, createOpts(servers[mode].info.url, c, brands), servers[mode].child.pid);
-          if (round === 0) continue;
-          rows.push(row);
-          perSec[scenario]![mode].push(row['req/s']);
+      const servers = await start(round);
+      try {
+        for (const [c, brands] of [
+          [1, 1],
+          [16, 1],
+          [16, 16],
+        ] as const) {
+          const scenario = `create c${c} b${brands}`;
+          perSec[scenario] ??= { off: [], on: [] };
+          for (const mode of round % 2 ? (['on', 'off'] as const) : (['off', 'on'] as const)) {
+            const row = await measure(
+              `${scenario}, quotas ${mode} (${round ? `turn ${round}` : 'warm-up'})`,
+              createOpts(servers[mode].info.url, c, brands),
+              servers[mode].child.pid,
+            );
+            if (round === 0) continue;
+            rows.push(row);
+            perSec[scenario]![mode].push(row['req/s']);
+          }
         }
+      } finally {
+        await stop(servers);
       }
     }
   } finally {
-    for (const { child } of Object.values(servers)) {
-      child.kill('SIGTERM');
-      await new Promise((r) => child.once('exit', r));
-    }
     rmSync(configFile, { force: true });
   }
   // Each turn's pair is measured back to back, so its ratio is free of the machine's drift over the run: the median of those.
@@ -269,7 +292,7 @@ async function measureQuotaCost(databaseUrl: string, brandIds: readonly string[]
 }
 
 function printQuotaCost(cost: QuotaCost): void {
-  process.stdout.write('\nTicket create with the plan allowance counted (quotas on) and not (off): two fresh --role api processes, in turns:\n');
+  process.stdout.write('\nTicket create with the plan allowance counted (quotas on) and not (off): two --role api processes started afresh every turn, in turns:\n');
   console.table(cost.rows);
   process.stdout.write(`cost of counting against the allowance (target: under 5%), fewer creates/s: ${JSON.stringify(cost.costPercent)}\n`);
 }
