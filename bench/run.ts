@@ -384,9 +384,8 @@ async function crossBrandBench(serverUrl: string, serverPid: number, dbUrl: stri
         turns.push({ a: await runA(), b: rb });
       }
     }
-    const side = (r: Row | null) => r!;
-    const field = (pick: 'a' | 'b', f: 'p50 ms' | 'p99 ms' | 'server CPU µs/req') => median(turns.map((t) => Number(side(t[pick])[f])));
-    const turnRatio = (f: 'p50 ms' | 'p99 ms') => `${median(turns.map((t) => t.b[f] / side(t.a)[f])).toFixed(2)}×`;
+    const field = (pick: 'a' | 'b', f: 'p50 ms' | 'p99 ms' | 'server CPU µs/req') => median(turns.map((t) => Number(t[pick]![f])));
+    const turnRatio = (f: 'p50 ms' | 'p99 ms') => `${median(turns.map((t) => t.b[f] / t.a![f])).toFixed(2)}×`;
     return {
       scenario,
       'one brand p50 ms': a ? field('a', 'p50 ms') : '',

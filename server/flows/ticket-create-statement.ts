@@ -131,7 +131,7 @@ const CUSTOMER_COLUMNS = ['id', 'account_id', 'livemode', 'brand_id', 'email', '
  * The usual way: each brand adds to its own count within the budget it was granted, its row
  * locked in brand id order (usage_locked, when there are several), so batches of different brands
  * never wait for each other. When a brand cannot (its first tickets of the period, no room left,
- * another plan), the statement raises (billing.isAllowanceBudgetTaken) and writes nothing: its
+ * another plan), the statement raises (billing.isOutsideBrandBudget) and writes nothing: its
  * creates go step by step, the exact way.
  *
  * The exact way (inside a caller's transaction: step by step, inbound mail): ticketd_count_tickets,
@@ -139,30 +139,25 @@ const CUSTOMER_COLUMNS = ['id', 'account_id', 'livemode', 'brand_id', 'email', '
  * (billing.allowanceRefusal) and nothing of the statement stays.
  */
 function countAgainstAllowance(way: 'usual' | 'usual, brands locked first' | 'exact'): string {
-  if (way === 'exact') {
-    return `, allowance as materialized (:allowance
+  const allowanceAndCounts = `, allowance as materialized (:allowance
     ), counted as materialized (
-      select t.brand_id, count(*)::int as n, array_agg(t.id) as ids from t where not t.is_spam group by t.brand_id
-    ), counted_ok as materialized (
+      select t.brand_id, count(*)::int as n from t where not t.is_spam group by t.brand_id
+    )`;
+  if (way === 'exact') {
+    return `${allowanceAndCounts}, counted_ok as materialized (
       select ticketd_count_tickets(:accountId, al.period_start, al.plan_name, al.allowance,
         array(select c.brand_id from counted c order by c.brand_id), array(select c.n from counted c order by c.brand_id),
-        array(select unnest(c.ids) from counted c)) as ok
+        array(select t.id from t where not t.is_spam)) as ok
       from allowance al
     )`;
   }
   const lockFirst = way === 'usual, brands locked first';
-  return `, allowance as materialized (:allowance
-    ), counted as materialized (
-      select t.brand_id, count(*)::int as n from t where not t.is_spam group by t.brand_id
-    ),${
-      lockFirst
-        ? ` usage_locked as materialized (
+  const locked = `, usage_locked as materialized (
       select u.brand_id from ticket_usage_brands u
       where :usageScope and u.period_start = (select period_start from allowance) and u.brand_id in (select brand_id from counted)
       order by u.brand_id for update
-    ),`
-        : ''
-    } usage as (
+    )`;
+  return `${allowanceAndCounts}${lockFirst ? locked : ''}, usage as (
       update ticket_usage_brands u set used = u.used + c.n from counted c, allowance al
       where :usageScope and u.period_start = al.period_start and u.brand_id = c.brand_id${lockFirst ? ' and u.brand_id in (select brand_id from usage_locked)' : ''}
         and u.allowance is not distinct from al.allowance and (al.allowance is null or u.used + c.n <= u.budget)

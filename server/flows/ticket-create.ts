@@ -142,7 +142,7 @@ const createBatches = part('tickets.createBatches', () =>
         // The callers still get their tickets (step by step); the log says group commit failed.
         // A batch over the plan's allowance, or one whose brand has no room in its budget of it, is
         // no failure: step by step, each create counts the exact way, and fits or gets its 403.
-        if (!billing.isLimitReached(err) && !billing.isAllowanceBudgetTaken(err)) {
+        if (!billing.isLimitReached(err) && !billing.isOutsideBrandBudget(err)) {
           writes[0]!.ctx.log?.warn({ err, creates: writes.length }, 'a batch of ticket creates failed as a whole: each goes step by step');
         }
         return writes.map(() => null);

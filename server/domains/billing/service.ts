@@ -223,12 +223,12 @@ export function limitReached(planName: string, what: string, limit: number, have
 /** What the ticket create statement raises (SQLSTATE TQ001, see the migration) when a count went over the allowance. */
 const OVER_ALLOWANCE = 'TQ001';
 
-/**
- * What the ticket create statement raises (SQLSTATE TQ002) when, counting the usual way, a brand
- * has no room in its budget of the allowance (or no budget yet): its creates go again, the exact way.
- */
-export function isAllowanceBudgetTaken(err: unknown): boolean {
-  return pgErrorCode(err) === 'TQ002';
+/** What the ticket create statement raises (SQLSTATE TQ002, see the migration) when, counting the usual way, a brand has no room in its budget. */
+const OUTSIDE_BRAND_BUDGET = 'TQ002';
+
+/** A create statement refused for a brand without room in its budget of the allowance (or no budget yet): its creates go again, the exact way. */
+export function isOutsideBrandBudget(err: unknown): boolean {
+  return pgErrorCode(err) === OUTSIDE_BRAND_BUDGET;
 }
 
 /** The 403 for a create the allowance refused (its DETAIL names the plan); null for any other error. */
