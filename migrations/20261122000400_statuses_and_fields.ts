@@ -1,5 +1,5 @@
 import type { Knex } from 'knex';
-import { newId } from '../server/core/ids.js';
+import { randomBytes } from 'node:crypto';
 
 /**
  * Per-brand ticket statuses and custom field definitions.
@@ -73,7 +73,7 @@ export async function up(knex: Knex): Promise<void> {
   const brands: { id: string; accountId: string; livemode: boolean }[] = await knex('brands').select({ id: 'id', accountId: 'account_id', livemode: 'livemode' }).orderBy('id');
   const rows = brands.flatMap((b) =>
     SYSTEM_STATUSES.map((s, i) => ({
-      id: newId('st'),
+      id: statusId(),
       account_id: b.accountId,
       livemode: b.livemode,
       brand_id: b.id,
@@ -83,6 +83,18 @@ export async function up(knex: Knex): Promise<void> {
     })),
   );
   if (rows.length) await knex.batchInsert('statuses', rows, 500);
+}
+
+/**
+ * A status id as ticketd makes them (`st_`, 10 base32 characters of milliseconds, 16 random ones),
+ * spelled out here: a migration never changes when the server's code does.
+ */
+function statusId(now = Date.now()): string {
+  const alphabet = '0123456789abcdefghjkmnpqrstvwxyz';
+  let time = '';
+  for (let ms = now, i = 0; i < 10; i++, ms = Math.floor(ms / 32)) time = alphabet[ms % 32] + time;
+  const random = [...randomBytes(16)].map((b) => alphabet[b % 32]).join('');
+  return `st_${time}${random}`;
 }
 
 export async function down(knex: Knex): Promise<void> {

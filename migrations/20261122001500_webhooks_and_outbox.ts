@@ -10,7 +10,7 @@ import type { Knex } from 'knex';
  * attempts and resets on a success; disabled_reason says why the dispatcher turned a webhook off.
  *
  * outbox: one row per message to deliver, of any kind ('webhook' now, 'mail' later: a kind is a
- * handler in server/outbox/handlers/, the table does not change). Rows are inserted in the same
+ * handler in the dispatcher, the table does not change). Rows are inserted in the same
  * transaction as the change they announce, so a rolled-back change leaves none, and a committed
  * one is never lost. payload is the exact body to send, built at event time. status:
  *   pending  → never attempted;  retrying → failed, next attempt at available_at;

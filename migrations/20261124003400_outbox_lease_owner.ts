@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 
 /**
  * The leases by owner, for the dispatchers' reclaim of the messages of a dispatcher that is gone
- * (server/outbox/service.ts reclaimGone): it lists the owners holding leases and makes one owner's
+ * (the outbox service's reclaimGone): it lists the owners holding leases and makes one owner's
  * rows due. Only rows under a lease are in it (a settle clears lease_owner), so it stays small.
  */
 export async function up(knex: Knex): Promise<void> {

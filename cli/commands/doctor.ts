@@ -3,7 +3,7 @@ import { ConfigError, loadConfig, type Config } from '../../server/core/config.j
 import { databaseClock, diskSpace, type DatabaseClock } from '../../server/core/diagnostics.js';
 import { migrationStatus } from '../../server/core/migrate.js';
 import { embeddedClusterExists } from '../../server/integrations/embedded-postgres.js';
-import * as outbox from '../../server/outbox/service.js';
+import * as outbox from '../../server/core/outbox/service.js';
 import { adminCtx } from '../context.js';
 import { withServices } from '../database.js';
 import { emit, ReportedFailure } from '../io.js';

@@ -1,7 +1,7 @@
 import { Option, type Command } from 'commander';
 import { loadConfig } from '../../server/core/config.js';
-import * as outbox from '../../server/outbox/service.js';
-import { OUTBOX_STATUSES, type OutboxStatus } from '../../server/outbox/service.js';
+import * as outbox from '../../server/core/outbox/service.js';
+import { OUTBOX_STATUSES, type OutboxStatus } from '../../server/core/outbox/service.js';
 import { withServices } from '../database.js';
 import { adminCtx } from '../context.js';
 import { confirmOrFlag, emit, table, UsageError } from '../io.js';

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
-import { OUTBOX_STATUSES, type OutboxStatus } from '../outbox/model.js';
+import { OUTBOX_STATUSES, type OutboxStatus } from './outbox/model.js';
 import type { Db } from './db.js';
 import { part, type Services } from './services.js';
 

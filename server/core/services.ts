@@ -1,10 +1,15 @@
 import type { Config } from './config.js';
 import type { Db } from './db.js';
-import { mailTransport as transportFromConfig, type MailTransport } from '../integrations/mail.js';
-import { storageFromConfig, type Storage } from '../integrations/storage.js';
+import type { MailTransport, Storage } from './ports.js';
+
+/** The implementations of core/ports.ts a process uses, made from its configuration (server/services.ts wires the integrations). */
+export interface Adapters {
+  storage(config: Config): Storage;
+  mailTransport(config: Config, log: (line: string) => void): MailTransport;
+}
 
 /**
- * What a process's services are built with, once, by createServices: the API, a dispatcher-only
+ * What a process's services are built with, once, by createServices (server/services.ts): the API, a dispatcher-only
  * process and every CLI command alike. Everything that lives longer than a call (caches, the ticket
  * create batcher, compiled validators) hangs off the Services it returns, never off a module, so
  * two apps in one process (tests run several) never share one, and every role gets the same
@@ -22,6 +27,8 @@ export interface ServiceDeps {
   clock?: () => number;
   /** Where services report what callers are not told (a Fastify or CLI logger). */
   logger?: ServiceLogger;
+  /** Makes the defaults of storage and mailTransport. */
+  adapters: Adapters;
   /** Outbound mail; default from the configuration (file or SMTP), made when first asked for. */
   mailTransport?: MailTransport;
   /** Attachment files; default: local disk under dataDir. */
@@ -65,7 +72,7 @@ export interface Services {
 
 const quiet: ServiceLogger = { info: () => undefined, warn: () => undefined, error: () => undefined };
 
-export function createServices(deps: ServiceDeps): Services {
+export function assembleServices(deps: ServiceDeps): Services {
   const made = new Map<Part<unknown>, unknown>();
   let transport = deps.mailTransport ?? null;
   let storage = deps.storage ?? null;
@@ -78,11 +85,11 @@ export function createServices(deps: ServiceDeps): Services {
     now: deps.clock ?? Date.now,
     log,
     get storage() {
-      return (storage ??= storageFromConfig(deps.config));
+      return (storage ??= deps.adapters.storage(deps.config));
     },
     get mailTransport() {
       // file (the default) writes .eml files under the data directory and logs one line each.
-      return (transport ??= transportFromConfig(deps.config, (line) => log.info({}, line)));
+      return (transport ??= deps.adapters.mailTransport(deps.config, (line) => log.info({}, line)));
     },
     get<T>(p: Part<T>): T {
       if (!made.has(p)) made.set(p, p.make(services));

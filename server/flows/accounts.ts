@@ -1,7 +1,7 @@
 import { tenantCtx, withTx, type BaseCtx, type TenantCtx } from '../core/context.js';
 import { badRequest } from '../core/errors.js';
 import { credentialsChanged } from '../core/credential-cache.js';
-import type { Storage } from '../integrations/storage.js';
+import type { Storage } from '../core/ports.js';
 import * as accounts from '../domains/accounts/service.js';
 import * as attachments from '../domains/attachments/service.js';
 import type { DeleteAccountResultView } from '../domains/organizations/schemas.js';

@@ -1,5 +1,5 @@
 import { withTx, type TenantCtx } from '../core/context.js';
-import * as outbox from '../outbox/service.js';
+import * as outbox from '../core/outbox/service.js';
 import * as accounts from '../domains/accounts/service.js';
 import * as billing from '../domains/billing/service.js';
 import { invitation } from '../domains/mail/messages.js';

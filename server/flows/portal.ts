@@ -3,7 +3,7 @@ import { portalOriginAllowed } from '../core/auth.js';
 import { requireBrand, type Brand } from '../core/brand.js';
 import { badRequest, forbidden, notFound } from '../core/errors.js';
 import * as audit from '../core/audit.js';
-import * as outbox from '../outbox/service.js';
+import * as outbox from '../core/outbox/service.js';
 import type { AttachmentDeps, AttachmentIo } from '../domains/attachments/service.js';
 import * as attachments from '../domains/attachments/service.js';
 import type { AttachmentView, AttachmentWithUrlView, UploadGrantView } from '../domains/attachments/schemas.js';

@@ -4,7 +4,7 @@ import type { SessionIdentity } from '../core/auth.js';
 import type { Services } from '../core/services.js';
 import { credentialCacheOf, startCredentialCache, type CacheEntry } from '../core/credential-cache.js';
 import { hashSecret } from '../core/secrets.js';
-import * as outbox from '../outbox/service.js';
+import * as outbox from '../core/outbox/service.js';
 import * as accounts from '../domains/accounts/service.js';
 import { signInLink } from '../domains/mail/messages.js';
 import { settingsOf } from '../domains/mail/service.js';

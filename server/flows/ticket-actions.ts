@@ -2,7 +2,7 @@ import objection from 'objection';
 import { withTx, type TenantCtx } from '../core/context.js';
 import { badRequest, notFound } from '../core/errors.js';
 import * as audit from '../core/audit.js';
-import * as events from '../outbox/events.js';
+import * as events from '../core/outbox/events.js';
 import * as blockedSources from '../domains/blocked-sources/service.js';
 import { requireBrand } from '../core/brand.js';
 import * as categories from '../domains/categories/service.js';

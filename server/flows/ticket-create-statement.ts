@@ -7,7 +7,7 @@ import { claimRowsStatement } from '../core/idempotency.js';
 import { newId, ID_PREFIX } from '../core/ids.js';
 import { accountScope, tenantScope } from '../core/model.js';
 import { emailDomain, foldText } from '../core/text.js';
-import * as events from '../outbox/events.js';
+import * as events from '../core/outbox/events.js';
 import { GIVEN_COLUMNS, VIEW_COLUMNS } from '../domains/tickets/columns.js';
 import type { CreateTicketInput } from '../domains/tickets/schemas.js';
 import * as tickets from '../domains/tickets/service.js';

@@ -5,7 +5,7 @@ import * as attachments from '../domains/attachments/service.js';
 import * as audit from '../core/audit.js';
 import { requireBrand } from '../core/brand.js';
 import * as comments from '../domains/comments/service.js';
-import * as events from '../outbox/events.js';
+import * as events from '../core/outbox/events.js';
 import type { MergeInput, MergeResultView } from '../domains/tickets/actions-schemas.js';
 import { Ticket } from '../domains/tickets/model.js';
 import { fetchView } from '../domains/tickets/service.js';

@@ -4,7 +4,7 @@ import type { Change } from '../core/audit.js';
 import { requireBrand } from '../core/brand.js';
 import { badRequest, notFound } from '../core/errors.js';
 import { canonicalJson } from '../core/idempotency.js';
-import * as events from '../outbox/events.js';
+import * as events from '../core/outbox/events.js';
 import * as categories from '../domains/categories/service.js';
 import * as fields from '../domains/fields/service.js';
 import * as statuses from '../domains/statuses/service.js';

@@ -2,6 +2,7 @@ import { mkdir, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import nodemailer, { type SendMailOptions } from 'nodemailer';
 import type { Config } from '../core/config.js';
+import type { MailAddress, MailMessage, MailTransport, SentMail } from '../core/ports.js';
 
 /**
  * Outbound mail through nodemailer. A message is a plain, serialisable object (the outbox stores it
@@ -15,46 +16,6 @@ import type { Config } from '../core/config.js';
  * - `smtp`: a relay (`mailSmtpHost`, `mailSmtpPort`; `mailSmtpSecure` for TLS from the first byte,
  *   otherwise STARTTLS when offered, required with `mailSmtpRequireTls`; `mailSmtpUser`/`Pass`).
  */
-
-export interface MailAddress {
-  name?: string | null;
-  address: string;
-}
-
-export type MailKind = 'agent_reply' | 'autoresponse' | 'watcher_notification' | 'mention' | 'sign_in' | 'invitation' | 'portal_link' | 'csat' | 'test';
-
-export interface MailMessage {
-  kind: MailKind;
-  from: MailAddress;
-  to: MailAddress[];
-  cc: MailAddress[];
-  /** The address replies go to (routes back to the ticket); null for none. */
-  replyTo: string | null;
-  subject: string;
-  text: string;
-  html: string;
-  /** `<id@domain>`, derived from the event that caused the message. */
-  messageId: string;
-  inReplyTo: string | null;
-  references: string[];
-  /** Extra headers: X-Ticketd-Brand, Auto-Submitted, … */
-  headers: Record<string, string>;
-}
-
-export interface SentMail {
-  messageId: string;
-  transport: 'file' | 'smtp';
-  /** file transport: where the message was written. */
-  path?: string;
-  /** smtp transport: the relay's final answer. */
-  response?: string;
-}
-
-export interface MailTransport {
-  readonly kind: 'file' | 'smtp';
-  send(message: MailMessage): Promise<SentMail>;
-  close(): void;
-}
 
 function options(message: MailMessage): SendMailOptions {
   const address = (a: MailAddress) => (a.name ? { name: a.name, address: a.address } : a.address);

@@ -5,20 +5,7 @@ import { mkdir, readdir, rename, stat, unlink } from 'node:fs/promises';
 import path from 'node:path';
 import { Readable, Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-
-/** What a finished write measured. */
-export interface StoredObject {
-  size: number;
-  sha256: string;
-}
-
-/** Bytes written to a staging area, not yet visible under any key. */
-export interface StagedObject extends StoredObject {
-  /** Moves the bytes under `key` atomically (replacing what was there). */
-  commit(key: string): Promise<void>;
-  /** Throws the bytes away; harmless after commit or a second time. */
-  discard(): Promise<void>;
-}
+import type { StagedObject, Storage, StoredObject } from '../core/ports.js';
 
 /** The source sent more than the byte limit allowed; nothing was kept. */
 export class ByteLimitExceeded extends Error {
@@ -26,24 +13,6 @@ export class ByteLimitExceeded extends Error {
     super(`more than ${limit} bytes`);
     this.name = 'ByteLimitExceeded';
   }
-}
-
-/**
- * Where attachment bytes live. Keys are attachment ids (never a client's file name). A write
- * goes to a staging area first and is moved under its key in one step, so a reader never sees
- * a half-written object. Another backend (S3, …) implements the same calls.
- */
-export interface Storage {
-  /** Streams `source` into staging, hashing as it goes; more than `maxBytes` rejects with ByteLimitExceeded. */
-  stage(source: Readable, maxBytes: number): Promise<StagedObject>;
-  /** stage + commit: the object is under `key` when this resolves. */
-  put(key: string, source: Readable, maxBytes: number): Promise<StoredObject>;
-  /** A read stream of the object, or null when there is none. */
-  open(key: string): Promise<{ stream: Readable; size: number } | null>;
-  delete(key: string): Promise<void>;
-  exists(key: string): Promise<boolean>;
-  /** Removes staged bytes older than `before` that a crashed process left behind; returns how many. */
-  purgeStaging(before: Date): Promise<number>;
 }
 
 const KEY = /^[A-Za-z0-9_-]{1,128}$/;

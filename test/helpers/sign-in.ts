@@ -7,8 +7,8 @@ import * as members from '../../server/domains/members/service.js';
 import type { Services } from '../../server/core/services.js';
 import { loginLink } from '../../server/flows/sign-in.js';
 import { mailTransport } from '../../server/integrations/mail.js';
-import { Dispatcher } from '../../server/outbox/dispatcher.js';
-import { mailHandler } from '../../server/outbox/handlers/mail.js';
+import { Dispatcher } from '../../server/worker/dispatcher.js';
+import { mailHandler } from '../../server/worker/handlers/mail.js';
 import { client, makeBrand, signup, type Reply } from './app.js';
 
 /** The dashboard origin the sign-in tests configure (TICKETD_DASHBOARD_ORIGINS). */

@@ -1,6 +1,6 @@
 import t from 'tap';
 import { keyCacheOf, KEYS_CHANNEL } from '../../server/domains/api-keys/service.js';
-import { Dispatcher } from '../../server/outbox/dispatcher.js';
+import { Dispatcher } from '../../server/worker/dispatcher.js';
 import { assertErrorShape, client, signup, testApp, type Signup, servicesOf } from '../helpers/app.js';
 
 // The signup limit is per app; this file signs up more accounts than the default 20 per hour.

@@ -7,9 +7,9 @@ import t from 'tap';
 import { buildApp } from '../../server/app.js';
 import { serverSecret } from '../../server/core/secrets.js';
 import { signGrant } from '../../server/domains/attachments/grants.js';
-import { withoutGrantTokens } from '../../server/domains/attachments/routes.js';
+import { withoutGrantTokens } from '../../server/http/attachments.js';
 import { attachmentDeps } from '../../server/domains/attachments/service.js';
-import { Dispatcher } from '../../server/outbox/dispatcher.js';
+import { Dispatcher } from '../../server/worker/dispatcher.js';
 import { assertErrorShape, assertNotFound, client, makeBrand, makeTicket, signup, type Signup, testApp, servicesOf } from '../helpers/app.js';
 
 const MAX = 1024;

@@ -2,8 +2,8 @@ import t from 'tap';
 import { testConfig } from '../helpers/app.js';
 import { ratingPageUrl } from '../../server/flows/feedback.js';
 import { mailTransport } from '../../server/integrations/mail.js';
-import { Dispatcher } from '../../server/outbox/dispatcher.js';
-import { mailHandler } from '../../server/outbox/handlers/mail.js';
+import { Dispatcher } from '../../server/worker/dispatcher.js';
+import { mailHandler } from '../../server/worker/handlers/mail.js';
 import { assertErrorShape, client, makeBrand, makeTicket, mustCreate, servicesOf, signup, testApp } from '../helpers/app.js';
 import { DASHBOARD, mailsTo } from '../helpers/sign-in.js';
 

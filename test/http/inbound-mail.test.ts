@@ -5,7 +5,8 @@ import t from 'tap';
 import { buildApp } from '../../server/app.js';
 import { packageRoot } from '../../server/core/paths.js';
 import { attachmentDeps } from '../../server/domains/attachments/service.js';
-import { storageFromConfig, type Storage } from '../../server/integrations/storage.js';
+import type { Storage } from '../../server/core/ports.js';
+import { storageFromConfig } from '../../server/integrations/storage.js';
 import { assertErrorShape, client, makeBrand, makeTicket, ownerWithBrand, signup, testApp, testConfig } from '../helpers/app.js';
 
 /** Inbound mail through POST /v1/inbound/email with the MIME fixtures of test/fixtures/mail. */

@@ -5,7 +5,7 @@ import { systemCtx } from '../../server/core/context.js';
 import { packageRoot } from '../../server/core/paths.js';
 import { attachmentDepsOf } from '../../server/domains/attachments/service.js';
 import { setAccountPlan } from '../../server/domains/billing/service.js';
-import { Dispatcher } from '../../server/outbox/dispatcher.js';
+import { Dispatcher } from '../../server/worker/dispatcher.js';
 import { assertErrorShape, client, emptyDir, makeBrand, makeTicket, mustCreate, servicesOf, testApp, type Reply } from '../helpers/app.js';
 import { SIGN_IN_TEST_ENV, teamOfThree } from '../helpers/sign-in.js';
 

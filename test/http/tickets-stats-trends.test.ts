@@ -1,7 +1,7 @@
 import t, { type Test } from 'tap';
 import { systemCtx } from '../../server/core/context.js';
 import { rollUp } from '../../server/domains/tickets/counts.js';
-import { Dispatcher } from '../../server/outbox/dispatcher.js';
+import { Dispatcher } from '../../server/worker/dispatcher.js';
 import { makeBrand, makeTicket, mustCreate, servicesOf, signup, testApp } from '../helpers/app.js';
 
 // GET /v1/tickets/stats and /v1/tickets/trends read the counts kept as tickets change (ticket_counts

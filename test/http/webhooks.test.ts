@@ -1,7 +1,7 @@
 import t from 'tap';
 import { buildApp } from '../../server/app.js';
 import { assertErrorShape, assertNotFound, client, makeBrand, makeTicket, ownerWithBrand, signup, testApp, testConfig, servicesOf } from '../helpers/app.js';
-import { Dispatcher } from '../../server/outbox/dispatcher.js';
+import { Dispatcher } from '../../server/worker/dispatcher.js';
 import { receiver } from '../helpers/receiver.js';
 
 // Loopback receivers need webhookAllowPrivate; a second app on the same database keeps the default (refuse).

@@ -1,7 +1,7 @@
 import t from 'tap';
 import { systemCtx, tenantCtx, withTx, type TenantCtx } from '../../server/core/context.js';
 import { claim, purgeExpired, requestFingerprint } from '../../server/core/idempotency.js';
-import { Dispatcher } from '../../server/outbox/dispatcher.js';
+import { Dispatcher } from '../../server/worker/dispatcher.js';
 import { freshDatabase } from '../helpers/db.js';
 import { createAccount } from '../../server/flows/accounts.js';
 import { servicesOf } from '../helpers/app.js';

@@ -7,10 +7,11 @@ import { SMTPServer } from 'smtp-server';
 import t, { type Test } from 'tap';
 import { systemCtx, tenantCtx, withTx, type TenantCtx } from '../../server/core/context.js';
 import * as mail from '../../server/domains/mail/service.js';
-import { mailTransport, smtpTransport, type MailMessage, type MailTransport } from '../../server/integrations/mail.js';
-import { Dispatcher } from '../../server/outbox/dispatcher.js';
-import { mailHandler } from '../../server/outbox/handlers/mail.js';
-import * as outbox from '../../server/outbox/service.js';
+import type { MailMessage, MailTransport } from '../../server/core/ports.js';
+import { mailTransport, smtpTransport } from '../../server/integrations/mail.js';
+import { Dispatcher } from '../../server/worker/dispatcher.js';
+import { mailHandler } from '../../server/worker/handlers/mail.js';
+import * as outbox from '../../server/core/outbox/service.js';
 import { makeTicket, mustCreate, ownerWithBrand, testApp, servicesOf } from '../helpers/app.js';
 import { createComment } from '../../server/flows/comment-create.js';
 

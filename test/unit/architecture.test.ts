@@ -48,42 +48,40 @@ const graph = new Map(
   ]),
 );
 
-type Layer = 'kernel' | 'leaf' | 'routes' | 'flow' | 'runtime' | 'cli';
+type Layer = 'kernel' | 'integration' | 'leaf' | 'flow' | 'routes' | 'worker' | 'runtime' | 'cli';
+
+/**
+ * The top-level folders of server/ are the layers, lowest first: a file imports only from its own
+ * folder or one listed before it (http/ and worker/ share a rank: neither imports the other).
+ * server/*.ts (app, main, the services' wiring) sit on top.
+ */
+const FOLDER_RANK: Readonly<Record<string, number>> = { core: 0, integrations: 1, domains: 2, flows: 3, http: 4, worker: 4 };
+const TOP_RANK = 5;
+
+/** A server file's top-level folder under server/ ('' for server/*.ts). */
+const folderOf = (file: string) => (file.split('/').length > 2 ? file.split('/')[1]! : '');
+const rankOf = (file: string) => FOLDER_RANK[folderOf(file)] ?? TOP_RANK;
 
 /** Which layer a file is in; see docs/decisions for why the outbox's enqueue side is kernel. */
 function layerOf(file: string): Layer {
   if (file.startsWith('cli/')) return 'cli';
-  if (file.startsWith('server/core/') || file.startsWith('server/integrations/')) return 'kernel';
-  if (file.startsWith('server/outbox/')) return file === 'server/outbox/dispatcher.ts' || file.startsWith('server/outbox/handlers/') ? 'runtime' : 'kernel';
-  if (file.startsWith('server/flows/')) return 'flow';
-  if (file.startsWith('server/domains/')) return /routes\.ts$/.test(file) ? 'routes' : 'leaf';
-  return 'runtime'; // server/app.ts, server/main.ts
+  const layers: Readonly<Record<string, Layer>> = { core: 'kernel', integrations: 'integration', domains: 'leaf', flows: 'flow', http: 'routes', worker: 'worker' };
+  return layers[folderOf(file)] ?? 'runtime';
 }
 
 const domainOf = (file: string) => (file.startsWith('server/domains/') ? file.split('/')[2]! : null);
-const isSchemas = (file: string) => file.endsWith('/schemas.ts');
+const isSchemas = (file: string) => file.endsWith('schemas.ts');
 
 /** Why `from` may not import `to`, or null when it may. */
 function violation(from: string, to: string): string | null {
   const [a, b] = [layerOf(from), layerOf(to)];
-  switch (a) {
-    case 'kernel':
-      return b === 'kernel' ? null : 'the kernel imports no domain, flow or runtime file';
-    case 'leaf':
-      if (b === 'kernel' || domainOf(to) === domainOf(from)) return b === 'routes' ? 'a service never imports routes' : null;
-      // The wire shapes of one domain may embed another's (a ticket view embeds a contact): schemas only.
-      if (isSchemas(from) && isSchemas(to)) return null;
-      return 'a leaf imports only the kernel and its own domain';
-    case 'flow':
-      return b === 'kernel' || b === 'leaf' || b === 'flow' ? null : 'a flow never imports routes or runtime files';
-    case 'routes':
-      if (b === 'kernel' || b === 'flow' || domainOf(to) === domainOf(from) || isSchemas(to)) return null;
-      return "routes use their own domain, flows, the kernel and other domains' schemas only";
-    case 'runtime':
-      return b === 'cli' ? 'the server never imports the CLI' : null;
-    case 'cli':
-      return null;
-  }
+  if (a === 'cli') return null;
+  if (b === 'cli') return 'the server never imports the CLI';
+  if (folderOf(from) !== folderOf(to) && rankOf(to) >= rankOf(from))
+    return `server/${folderOf(from) || '*.ts'} never imports from server/${folderOf(to) || '*.ts'}, above or beside it`;
+  if (a !== 'leaf' || b !== 'leaf' || domainOf(to) === domainOf(from)) return null;
+  // The wire shapes of one domain may embed another's (a ticket view embeds a contact): schemas only.
+  return isSchemas(from) && isSchemas(to) ? null : 'a leaf imports only the kernel, the integrations and its own domain';
 }
 
 /** Strongly connected components with more than one file (Tarjan): each one is an import cycle. */
@@ -124,7 +122,7 @@ t.test('the checks see the code they check', async (t) => {
   t.ok(graph.size > 100, 'server/ and cli/ files are read');
   t.ok(files.filter((f) => layerOf(f) === 'leaf').length > 20, 'leaves are found');
   t.ok(files.filter((f) => layerOf(f) === 'flow').length > 5, 'flows are found');
-  t.ok(graph.get('server/app.ts')!.includes('server/domains/tickets/routes.ts'), 'relative imports resolve to files');
+  t.ok(graph.get('server/app.ts')!.includes('server/http/tickets.ts'), 'relative imports resolve to files');
   t.same(
     cycles(
       new Map([
@@ -137,7 +135,10 @@ t.test('the checks see the code they check', async (t) => {
     [['a', 'b', 'c']],
     'a cycle is found',
   );
-  t.equal(violation('server/domains/tickets/service.ts', 'server/domains/contacts/service.ts'), 'a leaf imports only the kernel and its own domain');
+  t.equal(violation('server/domains/tickets/service.ts', 'server/domains/contacts/service.ts'), 'a leaf imports only the kernel, the integrations and its own domain');
+  t.match(violation('server/domains/tickets/service.ts', 'server/flows/ticket-merge.ts'), /never imports from server\/flows/, 'an import up a folder is found');
+  t.match(violation('server/core/services.ts', 'server/integrations/mail.ts'), /never imports from server\/integrations/, 'the kernel never imports an integration');
+  t.match(violation('server/http/tickets.ts', 'server/worker/dispatcher.ts'), /beside it/, 'http and worker never import each other');
 });
 
 t.test('no import cycle among server/ and cli/ files', async (t) => {
@@ -233,9 +234,30 @@ t.test('only cli/io.ts writes to the console', async (t) => {
   }
 });
 
-t.test('every domain with routes is registered in server/app.ts', async (t) => {
+t.test('every routes file in server/http/ is registered in server/app.ts', async (t) => {
   const app = read('server/app.ts');
-  for (const file of files.filter((f) => f.endsWith('/routes.ts') && layerOf(f) === 'routes')) {
-    t.match(app, `./domains/${domainOf(file)}/routes.js`, `${domainOf(file)} is in the explicit domain list`);
+  for (const file of files.filter((f) => layerOf(f) === 'routes')) {
+    t.match(app, `./http/${path.posix.basename(file, '.ts')}.js`, `${file} is in the explicit list`);
+  }
+});
+
+t.test('a routes file calls the services of one domain at most: more than one is a flow', async (t) => {
+  for (const file of files.filter((f) => layerOf(f) === 'routes')) {
+    const domains = new Set(
+      graph
+        .get(file)!
+        .filter((to) => layerOf(to) === 'leaf' && !isSchemas(to))
+        .map(domainOf),
+    );
+    t.ok(domains.size <= 1, `${file} calls ${[...domains].join(', ')}`);
+  }
+});
+
+t.test('migrations are self-contained: they import packages and node built-ins only', async (t) => {
+  const migrations = readdirSync(path.join(packageRoot, 'migrations')).filter((f) => f.endsWith('.ts'));
+  t.ok(migrations.length > 10, 'migrations are read');
+  for (const file of migrations) {
+    const relative = specifiersOf(`migrations/${file}`).filter((s) => s.startsWith('.'));
+    t.same(relative, [], `migrations/${file} imports no project file`);
   }
 });

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { BASE_DELAY_MS, MAX_ATTEMPTS, MAX_DELAY_MS, hasAttemptsLeft, parseRetryAfter, retryDelayMs, scheduledDelayMs } from '../../server/outbox/backoff.js';
+import { BASE_DELAY_MS, MAX_ATTEMPTS, MAX_DELAY_MS, hasAttemptsLeft, parseRetryAfter, retryDelayMs, scheduledDelayMs } from '../../server/worker/backoff.js';
 
 t.test('exponential from one minute, capped at 12 hours, about three days in all', async (t) => {
   t.same([1, 2, 3, 4, 10, 11, 15].map(scheduledDelayMs), [60_000, 120_000, 240_000, 480_000, 512 * 60_000, MAX_DELAY_MS, MAX_DELAY_MS]);

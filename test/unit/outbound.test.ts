@@ -1,6 +1,6 @@
 import t from 'tap';
 import { isNonPublicAddress } from '../../server/core/outbound.js';
-import { dispatchSignature, signatureHeaders, standardWebhooksKey } from '../../server/outbox/signing.js';
+import { dispatchSignature, signatureHeaders, standardWebhooksKey } from '../../server/worker/signing.js';
 
 t.test('non-public addresses, IPv4 and IPv6', async (t) => {
   for (const a of [

@@ -7,7 +7,7 @@ import { isEmail, normalizeEmail } from '../../core/text.js';
 import * as audit from '../../core/audit.js';
 import type { Change } from '../../core/audit.js';
 import { requireBrand } from '../../core/brand.js';
-import * as events from '../../outbox/events.js';
+import * as events from '../../core/outbox/events.js';
 import { Comment } from './model.js';
 import type { CommentView, CreateCommentInput, UpdateCommentInput } from './schemas.js';
 

@@ -1,6 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import type { Config } from '../../core/config.js';
-import type { MailAddress, MailMessage } from '../../integrations/mail.js';
+import type { MailAddress, MailMessage } from '../../core/ports.js';
 import { escapeHtml } from '../../core/text.js';
 import { signReplyToken } from './tokens.js';
 

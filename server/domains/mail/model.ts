@@ -1,5 +1,5 @@
 import { TenantModel } from '../../core/model.js';
-import type { MailKind, MailMessage } from '../../integrations/mail.js';
+import type { MailKind, MailMessage } from '../../core/ports.js';
 
 /** A built outbound message as queued (see the migration); its delivery is an outbox row of kind mail. */
 export class QueuedMail extends TenantModel {

@@ -4,8 +4,8 @@ import { newId, ID_PREFIX } from '../../core/ids.js';
 import { scopeOf } from '../../core/model.js';
 import { serverSecret } from '../../core/secrets.js';
 import { part, type Services } from '../../core/services.js';
-import type { MailMessage } from '../../integrations/mail.js';
-import * as outbox from '../../outbox/service.js';
+import type { MailMessage } from '../../core/ports.js';
+import * as outbox from '../../core/outbox/service.js';
 import { requireBrand, type Brand } from '../../core/brand.js';
 import { autoresponse, mailSettings, type BrandInfo, type MailSettings, type TicketInfo } from './messages.js';
 import { InboundEmail, QueuedMail, type InboundAction } from './model.js';
@@ -35,7 +35,7 @@ export function replyTokenKey(db: Db): Promise<Buffer> {
  * Queues a built message for delivery, inside the transaction of the change that caused it: the
  * change and its mail commit together or not at all. The message is recorded in mail_messages
  * (inbound replies are threaded against it) and enqueued as an outbox row of kind mail carrying the
- * whole message, which the dispatcher's mail handler (server/outbox/handlers/mail.ts) sends outside
+ * whole message, which the dispatcher's mail handler (server/worker/handlers/mail.ts) sends outside
  * any transaction, with the same Message-ID on every attempt. A second queue of the same
  * Message-ID (the same event) records and enqueues nothing.
  */

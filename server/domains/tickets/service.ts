@@ -4,7 +4,7 @@ import { badRequest, notFound } from '../../core/errors.js';
 import { normalizeEmail } from '../../core/text.js';
 import * as audit from '../../core/audit.js';
 import { requireBrand } from '../../core/brand.js';
-import * as events from '../../outbox/events.js';
+import * as events from '../../core/outbox/events.js';
 import { VIEW_COLUMNS } from './columns.js';
 import { Ticket } from './model.js';
 import { decodeCursor, encodeCursor, keysetPage, PAGE_LIMIT_DEFAULT, type Page, type Position, type SortValue, invalidCursor } from '../../core/pagination.js';

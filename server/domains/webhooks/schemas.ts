@@ -1,6 +1,6 @@
 import { Type, type Static } from 'typebox';
 import { BrandParams, Nullable, Timestamp } from '../../core/schemas.js';
-import { WEBHOOK_EVENTS, type WebhookEvent } from '../../outbox/events.js';
+import { WEBHOOK_EVENTS, type WebhookEvent } from '../../core/outbox/events.js';
 
 export const MIN_SECRET_LENGTH = 16;
 export const DELIVERY_LIST_LIMIT_DEFAULT = 50;

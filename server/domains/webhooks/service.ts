@@ -4,8 +4,8 @@ import { badRequest, conflict, notFound } from '../../core/errors.js';
 import { newId, ID_PREFIX } from '../../core/ids.js';
 import { scopeOf, tenantScope } from '../../core/model.js';
 import { assertPublicHost, OutboundRefused } from '../../core/outbound.js';
-import * as outbox from '../../outbox/service.js';
-import type { OutboxMessage } from '../../outbox/model.js';
+import * as outbox from '../../core/outbox/service.js';
+import type { OutboxMessage } from '../../core/outbox/model.js';
 import type { Change } from '../../core/audit.js';
 import * as audit from '../../core/audit.js';
 import { requireBrand } from '../../core/brand.js';
@@ -23,7 +23,7 @@ import {
 
 /**
  * Webhooks of a brand: registration, and the read side of their deliveries (the outbox rows the
- * dispatcher sends; see server/outbox). Secrets are `whsec_` + base64 of 32 random bytes unless
+ * dispatcher sends; see server/worker). Secrets are `whsec_` + base64 of 32 random bytes unless
  * the client brings its own; they are stored as they are (the server signs with them) and shown
  * only by create and rotate.
  */

@@ -1,0 +1,405 @@
+import type { BaseCtx, TenantCtx } from '../context.js';
+import type { SqlFragment } from '../db.js';
+import { notFound, conflict } from '../errors.js';
+import { newId, ID_PREFIX } from '../ids.js';
+import { sameTenant, scopeOf, tenantScope } from '../model.js';
+import { OutboxMessage, type OutboxKind, type OutboxStatus } from './model.js';
+
+export { OUTBOX_STATUSES, type OutboxStatus } from './model.js';
+
+/**
+ * The transactional outbox: messages are inserted in the transaction of the change they announce
+ * (enqueue refuses to run outside one) and a NOTIFY in that transaction (a trigger on outbox, see
+ * migration 1900) wakes the dispatchers when, and only if, it commits. The dispatcher claims, delivers and settles them (dispatcher.ts); the
+ * kind of a message picks its handler (handlers/), so new kinds need no change here.
+ */
+
+export const OUTBOX_CHANNEL = 'ticketd_outbox';
+
+function assertInTransaction(ctx: BaseCtx, what: string): void {
+  if (!ctx.db.isTransaction) throw new Error(`outbox message ${what} must be enqueued inside the change's transaction`);
+}
+
+export interface Message {
+  kind: OutboxKind;
+  brandId: string | null;
+  event: string;
+  /** The exact body to deliver (for mail: whatever its handler needs), fixed now. */
+  payload: Record<string, unknown>;
+  webhookId?: string | null;
+}
+
+/** One message (e.g. a mail); same transaction rules as enqueueEvents. Returns its id. */
+export async function enqueue(tx: TenantCtx, message: Message): Promise<string> {
+  assertInTransaction(tx, message.event);
+  const id = newId(ID_PREFIX.delivery);
+  await OutboxMessage.query(tx.db).insert({
+    id,
+    ...scopeOf(tx),
+    brandId: message.brandId,
+    kind: message.kind,
+    event: message.event,
+    webhookId: message.webhookId ?? null,
+    payload: message.payload,
+  });
+  return id;
+}
+
+/** A domain event to fan out to the webhooks of its brand that subscribe to it. */
+export interface EventSpec {
+  brandId: string;
+  /** The names a webhook may subscribe to this event by; each subscriber gets the first one it chose. */
+  names: readonly string[];
+  /** The ticket the event is about: its fields (ticketFields) are read in the same statement. */
+  ticketId: string | null;
+  /** Which of TICKET_FIELDS go into data (null when the ticket is gone). */
+  ticketFields: readonly string[];
+  /** The rest of data; wins over ticket fields of the same name. */
+  data: Record<string, unknown>;
+}
+
+const iso = (column: string) => `to_char(${column} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
+
+/** The ticket fields an event may carry, as the API spells them. */
+const TICKET_JSON = `jsonb_build_object(
+  'id', t.id, 'ticketId', t.id, 'ticketNumber', t.ticket_number, 'title', t.title, 'status', t.status, 'priority', t.priority,
+  'assigneeId', t.assignee_id, 'source', t.source, 'createdAt', ${iso('t.created_at')}, 'updatedAt', ${iso('t.updated_at')},
+  'deletedAt', ${iso('t.deleted_at')}, 'customerId', t.customer_id, 'customerEmail', c.email, 'customerName', c.name)`;
+
+/**
+ * Fans events out: one outbox row per (event, enabled webhook of its brand and mode subscribed to
+ * one of its names), in ONE statement that also builds each body and reads the ticket's fields.
+ * An event nobody subscribes to costs that one indexed statement and inserts nothing. Each body is
+ * `{ id, event, brand_id, data, timestamp }`, with the name the webhook subscribed to as `event`,
+ * and the event's id shared by all its deliveries. The insert wakes the dispatchers (a trigger
+ * NOTIFYs at commit).
+ */
+export async function enqueueEvents(tx: TenantCtx, events: readonly EventSpec[]): Promise<void> {
+  if (!events.length) return;
+  assertInTransaction(tx, events[0]!.names[0] ?? 'event');
+  const { sql, bindings } = eventsInsert(tx, events);
+  await tx.db.raw(sql, bindings as never[]);
+}
+
+/**
+ * enqueueEvents' INSERT, for a statement that also makes the change (a single statement commits
+ * as a whole): ticket create, whose new ticket (and perhaps new contact) is not in `tickets` (and
+ * `contacts`) yet for the statement's other parts, passes the names of the CTEs holding them. No
+ * row in the tickets CTE, no delivery.
+ */
+export function eventsInsert(tx: TenantCtx, events: readonly EventSpec[], ticketsRelation = 'tickets', contactsRelation = 'contacts'): SqlFragment {
+  const timestamp = new Date().toISOString();
+  const specs = events.map((e, ord) => ({
+    ord,
+    event_id: newId(ID_PREFIX.event),
+    brand_id: e.brandId,
+    names: e.names,
+    ticket_id: e.ticketId,
+    ticket_fields: e.ticketFields,
+    data: e.data,
+  }));
+  return {
+    sql: `
+      insert into outbox (id, account_id, livemode, brand_id, kind, event, webhook_id, payload)
+      select ticketd_new_id('dlv'), w.account_id, w.livemode, w.brand_id, 'webhook', s.name, w.id,
+        jsonb_build_object('id', ev.event_id, 'event', s.name, 'brand_id', w.brand_id, 'timestamp', ?::text,
+          'data', coalesce((select jsonb_object_agg(k, coalesce(tk.fields -> k, 'null'::jsonb)) from unnest(ev.ticket_fields) as k), '{}'::jsonb) || ev.data)
+      from jsonb_to_recordset(?::jsonb) as ev(ord int, event_id text, brand_id text, names text[], ticket_id text, ticket_fields text[], data jsonb)
+      join webhooks w on ? and w.brand_id = ev.brand_id and w.enabled and w.events && ev.names
+      cross join lateral (select n as name from unnest(ev.names) with ordinality as a(n, i) where n = any(w.events) order by i limit 1) s
+      left join lateral (
+        select ${TICKET_JSON} as fields from ${ticketsRelation} t
+        left join ${contactsRelation} c on ${sameTenant('c', 't')} and c.brand_id = t.brand_id and c.id = t.customer_id
+        where ${sameTenant('t', 'w')} and t.brand_id = w.brand_id and t.id = ev.ticket_id
+      ) tk on true${
+        ticketsRelation === 'tickets'
+          ? ''
+          : `
+      where ev.ticket_id is null or tk.fields is not null`
+      }
+      order by ev.ord, w.id`,
+    bindings: [timestamp, JSON.stringify(specs), tenantScope(tx, 'w')],
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// The dispatcher's side: claim, settle, release.
+
+/** A claimed message as the dispatcher holds it. */
+export interface Claimed {
+  id: string;
+  accountId: string;
+  livemode: boolean;
+  brandId: string | null;
+  kind: OutboxKind;
+  event: string;
+  webhookId: string | null;
+  /** The payload as the text to send: the same bytes on every attempt. */
+  body: string;
+  /** Including this one. */
+  attempts: number;
+  leaseOwner: string;
+}
+
+/** How many messages of each account the claiming dispatcher may hold at once, and holds now. */
+export interface AccountShare {
+  /** The most messages of one account one dispatcher holds (claimed and not yet settled). */
+  perAccount: number;
+  /** Messages it holds now, by account id. */
+  held: ReadonlyMap<string, number>;
+}
+
+/** Due rows looked at per claimed row: room to pass over the rows of accounts that are at their share. */
+const CANDIDATES_PER_ROW = 4;
+
+/**
+ * Claims up to `limit` due messages for `owner` until `leaseUntil`, in one statement. A row is due
+ * when available_at has passed: new, retry time reached, an earlier lease expired or its owner is
+ * gone (reclaimGone). Concurrent dispatchers never claim the same row: the candidates are locked
+ * FOR UPDATE SKIP LOCKED. Fair across accounts: the candidates skip the accounts at `share`
+ * already, an account gets at most the rest of its share, and the least busy accounts come first
+ * (rank within the account plus what it holds), so one account's slow receivers never hold every
+ * delivery slot and a busy account does not starve a quiet one.
+ */
+export async function claim(ctx: BaseCtx, owner: string, now: Date, leaseUntil: Date, limit: number, share?: AccountShare): Promise<Claimed[]> {
+  const perAccount = share?.perAccount ?? limit;
+  const held = JSON.stringify(Object.fromEntries(share?.held ?? []));
+  const result = (await ctx.db.raw(
+    `
+    with held as (select key as account_id, value::int as n from jsonb_each_text(?::jsonb)),
+    candidates as (
+      select c.account_id, c.livemode, c.id, c.available_at from outbox c
+      where c.status in ('pending', 'retrying') and c.available_at <= ? and c.account_id not in (select account_id from held where n >= ?)
+      order by c.available_at, c.id limit ? for update skip locked),
+    picked as (
+      select account_id, livemode, id from (
+        select c.*, coalesce(h.n, 0) + row_number() over (partition by c.account_id order by c.available_at, c.id) as nth
+        from candidates c left join held h using (account_id)) ranked
+      where nth <= ?
+      order by nth, available_at, id limit ?)
+    update outbox o set lease_owner = ?, lease_expires_at = ?, available_at = ?, attempts = o.attempts + 1
+    from picked p where ${sameTenant('o', 'p')} and o.id = p.id
+    returning o.id, o.account_id as "accountId", o.livemode, o.brand_id as "brandId", o.kind, o.event, o.webhook_id as "webhookId",
+      o.payload::text as body, o.attempts, o.lease_owner as "leaseOwner"`,
+    [held, now, perAccount, limit * CANDIDATES_PER_ROW, perAccount, limit, owner, leaseUntil, leaseUntil],
+  )) as { rows: Claimed[] };
+  return result.rows;
+}
+
+/** The row of a claim: primary key, and the claim it must still be (same owner, same attempt). */
+const claimOf = (row: Claimed) => ({ accountId: row.accountId, id: row.id, leaseOwner: row.leaseOwner, attempts: row.attempts });
+
+/**
+ * Extends the leases of rows still held by their owner (same owner, same attempt, not settled) to
+ * `leaseUntil`, in one statement. Returns the ids renewed: a row missing was taken over by another
+ * dispatcher (its lease had run out) or settled meanwhile.
+ */
+export async function renew(ctx: BaseCtx, rows: readonly Claimed[], leaseUntil: Date): Promise<Set<string>> {
+  if (!rows.length) return new Set();
+  const claims = JSON.stringify(rows.map((r) => ({ account_id: r.accountId, livemode: r.livemode, id: r.id, lease_owner: r.leaseOwner, attempts: r.attempts })));
+  const result = (await ctx.db.raw(
+    `
+    update outbox o set lease_expires_at = ?, available_at = ?
+    from jsonb_to_recordset(?::jsonb) as r(account_id text, livemode boolean, id text, lease_owner text, attempts int)
+    where ${sameTenant('o', 'r')} and o.id = r.id and o.lease_owner = r.lease_owner and o.attempts = r.attempts and o.status in ('pending', 'retrying')
+    returning o.id`,
+    [leaseUntil, leaseUntil, claims],
+  )) as { rows: { id: string }[] };
+  return new Set(result.rows.map((r) => r.id));
+}
+
+const OWNER_LOCK_PREFIX = 'ticketd:dispatcher:';
+
+/** The name of the session advisory lock every dispatcher holds while it lives (on its listener: see core/notify.ts). */
+export const ownerLock = (owner: string) => `${OWNER_LOCK_PREFIX}${owner}`;
+
+/**
+ * Makes the leased rows of every owner that is gone due now, so they need not wait for their lease
+ * to run out (a killed process). An owner is gone when its advisory lock (ownerLock, held on its
+ * LISTEN connection while it lives) is free: PostgreSQL frees it when that session ends. The lock
+ * is tried per owner for this transaction only, so the check works through a transaction-mode
+ * pooler too. lease_owner stays: were the owner alive after all (only its lock connection lost),
+ * its settle still counts until another dispatcher claims the row. `self` is never gone.
+ */
+export async function reclaimGone(ctx: BaseCtx, self: string, now: Date): Promise<number> {
+  const result = (await ctx.db.raw(
+    `
+    with owners as (
+      select distinct lease_owner as owner from outbox
+      where lease_owner is not null and lease_owner <> ? and status in ('pending', 'retrying') and available_at > ?),
+    gone as (select owner from owners where pg_try_advisory_xact_lock(hashtext(? || owner)))
+    update outbox o set available_at = ?, lease_expires_at = ?
+    from gone where o.lease_owner = gone.owner and o.status in ('pending', 'retrying') and o.available_at > ?`,
+    [self, now, OWNER_LOCK_PREFIX, now, now, now],
+  )) as { rowCount: number | null };
+  return result.rowCount ?? 0;
+}
+
+export interface Settlement {
+  status: OutboxStatus;
+  /** Next attempt (retrying only). */
+  availableAt: Date | null;
+  error: string | null;
+  responseCode: number | null;
+  responseBody: string | null;
+  attemptedAt: Date;
+}
+
+/**
+ * Records the outcome of an attempt, if `row`'s claim still holds (same owner, same attempt): a
+ * dispatcher whose lease expired and was taken over settles nothing. Returns whether it settled.
+ */
+export async function settle(tx: BaseCtx, row: Claimed, s: Settlement): Promise<boolean> {
+  assertInTransaction(tx, row.event);
+  const n = await tx
+    .db('outbox')
+    .where(claimOf(row))
+    .update({
+      status: s.status,
+      availableAt: s.availableAt ?? s.attemptedAt,
+      leaseOwner: null,
+      leaseExpiresAt: null,
+      lastError: s.error,
+      responseCode: s.responseCode,
+      responseBody: s.responseBody,
+      lastAttemptAt: s.attemptedAt,
+      deliveredAt: s.status === 'success' ? s.attemptedAt : null,
+    });
+  return n === 1;
+}
+
+/**
+ * Gives a claimed row back (shutdown cut its attempt off), due at `now`. It keeps its attempt: the
+ * receiver may have seen it (delivery is at least once). Returns whether the claim still held.
+ */
+export async function release(ctx: BaseCtx, row: Claimed, now: Date): Promise<boolean> {
+  return (await ctx.db('outbox').where(claimOf(row)).update({ leaseOwner: null, leaseExpiresAt: null, availableAt: now })) === 1;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Webhook deliveries (for the webhooks domain).
+
+/** A webhook's deliveries, newest first. */
+export async function listForWebhook(ctx: TenantCtx, webhookId: string, limit: number): Promise<OutboxMessage[]> {
+  return OutboxMessage.scoped(ctx).where('outbox.webhookId', webhookId).orderBy('outbox.id', 'desc').limit(limit);
+}
+
+export async function findForWebhook(ctx: TenantCtx, webhookId: string, deliveryId: string): Promise<OutboxMessage> {
+  const row = await OutboxMessage.scoped(ctx).where({ 'outbox.webhookId': webhookId, 'outbox.id': deliveryId }).first();
+  if (!row) throw notFound('Delivery');
+  return row;
+}
+
+/**
+ * A new delivery of the same body (a copy: the original keeps its own attempt log), due now. It
+ * gets its own id, so receivers de-duplicating on webhook-id see it as a new message.
+ */
+export async function redeliver(tx: TenantCtx, original: OutboxMessage): Promise<OutboxMessage> {
+  assertInTransaction(tx, original.event);
+  const id = newId(ID_PREFIX.delivery);
+  await tx.db.raw(
+    `insert into outbox (id, account_id, livemode, brand_id, kind, event, webhook_id, payload)
+    select ?, account_id, livemode, brand_id, kind, event, webhook_id, payload from outbox where ? and id = ?`,
+    [id, tenantScope(tx, 'outbox'), original.id],
+  );
+  return (await OutboxMessage.scoped(tx).findById(id))!;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Operators (CLI): across every account.
+
+export interface OutboxStats {
+  counts: { kind: string; status: string; count: number }[];
+  /** Age in seconds of the oldest message still to deliver (pending or retrying); null when none. */
+  oldestPendingAgeSeconds: number | null;
+}
+
+export async function stats(ctx: BaseCtx, now = new Date()): Promise<OutboxStats> {
+  const counts = (await ctx.db('outbox').groupBy('kind', 'status').orderBy(['kind', 'status']).select('kind', 'status').count({ count: '*' })) as {
+    kind: string;
+    status: string;
+    count: string;
+  }[];
+  const oldest = (await ctx.db('outbox').whereIn('status', ['pending', 'retrying']).min({ at: 'createdAt' }).first()) as { at: Date | null };
+  return {
+    counts: counts.map((c) => ({ kind: c.kind, status: c.status, count: Number(c.count) })),
+    oldestPendingAgeSeconds: oldest.at ? Math.max(0, Math.round((now.getTime() - new Date(oldest.at).getTime()) / 1000)) : null,
+  };
+}
+
+/** A message as operators see it (no payload: it may be large). */
+export interface OperatorView {
+  id: string;
+  kind: string;
+  event: string;
+  status: OutboxStatus;
+  attempts: number;
+  accountId: string;
+  livemode: boolean;
+  brandId: string | null;
+  webhookId: string | null;
+  nextAttemptAt: string | null;
+  lastAttemptAt: string | null;
+  lastError: string | null;
+  responseCode: number | null;
+  createdAt: string;
+  deliveredAt: string | null;
+}
+
+const isoOrNull = (d: Date | null) => (d ? new Date(d).toISOString() : null);
+
+function operatorView(row: OutboxMessage): OperatorView {
+  return {
+    id: row.id,
+    kind: row.kind,
+    event: row.event,
+    status: row.status,
+    attempts: row.attempts,
+    accountId: row.accountId,
+    livemode: row.livemode,
+    brandId: row.brandId,
+    webhookId: row.webhookId,
+    nextAttemptAt: row.status === 'pending' || row.status === 'retrying' ? isoOrNull(row.availableAt) : null,
+    lastAttemptAt: isoOrNull(row.lastAttemptAt),
+    lastError: row.lastError,
+    responseCode: row.responseCode,
+    createdAt: new Date(row.createdAt).toISOString(),
+    deliveredAt: isoOrNull(row.deliveredAt),
+  };
+}
+
+/** Newest first, optionally of one status. */
+export async function listAll(ctx: BaseCtx, filter: { status?: OutboxStatus; limit: number }): Promise<OperatorView[]> {
+  const q = OutboxMessage.query(ctx.db).orderBy('id', 'desc').limit(filter.limit);
+  if (filter.status) q.where('status', filter.status);
+  return (await q).map(operatorView);
+}
+
+/** A failed or dead message back to pending, due now, with a fresh set of attempts. */
+export async function retry(ctx: BaseCtx, id: string): Promise<OperatorView> {
+  const row = await OutboxMessage.query(ctx.db).findById(id);
+  if (!row) throw notFound('Outbox message');
+  const [updated] = (await OutboxMessage.query(ctx.db)
+    .where({ id })
+    .whereIn('status', ['failed', 'dead'])
+    .patch({ status: 'pending', attempts: 0, availableAt: ctx.db.fn.now() as unknown as Date, leaseOwner: null, leaseExpiresAt: null })
+    .returning('*')) as unknown as OutboxMessage[];
+  if (!updated) throw conflict(`Outbox message ${id} is ${row.status}: only failed and dead messages can be retried`, 'not_retryable');
+  await ctx.db.raw('select pg_notify(?, ?)', [OUTBOX_CHANNEL, updated.kind]);
+  return operatorView(updated);
+}
+
+const PURGE_BATCH = 5_000;
+
+/** Deletes finished messages (success, failed, dead) created before `before`, in batches (at most maxBatches). */
+export async function purge(ctx: BaseCtx, before: Date, maxBatches = Infinity): Promise<number> {
+  let total = 0;
+  for (let batch = 1; ; batch++) {
+    const n = await ctx
+      .db('outbox')
+      .whereIn(['accountId', 'id'], ctx.db('outbox').whereIn('status', ['success', 'failed', 'dead']).where('createdAt', '<', before).limit(PURGE_BATCH).select('accountId', 'id'))
+      .delete();
+    total += n;
+    if (n < PURGE_BATCH || batch >= maxBatches) return total;
+  }
+}

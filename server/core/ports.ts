@@ -1,0 +1,78 @@
+/**
+ * What the kernel needs from the outside world, named here and implemented in server/integrations/
+ * (local disk and nodemailer today): the kernel and the domains speak of these, never of an
+ * implementation, so the integrations sit above the kernel and the process's wiring picks them.
+ */
+import type { Readable } from 'node:stream';
+
+/** What a finished write measured. */
+export interface StoredObject {
+  size: number;
+  sha256: string;
+}
+
+/** Bytes written to a staging area, not yet visible under any key. */
+export interface StagedObject extends StoredObject {
+  /** Moves the bytes under `key` atomically (replacing what was there). */
+  commit(key: string): Promise<void>;
+  /** Throws the bytes away; harmless after commit or a second time. */
+  discard(): Promise<void>;
+}
+
+/**
+ * Where attachment bytes live. Keys are attachment ids (never a client's file name). A write
+ * goes to a staging area first and is moved under its key in one step, so a reader never sees
+ * a half-written object. Another backend (S3, …) implements the same calls.
+ */
+export interface Storage {
+  /** Streams `source` into staging, hashing as it goes; more than `maxBytes` rejects with ByteLimitExceeded. */
+  stage(source: Readable, maxBytes: number): Promise<StagedObject>;
+  /** stage + commit: the object is under `key` when this resolves. */
+  put(key: string, source: Readable, maxBytes: number): Promise<StoredObject>;
+  /** A read stream of the object, or null when there is none. */
+  open(key: string): Promise<{ stream: Readable; size: number } | null>;
+  delete(key: string): Promise<void>;
+  exists(key: string): Promise<boolean>;
+  /** Removes staged bytes older than `before` that a crashed process left behind; returns how many. */
+  purgeStaging(before: Date): Promise<number>;
+}
+
+export interface MailAddress {
+  name?: string | null;
+  address: string;
+}
+
+export type MailKind = 'agent_reply' | 'autoresponse' | 'watcher_notification' | 'mention' | 'sign_in' | 'invitation' | 'portal_link' | 'csat' | 'test';
+
+export interface MailMessage {
+  kind: MailKind;
+  from: MailAddress;
+  to: MailAddress[];
+  cc: MailAddress[];
+  /** The address replies go to (routes back to the ticket); null for none. */
+  replyTo: string | null;
+  subject: string;
+  text: string;
+  html: string;
+  /** `<id@domain>`, derived from the event that caused the message. */
+  messageId: string;
+  inReplyTo: string | null;
+  references: string[];
+  /** Extra headers: X-Ticketd-Brand, Auto-Submitted, … */
+  headers: Record<string, string>;
+}
+
+export interface SentMail {
+  messageId: string;
+  transport: 'file' | 'smtp';
+  /** file transport: where the message was written. */
+  path?: string;
+  /** smtp transport: the relay's final answer. */
+  response?: string;
+}
+
+export interface MailTransport {
+  readonly kind: 'file' | 'smtp';
+  send(message: MailMessage): Promise<SentMail>;
+  close(): void;
+}

@@ -1,0 +1,11 @@
+import { assembleServices, type ServiceDeps, type Services } from './core/services.js';
+import { mailTransport } from './integrations/mail.js';
+import { storageFromConfig } from './integrations/storage.js';
+
+/**
+ * A process's services with the integrations this installation uses: the one place the kernel's
+ * ports (core/ports.ts) meet their implementations, for the API, the dispatcher, the CLI and tests.
+ */
+export function createServices(deps: Omit<ServiceDeps, 'adapters'>): Services {
+  return assembleServices({ ...deps, adapters: { storage: storageFromConfig, mailTransport } });
+}

@@ -1,0 +1,424 @@
+import { randomBytes } from 'node:crypto';
+import os from 'node:os';
+import { setTimeout as sleep } from 'node:timers/promises';
+import cron, { type ScheduledTask } from 'node-cron';
+import { systemCtx, withTx, type BaseCtx } from '../core/context.js';
+import type { Services } from '../core/services.js';
+import { purgeExpired as purgeExpiredIdempotencyKeys } from '../core/idempotency.js';
+import { Listener } from '../core/notify.js';
+import * as apiKeys from '../domains/api-keys/service.js';
+import * as attachments from '../domains/attachments/service.js';
+import * as ticketCounts from '../domains/tickets/counts.js';
+import { renewDue as renewDueSubscriptions } from '../flows/billing.js';
+import { sendDueRequests as sendDueRatingRequests } from '../flows/feedback.js';
+import { receiveHeld as receiveHeldMail } from '../flows/inbound-mail.js';
+import { hasAttemptsLeft, retryDelayMs } from './backoff.js';
+import type { Attempt, OutboxHandler } from './handler.js';
+import { webhookHandler, type WebhookDeliveryOptions } from './handlers/webhook.js';
+import type { OutboxKind } from '../core/outbox/model.js';
+import * as outbox from '../core/outbox/service.js';
+
+export interface DispatcherLog {
+  info(obj: object, msg: string): void;
+  error(obj: object, msg: string): void;
+}
+
+export interface OutboxOptions {
+  /** The clock (ms); tests inject one to move through retry schedules and lease expiry. */
+  now?: () => number;
+  /** [0, 1) for the backoff jitter. */
+  random?: () => number;
+  /** Messages delivered at once by this process. */
+  concurrency?: number;
+  /** The most messages of one account delivered at once by this process; default config dispatcherAccountConcurrency. */
+  accountConcurrency?: number;
+  /** How long a claim holds unless renewed; renewed every third of it while the attempt runs. Default 30 s. */
+  leaseMs?: number;
+  /** Finished messages older than this many days are purged; default config outboxRetentionDays. */
+  retentionDays?: number;
+  webhooks?: WebhookDeliveryOptions;
+  /** Handlers by kind, over the default ones (main.ts gives mail its handler with the configured transport). */
+  handlers?: Partial<Record<OutboxKind, OutboxHandler>>;
+  /** Names this process in lease_owner. */
+  instanceId?: string;
+}
+
+export interface DeliveryStats {
+  claimed: number;
+  success: number;
+  retrying: number;
+  failed: number;
+  dead: number;
+  /** Settles refused because the lease had passed to another dispatcher. */
+  lost: number;
+  /** Given back at shutdown. */
+  released: number;
+}
+
+export interface PeriodicStats {
+  revokedKeys: number;
+  purgedIdempotencyKeys: number;
+  abandonedAttachments: number;
+  removedFiles: number;
+  /** Leased messages of dispatchers that are gone, made due again. */
+  reclaimed: number;
+  /** Finished outbox messages past their retention, deleted. */
+  purgedOutbox: number;
+  /** Ticket count changes rolled up into ticket_counts (0 when another dispatcher was rolling up). */
+  rolledUpCounts: number;
+  /** Satisfaction rating requests due: mailed, or cancelled (the ticket was reopened meanwhile). */
+  ratingRequests: { sent: number; cancelled: number };
+  /** Subscriptions whose period ended: renewed, changed to the scheduled plan, or ended. */
+  renewedSubscriptions: number;
+  /** Inbound messages held over a plan's ticket allowance, received now that it has room. */
+  receivedHeldMail: number;
+}
+
+/** The lease of a message this process has claimed and not yet settled or given back. */
+interface Lease {
+  /** When it runs out unless renewed (ms). */
+  until: number;
+  /** A renewal found the message taken over by another dispatcher. */
+  lost: boolean;
+}
+
+const emptyStats = (): DeliveryStats => ({ claimed: 0, success: 0, retrying: 0, failed: 0, dead: 0, lost: 0, released: 0 });
+const DAY_MS = 86_400_000;
+/** A settle that failed (the database away for a moment) is tried again after these pauses, doubling. */
+const SETTLE_RETRY_FIRST_MS = 50;
+const SETTLE_RETRY_MAX_MS = 2_000;
+
+/**
+ * The background worker: one node-cron task that never overlaps itself runs the periodic jobs and
+ * delivers due outbox messages every few seconds; a LISTEN on the outbox channel starts delivery
+ * as soon as a transaction that enqueued something commits.
+ *
+ * Delivery: claim due rows (leased, FOR UPDATE SKIP LOCKED: any number of dispatcher processes may
+ * run), deliver each outside any transaction with bounded concurrency, and at most
+ * accountConcurrency of one account at once (so one account's hanging receivers leave the other
+ * slots to other accounts), then settle each in a short transaction that first checks the claim is
+ * still ours. Leases are short and renewed while their attempt runs. A process that dies is known
+ * to be gone when its owner lock (a session advisory lock on its listener's connection) is free:
+ * the others make its rows due at once (reclaimGone, at start-up and every tick); a lease that is
+ * not renewed runs out anyway. A settle that fails is retried while the lease may still be ours,
+ * so a database blip does not send a delivered message again. Delivery is at least once: a
+ * receiver de-duplicates on webhook-id.
+ */
+export class Dispatcher {
+  private task: ScheduledTask | null = null;
+  private running: Promise<unknown> | null = null;
+  private listener: Listener | null = null;
+  private delivering: Promise<DeliveryStats> | null = null;
+  private deliverAgain: Promise<DeliveryStats> | null = null;
+  /** Something changed since the run's last claim (a deliverDue call, a delivery that ended): it claims again. */
+  private claimAgain = false;
+  private wakeRun: (() => void) | null = null;
+  /** Every claim this process holds, by claimed row (one object per claim). */
+  private readonly held = new Map<outbox.Claimed, Lease>();
+  private renewing: Promise<number> | null = null;
+  private stopping = false;
+  private readonly interrupt = new AbortController();
+  private readonly ctx: BaseCtx;
+  private readonly now: () => number;
+  private readonly random: () => number;
+  private readonly concurrency: number;
+  private readonly accountConcurrency: number;
+  private readonly leaseMs: number;
+  private readonly retentionDays: number;
+  private readonly handlers: Partial<Record<OutboxKind, OutboxHandler>>;
+  readonly instanceId: string;
+
+  /** attachmentDeps: without them (tests of other jobs) the attachment cleanup is skipped. */
+  constructor(
+    private readonly services: Services,
+    private readonly log: DispatcherLog,
+    private readonly attachmentDeps: attachments.AttachmentDeps | null = null,
+    options: OutboxOptions = {},
+  ) {
+    this.ctx = systemCtx(services, 'dispatcher');
+    this.now = options.now ?? Date.now;
+    this.random = options.random ?? Math.random;
+    this.concurrency = options.concurrency ?? 16;
+    this.accountConcurrency = options.accountConcurrency ?? services.config.dispatcherAccountConcurrency;
+    // Short, so a process that stalls or vanishes unnoticed holds its messages briefly; an attempt
+    // that takes longer (an SMTP send may take minutes, see integrations/mail.ts) keeps it renewed.
+    this.leaseMs = options.leaseMs ?? 30_000;
+    this.retentionDays = options.retentionDays ?? services.config.outboxRetentionDays;
+    this.handlers = { webhook: webhookHandler(options.webhooks ?? { allowPrivate: false, timeoutMs: 10_000 }), ...options.handlers };
+    this.instanceId = options.instanceId ?? `${os.hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
+  }
+
+  /** One pass over every job, deliveries included; tests call it directly instead of waiting for the clock. */
+  async tick(): Promise<PeriodicStats & { delivery: DeliveryStats }> {
+    const jobs = await this.periodicJobs();
+    return { ...jobs, delivery: await this.deliverDue() };
+  }
+
+  private async periodicJobs(): Promise<PeriodicStats> {
+    const ctx = this.ctx;
+    const revokedKeys = await apiKeys.revokeExpired(ctx);
+    if (revokedKeys) this.log.info({ revokedKeys }, 'revoked API keys whose grace period ended');
+    const purgedIdempotencyKeys = await purgeExpiredIdempotencyKeys(ctx);
+    if (purgedIdempotencyKeys) this.log.info({ purgedIdempotencyKeys }, 'purged expired idempotency keys');
+    const purged = this.attachmentDeps ? await attachments.purgeAbandoned(ctx, this.attachmentDeps) : { abandoned: 0, files: 0 };
+    if (purged.abandoned) this.log.info({ abandonedAttachments: purged.abandoned }, 'removed attachments never linked to a ticket or never uploaded');
+    const reclaimed = await this.reclaimGone();
+    // One batch a tick: a large first purge is spread over ticks instead of holding one up.
+    const purgedOutbox = await outbox.purge(ctx, new Date(this.now() - this.retentionDays * DAY_MS), 1);
+    if (purgedOutbox) this.log.info({ purgedOutbox, retentionDays: this.retentionDays }, 'purged finished outbox messages past their retention');
+    // Readers also sum the changes not rolled up yet: rolling up keeps their reads short; the counts are exact either way.
+    const rolledUpCounts = await ticketCounts.rollUp(ctx);
+    const ratingRequests = await sendDueRatingRequests(ctx, new Date(this.now()));
+    if (ratingRequests.sent || ratingRequests.cancelled) this.log.info(ratingRequests, 'satisfaction rating requests due: mailed or cancelled');
+    const renewedSubscriptions = await renewDueSubscriptions(ctx, new Date(this.now()));
+    if (renewedSubscriptions) this.log.info({ renewedSubscriptions }, 'subscriptions whose period ended: renewed or ended');
+    // After renewals: a new period has room for the mail held over the last one's allowance.
+    const receivedHeldMail = this.attachmentDeps ? await receiveHeldMail(ctx, { attachments: this.attachmentDeps }) : 0;
+    if (receivedHeldMail) this.log.info({ receivedHeldMail }, 'inbound mail held over a plan allowance received now there is room');
+    return {
+      revokedKeys,
+      purgedIdempotencyKeys,
+      abandonedAttachments: purged.abandoned,
+      removedFiles: purged.files,
+      reclaimed,
+      purgedOutbox,
+      rolledUpCounts,
+      ratingRequests,
+      renewedSubscriptions,
+      receivedHeldMail,
+    };
+  }
+
+  private async reclaimGone(): Promise<number> {
+    const reclaimed = await outbox.reclaimGone(this.ctx, this.instanceId, new Date(this.now()));
+    if (reclaimed) this.log.info({ reclaimed }, 'outbox messages of dispatchers that are gone are due again');
+    return reclaimed;
+  }
+
+  /**
+   * Delivers every message due now, until none is left. Called while a run is under way, it makes
+   * that run claim again at once, and resolves after one more run that starts when the current one
+   * ends (so a wake-up is never lost and runs in one process never overlap).
+   */
+  deliverDue(): Promise<DeliveryStats> {
+    if (!this.delivering) {
+      this.delivering = this.deliverAll().finally(() => {
+        this.delivering = null;
+      });
+      return this.delivering;
+    }
+    this.nudge();
+    this.deliverAgain ??= this.delivering
+      .catch(() => undefined)
+      .then(() => {
+        this.deliverAgain = null;
+        return this.deliverDue();
+      });
+    return this.deliverAgain;
+  }
+
+  /** Tells the run under way to claim again (a slot freed, or something new may be due). */
+  private nudge(): void {
+    this.claimAgain = true;
+    this.wakeRun?.();
+  }
+
+  /**
+   * Claims as many messages as there are free slots and starts each; when nothing more can be
+   * claimed, waits until a delivery ends or deliverDue is called, and claims again; ends when
+   * nothing is due and nothing is in flight.
+   */
+  private async deliverAll(): Promise<DeliveryStats> {
+    const stats = emptyStats();
+    const inFlight = new Set<Promise<void>>();
+    const renewal = setInterval(() => {
+      this.renewLeases().catch((err) => this.log.error({ err }, 'could not renew outbox leases'));
+    }, this.leaseMs / 3);
+    renewal.unref();
+    try {
+      while (!this.stopping) {
+        this.claimAgain = false;
+        const free = this.concurrency - inFlight.size;
+        const rows = free > 0 ? await this.claim(free) : [];
+        stats.claimed += rows.length;
+        for (const row of rows) {
+          const delivery: Promise<void> = this.deliverOne(row, stats).finally(() => {
+            inFlight.delete(delivery);
+            this.nudge();
+          });
+          inFlight.add(delivery);
+        }
+        if (rows.length) continue;
+        if (!inFlight.size) break;
+        if (!this.claimAgain) {
+          await new Promise<void>((resolve) => {
+            this.wakeRun = resolve;
+          });
+        }
+        this.wakeRun = null;
+      }
+    } finally {
+      // A run never ends with deliveries in flight (a claim that failed included).
+      await Promise.all(inFlight);
+      clearInterval(renewal);
+    }
+    return stats;
+  }
+
+  /**
+   * Up to `limit` due messages, within each account's share. A started dispatcher claims only while
+   * its listener holds its owner lock: without it the others would take its claims for a dead
+   * process's. (One driven by hand, in tests, holds none.)
+   */
+  private async claim(limit: number): Promise<outbox.Claimed[]> {
+    if (this.listener && !this.listener.live) return [];
+    const held = new Map<string, number>();
+    for (const row of this.held.keys()) held.set(row.accountId, (held.get(row.accountId) ?? 0) + 1);
+    const now = this.now();
+    const leaseUntil = now + this.leaseMs;
+    const rows = await outbox.claim(this.ctx, this.instanceId, new Date(now), new Date(leaseUntil), limit, { perAccount: this.accountConcurrency, held });
+    for (const row of rows) this.held.set(row, { until: leaseUntil, lost: false });
+    return rows;
+  }
+
+  /**
+   * Extends the lease of every message this process holds; the delivery loop calls it every third
+   * of the lease (tests call it directly). A message another dispatcher took over is marked lost
+   * and no longer renewed. Returns how many were renewed.
+   */
+  renewLeases(): Promise<number> {
+    this.renewing ??= this.renew().finally(() => {
+      this.renewing = null;
+    });
+    return this.renewing;
+  }
+
+  private async renew(): Promise<number> {
+    const holding = [...this.held].filter(([, lease]) => !lease.lost);
+    if (!holding.length) return 0;
+    const until = this.now() + this.leaseMs;
+    const renewed = await outbox.renew(
+      this.ctx,
+      holding.map(([row]) => row),
+      new Date(until),
+    );
+    for (const [row, lease] of holding) {
+      if (renewed.has(row.id)) lease.until = until;
+      else lease.lost = true;
+    }
+    return renewed.size;
+  }
+
+  private async deliverOne(row: outbox.Claimed, stats: DeliveryStats): Promise<void> {
+    try {
+      const handler = this.handlers[row.kind];
+      let attempt: Attempt;
+      if (!handler) attempt = { outcome: 'retry', error: `this dispatcher has no handler for ${row.kind} messages`, responseCode: null, responseBody: null, notSent: true };
+      else {
+        try {
+          attempt = await handler.deliver(this.ctx, row, this.interrupt.signal, new Date(this.now()));
+        } catch (err) {
+          attempt = { outcome: 'retry', error: `delivery failed: ${(err as Error).message}`, responseCode: null, responseBody: null };
+        }
+      }
+      if (attempt.outcome === 'interrupted') {
+        // Not given back (the database is away): its lease runs out and it is due again.
+        if (await outbox.release(this.ctx, row, new Date(this.now())).catch(() => false)) stats.released++;
+        return;
+      }
+      await this.settle(row, handler, attempt, stats);
+    } finally {
+      this.held.delete(row);
+    }
+  }
+
+  /**
+   * Records the attempt; a settle that fails is tried again, with growing pauses, while the lease
+   * may still be ours (kept renewed meanwhile), so a delivered message is not sent again because
+   * the database was away for a moment. Past that, another dispatcher may have claimed it: the
+   * message is delivered again (at least once).
+   */
+  private async settle(row: outbox.Claimed, handler: OutboxHandler | undefined, attempt: Exclude<Attempt, { outcome: 'interrupted' }>, stats: DeliveryStats): Promise<void> {
+    const settlement = this.settlementOf(row, attempt);
+    for (let pause = SETTLE_RETRY_FIRST_MS; ; pause = Math.min(2 * pause, SETTLE_RETRY_MAX_MS)) {
+      try {
+        const settled = await withTx(this.ctx, async (tx) => {
+          if (!(await outbox.settle(tx, row, settlement))) return false;
+          await handler?.settled?.(tx, row, attempt, settlement);
+          return true;
+        });
+        if (settled) stats[settlement.status as 'success' | 'retrying' | 'failed' | 'dead']++;
+        else stats.lost++;
+        return;
+      } catch (err) {
+        const lease = this.held.get(row);
+        if (!lease || lease.lost || this.now() + pause >= lease.until || this.interrupt.signal.aborted) {
+          this.log.error({ err, outboxId: row.id }, 'could not settle an outbox message: it is delivered again once its lease runs out');
+          return;
+        }
+        this.log.info({ outboxId: row.id, error: (err as Error).message, retryInMs: pause }, 'could not settle an outbox message yet: trying again');
+        await sleep(pause, undefined, { signal: this.interrupt.signal }).catch(() => undefined);
+      }
+    }
+  }
+
+  /** success; failed (permanent); retrying at the scheduled time; dead when attempts are exhausted. */
+  private settlementOf(row: outbox.Claimed, attempt: Exclude<Attempt, { outcome: 'interrupted' }>): outbox.Settlement {
+    const now = this.now();
+    const base = { attemptedAt: new Date(now), responseCode: attempt.responseCode, responseBody: attempt.responseBody, availableAt: null };
+    if (attempt.outcome === 'success') return { ...base, status: 'success', error: null };
+    if (attempt.outcome === 'fail') return { ...base, status: 'failed', error: attempt.error };
+    if (!hasAttemptsLeft(row.attempts)) return { ...base, status: 'dead', error: attempt.error };
+    const delay = retryDelayMs(row.attempts, this.random(), attempt.retryAfterMs ?? null);
+    return { ...base, status: 'retrying', error: attempt.error, availableAt: new Date(now + delay) };
+  }
+
+  start(): void {
+    const wake = () => {
+      if (!this.stopping) this.deliverDue().catch((err) => this.log.error({ err }, 'outbox delivery failed'));
+    };
+    // The tick does not wait for deliveries: a long backlog must not hold up the periodic jobs.
+    this.task = cron.schedule(
+      '*/5 * * * * *',
+      async () => {
+        this.running = this.periodicJobs().catch((err) => this.log.error({ err }, 'dispatcher tick failed'));
+        await this.running;
+        wake();
+      },
+      { name: 'ticketd-dispatcher', noOverlap: true },
+    );
+    // The listening connection also holds this process's owner lock, for as long as it lives.
+    this.listener = Listener.forServices(this.services, [outbox.OUTBOX_CHANNEL], [outbox.ownerLock(this.instanceId)]).start();
+    this.listener.on('notification', wake);
+    // 'up' also after a reconnect: notifications sent while the connection was down are lost. At
+    // start-up, the messages of a dispatcher that died are due at once rather than after its lease.
+    this.listener.on('up', () => {
+      if (this.stopping) return;
+      this.reclaimGone()
+        .catch((err) => this.log.error({ err }, 'could not reclaim the outbox messages of dispatchers that are gone'))
+        .finally(wake);
+    });
+  }
+
+  /**
+   * Stops claiming, waits up to drainMs for deliveries in flight, then interrupts the rest (their
+   * messages are given back, due at once for any dispatcher), and waits for a tick in progress.
+   */
+  async stop(drainMs = 5_000): Promise<void> {
+    this.stopping = true;
+    this.wakeRun?.();
+    await this.task?.stop();
+    await this.task?.destroy();
+    this.task = null;
+    const cutOff = setTimeout(() => this.interrupt.abort(), drainMs);
+    try {
+      await Promise.all([this.delivering, this.deliverAgain, this.running].map((p) => p?.catch(() => undefined)));
+    } finally {
+      clearTimeout(cutOff);
+      // Closed last: its connection holds the owner lock, and the messages still held are ours until settled.
+      await this.listener?.close();
+      this.listener = null;
+      for (const handler of Object.values(this.handlers)) await handler.close?.();
+    }
+  }
+}

@@ -1,0 +1,29 @@
+import type { BaseCtx } from '../core/context.js';
+import type { Claimed, Settlement } from '../core/outbox/service.js';
+
+/** What one attempt to deliver a message came to. */
+export type Attempt =
+  | { outcome: 'success'; responseCode: number | null; responseBody: string | null }
+  /** retry: a transient failure (the schedule in backoff.ts decides when, or dead); fail: permanent. */
+  | {
+      outcome: 'retry' | 'fail';
+      error: string;
+      responseCode: number | null;
+      responseBody: string | null;
+      retryAfterMs?: number | null;
+      /** Nothing was sent (e.g. the webhook was disabled meanwhile): not a failure of the receiver. */
+      notSent?: boolean;
+    }
+  /** Cut off by shutdown: the message is given back, not settled. */
+  | { outcome: 'interrupted' };
+
+/**
+ * Delivers the messages of one outbox kind (handlers/webhook.ts, handlers/mail.ts). The dispatcher claims, calls
+ * deliver outside any transaction, then settles the row and calls settled in that transaction.
+ */
+export interface OutboxHandler {
+  deliver(ctx: BaseCtx, message: Claimed, signal: AbortSignal, now: Date): Promise<Attempt>;
+  /** The kind's own bookkeeping for a settled message (only when this dispatcher still held it). */
+  settled?(tx: BaseCtx, message: Claimed, attempt: Attempt, settlement: Settlement): Promise<void>;
+  close?(): Promise<void>;
+}
