@@ -9,7 +9,7 @@ import { parseArgs } from 'node:util';
 import { loadConfig } from '../server/core/config.js';
 import { systemCtx, tenantCtx } from '../server/core/context.js';
 import { createDb } from '../server/core/db.js';
-import { createServices } from '../server/services.js';
+import { createServices } from '../server/compose.js';
 import * as dashboard from '../server/domains/tickets/dashboard.js';
 import { seed } from './seed.js';
 import { adminDatabase, sql, startTicketd, withDatabase } from './server.js';

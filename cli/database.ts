@@ -1,7 +1,7 @@
 import type { Config } from '../server/core/config.js';
 import { createDb } from '../server/core/db.js';
 import type { Services } from '../server/core/services.js';
-import { createServices } from '../server/services.js';
+import { createServices } from '../server/compose.js';
 import { migrateLatest } from '../server/core/migrate.js';
 import { openDatabase, type DatabaseHandle } from '../server/integrations/embedded-postgres.js';
 import { note } from './io.js';

@@ -11,7 +11,7 @@ import { clientErrorHandler, frameworkErrors, installErrorHandling, installJsonP
 import { ErrorResponse } from './core/schemas.js';
 import { version } from './core/version.js';
 import type { Services } from './core/services.js';
-import { createServices } from './services.js';
+import { createServices } from './compose.js';
 import { installRequestMetrics } from './core/metrics.js';
 import { authenticate as authenticateApiKey, startKeyCache } from './domains/api-keys/service.js';
 import { accountRoutes } from './http/accounts.js';

@@ -3,7 +3,7 @@ import { buildApp } from './app.js';
 import { publicBaseUrl, type Config } from './core/config.js';
 import { createDb, type Db } from './core/db.js';
 import type { Services } from './core/services.js';
-import { createServices } from './services.js';
+import { createServices } from './compose.js';
 import { systemCtx } from './core/context.js';
 import { migrateLatest } from './core/migrate.js';
 import { openDatabase, type DatabaseHandle } from './integrations/embedded-postgres.js';

@@ -2,14 +2,14 @@ import type { Config } from './config.js';
 import type { Db } from './db.js';
 import type { MailTransport, Storage } from './ports.js';
 
-/** The implementations of core/ports.ts a process uses, made from its configuration (server/services.ts wires the integrations). */
+/** The implementations of core/ports.ts a process uses, made from its configuration (server/compose.ts wires the integrations). */
 export interface Adapters {
   storage(config: Config): Storage;
   mailTransport(config: Config, log: (line: string) => void): MailTransport;
 }
 
 /**
- * What a process's services are built with, once, by createServices (server/services.ts): the API, a dispatcher-only
+ * What a process's services are built with, once, by createServices (server/compose.ts): the API, a dispatcher-only
  * process and every CLI command alike. Everything that lives longer than a call (caches, the ticket
  * create batcher, compiled validators) hangs off the Services it returns, never off a module, so
  * two apps in one process (tests run several) never share one, and every role gets the same

@@ -8,7 +8,7 @@ import { buildApp } from '../../server/app.js';
 import { loadConfig, type Config } from '../../server/core/config.js';
 import { createDb, type Db } from '../../server/core/db.js';
 import type { Services } from '../../server/core/services.js';
-import { createServices } from '../../server/services.js';
+import { createServices } from '../../server/compose.js';
 import { freshDatabase } from './db.js';
 
 /** A directory with no ticketd.config.json in it, so a developer's own config never leaks into tests. */

@@ -2,7 +2,7 @@ import t, { type Test } from 'tap';
 import { buildApp } from '../../server/app.js';
 import { createDb } from '../../server/core/db.js';
 import { rateLimiterOf } from '../../server/core/rate-limit.js';
-import { createServices } from '../../server/services.js';
+import { createServices } from '../../server/compose.js';
 import { freshDatabase } from '../helpers/db.js';
 import { assertErrorShape, client, signup, testConfig, type Reply } from '../helpers/app.js';
 

@@ -2,7 +2,7 @@ import t from 'tap';
 import { buildApp } from '../../server/app.js';
 import { createDb } from '../../server/core/db.js';
 import { readRoutingOf, type ReadRouting } from '../../server/core/read-replica.js';
-import { createServices } from '../../server/services.js';
+import { createServices } from '../../server/compose.js';
 import { client, makeBrand, makeTicket, signup, testConfig } from '../helpers/app.js';
 import { primaryWithStandby } from '../helpers/replica.js';
 
