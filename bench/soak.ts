@@ -371,6 +371,8 @@ function report(r: {
   const duplicates = [...r.receiver.received.values()].filter((n) => n > 1).length;
   const unexpected = [...r.receiver.received.keys()].filter((id) => !r.expected.has(id)).length;
   const lags = r.receiver.lags.map((l) => l.ms).sort((a, b) => a - b);
+  const created = (event: string) => [...r.expected].filter((id) => id.startsWith(event)).length;
+  out.write(`\ncreated: ${created('ticket.created')} tickets, ${created('comment.created')} comments (set-up included)`);
   out.write(
     `\nwebhooks: ${r.expected.size} expected, ${r.receiver.received.size} received (${duplicates} more than once, ${unexpected} not expected), delivery p50 ${Math.round(percentile(lags, 50))} ms, p99 ${Math.round(percentile(lags, 99))} ms\n`,
   );
