@@ -1,7 +1,8 @@
 /**
  * The soak's dashboard: one signed-in member's background traffic, as the hosted product's admin
  * dashboard sends it (its polling and load profile), on a 10 s timetable:
- *  - once, on boot: the session, the brands, the profile, the organizations;
+ *  - once, on boot: the session, the profile, the organizations;
+ *  - every 5 minutes: the brands (the global notifier's staleTime);
  *  - every 60 s: the unread mentions; the sidebar's tickets assigned to the member and the ticket
  *    stats (read again as their 60 s staleTime runs out: the member stays on /dashboard);
  *  - every 120 s, for each brand: its 20 newest tickets, and the comments of each ticket whose
@@ -34,7 +35,8 @@ export async function dashboardTimetable(
     for (const [id, count] of now) if (count > (before?.get(id) ?? count)) void get(performance.now(), `/v1/brands/${brandId}/tickets/${id}/comments`);
   };
   await timetable(t0, TICK_MS, Math.ceil((seconds * 1000) / TICK_MS), (tick, due) => {
-    if (tick === 0) for (const route of ['/v1/auth/session', '/v1/brands', '/v1/auth/profile', '/v1/auth/organizations']) void get(due, route);
+    if (tick === 0) for (const route of ['/v1/auth/session', '/v1/auth/profile', '/v1/auth/organizations']) void get(due, route);
+    if (tick % 30 === 0) void get(due, '/v1/brands');
     if (tick % 6 === 0) {
       void get(due, '/v1/auth/mentions/unread');
       void get(due, '/v1/tickets/stats');
