@@ -22,16 +22,13 @@ import os from 'node:os';
 import path from 'node:path';
 import { EmbeddedPostgres } from '../server/integrations/embedded-postgres.js';
 import { percentile } from './floor.js';
-import { sql, startTicketd, withDatabase } from './server.js';
+import { RECEIVER_ON_LOOPBACK, sql, startTicketd, withDatabase } from './server.js';
 
 const TICKETS = 300;
 const EVENTS = 3000;
 const FAIR_EVENTS = 1000;
 const HANGING_EVENTS = 32;
 const log = (s: string) => process.stderr.write(`${s}\n`);
-
-/** The receiver listens on loopback, which webhooks may not target by default. */
-const RECEIVER_ON_LOOPBACK = { TICKETD_WEBHOOK_ALLOW_PRIVATE: 'true' };
 
 async function stop(children: ChildProcess[]): Promise<void> {
   await Promise.all(

@@ -39,8 +39,9 @@ export function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
 }
 
-const pick = <T>(xs: readonly T[]): T => xs[Math.floor(Math.random() * xs.length)]!;
-const text = (words: string[], n: number) => Array.from({ length: n }, () => words[Math.floor(Math.exp(Math.random() * Math.log(words.length)))]!).join(' ');
+export const pick = <T>(xs: readonly T[]): T => xs[Math.floor(Math.random() * xs.length)]!;
+/** n words drawn from `words` (most frequent first) by a Zipf-like law. */
+export const text = (words: string[], n: number) => Array.from({ length: n }, () => words[Math.floor(Math.exp(Math.random() * Math.log(words.length)))]!).join(' ');
 
 /** Runs `op` on `concurrency` clients for `ms` milliseconds; worker w uses brand w % brands. */
 export async function runLoad(url: string, concurrency: number, ms: number, op: (c: pg.Client, worker: number) => Promise<void>): Promise<LoadResult> {

@@ -10,6 +10,7 @@
  *   npm run bench -- --rate-limits     (only the cost of rate limiting, on an empty database)
  *   npm run bench -- --cross-brand     (only the cross-brand dashboard: N tickets over 20 brands)
  *   npm run bench -- --quotas          (only ticket create with the plan's ticket allowance counted and not)
+ *   npm run bench -- --soak [--minutes 30] [--rate 50]   (a long mixed load at a fixed rate: see soak.ts)
  *
  * Measured: create throughput (idempotency keys; concurrency 1, 16, 32 on one brand, 16 across 16
  * brands) next to the raw database floor (plain pg clients, one create at a time: in one statement,
@@ -34,6 +35,7 @@ import { runRlsBench, type RlsRow } from './rls.js';
 import { listWithApiProcesses } from './scale.js';
 import { seed } from './seed.js';
 import { adminDatabase, sessionTokenFor, sql, startTicketd, withDatabase } from './server.js';
+import { runSoak } from './soak.js';
 
 const { values } = parseArgs({
   options: {
@@ -46,6 +48,9 @@ const { values } = parseArgs({
     'rate-limits': { type: 'boolean', default: false },
     'cross-brand': { type: 'boolean', default: false },
     quotas: { type: 'boolean', default: false },
+    soak: { type: 'boolean', default: false },
+    minutes: { type: 'string', default: '30' },
+    rate: { type: 'string', default: '50' },
   },
 });
 const quick = values.quick!;
@@ -738,7 +743,7 @@ async function main() {
   }
 }
 
-(values.events ? runEventsBench() : main()).catch((err) => {
+(values.events ? runEventsBench() : values.soak ? runSoak({ minutes: Number(values.minutes), rate: Number(values.rate) }) : main()).catch((err) => {
   process.stderr.write(`bench failed: ${(err as Error).stack}\n`);
   process.exit(1);
 });

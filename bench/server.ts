@@ -7,6 +7,9 @@ import pg from 'pg';
 import { EmbeddedPostgres } from '../server/integrations/embedded-postgres.js';
 import { packageRoot } from '../server/core/paths.js';
 
+/** Webhooks to a receiver in the bench process: loopback, which webhooks may not target by default. */
+export const RECEIVER_ON_LOOPBACK = { TICKETD_WEBHOOK_ALLOW_PRIVATE: 'true' };
+
 /** The admin URL of BENCH_DATABASE_URL, else of a fresh embedded cluster with these settings; cleanup stops and removes that one. */
 export async function adminDatabase(settings: Record<string, string>): Promise<{ adminUrl: string; cleanup: () => Promise<void> }> {
   if (process.env.BENCH_DATABASE_URL) return { adminUrl: process.env.BENCH_DATABASE_URL, cleanup: async () => undefined };
