@@ -70,14 +70,18 @@ t.test('outbox backlog, oldest age and messages by status, read at scrape time',
   const before = await scrape();
   t.equal(one(before.samples, 'ticketd_outbox_backlog'), 0, 'nothing was subscribed before');
   t.equal(one(before.samples, 'ticketd_outbox_oldest_pending_age_seconds'), 0);
+  t.equal(one(before.samples, 'ticketd_outbox_oldest_due_age_seconds'), 0);
 
   for (const title of ['A', 'B', 'C', 'D', 'E']) await makeTicket(owner.live, base, { title });
-  // No dispatcher runs here: the deliveries wait. Then one is made old, one has run out of
-  // attempts, one was delivered now and one two hours ago.
+  // No dispatcher runs here: the deliveries wait. Then one is made old, one due for 45 s, one has
+  // run out of attempts, one was delivered now and one two hours ago.
   const ids = (await db('outbox').orderBy('id').pluck('id')) as string[];
   t.equal(ids.length, 5);
   const ago = (interval: string) => ({ createdAt: db.raw(`now() - interval '${interval}'`) });
   await db('outbox').where({ id: ids[0] }).update(ago('90 seconds'));
+  await db('outbox')
+    .where({ id: ids[1] })
+    .update({ availableAt: db.raw(`now() - interval '45 seconds'`) });
   await db('outbox').where({ id: ids[2] }).update({ status: 'dead' });
   await db('outbox').whereIn('id', ids.slice(3)).update({ status: 'success' });
   await db('outbox').where({ id: ids[4] }).update(ago('2 hours'));
@@ -94,6 +98,8 @@ t.test('outbox backlog, oldest age and messages by status, read at scrape time',
   t.equal(one(samples, 'ticketd_outbox_messages_last_hour', { status: 'retrying' }), 0);
   const age = one(samples, 'ticketd_outbox_oldest_pending_age_seconds')!;
   t.ok(age >= 90 && age < 3600, `the oldest waiting message is ${age} s old`);
+  const lag = one(samples, 'ticketd_outbox_oldest_due_age_seconds')!;
+  t.ok(lag >= 45 && lag < 90, `the longest due has waited ${lag} s`);
   t.equal(one(samples, 'ticketd_database_up'), 1);
 });
 
