@@ -44,7 +44,7 @@ export async function sql<R extends pg.QueryResultRow = Record<string, unknown>>
 /** `bin/ticketd start` in a role on databaseUrl; resolves with its start-up JSON line once it serves. */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export async function startTicketd(role: 'all' | 'api' | 'dispatcher', databaseUrl: string, env: Record<string, string> = {}): Promise<{ child: ChildProcess; info: any }> {
-  const child = spawn(process.execPath, [path.join(packageRoot, 'bin', 'ticketd'), 'start', '--role', role, '--json', '--port', '0'], {
+  const child = spawn(process.execPath, [path.join(packageRoot, 'bin', 'ticketd'), 'start', '--role', role, '--json', '--port', '0', '--dispatcher-port', '0'], {
     env: { ...process.env, DATABASE_URL: databaseUrl, TICKETD_LOG_LEVEL: 'warn', ...env },
     stdio: ['ignore', 'pipe', 'inherit'],
   });

@@ -190,7 +190,7 @@ export async function buildApp({ config, db, services: given, isShuttingDown = (
     installReadYourWrites(api, services);
 
     api.get('/v1/openapi.json', { config: { auth: 'none', permission: 'docs:read' }, schema: { hide: true } }, async () => app.swagger());
-    await api.register(healthRoutes, { db, version, isShuttingDown });
+    await api.register(healthRoutes, { prefix: '/v1', db, version, isShuttingDown });
     await api.register(accountRoutes, { config });
     await api.register(memberRoutes);
     await api.register(teamRoutes);

@@ -1,9 +1,11 @@
 import type { FastifyInstance } from 'fastify';
+import type { AddressInfo } from 'node:net';
 import { buildApp } from './app.js';
-import { publicBaseUrl, type Config } from './core/config.js';
+import { listenUrl, publicBaseUrl, type Config } from './core/config.js';
 import { createDb, type Db } from './core/db.js';
 import type { Services } from './core/services.js';
 import { createServices } from './compose.js';
+import { buildDispatcherHttp } from './dispatcher-http.js';
 import { systemCtx } from './core/context.js';
 import { migrateLatest } from './core/migrate.js';
 import { openDatabase, type DatabaseHandle } from './integrations/embedded-postgres.js';
@@ -25,6 +27,8 @@ export interface Running {
   bootstrap: CreatedAccountView | null;
   /** Port of the inbound SMTP listener, when one runs (config smtpPort / --smtp-port). */
   smtpPort: number | null;
+  /** Where a dispatcher-only process serves its health and metrics (config dispatcherHost, dispatcherPort); otherwise null. */
+  dispatcherUrl: string | null;
   /**
    * Graceful stop: refuse new requests, finish in-flight ones, drain the dispatcher, close the pool
    * (all of that within drainDeadlineMs, when given), then stop the embedded database whatever
@@ -43,6 +47,7 @@ export async function startServer(config: Config, role: Role, log: Log = () => u
   let services: Services | null = null;
   let app: FastifyInstance | null = null;
   let dispatcher: Dispatcher | null = null;
+  let dispatcherHttp: FastifyInstance | null = null;
   let smtp: SmtpListener | null = null;
   let shuttingDown = false;
 
@@ -52,6 +57,8 @@ export async function startServer(config: Config, role: Role, log: Log = () => u
       await smtp?.close(); // refuses new SMTP sessions, waits for open ones
       await app?.close(); // stops accepting, waits for in-flight requests
       await dispatcher?.stop(Math.floor(config.shutdownTimeoutMs / 2));
+      // Served through the drain: readiness says 503 meanwhile, and the last scrape sees the end.
+      await dispatcherHttp?.close();
       await services?.close();
       await db?.destroy();
       await readDb?.destroy();
@@ -128,7 +135,29 @@ export async function startServer(config: Config, role: Role, log: Log = () => u
       });
       dispatcher.start();
     }
-    return { baseUrl: publicBaseUrl(config, port), role, database: handle.embedded ? 'embedded' : 'external', bootstrap, smtpPort: smtp?.port ?? null, stop };
+    let dispatcherUrl: string | null = null;
+    // Alone, a dispatcher has no API port to be watched through; with the API (role all) the API's
+    // health routes and /metrics (the same registry) serve the whole process.
+    if (dispatcher && role === 'dispatcher' && config.dispatcherPort !== null) {
+      const running = dispatcher;
+      dispatcherHttp = await buildDispatcherHttp({
+        config,
+        services: svc,
+        isShuttingDown: () => shuttingDown || !running.isRunning(),
+        isListening: () => running.isListening(),
+      });
+      await dispatcherHttp.listen({ port: config.dispatcherPort, host: config.dispatcherHost });
+      dispatcherUrl = listenUrl(config.dispatcherHost, (dispatcherHttp.server.address() as AddressInfo).port);
+    }
+    return {
+      baseUrl: publicBaseUrl(config, port),
+      role,
+      database: handle.embedded ? 'embedded' : 'external',
+      bootstrap,
+      smtpPort: smtp?.port ?? null,
+      dispatcherUrl,
+      stop,
+    };
   } catch (err) {
     await stop().catch(() => undefined);
     throw err;

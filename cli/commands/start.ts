@@ -11,7 +11,9 @@ function curlLine(running: Running): string | null {
 }
 
 function banner(running: Running): string[] {
-  const lines = [`ticketd is running at ${running.baseUrl} (role ${running.role}, ${running.database} PostgreSQL)`];
+  // A dispatcher alone serves no API: no URL to name.
+  const at = running.role === 'dispatcher' ? '' : ` at ${running.baseUrl}`;
+  const lines = [`ticketd is running${at} (role ${running.role}, ${running.database} PostgreSQL)`];
   const b = running.bootstrap;
   if (b) {
     lines.push(
@@ -26,6 +28,7 @@ function banner(running: Running): string[] {
     );
   }
   if (running.smtpPort !== null) lines.push(`Inbound mail by SMTP on port ${running.smtpPort}`);
+  if (running.dispatcherUrl) lines.push(`Dispatcher health and metrics: ${running.dispatcherUrl}/health/ready and ${running.dispatcherUrl}/metrics`);
   if (running.role !== 'dispatcher') lines.push('', `API docs: ${running.baseUrl}/docs   OpenAPI: ${running.baseUrl}/v1/openapi.json`);
   lines.push('Press Ctrl-C to stop.');
   return lines;
@@ -38,9 +41,15 @@ export function registerStart(program: Command, globals: () => GlobalOptions): v
     .addOption(new Option('--role <role>', 'what this process runs').choices(['all', 'api', 'dispatcher']).default('all'))
     .option('--port <port>', 'HTTP port (default: PORT or 3000)')
     .option('--smtp-port <port>', 'also listen for inbound mail by SMTP on this port, for direct MX delivery (default: TICKETD_SMTP_PORT, else off)')
+    .option('--dispatcher-port <port>', "with --role dispatcher: the port of its health and metrics, or off (default: TICKETD_DISPATCHER_PORT or 3001; --role all uses the API's)")
     .option('--json', 'print the start-up summary (and any bootstrap keys) as one JSON line')
-    .action(async (opts: { role: Role; port?: string; smtpPort?: string; json?: boolean }) => {
-      const env = { ...process.env, ...(opts.port ? { PORT: opts.port } : {}), ...(opts.smtpPort ? { TICKETD_SMTP_PORT: opts.smtpPort } : {}) };
+    .action(async (opts: { role: Role; port?: string; smtpPort?: string; dispatcherPort?: string; json?: boolean }) => {
+      const env = {
+        ...process.env,
+        ...(opts.port ? { PORT: opts.port } : {}),
+        ...(opts.smtpPort ? { TICKETD_SMTP_PORT: opts.smtpPort } : {}),
+        ...(opts.dispatcherPort ? { TICKETD_DISPATCHER_PORT: opts.dispatcherPort } : {}),
+      };
       const config = loadConfig({ configFile: globals().config, env });
       const starting = startServer(config, opts.role, note);
       stopOnSignals(starting, config, note);
@@ -52,6 +61,7 @@ export function registerStart(program: Command, globals: () => GlobalOptions): v
           role: running.role,
           database: running.database,
           smtpPort: running.smtpPort,
+          dispatcherUrl: running.dispatcherUrl,
           docsUrl: `${running.baseUrl}/docs`,
           bootstrap: running.bootstrap,
           curl: curlLine(running),

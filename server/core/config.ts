@@ -57,6 +57,10 @@ export interface Config {
   readonly webhookTimeoutMs: number;
   readonly dispatcherConcurrency: number;
   readonly dispatcherAccountConcurrency: number;
+  /** Where a `--role dispatcher` process serves its health and metrics. */
+  readonly dispatcherHost: string;
+  /** null: no listener. */
+  readonly dispatcherPort: number | null;
   readonly outboxRetentionDays: number;
   readonly metricsEnabled: boolean;
   readonly metricsToken: string | null;
@@ -114,7 +118,8 @@ export class ConfigError extends Error {
   }
 }
 
-type Kind = 'string' | 'integer' | 'boolean' | 'list';
+/** port: an integer, or `off` for none (null). */
+type Kind = 'string' | 'integer' | 'boolean' | 'list' | 'port';
 /** Environment variables and the config keys they set. */
 export const ENV_KEYS: Record<string, [string, Kind]> = {
   DATABASE_URL: ['databaseUrl', 'string'],
@@ -167,6 +172,8 @@ export const ENV_KEYS: Record<string, [string, Kind]> = {
   TICKETD_WEBHOOK_TIMEOUT_MS: ['webhookTimeoutMs', 'integer'],
   TICKETD_DISPATCHER_CONCURRENCY: ['dispatcherConcurrency', 'integer'],
   TICKETD_DISPATCHER_ACCOUNT_CONCURRENCY: ['dispatcherAccountConcurrency', 'integer'],
+  TICKETD_DISPATCHER_HOST: ['dispatcherHost', 'string'],
+  TICKETD_DISPATCHER_PORT: ['dispatcherPort', 'port'],
   TICKETD_OUTBOX_RETENTION_DAYS: ['outboxRetentionDays', 'integer'],
   TICKETD_METRICS_ENABLED: ['metricsEnabled', 'boolean'],
   TICKETD_METRICS_TOKEN: ['metricsToken', 'string'],
@@ -196,6 +203,7 @@ function readJson(file: string, problems: string[]): Record<string, unknown> {
 function convert(raw: string, kind: Kind): unknown {
   // Leave unparseable values as strings: the schema then names the exact problem.
   if (kind === 'integer') return /^-?\d+$/.test(raw.trim()) ? Number(raw) : raw;
+  if (kind === 'port') return raw.trim() === 'off' ? null : convert(raw, 'integer');
   if (kind === 'boolean') return raw === 'true' ? true : raw === 'false' ? false : raw;
   if (kind === 'list')
     return raw
@@ -323,6 +331,11 @@ export function requestBaseUrl(publicUrl: string | null, protocol: string, host:
 
 export function publicBaseUrl(config: Config, port = config.port): string {
   if (config.publicUrl) return config.publicUrl.replace(/\/$/, '');
-  const host = config.host === '0.0.0.0' || config.host === '::' ? 'localhost' : config.host;
-  return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
+  return listenUrl(config.host, port);
+}
+
+/** The URL of a server listening on host:port, as a client on this machine reaches it (any address: localhost). */
+export function listenUrl(host: string, port: number): string {
+  const name = host === '0.0.0.0' || host === '::' ? 'localhost' : host;
+  return `http://${name.includes(':') ? `[${name}]` : name}:${port}`;
 }

@@ -10,6 +10,8 @@ export interface HealthOptions {
   version: string;
   /** True once shutdown began: readiness fails so load balancers drain this process. */
   isShuttingDown: () => boolean;
+  /** When given (a dispatcher's listener): readiness also wants this process's LISTEN connection up. */
+  isListening?: () => boolean;
 }
 
 async function databaseAnswers(db: Db): Promise<boolean> {
@@ -26,6 +28,7 @@ async function databaseAnswers(db: Db): Promise<boolean> {
   }
 }
 
+/** /health, /health/live and /health/ready: the API registers them under /v1, a dispatcher alone at its root. */
 export async function healthRoutes(app: FastifyInstance, opts: HealthOptions): Promise<void> {
   const tags = ['Health'];
   // Never limited: an orchestrator that got 429 from a probe would restart a healthy process.
@@ -33,7 +36,7 @@ export async function healthRoutes(app: FastifyInstance, opts: HealthOptions): P
   const started = Date.now();
 
   app.get(
-    '/v1/health',
+    '/health',
     {
       config,
       schema: {
@@ -61,7 +64,7 @@ export async function healthRoutes(app: FastifyInstance, opts: HealthOptions): P
   );
 
   app.get(
-    '/v1/health/live',
+    '/health/live',
     {
       config,
       schema: { tags, summary: 'Liveness: the process answers', response: { 200: Type.Object({ status: Type.Literal('ok') }) } },
@@ -70,7 +73,7 @@ export async function healthRoutes(app: FastifyInstance, opts: HealthOptions): P
   );
 
   app.get(
-    '/v1/health/ready',
+    '/health/ready',
     {
       config,
       schema: {
@@ -82,6 +85,7 @@ export async function healthRoutes(app: FastifyInstance, opts: HealthOptions): P
     async () => {
       if (opts.isShuttingDown()) throw new HttpError(503, 'shutting_down', 'This process is shutting down');
       if (!(await databaseAnswers(opts.db))) throw new HttpError(503, 'database_unavailable', 'The database does not answer');
+      if (opts.isListening && !opts.isListening()) throw new HttpError(503, 'listener_down', "This process's LISTEN connection to the database is down; it is being opened again");
       return { status: 'ready' as const };
     },
   );

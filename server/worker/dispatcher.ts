@@ -17,6 +17,7 @@ import type { Attempt, OutboxHandler } from './handler.js';
 import { webhookHandler, type WebhookDeliveryOptions } from './handlers/webhook.js';
 import type { OutboxKind } from '../core/outbox/model.js';
 import * as outbox from '../core/outbox/service.js';
+import { dispatcherMetricsPart, type DeliveryOutcome, type DispatcherMetrics } from './metrics.js';
 
 export interface DispatcherLog {
   info(obj: object, msg: string): void;
@@ -83,6 +84,17 @@ interface Lease {
 }
 
 const emptyStats = (): DeliveryStats => ({ claimed: 0, success: 0, retrying: 0, failed: 0, dead: 0, lost: 0, released: 0 });
+type SettledStatus = 'success' | 'retrying' | 'failed' | 'dead';
+/** The metrics' name of a settled status, and the run's stats of each outcome it counts. */
+const OUTCOME_OF: Readonly<Record<SettledStatus, DeliveryOutcome>> = { success: 'delivered', retrying: 'retry', failed: 'failed', dead: 'dead' };
+const STATS_OF: Readonly<Record<Exclude<DeliveryOutcome, 'unsettled'>, Exclude<keyof DeliveryStats, 'claimed'>>> = {
+  delivered: 'success',
+  retry: 'retrying',
+  failed: 'failed',
+  dead: 'dead',
+  lost: 'lost',
+  released: 'released',
+};
 const DAY_MS = 86_400_000;
 /** A settle that failed (the database away for a moment) is tried again after these pauses, doubling. */
 const SETTLE_RETRY_FIRST_MS = 50;
@@ -126,6 +138,7 @@ export class Dispatcher {
   private readonly leaseMs: number;
   private readonly retentionDays: number;
   private readonly handlers: Partial<Record<OutboxKind, OutboxHandler>>;
+  private readonly metrics: DispatcherMetrics;
   readonly instanceId: string;
 
   /** attachmentDeps: without them (tests of other jobs) the attachment cleanup is skipped. */
@@ -146,6 +159,18 @@ export class Dispatcher {
     this.retentionDays = options.retentionDays ?? services.config.outboxRetentionDays;
     this.handlers = { webhook: webhookHandler(options.webhooks ?? { allowPrivate: false, timeoutMs: 10_000 }), ...options.handlers };
     this.instanceId = options.instanceId ?? `${os.hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
+    this.metrics = services.get(dispatcherMetricsPart);
+    this.metrics.concurrency.set(this.concurrency);
+  }
+
+  /** Started and not stopping: what readiness wants, with the LISTEN connection up. */
+  isRunning(): boolean {
+    return this.task !== null && !this.stopping;
+  }
+
+  /** Its LISTEN connection is up (and holds its owner lock): it hears commits and may claim. */
+  isListening(): boolean {
+    return this.listener?.live ?? false;
   }
 
   /** One pass over every job, deliveries included; tests call it directly instead of waiting for the clock. */
@@ -154,26 +179,68 @@ export class Dispatcher {
     return { ...jobs, delivery: await this.deliverDue() };
   }
 
+  /** Every periodic job once, in order; a job that fails ends the run (the next tick runs them all again). */
   private async periodicJobs(): Promise<PeriodicStats> {
+    const endTick = this.metrics.tickDuration.startTimer();
+    try {
+      const stats = await this.runJobs();
+      this.metrics.ticks.inc({ outcome: 'ok' });
+      return stats;
+    } catch (err) {
+      this.metrics.ticks.inc({ outcome: 'error' });
+      throw err;
+    } finally {
+      endTick();
+    }
+  }
+
+  /** Runs one job, counted and timed under its name; `items` says how much work its result stands for. */
+  private async job<T>(name: string, run: () => Promise<T>, items: (result: T) => number = Number): Promise<T> {
+    const end = this.metrics.jobDuration.startTimer({ job: name });
+    try {
+      const result = await run();
+      this.metrics.jobRuns.inc({ job: name, outcome: 'ok' });
+      this.metrics.jobItems.inc({ job: name }, items(result));
+      return result;
+    } catch (err) {
+      this.metrics.jobRuns.inc({ job: name, outcome: 'error' });
+      throw err;
+    } finally {
+      end();
+    }
+  }
+
+  private async runJobs(): Promise<PeriodicStats> {
     const ctx = this.ctx;
-    const revokedKeys = await apiKeys.revokeExpired(ctx);
+    const revokedKeys = await this.job('revoke_api_keys', () => apiKeys.revokeExpired(ctx));
     if (revokedKeys) this.log.info({ revokedKeys }, 'revoked API keys whose grace period ended');
-    const purgedIdempotencyKeys = await purgeExpiredIdempotencyKeys(ctx);
+    const purgedIdempotencyKeys = await this.job('purge_idempotency_keys', () => purgeExpiredIdempotencyKeys(ctx));
     if (purgedIdempotencyKeys) this.log.info({ purgedIdempotencyKeys }, 'purged expired idempotency keys');
-    const purged = this.attachmentDeps ? await attachments.purgeAbandoned(ctx, this.attachmentDeps) : { abandoned: 0, files: 0 };
+    const deps = this.attachmentDeps;
+    const purged = deps
+      ? await this.job(
+          'purge_attachments',
+          () => attachments.purgeAbandoned(ctx, deps),
+          (p) => p.abandoned,
+        )
+      : { abandoned: 0, files: 0 };
     if (purged.abandoned) this.log.info({ abandonedAttachments: purged.abandoned }, 'removed attachments never linked to a ticket or never uploaded');
-    const reclaimed = await this.reclaimGone();
+    const reclaimed = await this.job('reclaim_outbox', () => this.reclaimGone());
     // One batch a tick: a large first purge is spread over ticks instead of holding one up.
-    const purgedOutbox = await outbox.purge(ctx, new Date(this.now() - this.retentionDays * DAY_MS), 1);
+    const purgedOutbox = await this.job('purge_outbox', () => outbox.purge(ctx, new Date(this.now() - this.retentionDays * DAY_MS), 1));
     if (purgedOutbox) this.log.info({ purgedOutbox, retentionDays: this.retentionDays }, 'purged finished outbox messages past their retention');
     // Readers also sum the changes not rolled up yet: rolling up keeps their reads short; the counts are exact either way.
-    const rolledUpCounts = await ticketCounts.rollUp(ctx);
-    const ratingRequests = await sendDueRatingRequests(ctx, new Date(this.now()));
+    const rolledUpCounts = await this.job('roll_up_ticket_counts', () => ticketCounts.rollUp(ctx));
+    const ratingRequests = await this.job(
+      'rating_requests',
+      () => sendDueRatingRequests(ctx, new Date(this.now())),
+      (r) => r.sent + r.cancelled,
+    );
     if (ratingRequests.sent || ratingRequests.cancelled) this.log.info(ratingRequests, 'satisfaction rating requests due: mailed or cancelled');
-    const renewedSubscriptions = await renewDueSubscriptions(ctx, new Date(this.now()));
+    const renewedSubscriptions = await this.job('renew_subscriptions', () => renewDueSubscriptions(ctx, new Date(this.now())));
     if (renewedSubscriptions) this.log.info({ renewedSubscriptions }, 'subscriptions whose period ended: renewed or ended');
     // After renewals: a new period has room for the mail held over the last one's allowance.
-    const receivedHeldMail = this.attachmentDeps ? await receiveHeldMail(ctx, { attachments: this.attachmentDeps }) : 0;
+    const receivedHeldMail = deps ? await this.job('receive_held_mail', () => receiveHeldMail(ctx, { attachments: deps })) : 0;
     if (receivedHeldMail) this.log.info({ receivedHeldMail }, 'inbound mail held over a plan allowance received now there is room');
     return {
       revokedKeys,
@@ -278,6 +345,8 @@ export class Dispatcher {
     const leaseUntil = now + this.leaseMs;
     const rows = await outbox.claim(this.ctx, this.instanceId, new Date(now), new Date(leaseUntil), limit, { perAccount: this.accountConcurrency, held });
     for (const row of rows) this.held.set(row, { until: leaseUntil, lost: false });
+    if (rows.length) this.metrics.claimBatch.observe(rows.length);
+    this.metrics.inFlight.inc(rows.length);
     return rows;
   }
 
@@ -310,8 +379,11 @@ export class Dispatcher {
   }
 
   private async deliverOne(row: outbox.Claimed, stats: DeliveryStats): Promise<void> {
+    let outcome: DeliveryOutcome = 'unsettled';
+    let seconds: number | null = null;
     try {
       const handler = this.handlers[row.kind];
+      const started = performance.now();
       let attempt: Attempt;
       if (!handler) attempt = { outcome: 'retry', error: `this dispatcher has no handler for ${row.kind} messages`, responseCode: null, responseBody: null, notSent: true };
       else {
@@ -321,14 +393,18 @@ export class Dispatcher {
           attempt = { outcome: 'retry', error: `delivery failed: ${(err as Error).message}`, responseCode: null, responseBody: null };
         }
       }
+      // The attempt's own time: a settle retried while the database is away is not the receiver's.
+      seconds = (performance.now() - started) / 1000;
       if (attempt.outcome === 'interrupted') {
         // Not given back (the database is away): its lease runs out and it is due again.
-        if (await outbox.release(this.ctx, row, new Date(this.now())).catch(() => false)) stats.released++;
-        return;
-      }
-      await this.settle(row, handler, attempt, stats);
+        if (await outbox.release(this.ctx, row, new Date(this.now())).catch(() => false)) outcome = 'released';
+      } else outcome = await this.settle(row, handler, attempt);
     } finally {
       this.held.delete(row);
+      this.metrics.inFlight.dec();
+      this.metrics.deliveries.inc({ kind: row.kind, outcome });
+      if (seconds !== null) this.metrics.deliveryDuration.observe({ kind: row.kind, outcome }, seconds);
+      if (outcome !== 'unsettled') stats[STATS_OF[outcome]]++;
     }
   }
 
@@ -338,7 +414,7 @@ export class Dispatcher {
    * the database was away for a moment. Past that, another dispatcher may have claimed it: the
    * message is delivered again (at least once).
    */
-  private async settle(row: outbox.Claimed, handler: OutboxHandler | undefined, attempt: Exclude<Attempt, { outcome: 'interrupted' }>, stats: DeliveryStats): Promise<void> {
+  private async settle(row: outbox.Claimed, handler: OutboxHandler | undefined, attempt: Exclude<Attempt, { outcome: 'interrupted' }>): Promise<DeliveryOutcome> {
     const settlement = this.settlementOf(row, attempt);
     for (let pause = SETTLE_RETRY_FIRST_MS; ; pause = Math.min(2 * pause, SETTLE_RETRY_MAX_MS)) {
       try {
@@ -347,14 +423,12 @@ export class Dispatcher {
           await handler?.settled?.(tx, row, attempt, settlement);
           return true;
         });
-        if (settled) stats[settlement.status as 'success' | 'retrying' | 'failed' | 'dead']++;
-        else stats.lost++;
-        return;
+        return settled ? OUTCOME_OF[settlement.status as SettledStatus] : 'lost';
       } catch (err) {
         const lease = this.held.get(row);
         if (!lease || lease.lost || this.now() + pause >= lease.until || this.interrupt.signal.aborted) {
           this.log.error({ err, outboxId: row.id }, 'could not settle an outbox message: it is delivered again once its lease runs out');
-          return;
+          return 'unsettled';
         }
         this.log.info({ outboxId: row.id, error: (err as Error).message, retryInMs: pause }, 'could not settle an outbox message yet: trying again');
         await sleep(pause, undefined, { signal: this.interrupt.signal }).catch(() => undefined);
@@ -392,7 +466,10 @@ export class Dispatcher {
     this.listener.on('notification', wake);
     // 'up' also after a reconnect: notifications sent while the connection was down are lost. At
     // start-up, the messages of a dispatcher that died are due at once rather than after its lease.
+    this.metrics.listenerUp.set(0);
+    this.listener.on('down', () => this.metrics.listenerUp.set(0));
     this.listener.on('up', () => {
+      this.metrics.listenerUp.set(1);
       if (this.stopping) return;
       this.reclaimGone()
         .catch((err) => this.log.error({ err }, 'could not reclaim the outbox messages of dispatchers that are gone'))
@@ -418,6 +495,7 @@ export class Dispatcher {
       // Closed last: its connection holds the owner lock, and the messages still held are ours until settled.
       await this.listener?.close();
       this.listener = null;
+      this.metrics.listenerUp.set(0);
       for (const handler of Object.values(this.handlers)) await handler.close?.();
     }
   }

@@ -42,7 +42,7 @@ t.test('start --role dispatcher sends queued mail with the configured SMTP trans
   const ticket = await makeTicket(owner.live, base, { title: 'Relayed', customerEmail: 'jane@customer.example' });
   const reply = (await owner.live('POST', `${base}/tickets/${ticket.id}/comments`, { body: 'Sent by the dispatcher.' })).body;
 
-  const child = spawn('env', ['-u', 'NODE_OPTIONS', process.execPath, BIN, 'start', '--role', 'dispatcher', '--json'], {
+  const child = spawn('env', ['-u', 'NODE_OPTIONS', process.execPath, BIN, 'start', '--role', 'dispatcher', '--json', '--dispatcher-port', '0'], {
     cwd: emptyDir,
     env: {
       PATH: process.env.PATH ?? '',

@@ -53,7 +53,7 @@ t.test('stats before delivery', async (t) => {
 });
 
 t.test('start --role dispatcher delivers alone and stops on SIGTERM', async (t) => {
-  const child = spawn('env', ['-u', 'NODE_OPTIONS', process.execPath, BIN, 'start', '--role', 'dispatcher', '--json'], {
+  const child = spawn('env', ['-u', 'NODE_OPTIONS', process.execPath, BIN, 'start', '--role', 'dispatcher', '--json', '--dispatcher-port', '0'], {
     cwd: emptyDir,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', TICKETD_LOG_LEVEL: 'silent', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -71,7 +71,7 @@ t.test('start --role dispatcher delivers alone and stops on SIGTERM', async (t) 
   t.equal(hook.received.length, 2, 'both deliveries were made');
   t.ok(existsSync(eml), 'the mail was written under the data directory');
   t.equal(JSON.parse(stdout.split('\n')[0]!).role, 'dispatcher');
-  t.equal((await fetch(`${JSON.parse(stdout.split('\n')[0]!).url}/v1/health`).catch(() => null))?.status, undefined, 'no HTTP server in this role');
+  t.equal((await fetch(`${JSON.parse(stdout.split('\n')[0]!).url}/v1/health`).catch(() => null))?.status, undefined, 'no API in this role');
   child.kill('SIGTERM');
   t.equal(await exited, 0, 'a graceful stop');
 });

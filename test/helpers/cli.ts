@@ -49,10 +49,10 @@ export interface Server {
   stderr(): string;
 }
 
-/** `ticketd start --json --port 0 [args]` with only `env` (plus PATH and HOME), kept running; the caller stops it. */
+/** `ticketd start --json --port 0 --dispatcher-port 0 [args]` with only `env` (plus PATH and HOME), kept running; the caller stops it. */
 export function startServer(env: Record<string, string>, args: string[] = []): Server {
   // `env -u NODE_OPTIONS`: see runCli.
-  const child = spawn('env', ['-u', 'NODE_OPTIONS', process.execPath, BIN, 'start', '--json', '--port', '0', ...args], {
+  const child = spawn('env', ['-u', 'NODE_OPTIONS', process.execPath, BIN, 'start', '--json', '--port', '0', '--dispatcher-port', '0', ...args], {
     cwd: emptyDir,
     env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', TICKETD_LOG_LEVEL: 'silent', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -2,7 +2,8 @@ import t from 'tap';
 import { buildApp } from '../../server/app.js';
 import { createDb } from '../../server/core/db.js';
 import { freePort } from '../../server/integrations/embedded-postgres.js';
-import { assertErrorShape, client, makeTicket, ownerWithBrand, testApp, testConfig } from '../helpers/app.js';
+import { buildDispatcherHttp } from '../../server/dispatcher-http.js';
+import { assertErrorShape, client, makeTicket, ownerWithBrand, servicesOf, testApp, testConfig } from '../helpers/app.js';
 
 const { app, db, url } = await testApp(t);
 const TOKEN = 'metrics-token-0123456789';
@@ -70,14 +71,18 @@ t.test('outbox backlog, oldest age and messages by status, read at scrape time',
   const before = await scrape();
   t.equal(one(before.samples, 'ticketd_outbox_backlog'), 0, 'nothing was subscribed before');
   t.equal(one(before.samples, 'ticketd_outbox_oldest_pending_age_seconds'), 0);
+  t.equal(one(before.samples, 'ticketd_outbox_oldest_due_age_seconds'), 0);
 
   for (const title of ['A', 'B', 'C', 'D', 'E']) await makeTicket(owner.live, base, { title });
-  // No dispatcher runs here: the deliveries wait. Then one is made old, one has run out of
-  // attempts, one was delivered now and one two hours ago.
+  // No dispatcher runs here: the deliveries wait. Then one is made old, one due for 45 s, one has
+  // run out of attempts, one was delivered now and one two hours ago.
   const ids = (await db('outbox').orderBy('id').pluck('id')) as string[];
   t.equal(ids.length, 5);
   const ago = (interval: string) => ({ createdAt: db.raw(`now() - interval '${interval}'`) });
   await db('outbox').where({ id: ids[0] }).update(ago('90 seconds'));
+  await db('outbox')
+    .where({ id: ids[1] })
+    .update({ availableAt: db.raw(`now() - interval '45 seconds'`) });
   await db('outbox').where({ id: ids[2] }).update({ status: 'dead' });
   await db('outbox').whereIn('id', ids.slice(3)).update({ status: 'success' });
   await db('outbox').where({ id: ids[4] }).update(ago('2 hours'));
@@ -94,6 +99,8 @@ t.test('outbox backlog, oldest age and messages by status, read at scrape time',
   t.equal(one(samples, 'ticketd_outbox_messages_last_hour', { status: 'retrying' }), 0);
   const age = one(samples, 'ticketd_outbox_oldest_pending_age_seconds')!;
   t.ok(age >= 90 && age < 3600, `the oldest waiting message is ${age} s old`);
+  const lag = one(samples, 'ticketd_outbox_oldest_due_age_seconds')!;
+  t.ok(lag >= 45 && lag < 90, `the longest due has waited ${lag} s`);
   t.equal(one(samples, 'ticketd_database_up'), 1);
 });
 
@@ -146,4 +153,43 @@ t.test('the database away: the process figures still come, database_up says 0', 
   t.equal(status, 200);
   t.equal(one(samples, 'ticketd_database_up'), 0);
   t.equal(one(samples, 'ticketd_http_requests_total', { route: '/v1/health/live', status: '200' }), 1);
+});
+
+t.test("a dispatcher's own listener: the API's health routes at /health, and /metrics under the same rules", async (t) => {
+  const state = { shuttingDown: false, listening: false };
+  const watch = async (env: Record<string, string> = {}) => {
+    const listener = await buildDispatcherHttp({
+      config: testConfig({ DATABASE_URL: url, ...env }),
+      services: servicesOf(db),
+      isShuttingDown: () => state.shuttingDown,
+      isListening: () => state.listening,
+    });
+    t.teardown(() => listener.close());
+    return listener;
+  };
+  const open = await watch();
+  const call = client(open);
+  t.same((await call('GET', '/health/live')).body, { status: 'ok' });
+  assertErrorShape(t, await call('GET', '/health/ready'), 503, 'listener_down');
+  state.listening = true;
+  t.same((await call('GET', '/health/ready')).body, { status: 'ready' });
+  t.match((await call('GET', '/health')).body, { status: 'ok', checks: { database: 'ok' } });
+  state.shuttingDown = true;
+  assertErrorShape(t, await call('GET', '/health/ready'), 503, 'shutting_down');
+  assertErrorShape(t, await call('GET', '/v1/tickets'), 404, 'route_not_found');
+
+  const local = await scrape(open);
+  t.equal(local.status, 200, 'a loopback client scrapes without a token');
+  t.equal(one(local.samples, 'ticketd_outbox_backlog'), 2, 'the figures read at scrape time');
+  t.ok(find(local.samples, 'nodejs_eventloop_lag_seconds').length, "and the process's event-loop lag");
+  for (const headers of [{}, { 'x-forwarded-for': '127.0.0.1' }]) {
+    const res = await open.inject({ method: 'GET', url: '/metrics', remoteAddress: '203.0.113.7', headers });
+    assertErrorShape(t, { status: res.statusCode, body: JSON.parse(res.body), headers: res.headers }, 403, 'metrics_loopback_only');
+  }
+
+  const guarded = client(await watch({ TICKETD_METRICS_TOKEN: TOKEN }));
+  assertErrorShape(t, await guarded('GET', '/metrics'), 401, 'missing_credentials');
+  assertErrorShape(t, await guarded('GET', '/metrics', undefined, { authorization: 'Bearer not-the-metrics-token' }), 401, 'invalid_metrics_token');
+  t.equal((await guarded('GET', '/metrics', undefined, { authorization: `Bearer ${TOKEN}` })).status, 200);
+  assertErrorShape(t, await client(await watch({ TICKETD_METRICS_ENABLED: 'false' }))('GET', '/metrics'), 404, 'metrics_disabled');
 });

@@ -15,7 +15,10 @@ import { receiver, type Answer, type Received } from '../helpers/receiver.js';
 import { until } from '../helpers/wait.js';
 import { createBrand } from '../../server/flows/brands.js';
 import { createAccount } from '../../server/flows/accounts.js';
-import { servicesOf } from '../helpers/app.js';
+import { servicesOf, testConfig } from '../helpers/app.js';
+import { createServices } from '../../server/compose.js';
+import { metricsPart } from '../../server/core/metrics.js';
+import { attachmentDepsOf } from '../../server/domains/attachments/service.js';
 import { updateTicket } from '../../server/flows/ticket-update.js';
 import { createTicket } from '../../server/flows/ticket-create.js';
 import { createComment } from '../../server/flows/comment-create.js';
@@ -667,4 +670,71 @@ t.test('delivery reads its webhook through the tenant of the message: another ac
   const other = await setup();
   t.equal(await webhooks.deliveryTarget(other.ctx, webhook.id, now), null, 'another account does not');
   t.equal(await webhooks.deliveryTarget({ ...ctx, livemode: false }, webhook.id, now), null, 'the other mode does not');
+});
+
+t.test("the dispatcher's metrics: deliveries by kind and outcome, their time, claims, jobs and ticks, its LISTEN connection", async (t) => {
+  // Its own services: a registry of its own, whatever the other tests counted.
+  const services = createServices({ config: testConfig({}), db });
+  t.teardown(() => services.close());
+  const answers = [200, 500, 400, 502];
+  const { ctx, brandId, webhook } = await withHook(t, ['ticket.created'], (r) => ({ status: answers[JSON.parse(r.body).data.n]! }));
+  await enqueue(ctx, brandId, 4);
+  const last = (await rowsOf(webhook.id))[3];
+  await db('outbox')
+    .where({ id: last.id })
+    .update({ attempts: MAX_ATTEMPTS - 1 }); // its next failure is its last
+  await withTx(ctx, (tx) => outbox.enqueue(tx, { kind: 'mail', brandId, event: 'mail.sent', payload: {} }));
+  const sent = { deliver: async () => ({ outcome: 'success' as const, responseCode: 250, responseBody: 'queued' }) };
+  const d = new Dispatcher(services, quietLog, attachmentDepsOf(services), { webhooks: { allowPrivate: true, timeoutMs: 3000 }, concurrency: 8, handlers: { mail: sent } });
+  let stopped = false;
+  t.teardown(() => (stopped ? undefined : d.stop()));
+  t.match(await d.tick(), { delivery: { claimed: 5, success: 2, retrying: 1, failed: 1, dead: 1 } });
+
+  const read = async (name: string) => (await services.get(metricsPart).registry.getSingleMetric(name)!.get()).values;
+  const value = (values: Awaited<ReturnType<typeof read>>, labels: Record<string, string>, metricName?: string) =>
+    values.find((v) => (!metricName || (v as { metricName?: string }).metricName === metricName) && Object.entries(labels).every(([k, x]) => v.labels[k] === x))?.value;
+
+  const deliveries = await read('ticketd_dispatcher_deliveries_total');
+  t.same(
+    Object.fromEntries(deliveries.filter((v) => v.value > 0).map((v) => [`${v.labels.kind} ${v.labels.outcome}`, v.value])),
+    { 'webhook delivered': 1, 'webhook retry': 1, 'webhook failed': 1, 'webhook dead': 1, 'mail delivered': 1 },
+    'each settled message counted once, under its kind and outcome',
+  );
+  t.equal(deliveries.length, 14, 'every kind and outcome has a series from the start');
+  const durations = await read('ticketd_dispatcher_delivery_duration_seconds');
+  t.equal(value(durations, { kind: 'webhook', outcome: 'retry' }, 'ticketd_dispatcher_delivery_duration_seconds_count'), 1, 'each attempt timed');
+  t.ok(value(durations, { kind: 'webhook', outcome: 'delivered' }, 'ticketd_dispatcher_delivery_duration_seconds_sum')! > 0);
+  t.equal(value(await read('ticketd_dispatcher_claim_batch_size'), {}, 'ticketd_dispatcher_claim_batch_size_sum'), 5, 'one claim of five');
+  t.equal(value(await read('ticketd_dispatcher_deliveries_in_flight'), {}), 0, 'none held once settled');
+  t.equal(value(await read('ticketd_dispatcher_concurrency'), {}), 8);
+
+  t.equal(value(await read('ticketd_dispatcher_ticks_total'), { outcome: 'ok' }), 1);
+  const runs = await read('ticketd_dispatcher_job_runs_total');
+  t.same(runs.map((v) => v.labels.job).sort(), [
+    'purge_attachments',
+    'purge_idempotency_keys',
+    'purge_outbox',
+    'rating_requests',
+    'receive_held_mail',
+    'reclaim_outbox',
+    'renew_subscriptions',
+    'revoke_api_keys',
+    'roll_up_ticket_counts',
+  ]);
+  t.ok(
+    runs.every((v) => v.labels.outcome === 'ok' && v.value === 1),
+    'every job ran once',
+  );
+  t.equal(value(await read('ticketd_dispatcher_job_duration_seconds'), { job: 'purge_outbox' }, 'ticketd_dispatcher_job_duration_seconds_count'), 1);
+  t.equal(value(await read('ticketd_dispatcher_job_items_total'), { job: 'reclaim_outbox' }), 0, 'and what it handled');
+
+  t.notOk(d.isRunning(), 'driven by hand: not running');
+  d.start();
+  await until('the LISTEN connection', () => d.isListening());
+  t.ok(d.isRunning());
+  t.equal(value(await read('ticketd_dispatcher_listener_up'), {}), 1);
+  await d.stop();
+  stopped = true;
+  t.notOk(d.isRunning() || d.isListening(), 'stopped');
+  t.equal(value(await read('ticketd_dispatcher_listener_up'), {}), 0);
 });

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
-import { ConfigError, loadConfig, publicBaseUrl } from '../../server/core/config.js';
+import { ConfigError, listenUrl, loadConfig, publicBaseUrl } from '../../server/core/config.js';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'ticketd-config-'));
 t.teardown(() => rmSync(dir, { recursive: true, force: true }));
@@ -79,6 +79,26 @@ t.test("the dispatcher's per-account share and the outbox retention: defaults, e
   const err = t.throws(() => loadConfig({ env: { TICKETD_DISPATCHER_ACCOUNT_CONCURRENCY: '0', TICKETD_OUTBOX_RETENTION_DAYS: '0' }, cwd: dir })) as ConfigError;
   t.match(err.problems.join('\n'), /dispatcherAccountConcurrency \(TICKETD_DISPATCHER_ACCOUNT_CONCURRENCY\): must be >= 1/);
   t.match(err.problems.join('\n'), /outboxRetentionDays \(TICKETD_OUTBOX_RETENTION_DAYS\): must be >= 1/);
+});
+
+t.test("a dispatcher's own health and metrics listener: on loopback port 3001 by default, moved or turned off", async (t) => {
+  const defaults = loadConfig({ env: {}, cwd: dir });
+  t.same([defaults.dispatcherHost, defaults.dispatcherPort], ['127.0.0.1', 3001]);
+  const set = loadConfig({ env: { TICKETD_DISPATCHER_HOST: '0.0.0.0', TICKETD_DISPATCHER_PORT: '9464' }, cwd: dir });
+  t.same([set.dispatcherHost, set.dispatcherPort], ['0.0.0.0', 9464]);
+  t.equal(loadConfig({ env: { TICKETD_DISPATCHER_PORT: 'off' }, cwd: dir }).dispatcherPort, null, 'off: no listener');
+  t.equal(loadConfig({ env: { TICKETD_DISPATCHER_PORT: '0' }, cwd: dir }).dispatcherPort, 0, 'a free port');
+  const file = path.join(dir, 'no-dispatcher-port.json');
+  writeFileSync(file, JSON.stringify({ dispatcherPort: null }));
+  t.equal(loadConfig({ env: {}, configFile: file, cwd: dir }).dispatcherPort, null, 'null in a file');
+  for (const [value, problem] of [
+    ['70000', /dispatcherPort \(TICKETD_DISPATCHER_PORT\): must be <= 65535/],
+    ['none', /dispatcherPort \(TICKETD_DISPATCHER_PORT\): must be integer,null/],
+  ] as const) {
+    const err = t.throws(() => loadConfig({ env: { TICKETD_DISPATCHER_PORT: value }, cwd: dir })) as ConfigError;
+    t.match(err.problems.join('\n'), problem, value);
+  }
+  t.equal(listenUrl(set.dispatcherHost, 9464), 'http://localhost:9464', 'any address is reached as localhost');
 });
 
 t.test('rate limits: defaults, set from the environment, and checked', async (t) => {
