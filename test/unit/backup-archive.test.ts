@@ -2,7 +2,10 @@ import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
+import { create } from 'tar';
 import { ArchiveWriter, checksumProblems, extractArchive, FORMAT, FORMAT_VERSION, readArchive, type Manifest } from '../../server/integrations/backup-archive.js';
+import { walSegments } from '../../server/integrations/base-backup.js';
+import { verifyBackup } from '../../server/integrations/backups.js';
 
 const root = mkdtempSync(path.join(os.tmpdir(), 'ticketd-backup-archive-'));
 t.teardown(() => rmSync(root, { recursive: true, force: true }));
@@ -41,10 +44,9 @@ async function archiveOf(name: string, kind: Manifest['kind'], extra: Partial<Ma
 t.test('an archive round trip: every member checked against the manifest, unpacked as it was', async (t) => {
   const file = await archiveOf('good.tgz', 'external');
   t.equal(readFileSync(file).subarray(0, 2).toString('hex'), '1f8b', 'gzipped');
-  const contents = await readArchive(file);
-  t.same(checksumProblems(contents), [], 'every member matches the manifest');
-  t.match(contents.manifest, { format: 'ticketd-backup', version: 1, kind: 'external', withFiles: true });
-  t.same(Object.keys(contents.manifest!.members).sort(), ['attachments/ab/att_1ab', 'attachments/top.txt', 'database.dump'], 'files only, the upload being received left out');
+  const verified = await verifyBackup(file);
+  t.match(verified, { ok: true, kind: 'external', withFiles: true, members: 3, problems: [] });
+  t.same(Object.keys(verified.manifest!.members).sort(), ['attachments/ab/att_1ab', 'attachments/top.txt', 'database.dump'], 'files only, the upload being received left out');
 
   const out = path.join(root, 'out');
   mkdirSync(out);
@@ -56,6 +58,24 @@ t.test('an archive round trip: every member checked against the manifest, unpack
   t.throws(() => readFileSync(path.join(out, 'manifest.json')), 'nor the manifest');
 });
 
+t.test('what verify finds wrong', async (t) => {
+  const good = readFileSync(await archiveOf('base.tgz', 'external'));
+  const variant = (name: string, bytes: Buffer) => {
+    writeFileSync(path.join(root, name), bytes);
+    return verifyBackup(path.join(root, name));
+  };
+  const flipped = Buffer.from(good);
+  flipped[Math.floor(flipped.length / 2)]! ^= 0xff;
+  t.match((await variant('flipped.tgz', flipped)).problems, [/damaged|checksum/], 'a changed byte');
+  t.match((await variant('cut.tgz', good.subarray(0, good.length - 100))).problems, [/damaged/], 'a file cut short');
+  t.match((await variant('junk', Buffer.from('hello'))).problems, [/not a ticketd backup/], 'something else');
+  t.match((await variant('old.dump', Buffer.from('PGDMP\x01\x0e'))).problems, [/bare pg_dump archive/], 'a pg_dump file of an older ticketd');
+
+  const plain = path.join(root, 'plain.tgz');
+  await create({ gzip: true, file: plain, cwd: tree }, ['top.txt']);
+  t.match((await verifyBackup(plain)).problems, [/no readable manifest.json/], 'a tar without a manifest');
+});
+
 t.test('checksums: a member changed, missing or unlisted, or a format this ticketd does not read', async (t) => {
   const contents = await readArchive(await archiveOf('listed.tgz', 'external'));
   t.same(checksumProblems(contents), []);
@@ -65,6 +85,36 @@ t.test('checksums: a member changed, missing or unlisted, or a format this ticke
   members.set('attachments/extra', { size: 1, sha256: '1'.repeat(64) });
   t.same(checksumProblems({ ...contents, members }), ['database.dump does not match its checksum', 'attachments/top.txt is missing', 'attachments/extra is not in manifest.json']);
   t.match(checksumProblems({ ...contents, manifest: { ...contents.manifest!, version: 2 } }), [/format ticketd-backup version 2; this ticketd reads ticketd-backup version 1/]);
+});
+
+t.test('an embedded backup must hold the cluster, its password and every WAL segment of its range', async (t) => {
+  const wal = { start: '0/2000028', stop: '0/3000120', firstSegment: '000000010000000000000002', lastSegment: '000000010000000000000003', segmentBytes: 16 * 1024 * 1024 };
+  const file = await archiveOf('embedded.tgz', 'embedded', { wal }, async (a) => {
+    await a.buffer('postgres/PG_VERSION', '17\n');
+    await a.buffer('postgres/pg_wal/000000010000000000000002', 'segment');
+  });
+  t.match((await verifyBackup(file)).problems, [
+    'postgres/global/pg_control is missing',
+    'postgres/backup_label is missing',
+    'embedded-postgres.json is missing',
+    'postgres/pg_wal/000000010000000000000003 is missing',
+    'PG_VERSION says 17, the manifest PostgreSQL 18',
+  ]);
+});
+
+t.test('WAL segment names run on across a log boundary', async (t) => {
+  t.same(walSegments('0000000100000000000000FE', '000000010000000100000001', 16 * 1024 * 1024), [
+    '0000000100000000000000FE',
+    '0000000100000000000000FF',
+    '000000010000000100000000',
+    '000000010000000100000001',
+  ]);
+  t.same(walSegments('000000020000000A00000003', '000000020000000A00000003', 16 * 1024 * 1024), ['000000020000000A00000003']);
+  t.same(
+    walSegments('00000001000000000000003F', '000000010000000100000000', 64 * 1024 * 1024),
+    ['00000001000000000000003F', '000000010000000100000000'],
+    '64 MB segments: 64 to a log',
+  );
 });
 
 // sysfs files claim 4096 bytes and hold fewer: to the reader, a file cut short after it was measured.
