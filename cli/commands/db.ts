@@ -1,4 +1,5 @@
 import { existsSync } from 'node:fs';
+import path from 'node:path';
 import type { Command } from 'commander';
 import { loadConfig, type Config } from '../../server/core/config.js';
 import { migrateLatest, migrationStatus, rollback } from '../../server/core/migrate.js';
@@ -61,6 +62,7 @@ pg_backup_stop) and the WAL written meanwhile: nothing else needs installing. An
     .action(async (file: string, opts: { withFiles?: boolean; yes?: boolean; json?: boolean }) => {
       const config = loadConfig({ configFile: globals().config });
       if (!config.databaseUrl && !embeddedClusterExists(config.dataDir)) throw new Error(`no embedded database under ${config.dataDir} yet: nothing to back up`);
+      if (!existsSync(path.dirname(path.resolve(file)))) throw new Error(`${path.dirname(path.resolve(file))} does not exist: nowhere to write ${file}`);
       if (existsSync(file) && !(await confirmOrFlag(opts.yes, `${file} exists. Replace it?`))) return;
       const result = await withDatabase(config, (handle) => writeBackup(handle, { file, dataDir: config.dataDir, withFiles: Boolean(opts.withFiles), log: note }));
       emit(Boolean(opts.json), result, () => [
@@ -93,10 +95,11 @@ pg_backup_stop) and the WAL written meanwhile: nothing else needs installing. An
 FILE is verified first (see \`db verify\`); nothing is changed when it is damaged.
 Embedded (no DATABASE_URL): the copy is unpacked beside the data directory's cluster and started
 once there to replay its WAL. An existing cluster is replaced only with --yes and only while no
-ticketd process runs it: it is moved, with whatever files the backup brings, to
-<data dir>/replaced-<time>/ (delete that when satisfied).
-External: pg_restore in one transaction. A database that is not empty is emptied first (schema
-public dropped and made anew) only with --yes, and only while nothing else is connected to it.
+ticketd process runs it; it is moved to <data dir>/replaced-<time>/, with the attachments and
+mail the backup's files replace (delete that directory when satisfied).
+External (and a bare pg_dump file of an older ticketd): pg_restore in one transaction. A database
+that is not empty is emptied first (schema public dropped and made anew) only with --yes, and
+only while nothing else is connected to it.
 Start ticketd afterwards: it applies any migration the backup predates.`,
     )
     .action(async (file: string, opts: { yes?: boolean; json?: boolean }) => {
