@@ -1,15 +1,18 @@
 import { existsSync } from 'node:fs';
+import path from 'node:path';
 import type { Command } from 'commander';
-import { loadConfig } from '../../server/core/config.js';
+import { loadConfig, type Config } from '../../server/core/config.js';
 import { migrateLatest, migrationStatus, rollback } from '../../server/core/migrate.js';
 import { provisionDatabase } from '../../server/core/provision.js';
-import { backupDatabase, inspectDatabase, restoreDatabase } from '../../server/integrations/pg-tools.js';
+import { embeddedTargetExists, openBackup, restoreDump, restoreEmbedded, verifyBackup, writeBackup, type Backup, type RestoreResult } from '../../server/integrations/backups.js';
+import { embeddedClusterExists } from '../../server/integrations/embedded-postgres.js';
+import { inspectDatabase } from '../../server/integrations/pg-tools.js';
 import { withDatabase, withServices } from '../database.js';
-import { confirmOrFlag, emit, need } from '../io.js';
+import { confirmOrFlag, emit, need, note, ReportedFailure } from '../io.js';
 import type { GlobalOptions } from '../globals.js';
 
 export function registerDb(program: Command, globals: () => GlobalOptions): void {
-  const db = program.command('db').description('database schema and provisioning');
+  const db = program.command('db').description('database schema, provisioning, backup and restore');
 
   db.command('migrate')
     .description('apply pending migrations')
@@ -43,46 +46,72 @@ export function registerDb(program: Command, globals: () => GlobalOptions): void
     });
 
   db.command('backup <file>')
-    .description("write the whole database to FILE with PostgreSQL's pg_dump (custom format); attachments under the data directory are not in it")
+    .description('write the database (and with --with-files the attachments, avatars and mail under the data directory) to FILE, one archive')
+    .option('--with-files', 'include the files ticketd keeps under its data directory')
     .option('--yes', 'replace FILE if it exists')
     .option('--json', 'JSON output')
     .addHelpText(
       'after',
-      "\nNeeds pg_dump of the server's major version or newer: next to the embedded binaries, on PATH, or in /usr/lib/postgresql/*/bin. See docs/operations.md.",
+      `
+FILE is a gzipped tar with a manifest (checksums of everything in it): see \`db verify\`.
+The embedded database is copied online with PostgreSQL's own backup functions (pg_backup_start,
+pg_backup_stop) and the WAL written meanwhile: nothing else needs installing. An external one
+(DATABASE_URL) is dumped with pg_dump of the server's major version or newer: on PATH, or in
+/usr/lib/postgresql/*/bin. Files are copied after the database. See docs/operations.md.`,
     )
-    .action(async (file: string, opts: { yes?: boolean; json?: boolean }) => {
+    .action(async (file: string, opts: { withFiles?: boolean; yes?: boolean; json?: boolean }) => {
       const config = loadConfig({ configFile: globals().config });
+      if (!config.databaseUrl && !embeddedClusterExists(config.dataDir)) throw new Error(`no embedded database under ${config.dataDir} yet: nothing to back up`);
+      if (!existsSync(path.dirname(path.resolve(file)))) throw new Error(`${path.dirname(path.resolve(file))} does not exist: nowhere to write ${file}`);
       if (existsSync(file) && !(await confirmOrFlag(opts.yes, `${file} exists. Replace it?`))) return;
-      const result = await withDatabase(config, (handle) => backupDatabase(handle, file));
-      emit(Boolean(opts.json), result, () => [`backed up database ${result.database} (PostgreSQL ${result.serverVersion}) to ${result.file}: ${result.bytes} bytes`]);
+      const result = await withDatabase(config, (handle) => writeBackup(handle, { file, dataDir: config.dataDir, withFiles: Boolean(opts.withFiles), log: note }));
+      emit(Boolean(opts.json), result, () => [
+        `backed up database ${result.database} (PostgreSQL ${result.serverVersion}, ${result.method})${result.withFiles ? ` and ${result.files} files` : ''} to ${result.file}: ${result.bytes} bytes`,
+      ]);
+    });
+
+  db.command('verify <file>')
+    .description('check a backup without restoring it: its manifest, every checksum, and what a restore needs')
+    .option('--json', 'JSON output')
+    .action(async (file: string, opts: { json?: boolean }) => {
+      const { manifest: _manifest, ...result } = await verifyBackup(file);
+      emit(Boolean(opts.json), result, () =>
+        result.ok
+          ? [
+              `ok: ${result.file}: ${result.kind} backup of PostgreSQL ${result.serverVersion}, made ${result.createdAt}, ${result.members} members${result.withFiles ? ', files included' : ''}`,
+            ]
+          : [`${result.file} is not a usable backup:`, ...result.problems.map((p) => `  ${p}`)],
+      );
+      if (!result.ok) throw new ReportedFailure();
     });
 
   db.command('restore <file>')
-    .description('load a backup made by `db backup` into the configured database with pg_restore, in one transaction')
-    .option('--yes', 'replace everything in a database that is not empty')
+    .description('restore a backup made by `db backup`: the embedded database into the data directory, an external one into the configured database')
+    .option('--yes', 'replace a database that is not empty')
     .option('--json', 'JSON output')
     .addHelpText(
       'after',
       `
-Into an empty database it needs no confirmation. A database that is not empty is emptied first
-(schema public dropped and made anew) only with --yes, and only while nothing else is connected
-to it: stop ticketd first. Start ticketd afterwards: it applies any migration the backup predates.`,
+FILE is verified first (see \`db verify\`); nothing is changed when it is damaged.
+Embedded (no DATABASE_URL): the copy is unpacked beside the data directory's cluster and started
+once there to replay its WAL. An existing cluster is replaced only with --yes and only while no
+ticketd process runs it; it is moved to <data dir>/replaced-<time>/, with the attachments and
+mail the backup's files replace (delete that directory when satisfied).
+External (and a bare pg_dump file of an older ticketd): pg_restore in one transaction. A database
+that is not empty is emptied first (schema public dropped and made anew) only with --yes, and
+only while nothing else is connected to it.
+Start ticketd afterwards: it applies any migration the backup predates.`,
     )
     .action(async (file: string, opts: { yes?: boolean; json?: boolean }) => {
       const config = loadConfig({ configFile: globals().config });
-      const result = await withDatabase(config, async (handle) => {
-        const target = await inspectDatabase(handle.url);
-        const replace = target.relations > 0;
-        if (
-          replace &&
-          !(await confirmOrFlag(opts.yes, `Database ${target.database} is not empty (${target.relations} tables, views and sequences). Drop all of it and restore ${file}?`))
-        ) {
-          return null;
-        }
-        return restoreDatabase(handle, file, { replace });
-      });
+      const backup = await openBackup(file);
+      const result = backup.kind === 'embedded' ? await restoreEmbeddedCommand(config, backup, opts.yes) : await restoreDumpCommand(config, backup, opts.yes);
       if (!result) return;
-      emit(Boolean(opts.json), result, () => [`restored ${result.file} into database ${result.database}${result.replaced ? ' (what it held was dropped first)' : ''}`]);
+      emit(Boolean(opts.json), result, () => [
+        `restored ${result.file} into database ${result.database}${result.withFiles ? ', with its files' : ''}`,
+        ...(result.kind === 'external' && result.replaced ? ['what the database held was dropped first'] : []),
+        ...(result.movedAside ? [`what it replaced under the data directory is in ${result.movedAside}`] : []),
+      ]);
     });
 
   db.command('provision')
@@ -100,4 +129,28 @@ to it: stop ticketd first. Start ticketd afterwards: it applies any migration th
         `DATABASE_URL=${result.databaseUrl}`,
       ]);
     });
+}
+
+async function restoreEmbeddedCommand(config: Config, backup: Backup, yes: boolean | undefined): Promise<RestoreResult | null> {
+  if (config.databaseUrl) {
+    throw new Error(
+      `${backup.file} is a copy of an embedded database: it restores only as the embedded one (without DATABASE_URL); to move to an external database, restore it embedded, then back up and restore that with DATABASE_URL set`,
+    );
+  }
+  if (embeddedTargetExists(config.dataDir) && !(await confirmOrFlag(yes, `${config.dataDir} already holds a database. Move it aside and restore ${backup.file}?`))) return null;
+  return restoreEmbedded(config.dataDir, backup, note);
+}
+
+async function restoreDumpCommand(config: Config, backup: Backup, yes: boolean | undefined): Promise<RestoreResult | null> {
+  return withDatabase(config, async (handle) => {
+    const target = await inspectDatabase(handle.url);
+    const replace = target.relations > 0;
+    if (
+      replace &&
+      !(await confirmOrFlag(yes, `Database ${target.database} is not empty (${target.relations} tables, views and sequences). Drop all of it and restore ${backup.file}?`))
+    ) {
+      return null;
+    }
+    return restoreDump(handle, backup, { dataDir: config.dataDir, replace, log: note });
+  });
 }

@@ -1,6 +1,6 @@
 import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chownSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, lchownSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -34,6 +34,9 @@ export interface DatabaseHandle {
 
 const USER = 'postgres';
 const DATABASE = 'ticketd';
+/** What the embedded database keeps under the data directory: the cluster, and the password initdb was given. */
+export const CLUSTER_DIR = 'postgres';
+export const CREDENTIALS_FILE = 'embedded-postgres.json';
 
 export interface Binaries {
   initdb: string;
@@ -120,8 +123,8 @@ export class EmbeddedPostgres {
   private readonly usersDir: string;
 
   constructor(private readonly options: EmbeddedOptions) {
-    this.clusterDir = path.join(options.dataDir, 'postgres');
-    this.credentialsFile = path.join(options.dataDir, 'embedded-postgres.json');
+    this.clusterDir = path.join(options.dataDir, CLUSTER_DIR);
+    this.credentialsFile = path.join(options.dataDir, CREDENTIALS_FILE);
     this.lockFile = path.join(options.dataDir, 'embedded-postgres.lock');
     this.usersDir = path.join(options.dataDir, 'embedded-postgres.users');
   }
@@ -271,6 +274,19 @@ export class EmbeddedPostgres {
     return { url: this.urlFor(port), embedded: true, release: () => this.release(bin, owner) };
   }
 
+  /** Throws while the cluster runs: for what must not happen under a running server (replacing its files). */
+  assertStopped(): void {
+    if (this.runningPort() !== null) throw new Error(`the embedded PostgreSQL in ${this.clusterDir} is running: stop ticketd (every process using ${this.options.dataDir}) first`);
+  }
+
+  /** Runs fn while no process can start the cluster (or initialise one); refuses while it runs. */
+  async whileStopped<T>(fn: () => Promise<T>): Promise<T> {
+    return this.lifecycle(async () => {
+      this.assertStopped();
+      return fn();
+    });
+  }
+
   /** This process stops using the cluster; the last user out stops it. */
   private async release(bin: Binaries, owner: { uid: number; gid: number } | null): Promise<void> {
     await this.lifecycle(async () => {
@@ -284,7 +300,16 @@ export class EmbeddedPostgres {
 
 /** Whether an embedded cluster was initialised under dataDir (opening the database would otherwise create one). */
 export function embeddedClusterExists(dataDir: string): boolean {
-  return existsSync(path.join(dataDir, 'postgres', 'PG_VERSION'));
+  return existsSync(path.join(dataDir, CLUSTER_DIR, 'PG_VERSION'));
+}
+
+/** A cluster directory copied in from elsewhere, made the server's: private to its owner, who is `postgres` when we are root. */
+export function adoptCluster(dir: string): void {
+  chmodSync(dir, 0o700);
+  const owner = runAs();
+  if (!owner) return;
+  chownSync(dir, owner.uid, owner.gid);
+  for (const name of readdirSync(dir, { recursive: true }) as string[]) lchownSync(path.join(dir, name), owner.uid, owner.gid);
 }
 
 /** External PostgreSQL when DATABASE_URL is set; otherwise the embedded cluster under dataDir. */

