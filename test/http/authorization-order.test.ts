@@ -71,13 +71,14 @@ t.test('the order: 401, then 403 not about a brand, then 404, then 400', async (
   assertErrorShape(t, await owner.live('POST', `/v1/brands/${mine.id}/tickets`, {}), 400, 'validation_failed');
 });
 
-t.test('members: a brand they are not assigned to is 404 before their role and the body are looked at', async (t) => {
+t.test('members: a brand they are not assigned to is 404 before their role is looked at, and their role before the request', async (t) => {
   const team = await teamOfThree(app, services);
   const hidden = await makeBrand(team.owner.live, 'Hidden');
   t.equal((await team.asOwner('PUT', `/v1/auth/members/${team.member.id}/brands`, { allBrands: false, brandIds: [team.brand.id] })).status, 200);
   assertNotFound(t, await team.asMember('POST', `/v1/brands/${hidden.id}/tickets`, {}), 'a brand not assigned, an empty body');
   assertNotFound(t, await team.asMember('DELETE', `/v1/brands/${hidden.id}`), 'a brand not assigned, a route above their role');
-  assertErrorShape(t, await team.asMember('DELETE', `${team.base}`), 403, 'insufficient_role');
+  assertErrorShape(t, await team.asMember('DELETE', `${team.base}?confirm=maybe`), 403, 'insufficient_role');
+  assertErrorShape(t, await team.asOwner('DELETE', `${team.base}?confirm=maybe`), 400, 'validation_failed');
   assertErrorShape(t, await team.asMember('POST', `${team.base}/tickets`, {}), 400, 'validation_failed');
   assertNotFound(t, await team.asMember('POST', `/v1/brands/${mine.id}/tickets`, { title: 'x' }), "another account's brand");
 });
