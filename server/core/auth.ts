@@ -1,7 +1,7 @@
 import type { FastifyInstance, FastifyRequest, RouteOptions } from 'fastify';
 import { unauthorized, forbidden } from './errors.js';
 import { hasRole, tenantCtx, type BaseCtx, type TenantCtx, type BrandScope, type MemberRole, type PortalCaller, type SessionCaller } from './context.js';
-import { requireBrand } from './brand.js';
+import { assertBrandVisible, startBrandCache } from './brand.js';
 import { isInstanceAdmin } from './config.js';
 import { isDashboardOrigin, normalizeOrigin } from './origins.js';
 import type { Services } from './services.js';
@@ -321,8 +321,8 @@ export function installAuth(app: FastifyInstance, services: Services, authentica
     };
     if (rule?.minRole && !hasRole(role, rule.minRole)) {
       // On a brand's route, a brand the member may not see reads as 404 first, as on every other brand route.
-      const brandId = (req.params as { brandId?: unknown } | undefined)?.brandId;
-      if (typeof brandId === 'string') await requireBrand(req.ctx, brandId);
+      const brandId = brandInPath(req);
+      if (brandId !== null) await assertBrandVisible(req.ctx, brandId);
       throw forbidden(`This takes the ${rule.minRole} role${rule.minRole === 'owner' ? '' : ' or above'}; your role is ${role}`, 'insufficient_role');
     }
     if (rule?.accountWide && !identity.brandScope.allBrands) {
@@ -332,4 +332,17 @@ export function installAuth(app: FastifyInstance, services: Services, authentica
       throw forbidden("This is for the installation's administrators (instanceAdmins in the configuration); your email is not one of them", 'instance_admin_required');
     }
   });
+  // Right after: on every route under a brand, a brand the caller may not see is 404 before the
+  // body is parsed or validated, so what a request holds never tells it apart from a visible one.
+  startBrandCache(services);
+  app.addHook('onRequest', async (req) => {
+    const brandId = brandInPath(req);
+    if (brandId !== null && req.ctx) await assertBrandVisible(req.ctx, brandId);
+  });
+}
+
+/** The brand a route names in its path (`/v1/brands/:brandId/…`, `/v1/workspaces/:brandId/…`), if any. */
+function brandInPath(req: FastifyRequest): string | null {
+  const brandId = (req.params as { brandId?: unknown } | undefined)?.brandId;
+  return typeof brandId === 'string' ? brandId : null;
 }

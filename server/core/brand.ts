@@ -1,7 +1,9 @@
 import { canSeeBrand, type BaseCtx, type TenantCtx } from './context.js';
+import { credentialCacheOf, credentialsChanged, startCredentialCache, type CacheEntry } from './credential-cache.js';
 import { badRequest, notFound } from './errors.js';
 import { normalizeBrandId } from './ids.js';
 import { TenantModel } from './model.js';
+import type { Services } from './services.js';
 
 /**
  * The brand: the unit every brand-scoped route, service and row hangs from. The kernel owns its
@@ -79,6 +81,47 @@ export async function requireBrand(ctx: TenantCtx, brandId: string): Promise<Bra
 /** After a write to the brand row inside ctx's transaction: the next requireBrand reads it again. */
 export function forgetFound(ctx: TenantCtx, brandId: string): void {
   if (ctx.db.isTransaction) ctx.txBrands?.delete(`${ctx.accountId}:${ctx.livemode}:${normalizeBrandId(brandId)}`);
+}
+
+/**
+ * Whether the caller may see the brand, asked of every brand route before its body is read
+ * (core/auth.ts): the same 404 as requireBrand, which the services still call. A brand's account
+ * and mode never change, so where each brand lives is kept in memory (core/credential-cache.ts):
+ * one read per brand and process, then none until the brand is deleted (brandDeleted), whoever asks.
+ */
+export async function assertBrandVisible(ctx: TenantCtx, brandId: string): Promise<void> {
+  const id = normalizeBrandId(brandId);
+  if (!canSeeBrand(ctx.brandScope, id)) throw notFound('Brand');
+  const cache = credentialCacheOf<BrandHome>(ctx.services, 'brands');
+  let home = await cache?.lookup(id, ctx.services.now());
+  if (!home) {
+    const token = cache?.token() ?? 0;
+    // Read in the caller's own scope: an id found elsewhere is no concern of this caller's.
+    if (!(await Brand.scoped(ctx).findById(id).select('id'))) throw notFound('Brand');
+    home = { tags: [id], cachedUntil: ctx.services.now() + (cache?.ttl ?? 0), accountId: ctx.accountId, livemode: ctx.livemode };
+    cache?.set(id, home, token);
+  }
+  if (home.accountId !== ctx.accountId || home.livemode !== ctx.livemode) throw notFound('Brand');
+}
+
+/** Where a brand lives, as kept by assertBrandVisible. */
+interface BrandHome extends CacheEntry {
+  accountId: string;
+  livemode: boolean;
+}
+
+/** Only brands found are kept (never an id that was not), so the cache holds brands that exist. */
+const BRAND_CACHE_TTL_MS = 5 * 60_000;
+
+/** Starts the cache assertBrandVisible answers from (the API does); it closes with the services. */
+export function startBrandCache(services: Services): void {
+  startCredentialCache<BrandHome>(services, 'brands', BRAND_CACHE_TTL_MS);
+}
+
+/** Inside the transaction that deletes the brand row: every process forgets the brand once it commits. */
+export async function brandDeleted(ctx: TenantCtx, brandId: string): Promise<void> {
+  forgetFound(ctx, brandId);
+  await credentialsChanged(ctx, 'brands', [normalizeBrandId(brandId)]);
 }
 
 /**

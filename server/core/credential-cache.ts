@@ -11,7 +11,8 @@ import { part, type Services } from './services.js';
  * its transaction; each process LISTENs and drops the tagged entries when the change commits. The
  * process that made the change drops them itself right after its commit, so the very next request
  * it serves sees the change. While the LISTEN connection is down the cache is emptied and bypassed
- * (every request reads the database) until it is back.
+ * (every request reads the database) until it is back. Where each brand lives (its account and
+ * mode), which every brand route checks before its body is read, is kept the same way (core/brand.ts).
  */
 export interface CacheEntry {
   /** The ids whose change ends this entry. */
@@ -132,8 +133,11 @@ export class CredentialCache<E extends CacheEntry> {
   }
 }
 
-/** The NOTIFY channel of each kind of credential; a payload is one tag. */
-export const CREDENTIAL_CHANNELS = { apiKeys: 'ticketd_api_keys', sessions: 'ticketd_sessions' } as const;
+/**
+ * The NOTIFY channel of each kind of credential, and of the brands credentials reach (core/brand.ts
+ * assertBrandVisible); a payload is one tag.
+ */
+export const CREDENTIAL_CHANNELS = { apiKeys: 'ticketd_api_keys', sessions: 'ticketd_sessions', brands: 'ticketd_brands' } as const;
 export type CredentialKind = keyof typeof CREDENTIAL_CHANNELS;
 
 /** This process's caches, one per kind, started by the API (a process without one reads the database every time). */

@@ -164,3 +164,22 @@ export function assertNotFound(t: Test, res: Reply, label: string): void {
   t.equal(res.status, 404, `${label}: 404`);
   assertErrorShape(t, res, 404, 'not_found');
 }
+
+/**
+ * Statements the app sends on `db` while `fn` runs (the app and the test share this knex), less
+ * those no one request owns: the rate limiter's, which syncs on a timer of its own, and a key's
+ * last-used time, written now and then whatever the request.
+ */
+export async function statementsDuring(db: Db, fn: () => Promise<unknown>): Promise<string[]> {
+  const seen: string[] = [];
+  const listener = (q: { sql: string }) => {
+    if (!q.sql.includes('rate_limit_counters') && !q.sql.includes('last_used_at')) seen.push(q.sql);
+  };
+  db.on('query', listener);
+  try {
+    await fn();
+  } finally {
+    db.removeListener('query', listener);
+  }
+  return seen;
+}

@@ -13,7 +13,9 @@ import { buildWorld, fillPath, INBOUND_SECRET, MARKER, pathValues, routeKey, typ
  * account itself may answer 403 to the limited key or member), change nothing, and read nothing
  * of it. A route whose path parameter the world cannot fill, or a write route without a
  * request that would succeed (so the 404 comes from the scope check, not from validation), fails
- * the sweep.
+ * the sweep. On a brand's routes the brand is checked before the body or query is read, so the
+ * same callers with an empty body, a body of the wrong types or a query the route refuses get
+ * the brand's 404 too.
  */
 
 const { app, db } = await testApp(t, { TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: '10000', TICKETD_INBOUND_SECRET: INBOUND_SECRET });
@@ -125,6 +127,20 @@ function leaked(res: Reply, secrets: string[], sent: string): string[] {
   return secrets.filter((s) => !sent.includes(s) && text.toLowerCase().includes(s.toLowerCase()));
 }
 
+/**
+ * What a brand route is refused with before its body or query is read: nothing, the valid body's
+ * fields with the wrong types (or a field it does not take), and for reads a query it would refuse.
+ */
+function invalidInputs(method: string, valid: unknown): [string, unknown, string][] {
+  if (method === 'GET' || method === 'HEAD') return [['an invalid query', undefined, '?limit=-1&sort=nope&cursor=%25']];
+  const fields = valid && typeof valid === 'object' && !Array.isArray(valid) ? Object.entries(valid) : [];
+  const wrong = fields.length ? Object.fromEntries(fields.map(([k, v]) => [k, typeof v === 'string' ? 12345 : `not a ${typeof v}`])) : { unexpected: [1] };
+  return [
+    ['an empty body', {}, ''],
+    ['a body of the wrong types', wrong, ''],
+  ];
+}
+
 let requests = 0;
 for (const r of routes) {
   const key = routeKey(r.method, r.url);
@@ -136,11 +152,10 @@ for (const r of routes) {
   const bodyText = typeof payload.body === 'string' ? payload.body : JSON.stringify(payload.body ?? '');
 
   t.test(`${key}${r.url.startsWith('/v1/workspaces') ? ' (workspaces)' : ''}: nothing of another tenant is reachable`, async (t) => {
+    const ownersUrl = fillPath(r.url, valuesFor(key, r.url, world.params.brandId!));
     for (const caller of callers) {
       const ownAccountsBoard = caller.sameAccount === true && world.accountWideRoutes.includes(key);
-      const attempts: [string, string, boolean][] = [
-        [`${caller.label}, the owner's ids`, fillPath(r.url, valuesFor(key, r.url, world.params.brandId!)), aimsAtOwner && !ownAccountsBoard],
-      ];
+      const attempts: [string, string, boolean][] = [[`${caller.label}, the owner's ids`, ownersUrl, aimsAtOwner && !ownAccountsBoard]];
       // In its own brand, the caller still cannot reach the owner's ids, in the path or in the body.
       if (underBrand && (params.length > 1 || world.privateIds.some((id) => bodyText.includes(id)))) {
         attempts.push([`${caller.label}, its own brand with the owner's ids`, fillPath(r.url, valuesFor(key, r.url, caller.ownBrand)), params.length > 1]);
@@ -172,6 +187,14 @@ for (const r of routes) {
           t.equal(res.body?.requestId, res.headers['x-request-id'], `${label}: the error names its request id`);
         }
         if (r.method !== 'HEAD') t.same(leaked(res, caller.secrets, `${url}${bodyText}`), [], `${label}: nothing of the owner in the answer`, { got: what });
+      }
+      // The brand is checked before the body or query is read: whatever they hold, an out-of-scope caller gets the brand's 404.
+      if (!underBrand || !r.auth.includes(caller.kind)) continue;
+      for (const [what, body, badQuery] of invalidInputs(r.method, payload.body)) {
+        const res = await caller.call(r.method, `${ownersUrl}${badQuery}`, body);
+        requests++;
+        const got = `${res.status} ${JSON.stringify(res.body)?.slice(0, 300)}`;
+        t.ok(res.status === 404 && (r.method === 'HEAD' || res.body?.code === 'not_found'), `${key}: ${caller.label}, ${what}: 404 not_found`, { got });
       }
     }
   });

@@ -1,5 +1,5 @@
 import t from 'tap';
-import { assertErrorShape, makeBrand, mustCreate, ownerWithBrand, testApp } from '../helpers/app.js';
+import { assertErrorShape, makeBrand, mustCreate, ownerWithBrand, statementsDuring, testApp } from '../helpers/app.js';
 
 /**
  * Ticket create has two ways (server/domains/tickets/service.ts): the usual create in ONE
@@ -12,24 +12,6 @@ import { assertErrorShape, makeBrand, mustCreate, ownerWithBrand, testApp } from
 // Loopback webhook URLs need webhookAllowPrivate (no delivery runs here: only outbox rows are read).
 const { app, db } = await testApp(t, { TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: '10000', TICKETD_WEBHOOK_ALLOW_PRIVATE: 'true' });
 
-/**
- * Statements the app sends while `fn` runs (the app and the test share this knex), less the rate
- * limiter's, which syncs on a timer of its own, whatever request is running.
- */
-async function statementsDuring(fn: () => Promise<unknown>): Promise<string[]> {
-  const seen: string[] = [];
-  const listener = (q: { sql: string }) => {
-    if (!q.sql.includes('rate_limit_counters')) seen.push(q.sql);
-  };
-  db.on('query', listener);
-  try {
-    await fn();
-  } finally {
-    db.removeListener('query', listener);
-  }
-  return seen;
-}
-
 const contactRows = (brandId: string, email: string) => db('contacts').where({ brandId, email }).select('id');
 const auditOf = (brandId: string, event: string) => db('auditLog').where({ brandId, event }).orderBy('id').select('*');
 
@@ -41,7 +23,7 @@ t.test('the usual create is one statement; a new tag, watchers or a replay go st
 
   const sent = async (what: string, expected: number, request: () => Promise<{ status: number }>) => {
     let status = 0;
-    const statements = await statementsDuring(async () => {
+    const statements = await statementsDuring(db, async () => {
       status = (await request()).status;
     });
     t.equal(status, expected, `${what}: ${expected}`);
@@ -64,7 +46,7 @@ t.test('a brand with a ticket schema: its creates are checked against it, and so
   t.equal((await owner.live('PUT', `${base}/schema`, { schema: { type: 'object', properties: { orderId: { type: 'string' } }, required: ['orderId'] } })).status, 200);
   assertErrorShape(t, await owner.live('POST', `${base}/tickets`, { title: 'no order id' }), 400, 'invalid_custom_fields');
   let status = 0;
-  const statements = await statementsDuring(async () => {
+  const statements = await statementsDuring(db, async () => {
     status = (await owner.live('POST', `${base}/tickets`, { title: 'with order id', customFields: { orderId: 'A-1' } })).status;
   });
   t.equal(status, 201);
@@ -269,7 +251,7 @@ t.test('concurrent creates across brands go together (group commit): each ticket
     await mustCreate(owner.live, `/v1/brands/${brand.id}/tags`, { name: 'vip' });
   }
   let results: { status: number; body: any }[] = []; // eslint-disable-line @typescript-eslint/no-explicit-any
-  const statements = await statementsDuring(async () => {
+  const statements = await statementsDuring(db, async () => {
     results = await Promise.all(
       Array.from({ length: 30 }, (_, i) =>
         owner.live(

@@ -6,7 +6,7 @@ import { newId, ID_PREFIX } from '../../core/ids.js';
 import { isPgError, PG } from '../../core/db.js';
 import { scopeOf } from '../../core/model.js';
 import * as audit from '../../core/audit.js';
-import { Brand, forgetFound, requireBrand } from '../../core/brand.js';
+import { Brand, brandDeleted, forgetFound, requireBrand } from '../../core/brand.js';
 export type { FieldRule } from '../../core/brand.js';
 import type { BrandView, CreateBrandInput, UpdateBrandInput } from './schemas.js';
 
@@ -180,7 +180,7 @@ export async function update(ctx: TenantCtx, brandId: string, input: UpdateBrand
 /** Deletes the brand row; every child table cascades from brands, so this is one statement. */
 export async function deleteRow(ctx: TenantCtx, brandId: string): Promise<void> {
   await Brand.scoped(ctx).deleteById(brandId);
-  forgetFound(ctx, brandId);
+  await brandDeleted(ctx, brandId);
 }
 
 /** How many brands the caller may see. */
