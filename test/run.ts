@@ -3,7 +3,7 @@
  * - With TEST_DATABASE_URL (an administrator URL), tests use that server.
  * - Without it, an embedded cluster is started in a temporary directory for this run.
  * A template database is migrated once; each test file clones it (see test/helpers/db.ts).
- * Ends with the line "N passed, N failed".
+ * Ends with the ten slowest test files, then the line "N passed, N failed" (always the last).
  */
 import { spawn } from 'node:child_process';
 import { chmodSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
@@ -31,13 +31,25 @@ async function adminQuery(adminUrl: string, sql: string): Promise<void> {
   }
 }
 
-async function runTap(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number; pass: number; fail: number; summarised: boolean }> {
+interface FileTime {
+  file: string;
+  ms: number;
+}
+
+/** The slowest files and their seconds, so the suite's time is watched as it grows. */
+function slowest(files: FileTime[], n = 10): string {
+  const top = [...files].sort((a, b) => b.ms - a.ms).slice(0, n);
+  return top.length ? `# slowest test files:\n${top.map((f) => `# ${(f.ms / 1000).toFixed(1).padStart(7)} s  ${f.file}\n`).join('')}` : '';
+}
+
+async function runTap(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number; pass: number; fail: number; summarised: boolean; files: FileTime[] }> {
   const tap = path.join(packageRoot, 'node_modules', '.bin', 'tap');
   return new Promise((resolve, reject) => {
     const child = spawn(tap, ['-R', 'tap', ...args], { cwd: packageRoot, env, stdio: ['ignore', 'pipe', 'inherit'] });
     let pass = 0;
     let fail = 0;
     let summarised = false;
+    const files: FileTime[] = [];
     let pending = '';
     child.stdout.on('data', (chunk: Buffer) => {
       process.stdout.write(chunk);
@@ -51,10 +63,13 @@ async function runTap(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: n
           pass = Number(/pass: (\d+)/.exec(line)?.[1] ?? 0);
           fail = Number(/fail: (\d+)/.exec(line)?.[1] ?? 0);
         }
+        // A file's result, at the top level: "ok 3 - dist/test/http/brands.test.js # time=2345.6ms"
+        const file = /^(?:not )?ok \d+ - (\S+) # time=([\d.]+)ms/.exec(line);
+        if (file) files.push({ file: file[1]!, ms: Number(file[2]) });
       }
     });
     child.on('error', reject);
-    child.on('close', (code) => resolve({ code: code ?? 1, pass, fail, summarised }));
+    child.on('close', (code) => resolve({ code: code ?? 1, pass, fail, summarised, files }));
   });
 }
 
@@ -107,6 +122,7 @@ async function main(): Promise<number> {
     const args = process.argv.slice(2);
     const result = await runTap(args.some((a) => !a.startsWith('-')) ? args : [...args, ...testFiles()], env);
     const failed = result.fail + (result.code !== 0 && result.fail === 0 ? 1 : 0);
+    process.stdout.write(slowest(result.files));
     process.stdout.write(`${result.pass} passed, ${failed} failed\n`);
     return result.code;
   } finally {
