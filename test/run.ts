@@ -3,10 +3,10 @@
  * - With TEST_DATABASE_URL (an administrator URL), tests use that server.
  * - Without it, an embedded cluster is started in a temporary directory for this run.
  * A template database is migrated once; each test file clones it (see test/helpers/db.ts).
- * Ends with the line "N passed, N failed".
+ * Ends with the ten slowest test files, then the line "N passed, N failed" (always the last).
  */
 import { spawn } from 'node:child_process';
-import { chmodSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
@@ -21,6 +21,8 @@ function withDatabase(url: string, database: string): string {
   return u.toString();
 }
 
+const TAP = path.join(packageRoot, 'node_modules', '.bin', 'tap');
+
 async function adminQuery(adminUrl: string, sql: string): Promise<void> {
   const client = new pg.Client({ connectionString: adminUrl });
   await client.connect();
@@ -31,13 +33,40 @@ async function adminQuery(adminUrl: string, sql: string): Promise<void> {
   }
 }
 
-async function runTap(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number; pass: number; fail: number; summarised: boolean }> {
-  const tap = path.join(packageRoot, 'node_modules', '.bin', 'tap');
+interface FileTime {
+  file: string;
+  ms: number;
+}
+
+/** The slowest files and their seconds, so the suite's time is watched as it grows. */
+function slowest(files: FileTime[], n = 10): string {
+  const top = [...files].sort((a, b) => b.ms - a.ms).slice(0, n);
+  return top.length ? `# slowest test files:\n${top.map((f) => `# ${(f.ms / 1000).toFixed(1).padStart(7)} s  ${f.file}\n`).join('')}` : '';
+}
+
+/**
+ * tap rebuilds itself when package.json's `tap.plugin` differs from its build (as after `npm ci`),
+ * but that very run still starts every test file with the old build's module loaders (TypeScript and
+ * mock: about a second of CPU each per file). Rebuilding first spares that run.
+ */
+async function buildTapIfStale(): Promise<void> {
+  const built = readFileSync(new URL(import.meta.resolve('@tapjs/test/test-built')), 'utf8');
+  const signature = /export const signature = `([^`]*)`/.exec(built)?.[1]?.split('\n') ?? [];
+  const wanted = (JSON.parse(readFileSync(path.join(packageRoot, 'package.json'), 'utf8')) as { tap?: { plugin?: string[] } }).tap?.plugin ?? [];
+  if (wanted.every((p) => (p.startsWith('!') ? !signature.includes(p.slice(1)) : signature.includes(p)))) return;
+  const code = await new Promise((resolve) => spawn(TAP, ['build'], { cwd: packageRoot, stdio: ['ignore', 2, 2] }).on('close', resolve));
+  if (code !== 0) throw new Error(`tap build failed (exit ${code})`);
+}
+
+async function runTap(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number; pass: number; fail: number; summarised: boolean; files: FileTime[] }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(tap, ['-R', 'tap', ...args], { cwd: packageRoot, env, stdio: ['ignore', 'pipe', 'inherit'] });
+    // tap's default leaves one core of two (or up to four) idle, but a test file waits on
+    // PostgreSQL and on the processes it starts for much of its time: one file per core.
+    const child = spawn(TAP, ['-R', 'tap', `--jobs=${os.availableParallelism()}`, ...args], { cwd: packageRoot, env, stdio: ['ignore', 'pipe', 'inherit'] });
     let pass = 0;
     let fail = 0;
     let summarised = false;
+    const files: FileTime[] = [];
     let pending = '';
     child.stdout.on('data', (chunk: Buffer) => {
       process.stdout.write(chunk);
@@ -51,10 +80,13 @@ async function runTap(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: n
           pass = Number(/pass: (\d+)/.exec(line)?.[1] ?? 0);
           fail = Number(/fail: (\d+)/.exec(line)?.[1] ?? 0);
         }
+        // A file's result, at the top level: "ok 3 - dist/test/http/brands.test.js # time=2345.6ms"
+        const file = /^(?:not )?ok \d+ - (\S+) # time=([\d.]+)ms/.exec(line);
+        if (file) files.push({ file: file[1]!, ms: Number(file[2]) });
       }
     });
     child.on('error', reject);
-    child.on('close', (code) => resolve({ code: code ?? 1, pass, fail, summarised }));
+    child.on('close', (code) => resolve({ code: code ?? 1, pass, fail, summarised, files }));
   });
 }
 
@@ -104,9 +136,11 @@ async function main(): Promise<number> {
 
     const env: NodeJS.ProcessEnv = { ...process.env, TICKETD_TEST_ADMIN_URL: adminUrl, TICKETD_TEST_TEMPLATE: template };
     delete env.DATABASE_URL;
+    await buildTapIfStale();
     const args = process.argv.slice(2);
     const result = await runTap(args.some((a) => !a.startsWith('-')) ? args : [...args, ...testFiles()], env);
     const failed = result.fail + (result.code !== 0 && result.fail === 0 ? 1 : 0);
+    process.stdout.write(slowest(result.files));
     process.stdout.write(`${result.pass} passed, ${failed} failed\n`);
     return result.code;
   } finally {

@@ -10,7 +10,7 @@ import { isAlive } from '../../server/integrations/embedded-postgres.js';
 import { shippedMigrations } from '../helpers/db.js';
 
 // No DATABASE_URL anywhere in this file: every command runs the embedded PostgreSQL under its
-// own TICKETD_DATA_DIR. initdb is slow, so the file makes two clusters only.
+// own TICKETD_DATA_DIR. initdb is slow, so only the tests that need a first start make a cluster.
 
 const servers: Server[] = [];
 const dataDirs: string[] = [];
@@ -187,7 +187,8 @@ t.test('a signal during start-up still stops cleanly, and leaves no PostgreSQL r
 });
 
 t.test('a request still running at the shutdown deadline: exit 1, and PostgreSQL is stopped all the same', async (t) => {
-  const dir = newDataDir();
+  // The lifecycle's cluster, stopped by now: a start that needs no initdb.
+  const dir = lifecycleDir;
   const server = startServer(dir, { TICKETD_SHUTDOWN_TIMEOUT_MS: '500' });
   const info = await server.ready;
   t.ok(info, 'started', { stderr: server.stderr() });
