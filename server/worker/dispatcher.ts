@@ -315,13 +315,12 @@ export class Dispatcher {
           });
           inFlight.add(delivery);
         }
-        if (rows.length) continue;
+        // A delivery that ended while the claim ran freed its account's share after the claim read it.
+        if (rows.length || this.claimAgain) continue;
         if (!inFlight.size) break;
-        if (!this.claimAgain) {
-          await new Promise<void>((resolve) => {
-            this.wakeRun = resolve;
-          });
-        }
+        await new Promise<void>((resolve) => {
+          this.wakeRun = resolve;
+        });
         this.wakeRun = null;
       }
     } finally {

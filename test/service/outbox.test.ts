@@ -17,13 +17,14 @@ import { createBrand } from '../../server/flows/brands.js';
 import { createAccount } from '../../server/flows/accounts.js';
 import { servicesOf, testConfig } from '../helpers/app.js';
 import { createServices } from '../../server/compose.js';
+import { createDb } from '../../server/core/db.js';
 import { metricsPart } from '../../server/core/metrics.js';
 import { attachmentDepsOf } from '../../server/domains/attachments/service.js';
 import { updateTicket } from '../../server/flows/ticket-update.js';
 import { createTicket } from '../../server/flows/ticket-create.js';
 import { createComment } from '../../server/flows/comment-create.js';
 
-const { db, name } = await freshDatabase(t);
+const { db, name, url } = await freshDatabase(t);
 const quietLog = { info: () => undefined, error: () => undefined };
 const LOOPBACK = { allowPrivate: true };
 
@@ -442,6 +443,46 @@ t.test("fairness: one account's hanging receiver holds only its share of the slo
   hanging.open();
   t.match(await run, { claimed: 15, success: 15 }, 'the rest follow once it answers');
   t.equal(slow.hook.received.length, 10);
+});
+
+t.test('a delivery that ends while a claim runs frees its share for the next claim: the run does not end with messages due', async (t) => {
+  // One connection, handed out in turn: the settle waits for it before the claim does, so the claim
+  // reads the share as still full and runs after the delivery has ended.
+  const oneConnection = createDb(url, { poolMax: 1, poolMin: 0 });
+  t.teardown(() => oneConnection.destroy());
+  const pool = (oneConnection.client as { pool: { numPendingAcquires(): number } }).pool;
+  const answered = gate();
+  const delivered: string[] = [];
+  const handler = {
+    deliver: async (_ctx: unknown, message: outbox.Claimed) => {
+      delivered.push(message.id);
+      if (delivered.length === 1) await answered.opened;
+      return { outcome: 'success' as const, error: null, responseCode: 200, responseBody: null };
+    },
+  };
+  const { ctx, brandId } = await withHook(t);
+  await enqueue(ctx, brandId, 2);
+  const d = new Dispatcher(createServices({ config: testConfig({}), db: oneConnection }), quietLog, null, { concurrency: 2, accountConcurrency: 1, handlers: { webhook: handler } });
+  t.teardown(() => d.stop());
+  const run = d.deliverDue();
+  await until('the first delivery', () => delivered.length === 1);
+  const holding = gate();
+  const held = gate();
+  const holder = oneConnection.transaction(async (trx) => {
+    await trx.raw('select 1');
+    held.open();
+    await holding.opened;
+  });
+  await held.opened; // the run's claim at the account's share came first and is over
+  answered.open();
+  await until('the settle waiting for the connection', () => pool.numPendingAcquires() === 1);
+  const again = d.deliverDue(); // a claim while the account is still at its share
+  await until('the claim waiting behind it', () => pool.numPendingAcquires() === 2);
+  holding.open();
+  await holder;
+  t.match(await run, { claimed: 2, success: 2 }, 'the run under way claims the second message once the first ended');
+  await again;
+  t.equal(delivered.length, 2);
 });
 
 t.test('the claim skips accounts at their share and serves the least busy account first', async (t) => {
