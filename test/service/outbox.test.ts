@@ -462,7 +462,11 @@ t.test('a delivery that ends while a claim runs frees its share for the next cla
   };
   const { ctx, brandId } = await withHook(t);
   await enqueue(ctx, brandId, 2);
-  const d = new Dispatcher(createServices({ config: testConfig({}), db: oneConnection }), quietLog, null, { concurrency: 2, accountConcurrency: 1, handlers: { webhook: handler } });
+  const d = new Dispatcher(createServices({ config: testConfig({}), db: oneConnection }), quietLog, null, {
+    concurrency: 2,
+    accountConcurrency: 1,
+    handlers: { webhook: handler },
+  });
   t.teardown(() => d.stop());
   const run = d.deliverDue();
   await until('the first delivery', () => delivered.length === 1);
