@@ -12,6 +12,7 @@ import { registerMail } from './commands/mail.js';
 import { registerMembers } from './commands/members.js';
 import { registerOutbox } from './commands/outbox.js';
 import { registerPlans } from './commands/plans.js';
+import { registerSecrets } from './commands/secrets.js';
 import { registerStart } from './commands/start.js';
 import { registerWebhooks } from './commands/webhooks.js';
 import type { GlobalOptions } from './globals.js';
@@ -43,6 +44,7 @@ Every command takes --json for scripts. Environment: DATABASE_URL, PORT, TICKETD
   registerMembers(program, globals);
   registerMail(program, globals);
   registerWebhooks(program, globals);
+  registerSecrets(program, globals);
   registerOutbox(program, globals);
   registerDoctor(program, globals);
   for (const command of program.commands) command.exitOverride();

@@ -20,6 +20,8 @@ import { attachmentFileRoutes, attachmentRoutes, withoutGrantTokens } from './ht
 import { attachmentDepsOf, type AttachmentDeps } from './domains/attachments/service.js';
 import { auditRoutes } from './http/audit.js';
 import { blockedSourceRoutes } from './http/blocked-sources.js';
+import { brandDomainRoutes } from './http/brand-domains.js';
+import { emailConnectionRoutes } from './http/email-connections.js';
 import { brandRoutes } from './http/brands.js';
 import { categoryRoutes } from './http/categories.js';
 import { commentRoutes } from './http/comments.js';
@@ -74,6 +76,7 @@ const BRAND_SCOPED_ROUTES: FastifyPluginAsync[] = [
   companyRoutes,
   blockedSourceRoutes,
   formRoutes,
+  brandDomainRoutes,
   commentRoutes, // /tickets/:ticketId/comments… and the short /comments/:commentId
   ticketRoutes,
   ticketActionRoutes,
@@ -208,6 +211,7 @@ export async function buildApp({ config, db, services: given, isShuttingDown = (
       for (const routes of BRAND_SCOPED_ROUTES) await api.register(routes, { prefix: `${prefix}/:brandId` });
       await api.register(attachmentRoutes, { prefix: `${prefix}/:brandId`, deps: attachments });
       await api.register(webhookRoutes, { prefix: `${prefix}/:brandId`, policy: { allowPrivate: config.webhookAllowPrivate } });
+      await api.register(emailConnectionRoutes, { prefix: `${prefix}/:brandId`, policy: { allowPrivate: config.webhookAllowPrivate } });
       await api.register(portalTokenRoutes, { prefix: `${prefix}/:brandId` });
     }
     await api.register(portalRoutes, { deps: attachments });

@@ -61,6 +61,11 @@ export const PERMISSIONS = {
   'watchers:write': { accountWide: false },
   'attachments:read': { accountWide: false },
   'attachments:write': { accountWide: false },
+  // A brand's mail domains and mailboxes, like its webhooks: whoever may manage the brand.
+  'domains:read': { accountWide: false },
+  'domains:write': { accountWide: false },
+  'email_connections:read': { accountWide: false },
+  'email_connections:write': { accountWide: false },
   'webhooks:read': { accountWide: false },
   'webhooks:write': { accountWide: false },
   'forms:read': { accountWide: false },

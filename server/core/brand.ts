@@ -145,3 +145,14 @@ export async function assertBrandsExist(ctx: TenantCtx, brandIds: string[]): Pro
     );
   }
 }
+
+/**
+ * The brand, its row locked until the transaction ends: changes of a brand's settings that must
+ * take turns (the one primary mail domain or mailbox) wait for each other on it. The tenant's own
+ * row, held for a few statements of a rare change; ticket creates of the brand wait that long.
+ */
+export async function lockBrand(tx: TenantCtx, brandId: string): Promise<string> {
+  const brand = await requireBrand(tx, brandId);
+  await tx.db('brands').where({ accountId: tx.accountId, livemode: tx.livemode, id: brand.id }).forUpdate().select('id').first();
+  return brand.id;
+}

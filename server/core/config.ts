@@ -53,6 +53,12 @@ export interface Config {
   readonly inboundSecret: string | null;
   readonly inboundMaxBytes: number;
   readonly smtpPort: number | null;
+  /** What brands' sending domains publish in SPF; null: include:<inboundDomain>. */
+  readonly mailSpfMechanism: string | null;
+  /** Base64 keys that wrap stored secrets (core/sealed.ts); the first seals. Empty: keys in server_secrets. */
+  readonly encryptionKeys: readonly string[];
+  /** Resolvers domain verification asks (address or address:port); empty: the system's. */
+  readonly dnsServers: readonly string[];
   readonly webhookAllowPrivate: boolean;
   readonly webhookTimeoutMs: number;
   readonly dispatcherConcurrency: number;
@@ -168,6 +174,9 @@ export const ENV_KEYS: Record<string, [string, Kind]> = {
   TICKETD_INBOUND_SECRET: ['inboundSecret', 'string'],
   TICKETD_INBOUND_MAX_BYTES: ['inboundMaxBytes', 'integer'],
   TICKETD_SMTP_PORT: ['smtpPort', 'integer'],
+  TICKETD_MAIL_SPF_MECHANISM: ['mailSpfMechanism', 'string'],
+  TICKETD_ENCRYPTION_KEYS: ['encryptionKeys', 'list'],
+  TICKETD_DNS_SERVERS: ['dnsServers', 'list'],
   TICKETD_WEBHOOK_ALLOW_PRIVATE: ['webhookAllowPrivate', 'boolean'],
   TICKETD_WEBHOOK_TIMEOUT_MS: ['webhookTimeoutMs', 'integer'],
   TICKETD_DISPATCHER_CONCURRENCY: ['dispatcherConcurrency', 'integer'],

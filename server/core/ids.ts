@@ -29,6 +29,8 @@ export const ID_PREFIX = {
   mailMessage: 'mail',
   inboundEmail: 'inb',
   webhook: 'wh',
+  brandDomain: 'dom',
+  emailConnection: 'ec',
   form: 'form',
   subscription: 'sub',
   checkout: 'chk',

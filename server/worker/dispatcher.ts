@@ -16,6 +16,7 @@ import { hasAttemptsLeft, retryDelayMs } from './backoff.js';
 import type { Attempt, OutboxHandler } from './handler.js';
 import { webhookHandler, type WebhookDeliveryOptions } from './handlers/webhook.js';
 import type { OutboxKind } from '../core/outbox/model.js';
+import * as brandDomains from '../domains/brand-domains/service.js';
 import * as outbox from '../core/outbox/service.js';
 import { dispatcherMetricsPart, type DeliveryOutcome, type DispatcherMetrics } from './metrics.js';
 
@@ -73,6 +74,8 @@ export interface PeriodicStats {
   renewedSubscriptions: number;
   /** Inbound messages held over a plan's ticket allowance, received now that it has room. */
   receivedHeldMail: number;
+  /** Verified mail domains checked again (a day after their last check), and those whose records went away. */
+  domains: { checked: number; unverified: number };
 }
 
 /** The lease of a message this process has claimed and not yet settled or given back. */
@@ -242,6 +245,13 @@ export class Dispatcher {
     // After renewals: a new period has room for the mail held over the last one's allowance.
     const receivedHeldMail = deps ? await this.job('receive_held_mail', () => receiveHeldMail(ctx, { attachments: deps })) : 0;
     if (receivedHeldMail) this.log.info({ receivedHeldMail }, 'inbound mail held over a plan allowance received now there is room');
+    // Few a tick: a DNS server that does not answer costs seconds a domain, and the other jobs wait.
+    const domains = await this.job(
+      'recheck_domains',
+      () => brandDomains.recheckDue(ctx, 5),
+      (r) => r.checked,
+    );
+    if (domains.unverified) this.log.info(domains, 'mail domains whose DNS records went away are no longer used');
     return {
       revokedKeys,
       purgedIdempotencyKeys,
@@ -253,6 +263,7 @@ export class Dispatcher {
       ratingRequests,
       renewedSubscriptions,
       receivedHeldMail,
+      domains,
     };
   }
 

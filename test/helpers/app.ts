@@ -16,7 +16,8 @@ export const emptyDir = mkdtempSync(path.join(os.tmpdir(), 'ticketd-cwd-'));
 process.on('exit', () => rmSync(emptyDir, { recursive: true, force: true }));
 
 export function testConfig(env: Record<string, string>): Config {
-  return loadConfig({ env: { TICKETD_LOG_LEVEL: 'silent', ...env }, cwd: emptyDir });
+  // DNS goes to a loopback port where nothing answers (refused at once), never to the network; tests that look names up start their own server (helpers/dns.ts).
+  return loadConfig({ env: { TICKETD_LOG_LEVEL: 'silent', TICKETD_DNS_SERVERS: '127.0.0.1:9', ...env }, cwd: emptyDir });
 }
 
 export interface TestApp {

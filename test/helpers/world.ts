@@ -150,6 +150,15 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
   const webhook = await mustCreate(live, `${base}/webhooks`, { url: 'https://93.184.215.14/zanzibar', events: ['ticket.created'] });
   await mustCreate(live, `${base}/tickets`, { title: `${MARKER} announced` });
   const form = await mustCreate(live, `${base}/forms`, { name: `${MARKER} contact form`, thankYouMessage: `${MARKER} thanks` });
+  const mailDomain = await mustCreate(live, `${base}/domains`, { domain: `${MARKER.toLowerCase()}-mail.example` });
+  // A public IP literal: accepted without DNS, and never connected to (no dispatcher runs in these tests).
+  const mailbox = await mustCreate(live, `${base}/email-connections`, {
+    provider: 'IMAP',
+    name: `${MARKER} desk`,
+    email: 'desk@initech.example',
+    host: '93.184.215.14',
+    password: 'world-password',
+  });
   const delivery = (await must(live('GET', `${base}/webhooks/${webhook.id}/deliveries`), 200))[0];
   // The customer of the main ticket, in the portal.
   const portalToken = (await mustCreate(live, `${base}/portal/token`, { email: 'peter@initech.example' })).token as string;
@@ -254,6 +263,17 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
     [`PATCH ${B}/forms/{formId}`]: json({ enabled: false }),
     [`DELETE ${B}/forms/{formId}`]: null,
     [`POST ${B}/forms/{formId}/regenerate`]: null,
+    [`POST ${B}/domains`]: json({ domain: 'other-mail.example' }),
+    [`PATCH ${B}/domains/{domainId}`]: json({ fromName: 'Desk' }),
+    [`DELETE ${B}/domains/{domainId}`]: null,
+    [`POST ${B}/domains/{domainId}/verify`]: null,
+    [`POST ${B}/email-connections`]: json({ provider: 'IMAP', email: 'other@initech.example', host: '93.184.215.14', password: 'pw' }),
+    // Always 400 oauth_unavailable for whoever may call it: the sweep still wants its request.
+    [`POST ${B}/email-connections/authorize`]: json({ provider: 'GMAIL' }),
+    [`PATCH ${B}/email-connections/{connectionId}`]: json({ name: 'Desk' }),
+    [`POST ${B}/email-connections/{connectionId}/primary`]: null,
+    [`POST ${B}/email-connections/{connectionId}/reconnect`]: null,
+    [`DELETE ${B}/email-connections/{connectionId}`]: null,
     'POST /v1/forms/{token}': json({ email: 'peter@initech.example', name: 'Peter', subject: 'By form', message: 'Hello' }),
     // Sign-in: the owner's address, from a loopback page (a dashboard origin by default). A link's
     // token works once, so verify's request is one that is well formed.
@@ -359,6 +379,8 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
       accountId: owner.accountId,
       avatarId: `av_${'0'.repeat(43)}`,
       formId: form.id,
+      domainId: mailDomain.id,
+      connectionId: mailbox.id,
       provider: 'clerk',
     },
     paramsByRoute: {
@@ -396,6 +418,8 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
       delivery.id,
       form.id,
       form.token,
+      mailDomain.id,
+      mailbox.id,
       mention.id,
       ...ownKeys.filter((k) => k.allBrands).map((k) => k.id),
     ],

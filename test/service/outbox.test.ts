@@ -762,6 +762,7 @@ t.test("the dispatcher's metrics: deliveries by kind and outcome, their time, cl
     'purge_outbox',
     'rating_requests',
     'receive_held_mail',
+    'recheck_domains',
     'reclaim_outbox',
     'renew_subscriptions',
     'revoke_api_keys',

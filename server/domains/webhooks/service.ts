@@ -1,4 +1,5 @@
 import { randomBytes } from 'node:crypto';
+import { keyringPart, type SealContext, type SealedColumn } from '../../core/sealed.js';
 import { systemActor, withTx, type BaseCtx, type TenantCtx } from '../../core/context.js';
 import { badRequest, conflict, notFound } from '../../core/errors.js';
 import { newId, ID_PREFIX } from '../../core/ids.js';
@@ -24,8 +25,8 @@ import {
 /**
  * Webhooks of a brand: registration, and the read side of their deliveries (the outbox rows the
  * dispatcher sends; see server/worker). Secrets are `whsec_` + base64 of 32 random bytes unless
- * the client brings its own; they are stored as they are (the server signs with them) and shown
- * only by create and rotate.
+ * the client brings its own; they are stored sealed (the server signs with them, core/sealed.ts)
+ * and shown only by create and rotate.
  */
 
 /** Where a webhook's URL may point: the operator's webhookAllowPrivate. */
@@ -81,6 +82,14 @@ function deliveryView(row: OutboxMessage): DeliveryView {
     deliveredAt: iso(row.deliveredAt),
   };
 }
+
+/** Webhook secrets are stored sealed (core/sealed.ts); the previous one keeps the sealed text it had. */
+export const SEALED_SECRETS: readonly SealedColumn[] = [
+  { table: 'webhooks', column: 'secret', purpose: 'webhook.secret' },
+  { table: 'webhooks', column: 'previous_secret', purpose: 'webhook.secret' },
+];
+const SECRET_SEAL = (accountId: string): SealContext => ({ purpose: SEALED_SECRETS[0]!.purpose, accountId });
+const sealSecret = (ctx: TenantCtx, secret: string) => ctx.services.get(keyringPart).seal(secret, SECRET_SEAL(ctx.accountId));
 
 export function generateSecret(): string {
   return `whsec_${randomBytes(32).toString('base64')}`;
@@ -138,6 +147,8 @@ export async function create(ctx: TenantCtx, policy: WebhookPolicy, brandId: str
   const url = await checkUrl(input.url, policy);
   const events = [...new Set(input.events)];
   const enabled = enabledOf(input) ?? true;
+  const secret = input.secret ?? generateSecret();
+  const sealed = await sealSecret(ctx, secret);
   return withTx(ctx, async (tx) => {
     const brand = await requireBrand(tx, brandId);
     const row = (await Webhook.query(tx.db)
@@ -147,12 +158,12 @@ export async function create(ctx: TenantCtx, policy: WebhookPolicy, brandId: str
         brandId: brand.id,
         url,
         events,
-        secret: input.secret ?? generateSecret(),
+        secret: sealed,
         enabled,
       })
       .returning('*')) as unknown as Webhook;
     await audit.record(tx, { brandId: brand.id, entityType: 'webhook', entityId: row.id, event: 'webhook.created', metadata: { url, events, enabled } });
-    return { ...toView(row), secret: row.secret };
+    return { ...toView(row), secret };
   });
 }
 
@@ -204,13 +215,14 @@ export async function remove(ctx: TenantCtx, brandId: string, webhookId: string)
  */
 export async function rotateSecret(ctx: TenantCtx, brandId: string, webhookId: string, input: RotateSecretInput = {}): Promise<WebhookWithSecretView> {
   const graceMinutes = input.graceMinutes ?? 0;
+  const secret = generateSecret();
+  const sealed = await sealSecret(ctx, secret);
   return withTx(ctx, async (tx) => {
     const current = await requireWebhook(tx, brandId, webhookId, true);
-    const secret = generateSecret();
     const [row] = (await ofBrand(tx, current.brandId)
       .where('webhooks.id', current.id)
       .patch({
-        secret,
+        secret: sealed,
         previousSecret: graceMinutes ? current.secret : null,
         previousSecretExpiresAt: graceMinutes ? (tx.db.raw('now() + make_interval(mins => ?)', [graceMinutes]) as unknown as Date) : null,
         updatedAt: tx.db.fn.now() as unknown as Date,
@@ -272,7 +284,9 @@ export async function deliveryTarget(ctx: TenantCtx, webhookId: string, now: Dat
   const row = await Webhook.scoped(ctx).findById(webhookId).select('id', 'url', 'enabled', 'secret', 'previousSecret', 'previousSecretExpiresAt');
   if (!row) return null;
   const previous = row.previousSecret && row.previousSecretExpiresAt && row.previousSecretExpiresAt > now ? [row.previousSecret] : [];
-  return { id: row.id, url: row.url, enabled: row.enabled, secrets: [row.secret, ...previous] };
+  const keyring = ctx.services.get(keyringPart);
+  const secrets = await Promise.all([row.secret, ...previous].map((s) => keyring.open(s, SECRET_SEAL(ctx.accountId))));
+  return { id: row.id, url: row.url, enabled: row.enabled, secrets };
 }
 
 /** Attempts that fail in a row, with no success between, before a dead delivery disables the webhook. */

@@ -1,0 +1,68 @@
+import { Type, type Static } from 'typebox';
+import { EmailAddress, Nullable, Timestamp } from '../../core/schemas.js';
+
+export const ConnectionParams = Type.Object({
+  brandId: Type.String({ minLength: 1, maxLength: 64, description: 'Brand id (`br_…`; `ws_…` is accepted too)' }),
+  connectionId: Type.String({ minLength: 1, maxLength: 64 }),
+});
+
+const Status = Type.Union([Type.Literal('ACTIVE'), Type.Literal('SYNCING'), Type.Literal('ERROR'), Type.Literal('DISCONNECTED')], {
+  description:
+    'ACTIVE: taken in on schedule; SYNCING: a sync is under way; ERROR: the server could not be reached (retried, backing off); DISCONNECTED: the server refused the credentials (waits for new ones)',
+});
+const Name = Type.String({ minLength: 1, maxLength: 100, pattern: '\\S' });
+const folder = (description: string) => Type.String({ minLength: 1, maxLength: 200, pattern: '^[^\\x00-\\x1f]+$', description });
+
+export const EmailConnectionOut = Type.Object({
+  id: Type.String(),
+  object: Type.Literal('email_connection'),
+  brandId: Type.String(),
+  name: Type.String({ description: "'Default' is hidden by the dashboard" }),
+  isPrimary: Type.Boolean({ description: 'The address the comment editor offers first; the first connection of a brand is primary' }),
+  provider: Type.Literal('IMAP'),
+  email: Type.String(),
+  host: Type.String(),
+  port: Type.Integer(),
+  tls: Type.Boolean(),
+  username: Type.String(),
+  passwordSet: Type.Boolean({ description: 'The password is stored (sealed) and never shown' }),
+  mailbox: Type.String({ description: 'The folder taken in' }),
+  moveTo: Nullable(Type.String({ description: 'Where taken-in messages are moved; null: flagged \\Seen and left in place. Nothing is deleted' })),
+  status: Status,
+  lastSyncAt: Nullable(Timestamp),
+  errorMessage: Nullable(Type.String({ description: "The server's own words when a sync failed" })),
+  createdAt: Timestamp,
+  updatedAt: Timestamp,
+});
+
+export const CreateConnectionBody = Type.Object(
+  {
+    provider: Type.Literal('IMAP', { description: 'IMAP with a password (an app password for Google, Microsoft and Fastmail mailboxes)' }),
+    name: Type.Optional(Name),
+    email: EmailAddress('The mailbox’s address: replies to its mail come from it'),
+    host: Type.String({
+      minLength: 1,
+      maxLength: 253,
+      pattern: '^[A-Za-z0-9.:\\[\\]-]+$',
+      description: 'The IMAP server: a public name or address (a loopback or private one only with webhookAllowPrivate)',
+    }),
+    port: Type.Optional(Type.Integer({ minimum: 1, maximum: 65535, description: 'Default 993 with tls, 143 without' })),
+    tls: Type.Optional(Type.Boolean({ description: 'TLS from the first byte (default true); false: STARTTLS when the server offers it' })),
+    username: Type.Optional(Type.String({ minLength: 1, maxLength: 320, description: 'Default: email' })),
+    password: Type.String({ minLength: 1, maxLength: 1000, description: 'Stored sealed, never shown again' }),
+    mailbox: Type.Optional(folder('The folder to take in (default INBOX)')),
+    moveTo: Type.Optional(Nullable(folder('Move taken-in messages to this folder instead of flagging them \\Seen'))),
+  },
+  { additionalProperties: false },
+);
+
+export const UpdateConnectionBody = Type.Object({ name: Name }, { additionalProperties: false });
+
+export const AuthorizeBody = Type.Object(
+  { provider: Type.Optional(Type.String({ maxLength: 50 })), connectionName: Type.Optional(Type.String({ maxLength: 100 })) },
+  { additionalProperties: false },
+);
+
+export type EmailConnectionView = Static<typeof EmailConnectionOut>;
+export type CreateConnectionInput = Static<typeof CreateConnectionBody>;
+export type UpdateConnectionInput = Static<typeof UpdateConnectionBody>;

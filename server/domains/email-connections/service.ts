@@ -1,0 +1,197 @@
+import type { BaseCtx, TenantCtx } from '../../core/context.js';
+import { withTx } from '../../core/context.js';
+import * as audit from '../../core/audit.js';
+import { lockBrand, requireBrand } from '../../core/brand.js';
+import { isPgError, PG } from '../../core/db.js';
+import { badRequest, conflict, notFound } from '../../core/errors.js';
+import { ID_PREFIX, newId, normalizeBrandId } from '../../core/ids.js';
+import { scopeOf } from '../../core/model.js';
+import { assertPublicHost, OutboundRefused } from '../../core/outbound.js';
+import { keyringPart, type SealContext, type SealedColumn } from '../../core/sealed.js';
+import { EmailConnection } from './model.js';
+import type { CreateConnectionInput, EmailConnectionView, UpdateConnectionInput } from './schemas.js';
+
+/**
+ * A brand's mailboxes, taken in over IMAP (see the email_connections migration). The password is
+ * sealed before the transaction and opened only by the process that connects.
+ */
+
+/** Where an IMAP host may be: the operator's webhookAllowPrivate, the same rule as webhooks. */
+export interface ConnectionPolicy {
+  allowPrivate: boolean;
+}
+
+export const SEALED_SECRETS: readonly SealedColumn[] = [{ table: 'email_connections', column: 'secret', purpose: 'email_connection.secret' }];
+const SECRET_SEAL = (accountId: string): SealContext => ({ purpose: SEALED_SECRETS[0]!.purpose, accountId });
+
+const iso = (d: Date | null) => (d ? new Date(d).toISOString() : null);
+
+export function toView(row: EmailConnection): EmailConnectionView {
+  return {
+    id: row.id,
+    object: 'email_connection',
+    brandId: row.brandId,
+    name: row.name,
+    isPrimary: row.isPrimary,
+    provider: 'IMAP',
+    email: row.email,
+    host: row.host,
+    port: row.port,
+    tls: row.tls,
+    username: row.username,
+    passwordSet: Boolean(row.secret),
+    mailbox: row.mailbox,
+    moveTo: row.moveTo,
+    status: row.status,
+    lastSyncAt: iso(row.lastSyncAt),
+    errorMessage: row.errorMessage,
+    createdAt: row.createdAt.toISOString(),
+    updatedAt: row.updatedAt.toISOString(),
+  };
+}
+
+const ofBrand = (ctx: TenantCtx, brandId: string) => EmailConnection.scoped(ctx).where('brandId', normalizeBrandId(brandId));
+
+/**
+ * The brand's connections, the primary first, then oldest first. The brand was checked before the
+ * request got here (core/auth.ts): this is the one read, on the brand's index, even for a brand with none.
+ */
+export async function list(ctx: TenantCtx, brandId: string): Promise<EmailConnectionView[]> {
+  const rows = await ofBrand(ctx, brandId).orderBy([{ column: 'isPrimary', order: 'desc' }, { column: 'id' }]);
+  return rows.map(toView);
+}
+
+async function requireConnection(ctx: TenantCtx, brandId: string, connectionId: string, lock = false): Promise<EmailConnection> {
+  const query = ofBrand(ctx, brandId).findById(connectionId);
+  const row = await (lock ? query.forUpdate() : query);
+  if (!row) throw notFound('Email connection');
+  return row;
+}
+
+export async function get(ctx: TenantCtx, brandId: string, connectionId: string): Promise<EmailConnectionView> {
+  await requireBrand(ctx, brandId);
+  return toView(await requireConnection(ctx, brandId, connectionId));
+}
+
+/** An IMAP host the server may connect to: a name or address, public unless the operator allows private ones. */
+async function checkHost(raw: string, policy: ConnectionPolicy): Promise<string> {
+  const host = raw.trim().toLowerCase().replace(/\.$/, '');
+  const invalid = (why: string, code = 'invalid_imap_host') => badRequest(`host ${why}`, [{ field: 'host', message: why }], code);
+  let url: URL;
+  try {
+    url = new URL(`imap://${host.includes(':') && !host.startsWith('[') ? `[${host}]` : host}`);
+  } catch {
+    throw invalid('must be a host name or an IP address');
+  }
+  if (url.port || url.pathname || url.username) throw invalid('must be a host name or an IP address alone (give the port as port)');
+  try {
+    await assertPublicHost(url, policy.allowPrivate);
+  } catch (err) {
+    if (!(err instanceof OutboundRefused)) throw err;
+    throw invalid(`refused: ${err.message}`, err.code === 'private_address' ? 'imap_host_not_public' : 'imap_host_unresolvable');
+  }
+  return host;
+}
+
+/** A new connection, ACTIVE: the dispatcher takes it in from its next round. The first of the brand is primary. */
+export async function create(ctx: TenantCtx, policy: ConnectionPolicy, brandId: string, input: CreateConnectionInput): Promise<EmailConnectionView> {
+  const host = await checkHost(input.host, policy);
+  const email = input.email.trim().toLowerCase();
+  const tls = input.tls ?? true;
+  const secret = await ctx.services.get(keyringPart).seal(input.password, SECRET_SEAL(ctx.accountId));
+  return withTx(ctx, async (tx) => {
+    const brand = await lockBrand(tx, brandId);
+    const hasPrimary = await ofBrand(tx, brand).where('isPrimary', true).select('id').first();
+    let row: EmailConnection;
+    try {
+      row = (await EmailConnection.query(tx.db)
+        .insert({
+          id: newId(ID_PREFIX.emailConnection),
+          ...scopeOf(tx),
+          brandId: brand,
+          name: input.name?.trim() ?? email,
+          provider: 'IMAP',
+          email,
+          host,
+          port: input.port ?? (tls ? 993 : 143),
+          tls,
+          username: input.username?.trim() || email,
+          secret,
+          mailbox: input.mailbox ?? 'INBOX',
+          moveTo: input.moveTo ?? null,
+          isPrimary: !hasPrimary,
+        })
+        .returning('*')) as unknown as EmailConnection;
+    } catch (err) {
+      if (isPgError(err, PG.uniqueViolation, 'email_connections_mailbox_unique')) throw conflict(`${email} is already connected to this brand`, 'email_connection_exists');
+      throw err;
+    }
+    await audit.record(tx, { brandId: brand, entityType: 'email_connection', entityId: row.id, event: 'email_connection.created', metadata: { email, host, port: row.port } });
+    return toView(row);
+  });
+}
+
+export async function update(ctx: TenantCtx, brandId: string, connectionId: string, input: UpdateConnectionInput): Promise<EmailConnectionView> {
+  return withTx(ctx, async (tx) => {
+    const brand = await requireBrand(tx, brandId);
+    const current = await requireConnection(tx, brand.id, connectionId, true);
+    const name = input.name.trim();
+    if (name === current.name) return toView(current);
+    const row = (await ofBrand(tx, brand.id).where('id', current.id).patch({ name, updatedAt: new Date() }).returning('*').first()) as unknown as EmailConnection;
+    await audit.record(tx, {
+      brandId: brand.id,
+      entityType: 'email_connection',
+      entityId: row.id,
+      event: 'email_connection.updated',
+      changes: [{ field: 'name', from: current.name, to: name }],
+    });
+    return toView(row);
+  });
+}
+
+export async function makePrimary(ctx: TenantCtx, brandId: string, connectionId: string): Promise<EmailConnectionView> {
+  return withTx(ctx, async (tx) => {
+    const brand = await lockBrand(tx, brandId);
+    const current = await requireConnection(tx, brand, connectionId, true);
+    if (current.isPrimary) return toView(current);
+    await ofBrand(tx, brand).where('isPrimary', true).patch({ isPrimary: false, updatedAt: new Date() });
+    const row = (await ofBrand(tx, brand).where('id', current.id).patch({ isPrimary: true, updatedAt: new Date() }).returning('*').first()) as unknown as EmailConnection;
+    await audit.record(tx, {
+      brandId: brand,
+      entityType: 'email_connection',
+      entityId: row.id,
+      event: 'email_connection.updated',
+      changes: [{ field: 'isPrimary', from: false, to: true }],
+    });
+    return toView(row);
+  });
+}
+
+/** Deletes it (nothing in the mailbox is touched); when it was primary, the oldest other connection becomes primary. */
+export async function remove(ctx: TenantCtx, brandId: string, connectionId: string): Promise<EmailConnectionView> {
+  return withTx(ctx, async (tx) => {
+    const brand = await lockBrand(tx, brandId);
+    const row = await requireConnection(tx, brand, connectionId, true);
+    await ofBrand(tx, brand).where('id', row.id).delete();
+    if (row.isPrimary) {
+      const next = await ofBrand(tx, brand).orderBy('id').select('id').first();
+      if (next) await ofBrand(tx, brand).where('id', next.id).patch({ isPrimary: true, updatedAt: new Date() });
+    }
+    await audit.record(tx, { brandId: brand, entityType: 'email_connection', entityId: row.id, event: 'email_connection.deleted', metadata: { email: row.email } });
+    return toView(row);
+  });
+}
+
+/** The password, opened to log in (the process that connects only). */
+export async function secretOf(ctx: BaseCtx, row: Pick<EmailConnection, 'accountId' | 'secret'>): Promise<string> {
+  return ctx.services.get(keyringPart).open(row.secret, SECRET_SEAL(row.accountId));
+}
+
+/** Google's and Microsoft's consent screens: out of reach of a self-hosted server (docs/api.md). */
+export function oauthUnavailable(): never {
+  throw badRequest(
+    "ticketd cannot open Google's or Microsoft's consent screen from where it runs: connect the mailbox over IMAP with an app password instead (POST /v1/brands/{brandId}/email-connections with provider IMAP)",
+    undefined,
+    'oauth_unavailable',
+  );
+}

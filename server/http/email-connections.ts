@@ -1,0 +1,106 @@
+import type { FastifyInstance } from 'fastify';
+import { Type } from 'typebox';
+import { BrandParams } from '../core/schemas.js';
+import {
+  AuthorizeBody,
+  ConnectionParams,
+  CreateConnectionBody,
+  EmailConnectionOut,
+  UpdateConnectionBody,
+  type CreateConnectionInput,
+  type UpdateConnectionInput,
+} from '../domains/email-connections/schemas.js';
+import * as emailConnections from '../domains/email-connections/service.js';
+
+type InBrand<B = undefined> = { Params: { brandId: string }; Body: B };
+type InConnection<B = undefined> = { Params: { brandId: string; connectionId: string }; Body: B };
+
+/** A brand's mailboxes taken in over IMAP. Mounted under /v1/brands/:brandId and /v1/workspaces/:brandId. */
+export async function emailConnectionRoutes(app: FastifyInstance, options: { policy: emailConnections.ConnectionPolicy }): Promise<void> {
+  const tags = ['Email connections'];
+  const read = { auth: ['api-key', 'session'], permission: 'email_connections:read' } as const;
+  const write = { auth: ['api-key', 'session'], permission: 'email_connections:write' } as const;
+
+  app.get<InBrand>(
+    '/email-connections',
+    {
+      config: read,
+      schema: {
+        tags,
+        summary: "List the brand's mailboxes, the primary first (a bare array; [] without any)",
+        params: BrandParams,
+        response: { 200: Type.Array(EmailConnectionOut) },
+      },
+    },
+    async (req) => emailConnections.list(req.ctx, req.params.brandId),
+  );
+
+  app.post<InBrand<CreateConnectionInput>>(
+    '/email-connections',
+    {
+      config: write,
+      schema: {
+        tags,
+        summary: 'Connect a mailbox over IMAP (the password is stored sealed and never shown); the first is primary. 409 email_connection_exists',
+        params: BrandParams,
+        body: CreateConnectionBody,
+        response: { 201: EmailConnectionOut },
+      },
+    },
+    async (req, reply) => reply.status(201).send(await emailConnections.create(req.ctx, options.policy, req.params.brandId, req.body)),
+  );
+
+  // Static paths before /:connectionId.
+  app.post<InBrand<unknown>>(
+    '/email-connections/authorize',
+    {
+      config: write,
+      schema: { tags, summary: "Google's OAuth consent: 400 oauth_unavailable (connect over IMAP with an app password)", params: BrandParams, body: Type.Optional(AuthorizeBody) },
+    },
+    async () => emailConnections.oauthUnavailable(),
+  );
+
+  app.get<InConnection>(
+    '/email-connections/:connectionId',
+    { config: read, schema: { tags, summary: 'Get a mailbox connection', params: ConnectionParams, response: { 200: EmailConnectionOut } } },
+    async (req) => emailConnections.get(req.ctx, req.params.brandId, req.params.connectionId),
+  );
+
+  app.patch<InConnection<UpdateConnectionInput>>(
+    '/email-connections/:connectionId',
+    { config: write, schema: { tags, summary: 'Rename a mailbox connection', params: ConnectionParams, body: UpdateConnectionBody, response: { 200: EmailConnectionOut } } },
+    async (req) => emailConnections.update(req.ctx, req.params.brandId, req.params.connectionId, req.body),
+  );
+
+  app.post<InConnection>(
+    '/email-connections/:connectionId/primary',
+    {
+      config: write,
+      schema: { tags, summary: 'Make it the primary connection (the former one is primary no more)', params: ConnectionParams, response: { 200: EmailConnectionOut } },
+    },
+    async (req) => emailConnections.makePrimary(req.ctx, req.params.brandId, req.params.connectionId),
+  );
+
+  app.post<InConnection>(
+    '/email-connections/:connectionId/reconnect',
+    { config: write, schema: { tags, summary: 'OAuth re-consent: 400 oauth_unavailable (give the connection a new app password instead)', params: ConnectionParams } },
+    async (req) => {
+      await emailConnections.get(req.ctx, req.params.brandId, req.params.connectionId);
+      return emailConnections.oauthUnavailable();
+    },
+  );
+
+  app.delete<InConnection>(
+    '/email-connections/:connectionId',
+    {
+      config: write,
+      schema: {
+        tags,
+        summary: 'Disconnect a mailbox (nothing in it is touched); returns it. The next one becomes primary',
+        params: ConnectionParams,
+        response: { 200: EmailConnectionOut },
+      },
+    },
+    async (req) => emailConnections.remove(req.ctx, req.params.brandId, req.params.connectionId),
+  );
+}
