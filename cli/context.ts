@@ -1,5 +1,7 @@
 import { systemCtx, tenantCtx, type BaseCtx, type TenantCtx } from '../server/core/context.js';
 import type { Services } from '../server/core/services.js';
+import { locate } from '../server/core/brand.js';
+import { notFound } from '../server/core/errors.js';
 import * as accounts from '../server/domains/accounts/service.js';
 import { UsageError } from './io.js';
 
@@ -24,4 +26,11 @@ export async function accountCtx(services: Services, accountId: string | undefin
   const ctx = tenantCtx(adminCtx(services), await resolveAccount(services, accountId), mode === 'live');
   await accounts.get(ctx);
   return ctx;
+}
+
+/** The tenant scope of a brand named by its id (either mode): what the brand's commands act in. */
+export async function brandCtx(services: Services, brandId: string): Promise<TenantCtx> {
+  const brand = await locate(adminCtx(services), brandId);
+  if (!brand) throw notFound('Brand');
+  return tenantCtx(adminCtx(services), brand.accountId, brand.livemode);
 }

@@ -1,4 +1,4 @@
-import { confirm, input, select } from '@inquirer/prompts';
+import { confirm, input, password, select } from '@inquirer/prompts';
 
 /** The only place the CLI writes output or asks questions. */
 
@@ -39,6 +39,14 @@ export async function need(value: string | undefined, flag: string, question: st
     throw new UsageError(`missing ${flag} (no terminal to ask on)`);
   }
   return input({ message: question, default: fallback, required: true });
+}
+
+/** A secret: the flag, else the environment variable, else asked without echo on a terminal. */
+export async function needSecret(value: string | undefined, flag: string, envName: string, question: string): Promise<string> {
+  const given = value ?? process.env[envName];
+  if (given !== undefined && given !== '') return given;
+  if (!canPrompt()) throw new UsageError(`missing ${flag} (or ${envName}; no terminal to ask on)`);
+  return password({ message: question, mask: true, validate: (v) => v.length > 0 || 'required' });
 }
 
 export async function choose<T extends string>(question: string, choices: { name: string; value: T }[]): Promise<T> {

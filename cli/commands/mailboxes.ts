@@ -1,0 +1,81 @@
+import type { Command } from 'commander';
+import { loadConfig } from '../../server/core/config.js';
+import * as emailConnections from '../../server/domains/email-connections/service.js';
+import { withServices } from '../database.js';
+import { brandCtx } from '../context.js';
+import { emit, need, needSecret, table, UsageError } from '../io.js';
+import type { GlobalOptions } from '../globals.js';
+
+export function registerMailboxes(program: Command, globals: () => GlobalOptions): void {
+  const cmd = program.command('mailboxes').description("a brand's mailboxes, taken in over IMAP (email connections)");
+  const config = () => loadConfig({ configFile: globals().config });
+
+  cmd
+    .command('list <brandId>')
+    .description("the brand's mailboxes, the primary first, with their state")
+    .option('--json', 'JSON output')
+    .action(async (brandId: string, opts: { json?: boolean }) => {
+      const rows = await withServices(config(), async (services) => emailConnections.list(await brandCtx(services, brandId), brandId), { migrate: true });
+      emit(Boolean(opts.json), rows, () =>
+        table(rows as unknown as Record<string, unknown>[], ['id', 'email', 'host', 'port', 'status', 'isPrimary', 'lastSyncAt', 'errorMessage']),
+      );
+    });
+
+  cmd
+    .command('add <brandId>')
+    .description('connect a mailbox over IMAP (use an app password for Google, Microsoft and Fastmail mailboxes)')
+    .option('--email <address>', "the mailbox's address")
+    .option('--host <host>', 'IMAP server')
+    .option('--port <n>', 'default 993 (143 with --no-tls)')
+    .option('--no-tls', 'STARTTLS on port 143 instead of TLS from the first byte')
+    .option('--username <name>', 'default: the address')
+    .option('--password <password>', 'the password (else TICKETD_MAILBOX_PASSWORD, else asked without echo)')
+    .option('--name <name>', 'default: the address')
+    .option('--mailbox <folder>', 'the folder taken in (default INBOX)')
+    .option('--move-to <folder>', 'move taken-in messages there instead of flagging them \\Seen')
+    .option('--json', 'JSON output')
+    .action(
+      async (
+        brandId: string,
+        opts: {
+          email?: string;
+          host?: string;
+          port?: string;
+          tls: boolean;
+          username?: string;
+          password?: string;
+          name?: string;
+          mailbox?: string;
+          moveTo?: string;
+          json?: boolean;
+        },
+      ) => {
+        const email = await need(opts.email, '--email', 'Mailbox address');
+        const host = await need(opts.host, '--host', 'IMAP server');
+        const password = await needSecret(opts.password, '--password', 'TICKETD_MAILBOX_PASSWORD', 'Password (an app password)');
+        const port = opts.port === undefined ? undefined : Number(opts.port);
+        if (port !== undefined && !(Number.isInteger(port) && port >= 1 && port <= 65535)) throw new UsageError('--port must be a port number (1-65535)');
+        const loaded = config();
+        const created = await withServices(
+          loaded,
+          async (services) =>
+            emailConnections.create(await brandCtx(services, brandId), { allowPrivate: loaded.webhookAllowPrivate }, brandId, {
+              provider: 'IMAP',
+              email,
+              host,
+              port,
+              tls: opts.tls,
+              username: opts.username,
+              password,
+              name: opts.name,
+              mailbox: opts.mailbox,
+              moveTo: opts.moveTo,
+            }),
+          { migrate: true },
+        );
+        emit(Boolean(opts.json), created, () => [
+          `mailbox ${created.id} ${created.email} at ${created.host}:${created.port}${created.isPrimary ? ' (primary)' : ''}: ${created.status}`,
+        ]);
+      },
+    );
+}
