@@ -41,8 +41,6 @@ export async function up(knex: Knex): Promise<void> {
   await knex.raw(`ALTER TABLE brand_domains ADD CONSTRAINT brand_domains_primary_check CHECK (NOT is_primary OR type = 'OUTBOUND')`);
   await knex.raw('CREATE UNIQUE INDEX brand_domains_one_primary ON brand_domains (account_id, livemode, brand_id) WHERE is_primary');
   // The scheduled check takes the verified domains checked longest ago, over every account.
-  // Inbound mail finds the brand of its recipient's domain, whoever's it is.
-  await knex.raw(`CREATE INDEX brand_domains_inbound_idx ON brand_domains (domain) WHERE verified AND type = 'INBOUND'`);
   await knex.raw('CREATE INDEX brand_domains_recheck_idx ON brand_domains (checked_at) WHERE verified');
 }
 
