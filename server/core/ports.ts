@@ -60,6 +60,20 @@ export interface MailMessage {
   references: string[];
   /** Extra headers: X-Ticketd-Brand, Auto-Submitted, … */
   headers: Record<string, string>;
+  /**
+   * The brand's own domain it goes out from (a verified primary OUTBOUND brand domain when it was
+   * queued): sent from `from` here, DKIM-signed by the domain, bounces to `bounces.<domain>`, if
+   * the domain is still verified and primary when sent; otherwise as the `from` above says.
+   */
+  brandDomain?: { id: string; domain: string; from: MailAddress };
+}
+
+/** How a message from a brand's own domain is sent: signed by the domain, its bounces coming back to the domain's return path. */
+export interface DomainSigning {
+  /** The envelope sender (MAIL FROM, which receivers record as Return-Path). */
+  envelopeFrom: string;
+  /** nodemailer's dkim option. */
+  dkim: { domainName: string; keySelector: string; privateKey: string };
 }
 
 export interface SentMail {
@@ -73,6 +87,6 @@ export interface SentMail {
 
 export interface MailTransport {
   readonly kind: 'file' | 'smtp';
-  send(message: MailMessage): Promise<SentMail>;
+  send(message: MailMessage, signing?: DomainSigning): Promise<SentMail>;
   close(): void;
 }

@@ -12,6 +12,7 @@ import * as profiles from '../domains/profiles/service.js';
 import * as statuses from '../domains/statuses/service.js';
 import * as tickets from '../domains/tickets/service.js';
 import * as watchers from './ticket-watchers.js';
+import { mailingBrand } from './brand-domains.js';
 
 /**
  * Comment create: the comment (comments), a status it may set (statuses), and in the same
@@ -106,7 +107,7 @@ async function mailAboutComment(tx: TenantCtx, brandId: string, comment: Created
   const common = {
     settings: mail.settingsOf(tx.services),
     key: await mail.replyTokenKey(tx.db),
-    brand: mail.brandInfo(await requireBrand(tx, brandId)),
+    brand: await mailingBrand(tx, await requireBrand(tx, brandId)),
     ticket: mail.ticketInfo(ticket),
     thread: { inboundMessageIds: await mail.inboundMessageIds(tx, brandId, ticket.id) },
   };

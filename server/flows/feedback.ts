@@ -11,6 +11,7 @@ import type { TicketFeedback } from '../domains/feedback/model.js';
 import type { FeedbackPageView, PortalFeedbackView, RateInput, RatedView } from '../domains/feedback/schemas.js';
 import * as messages from '../domains/mail/messages.js';
 import * as mail from '../domains/mail/service.js';
+import { mailingBrand } from './brand-domains.js';
 
 /**
  * Satisfaction ratings (CSAT): the rating mail sent after the brand's delay, the public rating page's
@@ -48,11 +49,11 @@ export async function sendDueRequests(base: BaseCtx, now: Date): Promise<{ sent:
       }
       const { token, tokenHash } = feedback.newToken();
       await feedback.markSent(ctx, due.id, tokenHash, now);
-      const ticket = { id: due.ticketId, ticketNumber: due.ticketNumber, title: due.ticketTitle };
+      const ticket = mail.ticketInfo({ id: due.ticketId, ticketNumber: due.ticketNumber, title: due.ticketTitle, source: due.ticketSource, sourceData: due.ticketSourceData });
       const message = messages.ratingRequest({
         settings: mail.settingsOf(tx.services),
         key: await mail.replyTokenKey(tx.db),
-        brand: mail.brandInfo(brand),
+        brand: await mailingBrand(ctx, brand),
         ticket,
         thread: { inboundMessageIds: await mail.inboundMessageIds(ctx, brand.id, ticket.id) },
         feedbackId: due.id,

@@ -17,6 +17,7 @@ import { verifyReplyToken } from '../domains/mail/tokens.js';
 import { createTicket } from './ticket-create.js';
 import { createComment } from './comment-create.js';
 import { findOrCreateContact } from './customers.js';
+import { mailingBrand } from './brand-domains.js';
 
 /**
  * Inbound mail: one raw RFC 822 message, from `POST /v1/inbound/email` or the SMTP listener, becomes
@@ -272,7 +273,7 @@ export async function receive(base: BaseCtx, deps: InboundDeps, raw: Buffer, env
       for (const file of staged) stored.push((await attachments.addStagedFile(tx, brandId, created.id, null, file, from)).id);
       if (created.isSpam) return settle({ action: 'spam', reason: 'blocked_sender', ticketId: created.id });
       if (brand.autoresponseEnabled && !automatic && !isBulk(parsed)) {
-        await mail.queueAutoresponse(tx, brandId, { id: created.id, ticketNumber: created.ticketNumber, title: created.title }, { name: fromName, address: from });
+        await mail.queueAutoresponse(tx, await mailingBrand(tx, brand), mail.ticketInfo(created), { name: fromName, address: from });
       }
       return settle({ action: 'ticket_created', ticketId: created.id });
     });

@@ -28,6 +28,7 @@ import type {
 import * as tickets from '../domains/tickets/service.js';
 import type { TicketView } from '../domains/tickets/schemas.js';
 import type { Page } from '../core/pagination.js';
+import { mailingBrand } from './brand-domains.js';
 import { createComment } from './comment-create.js';
 import * as csat from './feedback.js';
 import { findOrCreateContact } from './customers.js';
@@ -98,7 +99,7 @@ export async function requestMagicLink(ctx: TenantCtx, brandId: string, input: M
     const link = await portal.issueLink(tx, brand.id, customer.id, portalUrl, lifetime, portal.grantorOf(tx));
     const message = messages.portalLink(mail.settingsOf(tx.services), {
       linkId: link.id,
-      brand: mail.brandInfo(brand),
+      brand: await mailingBrand(tx, brand),
       to: { name: customer.name, address: customer.email },
       url: link.url,
       validMinutes: portal.LINK_TTL_MS / 60_000,

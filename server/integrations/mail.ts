@@ -2,7 +2,7 @@ import { mkdir, rename, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import nodemailer, { type SendMailOptions } from 'nodemailer';
 import type { Config } from '../core/config.js';
-import type { MailAddress, MailMessage, MailTransport, SentMail } from '../core/ports.js';
+import type { DomainSigning, MailAddress, MailMessage, MailTransport, SentMail } from '../core/ports.js';
 
 /**
  * Outbound mail through nodemailer. A message is a plain, serialisable object (the outbox stores it
@@ -17,8 +17,13 @@ import type { MailAddress, MailMessage, MailTransport, SentMail } from '../core/
  *   otherwise STARTTLS when offered, required with `mailSmtpRequireTls`; `mailSmtpUser`/`Pass`).
  */
 
-function options(message: MailMessage): SendMailOptions {
+/**
+ * nodemailer's options for a message; with `signing`, DKIM-signed and with its own envelope sender
+ * (an envelope given names every recipient too: nodemailer then takes none from the headers).
+ */
+function options(message: MailMessage, signing?: DomainSigning): SendMailOptions {
   const address = (a: MailAddress) => (a.name ? { name: a.name, address: a.address } : a.address);
+  const envelope = signing && { from: signing.envelopeFrom, to: [...message.to, ...message.cc].map((a) => a.address) };
   return {
     from: address(message.from),
     to: message.to.map(address),
@@ -31,6 +36,7 @@ function options(message: MailMessage): SendMailOptions {
     ...(message.inReplyTo ? { inReplyTo: message.inReplyTo } : {}),
     ...(message.references.length ? { references: message.references } : {}),
     headers: message.headers,
+    ...(signing ? { envelope, dkim: signing.dkim } : {}),
   };
 }
 
@@ -46,8 +52,8 @@ export function fileTransport(dir: string, log: (line: string) => void = () => u
   const renderer = nodemailer.createTransport({ streamTransport: true, buffer: true, newline: 'windows' });
   return {
     kind: 'file',
-    async send(message) {
-      const info = (await renderer.sendMail(options(message))) as { message: Buffer };
+    async send(message, signing) {
+      const info = (await renderer.sendMail(options(message, signing))) as { message: Buffer };
       await mkdir(dir, { recursive: true });
       const file = path.join(dir, fileNameOf(message.messageId));
       // Written aside and renamed: a reader never sees half a message.
@@ -74,8 +80,8 @@ export function smtpTransport(config: Pick<Config, 'mailSmtpHost' | 'mailSmtpPor
   });
   return {
     kind: 'smtp',
-    async send(message) {
-      const info = await transport.sendMail(options(message));
+    async send(message, signing) {
+      const info = await transport.sendMail(options(message, signing));
       return { messageId: message.messageId, transport: 'smtp', response: info.response };
     },
     close: () => transport.close(),
@@ -87,7 +93,7 @@ export function mailTransport(config: Config, log?: (line: string) => void): Mai
   return config.mailTransport === 'smtp' ? smtpTransport(config) : fileTransport(path.join(config.dataDir, 'mail', 'outbox'), log);
 }
 
-/** What the outbox's mail handler calls: one delivery attempt of a stored message. */
-export function sendMail(transport: MailTransport, message: MailMessage): Promise<SentMail> {
-  return transport.send(message);
+/** What the outbox's mail handler calls: one delivery attempt of a stored message (signed, when from a brand's own domain). */
+export function sendMail(transport: MailTransport, message: MailMessage, signing?: DomainSigning): Promise<SentMail> {
+  return transport.send(message, signing);
 }

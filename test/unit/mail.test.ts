@@ -5,7 +5,7 @@ import path from 'node:path';
 import { simpleParser } from 'mailparser';
 import t from 'tap';
 import { escapeHtml } from '../../server/core/text.js';
-import { agentReply, autoresponse, mailSettings, renderTemplate, watcherNotification } from '../../server/domains/mail/messages.js';
+import { agentReply, autoresponse, mailSettings, portalLink, renderTemplate, watcherNotification, type BrandInfo, type TicketInfo } from '../../server/domains/mail/messages.js';
 import { stripQuotedReply } from '../../server/domains/mail/quotes.js';
 import { signReplyToken, verifyReplyToken } from '../../server/domains/mail/tokens.js';
 import { fileTransport, sendMail } from '../../server/integrations/mail.js';
@@ -20,6 +20,7 @@ const brand = {
   fromEmail: null,
   autoresponseSubject: null,
   autoresponseBody: null,
+  sendingDomain: null,
 };
 const ticket = { id: 'tkt_01jabcdefghjkmnpqrstvwxyz1', ticketNumber: 1042, title: 'Printer on fire' };
 const thread = { inboundMessageIds: ['<first@customer.example>', '<latest@customer.example>'] };
@@ -108,6 +109,37 @@ t.test('watcher notification names the author and marks internal notes', async (
   t.match(m.text, /^Sam added an internal note on ACME-1042/);
   t.equal(m.headers['Auto-Submitted'], 'auto-generated');
   t.same(m.to, [{ name: 'Ann', address: 'ann@acme.example' }]);
+});
+
+t.test('a brand with a verified domain: brandDomain names the sender there; the default `from` stays for when the domain is gone', async (t) => {
+  const sendingDomain = { id: 'dom_01jabcdefghjkmnpqrstvwxyz3', domain: 'acme.example', fromName: null, fromEmail: null, replyMode: 'SINGLE' as const };
+  const own = { ...brand, sendingDomain };
+  const written = { ...ticket, writtenTo: ['sales@acme.example', 'br_x@inbound.example'] };
+  const fromOf = (b: BrandInfo, tk: TicketInfo = written) => agentReply({ settings, key, brand: b, ticket: tk, thread, comment, customer }).brandDomain;
+
+  const reply = agentReply({ settings, key, brand: own, ticket: written, thread, comment, customer });
+  t.same(reply.from, { name: brand.name, address: 'notifications@mail.example' }, 'the default sender, for a domain gone by send time');
+  t.same(reply.brandDomain, { id: sendingDomain.id, domain: 'acme.example', from: { name: brand.name, address: 'support@acme.example' } }, 'support@<domain> by default');
+  t.equal(reply.replyTo, agentReply({ settings, key, brand, ticket, thread, comment, customer }).replyTo, 'replies route as before');
+  t.notOk(agentReply({ settings, key, brand, ticket, thread, comment, customer }).brandDomain, 'no domain: nothing to sign');
+
+  t.same(
+    fromOf({ ...own, fromName: 'Acme Help', fromEmail: 'help@acme.example' })?.from,
+    { name: 'Acme Help', address: 'help@acme.example' },
+    "the brand's fromEmail when at the domain",
+  );
+  t.equal(fromOf({ ...own, fromEmail: 'help@elsewhere.example' })?.from.address, 'support@acme.example', "the brand's fromEmail elsewhere is not used");
+  const configured = { ...own, fromName: 'Acme Help', fromEmail: 'help@acme.example', sendingDomain: { ...sendingDomain, fromName: 'Desk', fromEmail: 'desk@acme.example' } };
+  t.same(fromOf(configured)?.from, { name: 'Desk', address: 'desk@acme.example' }, "the domain's own settings first");
+  t.equal(fromOf(configured)?.from.address, 'desk@acme.example', 'SINGLE ignores the address written to');
+
+  const match = { ...configured, sendingDomain: { ...configured.sendingDomain, replyMode: 'MATCH' as const } };
+  t.equal(fromOf(match)?.from.address, 'sales@acme.example', 'MATCH: the address at the domain the customer wrote to');
+  t.equal(fromOf(match, { ...ticket, writtenTo: ['br_x@inbound.example', 'sales@other.example'] })?.from.address, 'desk@acme.example', 'none at the domain: as SINGLE');
+  t.equal(fromOf(match, ticket)?.from.address, 'desk@acme.example', 'not an email ticket: as SINGLE');
+
+  const link = portalLink(settings, { linkId: 'plk_01jabcdefghjkmnpqrstvwxyz4', brand: own, to: customer, url: 'https://portal.example/x', validMinutes: 15 });
+  t.equal(link.brandDomain?.from.address, 'support@acme.example', "the brand's portal link goes from its domain too");
 });
 
 t.test('the file transport writes a parsable .eml named by the Message-ID', async (t) => {

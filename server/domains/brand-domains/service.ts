@@ -332,3 +332,29 @@ export async function recheckDue(base: BaseCtx, limit = 20): Promise<{ checked: 
 export async function dkimPrivateKey(ctx: BaseCtx, row: Pick<BrandDomain, 'accountId' | 'dkimPrivateKey'>): Promise<string | null> {
   return row.dkimPrivateKey ? ctx.services.get(keyringPart).open(row.dkimPrivateKey, DKIM_SEAL(row.accountId)) : null;
 }
+
+/** The only domain a brand's mail goes out from: its primary OUTBOUND domain, while verified. */
+const sending = (ctx: TenantCtx, brandId: string) => BrandDomain.scoped(ctx).where({ brandId, type: 'OUTBOUND', isPrimary: true, verified: true });
+
+/** The domain the brand's mail goes out from now (read when a message is queued), or null: it goes from mailFrom. */
+export async function sendingDomain(ctx: TenantCtx, brandId: string): Promise<Pick<BrandDomain, 'id' | 'domain' | 'fromName' | 'fromEmail' | 'replyMode'> | null> {
+  return (await sending(ctx, normalizeBrandId(brandId)).select('id', 'domain', 'fromName', 'fromEmail', 'replyMode').first()) ?? null;
+}
+
+export interface SigningKey {
+  domain: string;
+  selector: string;
+  /** PEM. */
+  privateKey: string;
+}
+
+/**
+ * The key to sign a message queued to go from domain `domainId`, opened at send time (dispatcher
+ * only); null when the domain is no longer the brand's verified primary one (unverified by a
+ * check, replaced as primary, deleted): the message then goes from mailFrom, unsigned.
+ */
+export async function signingKey(ctx: TenantCtx, brandId: string, domainId: string): Promise<SigningKey | null> {
+  const row = await sending(ctx, normalizeBrandId(brandId)).findById(domainId);
+  const privateKey = row?.dkimSelector ? await dkimPrivateKey(ctx, row) : null;
+  return row && privateKey ? { domain: row.domain, selector: row.dkimSelector!, privateKey } : null;
+}

@@ -95,6 +95,9 @@ export interface DueFeedback {
   stillResolved: boolean;
   ticketTitle: string;
   ticketNumber: number;
+  /** Where the ticket came from; an email ticket's sourceData names the addresses it was written to. */
+  ticketSource: string;
+  ticketSourceData: Record<string, unknown> | null;
   contactEmail: string | null;
   contactName: string | null;
 }
@@ -109,7 +112,7 @@ export async function claimDue(tx: BaseCtx, now: Date, limit: number): Promise<D
        select account_id, livemode, id from ticket_feedback where status = 'scheduled' and send_at <= ? order by send_at limit ? for update skip locked)
      select f.account_id as "accountId", f.livemode, f.brand_id as "brandId", f.id, f.ticket_id as "ticketId",
        (t.status = 'resolved' and t.deleted_at is null and not t.is_spam) as "stillResolved",
-       t.title as "ticketTitle", t.ticket_number as "ticketNumber", c.email as "contactEmail", c.name as "contactName"
+       t.title as "ticketTitle", t.ticket_number as "ticketNumber", t.source as "ticketSource", t.source_data as "ticketSourceData", c.email as "contactEmail", c.name as "contactName"
      from due join ticket_feedback f on ${sameTenant('f', 'due')} and f.id = due.id
      join tickets t on ${sameTenant('t', 'f')} and t.brand_id = f.brand_id and t.id = f.ticket_id
      left join contacts c on ${sameTenant('c', 'f')} and c.brand_id = f.brand_id and c.id = f.contact_id

@@ -12,7 +12,9 @@ import { signReplyToken } from './tokens.js';
  *   Message-IDs and a per-ticket root `<ticket id>@<mail domain>`;
  * - `X-Ticketd-Brand` and `X-Ticketd-Ticket`, by which inbound mail recognises our own messages;
  * - a Reply-To `<brandId>+<reply token>@<inbound domain>` that routes a reply to its ticket even
- *   when the client drops the threading headers.
+ *   when the client drops the threading headers;
+ * - a brand's message, when the brand has a verified domain of its own, `brandDomain`: the address
+ *   there it goes from if the domain is still verified when sent (the dispatcher signs it).
  */
 
 export interface MailSettings {
@@ -37,12 +39,29 @@ export interface BrandInfo {
   fromEmail: string | null;
   autoresponseSubject: string | null;
   autoresponseBody: string | null;
+  /** The verified primary OUTBOUND domain its mail goes out from; null: from mailFrom (or fromEmail). */
+  sendingDomain: SendingDomain | null;
 }
+
+/** A brand's own domain as its messages use it (brand_domains). */
+export interface SendingDomain {
+  id: string;
+  domain: string;
+  fromName: string | null;
+  fromEmail: string | null;
+  /** MATCH: from the address at the domain the customer wrote to, when there is one. */
+  replyMode: 'SINGLE' | 'MATCH';
+}
+
+/** The sender at a brand's domain when neither the domain nor the brand names one there (decision 0071). */
+export const DEFAULT_DOMAIN_LOCAL_PART = 'support';
 
 export interface TicketInfo {
   id: string;
   ticketNumber: number;
   title: string;
+  /** The addresses the customer's mail that opened the ticket was written to (To, then Cc), lower case; none for other sources. */
+  writtenTo?: readonly string[];
 }
 
 /** A ticket's conversation: the Message-IDs of its inbound mail, oldest first. */
@@ -83,6 +102,23 @@ function sender(settings: MailSettings, brand: BrandInfo): MailAddress {
   return { name: brand.fromName ?? brand.name, address: brand.fromEmail ?? settings.fromAddress };
 }
 
+const domainOf = (address: string) => address.slice(address.lastIndexOf('@') + 1).toLowerCase();
+
+/**
+ * The brand's own domain and address a message goes out from, if it has a verified one: in MATCH
+ * mode the address at the domain the customer wrote to, else the domain's fromEmail, else the
+ * brand's fromEmail when it is at the domain, else support@<domain>. The name is the domain's
+ * fromName, else what the brand's mail is signed with today.
+ */
+function domainSender(brand: BrandInfo, ticket?: TicketInfo): Pick<MailMessage, 'brandDomain'> {
+  const d = brand.sendingDomain;
+  if (!d) return {};
+  const atDomain = (address: string | null | undefined) => (address && domainOf(address) === d.domain ? address.toLowerCase() : undefined);
+  const address =
+    (d.replyMode === 'MATCH' ? ticket?.writtenTo?.find(atDomain) : undefined) ?? d.fromEmail ?? atDomain(brand.fromEmail) ?? `${DEFAULT_DOMAIN_LOCAL_PART}@${d.domain}`;
+  return { brandDomain: { id: d.id, domain: d.domain, from: { name: d.fromName ?? brand.fromName ?? brand.name, address } } };
+}
+
 /** `<brandId>+<token>@<inbound domain>`: replies to it become comments on the ticket. */
 export function replyAddress(settings: MailSettings, key: Buffer, brandId: string, ticketId: string): string {
   return `${brandId}+${signReplyToken(key, brandId, ticketId)}@${settings.inboundDomain}`;
@@ -108,9 +144,10 @@ interface Common {
   thread: Thread;
 }
 
-function base(c: Common): Pick<MailMessage, 'from' | 'replyTo' | 'inReplyTo' | 'references' | 'headers'> {
+function base(c: Common): Pick<MailMessage, 'from' | 'replyTo' | 'inReplyTo' | 'references' | 'headers' | 'brandDomain'> {
   return {
     from: sender(c.settings, c.brand),
+    ...domainSender(c.brand, c.ticket),
     replyTo: replyAddress(c.settings, c.key, c.brand.id, c.ticket.id),
     ...threading(c.settings, c.ticket, c.thread),
     headers: { 'X-Ticketd-Brand': c.brand.id, 'X-Ticketd-Ticket': c.ticket.id },
@@ -314,6 +351,7 @@ The link works once, within ${c.validMinutes} minutes. If you did not ask for it
   return {
     ...linkMail(settings, 'portal_link', c, `Your sign-in link for ${c.brand.name} support`, text),
     from: sender(settings, c.brand),
+    ...domainSender(c.brand),
     headers: { 'Auto-Submitted': 'auto-generated', 'X-Auto-Response-Suppress': 'All', 'X-Ticketd-Brand': c.brand.id },
   };
 }

@@ -6,8 +6,8 @@ import { serverSecret } from '../../core/secrets.js';
 import { part, type Services } from '../../core/services.js';
 import type { MailMessage } from '../../core/ports.js';
 import * as outbox from '../../core/outbox/service.js';
-import { requireBrand, type Brand } from '../../core/brand.js';
-import { autoresponse, mailSettings, type BrandInfo, type MailSettings, type TicketInfo } from './messages.js';
+import type { Brand } from '../../core/brand.js';
+import { autoresponse, mailSettings, type BrandInfo, type MailSettings, type SendingDomain, type TicketInfo } from './messages.js';
 import { InboundEmail, QueuedMail, type InboundAction } from './model.js';
 
 /**
@@ -52,7 +52,8 @@ export async function queueMail(tx: TenantCtx, brandId: string, ticketId: string
   await outbox.enqueue(tx, { kind: 'mail', brandId, event: `mail.${message.kind}`, payload: { mailMessageId: inserted[0]!.id, message } });
 }
 
-export function brandInfo(brand: Brand): BrandInfo {
+/** `sendingDomain`: the brand's verified primary OUTBOUND domain (brand_domains), read by the caller; null for none. */
+export function brandInfo(brand: Brand, sendingDomain: SendingDomain | null): BrandInfo {
   return {
     id: brand.id,
     name: brand.name,
@@ -61,6 +62,13 @@ export function brandInfo(brand: Brand): BrandInfo {
     fromEmail: brand.fromEmail,
     autoresponseSubject: brand.autoresponseSubject,
     autoresponseBody: brand.autoresponseBody,
+    sendingDomain: sendingDomain && {
+      id: sendingDomain.id,
+      domain: sendingDomain.domain,
+      fromName: sendingDomain.fromName,
+      fromEmail: sendingDomain.fromEmail,
+      replyMode: sendingDomain.replyMode,
+    },
   };
 }
 
@@ -70,22 +78,27 @@ export async function inboundMessageIds(ctx: TenantCtx, brandId: string, ticketI
   return rows.map((r) => r.messageId);
 }
 
-export function ticketInfo(ticket: { id: string; ticketNumber: number; title: string }): TicketInfo {
-  return { id: ticket.id, ticketNumber: ticket.ticketNumber, title: ticket.title };
+/** The addresses an email ticket's first message was written to, as inbound mail recorded them in its sourceData. */
+function writtenTo(source: string | null | undefined, sourceData: Record<string, unknown> | null | undefined): string[] {
+  if (source !== 'email' || !sourceData) return [];
+  return [sourceData.to, sourceData.cc].flatMap((list) => (Array.isArray(list) ? list.filter((a): a is string => typeof a === 'string').map((a) => a.toLowerCase()) : []));
+}
+
+export function ticketInfo(ticket: { id: string; ticketNumber: number; title: string; source?: string | null; sourceData?: Record<string, unknown> | null }): TicketInfo {
+  return { id: ticket.id, ticketNumber: ticket.ticketNumber, title: ticket.title, writtenTo: writtenTo(ticket.source, ticket.sourceData) };
 }
 
 /** The brand's autoresponse to the sender of a new email ticket (the caller checked it is wanted). */
-export async function queueAutoresponse(tx: TenantCtx, brandId: string, ticket: TicketInfo, customer: { name: string | null; address: string }): Promise<void> {
-  const brand = await requireBrand(tx, brandId);
+export async function queueAutoresponse(tx: TenantCtx, brand: BrandInfo, ticket: TicketInfo, customer: { name: string | null; address: string }): Promise<void> {
   const message = autoresponse({
     settings: settingsOf(tx.services),
     key: await replyTokenKey(tx.db),
-    brand: brandInfo(brand),
+    brand,
     ticket,
-    thread: { inboundMessageIds: await inboundMessageIds(tx, brandId, ticket.id) },
+    thread: { inboundMessageIds: await inboundMessageIds(tx, brand.id, ticket.id) },
     customer,
   });
-  await queueMail(tx, brandId, ticket.id, message);
+  await queueMail(tx, brand.id, ticket.id, message);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,4 +1,6 @@
-import type { MailMessage, MailTransport } from '../../core/ports.js';
+import { tenantCtx, type BaseCtx } from '../../core/context.js';
+import type { MailMessage, MailTransport, SentMail } from '../../core/ports.js';
+import * as brandDomains from '../../domains/brand-domains/service.js';
 import { sendMail } from '../../integrations/mail.js';
 import type { Attempt, OutboxHandler } from '../handler.js';
 import type { Claimed } from '../../core/outbox/service.js';
@@ -8,6 +10,8 @@ import type { Claimed } from '../../core/outbox/service.js';
  * server/domains/mail/messages.ts) is sent through the dispatcher's one transport, so every attempt
  * is the same message with the same Message-ID. The outbox row is the delivery record (status,
  * attempts, last error, and the relay's answer or the file written); mail_messages keeps the message.
+ * A message queued to go from a brand's own domain (`brandDomain`) is signed here, with the domain's
+ * key opened for this send only.
  *
  * Outcomes: accepted (or written) is success. An SMTP 5xx answer (550 mailbox unavailable, …) and a
  * stored message that cannot be read fail for good: sending again would get the same answer. A 4xx
@@ -40,7 +44,8 @@ function storedMessage(body: string): MailMessage | string {
     message.to.every(isAddress) &&
     Array.isArray(message.cc) &&
     message.cc.every(isAddress) &&
-    Array.isArray(message.references);
+    Array.isArray(message.references) &&
+    (message.brandDomain === undefined || (typeof message.brandDomain?.id === 'string' && isAddress(message.brandDomain.from)));
   if (!wellFormed)
     return `the stored message ${typeof message.messageId === 'string' ? `${message.messageId} ` : ''}is incomplete (needs messageId, from, to, cc, subject, text, references)`;
   return message as MailMessage;
@@ -62,14 +67,34 @@ function failed(err: unknown): Attempt {
   return { outcome: 'retry', error, ...answer };
 }
 
+/**
+ * A message queued to go from a brand's own domain goes from it, DKIM-signed, when the domain is
+ * still its brand's verified primary one; otherwise from the default sender it carries, unsigned.
+ * Its bounces come back to `bounces+<delivery id>@bounces.<domain>`, an address naming the delivery.
+ */
+async function send(ctx: BaseCtx, transport: MailTransport, row: Claimed, message: MailMessage): Promise<SentMail> {
+  const own = message.brandDomain;
+  const key = own && row.brandId ? await brandDomains.signingKey(tenantCtx(ctx, row.accountId, row.livemode), row.brandId, own.id) : null;
+  if (!own || !key) return sendMail(transport, message);
+  const bounces = brandDomains.RETURN_PATH_LABEL;
+  return sendMail(
+    transport,
+    { ...message, from: own.from },
+    {
+      envelopeFrom: `${bounces}+${row.id}@${bounces}.${key.domain}`,
+      dkim: { domainName: key.domain, keySelector: key.selector, privateKey: key.privateKey },
+    },
+  );
+}
+
 /** transport: built once per dispatcher from the configuration (mailTransport); closed by close(). */
 export function mailHandler(transport: MailTransport): OutboxHandler {
   return {
-    async deliver(_ctx, row: Claimed): Promise<Attempt> {
+    async deliver(ctx, row: Claimed): Promise<Attempt> {
       const message = storedMessage(row.body);
       if (typeof message === 'string') return { outcome: 'fail', error: message, responseCode: null, responseBody: null };
       try {
-        const sent = await sendMail(transport, message);
+        const sent = await send(ctx, transport, row, message);
         return sent.transport === 'file'
           ? { outcome: 'success', responseCode: null, responseBody: `written to ${sent.path}` }
           : { outcome: 'success', responseCode: replyCode(sent.response), responseBody: sent.response ?? null };
