@@ -11,6 +11,7 @@
  *   npm run bench -- --cross-brand     (only the cross-brand dashboard: N tickets over 20 brands)
  *   npm run bench -- --quotas          (only ticket create with the plan's ticket allowance counted and not)
  *   npm run bench -- --soak [--minutes 30] [--rate 50]   (a long mixed load at a fixed rate: see soak.ts)
+ *   npm run bench -- --mail            (DKIM signing cost and the mail lists the dashboard polls: see mail.ts)
  *
  * Measured: create throughput (idempotency keys; concurrency 1, 16, 32 on one brand, 16 across 16
  * brands) next to the raw database floor (plain pg clients, one create at a time: in one statement,
@@ -36,6 +37,7 @@ import { listWithApiProcesses } from './scale.js';
 import { seed } from './seed.js';
 import { adminDatabase, sessionTokenFor, sql, startTicketd, withDatabase } from './server.js';
 import { runSoak } from './soak.js';
+import { runMailBench } from './mail.js';
 
 const { values } = parseArgs({
   options: {
@@ -49,6 +51,7 @@ const { values } = parseArgs({
     'cross-brand': { type: 'boolean', default: false },
     quotas: { type: 'boolean', default: false },
     soak: { type: 'boolean', default: false },
+    mail: { type: 'boolean', default: false },
     minutes: { type: 'string', default: '30' },
     rate: { type: 'string', default: '50' },
   },
@@ -743,7 +746,7 @@ async function main() {
   }
 }
 
-(values.events ? runEventsBench() : values.soak ? runSoak({ minutes: Number(values.minutes), rate: Number(values.rate) }) : main()).catch((err) => {
+(values.events ? runEventsBench() : values.mail ? runMailBench() : values.soak ? runSoak({ minutes: Number(values.minutes), rate: Number(values.rate) }) : main()).catch((err) => {
   process.stderr.write(`bench failed: ${(err as Error).stack}\n`);
   process.exit(1);
 });

@@ -1,0 +1,130 @@
+/**
+ * `npm run bench -- --mail`: what a brand's own mail costs. Prints tables; asserts nothing.
+ *
+ *  - DKIM signing: one agent reply (text and HTML, threading headers) composed by nodemailer, with
+ *    and without the domain's DKIM key (RSA 2048); the signing cost per message is the difference.
+ *  - The dashboard's polls: `GET /v1/brands/{id}/email-connections` and `/domains` over 20 brands
+ *    (half with a mailbox and a domain, half without), next to a trivial authenticated read of the
+ *    same brands (`GET /v1/brands/{id}`), through the real server with autocannon.
+ */
+import { generateKeyPairSync, randomBytes } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
+import autocannon from 'autocannon';
+import nodemailer from 'nodemailer';
+import { adminDatabase, sql, startTicketd, withDatabase } from './server.js';
+
+const SIGNED_MESSAGES = 2_000;
+const BRANDS = 20;
+const log = (s: string) => process.stderr.write(`${s}\n`);
+
+/** Milliseconds per message to compose `n` replies, signed with `dkim` or not. */
+async function composeMs(n: number, dkim?: { domainName: string; keySelector: string; privateKey: string }): Promise<number> {
+  const transport = nodemailer.createTransport({ streamTransport: true, buffer: true, ...(dkim ? { dkim } : {}) });
+  const body = 'Thanks for writing in. '.repeat(40);
+  const send = (i: number) =>
+    transport.sendMail({
+      from: '"Acme Support" <support@acme.example>',
+      to: 'customer@example.net',
+      subject: `Re: [ACME-${1000 + i}] My order has not arrived`,
+      text: body,
+      html: `<p>${body}</p>`,
+      messageId: `<reply-${i}@acme.example>`,
+      inReplyTo: `<customer-${i}@example.net>`,
+      references: [`<customer-${i}@example.net>`],
+    });
+  for (let i = 0; i < 50; i++) await send(i); // warm-up
+  const started = performance.now();
+  for (let i = 0; i < n; i++) await send(i);
+  return (performance.now() - started) / n;
+}
+
+async function signingCost(): Promise<Record<string, string | number>> {
+  const { privateKey } = generateKeyPairSync('rsa', {
+    modulusLength: 2048,
+    privateKeyEncoding: { type: 'pkcs8', format: 'pem' },
+    publicKeyEncoding: { type: 'spki', format: 'der' },
+  });
+  const plain = await composeMs(SIGNED_MESSAGES);
+  const signed = await composeMs(SIGNED_MESSAGES, { domainName: 'acme.example', keySelector: 'td01', privateKey });
+  return { messages: SIGNED_MESSAGES, 'compose ms': plain.toFixed(3), 'compose + DKIM ms': signed.toFixed(3), 'DKIM signing ms per message': (signed - plain).toFixed(3) };
+}
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+async function api(base: string, key: string, method: string, url: string, body?: unknown): Promise<{ status: number; body: any }> {
+  const res = await fetch(`${base}${url}`, {
+    method,
+    headers: { authorization: `Bearer ${key}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  return { status: res.status, body: await res.json() };
+}
+
+async function latency(base: string, key: string, urls: string[]): Promise<{ p50: number; p99: number; rps: number }> {
+  const result = await new Promise<autocannon.Result>((resolve, reject) => {
+    autocannon({ url: base, connections: 4, duration: 5, headers: { authorization: `Bearer ${key}` }, requests: urls.map((path) => ({ method: 'GET', path })) }, (err, r) =>
+      err ? reject(err) : resolve(r),
+    );
+  });
+  if (result.non2xx || result.errors) throw new Error(`${urls[0]}: ${result.non2xx} non-2xx, ${result.errors} errors`);
+  return { p50: result.latency.p50, p99: result.latency.p99, rps: Math.round(result.requests.average) };
+}
+
+async function dashboardPolls(): Promise<Record<string, string | number>[]> {
+  const { adminUrl, cleanup } = await adminDatabase({});
+  const database = `ticketd_bench_mail_${randomBytes(4).toString('hex')}`;
+  await sql(adminUrl, `CREATE DATABASE ${database}`);
+  const { child, info } = await startTicketd('all', withDatabase(adminUrl, database), { TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: '1000', TICKETD_RATE_LIMIT_PER_API_KEY: '100000000' });
+  try {
+    const base: string = info.url;
+    const signup = await fetch(`${base}/v1/accounts`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ email: 'bench-mail@example.com' }),
+    });
+    const key = ((await signup.json()) as { apiKeys: { live: { key: string } } }).apiKeys.live.key;
+    const brands: string[] = [];
+    for (let i = 0; i < BRANDS; i++) {
+      const brand = await api(base, key, 'POST', '/v1/brands', { name: `Brand ${i}` });
+      brands.push(brand.body.id);
+      if (i % 2) continue;
+      await api(base, key, 'POST', `/v1/brands/${brand.body.id}/domains`, { domain: `mail${i}.acme.example` });
+      await api(base, key, 'POST', `/v1/brands/${brand.body.id}/email-connections`, { provider: 'IMAP', email: `desk${i}@acme.example`, host: '93.184.215.14', password: 'pw' });
+    }
+    const rows: Record<string, string | number>[] = [];
+    const trivial = await latency(
+      base,
+      key,
+      brands.map((b) => `/v1/brands/${b}`),
+    );
+    for (const [what, suffix] of [
+      ['email-connections', '/email-connections'],
+      ['domains', '/domains'],
+    ] as const) {
+      const r = await latency(
+        base,
+        key,
+        brands.map((b) => `/v1/brands/${b}${suffix}`),
+      );
+      rows.push({ read: `GET …/${what} (20 brands)`, 'p50 ms': r.p50, 'p99 ms': r.p99, 'req/s': r.rps, 'p99 vs trivial': `${(r.p99 / Math.max(trivial.p99, 1)).toFixed(2)}×` });
+    }
+    rows.push({ read: 'GET /v1/brands/{id} (trivial, 20 brands)', 'p50 ms': trivial.p50, 'p99 ms': trivial.p99, 'req/s': trivial.rps, 'p99 vs trivial': '1.00×' });
+    return rows;
+  } finally {
+    await new Promise((r) => {
+      child.once('exit', r);
+      child.kill('SIGTERM');
+    });
+    await cleanup();
+  }
+}
+
+export async function runMailBench(): Promise<void> {
+  log('DKIM signing cost…');
+  const signing = await signingCost();
+  log('the dashboard’s polls over 20 brands…');
+  const polls = await dashboardPolls();
+  console.log('\nDKIM signing (nodemailer, RSA 2048), per message:');
+  console.table([signing]);
+  console.log('\nThe lists the dashboard polls, next to a trivial authenticated read (4 connections, 5 s each):');
+  console.table(polls);
+}
