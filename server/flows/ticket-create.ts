@@ -11,6 +11,7 @@ import * as attachments from '../domains/attachments/service.js';
 import * as billing from '../domains/billing/service.js';
 import * as categories from '../domains/categories/service.js';
 import * as fields from '../domains/fields/service.js';
+import * as mail from '../domains/mail/service.js';
 import * as members from '../domains/members/service.js';
 import * as statuses from '../domains/statuses/service.js';
 import * as tags from '../domains/tags/service.js';
@@ -18,6 +19,7 @@ import type { CreateTicketInput, TicketView } from '../domains/tickets/schemas.j
 import * as tickets from '../domains/tickets/service.js';
 import * as watchers from './ticket-watchers.js';
 import { findOrCreateContact } from './customers.js';
+import { mailingBrand } from './brand-domains.js';
 import { createStatement, ticketWrite, type TicketWrite } from './ticket-create-statement.js';
 
 /**
@@ -27,7 +29,8 @@ import { createStatement, ticketWrite, type TicketWrite } from './ticket-create-
  * category, assignee, no watchers or pending attachments, no custom-field schema) is ONE statement
  * (createInOneStatement); anything else, every error included, goes step by step in a transaction
  * (createStepByStep). Both write the ticket with the same statement (ticket-create-statement.ts).
- * notifyCustomer is accepted and not stored.
+ * notifyCustomer mails the customer the brand's confirmation (its autoresponse) in the create's
+ * transaction, so such a create goes step by step.
  */
 
 /** A 404 from a lookup of something the body named is the caller's 400 on that field. */
@@ -87,7 +90,8 @@ export async function createTicket(ctx: TenantCtx, brandId: string, input: Creat
   const fingerprint = requestFingerprint('POST', `/brands/${id}/tickets`, input);
   const idempotency = idempotencyKey === undefined ? undefined : { key: idempotencyKey, fingerprint };
   const brandKey = `${ctx.accountId}:${ctx.livemode}:${id}`;
-  const ticket = hasFieldSchema(ctx, brandKey) ? null : await createInOneStatement(ctx, id, title, email, input, idempotency);
+  const confirms = Boolean(input.notifyCustomer && email);
+  const ticket = hasFieldSchema(ctx, brandKey) || confirms ? null : await createInOneStatement(ctx, id, title, email, input, idempotency);
   if (ticket) return { created: true, ticket };
   return createStepByStep(ctx, id, title, email, input, idempotency, brandKey, options);
 }
@@ -227,6 +231,9 @@ async function createStepByStep(
     const [ticket] = await runWrites(tx, [w]);
     if (!ticket) throw notFound('Brand');
     forgetFound(tx, brand.id); // its next_ticket_number moved
+    if (input.notifyCustomer && email) {
+      await mail.queueAutoresponse(tx, await mailingBrand(tx, brand), mail.ticketInfo(ticket), { name: input.customerName ?? null, address: email });
+    }
     return { created: true as const, ticket };
   });
 

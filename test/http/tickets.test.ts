@@ -1,5 +1,6 @@
 import t from 'tap';
-import { assertErrorShape, assertNotFound, client, makeBrand, makeTicket, ownerWithBrand, type Reply, signup, testApp } from '../helpers/app.js';
+import { assertErrorShape, assertNotFound, client, makeBrand, makeTicket, ownerWithBrand, type Reply, servicesOf, signup, testApp } from '../helpers/app.js';
+import { deliverMail, mailsTo } from '../helpers/sign-in.js';
 
 // Every test signs up its own accounts: lift the per-hour signup limit for this file.
 const { app, db } = await testApp(t, { TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: '10000' });
@@ -79,7 +80,7 @@ for (const prefix of ['/v1/brands', '/v1/workspaces'] as const) {
     t.match(tk.updatedAt, ISO);
     t.equal(tk.deletedAt, null);
     t.equal(tk.mergedIntoId, null);
-    t.notOk('notifyCustomer' in tk, 'notifyCustomer is accepted, not stored');
+    t.notOk('notifyCustomer' in tk, 'notifyCustomer is not part of the ticket');
 
     const got = await owner.live('GET', `${brandPath}/tickets/${tk.id}`);
     t.equal(got.status, 200);
@@ -351,4 +352,27 @@ t.test('the routes are in the OpenAPI document', async (t) => {
   t.ok(doc.paths['/v1/brands/{brandId}/tickets']?.post, 'create');
   t.ok(doc.paths['/v1/brands/{brandId}/tickets/{ticketId}']?.get, 'get');
   t.ok(doc.paths['/v1/workspaces/{brandId}/tickets']?.post, 'create (workspaces)');
+});
+
+t.test("notifyCustomer: the customer gets the brand's confirmation once, from the create's transaction; without it, nothing", async (t) => {
+  const { owner, base } = await ownerWithBrand(app);
+  const services = servicesOf(db);
+  const customer = `notify-${process.pid}@example.net`;
+  const headers = { 'x-idempotency-key': `notify-${process.pid}` };
+  const created = await owner.live('POST', `${base}/tickets`, { title: 'My parcel is late', customerEmail: customer, customerName: 'Nora', notifyCustomer: true }, headers);
+  t.equal(created.status, 201);
+  const replay = await owner.live('POST', `${base}/tickets`, { title: 'My parcel is late', customerEmail: customer, customerName: 'Nora', notifyCustomer: true }, headers);
+  t.equal(replay.body.id, created.body.id, 'a replay answers the same ticket');
+  const quiet = `quiet-${process.pid}@example.net`;
+  await makeTicket(owner.live, base, { title: 'No mail please', customerEmail: quiet });
+  await makeTicket(owner.live, base, { title: 'Nobody to tell', notifyCustomer: true });
+  const rows = await db('mailMessages').where({ ticketId: created.body.id });
+  t.equal(rows.length, 1, 'queued with the ticket, and not again by the replay');
+
+  await deliverMail(services);
+  const mails = await mailsTo(services, customer);
+  t.equal(mails.length, 1);
+  t.match(mails[0]!.subject, new RegExp(`${created.body.ticketNumber}`), "the subject names the ticket's number");
+  t.match(mails[0]!.text, /My parcel is late|received/i);
+  t.same(await mailsTo(services, quiet), [], 'without notifyCustomer the customer gets nothing');
 });

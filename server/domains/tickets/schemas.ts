@@ -94,7 +94,9 @@ export const CreateTicketBody = Type.Object(
     source: Type.Optional(Source),
     sourceId: Type.Optional(Nullable(Type.String({ maxLength: 500 }))),
     sourceData: Type.Optional(Nullable(AnyObject)),
-    notifyCustomer: Type.Optional(Type.Boolean({ description: 'Accepted; notifications are not sent yet' })),
+    notifyCustomer: Type.Optional(
+      Type.Boolean({ description: "Mail the customer (customerEmail) the brand's confirmation, its autoresponse text, from the brand's address; default false" }),
+    ),
     attachmentIds: Type.Optional(
       Type.Array(Id, {
         maxItems: 50,
