@@ -66,3 +66,20 @@ export const AuthorizeBody = Type.Object(
 export type EmailConnectionView = Static<typeof EmailConnectionOut>;
 export type CreateConnectionInput = Static<typeof CreateConnectionBody>;
 export type UpdateConnectionInput = Static<typeof UpdateConnectionBody>;
+
+export const SyncQuery = Type.Object(
+  {
+    full: Type.Optional(Type.Boolean({ description: 'true: read the folder again from its first message (what was taken in before is known by Message-ID and not taken twice)' })),
+  },
+  { additionalProperties: false },
+);
+
+export const SyncResultOut = Type.Object({ ticketsCreated: Type.Integer({ description: 'New tickets the mail created (replies that became comments are not counted)' }) });
+
+export const RetryResultOut = Type.Object({
+  success: Type.Boolean({ description: 'The mailbox was reached and read' }),
+  ticketsCreated: Type.Integer(),
+  error: Type.Optional(Type.String({ description: "Why not: the server's own words, or what failed on the way (also the connection's errorMessage)" })),
+});
+
+export type SyncQueryInput = Static<typeof SyncQuery>;
