@@ -92,7 +92,16 @@ export async function emailConnectionRoutes(app: FastifyInstance, options: { pol
 
   app.patch<InConnection<UpdateConnectionInput>>(
     '/email-connections/:connectionId',
-    { config: write, schema: { tags, summary: 'Rename a mailbox connection', params: ConnectionParams, body: UpdateConnectionBody, response: { 200: EmailConnectionOut } } },
+    {
+      config: write,
+      schema: {
+        tags,
+        summary: 'Rename a mailbox connection, or give it a new password (then it is ACTIVE again)',
+        params: ConnectionParams,
+        body: UpdateConnectionBody,
+        response: { 200: EmailConnectionOut },
+      },
+    },
     async (req) => emailConnections.update(req.ctx, req.params.brandId, req.params.connectionId, req.body),
   );
 

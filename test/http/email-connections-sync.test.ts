@@ -194,11 +194,23 @@ t.test("a wrong password: DISCONNECTED with the server's words, until it is retr
   t.equal(sync.status, 409);
   t.equal(sync.body.code, 'email_connection_disconnected');
 
-  // The mailbox's owner changed the password on the server to the one given: retrying works.
+  // The server now takes that password (its owner changed it there): retrying works.
   server.users.desk = { password: 'not-the-password' };
   t.match((await owner.live('POST', `${url}/retry`)).body, { success: true, ticketsCreated: 1 });
   t.match((await owner.live('GET', url)).body, { status: 'ACTIVE', errorMessage: null });
-  t.equal((await ticketsOf(brand.id)).length, 1);
+
+  // Refused again, then given the right password: ACTIVE at once, and taken in.
+  server.users.desk = { password: PASSWORD };
+  server.appendMessage('INBOX', [], undefined, message(2));
+  t.match((await owner.live('POST', `${url}/retry`)).body, { success: false });
+  const patched = await owner.live('PATCH', url, { password: PASSWORD });
+  t.match(patched.body, { status: 'ACTIVE', errorMessage: null, passwordSet: true });
+  t.match(await rowOf(connection.id), { failures: 0, retryAt: null });
+  t.same((await owner.live('POST', `${url}/sync`)).body, { ticketsCreated: 1 });
+  t.equal((await ticketsOf(brand.id)).length, 2);
+  const audit = await db('audit_log').where({ entityId: connection.id, event: 'email_connection.updated' }).select('changes', 'metadata');
+  t.match(audit, [{ metadata: { passwordChanged: true } }]);
+  t.notMatch(JSON.stringify(audit), PASSWORD, 'the password is not in the audit log');
 });
 
 t.test('a server that cannot be reached: ERROR, retried later with a growing pause; the brand’s other mailboxes go on', async (t) => {

@@ -131,19 +131,30 @@ export async function create(ctx: TenantCtx, policy: ConnectionPolicy, brandId: 
   });
 }
 
+/**
+ * Renames it, or gives it a new password: then it is ACTIVE again, its failures forgotten (a
+ * DISCONNECTED connection waits for exactly that). The password is sealed before the transaction.
+ */
 export async function update(ctx: TenantCtx, brandId: string, connectionId: string, input: UpdateConnectionInput): Promise<EmailConnectionView> {
+  const secret = input.password === undefined ? null : await ctx.services.get(keyringPart).seal(input.password, SECRET_SEAL(ctx.accountId));
   return withTx(ctx, async (tx) => {
     const brand = await requireBrand(tx, brandId);
     const current = await requireConnection(tx, brand.id, connectionId, true);
-    const name = input.name.trim();
-    if (name === current.name) return toView(current);
-    const row = (await ofBrand(tx, brand.id).where('id', current.id).patch({ name, updatedAt: new Date() }).returning('*').first()) as unknown as EmailConnection;
+    const name = input.name?.trim() ?? current.name;
+    if (name === current.name && !secret) return toView(current);
+    const reconnected = secret ? { secret, status: 'ACTIVE' as const, errorMessage: null, failures: 0, retryAt: null } : {};
+    const row = (await ofBrand(tx, brand.id)
+      .where('id', current.id)
+      .patch({ name, ...reconnected, updatedAt: new Date() })
+      .returning('*')
+      .first()) as unknown as EmailConnection;
     await audit.record(tx, {
       brandId: brand.id,
       entityType: 'email_connection',
       entityId: row.id,
       event: 'email_connection.updated',
-      changes: [{ field: 'name', from: current.name, to: name }],
+      changes: name === current.name ? [] : [{ field: 'name', from: current.name, to: name }],
+      ...(secret ? { metadata: { passwordChanged: true } } : {}),
     });
     return toView(row);
   });
