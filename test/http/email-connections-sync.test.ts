@@ -32,7 +32,11 @@ interface ImapTestServer {
 const hoodiecrow = createRequire(import.meta.url)('hoodiecrow-imap') as (options: object) => ImapTestServer;
 
 let clockOffset = 0;
-const { app, db } = await testApp(t, { TICKETD_WEBHOOK_ALLOW_PRIVATE: 'true', TICKETD_MAILBOX_TIMEOUT_MS: '1500' }, { clock: () => Date.now() + clockOffset });
+const { app, db } = await testApp(
+  t,
+  { TICKETD_WEBHOOK_ALLOW_PRIVATE: 'true', TICKETD_MAILBOX_TIMEOUT_MS: '1500', TICKETD_INBOUND_MAX_BYTES: '20000' },
+  { clock: () => Date.now() + clockOffset },
+);
 const services = servicesOf(db);
 const PASSWORD = 'app-password';
 const RUN = Math.random().toString(36).slice(2, 8);
@@ -108,6 +112,18 @@ t.test('new mail becomes tickets, flagged \\Seen; a second sync or a full one ta
   t.same((await owner.live('POST', `${url}/sync`)).body, { ticketsCreated: 0 }, 'a second sync finds nothing new');
   t.same((await owner.live('POST', `${url}/sync?full=true`)).body, { ticketsCreated: 0 }, 'reading it all again creates nothing twice');
   t.equal((await ticketsOf(brand.id)).length, 2);
+});
+
+t.test('a message over inboundMaxBytes is passed over, left unread, and the ones after it are taken in', async (t) => {
+  const { port, inbox } = await imapServer(t, [message(1), message(2, ['X-Padding: ' + 'x'.repeat(30_000)]), message(3)]);
+  const { owner, brand, url, connection } = await connected(port);
+  t.same((await owner.live('POST', `${url}/sync`)).body, { ticketsCreated: 2 });
+  t.same(
+    (await ticketsOf(brand.id)).map((k) => k.title),
+    ['Question 1', 'Question 3'],
+  );
+  t.same(inbox().map(seen), [true, false, true]);
+  t.equal((await rowOf(connection.id)).lastUid, '3');
 });
 
 t.test("a reply to the ticket's mail becomes a comment on it", async (t) => {
