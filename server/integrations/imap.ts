@@ -106,6 +106,9 @@ export class ImapMailbox {
 
   /** The messages with a UID above `afterUid`, in UID order, with their sizes. */
   async listAfter(afterUid: number): Promise<ListedMessage[]> {
+    // What SELECT said: nothing there, or nothing after afterUid (some servers refuse `1:*` in an empty folder).
+    const selected = this.client.mailbox;
+    if (!selected || !selected.exists || (selected.uidNext && selected.uidNext <= afterUid + 1)) return [];
     try {
       // `n:*` also names the last message when every UID is below n: filtered out.
       const found = await this.client.fetchAll(`${afterUid + 1}:*`, { uid: true, size: true }, { uid: true });

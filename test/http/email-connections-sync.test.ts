@@ -287,6 +287,8 @@ t.test('with moveTo, taken-in messages are moved there, not flagged', async (t) 
     server.getMailbox('Taken').messages.map((m) => m.raw.match(/Subject: (.*)/)![1]),
     ['Question 1', 'Question 2'],
   );
+  t.same((await owner.live('POST', `${url}/sync`)).body, { ticketsCreated: 0 }, 'an empty folder: nothing to take');
+  t.match((await owner.live('GET', url)).body, { status: 'ACTIVE', errorMessage: null });
 });
 
 t.test('the dispatcher takes in mailboxes as they come due', async (t) => {
