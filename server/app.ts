@@ -211,7 +211,7 @@ export async function buildApp({ config, db, services: given, isShuttingDown = (
       for (const routes of BRAND_SCOPED_ROUTES) await api.register(routes, { prefix: `${prefix}/:brandId` });
       await api.register(attachmentRoutes, { prefix: `${prefix}/:brandId`, deps: attachments });
       await api.register(webhookRoutes, { prefix: `${prefix}/:brandId`, policy: { allowPrivate: config.webhookAllowPrivate } });
-      await api.register(emailConnectionRoutes, { prefix: `${prefix}/:brandId`, policy: { allowPrivate: config.webhookAllowPrivate } });
+      await api.register(emailConnectionRoutes, { prefix: `${prefix}/:brandId`, policy: { allowPrivate: config.webhookAllowPrivate }, sync: { inbound: { attachments } } });
       await api.register(portalTokenRoutes, { prefix: `${prefix}/:brandId` });
     }
     await api.register(portalRoutes, { deps: attachments });

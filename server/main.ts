@@ -122,7 +122,7 @@ export async function startServer(config: Config, role: Role, log: Log = () => u
           maxBytes: config.inboundMaxBytes,
           inboundDomain: config.inboundDomain,
           log,
-          deliver: (raw, recipients) => receiveMail(systemCtx(svc, 'smtp'), deps, raw, recipients),
+          deliver: (raw, recipients) => receiveMail(systemCtx(svc, 'smtp'), deps, raw, { envelope: recipients }),
         });
       }
     }

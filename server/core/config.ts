@@ -61,6 +61,10 @@ export interface Config {
   readonly dnsServers: readonly string[];
   readonly webhookAllowPrivate: boolean;
   readonly webhookTimeoutMs: number;
+  /** How often the dispatcher takes in a connected mailbox (seconds). */
+  readonly mailboxPollSeconds: number;
+  /** Bound on connecting to an IMAP server, its greeting, and each wait for it. */
+  readonly mailboxTimeoutMs: number;
   readonly dispatcherConcurrency: number;
   readonly dispatcherAccountConcurrency: number;
   /** Where a `--role dispatcher` process serves its health and metrics. */
@@ -179,6 +183,8 @@ export const ENV_KEYS: Record<string, [string, Kind]> = {
   TICKETD_DNS_SERVERS: ['dnsServers', 'list'],
   TICKETD_WEBHOOK_ALLOW_PRIVATE: ['webhookAllowPrivate', 'boolean'],
   TICKETD_WEBHOOK_TIMEOUT_MS: ['webhookTimeoutMs', 'integer'],
+  TICKETD_MAILBOX_POLL_SECONDS: ['mailboxPollSeconds', 'integer'],
+  TICKETD_MAILBOX_TIMEOUT_MS: ['mailboxTimeoutMs', 'integer'],
   TICKETD_DISPATCHER_CONCURRENCY: ['dispatcherConcurrency', 'integer'],
   TICKETD_DISPATCHER_ACCOUNT_CONCURRENCY: ['dispatcherAccountConcurrency', 'integer'],
   TICKETD_DISPATCHER_HOST: ['dispatcherHost', 'string'],

@@ -20,11 +20,13 @@ import { findOrCreateContact } from './customers.js';
 import { mailingBrand } from './brand-domains.js';
 
 /**
- * Inbound mail: one raw RFC 822 message, from `POST /v1/inbound/email` or the SMTP listener, becomes
- * a ticket, a comment on the ticket it replies to, or nothing (ignored), in one transaction.
+ * Inbound mail: one raw RFC 822 message, from `POST /v1/inbound/email`, the SMTP listener or a
+ * brand's own mailbox (flows/mailbox-sync.ts), becomes a ticket, a comment on the ticket it replies
+ * to, or nothing (ignored), in one transaction.
  *
  * 1. The brand comes from the first recipient at the inbound domain (SMTP envelope, then
- *    Delivered-To, X-Original-To, To, Cc): `<brandId>@<domain>` or `<brandId>+<reply token>@<domain>`.
+ *    Delivered-To, X-Original-To, To, Cc): `<brandId>@<domain>` or `<brandId>+<reply token>@<domain>`;
+ *    a message from a brand's mailbox is that brand's.
  * 2. The Message-ID (a hash of the raw message when there is none) is claimed for the brand: the
  *    same message delivered again answers with what the first delivery did, and creates nothing.
  * 3. Our own messages (an X-Ticketd-* header, or From our sending address) are ignored: no loop.
@@ -185,11 +187,34 @@ const REOPENED_FROM = ['pending', 'resolved', 'closed'];
 const SOURCE_EMAIL = 'email' as never;
 const AUTHOR_CUSTOMER = 'CUSTOMER' as never;
 
+/** Where a message comes from, besides its bytes. */
+export interface InboundSource {
+  /** The SMTP envelope's recipients: looked at first for the brand address. */
+  envelope?: readonly string[];
+  /**
+   * The inbound_emails id of a message held over the plan's ticket allowance, received again
+   * (receiveHeld); refused again, it stays held.
+   */
+  held?: string | null;
+  /** A brand's own mailbox, taken in over IMAP. */
+  mailbox?: MailboxSource;
+}
+
 /**
- * `held`: the inbound_emails id of a message held over the plan's ticket allowance, received again
- * (receiveHeld); refused again, it stays held.
+ * A message from a brand's own mailbox: its brand is the mailbox's, whatever the recipients say
+ * (a reply token in them still counts when it is this brand's).
  */
-export async function receive(base: BaseCtx, deps: InboundDeps, raw: Buffer, envelope: readonly string[] = [], held: string | null = null): Promise<InboundResult> {
+export interface MailboxSource {
+  brandId: string;
+  /**
+   * Runs in the transaction that records the message's outcome, a duplicate's included, so the
+   * mailbox's place is saved with what the message created; throwing rolls that back.
+   */
+  taken: (tx: TenantCtx) => Promise<void>;
+}
+
+export async function receive(base: BaseCtx, deps: InboundDeps, raw: Buffer, source: InboundSource = {}): Promise<InboundResult> {
+  const { envelope = [], held = null, mailbox } = source;
   const settings = mail.settingsOf(base.services);
   const parsed = await parse(raw);
   const sender = parsed.from?.value.find((a) => a.address);
@@ -198,7 +223,8 @@ export async function receive(base: BaseCtx, deps: InboundDeps, raw: Buffer, env
   if (!isEmail(from)) throw badRequest(`The From address ${from} is not an email address`, [{ field: 'from', message: 'is not an email address' }], 'invalid_from');
   const fromName = sender?.name?.trim() || null;
 
-  const recipient = findRecipient(parsed, envelope, settings.inboundDomain);
+  const addressed = findRecipient(parsed, envelope, settings.inboundDomain);
+  const recipient = mailbox ? { brandId: mailbox.brandId, token: addressed?.brandId === mailbox.brandId ? addressed.token : null } : addressed;
   const located = recipient ? await locate(base, recipient.brandId) : null;
   if (!recipient || !located) {
     throw new HttpError(404, 'unknown_recipient', `No recipient is a brand address at ${settings.inboundDomain} (<brandId>@${settings.inboundDomain})`);
@@ -209,77 +235,83 @@ export async function receive(base: BaseCtx, deps: InboundDeps, raw: Buffer, env
 
   const stored: string[] = [];
   let staged: attachments.StagedFile[] = [];
-  try {
-    return await withTx(ctx, async (tx): Promise<InboundResult> => {
-      const claimed = held ? await mail.claimHeld(tx, held) : await mail.claimInbound(tx, brandId, messageId, from);
-      if (!claimed) {
-        const first = (await mail.findInbound(tx, brandId, messageId))!;
-        return { action: first.action, brandId, duplicate: true, ...present(first) };
-      }
-      const settle = async (outcome: { action: InboundAction; reason?: string; ticketId?: string; commentId?: string }): Promise<InboundResult> => {
-        await mail.settleInbound(tx, claimed, { action: outcome.action, reason: outcome.reason ?? null, ticketId: outcome.ticketId ?? null, commentId: outcome.commentId ?? null });
-        return { brandId, ...outcome };
-      };
+  /** What the message becomes, recorded in tx. */
+  const receiveIn = async (tx: TenantCtx): Promise<InboundResult> => {
+    const claimed = held ? await mail.claimHeld(tx, held) : await mail.claimInbound(tx, brandId, messageId, from);
+    if (!claimed) {
+      const first = (await mail.findInbound(tx, brandId, messageId))!;
+      return { action: first.action, brandId, duplicate: true, ...present(first) };
+    }
+    const settle = async (outcome: { action: InboundAction; reason?: string; ticketId?: string; commentId?: string }): Promise<InboundResult> => {
+      await mail.settleInbound(tx, claimed, { action: outcome.action, reason: outcome.reason ?? null, ticketId: outcome.ticketId ?? null, commentId: outcome.commentId ?? null });
+      return { brandId, ...outcome };
+    };
 
-      const brand = await requireBrand(tx, brandId);
-      const own = [settings.fromAddress, ...(brand.fromEmail ? [normalizeEmail(brand.fromEmail)] : [])];
-      if (isOwnMessage(parsed, from, own)) return settle({ action: 'ignored', reason: 'own_message' });
-      if (!located.inboundEmailEnabled) return settle({ action: 'ignored', reason: 'inbound_email_disabled' });
+    const brand = await requireBrand(tx, brandId);
+    const own = [settings.fromAddress, ...(brand.fromEmail ? [normalizeEmail(brand.fromEmail)] : [])];
+    if (isOwnMessage(parsed, from, own)) return settle({ action: 'ignored', reason: 'own_message' });
+    if (!located.inboundEmailEnabled) return settle({ action: 'ignored', reason: 'inbound_email_disabled' });
 
-      const automatic = isAutoReply(parsed);
-      const files = filesOf(parsed, deps.attachments.maxBytes);
-      // Written now, before the ticket's statement takes the brand row lock (held to the commit).
-      staged = await attachments.stageFiles(deps.attachments, files.kept);
-      const text = (parsed.text ?? '').replace(/\r\n?/g, '\n').trim();
-      const email = {
-        messageId,
-        from,
-        subject: parsed.subject ?? null,
-        ...(automatic ? { autoReply: true } : {}),
-        ...(files.skipped.length ? { skippedAttachments: files.skipped } : {}),
-      };
-      const blocked = await blockedSources.isBlocked(tx, brandId, from);
-      const ticket = await repliedTicket(tx, brandId, recipient.token, parsed);
+    const automatic = isAutoReply(parsed);
+    const files = filesOf(parsed, deps.attachments.maxBytes);
+    // Written now, before the ticket's statement takes the brand row lock (held to the commit).
+    staged = await attachments.stageFiles(deps.attachments, files.kept);
+    const text = (parsed.text ?? '').replace(/\r\n?/g, '\n').trim();
+    const email = {
+      messageId,
+      from,
+      subject: parsed.subject ?? null,
+      ...(automatic ? { autoReply: true } : {}),
+      ...(files.skipped.length ? { skippedAttachments: files.skipped } : {}),
+    };
+    const blocked = await blockedSources.isBlocked(tx, brandId, from);
+    const ticket = await repliedTicket(tx, brandId, recipient.token, parsed);
 
-      if (ticket) {
-        if (blocked) return settle({ action: 'spam', reason: 'blocked_sender', ticketId: ticket.id });
-        await findOrCreateContact(tx, brandId, from, fromName);
-        const reply = stripQuotedReply(text);
-        const { comment } = await createComment(tx, brandId, ticket.id, {
-          body: clip(reply || (files.kept.length ? '(attachments only)' : '(empty message)'), MAX_COMMENT_BODY_LENGTH),
-          authorType: AUTHOR_CUSTOMER,
-          authorName: fromName ?? from,
-          source: SOURCE_EMAIL,
-          sourceId: clip(messageId, 500),
-          metadata: { email: { ...email, ...(reply !== text ? { originalText: clip(text, MAX_COMMENT_BODY_LENGTH) } : {}) } },
-          ...(REOPENED_FROM.includes(ticket.status) && !automatic ? { setStatus: 'open' } : {}),
-        });
-        for (const file of staged) stored.push((await attachments.addStagedFile(tx, brandId, ticket.id, comment.id, file, from)).id);
-        return settle({ action: 'comment_created', ticketId: ticket.id, commentId: comment.id });
-      }
-
-      const { ticket: created } = await createTicket(tx, brandId, {
-        title: titleOf(parsed.subject),
-        body: clip(text, MAX_BODY_LENGTH) || null,
-        customerEmail: from,
-        customerName: fromName,
+    if (ticket) {
+      if (blocked) return settle({ action: 'spam', reason: 'blocked_sender', ticketId: ticket.id });
+      await findOrCreateContact(tx, brandId, from, fromName);
+      const reply = stripQuotedReply(text);
+      const { comment } = await createComment(tx, brandId, ticket.id, {
+        body: clip(reply || (files.kept.length ? '(attachments only)' : '(empty message)'), MAX_COMMENT_BODY_LENGTH),
+        authorType: AUTHOR_CUSTOMER,
+        authorName: fromName ?? from,
         source: SOURCE_EMAIL,
         sourceId: clip(messageId, 500),
-        sourceData: { messageId, from, to: addressesOf(parsed.to), cc: addressesOf(parsed.cc), subject: parsed.subject ?? null, date: parsed.date?.toISOString() ?? null },
-        ...(files.skipped.length || automatic ? { metadata: { email } } : {}),
+        metadata: { email: { ...email, ...(reply !== text ? { originalText: clip(text, MAX_COMMENT_BODY_LENGTH) } : {}) } },
+        ...(REOPENED_FROM.includes(ticket.status) && !automatic ? { setStatus: 'open' } : {}),
       });
-      // The ticket's own Message-ID first: its outbound mail threads on it.
-      await mail.settleInbound(tx, claimed, { action: 'ticket_created', reason: null, ticketId: created.id, commentId: null });
-      for (const file of staged) stored.push((await attachments.addStagedFile(tx, brandId, created.id, null, file, from)).id);
-      if (created.isSpam) return settle({ action: 'spam', reason: 'blocked_sender', ticketId: created.id });
-      if (brand.autoresponseEnabled && !automatic && !isBulk(parsed)) {
-        await mail.queueAutoresponse(tx, await mailingBrand(tx, brand), mail.ticketInfo(created), { name: fromName, address: from });
-      }
-      return settle({ action: 'ticket_created', ticketId: created.id });
+      for (const file of staged) stored.push((await attachments.addStagedFile(tx, brandId, ticket.id, comment.id, file, from)).id);
+      return settle({ action: 'comment_created', ticketId: ticket.id, commentId: comment.id });
+    }
+
+    const { ticket: created } = await createTicket(tx, brandId, {
+      title: titleOf(parsed.subject),
+      body: clip(text, MAX_BODY_LENGTH) || null,
+      customerEmail: from,
+      customerName: fromName,
+      source: SOURCE_EMAIL,
+      sourceId: clip(messageId, 500),
+      sourceData: { messageId, from, to: addressesOf(parsed.to), cc: addressesOf(parsed.cc), subject: parsed.subject ?? null, date: parsed.date?.toISOString() ?? null },
+      ...(files.skipped.length || automatic ? { metadata: { email } } : {}),
+    });
+    // The ticket's own Message-ID first: its outbound mail threads on it.
+    await mail.settleInbound(tx, claimed, { action: 'ticket_created', reason: null, ticketId: created.id, commentId: null });
+    for (const file of staged) stored.push((await attachments.addStagedFile(tx, brandId, created.id, null, file, from)).id);
+    if (created.isSpam) return settle({ action: 'spam', reason: 'blocked_sender', ticketId: created.id });
+    if (brand.autoresponseEnabled && !automatic && !isBulk(parsed)) {
+      await mail.queueAutoresponse(tx, await mailingBrand(tx, brand), mail.ticketInfo(created), { name: fromName, address: from });
+    }
+    return settle({ action: 'ticket_created', ticketId: created.id });
+  };
+  try {
+    return await withTx(ctx, async (tx): Promise<InboundResult> => {
+      const result = await receiveIn(tx);
+      await mailbox?.taken(tx);
+      return result;
     });
   } catch (err) {
     await attachments.discardFiles(deps.attachments, stored);
-    if (!held && billing.isLimitReached(err)) return hold(ctx, { brandId, messageId, fromEmail: from, raw, envelope });
+    if (!held && billing.isLimitReached(err)) return hold(ctx, { brandId, messageId, fromEmail: from, raw, envelope }, mailbox);
     throw err;
   } finally {
     await attachments.discardStaged(staged);
@@ -287,9 +319,18 @@ export async function receive(base: BaseCtx, deps: InboundDeps, raw: Buffer, env
 }
 
 /** A new ticket beyond the plan's allowance: the message is kept (held), to become the ticket later (receiveHeld). */
-async function hold(ctx: TenantCtx, message: { brandId: string; messageId: string; fromEmail: string; raw: Buffer; envelope: readonly string[] }): Promise<InboundResult> {
+async function hold(
+  ctx: TenantCtx,
+  message: { brandId: string; messageId: string; fromEmail: string; raw: Buffer; envelope: readonly string[] },
+  mailbox: MailboxSource | undefined,
+): Promise<InboundResult> {
   const reason = billing.LIMIT_REACHED;
-  if (await withTx(ctx, (tx) => mail.holdInbound(tx, message, reason))) return { action: 'held', brandId: message.brandId, reason };
+  const held = await withTx(ctx, async (tx) => {
+    const kept = await mail.holdInbound(tx, message, reason);
+    await mailbox?.taken(tx);
+    return kept;
+  });
+  if (held) return { action: 'held', brandId: message.brandId, reason };
   const first = (await mail.findInbound(ctx, message.brandId, message.messageId))!;
   return { action: first.action, brandId: message.brandId, duplicate: true, ...present(first) };
 }
@@ -310,7 +351,7 @@ export async function receiveHeld(base: BaseCtx, deps: InboundDeps, limit = 100)
     const raw = await mail.heldRaw(tenantCtx(base, message.accountId, message.livemode), message.inboundEmailId);
     if (!raw) continue;
     try {
-      await receive(base, deps, raw, message.envelope, message.inboundEmailId);
+      await receive(base, deps, raw, { envelope: message.envelope, held: message.inboundEmailId });
       received++;
       if (typeof left === 'number') room.set(account, left - 1);
     } catch (err) {

@@ -6,17 +6,26 @@ import {
   ConnectionParams,
   CreateConnectionBody,
   EmailConnectionOut,
+  RetryResultOut,
+  SyncQuery,
+  SyncResultOut,
   UpdateConnectionBody,
   type CreateConnectionInput,
+  type SyncQueryInput,
   type UpdateConnectionInput,
 } from '../domains/email-connections/schemas.js';
 import * as emailConnections from '../domains/email-connections/service.js';
+import * as mailboxSync from '../flows/mailbox-sync.js';
 
-type InBrand<B = undefined> = { Params: { brandId: string }; Body: B };
-type InConnection<B = undefined> = { Params: { brandId: string; connectionId: string }; Body: B };
+type InBrand<B = undefined, Q = unknown> = { Params: { brandId: string }; Body: B; Querystring: Q };
+type InConnection<B = undefined, Q = unknown> = { Params: { brandId: string; connectionId: string }; Body: B; Querystring: Q };
 
-/** A brand's mailboxes taken in over IMAP. Mounted under /v1/brands/:brandId and /v1/workspaces/:brandId. */
-export async function emailConnectionRoutes(app: FastifyInstance, options: { policy: emailConnections.ConnectionPolicy }): Promise<void> {
+/**
+ * A brand's mailboxes taken in over IMAP. Mounted under /v1/brands/:brandId and /v1/workspaces/:brandId.
+ * The sync routes talk to the mail server while the request waits (bounded by mailboxTimeoutMs),
+ * never inside a transaction.
+ */
+export async function emailConnectionRoutes(app: FastifyInstance, options: { policy: emailConnections.ConnectionPolicy; sync: mailboxSync.MailboxSyncDeps }): Promise<void> {
   const tags = ['Email connections'];
   const read = { auth: ['api-key', 'session'], permission: 'email_connections:read' } as const;
   const write = { auth: ['api-key', 'session'], permission: 'email_connections:write' } as const;
@@ -60,6 +69,21 @@ export async function emailConnectionRoutes(app: FastifyInstance, options: { pol
     async () => emailConnections.oauthUnavailable(),
   );
 
+  app.post<InBrand<undefined, SyncQueryInput>>(
+    '/email-connections/sync',
+    {
+      config: write,
+      schema: {
+        tags,
+        summary: "Take in the brand's ACTIVE and ERROR mailboxes now (full=true: from their first message; nothing is taken twice)",
+        params: BrandParams,
+        querystring: SyncQuery,
+        response: { 200: SyncResultOut },
+      },
+    },
+    async (req) => mailboxSync.syncBrand(req.ctx, options.sync, req.params.brandId, req.query.full ?? false),
+  );
+
   app.get<InConnection>(
     '/email-connections/:connectionId',
     { config: read, schema: { tags, summary: 'Get a mailbox connection', params: ConnectionParams, response: { 200: EmailConnectionOut } } },
@@ -68,7 +92,16 @@ export async function emailConnectionRoutes(app: FastifyInstance, options: { pol
 
   app.patch<InConnection<UpdateConnectionInput>>(
     '/email-connections/:connectionId',
-    { config: write, schema: { tags, summary: 'Rename a mailbox connection', params: ConnectionParams, body: UpdateConnectionBody, response: { 200: EmailConnectionOut } } },
+    {
+      config: write,
+      schema: {
+        tags,
+        summary: 'Rename a mailbox connection, or give it a new password (then it is ACTIVE again)',
+        params: ConnectionParams,
+        body: UpdateConnectionBody,
+        response: { 200: EmailConnectionOut },
+      },
+    },
     async (req) => emailConnections.update(req.ctx, req.params.brandId, req.params.connectionId, req.body),
   );
 
@@ -79,6 +112,36 @@ export async function emailConnectionRoutes(app: FastifyInstance, options: { pol
       schema: { tags, summary: 'Make it the primary connection (the former one is primary no more)', params: ConnectionParams, response: { 200: EmailConnectionOut } },
     },
     async (req) => emailConnections.makePrimary(req.ctx, req.params.brandId, req.params.connectionId),
+  );
+
+  app.post<InConnection<undefined, SyncQueryInput>>(
+    '/email-connections/:connectionId/sync',
+    {
+      config: write,
+      schema: {
+        tags,
+        summary:
+          'Take in one mailbox now (full=true: from its first message). A failure is recorded on the connection (status, errorMessage). 409 email_connection_disconnected: retry it',
+        params: ConnectionParams,
+        querystring: SyncQuery,
+        response: { 200: SyncResultOut },
+      },
+    },
+    async (req) => mailboxSync.syncOne(req.ctx, options.sync, req.params.brandId, req.params.connectionId, req.query.full ?? false),
+  );
+
+  app.post<InConnection>(
+    '/email-connections/:connectionId/retry',
+    {
+      config: write,
+      schema: {
+        tags,
+        summary: 'Try a mailbox again now, whatever its status (DISCONNECTED and ERROR included): { success, ticketsCreated, error? }',
+        params: ConnectionParams,
+        response: { 200: RetryResultOut },
+      },
+    },
+    async (req) => mailboxSync.retry(req.ctx, options.sync, req.params.brandId, req.params.connectionId),
   );
 
   app.post<InConnection>(

@@ -12,6 +12,7 @@ import * as ticketCounts from '../domains/tickets/counts.js';
 import { renewDue as renewDueSubscriptions } from '../flows/billing.js';
 import { sendDueRequests as sendDueRatingRequests } from '../flows/feedback.js';
 import { receiveHeld as receiveHeldMail } from '../flows/inbound-mail.js';
+import { syncDue as syncDueMailboxes } from '../flows/mailbox-sync.js';
 import { hasAttemptsLeft, retryDelayMs } from './backoff.js';
 import type { Attempt, OutboxHandler } from './handler.js';
 import { webhookHandler, type WebhookDeliveryOptions } from './handlers/webhook.js';
@@ -76,6 +77,8 @@ export interface PeriodicStats {
   receivedHeldMail: number;
   /** Verified mail domains checked again (a day after their last check), and those whose records went away. */
   domains: { checked: number; unverified: number };
+  /** Connected IMAP mailboxes due a sync: read (synced) or not (failed), and the tickets their mail created. */
+  mailboxes: { synced: number; failed: number; ticketsCreated: number };
 }
 
 /** The lease of a message this process has claimed and not yet settled or given back. */
@@ -252,6 +255,15 @@ export class Dispatcher {
       (r) => r.checked,
     );
     if (domains.unverified) this.log.info(domains, 'mail domains whose DNS records went away are no longer used');
+    // Few a tick, each for a bounded time (flows/mailbox-sync.ts): a slow IMAP server holds up the other jobs seconds at most.
+    const mailboxes = deps
+      ? await this.job(
+          'sync_mailboxes',
+          () => syncDueMailboxes(ctx, { inbound: { attachments: deps } }),
+          (m) => m.synced + m.failed,
+        )
+      : { synced: 0, failed: 0, ticketsCreated: 0 };
+    if (mailboxes.ticketsCreated || mailboxes.failed) this.log.info(mailboxes, 'connected mailboxes taken in');
     return {
       revokedKeys,
       purgedIdempotencyKeys,
@@ -264,6 +276,7 @@ export class Dispatcher {
       renewedSubscriptions,
       receivedHeldMail,
       domains,
+      mailboxes,
     };
   }
 

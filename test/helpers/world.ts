@@ -151,7 +151,7 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
   await mustCreate(live, `${base}/tickets`, { title: `${MARKER} announced` });
   const form = await mustCreate(live, `${base}/forms`, { name: `${MARKER} contact form`, thankYouMessage: `${MARKER} thanks` });
   const mailDomain = await mustCreate(live, `${base}/domains`, { domain: `${MARKER.toLowerCase()}-mail.example` });
-  // A public IP literal: accepted without DNS, and never connected to (no dispatcher runs in these tests).
+  // A public IP literal: accepted without DNS; a sync's connection to it fails fast (testConfig's mailboxTimeoutMs).
   const mailbox = await mustCreate(live, `${base}/email-connections`, {
     provider: 'IMAP',
     name: `${MARKER} desk`,
@@ -273,6 +273,10 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
     [`PATCH ${B}/email-connections/{connectionId}`]: json({ name: 'Desk' }),
     [`POST ${B}/email-connections/{connectionId}/primary`]: null,
     [`POST ${B}/email-connections/{connectionId}/reconnect`]: null,
+    // The world's mailbox is at an address no test reaches: the owner's sync fails within mailboxTimeoutMs, recorded on the connection.
+    [`POST ${B}/email-connections/sync`]: null,
+    [`POST ${B}/email-connections/{connectionId}/sync`]: null,
+    [`POST ${B}/email-connections/{connectionId}/retry`]: null,
     [`DELETE ${B}/email-connections/{connectionId}`]: null,
     'POST /v1/forms/{token}': json({ email: 'peter@initech.example', name: 'Peter', subject: 'By form', message: 'Hello' }),
     // Sign-in: the owner's address, from a loopback page (a dashboard origin by default). A link's

@@ -155,3 +155,16 @@ t.test("who may: any member within their brands, like the brand's other settings
   assertNotFound(t, await team.owner.test('GET', `${base}/${connection.id}`), 'the other mode');
   assertNotFound(t, await team.asMember('GET', `/v1/brands/${team.second.id}/email-connections`), "a brand outside the member's assignments");
 });
+
+t.test('syncing a mailbox no test reaches: answered within mailboxTimeoutMs, the failure recorded on it, never a 5xx', async (t) => {
+  const { owner, base } = await ownerWithBrand(app);
+  const connection = await mustCreate(owner.live, `${base}/email-connections`, { provider: 'IMAP', email: 'far@acme.example', host: HOST, password: 'pw' });
+  const url = `${base}/email-connections/${connection.id}`;
+  const retried = await owner.live('POST', `${url}/retry`);
+  t.equal(retried.status, 200);
+  t.match(retried.body, { success: false, ticketsCreated: 0, error: String });
+  t.match((await owner.live('GET', url)).body, { status: 'ERROR', errorMessage: retried.body.error });
+  t.same((await owner.live('POST', `${url}/sync`)).body, { ticketsCreated: 0 });
+  t.same((await owner.live('POST', `${base}/email-connections/sync`)).body, { ticketsCreated: 0 });
+  assertNotFound(t, await owner.live('POST', `${base}/email-connections/ec_${'0'.repeat(26)}/retry`), 'retrying a connection that is not there');
+});

@@ -767,6 +767,7 @@ t.test("the dispatcher's metrics: deliveries by kind and outcome, their time, cl
     'renew_subscriptions',
     'revoke_api_keys',
     'roll_up_ticket_counts',
+    'sync_mailboxes',
   ]);
   t.ok(
     runs.every((v) => v.labels.outcome === 'ok' && v.value === 1),

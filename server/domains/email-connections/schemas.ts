@@ -11,6 +11,7 @@ const Status = Type.Union([Type.Literal('ACTIVE'), Type.Literal('SYNCING'), Type
     'ACTIVE: taken in on schedule; SYNCING: a sync is under way; ERROR: the server could not be reached (retried, backing off); DISCONNECTED: the server refused the credentials (waits for new ones)',
 });
 const Name = Type.String({ minLength: 1, maxLength: 100, pattern: '\\S' });
+const password = (description: string) => Type.String({ minLength: 1, maxLength: 1000, description });
 const folder = (description: string) => Type.String({ minLength: 1, maxLength: 200, pattern: '^[^\\x00-\\x1f]+$', description });
 
 export const EmailConnectionOut = Type.Object({
@@ -49,14 +50,20 @@ export const CreateConnectionBody = Type.Object(
     port: Type.Optional(Type.Integer({ minimum: 1, maximum: 65535, description: 'Default 993 with tls, 143 without' })),
     tls: Type.Optional(Type.Boolean({ description: 'TLS from the first byte (default true); false: STARTTLS when the server offers it' })),
     username: Type.Optional(Type.String({ minLength: 1, maxLength: 320, description: 'Default: email' })),
-    password: Type.String({ minLength: 1, maxLength: 1000, description: 'Stored sealed, never shown again' }),
+    password: password('Stored sealed, never shown again'),
     mailbox: Type.Optional(folder('The folder to take in (default INBOX)')),
     moveTo: Type.Optional(Nullable(folder('Move taken-in messages to this folder instead of flagging them \\Seen'))),
   },
   { additionalProperties: false },
 );
 
-export const UpdateConnectionBody = Type.Object({ name: Name }, { additionalProperties: false });
+export const UpdateConnectionBody = Type.Object(
+  {
+    name: Type.Optional(Name),
+    password: Type.Optional(password('A new password, stored sealed: the connection is ACTIVE again, taken in from the next round')),
+  },
+  { additionalProperties: false, minProperties: 1 },
+);
 
 export const AuthorizeBody = Type.Object(
   { provider: Type.Optional(Type.String({ maxLength: 50 })), connectionName: Type.Optional(Type.String({ maxLength: 100 })) },
@@ -66,3 +73,20 @@ export const AuthorizeBody = Type.Object(
 export type EmailConnectionView = Static<typeof EmailConnectionOut>;
 export type CreateConnectionInput = Static<typeof CreateConnectionBody>;
 export type UpdateConnectionInput = Static<typeof UpdateConnectionBody>;
+
+export const SyncQuery = Type.Object(
+  {
+    full: Type.Optional(Type.Boolean({ description: 'true: read the folder again from its first message (what was taken in before is known by Message-ID and not taken twice)' })),
+  },
+  { additionalProperties: false },
+);
+
+export const SyncResultOut = Type.Object({ ticketsCreated: Type.Integer({ description: 'New tickets the mail created (replies that became comments are not counted)' }) });
+
+export const RetryResultOut = Type.Object({
+  success: Type.Boolean({ description: 'The mailbox was reached and read' }),
+  ticketsCreated: Type.Integer(),
+  error: Type.Optional(Type.String({ description: "Why not: the server's own words, or what failed on the way (also the connection's errorMessage)" })),
+});
+
+export type SyncQueryInput = Static<typeof SyncQuery>;

@@ -1,5 +1,5 @@
 import type { BaseCtx, TenantCtx } from '../../core/context.js';
-import { withTx } from '../../core/context.js';
+import { tenantCtx, withTx } from '../../core/context.js';
 import * as audit from '../../core/audit.js';
 import { lockBrand, requireBrand } from '../../core/brand.js';
 import { isPgError, PG } from '../../core/db.js';
@@ -8,7 +8,7 @@ import { ID_PREFIX, newId, normalizeBrandId } from '../../core/ids.js';
 import { scopeOf } from '../../core/model.js';
 import { assertPublicHost, OutboundRefused } from '../../core/outbound.js';
 import { keyringPart, type SealContext, type SealedColumn } from '../../core/sealed.js';
-import { EmailConnection } from './model.js';
+import { EmailConnection, type ConnectionStatus } from './model.js';
 import type { CreateConnectionInput, EmailConnectionView, UpdateConnectionInput } from './schemas.js';
 
 /**
@@ -131,19 +131,30 @@ export async function create(ctx: TenantCtx, policy: ConnectionPolicy, brandId: 
   });
 }
 
+/**
+ * Renames it, or gives it a new password: then it is ACTIVE again, its failures forgotten (a
+ * DISCONNECTED connection waits for exactly that). The password is sealed before the transaction.
+ */
 export async function update(ctx: TenantCtx, brandId: string, connectionId: string, input: UpdateConnectionInput): Promise<EmailConnectionView> {
+  const secret = input.password === undefined ? null : await ctx.services.get(keyringPart).seal(input.password, SECRET_SEAL(ctx.accountId));
   return withTx(ctx, async (tx) => {
     const brand = await requireBrand(tx, brandId);
     const current = await requireConnection(tx, brand.id, connectionId, true);
-    const name = input.name.trim();
-    if (name === current.name) return toView(current);
-    const row = (await ofBrand(tx, brand.id).where('id', current.id).patch({ name, updatedAt: new Date() }).returning('*').first()) as unknown as EmailConnection;
+    const name = input.name?.trim() ?? current.name;
+    if (name === current.name && !secret) return toView(current);
+    const reconnected = secret ? { secret, status: 'ACTIVE' as const, errorMessage: null, failures: 0, retryAt: null } : {};
+    const row = (await ofBrand(tx, brand.id)
+      .where('id', current.id)
+      .patch({ name, ...reconnected, updatedAt: new Date() })
+      .returning('*')
+      .first()) as unknown as EmailConnection;
     await audit.record(tx, {
       brandId: brand.id,
       entityType: 'email_connection',
       entityId: row.id,
       event: 'email_connection.updated',
-      changes: [{ field: 'name', from: current.name, to: name }],
+      changes: name === current.name ? [] : [{ field: 'name', from: current.name, to: name }],
+      ...(secret ? { metadata: { passwordChanged: true } } : {}),
     });
     return toView(row);
   });
@@ -179,6 +190,104 @@ export async function remove(ctx: TenantCtx, brandId: string, connectionId: stri
     }
     await audit.record(tx, { brandId: brand, entityType: 'email_connection', entityId: row.id, event: 'email_connection.deleted', metadata: { email: row.email } });
     return toView(row);
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Taking a mailbox in (flows/mailbox-sync.ts). How far it was taken in is (uid_validity, last_uid);
+// last_uid only grows, in the transaction of what each message created (advance).
+
+/** A sync that stopped without a word (its process died) is taken up again after this long. */
+const SYNC_STALE_MS = 10 * 60_000;
+/** A connection the server could not be reached at is tried again after 1, 2, 4... minutes, at most an hour. */
+const RETRY_FIRST_MS = 60_000;
+const RETRY_MAX_MS = 3600_000;
+const MAX_ERROR_LENGTH = 1000;
+
+/** The connection to sync, its password still sealed. */
+export async function findToSync(ctx: TenantCtx, brandId: string, connectionId: string): Promise<EmailConnection> {
+  await requireBrand(ctx, brandId);
+  return requireConnection(ctx, brandId, connectionId);
+}
+
+/** The brand's connections in these states, oldest first. */
+export async function ofBrandToSync(ctx: TenantCtx, brandId: string, statuses: readonly ConnectionStatus[]): Promise<EmailConnection[]> {
+  await requireBrand(ctx, brandId);
+  return ofBrand(ctx, brandId).whereIn('status', statuses).orderBy('id');
+}
+
+const one = (ctx: TenantCtx, row: EmailConnection) => ofBrand(ctx, row.brandId).where('id', row.id);
+
+export async function markSyncing(ctx: TenantCtx, row: EmailConnection): Promise<void> {
+  await one(ctx, row).patch({ status: 'SYNCING', updatedAt: new Date(ctx.services.now()) });
+}
+
+/**
+ * Connections of every account due a sync, claimed (SYNCING) so other dispatchers pass them by:
+ * ACTIVE ones last synced over `pollSeconds` ago, ERROR ones past their retry_at, and syncs
+ * that stopped without a word.
+ */
+export async function claimDue(base: BaseCtx, pollSeconds: number, limit: number): Promise<EmailConnection[]> {
+  const now = base.services.now();
+  return withTx(base, async (tx) => {
+    const due = await EmailConnection.query(tx.db)
+      .where((q) => q.where('status', 'ACTIVE').where((w) => w.whereNull('lastSyncAt').orWhere('lastSyncAt', '<=', new Date(now - pollSeconds * 1000))))
+      .orWhere((q) => q.where('status', 'ERROR').where('retryAt', '<=', new Date(now)))
+      .orWhere((q) => q.where('status', 'SYNCING').where('updatedAt', '<=', new Date(now - SYNC_STALE_MS)))
+      .orderByRaw('coalesce(retry_at, last_sync_at) nulls first')
+      .limit(limit)
+      .forUpdate()
+      .skipLocked();
+    for (const row of due) await markSyncing(tenantCtx(tx, row.accountId, row.livemode), row);
+    return due;
+  });
+}
+
+/**
+ * The UID a sync starts after: the saved one, or 0 when the folder's UIDVALIDITY is not the saved
+ * one (its UIDs name other messages now) or when `full` asks to read it all again.
+ */
+export async function startingPoint(ctx: TenantCtx, row: EmailConnection, uidValidity: string, full: boolean): Promise<number> {
+  const restart = one(ctx, row);
+  if (!full) restart.where((q) => q.whereNull('uidValidity').orWhereNot('uidValidity', uidValidity));
+  await restart.patch({ uidValidity, lastUid: '0' });
+  const current = await one(ctx, row).select('lastUid').first();
+  return Number(current?.lastUid ?? 0);
+}
+
+/**
+ * Saves that the message `uid` was taken in; false when it was already (another sync of the
+ * connection got there first, or the folder's UIDVALIDITY changed meanwhile). The row stays
+ * locked until ctx's transaction ends: syncs of one connection take turns per message.
+ */
+export async function advance(ctx: TenantCtx, row: EmailConnection, uidValidity: string, uid: number): Promise<boolean> {
+  const moved = await one(ctx, row)
+    .where('uidValidity', uidValidity)
+    .where('lastUid', '<', uid)
+    .patch({ lastUid: String(uid), updatedAt: new Date(ctx.services.now()) });
+  return moved > 0;
+}
+
+/** The sync reached the server and read the folder: ACTIVE; `complete`: everything there was taken in. */
+export async function recordSynced(ctx: TenantCtx, row: EmailConnection, complete: boolean): Promise<void> {
+  const now = new Date(ctx.services.now());
+  await one(ctx, row).patch({ status: 'ACTIVE', errorMessage: null, failures: 0, retryAt: null, updatedAt: now, ...(complete ? { lastSyncAt: now } : {}) });
+}
+
+/**
+ * The sync failed. `refused`: the server refused the credentials, DISCONNECTED until someone
+ * retries; otherwise ERROR, tried again after a growing pause.
+ */
+export async function recordFailure(ctx: TenantCtx, row: EmailConnection, failure: { refused: boolean; message: string }): Promise<void> {
+  const now = ctx.services.now();
+  const failures = row.failures + 1;
+  const pause = Math.min(RETRY_FIRST_MS * 2 ** Math.min(failures - 1, 20), RETRY_MAX_MS);
+  await one(ctx, row).patch({
+    status: failure.refused ? 'DISCONNECTED' : 'ERROR',
+    errorMessage: failure.message.slice(0, MAX_ERROR_LENGTH),
+    failures,
+    retryAt: failure.refused ? null : new Date(now + pause),
+    updatedAt: new Date(now),
   });
 }
 

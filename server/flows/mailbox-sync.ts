@@ -1,0 +1,183 @@
+import { systemCtx, tenantCtx, type BaseCtx, type TenantCtx } from '../core/context.js';
+import { conflict, HttpError } from '../core/errors.js';
+import type { EmailConnection } from '../domains/email-connections/model.js';
+import * as emailConnections from '../domains/email-connections/service.js';
+import { ImapAuthRefused, ImapFailed, ImapMailbox, type FetchedMessage, type ListedMessage } from '../integrations/imap.js';
+import { receive, type InboundDeps } from './inbound-mail.js';
+
+/**
+ * A brand's mailboxes taken in over IMAP: each new message goes through inbound mail (receive)
+ * as the brand's, and becomes a ticket or a comment exactly once.
+ *
+ * Messages are read in UID order after the connection's last_uid; each one's last_uid is saved in
+ * the transaction of what it created, on the condition that it is still below it. A sync that
+ * dies between fetching and committing leaves the message to the next sync; two syncs of one
+ * connection take turns on its row, and the second finds the message taken. Taken-in messages are
+ * then flagged \Seen or moved (after the commit: a sync that dies there leaves them unflagged).
+ * No network I/O happens inside a transaction.
+ */
+
+export interface MailboxSyncDeps {
+  inbound: InboundDeps;
+}
+
+export interface SyncOutcome {
+  success: boolean;
+  ticketsCreated: number;
+  error?: string;
+}
+
+/** Messages fetched from the server at once. */
+const FETCH_BATCH = 50;
+/** A request's sync stops starting new messages after this long; the dispatcher takes up the rest. */
+const REQUEST_BUDGET_MS = 20_000;
+/** The dispatcher's syncs per tick, run at once, and how long they may start new messages. */
+const DUE_PER_TICK = 4;
+const TICK_BUDGET_MS = 10_000;
+
+/** The message was taken in by another sync of the connection meanwhile. */
+class TakenElsewhere extends Error {}
+
+type Taken = 'ticket' | 'other' | 'passed_over';
+
+/** One message through inbound mail, the connection's place saved with its outcome. */
+async function takeIn(ctx: TenantCtx, deps: MailboxSyncDeps, row: EmailConnection, uidValidity: string, message: FetchedMessage): Promise<Taken> {
+  const taken = async (tx: TenantCtx) => {
+    if (!(await emailConnections.advance(tx, row, uidValidity, message.uid))) throw new TakenElsewhere();
+  };
+  try {
+    const result = await receive({ ...systemCtx(ctx.services, 'mailbox'), log: ctx.log }, deps.inbound, message.raw, { mailbox: { brandId: row.brandId, taken } });
+    return result.action === 'ticket_created' && !result.duplicate ? 'ticket' : 'other';
+  } catch (err) {
+    if (err instanceof TakenElsewhere) return 'other';
+    if (!(err instanceof HttpError) || err.statusCode >= 500) throw err;
+    // Not a message ticketd can take (no From, not MIME): passed over, left unread for a person.
+    ctx.log?.warn({ connectionId: row.id, uid: message.uid, code: err.code }, 'a message of a mailbox was passed over');
+    await emailConnections.advance(ctx, row, uidValidity, message.uid);
+    return 'passed_over';
+  }
+}
+
+/**
+ * One batch, fetched at once and taken in UID order, the ones passed over included (the saved
+ * place never passes a message not taken in), then flagged or moved. Stops at the deadline.
+ */
+async function takeInBatch(
+  ctx: TenantCtx,
+  deps: MailboxSyncDeps,
+  row: EmailConnection,
+  mailbox: ImapMailbox,
+  batch: readonly ListedMessage[],
+  deadline: number,
+): Promise<{ ticketsCreated: number; complete: boolean }> {
+  const maxBytes = ctx.services.config.inboundMaxBytes;
+  const fetched = new Map((await mailbox.fetch(batch.filter((m) => m.size <= maxBytes).map((m) => m.uid))).map((m) => [m.uid, m]));
+  const done: number[] = [];
+  let ticketsCreated = 0;
+  let complete = true;
+  for (const { uid, size } of batch) {
+    if (ctx.services.now() > deadline) {
+      complete = false;
+      break;
+    }
+    const message = fetched.get(uid);
+    if (!message) {
+      // Larger than inbound mail takes (left unread for a person), or gone from the folder since it was listed.
+      if (size > maxBytes) ctx.log?.warn({ connectionId: row.id, uid, size }, 'a message of a mailbox is over inboundMaxBytes: passed over');
+      await emailConnections.advance(ctx, row, mailbox.uidValidity, uid);
+      continue;
+    }
+    const taken = await takeIn(ctx, deps, row, mailbox.uidValidity, message);
+    if (taken === 'ticket') ticketsCreated++;
+    if (taken !== 'passed_over') done.push(uid);
+  }
+  await mailbox.markTaken(done, row.moveTo);
+  return { ticketsCreated, complete };
+}
+
+/** Syncs one connection (marked SYNCING by the caller) and records how it went. Network failures are an outcome, not an error. */
+async function syncConnection(ctx: TenantCtx, deps: MailboxSyncDeps, row: EmailConnection, options: { full: boolean; budgetMs: number }): Promise<SyncOutcome> {
+  const config = ctx.services.config;
+  const deadline = ctx.services.now() + options.budgetMs;
+  let ticketsCreated = 0;
+  let mailbox: ImapMailbox | null = null;
+  try {
+    mailbox = await ImapMailbox.open(
+      {
+        host: row.host,
+        port: row.port,
+        tls: row.tls,
+        username: row.username,
+        password: await emailConnections.secretOf(ctx, row),
+        allowPrivate: config.webhookAllowPrivate,
+        timeoutMs: config.mailboxTimeoutMs,
+      },
+      row.mailbox,
+    );
+    const after = await emailConnections.startingPoint(ctx, row, mailbox.uidValidity, options.full);
+    const listed = await mailbox.listAfter(after);
+    let complete = true;
+    for (let i = 0; i < listed.length && complete; i += FETCH_BATCH) {
+      const batch = await takeInBatch(ctx, deps, row, mailbox, listed.slice(i, i + FETCH_BATCH), deadline);
+      ticketsCreated += batch.ticketsCreated;
+      complete = batch.complete;
+    }
+    await emailConnections.recordSynced(ctx, row, complete);
+    return { success: true, ticketsCreated };
+  } catch (err) {
+    if (!(err instanceof ImapAuthRefused) && !(err instanceof ImapFailed)) throw err;
+    await emailConnections.recordFailure(ctx, row, { refused: err instanceof ImapAuthRefused, message: err.message });
+    return { success: false, ticketsCreated, error: err.message };
+  } finally {
+    await mailbox?.close();
+  }
+}
+
+async function syncNow(ctx: TenantCtx, deps: MailboxSyncDeps, row: EmailConnection, full: boolean): Promise<SyncOutcome> {
+  await emailConnections.markSyncing(ctx, row);
+  return syncConnection(ctx, deps, row, { full, budgetMs: REQUEST_BUDGET_MS });
+}
+
+/** Every ACTIVE or ERROR connection of the brand, one after the other; `full`: from UID 1 (duplicates are known by Message-ID). */
+export async function syncBrand(ctx: TenantCtx, deps: MailboxSyncDeps, brandId: string, full = false): Promise<{ ticketsCreated: number }> {
+  let ticketsCreated = 0;
+  for (const row of await emailConnections.ofBrandToSync(ctx, brandId, ['ACTIVE', 'ERROR'])) {
+    ticketsCreated += (await syncNow(ctx, deps, row, full)).ticketsCreated;
+  }
+  return { ticketsCreated };
+}
+
+/** One connection now, unless its server refused the credentials (retry is for that). */
+export async function syncOne(ctx: TenantCtx, deps: MailboxSyncDeps, brandId: string, connectionId: string, full = false): Promise<{ ticketsCreated: number }> {
+  const row = await emailConnections.findToSync(ctx, brandId, connectionId);
+  if (row.status === 'DISCONNECTED') {
+    throw conflict(`The server refused this mailbox's credentials (${row.errorMessage ?? 'no reason given'}): retry it to try them again`, 'email_connection_disconnected');
+  }
+  return { ticketsCreated: (await syncNow(ctx, deps, row, full)).ticketsCreated };
+}
+
+/** One connection now, whatever its state: the answer says whether it could be read. */
+export async function retry(ctx: TenantCtx, deps: MailboxSyncDeps, brandId: string, connectionId: string): Promise<SyncOutcome> {
+  return syncNow(ctx, deps, await emailConnections.findToSync(ctx, brandId, connectionId), false);
+}
+
+/**
+ * The dispatcher's job: a few connections due (see claimDue), synced at once, each starting new
+ * messages for a bounded time (the rest waits for the next tick). One connection's failure is its
+ * own: it is recorded, or logged, and the others go on.
+ */
+export async function syncDue(base: BaseCtx, deps: MailboxSyncDeps): Promise<{ synced: number; failed: number; ticketsCreated: number }> {
+  const due = await emailConnections.claimDue(base, base.services.config.mailboxPollSeconds, DUE_PER_TICK);
+  const outcomes = await Promise.allSettled(due.map((row) => syncConnection(tenantCtx(base, row.accountId, row.livemode), deps, row, { full: false, budgetMs: TICK_BUDGET_MS })));
+  const stats = { synced: 0, failed: 0, ticketsCreated: 0 };
+  outcomes.forEach((outcome, i) => {
+    if (outcome.status === 'fulfilled') {
+      stats[outcome.value.success ? 'synced' : 'failed']++;
+      stats.ticketsCreated += outcome.value.ticketsCreated;
+    } else {
+      stats.failed++;
+      base.services.log.error({ err: outcome.reason, connectionId: due[i]!.id }, 'a mailbox sync failed: it is taken up again later');
+    }
+  });
+  return stats;
+}
