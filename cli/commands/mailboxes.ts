@@ -1,9 +1,11 @@
 import type { Command } from 'commander';
 import { loadConfig } from '../../server/core/config.js';
+import { attachmentDepsOf } from '../../server/domains/attachments/service.js';
 import * as emailConnections from '../../server/domains/email-connections/service.js';
+import * as mailboxSync from '../../server/flows/mailbox-sync.js';
 import { withServices } from '../database.js';
 import { brandCtx } from '../context.js';
-import { emit, need, needSecret, table, UsageError } from '../io.js';
+import { emit, need, needSecret, ReportedFailure, table, UsageError } from '../io.js';
 import type { GlobalOptions } from '../globals.js';
 
 export function registerMailboxes(program: Command, globals: () => GlobalOptions): void {
@@ -78,4 +80,35 @@ export function registerMailboxes(program: Command, globals: () => GlobalOptions
         ]);
       },
     );
+
+  cmd
+    .command('test <brandId> <connectionId>')
+    .description('log in and open the folder, changing nothing: whether the mailbox can be read, and how many messages wait; exit 1 if it cannot')
+    .option('--json', 'JSON output')
+    .action(async (brandId: string, connectionId: string, opts: { json?: boolean }) => {
+      const result = await withServices(config(), async (services) => mailboxSync.testConnection(await brandCtx(services, brandId), brandId, connectionId), { migrate: true });
+      emit(Boolean(opts.json), result, () => [result.success ? `the mailbox can be read: ${result.waiting} message(s) waiting` : `the mailbox cannot be read: ${result.error}`]);
+      if (!result.success) throw new ReportedFailure();
+    });
+
+  cmd
+    .command('sync <brandId>')
+    .description("take the brand's mailboxes in now (every ACTIVE or ERROR one, or --connection), as the dispatcher does every mailboxPollSeconds")
+    .option('--connection <id>', 'only this mailbox (also one whose server refused its password)')
+    .option('--full', 'read the folder from its first message again (what was taken in already is known by Message-ID)')
+    .option('--json', 'JSON output')
+    .action(async (brandId: string, opts: { connection?: string; full?: boolean; json?: boolean }) => {
+      const result = await withServices(
+        config(),
+        async (services) => {
+          const ctx = await brandCtx(services, brandId);
+          const deps = { inbound: { attachments: attachmentDepsOf(services) } };
+          if (!opts.connection) return { success: true, ...(await mailboxSync.syncBrand(ctx, deps, brandId, Boolean(opts.full))) };
+          return opts.full ? { success: true, ...(await mailboxSync.syncOne(ctx, deps, brandId, opts.connection, true)) } : mailboxSync.retry(ctx, deps, brandId, opts.connection);
+        },
+        { migrate: true },
+      );
+      emit(Boolean(opts.json), result, () => [result.success ? `${result.ticketsCreated} ticket(s) created` : `the mailbox cannot be read: ${result.error ?? 'unknown'}`]);
+      if (!result.success) throw new ReportedFailure();
+    });
 }

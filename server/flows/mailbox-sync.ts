@@ -2,7 +2,7 @@ import { systemCtx, tenantCtx, type BaseCtx, type TenantCtx } from '../core/cont
 import { conflict, HttpError } from '../core/errors.js';
 import type { EmailConnection } from '../domains/email-connections/model.js';
 import * as emailConnections from '../domains/email-connections/service.js';
-import { ImapAuthRefused, ImapFailed, ImapMailbox, type FetchedMessage, type ListedMessage } from '../integrations/imap.js';
+import { ImapAuthRefused, ImapFailed, ImapMailbox, type FetchedMessage, type ImapServer, type ListedMessage } from '../integrations/imap.js';
 import { receive, type InboundDeps } from './inbound-mail.js';
 
 /**
@@ -95,25 +95,27 @@ async function takeInBatch(
   return { ticketsCreated, complete };
 }
 
+/** Where and how a connection logs in (its password opened for this connection only). */
+async function serverOf(ctx: TenantCtx, row: EmailConnection): Promise<ImapServer> {
+  const config = ctx.services.config;
+  return {
+    host: row.host,
+    port: row.port,
+    tls: row.tls,
+    username: row.username,
+    password: await emailConnections.secretOf(ctx, row),
+    allowPrivate: config.webhookAllowPrivate,
+    timeoutMs: config.mailboxTimeoutMs,
+  };
+}
+
 /** Syncs one connection (marked SYNCING by the caller) and records how it went. Network failures are an outcome, not an error. */
 async function syncConnection(ctx: TenantCtx, deps: MailboxSyncDeps, row: EmailConnection, options: { full: boolean; budgetMs: number }): Promise<SyncOutcome> {
-  const config = ctx.services.config;
   const deadline = ctx.services.now() + options.budgetMs;
   let ticketsCreated = 0;
   let mailbox: ImapMailbox | null = null;
   try {
-    mailbox = await ImapMailbox.open(
-      {
-        host: row.host,
-        port: row.port,
-        tls: row.tls,
-        username: row.username,
-        password: await emailConnections.secretOf(ctx, row),
-        allowPrivate: config.webhookAllowPrivate,
-        timeoutMs: config.mailboxTimeoutMs,
-      },
-      row.mailbox,
-    );
+    mailbox = await ImapMailbox.open(await serverOf(ctx, row), row.mailbox);
     const after = await emailConnections.startingPoint(ctx, row, mailbox.uidValidity, options.full);
     const listed = await mailbox.listAfter(after);
     let complete = true;
@@ -159,6 +161,25 @@ export async function syncOne(ctx: TenantCtx, deps: MailboxSyncDeps, brandId: st
 /** One connection now, whatever its state: the answer says whether it could be read. */
 export async function retry(ctx: TenantCtx, deps: MailboxSyncDeps, brandId: string, connectionId: string): Promise<SyncOutcome> {
   return syncNow(ctx, deps, await emailConnections.findToSync(ctx, brandId, connectionId), false);
+}
+
+/**
+ * Logs in and opens the folder, changing nothing (`ticketd mailboxes test`): whether it can be
+ * read, and how many messages wait after the place saved.
+ */
+export async function testConnection(ctx: TenantCtx, brandId: string, connectionId: string): Promise<{ success: boolean; waiting?: number; error?: string }> {
+  const row = await emailConnections.findToSync(ctx, brandId, connectionId);
+  let mailbox: ImapMailbox | null = null;
+  try {
+    mailbox = await ImapMailbox.open(await serverOf(ctx, row), row.mailbox);
+    const sameFolder = row.uidValidity === mailbox.uidValidity;
+    return { success: true, waiting: (await mailbox.listAfter(sameFolder ? Number(row.lastUid) : 0)).length };
+  } catch (err) {
+    if (!(err instanceof ImapAuthRefused) && !(err instanceof ImapFailed)) throw err;
+    return { success: false, error: err.message };
+  } finally {
+    await mailbox?.close();
+  }
 }
 
 /**

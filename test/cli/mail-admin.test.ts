@@ -4,6 +4,7 @@ import { testConfig } from '../helpers/app.js';
 import { runCli } from '../helpers/cli.js';
 import { freshDatabase } from '../helpers/db.js';
 import { dnsServer } from '../helpers/dns.js';
+import { imapServer, PASSWORD } from '../helpers/imap.js';
 
 // `ticketd domains …` and `ticketd mailboxes …`, through the real binary: for operators without the dashboard.
 const dns = await dnsServer(t);
@@ -52,4 +53,39 @@ t.test('mailboxes add and list: the password from the environment, never printed
   t.equal(noPassword.code, 2, 'a usage error without a password and no terminal to ask on');
   t.match(noPassword.stderr, /missing --password \(or TICKETD_MAILBOX_PASSWORD/);
   t.equal((await runCli(['mailboxes', 'add', brandId, '--email', 'x@example.com', '--host', '127.0.0.1', '--port', 'abc', '--password', 'p'], env)).code, 2);
+});
+
+t.test("mailboxes test and sync: read without changing anything, then take the mail in; a wrong password fails with the server's words", async (t) => {
+  const mail = (n: number) =>
+    [`From: Customer <c${n}@example.net>`, 'To: desk@example.com', `Subject: Question ${n}`, `Message-ID: <cli-q${n}@example.net>`, '', `Question ${n}.`].join('\r\n');
+  const { port, inbox } = await imapServer(t, [mail(1), mail(2)]);
+  const added = await runCli(
+    ['mailboxes', 'add', brandId, '--email', 'desk@example.com', '--host', '127.0.0.1', '--port', String(port), '--no-tls', '--username', 'desk', '--json'],
+    {
+      ...env,
+      TICKETD_MAILBOX_PASSWORD: PASSWORD,
+    },
+  );
+  t.equal(added.code, 0, { stderr: added.stderr });
+  const connection = added.json() as { id: string };
+
+  const tested = await runCli(['mailboxes', 'test', brandId, connection.id, '--json'], env);
+  t.equal(tested.code, 0, { stderr: tested.stderr });
+  t.same(tested.json(), { success: true, waiting: 2 });
+  t.notOk(
+    inbox().some((m) => m.flags.includes('\\Seen')),
+    'testing changes nothing',
+  );
+
+  const synced = await runCli(['mailboxes', 'sync', brandId], env);
+  t.equal(synced.code, 0, { stderr: synced.stderr });
+  t.match(synced.stdout, /^2 ticket\(s\) created/);
+  t.equal(Number((await db('tickets').where({ brandId }).count({ n: '*' }))[0]!.n), 2);
+  t.same((await runCli(['mailboxes', 'test', brandId, connection.id, '--json'], env)).json(), { success: true, waiting: 0 });
+
+  await db('emailConnections').where({ id: connection.id }).update({ username: 'nobody' });
+  const refused = await runCli(['mailboxes', 'sync', brandId, '--connection', connection.id], env);
+  t.equal(refused.code, 1);
+  t.match(refused.stdout, /the mailbox cannot be read: .+/);
+  t.match((await db('emailConnections').where({ id: connection.id }).first()).status, 'DISCONNECTED');
 });

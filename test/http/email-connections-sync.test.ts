@@ -1,35 +1,15 @@
-import { createRequire } from 'node:module';
 import net, { type AddressInfo } from 'node:net';
-import t, { type Test } from 'tap';
+import t from 'tap';
 import { attachmentDepsOf } from '../../server/domains/attachments/service.js';
 import { Dispatcher } from '../../server/worker/dispatcher.js';
 import { mustCreate, ownerWithBrand, servicesOf, testApp } from '../helpers/app.js';
 import { until } from '../helpers/wait.js';
+import { imapServer, PASSWORD, type StoredMessage } from '../helpers/imap.js';
 
 /**
  * A brand's mailboxes taken in over IMAP, against a real IMAP server (hoodiecrow-imap, in memory,
  * one per test): new mail becomes tickets, replies comments, each exactly once, whatever runs at once.
  */
-
-interface StoredMessage {
-  uid: number;
-  flags: string[];
-  raw: string;
-}
-interface Folder {
-  uidvalidity: number;
-  uidnext: number;
-  messages: StoredMessage[];
-}
-interface ImapTestServer {
-  users: Record<string, { password: string }>;
-  server: net.Server;
-  listen(port: number, host: string, done: () => void): void;
-  close(done: () => void): void;
-  getMailbox(path: string): Folder;
-  appendMessage(mailbox: string, flags: string[], internaldate: undefined, raw: string): void;
-}
-const hoodiecrow = createRequire(import.meta.url)('hoodiecrow-imap') as (options: object) => ImapTestServer;
 
 let clockOffset = 0;
 const { app, db } = await testApp(
@@ -38,7 +18,6 @@ const { app, db } = await testApp(
   { clock: () => Date.now() + clockOffset },
 );
 const services = servicesOf(db);
-const PASSWORD = 'app-password';
 const RUN = Math.random().toString(36).slice(2, 8);
 
 function message(n: number, headers: string[] = []): string {
@@ -52,18 +31,6 @@ function message(n: number, headers: string[] = []): string {
     '',
     `Hello, this is question ${n}.`,
   ].join('\r\n');
-}
-
-/** An IMAP server on a free loopback port with user desk, INBOX holding `messages`, and a folder Taken. */
-async function imapServer(t: Test, messages: string[] = []): Promise<{ server: ImapTestServer; port: number; inbox: () => StoredMessage[] }> {
-  const server = hoodiecrow({
-    plugins: ['MOVE', 'UIDPLUS'],
-    users: { desk: { password: PASSWORD } },
-    storage: { INBOX: { messages: messages.map((raw) => ({ raw })) }, '': { separator: '/', folders: { Taken: {} } } },
-  });
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())));
-  return { server, port: (server.server.address() as AddressInfo).port, inbox: () => server.getMailbox('INBOX').messages };
 }
 
 /** A brand with a mailbox connected to the server at `port`. */

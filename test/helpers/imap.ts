@@ -1,0 +1,40 @@
+import { createRequire } from 'node:module';
+import type net from 'node:net';
+import type { AddressInfo } from 'node:net';
+import type { Test } from 'tap';
+
+/** A mailbox of a real IMAP server (hoodiecrow-imap, in memory) that tests read and change. */
+export interface StoredMessage {
+  uid: number;
+  flags: string[];
+  raw: string;
+}
+interface Folder {
+  uidvalidity: number;
+  uidnext: number;
+  messages: StoredMessage[];
+}
+export interface ImapTestServer {
+  users: Record<string, { password: string }>;
+  server: net.Server;
+  listen(port: number, host: string, done: () => void): void;
+  close(done: () => void): void;
+  getMailbox(path: string): Folder;
+  appendMessage(mailbox: string, flags: string[], internaldate: undefined, raw: string): void;
+}
+const hoodiecrow = createRequire(import.meta.url)('hoodiecrow-imap') as (options: object) => ImapTestServer;
+
+/** The password of the test server's user `desk`. */
+export const PASSWORD = 'app-password';
+
+/** An IMAP server on a free loopback port with user desk, INBOX holding `messages`, and a folder Taken. */
+export async function imapServer(t: Test, messages: string[] = []): Promise<{ server: ImapTestServer; port: number; inbox: () => StoredMessage[] }> {
+  const server = hoodiecrow({
+    plugins: ['MOVE', 'UIDPLUS'],
+    users: { desk: { password: PASSWORD } },
+    storage: { INBOX: { messages: messages.map((raw) => ({ raw })) }, '': { separator: '/', folders: { Taken: {} } } },
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())));
+  return { server, port: (server.server.address() as AddressInfo).port, inbox: () => server.getMailbox('INBOX').messages };
+}
