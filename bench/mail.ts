@@ -6,8 +6,14 @@
  *  - The dashboard's polls: `GET /v1/brands/{id}/email-connections` and `/domains` over 20 brands
  *    (half with a mailbox and a domain, half without), next to a trivial authenticated read of the
  *    same brands (`GET /v1/brands/{id}`), through the real server with autocannon.
+ *  - IMAP ingestion: a mailbox of INGESTED messages on an IMAP server in this process
+ *    (hoodiecrow-imap, in memory, on loopback), taken in by one `--role dispatcher` process, then
+ *    by two; messages per second from the dispatchers' start to the last ticket.
  */
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
+import { createRequire } from 'node:module';
+import type { AddressInfo, Server } from 'node:net';
+import type { ChildProcess } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
 import autocannon from 'autocannon';
 import nodemailer from 'nodemailer';
@@ -15,6 +21,7 @@ import { adminDatabase, sql, startTicketd, withDatabase } from './server.js';
 
 const SIGNED_MESSAGES = 2_000;
 const BRANDS = 20;
+const INGESTED = 2_000;
 const log = (s: string) => process.stderr.write(`${s}\n`);
 
 /** Milliseconds per message to compose `n` replies, signed with `dkim` or not. */
@@ -118,13 +125,101 @@ async function dashboardPolls(): Promise<Record<string, string | number>[]> {
   }
 }
 
+interface ImapBenchServer {
+  server: Server;
+  listen(port: number, host: string, done: () => void): void;
+  close(done: () => void): void;
+}
+const hoodiecrow = createRequire(import.meta.url)('hoodiecrow-imap') as (options: object) => ImapBenchServer;
+
+const customerMail = (run: string, n: number) =>
+  [
+    `From: Customer ${n} <customer${n}@example.net>`,
+    'To: desk@acme.example',
+    `Subject: Question ${n} about my order`,
+    `Message-ID: <bench-${run}-${n}@example.net>`,
+    'Date: Thu, 26 Nov 2026 10:00:00 +0000',
+    'Content-Type: text/plain; charset=utf-8',
+    '',
+    `Hello,\r\n\r\nmy order ${n} has not arrived yet. Could you look into it?\r\n\r\nThanks,\r\nCustomer ${n}`,
+  ].join('\r\n');
+
+async function stopAll(children: ChildProcess[]): Promise<void> {
+  await Promise.all(
+    children.map(
+      (c) =>
+        new Promise((r) => {
+          c.once('exit', r);
+          c.kill('SIGTERM');
+        }),
+    ),
+  );
+}
+
+/** INGESTED messages taken in by `dispatchers` dispatcher processes: messages per second, start to last ticket. */
+async function ingestion(dispatchers: number): Promise<Record<string, string | number>> {
+  const run = randomBytes(4).toString('hex');
+  const imap = hoodiecrow({
+    users: { desk: { password: 'bench' } },
+    storage: { INBOX: { messages: Array.from({ length: INGESTED }, (_, i) => ({ raw: customerMail(run, i) })) } },
+  });
+  await new Promise<void>((resolve) => imap.listen(0, '127.0.0.1', resolve));
+  const port = (imap.server.address() as AddressInfo).port;
+  const { adminUrl, cleanup } = await adminDatabase({ max_connections: '100' });
+  const database = `ticketd_bench_imap_${run}`;
+  await sql(adminUrl, `CREATE DATABASE ${database}`);
+  const dbUrl = withDatabase(adminUrl, database);
+  const env = { TICKETD_WEBHOOK_ALLOW_PRIVATE: 'true', TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: '1000' };
+  const children: ChildProcess[] = [];
+  try {
+    const apiProcess = await startTicketd('api', dbUrl, env);
+    children.push(apiProcess.child);
+    const base: string = apiProcess.info.url;
+    const signup = await fetch(`${base}/v1/accounts`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ email: `bench-imap-${run}@example.com` }),
+    });
+    const key = ((await signup.json()) as { apiKeys: { live: { key: string } } }).apiKeys.live.key;
+    const brand = await api(base, key, 'POST', '/v1/brands', { name: 'Inbox' });
+    const connection = await api(base, key, 'POST', `/v1/brands/${brand.body.id}/email-connections`, {
+      provider: 'IMAP',
+      email: 'desk@acme.example',
+      host: '127.0.0.1',
+      port,
+      tls: false,
+      username: 'desk',
+      password: 'bench',
+    });
+    if (connection.status !== 201) throw new Error(`connection: ${connection.status} ${JSON.stringify(connection.body)}`);
+    const started = performance.now();
+    for (let i = 0; i < dispatchers; i++) children.push((await startTicketd('dispatcher', dbUrl, env)).child);
+    let tickets = 0;
+    while (tickets < INGESTED) {
+      await new Promise((r) => setTimeout(r, 200));
+      tickets = Number((await sql<{ n: string }>(dbUrl, 'select count(*) as n from tickets where brand_id = $1', [brand.body.id]))[0]!.n);
+      if (performance.now() - started > 600_000) throw new Error(`only ${tickets} of ${INGESTED} tickets after 10 minutes`);
+    }
+    const seconds = (performance.now() - started) / 1000;
+    return { dispatchers, messages: INGESTED, seconds: seconds.toFixed(1), 'messages/s': Math.round(INGESTED / seconds) };
+  } finally {
+    await stopAll(children);
+    await new Promise<void>((resolve) => imap.close(() => resolve()));
+    await cleanup();
+  }
+}
+
 export async function runMailBench(): Promise<void> {
   log('DKIM signing cost…');
   const signing = await signingCost();
   log('the dashboard’s polls over 20 brands…');
   const polls = await dashboardPolls();
+  log(`IMAP ingestion of ${INGESTED} messages, one dispatcher, then two…`);
+  const ingested = [await ingestion(1), await ingestion(2)];
   console.log('\nDKIM signing (nodemailer, RSA 2048), per message:');
   console.table([signing]);
   console.log('\nThe lists the dashboard polls, next to a trivial authenticated read (4 connections, 5 s each):');
   console.table(polls);
+  console.log('\nIMAP ingestion: a mailbox of 2,000 messages on loopback, taken in by dispatcher processes (start to last ticket):');
+  console.table(ingested);
 }
