@@ -5,6 +5,7 @@ import { badRequest, HttpError } from '../core/errors.js';
 import { isEmail, normalizeEmail } from '../core/text.js';
 import * as attachments from '../domains/attachments/service.js';
 import * as billing from '../domains/billing/service.js';
+import type { SessionMember } from '../domains/members/service.js';
 import * as blockedSources from '../domains/blocked-sources/service.js';
 import { locate, requireBrand } from '../core/brand.js';
 import { MAX_COMMENT_BODY_LENGTH } from '../domains/comments/schemas.js';
@@ -16,6 +17,7 @@ import * as mail from '../domains/mail/service.js';
 import { verifyReplyToken } from '../domains/mail/tokens.js';
 import { createTicket } from './ticket-create.js';
 import { createComment } from './comment-create.js';
+import { writerOf } from './inbound-writer.js';
 import { findOrCreateContact } from './customers.js';
 import { mailingBrand } from './brand-domains.js';
 
@@ -31,8 +33,11 @@ import { mailingBrand } from './brand-domains.js';
  *    same message delivered again answers with what the first delivery did, and creates nothing.
  * 3. Our own messages (an X-Ticketd-* header, or From our sending address) are ignored: no loop.
  * 4. A valid reply token, else In-Reply-To/References naming a message we sent or received for a
- *    ticket, make it a CUSTOMER comment on that ticket (quoted history and signature trimmed; the
- *    full text kept in metadata.email.originalText); a reply to a pending, resolved or closed ticket
+ *    ticket, thread it to that ticket; who wrote it decides what it adds (flows/inbound-writer.ts):
+ *    its customer or another participant a CUSTOMER comment, a member who may see the brand an
+ *    AGENT comment mailed on to the customer (never their auto-replies or bounces: ignored), anyone
+ *    else nothing there (a new ticket). Quoted history and signature are trimmed (the full text
+ *    kept in metadata.email.originalText); a customer reply to a pending, resolved or closed ticket
  *    reopens it (status open), except an auto-reply. Anything else is a new ticket (source email).
  * 5. Blocked senders: a new ticket is created as spam (what ticket create does for a blocked
  *    address); a reply from one adds nothing (action spam).
@@ -117,6 +122,12 @@ function isBulk(parsed: ParsedMail): boolean {
   return ['bulk', 'junk', 'list'].includes(header(parsed, 'precedence')) || parsed.headers.has('list-id') || parsed.headers.has('list-unsubscribe');
 }
 
+/** A delivery status notification (a bounce): RFC 3464's multipart/report. */
+function isDeliveryReport(parsed: ParsedMail): boolean {
+  const type = parsed.headers.get('content-type') as { value?: string } | string | undefined;
+  return String((typeof type === 'object' ? type.value : type) ?? '').toLowerCase() === 'multipart/report';
+}
+
 function isOwnMessage(parsed: ParsedMail, from: string, ownAddresses: readonly string[]): boolean {
   return [...parsed.headers.keys()].some((k) => k.startsWith('x-ticketd-')) || ownAddresses.includes(from);
 }
@@ -165,10 +176,14 @@ async function parse(input: Buffer): Promise<ParsedMail> {
   }
 }
 
-/** The live ticket the message replies to: by reply token, else by the Message-IDs it names. */
-async function repliedTicket(ctx: TenantCtx, brandId: string, token: string | null, parsed: ParsedMail): Promise<TicketView | null> {
+/**
+ * The thread the message replies to, by reply token, else by the Message-IDs it names: the ticket
+ * named, then the one it was merged into; the last is live. Null when it names no live ticket.
+ */
+async function repliedThread(ctx: TenantCtx, brandId: string, token: string | null, parsed: ParsedMail): Promise<TicketView[] | null> {
   let ticketId = token ? verifyReplyToken(await mail.replyTokenKey(ctx.db), brandId, token) : null;
   ticketId ??= await mail.ticketForMessageIds(ctx, brandId, referencedIds(parsed));
+  const thread: TicketView[] = [];
   // A merged ticket's replies go to the ticket it was merged into (one step).
   for (let hop = 0; ticketId && hop < 2; hop++) {
     const ticket = await tickets.fetchView(ctx, brandId, ticketId).catch((err: unknown) => {
@@ -176,7 +191,8 @@ async function repliedTicket(ctx: TenantCtx, brandId: string, token: string | nu
       throw err;
     });
     if (!ticket) return null;
-    if (!ticket.mergedIntoId) return ticket;
+    thread.push(ticket);
+    if (!ticket.mergedIntoId) return thread;
     ticketId = ticket.mergedIntoId;
   }
   return null;
@@ -186,6 +202,12 @@ const REOPENED_FROM = ['pending', 'resolved', 'closed'];
 // Valid values of the create inputs; typebox types those mapped literal unions as undefined.
 const SOURCE_EMAIL = 'email' as never;
 const AUTHOR_CUSTOMER = 'CUSTOMER' as never;
+const AUTHOR_AGENT = 'AGENT' as never;
+
+/** The member's mail acts as the member, as their own comment in the dashboard would. */
+function memberCtx(tx: TenantCtx, member: SessionMember): TenantCtx {
+  return { ...tx, actor: { type: 'user', id: member.memberId, name: member.name ?? member.email, source: 'email' }, brandScope: member.brandScope };
+}
 
 /** Where a message comes from, besides its bytes. */
 export interface InboundSource {
@@ -265,23 +287,29 @@ export async function receive(base: BaseCtx, deps: InboundDeps, raw: Buffer, sou
       ...(files.skipped.length ? { skippedAttachments: files.skipped } : {}),
     };
     const blocked = await blockedSources.isBlocked(tx, brandId, from);
-    const ticket = await repliedTicket(tx, brandId, recipient.token, parsed);
+    const thread = await repliedThread(tx, brandId, recipient.token, parsed);
+    // A stranger's message is theirs alone: it goes on to a new ticket below.
+    const writer = thread ? await writerOf(tx, brandId, thread, from) : { as: 'stranger' as const };
+    const ticket = thread && writer.as !== 'stranger' ? thread[thread.length - 1]! : null;
 
     if (ticket) {
-      if (blocked) return settle({ action: 'spam', reason: 'blocked_sender', ticketId: ticket.id });
-      await findOrCreateContact(tx, brandId, from, fromName);
+      const asAgent = writer.as === 'agent' ? writer.member : null;
+      // An agent's out-of-office or bounce must not reach the customer as the agent's answer.
+      if (asAgent && (automatic || isDeliveryReport(parsed))) return settle({ action: 'ignored', reason: 'agent_auto_reply' });
+      if (!asAgent && blocked) return settle({ action: 'spam', reason: 'blocked_sender', ticketId: ticket.id });
+      if (!asAgent) await findOrCreateContact(tx, brandId, from, fromName);
       const reply = stripQuotedReply(text);
-      const { comment } = await createComment(tx, brandId, ticket.id, {
+      const { comment } = await createComment(asAgent ? memberCtx(tx, asAgent) : tx, brandId, ticket.id, {
         body: clip(reply || (files.kept.length ? '(attachments only)' : '(empty message)'), MAX_COMMENT_BODY_LENGTH),
-        authorType: AUTHOR_CUSTOMER,
-        authorName: fromName ?? from,
+        authorType: asAgent ? AUTHOR_AGENT : AUTHOR_CUSTOMER,
+        authorName: asAgent ? (asAgent.name ?? asAgent.email) : (fromName ?? from),
         source: SOURCE_EMAIL,
         sourceId: clip(messageId, 500),
         metadata: { email: { ...email, ...(reply !== text ? { originalText: clip(text, MAX_COMMENT_BODY_LENGTH) } : {}) } },
-        ...(REOPENED_FROM.includes(ticket.status) && !automatic ? { setStatus: 'open' } : {}),
+        ...(!asAgent && REOPENED_FROM.includes(ticket.status) && !automatic ? { setStatus: 'open' } : {}),
       });
       for (const file of staged) stored.push((await attachments.addStagedFile(tx, brandId, ticket.id, comment.id, file, from)).id);
-      return settle({ action: 'comment_created', ticketId: ticket.id, commentId: comment.id });
+      return settle({ action: 'comment_created', ticketId: ticket.id, commentId: comment.id, ...(asAgent ? { reason: mail.AGENT_REPLY } : {}) });
     }
 
     const { ticket: created } = await createTicket(tx, brandId, {

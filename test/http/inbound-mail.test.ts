@@ -280,7 +280,10 @@ t.test('the same Message-ID delivered twice (even at once) creates one ticket', 
   t.equal(results.filter((r) => r.body.duplicate).length, 2, 'two are answered as duplicates');
   t.equal((await owner.live('GET', `${base}/tickets`)).body.data.length, 1);
   t.equal((await owner.live('GET', `${base}/tickets/${[...ids][0]}/attachments`)).body.length, 1, 'and one set of attachments');
-  const reply = fixture('reply-in-reply-to.eml', { BRAND: brand.id }, (s) => s.replaceAll('<plain-1@customer.example>', '<multi-1@customer.example>'));
+  // From the ticket's customer: only participants add to a ticket (decision 0074).
+  const reply = fixture('reply-in-reply-to.eml', { BRAND: brand.id }, (s) =>
+    s.replaceAll('<plain-1@customer.example>', '<multi-1@customer.example>').replace('<jane@customer.example>', '<mia@customer.example>'),
+  );
   await mustDeliver(reply);
   t.match(await mustDeliver(reply), { action: 'comment_created', duplicate: true });
   t.equal((await owner.live('GET', `${base}/tickets/${[...ids][0]}`)).body.commentCount, 1, 'one comment');

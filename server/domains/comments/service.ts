@@ -220,6 +220,23 @@ export async function list(ctx: TenantCtx, brandId: string, ticketId: string): P
   return threads(await liveComments(ctx, brand.id, ticket.id));
 }
 
+/**
+ * Whether `address` (normalized) is on a ticket's mail thread through its live comments: CC'd on
+ * a public one (our mail went to it), or the sender of a customer comment that came by mail.
+ */
+export async function isOnMailThread(ctx: TenantCtx, brandId: string, ticketId: string, address: string): Promise<boolean> {
+  const found = await liveComments(ctx, brandId, ticketId)
+    .where((either) =>
+      either
+        .where((cc) => cc.where('comments.isInternal', false).whereRaw('? = any(comments.cc)', [address]))
+        .orWhere((sender) => sender.where({ 'comments.authorType': 'CUSTOMER', 'comments.source': 'email' }).whereRaw("comments.metadata #>> '{email,from}' = ?", [address])),
+    )
+    .clearOrder()
+    .select('comments.id')
+    .first();
+  return Boolean(found);
+}
+
 export async function get(ctx: TenantCtx, brandId: string, commentId: string, ticketId?: string): Promise<CommentView> {
   const brand = await requireBrand(ctx, brandId);
   return present(ctx, await find(ctx, brand.id, commentId, ticketId));

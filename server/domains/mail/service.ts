@@ -72,9 +72,19 @@ export function brandInfo(brand: Brand, sendingDomain: SendingDomain | null): Br
   };
 }
 
-/** The Message-IDs of a ticket's inbound mail, oldest first. */
+/** The reason recorded with a member's reply by mail, an AGENT comment (decision 0074). */
+export const AGENT_REPLY = 'agent_reply';
+
+/**
+ * The Message-IDs of a ticket's inbound mail from its customers, oldest first: what our mail to
+ * them threads on (a member's reply by mail never reached them).
+ */
 export async function inboundMessageIds(ctx: TenantCtx, brandId: string, ticketId: string): Promise<string[]> {
-  const rows = await InboundEmail.scoped(ctx).where({ brandId, ticketId }).orderBy('id').select('messageId');
+  const rows = await InboundEmail.scoped(ctx)
+    .where({ brandId, ticketId })
+    .where((q) => q.whereNull('reason').orWhereNot('reason', AGENT_REPLY))
+    .orderBy('id')
+    .select('messageId');
   return rows.map((r) => r.messageId);
 }
 

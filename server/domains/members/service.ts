@@ -88,11 +88,23 @@ function brandScopeOf(row: Member): BrandScope {
   return { allBrands: false, brandIds: row.brandIds };
 }
 
+function asSessionMember(row: Member): SessionMember {
+  return { accountId: row.accountId, memberId: row.id, email: row.email, name: row.name, role: row.role, brandScope: brandScopeOf(row) };
+}
+
 /** The member a session belongs to, or null when they were removed or are not active. */
 export async function sessionMember(ctx: Pick<TenantCtx, 'db' | 'accountId'>, memberId: string): Promise<SessionMember | null> {
   const row = await Member.ofAccount(ctx).where('members.id', memberId).first();
   if (!row || row.status !== 'active') return null;
-  return { accountId: row.accountId, memberId: row.id, email: row.email, name: row.name, role: row.role, brandScope: brandScopeOf(row) };
+  return asSessionMember(row);
+}
+
+/** The account's active member with this address (any case), with the brands they may see; null for none. */
+export async function activeMemberByEmail(ctx: Pick<TenantCtx, 'db' | 'accountId'>, email: string): Promise<SessionMember | null> {
+  const row = await Member.ofAccount(ctx)
+    .where({ 'members.email': normalizeEmail(email), 'members.status': 'active' })
+    .first();
+  return row ? asSessionMember(row) : null;
 }
 
 export interface NewMember {
