@@ -18,6 +18,7 @@ import { createTicket } from './ticket-create.js';
 import { createComment } from './comment-create.js';
 import { findOrCreateContact } from './customers.js';
 import { mailingBrand } from './brand-domains.js';
+import { authenticationOf, dmarcSpamReason, type SmtpClient } from './inbound-authentication.js';
 
 /**
  * Inbound mail: one raw RFC 822 message, from `POST /v1/inbound/email`, the SMTP listener or a
@@ -41,6 +42,9 @@ import { mailingBrand } from './brand-domains.js';
  *    bulk/junk/list/auto_reply, List-Id, List-Unsubscribe) or spam.
  * 7. A new ticket beyond the plan's ticket allowance: the message is held (kept, raw), and becomes
  *    the ticket when the billing period rolls over or the plan grows (receiveHeld).
+ * 8. SPF, DKIM, DMARC and ARC are checked before the transaction (inbound-authentication.ts) and
+ *    kept on the inbound record, the ticket's sourceData and the comment's metadata. A message
+ *    failing DMARC of a domain publishing p=reject or p=quarantine is spam, as from a blocked sender.
  * Attachments over attachmentMaxBytes are skipped and listed in metadata.email.skippedAttachments.
  */
 
@@ -198,6 +202,8 @@ export interface InboundSource {
   held?: string | null;
   /** A brand's own mailbox, taken in over IMAP. */
   mailbox?: MailboxSource;
+  /** The SMTP client that handed the message over (the SMTP listener): what SPF checks. */
+  client?: SmtpClient;
 }
 
 /**
@@ -232,12 +238,14 @@ export async function receive(base: BaseCtx, deps: InboundDeps, raw: Buffer, sou
   const ctx = tenantCtx({ ...base, actor: { type: 'customer', id: null, name: fromName ? `${fromName} <${from}>` : from, source: 'email' } }, located.accountId, located.livemode);
   const messageId = parsed.messageId?.trim() || `<${createHash('sha256').update(raw).digest('hex')}@message-id.invalid>`;
   const brandId = located.id;
+  const authentication = await authenticationOf(ctx, raw, source);
+  const dmarcSpam = dmarcSpamReason(authentication);
 
   const stored: string[] = [];
   let staged: attachments.StagedFile[] = [];
   /** What the message becomes, recorded in tx. */
   const receiveIn = async (tx: TenantCtx): Promise<InboundResult> => {
-    const claimed = held ? await mail.claimHeld(tx, held) : await mail.claimInbound(tx, brandId, messageId, from);
+    const claimed = held ? await mail.claimHeld(tx, held) : await mail.claimInbound(tx, brandId, messageId, from, authentication);
     if (!claimed) {
       const first = (await mail.findInbound(tx, brandId, messageId))!;
       return { action: first.action, brandId, duplicate: true, ...present(first) };
@@ -268,7 +276,7 @@ export async function receive(base: BaseCtx, deps: InboundDeps, raw: Buffer, sou
     const ticket = await repliedTicket(tx, brandId, recipient.token, parsed);
 
     if (ticket) {
-      if (blocked) return settle({ action: 'spam', reason: 'blocked_sender', ticketId: ticket.id });
+      if (blocked || dmarcSpam) return settle({ action: 'spam', reason: dmarcSpam ?? 'blocked_sender', ticketId: ticket.id });
       await findOrCreateContact(tx, brandId, from, fromName);
       const reply = stripQuotedReply(text);
       const { comment } = await createComment(tx, brandId, ticket.id, {
@@ -277,27 +285,41 @@ export async function receive(base: BaseCtx, deps: InboundDeps, raw: Buffer, sou
         authorName: fromName ?? from,
         source: SOURCE_EMAIL,
         sourceId: clip(messageId, 500),
-        metadata: { email: { ...email, ...(reply !== text ? { originalText: clip(text, MAX_COMMENT_BODY_LENGTH) } : {}) } },
+        metadata: { email: { ...email, authentication, ...(reply !== text ? { originalText: clip(text, MAX_COMMENT_BODY_LENGTH) } : {}) } },
         ...(REOPENED_FROM.includes(ticket.status) && !automatic ? { setStatus: 'open' } : {}),
       });
       for (const file of staged) stored.push((await attachments.addStagedFile(tx, brandId, ticket.id, comment.id, file, from)).id);
       return settle({ action: 'comment_created', ticketId: ticket.id, commentId: comment.id });
     }
 
-    const { ticket: created } = await createTicket(tx, brandId, {
-      title: titleOf(parsed.subject),
-      body: clip(text, MAX_BODY_LENGTH) || null,
-      customerEmail: from,
-      customerName: fromName,
-      source: SOURCE_EMAIL,
-      sourceId: clip(messageId, 500),
-      sourceData: { messageId, from, to: addressesOf(parsed.to), cc: addressesOf(parsed.cc), subject: parsed.subject ?? null, date: parsed.date?.toISOString() ?? null },
-      ...(files.skipped.length || automatic ? { metadata: { email } } : {}),
-    });
+    const { ticket: created } = await createTicket(
+      tx,
+      brandId,
+      {
+        title: titleOf(parsed.subject),
+        body: clip(text, MAX_BODY_LENGTH) || null,
+        customerEmail: from,
+        customerName: fromName,
+        source: SOURCE_EMAIL,
+        sourceId: clip(messageId, 500),
+        sourceData: {
+          messageId,
+          from,
+          to: addressesOf(parsed.to),
+          cc: addressesOf(parsed.cc),
+          subject: parsed.subject ?? null,
+          date: parsed.date?.toISOString() ?? null,
+          authentication,
+        },
+        ...(files.skipped.length || automatic ? { metadata: { email } } : {}),
+      },
+      undefined,
+      { spam: dmarcSpam !== null },
+    );
     // The ticket's own Message-ID first: its outbound mail threads on it.
     await mail.settleInbound(tx, claimed, { action: 'ticket_created', reason: null, ticketId: created.id, commentId: null });
     for (const file of staged) stored.push((await attachments.addStagedFile(tx, brandId, created.id, null, file, from)).id);
-    if (created.isSpam) return settle({ action: 'spam', reason: 'blocked_sender', ticketId: created.id });
+    if (created.isSpam) return settle({ action: 'spam', reason: dmarcSpam ?? 'blocked_sender', ticketId: created.id });
     if (brand.autoresponseEnabled && !automatic && !isBulk(parsed)) {
       await mail.queueAutoresponse(tx, await mailingBrand(tx, brand), mail.ticketInfo(created), { name: fromName, address: from });
     }
@@ -311,7 +333,7 @@ export async function receive(base: BaseCtx, deps: InboundDeps, raw: Buffer, sou
     });
   } catch (err) {
     await attachments.discardFiles(deps.attachments, stored);
-    if (!held && billing.isLimitReached(err)) return hold(ctx, { brandId, messageId, fromEmail: from, raw, envelope }, mailbox);
+    if (!held && billing.isLimitReached(err)) return hold(ctx, { brandId, messageId, fromEmail: from, raw, envelope, authentication }, mailbox);
     throw err;
   } finally {
     await attachments.discardStaged(staged);
@@ -319,11 +341,7 @@ export async function receive(base: BaseCtx, deps: InboundDeps, raw: Buffer, sou
 }
 
 /** A new ticket beyond the plan's allowance: the message is kept (held), to become the ticket later (receiveHeld). */
-async function hold(
-  ctx: TenantCtx,
-  message: { brandId: string; messageId: string; fromEmail: string; raw: Buffer; envelope: readonly string[] },
-  mailbox: MailboxSource | undefined,
-): Promise<InboundResult> {
+async function hold(ctx: TenantCtx, message: Parameters<typeof mail.holdInbound>[1], mailbox: MailboxSource | undefined): Promise<InboundResult> {
   const reason = billing.LIMIT_REACHED;
   const held = await withTx(ctx, async (tx) => {
     const kept = await mail.holdInbound(tx, message, reason);
