@@ -72,6 +72,8 @@ export interface Config {
   /** null: no listener. */
   readonly dispatcherPort: number | null;
   readonly outboxRetentionDays: number;
+  /** Days the raw bytes of an inbound message are kept for agents to read; 0: not kept. */
+  readonly rawMailRetentionDays: number;
   readonly metricsEnabled: boolean;
   readonly metricsToken: string | null;
   /** Provider name → its Standard Webhooks signing secret. */
@@ -190,6 +192,7 @@ export const ENV_KEYS: Record<string, [string, Kind]> = {
   TICKETD_DISPATCHER_HOST: ['dispatcherHost', 'string'],
   TICKETD_DISPATCHER_PORT: ['dispatcherPort', 'port'],
   TICKETD_OUTBOX_RETENTION_DAYS: ['outboxRetentionDays', 'integer'],
+  TICKETD_RAW_MAIL_RETENTION_DAYS: ['rawMailRetentionDays', 'integer'],
   TICKETD_METRICS_ENABLED: ['metricsEnabled', 'boolean'],
   TICKETD_METRICS_TOKEN: ['metricsToken', 'string'],
   TICKETD_BILLING_PROVIDER: ['billingProvider', 'string'],

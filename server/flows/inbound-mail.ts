@@ -13,6 +13,7 @@ import { MAX_BODY_LENGTH, type TicketView } from '../domains/tickets/schemas.js'
 import type { InboundAction } from '../domains/mail/model.js';
 import { stripQuotedReply } from '../domains/mail/quotes.js';
 import * as mail from '../domains/mail/service.js';
+import * as rawMails from '../domains/raw-mails/service.js';
 import { verifyReplyToken } from '../domains/mail/tokens.js';
 import { createTicket } from './ticket-create.js';
 import { createComment } from './comment-create.js';
@@ -46,6 +47,7 @@ import { authenticationOf, dmarcSpamReason, type SmtpClient } from './inbound-au
  *    kept on the inbound record, the ticket's sourceData and the comment's metadata. A message
  *    failing DMARC of a domain publishing p=reject or p=quarantine is spam, as from a blocked sender.
  * Attachments over attachmentMaxBytes are skipped and listed in metadata.email.skippedAttachments.
+ * The raw message of a ticket or comment is kept rawMailRetentionDays (domains/raw-mails).
  */
 
 export interface InboundDeps {
@@ -243,6 +245,10 @@ export async function receive(base: BaseCtx, deps: InboundDeps, raw: Buffer, sou
 
   const stored: string[] = [];
   let staged: attachments.StagedFile[] = [];
+  const rawCopy = await rawMails.stage(deps.attachments.storage, base.services.config.rawMailRetentionDays, raw);
+  const keepRaw = async (tx: TenantCtx, inboundEmailId: string, ticketId: string, commentId: string | null) => {
+    if (rawCopy) stored.push(await rawMails.keep(tx, rawCopy, { brandId, ticketId, commentId, inboundEmailId, messageId }));
+  };
   /** What the message becomes, recorded in tx. */
   const receiveIn = async (tx: TenantCtx): Promise<InboundResult> => {
     const claimed = held ? await mail.claimHeld(tx, held) : await mail.claimInbound(tx, brandId, messageId, from, authentication);
@@ -289,6 +295,7 @@ export async function receive(base: BaseCtx, deps: InboundDeps, raw: Buffer, sou
         ...(REOPENED_FROM.includes(ticket.status) && !automatic ? { setStatus: 'open' } : {}),
       });
       for (const file of staged) stored.push((await attachments.addStagedFile(tx, brandId, ticket.id, comment.id, file, from)).id);
+      await keepRaw(tx, claimed, ticket.id, comment.id);
       return settle({ action: 'comment_created', ticketId: ticket.id, commentId: comment.id });
     }
 
@@ -319,6 +326,7 @@ export async function receive(base: BaseCtx, deps: InboundDeps, raw: Buffer, sou
     // The ticket's own Message-ID first: its outbound mail threads on it.
     await mail.settleInbound(tx, claimed, { action: 'ticket_created', reason: null, ticketId: created.id, commentId: null });
     for (const file of staged) stored.push((await attachments.addStagedFile(tx, brandId, created.id, null, file, from)).id);
+    await keepRaw(tx, claimed, created.id, null);
     if (created.isSpam) return settle({ action: 'spam', reason: dmarcSpam ?? 'blocked_sender', ticketId: created.id });
     if (brand.autoresponseEnabled && !automatic && !isBulk(parsed)) {
       await mail.queueAutoresponse(tx, await mailingBrand(tx, brand), mail.ticketInfo(created), { name: fromName, address: from });
@@ -337,6 +345,7 @@ export async function receive(base: BaseCtx, deps: InboundDeps, raw: Buffer, sou
     throw err;
   } finally {
     await attachments.discardStaged(staged);
+    await rawCopy?.discard();
   }
 }
 
