@@ -6,6 +6,7 @@ import nodemailer from 'nodemailer';
 import t from 'tap';
 import { ownerWithBrand, testApp } from '../helpers/app.js';
 import { dnsServer } from '../helpers/dns.js';
+import { postInbound } from '../helpers/inbound.js';
 
 /**
  * SPF, DKIM, DMARC and ARC of inbound mail through POST /v1/inbound/email, checked by the real
@@ -56,16 +57,7 @@ const altered = (message: string) => message.replace(/^Subject: /m, 'Subject: Ur
 /** The same message with its body changed after signing: the body hash no longer matches. */
 const alteredBody = (message: string) => message.replace('Please help', 'Please pay');
 
-async function deliver(raw: string) {
-  const res = await app.inject({
-    method: 'POST',
-    url: '/v1/inbound/email',
-    payload: Buffer.from(raw, 'latin1'),
-    headers: { authorization: `Bearer ${SECRET}`, 'content-type': 'message/rfc822' },
-  });
-  if (res.statusCode !== 200) throw new Error(`delivery failed: ${res.statusCode} ${res.body}`);
-  return JSON.parse(res.body) as { action: string; ticketId?: string; commentId?: string; reason?: string };
-}
+const deliver = (raw: string) => postInbound(app, SECRET, raw);
 
 t.test('a DKIM-signed message whose key is published passes DKIM and DMARC; the results are kept', async (t) => {
   const { owner, base, brand } = await ownerWithBrand(app);
