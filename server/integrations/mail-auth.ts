@@ -68,7 +68,7 @@ function summary(checked: AuthenticateResult, hasClient: boolean): MailAuthentic
     dmarc: dmarc
       ? { result: dmarc.status.result, domain: dmarc.domain ?? null, ...(dmarc.policy ? { policy: dmarc.policy.toLowerCase() } : {}) }
       : { result: 'none', domain: null },
-    arc: checked.arc ? { result: checked.arc.status.result, domain: null } : { result: 'none', domain: null },
+    arc: checked.arc ? { result: checked.arc.status.result, domain: (checked.arc.signature && checked.arc.signature.signingDomain) || null } : { result: 'none', domain: null },
   };
 }
 

@@ -8,7 +8,8 @@ declare module 'mailauth' {
     dkim: { results?: { signingDomain?: string; selector?: string; status: AuthStatus }[] };
     spf: { domain?: string; status: AuthStatus } | false;
     dmarc: { domain?: string; policy?: string; status: AuthStatus } | false;
-    arc: { status: AuthStatus; i?: number } | false;
+    /** signature: the latest ARC-Message-Signature, whose d= sealed the chain. */
+    arc: { status: AuthStatus; i?: number | false; signature?: { signingDomain?: string } | false } | false;
   }
   export function authenticate(
     message: Buffer | string,
@@ -19,6 +20,8 @@ declare module 'mailauth' {
       mta?: string;
       resolver?: (name: string, rrtype: string) => Promise<unknown>;
       disableBimi?: boolean;
+      /** ARC-seal the message as this domain (what a forwarder does; the tests do it). */
+      seal?: { signingDomain: string; selector: string; privateKey: string };
     },
-  ): Promise<AuthenticateResult>;
+  ): Promise<AuthenticateResult & { headers: string }>;
 }

@@ -2,8 +2,10 @@ import { generateKeyPairSync } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { authenticate } from 'mailauth';
 import nodemailer from 'nodemailer';
 import t from 'tap';
+import { mailAuthResolver } from '../../server/integrations/dns.js';
 import { ownerWithBrand, testApp } from '../helpers/app.js';
 import { dnsServer } from '../helpers/dns.js';
 import { postInbound } from '../helpers/inbound.js';
@@ -115,6 +117,21 @@ t.test('p=quarantine makes spam too; p=none and no DMARC record only record the 
   const ticket = (await owner.live('GET', `${base}/tickets/${unpublished.ticketId}`)).body;
   t.equal(ticket.isSpam, false);
   t.match(ticket.sourceData.authentication, { dkim: { result: 'fail' }, dmarc: { result: 'none' } });
+});
+
+t.test('a message ARC-sealed by a forwarder: the chain verifies and its sealer is recorded', async (t) => {
+  const { owner, base, brand } = await ownerWithBrand(app);
+  publishDomain('arc-sender.example', 'reject');
+  publishDomain('forwarder.example');
+  const original = await signed('arc-sender.example', brand.id);
+  // What a forwarding server does: check the message, seal its results, and pass it on.
+  const resolver = mailAuthResolver([dns.address], { timeoutMs: 1_000, budgetMs: 3_000 });
+  const seal = { signingDomain: 'forwarder.example', selector: SELECTOR, privateKey };
+  const { headers } = await authenticate(Buffer.from(original, 'latin1'), { mta: 'mx.forwarder.example', resolver, seal, disableBimi: true });
+  const res = await deliver(headers + original);
+  t.match(res, { action: 'ticket_created' });
+  const ticket = (await owner.live('GET', `${base}/tickets/${res.ticketId}`)).body;
+  t.match(ticket.sourceData.authentication, { arc: { result: 'pass', domain: 'forwarder.example' }, dkim: { result: 'pass' }, dmarc: { result: 'pass' } });
 });
 
 t.test('DNS not answering: temperror, in bounded time, and the message is still taken in (not spam)', async (t) => {
