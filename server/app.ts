@@ -18,6 +18,7 @@ import { accountRoutes } from './http/accounts.js';
 import { apiKeyRoutes } from './http/api-keys.js';
 import { attachmentFileRoutes, attachmentRoutes, withoutGrantTokens } from './http/attachments.js';
 import { attachmentDepsOf, type AttachmentDeps } from './domains/attachments/service.js';
+import { rawMailRoutes } from './http/raw-mails.js';
 import { auditRoutes } from './http/audit.js';
 import { blockedSourceRoutes } from './http/blocked-sources.js';
 import { brandDomainRoutes } from './http/brand-domains.js';
@@ -210,6 +211,7 @@ export async function buildApp({ config, db, services: given, isShuttingDown = (
       await api.register(brandRoutes, { prefix });
       for (const routes of BRAND_SCOPED_ROUTES) await api.register(routes, { prefix: `${prefix}/:brandId` });
       await api.register(attachmentRoutes, { prefix: `${prefix}/:brandId`, deps: attachments });
+      await api.register(rawMailRoutes, { prefix: `${prefix}/:brandId`, storage: attachments.storage });
       await api.register(webhookRoutes, { prefix: `${prefix}/:brandId`, policy: { allowPrivate: config.webhookAllowPrivate } });
       await api.register(emailConnectionRoutes, { prefix: `${prefix}/:brandId`, policy: { allowPrivate: config.webhookAllowPrivate }, sync: { inbound: { attachments } } });
       await api.register(portalTokenRoutes, { prefix: `${prefix}/:brandId` });

@@ -122,7 +122,7 @@ export async function startServer(config: Config, role: Role, log: Log = () => u
           maxBytes: config.inboundMaxBytes,
           inboundDomain: config.inboundDomain,
           log,
-          deliver: (raw, recipients) => receiveMail(systemCtx(svc, 'smtp'), deps, raw, { envelope: recipients }),
+          deliver: (raw, recipients, client) => receiveMail(systemCtx(svc, 'smtp'), deps, raw, { envelope: recipients, client }),
         });
       }
     }

@@ -53,6 +53,8 @@ export interface Config {
   readonly inboundSecret: string | null;
   readonly inboundMaxBytes: number;
   readonly smtpPort: number | null;
+  /** Which member mail on a thread becomes their AGENT comment: only with a From shown to be theirs (DKIM/DMARC), or any. */
+  readonly inboundAgentReplies: 'authenticated' | 'any';
   /** What brands' sending domains publish in SPF; null: include:<inboundDomain>. */
   readonly mailSpfMechanism: string | null;
   /** Base64 keys that wrap stored secrets (core/sealed.ts); the first seals. Empty: keys in server_secrets. */
@@ -72,6 +74,8 @@ export interface Config {
   /** null: no listener. */
   readonly dispatcherPort: number | null;
   readonly outboxRetentionDays: number;
+  /** Days the raw bytes of an inbound message are kept for agents to read; 0: not kept. */
+  readonly rawMailRetentionDays: number;
   readonly metricsEnabled: boolean;
   readonly metricsToken: string | null;
   /** Provider name → its Standard Webhooks signing secret. */
@@ -178,6 +182,7 @@ export const ENV_KEYS: Record<string, [string, Kind]> = {
   TICKETD_INBOUND_SECRET: ['inboundSecret', 'string'],
   TICKETD_INBOUND_MAX_BYTES: ['inboundMaxBytes', 'integer'],
   TICKETD_SMTP_PORT: ['smtpPort', 'integer'],
+  TICKETD_INBOUND_AGENT_REPLIES: ['inboundAgentReplies', 'string'],
   TICKETD_MAIL_SPF_MECHANISM: ['mailSpfMechanism', 'string'],
   TICKETD_ENCRYPTION_KEYS: ['encryptionKeys', 'list'],
   TICKETD_DNS_SERVERS: ['dnsServers', 'list'],
@@ -190,6 +195,7 @@ export const ENV_KEYS: Record<string, [string, Kind]> = {
   TICKETD_DISPATCHER_HOST: ['dispatcherHost', 'string'],
   TICKETD_DISPATCHER_PORT: ['dispatcherPort', 'port'],
   TICKETD_OUTBOX_RETENTION_DAYS: ['outboxRetentionDays', 'integer'],
+  TICKETD_RAW_MAIL_RETENTION_DAYS: ['rawMailRetentionDays', 'integer'],
   TICKETD_METRICS_ENABLED: ['metricsEnabled', 'boolean'],
   TICKETD_METRICS_TOKEN: ['metricsToken', 'string'],
   TICKETD_BILLING_PROVIDER: ['billingProvider', 'string'],

@@ -28,6 +28,7 @@ export const ID_PREFIX = {
   attachment: 'att',
   mailMessage: 'mail',
   inboundEmail: 'inb',
+  rawMail: 'raw',
   webhook: 'wh',
   brandDomain: 'dom',
   emailConnection: 'ec',

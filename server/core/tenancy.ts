@@ -38,5 +38,6 @@ export const CROSS_TENANT_INDEXES: Readonly<Record<string, string>> = {
   forms_token_idx: 'a submission to a public web form names only its token: it finds the form by the token alone',
   idempotency_keys_expires_idx: 'the expired-key purge sweeps every account',
   attachments_cleanup_idx: 'the abandoned-upload purge sweeps every account',
+  raw_mails_created_idx: 'the raw mail retention purge sweeps every account, oldest first',
   brand_domains_recheck_idx: 'the dispatcher checks again the verified mail domains of every account, those checked longest ago first',
 };

@@ -14,12 +14,14 @@ import { MAX_BODY_LENGTH, type TicketView } from '../domains/tickets/schemas.js'
 import type { InboundAction } from '../domains/mail/model.js';
 import { stripQuotedReply } from '../domains/mail/quotes.js';
 import * as mail from '../domains/mail/service.js';
+import * as rawMails from '../domains/raw-mails/service.js';
 import { verifyReplyToken } from '../domains/mail/tokens.js';
 import { createTicket } from './ticket-create.js';
 import { createComment } from './comment-create.js';
 import { writerOf } from './inbound-writer.js';
 import { findOrCreateContact } from './customers.js';
 import { mailingBrand } from './brand-domains.js';
+import { authenticationOf, dmarcSpamReason, fromIsAuthenticated, type SmtpClient } from './inbound-authentication.js';
 
 /**
  * Inbound mail: one raw RFC 822 message, from `POST /v1/inbound/email`, the SMTP listener or a
@@ -46,7 +48,11 @@ import { mailingBrand } from './brand-domains.js';
  *    bulk/junk/list/auto_reply, List-Id, List-Unsubscribe) or spam.
  * 7. A new ticket beyond the plan's ticket allowance: the message is held (kept, raw), and becomes
  *    the ticket when the billing period rolls over or the plan grows (receiveHeld).
+ * 8. SPF, DKIM, DMARC and ARC are checked before the transaction (inbound-authentication.ts) and
+ *    kept on the inbound record, the ticket's sourceData and the comment's metadata. A message
+ *    failing DMARC of a domain publishing p=reject or p=quarantine is spam, as from a blocked sender.
  * Attachments over attachmentMaxBytes are skipped and listed in metadata.email.skippedAttachments.
+ * The raw message of a ticket or comment is kept rawMailRetentionDays (domains/raw-mails).
  */
 
 export interface InboundDeps {
@@ -220,6 +226,8 @@ export interface InboundSource {
   held?: string | null;
   /** A brand's own mailbox, taken in over IMAP. */
   mailbox?: MailboxSource;
+  /** The SMTP client that handed the message over (the SMTP listener): what SPF checks. */
+  client?: SmtpClient;
 }
 
 /**
@@ -254,12 +262,18 @@ export async function receive(base: BaseCtx, deps: InboundDeps, raw: Buffer, sou
   const ctx = tenantCtx({ ...base, actor: { type: 'customer', id: null, name: fromName ? `${fromName} <${from}>` : from, source: 'email' } }, located.accountId, located.livemode);
   const messageId = parsed.messageId?.trim() || `<${createHash('sha256').update(raw).digest('hex')}@message-id.invalid>`;
   const brandId = located.id;
+  const authentication = await authenticationOf(ctx, raw, source);
+  const dmarcSpam = dmarcSpamReason(authentication);
 
   const stored: string[] = [];
   let staged: attachments.StagedFile[] = [];
+  const rawCopy = await rawMails.stage(deps.attachments.storage, base.services.config.rawMailRetentionDays, raw);
+  const keepRaw = async (tx: TenantCtx, inboundEmailId: string, ticketId: string, commentId: string | null) => {
+    if (rawCopy) stored.push(await rawMails.keep(tx, rawCopy, { brandId, ticketId, commentId, inboundEmailId, messageId }));
+  };
   /** What the message becomes, recorded in tx. */
   const receiveIn = async (tx: TenantCtx): Promise<InboundResult> => {
-    const claimed = held ? await mail.claimHeld(tx, held) : await mail.claimInbound(tx, brandId, messageId, from);
+    const claimed = held ? await mail.claimHeld(tx, held) : await mail.claimInbound(tx, brandId, messageId, from, authentication);
     if (!claimed) {
       const first = (await mail.findInbound(tx, brandId, messageId))!;
       return { action: first.action, brandId, duplicate: true, ...present(first) };
@@ -289,13 +303,14 @@ export async function receive(base: BaseCtx, deps: InboundDeps, raw: Buffer, sou
     const blocked = await blockedSources.isBlocked(tx, brandId, from);
     const thread = await repliedThread(tx, brandId, recipient.token, parsed);
     // A stranger's message is theirs alone: it goes on to a new ticket below.
-    const writer = thread ? await writerOf(tx, brandId, thread, from) : { as: 'stranger' as const };
+    const writer = thread ? await writerOf(tx, brandId, thread, from, fromIsAuthenticated(authentication, from)) : { as: 'stranger' as const };
     const ticket = thread && writer.as !== 'stranger' ? thread[thread.length - 1]! : null;
 
     if (ticket) {
       const asAgent = writer.as === 'agent' ? writer.member : null;
       // An agent's out-of-office or bounce must not reach the customer as the agent's answer.
       if (asAgent && (automatic || isDeliveryReport(parsed))) return settle({ action: 'ignored', reason: 'agent_auto_reply' });
+      if (dmarcSpam) return settle({ action: 'spam', reason: dmarcSpam, ticketId: ticket.id });
       if (!asAgent && blocked) return settle({ action: 'spam', reason: 'blocked_sender', ticketId: ticket.id });
       if (!asAgent) await findOrCreateContact(tx, brandId, from, fromName);
       const reply = stripQuotedReply(text);
@@ -305,27 +320,43 @@ export async function receive(base: BaseCtx, deps: InboundDeps, raw: Buffer, sou
         authorName: asAgent ? (asAgent.name ?? asAgent.email) : (fromName ?? from),
         source: SOURCE_EMAIL,
         sourceId: clip(messageId, 500),
-        metadata: { email: { ...email, ...(reply !== text ? { originalText: clip(text, MAX_COMMENT_BODY_LENGTH) } : {}) } },
+        metadata: { email: { ...email, authentication, ...(reply !== text ? { originalText: clip(text, MAX_COMMENT_BODY_LENGTH) } : {}) } },
         ...(!asAgent && REOPENED_FROM.includes(ticket.status) && !automatic ? { setStatus: 'open' } : {}),
       });
       for (const file of staged) stored.push((await attachments.addStagedFile(tx, brandId, ticket.id, comment.id, file, from)).id);
+      await keepRaw(tx, claimed, ticket.id, comment.id);
       return settle({ action: 'comment_created', ticketId: ticket.id, commentId: comment.id, ...(asAgent ? { reason: mail.AGENT_REPLY } : {}) });
     }
 
-    const { ticket: created } = await createTicket(tx, brandId, {
-      title: titleOf(parsed.subject),
-      body: clip(text, MAX_BODY_LENGTH) || null,
-      customerEmail: from,
-      customerName: fromName,
-      source: SOURCE_EMAIL,
-      sourceId: clip(messageId, 500),
-      sourceData: { messageId, from, to: addressesOf(parsed.to), cc: addressesOf(parsed.cc), subject: parsed.subject ?? null, date: parsed.date?.toISOString() ?? null },
-      ...(files.skipped.length || automatic ? { metadata: { email } } : {}),
-    });
+    const { ticket: created } = await createTicket(
+      tx,
+      brandId,
+      {
+        title: titleOf(parsed.subject),
+        body: clip(text, MAX_BODY_LENGTH) || null,
+        customerEmail: from,
+        customerName: fromName,
+        source: SOURCE_EMAIL,
+        sourceId: clip(messageId, 500),
+        sourceData: {
+          messageId,
+          from,
+          to: addressesOf(parsed.to),
+          cc: addressesOf(parsed.cc),
+          subject: parsed.subject ?? null,
+          date: parsed.date?.toISOString() ?? null,
+          authentication,
+        },
+        ...(files.skipped.length || automatic ? { metadata: { email } } : {}),
+      },
+      undefined,
+      { spam: dmarcSpam !== null },
+    );
     // The ticket's own Message-ID first: its outbound mail threads on it.
     await mail.settleInbound(tx, claimed, { action: 'ticket_created', reason: null, ticketId: created.id, commentId: null });
     for (const file of staged) stored.push((await attachments.addStagedFile(tx, brandId, created.id, null, file, from)).id);
-    if (created.isSpam) return settle({ action: 'spam', reason: 'blocked_sender', ticketId: created.id });
+    await keepRaw(tx, claimed, created.id, null);
+    if (created.isSpam) return settle({ action: 'spam', reason: dmarcSpam ?? 'blocked_sender', ticketId: created.id });
     if (brand.autoresponseEnabled && !automatic && !isBulk(parsed)) {
       await mail.queueAutoresponse(tx, await mailingBrand(tx, brand), mail.ticketInfo(created), { name: fromName, address: from });
     }
@@ -339,19 +370,16 @@ export async function receive(base: BaseCtx, deps: InboundDeps, raw: Buffer, sou
     });
   } catch (err) {
     await attachments.discardFiles(deps.attachments, stored);
-    if (!held && billing.isLimitReached(err)) return hold(ctx, { brandId, messageId, fromEmail: from, raw, envelope }, mailbox);
+    if (!held && billing.isLimitReached(err)) return hold(ctx, { brandId, messageId, fromEmail: from, raw, envelope, authentication }, mailbox);
     throw err;
   } finally {
     await attachments.discardStaged(staged);
+    await rawCopy?.discard();
   }
 }
 
 /** A new ticket beyond the plan's allowance: the message is kept (held), to become the ticket later (receiveHeld). */
-async function hold(
-  ctx: TenantCtx,
-  message: { brandId: string; messageId: string; fromEmail: string; raw: Buffer; envelope: readonly string[] },
-  mailbox: MailboxSource | undefined,
-): Promise<InboundResult> {
+async function hold(ctx: TenantCtx, message: Parameters<typeof mail.holdInbound>[1], mailbox: MailboxSource | undefined): Promise<InboundResult> {
   const reason = billing.LIMIT_REACHED;
   const held = await withTx(ctx, async (tx) => {
     const kept = await mail.holdInbound(tx, message, reason);

@@ -20,9 +20,12 @@ import type { TicketView } from '../domains/tickets/schemas.js';
 export type Writer = { as: 'agent'; member: members.SessionMember } | { as: 'customer' } | { as: 'stranger' };
 
 /** `thread`: the ticket the message names, then the live ticket it was merged into, if any. */
-export async function writerOf(ctx: TenantCtx, brandId: string, thread: readonly TicketView[], from: string): Promise<Writer> {
+export async function writerOf(ctx: TenantCtx, brandId: string, thread: readonly TicketView[], from: string, fromAuthenticated: boolean): Promise<Writer> {
   if (thread.some((t) => t.customer?.email === from)) return { as: 'customer' };
-  const member = await members.activeMemberByEmail(ctx, from);
+  // A From is easily forged: speaking as a member (to the customer, in their name) takes a From
+  // shown to be theirs (DKIM or DMARC), unless the operator accepts any (inboundAgentReplies).
+  const trusted = fromAuthenticated || ctx.services.config.inboundAgentReplies === 'any';
+  const member = trusted ? await members.activeMemberByEmail(ctx, from) : null;
   if (member && canSeeBrand(member.brandScope, brandId)) return { as: 'agent', member };
   return (await isParticipant(ctx, brandId, thread, from)) ? { as: 'customer' } : { as: 'stranger' };
 }

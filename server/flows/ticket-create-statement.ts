@@ -30,6 +30,8 @@ export interface TicketWrite {
   attachmentCount: number;
   /** Its custom fields were validated against the brand's schema (step by step); else the brand must have none. */
   fieldsChecked: boolean;
+  /** Spam whoever the sender is; otherwise spam only when the sender is blocked. */
+  spam: boolean;
   /** Audit rows made before the statement (so their ids order them before later entries). */
   contactEntry: Record<string, unknown>[];
   ticketEntry: Record<string, unknown>[];
@@ -48,6 +50,7 @@ export function ticketWrite(
     idempotency?: { key: string; fingerprint: string };
     attachmentCount?: number;
     fieldsChecked?: boolean;
+    spam?: boolean;
   },
 ): TicketWrite {
   const id = given.id ?? newId(ID_PREFIX.ticket);
@@ -65,6 +68,7 @@ export function ticketWrite(
     idempotency: given.idempotency,
     attachmentCount: given.attachmentCount ?? 0,
     fieldsChecked: given.fieldsChecked ?? false,
+    spam: given.spam ?? false,
     contactEntry: email ? audit.entryRows(ctx, [{ brandId, entityType: 'contact', entityId: contactId, event: 'contact.created', metadata: { email } }]) : [],
     ticketEntry: audit.entryRows(ctx, [{ brandId, ticketId: id, entityType: 'ticket', entityId: id, event: 'ticket.created', metadata: { title } }]),
   };
@@ -96,7 +100,7 @@ function givenValues(w: TicketWrite): Record<string, unknown> {
 }
 
 /** What else each create carries into the statement, beside its ticket columns. */
-const REQUEST_COLUMNS = `ord int, tag_ids text[], tag_names text[], fields_checked boolean, key text, fingerprint text,
+const REQUEST_COLUMNS = `ord int, tag_ids text[], tag_names text[], fields_checked boolean, spam boolean, key text, fingerprint text,
   email text, email_domain text, blocked_domains text[], contact_id text, customer_name text, customer_name_key text`;
 const ITEM_COLUMNS = `${REQUEST_COLUMNS}, ${GIVEN_COLUMNS.map((c) => `${c.column} ${c.type}`).join(', ')}`;
 
@@ -109,6 +113,7 @@ function itemOf(w: TicketWrite, ord: number, contactId: string | null): Record<s
     tag_ids: w.tagIds,
     tag_names: w.tagNames,
     fields_checked: w.fieldsChecked,
+    spam: w.spam,
     key: w.idempotency?.key ?? null,
     fingerprint: w.idempotency?.fingerprint ?? null,
     email: w.email,
@@ -252,7 +257,7 @@ export function createStatement(ctx: TenantCtx, writes: readonly TicketWrite[]):
       insert into tickets (${GIVEN_COLUMNS.map((c) => c.column).join(', ')}, account_id, livemode, ticket_number, customer_id, is_spam,
         customer_sort, customer_text, company_sort, assignee_sort, category_sort, search_vector)
       select ${GIVEN_COLUMNS.map((c) => `r.${c.column}`).join(', ')}, :accountId, :livemode,
-        n.first + row_number() over (partition by r.brand_id order by r.ord) - 1, r.customer_id, r.email is not null and :blocked,
+        n.first + row_number() over (partition by r.brand_id order by r.ord) - 1, r.customer_id, r.spam or (r.email is not null and :blocked),
         r.customer_sort, r.customer_text, r.company_sort, r.assignee_sort, r.category_sort, ticketd_ticket_vector(r.title, r.customer_text, r.body)
       from ready r join n on n.brand_id = r.brand_id
       returning ${VIEW_COLUMNS.join(', ')}

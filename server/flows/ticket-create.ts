@@ -74,6 +74,8 @@ export interface CreateResult {
 /** How a create may be narrowed: a customer's ticket (the portal) links only that customer's pending uploads. */
 export interface CreateOptions {
   pendingUploadsOf?: string;
+  /** Created as spam whoever the sender is (inbound mail failing its domain's DMARC policy). */
+  spam?: boolean;
 }
 
 export async function createTicket(ctx: TenantCtx, brandId: string, input: CreateTicketInput, idempotencyKey?: string, options: CreateOptions = {}): Promise<CreateResult> {
@@ -91,7 +93,7 @@ export async function createTicket(ctx: TenantCtx, brandId: string, input: Creat
   const idempotency = idempotencyKey === undefined ? undefined : { key: idempotencyKey, fingerprint };
   const brandKey = `${ctx.accountId}:${ctx.livemode}:${id}`;
   const confirms = Boolean(input.notifyCustomer && email);
-  const ticket = hasFieldSchema(ctx, brandKey) || confirms ? null : await createInOneStatement(ctx, id, title, email, input, idempotency);
+  const ticket = hasFieldSchema(ctx, brandKey) || confirms ? null : await createInOneStatement(ctx, id, title, email, input, idempotency, options.spam);
   if (ticket) return { created: true, ticket };
   return createStepByStep(ctx, id, title, email, input, idempotency, brandKey, options);
 }
@@ -169,13 +171,14 @@ async function createInOneStatement(
   email: string | null,
   input: CreateTicketInput,
   idempotency: { key: string; fingerprint: string } | undefined,
+  spam = false,
 ): Promise<TicketView | null> {
   if (input.watchers?.length || input.attachmentIds?.length) return null;
   const given = input.tags ?? [];
   const tagIds = [...new Set(given.filter((t) => tickets.TAG_ID.test(t)))];
   const tagNames = [...new Set(given.filter((t) => !tickets.TAG_ID.test(t)).map((t) => t.trim().toLowerCase()))];
   if (tagNames.some((n) => !n || n.length > tags.MAX_TAG_NAME_LENGTH)) return null;
-  const w = ticketWrite(ctx, brandId, title, email, input, { tagIds, tagNames, idempotency });
+  const w = ticketWrite(ctx, brandId, title, email, input, { tagIds, tagNames, idempotency, spam });
   if (ctx.db.isTransaction) return (await runWrites(ctx, [w]))[0]!;
   return ctx.services.get(createBatches)(`${ctx.accountId}:${ctx.livemode}`, w);
 }
@@ -225,7 +228,7 @@ async function createStepByStep(
     if (email) await findOrCreateContact(tx, brand.id, email, input.customerName ?? null);
     const attachmentCount = await attachments.linkPending(tx, brand.id, id, input.attachmentIds ?? [], options.pendingUploadsOf ?? null);
     // Its entry is made (and so ordered) before the watchers' entries, though written by the last statement.
-    const w = ticketWrite(tx, brand.id, title, email, input, { id, tagIds: [...tagIds], tagNames: [], attachmentCount, fieldsChecked: true });
+    const w = ticketWrite(tx, brand.id, title, email, input, { id, tagIds: [...tagIds], tagNames: [], attachmentCount, fieldsChecked: true, spam: options.spam });
     if (input.watchers?.length) await watchers.addToNewTicket(tx, brand.id, id, input.watchers);
 
     const [ticket] = await runWrites(tx, [w]);

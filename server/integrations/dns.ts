@@ -39,3 +39,19 @@ export function dnsLookup(servers: readonly string[]): DnsLookup {
 }
 
 export const dnsPart = part('dns', (services) => dnsLookup(services.config.dnsServers));
+
+/**
+ * The resolver mail authentication (mailauth) looks names up with: dns.promises.resolve's shape,
+ * through the configured servers, each lookup short and all of them together bounded by
+ * `budgetMs` (past it, every lookup fails at once as a timeout). mailauth reads the error codes:
+ * ENOTFOUND/ENODATA mean "not published", anything else a temporary error (temperror).
+ */
+export function mailAuthResolver(servers: readonly string[], opts: { timeoutMs: number; budgetMs: number }): (name: string, rrtype: string) => Promise<unknown> {
+  const resolver = new Resolver({ timeout: opts.timeoutMs, tries: 1 });
+  if (servers.length) resolver.setServers([...servers]);
+  const deadline = Date.now() + opts.budgetMs;
+  return async (name, rrtype) => {
+    if (Date.now() > deadline) throw Object.assign(new Error(`DNS time for this message spent before ${rrtype} ${name}`), { code: 'ETIMEOUT' });
+    return resolver.resolve(name, rrtype);
+  };
+}

@@ -1,11 +1,13 @@
 import { SMTPServer } from 'smtp-server';
+import type { SmtpClient } from './mail-auth.js';
 
 /**
  * An SMTP listener for direct MX delivery of inbound mail (`ticketd start --smtp-port N`). It is
  * an MX, not a relay: no AUTH, RCPT accepted only at the inbound domain, messages size-limited
  * (announced with SIZE, 552 beyond). STARTTLS is not offered: ticketd has no certificate to offer;
  * put a TLS-terminating MTA in front, or use POST /v1/inbound/email, where transport security matters.
- * Each message goes to `deliver` with its envelope recipients; a client error there (4xx, e.g. an
+ * Each message goes to `deliver` with its envelope recipients and its client (address, HELO name,
+ * MAIL FROM: what SPF checks); a client error there (4xx, e.g. an
  * unknown brand or a message that is not MIME) is a permanent 550, anything else a temporary 451
  * so the sending server retries.
  */
@@ -15,7 +17,7 @@ export interface SmtpListenerOptions {
   port: number;
   maxBytes: number;
   inboundDomain: string;
-  deliver(raw: Buffer, recipients: string[]): Promise<unknown>;
+  deliver(raw: Buffer, recipients: string[], client: SmtpClient): Promise<unknown>;
   log(line: string): void;
 }
 
@@ -48,7 +50,9 @@ export async function startSmtpListener(opts: SmtpListenerOptions): Promise<Smtp
       stream.on('end', () => {
         if (stream.sizeExceeded) return callback(smtpError(`Message exceeds the size limit of ${opts.maxBytes} bytes`, 552));
         const recipients = session.envelope.rcptTo.map((a) => a.address);
-        opts.deliver(Buffer.concat(chunks), recipients).then(
+        const mailFrom = session.envelope.mailFrom ? session.envelope.mailFrom.address : '';
+        const client = { ip: session.remoteAddress, helo: session.hostNameAppearsAs, mailFrom };
+        opts.deliver(Buffer.concat(chunks), recipients, client).then(
           () => callback(),
           (err: Error & { statusCode?: number }) => {
             const permanent = err.statusCode !== undefined && err.statusCode >= 400 && err.statusCode < 500;

@@ -8,6 +8,7 @@ import { purgeExpired as purgeExpiredIdempotencyKeys } from '../core/idempotency
 import { Listener } from '../core/notify.js';
 import * as apiKeys from '../domains/api-keys/service.js';
 import * as attachments from '../domains/attachments/service.js';
+import * as rawMails from '../domains/raw-mails/service.js';
 import * as ticketCounts from '../domains/tickets/counts.js';
 import { renewDue as renewDueSubscriptions } from '../flows/billing.js';
 import { sendDueRequests as sendDueRatingRequests } from '../flows/feedback.js';
@@ -61,6 +62,8 @@ export interface DeliveryStats {
 export interface PeriodicStats {
   revokedKeys: number;
   purgedIdempotencyKeys: number;
+  /** Inbound raw messages past rawMailRetentionDays, deleted. */
+  purgedRawMails: number;
   abandonedAttachments: number;
   removedFiles: number;
   /** Leased messages of dispatchers that are gone, made due again. */
@@ -222,6 +225,9 @@ export class Dispatcher {
     if (revokedKeys) this.log.info({ revokedKeys }, 'revoked API keys whose grace period ended');
     const purgedIdempotencyKeys = await this.job('purge_idempotency_keys', () => purgeExpiredIdempotencyKeys(ctx));
     if (purgedIdempotencyKeys) this.log.info({ purgedIdempotencyKeys }, 'purged expired idempotency keys');
+    // Before the attachment purge, which removes the files of the rows this one deletes.
+    const purgedRawMails = await this.job('purge_raw_mails', () => rawMails.purgeExpired(ctx, ctx.services.config.rawMailRetentionDays, this.now()));
+    if (purgedRawMails) this.log.info({ purgedRawMails }, 'deleted inbound raw messages past their retention');
     const deps = this.attachmentDeps;
     const purged = deps
       ? await this.job(
@@ -267,6 +273,7 @@ export class Dispatcher {
     return {
       revokedKeys,
       purgedIdempotencyKeys,
+      purgedRawMails,
       abandonedAttachments: purged.abandoned,
       removedFiles: purged.files,
       reclaimed,

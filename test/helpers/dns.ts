@@ -9,10 +9,12 @@ type Published = { type: 'TXT'; value: string } | { type: 'CNAME'; value: string
  */
 export async function dnsServer(t: Test) {
   const zone = new Map<string, Published[]>();
+  let silent = false;
   const { Packet } = dns2;
   const server = dns2.createServer({
     udp: true,
     handle: (request, send) => {
+      if (silent) return;
       const response = Packet.createResponseFromRequest(request);
       // The typings want parsed resources; the encoder takes plain records.
       const answer = (record: object) => response.answers.push(record as never);
@@ -38,6 +40,10 @@ export async function dnsServer(t: Test) {
     publish(name: string, record: Published): void {
       const key = name.toLowerCase();
       zone.set(key, [...(zone.get(key) ?? []), record]);
+    },
+    /** Silent: no question is answered (a DNS outage: lookups time out) until set back. */
+    setSilent(value: boolean): void {
+      silent = value;
     },
     /** Every record of the name gone (all names without one). */
     unpublish(name?: string): void {

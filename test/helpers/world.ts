@@ -160,6 +160,15 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
     password: 'world-password',
   });
   const delivery = (await must(live('GET', `${base}/webhooks/${webhook.id}/deliveries`), 200))[0];
+  // A ticket that came by mail: its message is kept as it arrived (raw mail).
+  const mailed = await app.inject({
+    method: 'POST',
+    url: '/v1/inbound/email',
+    payload: `From: Peter <peter@initech.example>\r\nTo: ${owner.brand.id}@${INBOUND_DOMAIN}\r\nSubject: ${MARKER} mailed\r\nMessage-ID: <world-mailed@initech.example>\r\n\r\n${MARKER}\r\n`,
+    headers: { 'content-type': 'message/rfc822', authorization: `Bearer ${INBOUND_SECRET}` },
+  });
+  const mailedTicketId = (JSON.parse(mailed.body) as { ticketId: string }).ticketId;
+  const rawMail = (await must(live('GET', `${base}/tickets/${mailedTicketId}/raw-mails`), 200))[0];
   // The customer of the main ticket, in the portal.
   const portalToken = (await mustCreate(live, `${base}/portal/token`, { email: 'peter@initech.example' })).token as string;
 
@@ -386,6 +395,7 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
       domainId: mailDomain.id,
       connectionId: mailbox.id,
       provider: 'clerk',
+      rawMailId: rawMail.id,
     },
     paramsByRoute: {
       'PUT /v1/uploads/{token}': { token: tokenOf(grant.uploadUrl) },
@@ -400,6 +410,11 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
       // The rating routes of the portal aim at Peter's resolved ticket.
       ...Object.fromEntries(['GET /v1/portal/tickets/{ticketId}/feedback', 'POST /v1/portal/tickets/{ticketId}/feedback'].map((route) => [route, { ticketId: resolved.id }])),
       ...Object.fromEntries(TEAM_ROUTES_ON_INVITEE.map((route) => [route, { memberId: invitee }])),
+      ...Object.fromEntries(
+        ['GET', 'HEAD']
+          .flatMap((method) => [`${method} ${B}/tickets/{ticketId}/raw-mails`, `${method} ${B}/tickets/{ticketId}/raw-mails/{rawMailId}`])
+          .map((route) => [route, { ticketId: mailedTicketId }]),
+      ),
     },
     requests,
     queries: { [`GET ${B}/contacts/search`]: '?q=pe', [`GET ${B}/customers/search`]: '?q=pe' },
@@ -425,6 +440,8 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
       mailDomain.id,
       mailbox.id,
       mention.id,
+      mailedTicketId,
+      rawMail.id,
       ...ownKeys.filter((k) => k.allBrands).map((k) => k.id),
     ],
     accountWideIds: [featureRequest.id, invitee],

@@ -19,6 +19,8 @@ const { app, db } = await testApp(t, {
   TICKETD_INBOUND_DOMAIN: DOMAIN,
   TICKETD_MAIL_FROM: 'notifications@mail.test.example',
   TICKETD_DATA_DIR: dataDir,
+  // Who writes what, with unsigned mail: inbound-mail-auth.test.ts shows that by default a member's mail needs a From shown to be theirs.
+  TICKETD_INBOUND_AGENT_REPLIES: 'any',
 });
 const services = servicesOf(db);
 

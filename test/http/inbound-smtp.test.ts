@@ -6,6 +6,7 @@ import t from 'tap';
 import { startServer } from '../../server/main.js';
 import { testConfig } from '../helpers/app.js';
 import { freshDatabase } from '../helpers/db.js';
+import { dnsServer } from '../helpers/dns.js';
 
 /**
  * The SMTP listener of `ticketd start --smtp-port`: the real server (startServer) on an empty
@@ -16,7 +17,17 @@ const DOMAIN = 'mx.test.example';
 const dataDir = mkdtempSync(path.join(os.tmpdir(), 'ticketd-smtp-'));
 t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
 const { url } = await freshDatabase(t);
-const config = testConfig({ DATABASE_URL: url, PORT: '0', TICKETD_SMTP_PORT: '0', TICKETD_INBOUND_DOMAIN: DOMAIN, TICKETD_INBOUND_MAX_BYTES: '20000', TICKETD_DATA_DIR: dataDir });
+// SPF and DMARC records are published here (the SPF test); other senders' lookups find nothing.
+const dns = await dnsServer(t);
+const config = testConfig({
+  DATABASE_URL: url,
+  PORT: '0',
+  TICKETD_SMTP_PORT: '0',
+  TICKETD_INBOUND_DOMAIN: DOMAIN,
+  TICKETD_INBOUND_MAX_BYTES: '20000',
+  TICKETD_DATA_DIR: dataDir,
+  TICKETD_DNS_SERVERS: dns.address,
+});
 const running = await startServer(config, 'api');
 let stopped = false;
 t.teardown(async () => {
@@ -75,6 +86,36 @@ t.test('refused: other domains (no relaying), unknown brands, oversized and non-
   t.equal(await refusal(smtp.sendMail({ from: 'sam@customer.example', to: `${brandId}@${DOMAIN}`, subject: 'big', text: 'x'.repeat(30_000) })), 552, 'too large');
   t.equal(await refusal(smtp.sendMail({ envelope: { from: 'sam@customer.example', to: [`${brandId}@${DOMAIN}`] }, raw: 'not a message at all\r\n' })), 550, 'not MIME: permanent');
   t.equal((await tickets()).length, 2, 'nothing was created');
+});
+
+t.test("SPF checks the SMTP client's address against the envelope sender's record; failing DMARC with p=reject is spam", async (t) => {
+  dns.publish('allowed.example', { type: 'TXT', value: 'v=spf1 ip4:127.0.0.1 -all' });
+  dns.publish('_dmarc.allowed.example', { type: 'TXT', value: 'v=DMARC1; p=reject' });
+  dns.publish('denied.example', { type: 'TXT', value: 'v=spf1 ip4:192.0.2.1 -all' });
+  dns.publish('_dmarc.denied.example', { type: 'TXT', value: 'v=DMARC1; p=reject' });
+  const ticketOf = async (subject: string, spam: boolean) => {
+    const res = await fetch(`${running.baseUrl}/v1/brands/${brandId}/tickets?isSpam=${spam}`, { headers: { authorization: `Bearer ${key}` } });
+    const found = ((await res.json()) as { data: { id: string; title: string }[] }).data.find((x) => x.title === subject);
+    if (!found) return null;
+    return (await (await fetch(`${running.baseUrl}/v1/brands/${brandId}/tickets/${found.id}`, { headers: { authorization: `Bearer ${key}` } })).json()) as {
+      isSpam: boolean;
+      sourceData: { authentication: object };
+    };
+  };
+
+  await smtp.sendMail({ from: 'sam@allowed.example', to: `${brandId}@${DOMAIN}`, subject: 'From an allowed address', text: 'x' });
+  const allowed = await ticketOf('From an allowed address', false);
+  t.match(allowed, {
+    isSpam: false,
+    sourceData: { authentication: { spf: { result: 'pass', domain: 'allowed.example' }, dmarc: { result: 'pass', domain: 'allowed.example' }, dkim: { result: 'none' } } },
+  });
+
+  await smtp.sendMail({ from: 'sam@denied.example', to: `${brandId}@${DOMAIN}`, subject: 'From a denied address', text: 'x' });
+  t.equal(await ticketOf('From a denied address', false), null, 'not among the tickets');
+  t.match(await ticketOf('From a denied address', true), {
+    isSpam: true,
+    sourceData: { authentication: { spf: { result: 'fail', domain: 'denied.example' }, dmarc: { result: 'fail', policy: 'reject' } } },
+  });
 });
 
 t.test('stop closes the listener', async (t) => {

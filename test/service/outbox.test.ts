@@ -760,6 +760,7 @@ t.test("the dispatcher's metrics: deliveries by kind and outcome, their time, cl
     'purge_attachments',
     'purge_idempotency_keys',
     'purge_outbox',
+    'purge_raw_mails',
     'rating_requests',
     'receive_held_mail',
     'recheck_domains',

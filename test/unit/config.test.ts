@@ -73,6 +73,8 @@ t.test("the dispatcher's per-account share and the outbox retention: defaults, e
   const defaults = loadConfig({ env: {}, cwd: dir });
   t.equal(defaults.dispatcherAccountConcurrency, 8);
   t.equal(defaults.outboxRetentionDays, 30);
+  t.equal(defaults.rawMailRetentionDays, 30);
+  t.equal(loadConfig({ env: { TICKETD_RAW_MAIL_RETENTION_DAYS: '0' }, cwd: dir }).rawMailRetentionDays, 0, 'raw mail may be not kept at all');
   const set = loadConfig({ env: { TICKETD_DISPATCHER_ACCOUNT_CONCURRENCY: '3', TICKETD_OUTBOX_RETENTION_DAYS: '90' }, cwd: dir });
   t.equal(set.dispatcherAccountConcurrency, 3);
   t.equal(set.outboxRetentionDays, 90);

@@ -8,6 +8,7 @@ import type { MailMessage } from '../../core/ports.js';
 import * as outbox from '../../core/outbox/service.js';
 import type { Brand } from '../../core/brand.js';
 import { autoresponse, mailSettings, type BrandInfo, type MailSettings, type SendingDomain, type TicketInfo } from './messages.js';
+import type { MailAuthentication } from '../../integrations/mail-auth.js';
 import { InboundEmail, QueuedMail, type InboundAction } from './model.js';
 
 /**
@@ -127,10 +128,18 @@ export interface InboundRecord {
  * message was taken already. A concurrent claim of the same id waits on this uncommitted row (the
  * unique index) and then finds it taken: one delivery wins, however many arrive at once.
  */
-export async function claimInbound(tx: TenantCtx, brandId: string, messageId: string, fromEmail: string): Promise<string | null> {
+export async function claimInbound(tx: TenantCtx, brandId: string, messageId: string, fromEmail: string, authentication: MailAuthentication | null = null): Promise<string | null> {
   const rows = (await tx
     .db('inboundEmails')
-    .insert({ id: newId(ID_PREFIX.inboundEmail), ...scopeOf(tx), brandId, messageId, fromEmail, action: 'ignored' })
+    .insert({
+      id: newId(ID_PREFIX.inboundEmail),
+      ...scopeOf(tx),
+      brandId,
+      messageId,
+      fromEmail,
+      action: 'ignored',
+      authentication: authentication && JSON.stringify(authentication),
+    })
     .onConflict(['accountId', 'livemode', 'brandId', 'messageId'])
     .ignore()
     .returning('id')) as { id: string }[];
@@ -144,10 +153,10 @@ export async function claimInbound(tx: TenantCtx, brandId: string, messageId: st
  */
 export async function holdInbound(
   tx: TenantCtx,
-  message: { brandId: string; messageId: string; fromEmail: string; raw: Buffer; envelope: readonly string[] },
+  message: { brandId: string; messageId: string; fromEmail: string; raw: Buffer; envelope: readonly string[]; authentication: MailAuthentication },
   reason: string,
 ): Promise<boolean> {
-  const id = await claimInbound(tx, message.brandId, message.messageId, message.fromEmail);
+  const id = await claimInbound(tx, message.brandId, message.messageId, message.fromEmail, message.authentication);
   if (!id) return false;
   await settleInbound(tx, id, { action: 'held', reason, ticketId: null, commentId: null });
   await tx.db('heldInboundEmails').insert({ ...scopeOf(tx), inboundEmailId: id, raw: message.raw, envelope: [...message.envelope] });
@@ -192,6 +201,12 @@ export async function claimHeld(tx: TenantCtx, inboundEmailId: string): Promise<
     .where({ ...scopeOf(tx), inboundEmailId })
     .delete();
   return row.id;
+}
+
+/** The checks a message had when it arrived (a held message is not checked again). */
+export async function inboundAuthentication(ctx: TenantCtx, inboundEmailId: string): Promise<MailAuthentication | null> {
+  const row = await InboundEmail.scoped(ctx).where({ id: inboundEmailId }).select('authentication').first();
+  return row?.authentication ?? null;
 }
 
 export async function findInbound(ctx: TenantCtx, brandId: string, messageId: string): Promise<InboundRecord | null> {

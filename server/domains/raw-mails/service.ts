@@ -1,0 +1,100 @@
+import { Readable } from 'node:stream';
+import type { BaseCtx, TenantCtx } from '../../core/context.js';
+import { notFound } from '../../core/errors.js';
+import { newId, ID_PREFIX } from '../../core/ids.js';
+import { scopeOf } from '../../core/model.js';
+import type { StagedObject, Storage } from '../../core/ports.js';
+import { requireBrand } from '../../core/brand.js';
+import { RawMail } from './model.js';
+import type { RawMailView } from './schemas.js';
+
+/**
+ * Inbound messages exactly as they arrived, for the ticket's readers to see what came (headers,
+ * authentication results, the parts ticketd did not keep). Kept rawMailRetentionDays (0: not at
+ * all), in attachment storage like attachments, then deleted by the dispatcher (purgeExpired).
+ * Written like inbound attachments: staged before the transaction, moved under the row's id in it.
+ */
+
+const DAY_MS = 86_400_000;
+const PURGE_BATCH = 500;
+
+/** The raw bytes in staging, or null when raw mail is not kept (retention 0). */
+export async function stage(storage: Storage, retentionDays: number, raw: Buffer): Promise<StagedObject | null> {
+  if (retentionDays <= 0) return null;
+  return storage.stage(Readable.from([raw]), raw.length);
+}
+
+export interface RawMailLink {
+  brandId: string;
+  ticketId: string;
+  commentId: string | null;
+  inboundEmailId: string;
+  messageId: string;
+}
+
+/** In the transaction of the ticket or comment the message became; returns the storage key (the id). */
+export async function keep(tx: TenantCtx, staged: StagedObject, link: RawMailLink): Promise<string> {
+  if (!tx.db.isTransaction) throw new Error('raw mail is kept inside the transaction of the ticket or comment it became');
+  const id = newId(ID_PREFIX.rawMail);
+  await RawMail.query(tx.db).insert({ id, ...scopeOf(tx), ...link, size: staged.size, sha256: staged.sha256 });
+  await staged.commit(id);
+  return id;
+}
+
+function toView(row: RawMail, retentionDays: number): RawMailView {
+  return {
+    id: row.id,
+    ticketId: row.ticketId,
+    commentId: row.commentId,
+    messageId: row.messageId,
+    size: Number(row.size),
+    sha256: row.sha256,
+    createdAt: row.createdAt.toISOString(),
+    expiresAt: new Date(row.createdAt.getTime() + retentionDays * DAY_MS).toISOString(),
+  };
+}
+
+/** The ticket's brand id, when the caller may see the brand and the ticket is live (a deleted ticket's raw mail reads as not found). */
+async function liveTicketBrand(ctx: TenantCtx, brandId: string, ticketId: string): Promise<string> {
+  const brand = await requireBrand(ctx, brandId);
+  const live = await ctx
+    .db('tickets')
+    .where({ ...scopeOf(ctx), brandId: brand.id, id: ticketId })
+    .whereNull('deletedAt')
+    .first('id');
+  if (!live) throw notFound('Ticket');
+  return brand.id;
+}
+
+/** A ticket's raw messages, oldest first. */
+export async function list(ctx: TenantCtx, brandId: string, ticketId: string): Promise<RawMailView[]> {
+  const rows = await RawMail.scoped(ctx)
+    .where({ brandId: await liveTicketBrand(ctx, brandId, ticketId), ticketId })
+    .orderBy('id');
+  return rows.map((row) => toView(row, ctx.services.config.rawMailRetentionDays));
+}
+
+/** One raw message's bytes (message/rfc822). */
+export async function open(ctx: TenantCtx, storage: Storage, brandId: string, ticketId: string, rawMailId: string): Promise<{ stream: Readable; size: number; filename: string }> {
+  const row = await RawMail.scoped(ctx)
+    .where({ brandId: await liveTicketBrand(ctx, brandId, ticketId), ticketId, id: rawMailId })
+    .first();
+  const file = row ? await storage.open(row.id) : null;
+  if (!row || !file) throw notFound('Raw mail');
+  return { ...file, filename: `${row.id}.eml` };
+}
+
+/**
+ * The dispatcher's job: raw messages older than the retention (all of them at 0), of every
+ * account, a batch a tick. Their files are queued by the table's trigger and removed by the
+ * attachment purge.
+ */
+export async function purgeExpired(base: BaseCtx, retentionDays: number, now: number): Promise<number> {
+  const cutoff = new Date(now - retentionDays * DAY_MS);
+  const deleted = (await base.db.raw(
+    `delete from raw_mails where (account_id, id) in (
+       select account_id, id from raw_mails where created_at <= ? order by created_at limit ? for update skip locked)`,
+    [cutoff, PURGE_BATCH],
+  )) as { rowCount: number };
+  return deleted.rowCount;
+}
