@@ -131,6 +131,12 @@ t.test('200 messages in one sync, each a ticket', async (t) => {
   t.equal(tickets.length, 200);
   t.equal(new Set(tickets.map((k) => k.sourceId)).size, 200, 'each message once');
   t.ok(inbox().every(seen), 'all flagged \\Seen');
+  const checked = (await db('inboundEmails').where({ brandId: brand.id }).pluck('authentication')) as { spf: { comment?: string }; dkim: { result: string } }[];
+  t.equal(checked.length, 200);
+  t.ok(
+    checked.every((a) => a.dkim.result === 'none' && /no SMTP client/.test(a.spf.comment ?? '')),
+    'each message authenticated, its results kept',
+  );
 });
 
 t.test('two syncs of one connection at once create each ticket once', async (t) => {
