@@ -22,25 +22,13 @@ import os from 'node:os';
 import path from 'node:path';
 import { EmbeddedPostgres } from '../server/integrations/embedded-postgres.js';
 import { percentile } from './floor.js';
-import { RECEIVER_ON_LOOPBACK, sql, startTicketd, withDatabase } from './server.js';
+import { RECEIVER_ON_LOOPBACK, sql, startTicketd, stop, withDatabase } from './server.js';
 
 const TICKETS = 300;
 const EVENTS = 3000;
 const FAIR_EVENTS = 1000;
 const HANGING_EVENTS = 32;
 const log = (s: string) => process.stderr.write(`${s}\n`);
-
-async function stop(children: ChildProcess[]): Promise<void> {
-  await Promise.all(
-    children.map(
-      (c) =>
-        new Promise((r) => {
-          c.once('exit', r);
-          c.kill('SIGTERM');
-        }),
-    ),
-  );
-}
 
 export async function runEventsBench(): Promise<void> {
   let adminUrl = process.env.BENCH_DATABASE_URL;

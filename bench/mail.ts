@@ -17,7 +17,7 @@ import type { ChildProcess } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
 import autocannon from 'autocannon';
 import nodemailer from 'nodemailer';
-import { adminDatabase, sql, startTicketd, withDatabase } from './server.js';
+import { adminDatabase, sql, startTicketd, stop, withDatabase } from './server.js';
 
 const SIGNED_MESSAGES = 2_000;
 const BRANDS = 20;
@@ -117,10 +117,7 @@ async function dashboardPolls(): Promise<Record<string, string | number>[]> {
     rows.push({ read: 'GET /v1/brands/{id} (trivial, 20 brands)', 'p50 ms': trivial.p50, 'p99 ms': trivial.p99, 'req/s': trivial.rps, 'p99 vs trivial': '1.00×' });
     return rows;
   } finally {
-    await new Promise((r) => {
-      child.once('exit', r);
-      child.kill('SIGTERM');
-    });
+    await stop([child]);
     await cleanup();
   }
 }
@@ -143,18 +140,6 @@ const customerMail = (run: string, n: number) =>
     '',
     `Hello,\r\n\r\nmy order ${n} has not arrived yet. Could you look into it?\r\n\r\nThanks,\r\nCustomer ${n}`,
   ].join('\r\n');
-
-async function stopAll(children: ChildProcess[]): Promise<void> {
-  await Promise.all(
-    children.map(
-      (c) =>
-        new Promise((r) => {
-          c.once('exit', r);
-          c.kill('SIGTERM');
-        }),
-    ),
-  );
-}
 
 /** INGESTED messages taken in by `dispatchers` dispatcher processes: messages per second, start to last ticket. */
 async function ingestion(dispatchers: number): Promise<Record<string, string | number>> {
@@ -213,7 +198,7 @@ async function ingestion(dispatchers: number): Promise<Record<string, string | n
       'messages/s once taking in': Math.round((INGESTED - first!.tickets) / taking),
     };
   } finally {
-    await stopAll(children);
+    await stop(children);
     await new Promise<void>((resolve) => imap.close(() => resolve()));
     await cleanup();
   }

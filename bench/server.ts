@@ -41,6 +41,19 @@ export async function sql<R extends pg.QueryResultRow = Record<string, unknown>>
   }
 }
 
+/** SIGTERM to each process; resolves once all have exited. */
+export async function stop(children: readonly ChildProcess[]): Promise<void> {
+  await Promise.all(
+    children.map(
+      (c) =>
+        new Promise((r) => {
+          c.once('exit', r);
+          c.kill('SIGTERM');
+        }),
+    ),
+  );
+}
+
 /** `bin/ticketd start` in a role on databaseUrl; resolves with its start-up JSON line once it serves. */
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 export async function startTicketd(role: 'all' | 'api' | 'dispatcher', databaseUrl: string, env: Record<string, string> = {}): Promise<{ child: ChildProcess; info: any }> {

@@ -2,7 +2,7 @@ import { canSeeBrand, type BaseCtx, type TenantCtx } from './context.js';
 import { credentialCacheOf, credentialsChanged, startCredentialCache, type CacheEntry } from './credential-cache.js';
 import { badRequest, notFound } from './errors.js';
 import { normalizeBrandId } from './ids.js';
-import { TenantModel } from './model.js';
+import { scopeOf, TenantModel } from './model.js';
 import type { Services } from './services.js';
 
 /**
@@ -153,6 +153,11 @@ export async function assertBrandsExist(ctx: TenantCtx, brandIds: string[]): Pro
  */
 export async function lockBrand(tx: TenantCtx, brandId: string): Promise<string> {
   const brand = await requireBrand(tx, brandId);
-  await tx.db('brands').where({ accountId: tx.accountId, livemode: tx.livemode, id: brand.id }).forUpdate().select('id').first();
+  await tx
+    .db('brands')
+    .where({ ...scopeOf(tx), id: brand.id })
+    .forUpdate()
+    .select('id')
+    .first();
   return brand.id;
 }
