@@ -3,7 +3,8 @@
  * - With TEST_DATABASE_URL (an administrator URL), tests use that server.
  * - Without it, an embedded cluster is started in a temporary directory for this run.
  * A template database is migrated once; each test file clones it (see test/helpers/db.ts).
- * Ends with the ten slowest test files, then the line "N passed, N failed" (always the last).
+ * Ends with the failed tests (if any), the ten slowest test files, then the line
+ * "N passed, N failed" (always the last), so a log cut to its tail still names what failed.
  */
 import { spawn } from 'node:child_process';
 import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
@@ -58,7 +59,56 @@ async function buildTapIfStale(): Promise<void> {
   if (code !== 0) throw new Error(`tap build failed (exit ${code})`);
 }
 
-async function runTap(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number; pass: number; fail: number; summarised: boolean; files: FileTime[] }> {
+/**
+ * Follows tap's nested output and keeps each failure as "file > subtest > assertion" with its
+ * diagnostics. Only the innermost failure of a branch is kept: its parents fail because of it.
+ */
+class FailureCollector {
+  readonly failed: string[] = [];
+  private subtests: string[] = [];
+  private inFile: { path: string; diagnostics: string[] }[] = [];
+  private open: string[] | undefined;
+  private inYaml = false;
+
+  line(line: string): void {
+    const indent = /^ */.exec(line)![0].length;
+    const text = line.trim();
+    if (this.open) {
+      if (!this.inYaml && text === '---') return void (this.inYaml = true);
+      if (this.inYaml && text !== '...') return void (this.open.length < 12 && this.open.push(text));
+      this.open = undefined;
+      this.inYaml = false;
+    }
+    const subtest = /^# Subtest: (.*)$/.exec(text);
+    if (subtest) return void this.subtests.splice(indent / 4, Infinity, subtest[1]!);
+    const result = /^(not )?ok \d+ - (.*?)(?: # time=[\d.]+ms)?$/.exec(text);
+    if (!result) return;
+    const depth = indent / 4;
+    if (depth === 0) {
+      if (result[1]) {
+        const entries = this.inFile.length ? this.inFile : [{ path: '', diagnostics: [] }];
+        for (const e of entries) this.failed.push([result[2], e.path].filter(Boolean).join(' > ') + e.diagnostics.map((d) => `\n  ${d}`).join(''));
+      }
+      this.inFile = [];
+      return;
+    }
+    if (!result[1]) return;
+    const path = [...this.subtests.slice(1, depth), result[2]!].join(' > ');
+    if (this.inFile.some((f) => f.path.startsWith(`${path} > `))) return;
+    const entry = { path, diagnostics: [] as string[] };
+    this.inFile.push(entry);
+    this.open = entry.diagnostics;
+  }
+
+  report(): string {
+    return this.failed.length ? `# failed:\n${this.failed.map((f) => `#   ${f.replace(/\n/g, '\n#   ')}\n`).join('')}` : '';
+  }
+}
+
+async function runTap(
+  args: string[],
+  env: NodeJS.ProcessEnv,
+): Promise<{ code: number; pass: number; fail: number; summarised: boolean; files: FileTime[]; failures: FailureCollector }> {
   return new Promise((resolve, reject) => {
     // tap's default leaves one core of two (or up to four) idle, but a test file waits on
     // PostgreSQL and on the processes it starts for much of its time: one file per core.
@@ -67,6 +117,7 @@ async function runTap(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: n
     let fail = 0;
     let summarised = false;
     const files: FileTime[] = [];
+    const failures = new FailureCollector();
     let pending = '';
     child.stdout.on('data', (chunk: Buffer) => {
       process.stdout.write(chunk);
@@ -74,6 +125,7 @@ async function runTap(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: n
       const lines = pending.split('\n');
       pending = lines.pop() ?? '';
       for (const line of lines) {
+        failures.line(line);
         // tap's closing summary: "# { total: 12, pass: 11, fail: 1 }"
         if (/^# \{ total: \d+/.test(line)) {
           summarised = true;
@@ -86,7 +138,7 @@ async function runTap(args: string[], env: NodeJS.ProcessEnv): Promise<{ code: n
       }
     });
     child.on('error', reject);
-    child.on('close', (code) => resolve({ code: code ?? 1, pass, fail, summarised, files }));
+    child.on('close', (code) => resolve({ code: code ?? 1, pass, fail, summarised, files, failures }));
   });
 }
 
@@ -140,6 +192,7 @@ async function main(): Promise<number> {
     const args = process.argv.slice(2);
     const result = await runTap(args.some((a) => !a.startsWith('-')) ? args : [...args, ...testFiles()], env);
     const failed = result.fail + (result.code !== 0 && result.fail === 0 ? 1 : 0);
+    process.stdout.write(result.failures.report());
     process.stdout.write(slowest(result.files));
     process.stdout.write(`${result.pass} passed, ${failed} failed\n`);
     return result.code;
