@@ -3,10 +3,11 @@ import type { Knex } from 'knex';
 /**
  * raw_mails: the bytes of an inbound message exactly as it arrived, kept for the ticket's readers
  * (rawMailRetentionDays, then deleted by the dispatcher). The bytes live in attachment storage
- * under the row's id; deleting a row, however it goes (the retention purge, the ticket or brand
- * deleted), queues its file in attachment_file_deletions through the attachments' own trigger
- * function, so the file is removed after the commit, never inside it. comment_id: the comment the
- * message became, null for the message that opened the ticket.
+ * under the row's id. The statements that delete rows (the retention purge, a brand's deletion)
+ * queue their files in attachment_file_deletions themselves, in the same transaction, so a file is
+ * removed after the commit, never inside it. No trigger: on Citus a trigger that writes another
+ * table is not allowed. comment_id: the comment the message became, null for the message that
+ * opened the ticket.
  */
 export async function up(knex: Knex): Promise<void> {
   await knex.schema.createTable('raw_mails', (t) => {
@@ -31,11 +32,10 @@ export async function up(knex: Knex): Promise<void> {
     t.check('size >= 0', [], 'raw_mails_size_check');
   });
   await knex.raw('CREATE INDEX raw_mails_created_idx ON raw_mails (created_at)');
-  await knex.raw('CREATE TRIGGER raw_mails_queue_file_deletion AFTER DELETE ON raw_mails FOR EACH ROW EXECUTE FUNCTION attachments_queue_file_deletion()');
 }
 
 export async function down(knex: Knex): Promise<void> {
-  // DROP TABLE fires no row trigger: the files of the rows it drops are queued for removal first.
+  // The files of the rows it drops are queued for removal first.
   await knex.raw('INSERT INTO attachment_file_deletions (account_id, attachment_id) SELECT account_id, id FROM raw_mails ON CONFLICT DO NOTHING');
   await knex.schema.dropTable('raw_mails');
 }

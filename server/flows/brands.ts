@@ -6,6 +6,7 @@ import * as apiKeys from '../domains/api-keys/service.js';
 import * as billing from '../domains/billing/service.js';
 import * as brands from '../domains/brands/service.js';
 import * as members from '../domains/members/service.js';
+import * as rawMails from '../domains/raw-mails/service.js';
 import type { BrandView, CreateBrandInput, DeleteBrandResultView } from '../domains/brands/schemas.js';
 import * as statuses from '../domains/statuses/service.js';
 import * as ticketCounts from '../domains/tickets/counts.js';
@@ -58,6 +59,7 @@ export async function deleteBrand(ctx: TenantCtx, brandId: string, confirm: bool
     if (!confirm) {
       return { id: brand.id, deleted: false, ...counts, message: 'Nothing was deleted. Repeat the request with ?confirm=true to delete this brand and everything in it.' };
     }
+    await rawMails.forgetBrand(tx, brand.id);
     await brands.deleteRow(tx, brand.id);
     await ticketCounts.forgetBrand(tx, brand.id);
     await apiKeys.forgetBrand(tx, brand.id);

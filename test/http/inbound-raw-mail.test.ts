@@ -65,6 +65,15 @@ t.test('past rawMailRetentionDays the dispatcher deletes them, and their files',
   t.same(await db('attachmentFileDeletions').where({ attachmentId: kept.id }).select('attachmentId'), [{ attachmentId: kept.id }], 'its file is queued for removal');
 });
 
+t.test("a brand's deletion takes its raw mails and queues their files", async (t) => {
+  const { owner, base, brand } = await ownerWithBrand(app);
+  const { ticketId } = await deliver(message(brand.id, 'raw-brand-gone'));
+  const [kept] = (await owner.live('GET', `${base}/tickets/${ticketId}/raw-mails`)).body;
+  t.equal((await owner.live('DELETE', `${base}?confirm=true`)).status, 200);
+  t.same(await db('rawMails').where({ id: kept.id }).select('id'), [], 'the row went with the brand');
+  t.same(await db('attachmentFileDeletions').where({ attachmentId: kept.id }).select('attachmentId'), [{ attachmentId: kept.id }], 'its file is queued for removal');
+});
+
 t.test('rawMailRetentionDays 0: nothing is staged or kept', async (t) => {
   t.equal(await rawMails.stage(storage, 0, Buffer.from('From: a@b.example\r\n\r\nx')), null);
 });

@@ -2,7 +2,7 @@ import { Readable } from 'node:stream';
 import type { BaseCtx, TenantCtx } from '../../core/context.js';
 import { notFound } from '../../core/errors.js';
 import { newId, ID_PREFIX } from '../../core/ids.js';
-import { scopeOf } from '../../core/model.js';
+import { scopeOf, tenantScope } from '../../core/model.js';
 import type { StagedObject, Storage } from '../../core/ports.js';
 import { requireBrand } from '../../core/brand.js';
 import { RawMail } from './model.js';
@@ -86,15 +86,27 @@ export async function open(ctx: TenantCtx, storage: Storage, brandId: string, ti
 
 /**
  * The dispatcher's job: raw messages older than the retention (all of them at 0), of every
- * account, a batch a tick. Their files are queued by the table's trigger and removed by the
- * attachment purge.
+ * account, a batch a tick. The same statement queues their files, which the attachment purge
+ * removes after the commit.
  */
 export async function purgeExpired(base: BaseCtx, retentionDays: number, now: number): Promise<number> {
   const cutoff = new Date(now - retentionDays * DAY_MS);
-  const deleted = (await base.db.raw(
-    `delete from raw_mails where (account_id, id) in (
-       select account_id, id from raw_mails where created_at <= ? order by created_at limit ? for update skip locked)`,
+  const queued = (await base.db.raw(
+    `with gone as (
+       delete from raw_mails where (account_id, id) in (
+         select account_id, id from raw_mails where created_at <= ? order by created_at limit ? for update skip locked)
+       returning account_id, id)
+     insert into attachment_file_deletions (account_id, attachment_id) select account_id, id from gone on conflict do nothing`,
     [cutoff, PURGE_BATCH],
   )) as { rowCount: number };
-  return deleted.rowCount;
+  return queued.rowCount;
+}
+
+/** Before a brand is deleted (its tickets' raw mails go with it): their files, queued for removal after the commit. */
+export async function forgetBrand(tx: TenantCtx, brandId: string): Promise<void> {
+  await tx.db.raw(
+    `insert into attachment_file_deletions (account_id, attachment_id)
+     select account_id, id from raw_mails where ? and brand_id = ? on conflict do nothing`,
+    [tenantScope(tx, 'raw_mails'), brandId],
+  );
 }
