@@ -87,7 +87,9 @@ class FailureCollector {
     if (depth === 0) {
       if (result[1]) {
         const entries = this.inFile.length ? this.inFile : [{ path: '', diagnostics: [] }];
-        for (const e of entries) this.failed.push([result[2], e.path].filter(Boolean).join(' > ') + e.diagnostics.map((d) => `\n  ${d}`).join(''));
+        // A file that timed out ends "not ok N - timeout!": its name is in its Subtest line.
+        const file = this.subtests[0] ?? result[2];
+        for (const e of entries) this.failed.push([file, e.path].filter(Boolean).join(' > ') + e.diagnostics.map((d) => `\n  ${d}`).join(''));
       }
       this.inFile = [];
       return;

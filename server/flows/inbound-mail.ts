@@ -244,6 +244,20 @@ export interface MailboxSource {
 }
 
 export async function receive(base: BaseCtx, deps: InboundDeps, raw: Buffer, source: InboundSource = {}): Promise<InboundResult> {
+  return (await prepare(base, deps, raw, source)).receive();
+}
+
+/**
+ * A message read, its brand found, authenticated, and its raw copy staged: all that comes before
+ * the transaction, so that a mailbox sync prepares the next message while one is taken in.
+ * receive() is called at most once; a message prepared and never received is discarded.
+ */
+export interface PreparedInbound {
+  receive(): Promise<InboundResult>;
+  discard(): Promise<void>;
+}
+
+export async function prepare(base: BaseCtx, deps: InboundDeps, raw: Buffer, source: InboundSource = {}): Promise<PreparedInbound> {
   const { envelope = [], held = null, mailbox } = source;
   const settings = mail.settingsOf(base.services);
   const parsed = await parse(raw);
@@ -265,9 +279,9 @@ export async function receive(base: BaseCtx, deps: InboundDeps, raw: Buffer, sou
   const authentication = await authenticationOf(ctx, raw, source);
   const dmarcSpam = dmarcSpamReason(authentication);
 
+  const rawCopy = await rawMails.stage(deps.attachments.storage, base.services.config.rawMailRetentionDays, raw);
   const stored: string[] = [];
   let staged: attachments.StagedFile[] = [];
-  const rawCopy = await rawMails.stage(deps.attachments.storage, base.services.config.rawMailRetentionDays, raw);
   const keepRaw = async (tx: TenantCtx, inboundEmailId: string, ticketId: string, commentId: string | null) => {
     if (rawCopy) stored.push(await rawMails.keep(tx, rawCopy, { brandId, ticketId, commentId, inboundEmailId, messageId }));
   };
@@ -360,22 +374,26 @@ export async function receive(base: BaseCtx, deps: InboundDeps, raw: Buffer, sou
     if (brand.autoresponseEnabled && !automatic && !isBulk(parsed)) {
       await mail.queueAutoresponse(tx, await mailingBrand(tx, brand), mail.ticketInfo(created), { name: fromName, address: from });
     }
-    return settle({ action: 'ticket_created', ticketId: created.id });
+    // Settled as ticket_created above already.
+    return { brandId, action: 'ticket_created', ticketId: created.id };
   };
-  try {
-    return await withTx(ctx, async (tx): Promise<InboundResult> => {
-      const result = await receiveIn(tx);
-      await mailbox?.taken(tx);
-      return result;
-    });
-  } catch (err) {
-    await attachments.discardFiles(deps.attachments, stored);
-    if (!held && billing.isLimitReached(err)) return hold(ctx, { brandId, messageId, fromEmail: from, raw, envelope, authentication }, mailbox);
-    throw err;
-  } finally {
-    await attachments.discardStaged(staged);
-    await rawCopy?.discard();
-  }
+  const receiveNow = async (): Promise<InboundResult> => {
+    try {
+      return await withTx(ctx, async (tx): Promise<InboundResult> => {
+        const result = await receiveIn(tx);
+        await mailbox?.taken(tx);
+        return result;
+      });
+    } catch (err) {
+      await attachments.discardFiles(deps.attachments, stored);
+      if (!held && billing.isLimitReached(err)) return hold(ctx, { brandId, messageId, fromEmail: from, raw, envelope, authentication }, mailbox);
+      throw err;
+    } finally {
+      await attachments.discardStaged(staged);
+      await rawCopy?.discard();
+    }
+  };
+  return { receive: receiveNow, discard: async () => void (await rawCopy?.discard()) };
 }
 
 /** A new ticket beyond the plan's allowance: the message is kept (held), to become the ticket later (receiveHeld). */

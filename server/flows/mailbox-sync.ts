@@ -3,7 +3,7 @@ import { conflict, HttpError } from '../core/errors.js';
 import type { EmailConnection } from '../domains/email-connections/model.js';
 import * as emailConnections from '../domains/email-connections/service.js';
 import { ImapAuthRefused, ImapFailed, ImapMailbox, type FetchedMessage, type ImapServer, type ListedMessage } from '../integrations/imap.js';
-import { receive, type InboundDeps } from './inbound-mail.js';
+import { prepare, type InboundDeps, type PreparedInbound } from './inbound-mail.js';
 
 /**
  * A brand's mailboxes taken in over IMAP: each new message goes through inbound mail (receive)
@@ -27,40 +27,85 @@ export interface SyncOutcome {
   error?: string;
 }
 
+/** Whether the dispatcher is stopping. */
+type Until = () => boolean;
+
+/**
+ * A sync's time: it starts no new message once the dispatcher is stopping, or once its time is
+ * up and it has taken in one message at least (a slow login or listing never stops all progress).
+ */
+class Budget {
+  private progressed = false;
+  constructor(
+    private readonly now: () => number,
+    private readonly deadline: number,
+    private readonly stopping: Until,
+  ) {}
+  taken(): void {
+    this.progressed = true;
+  }
+  spent(): boolean {
+    return this.stopping() || (this.progressed && this.now() > this.deadline);
+  }
+}
+
 /** Messages fetched from the server at once. */
 const FETCH_BATCH = 50;
 /** A request's sync stops starting new messages after this long; the dispatcher takes up the rest. */
 const REQUEST_BUDGET_MS = 20_000;
-/** The dispatcher's syncs per tick, run at once, and how long they may start new messages. */
-const DUE_PER_TICK = 4;
-const TICK_BUDGET_MS = 10_000;
+/** The dispatcher's syncs per round, run at once, and how long each may start new messages. */
+const DUE_PER_ROUND = 4;
+const ROUND_BUDGET_MS = 10_000;
 
 /** The message was taken in by another sync of the connection meanwhile. */
 class TakenElsewhere extends Error {}
 
 type Taken = 'ticket' | 'other' | 'passed_over';
 
-/** One message through inbound mail, the connection's place saved with its outcome. */
-async function takeIn(ctx: TenantCtx, deps: MailboxSyncDeps, row: EmailConnection, uidValidity: string, message: FetchedMessage): Promise<Taken> {
+/** A message read and authenticated ahead of its turn (inbound mail's prepare), or why it could not be. */
+type Preparing = Promise<{ prepared: PreparedInbound } | { error: unknown }>;
+
+function prepareAhead(ctx: TenantCtx, deps: MailboxSyncDeps, row: EmailConnection, uidValidity: string, message: FetchedMessage): Preparing {
   const taken = async (tx: TenantCtx) => {
     if (!(await emailConnections.advance(tx, row, uidValidity, message.uid))) throw new TakenElsewhere();
   };
+  const base = { ...systemCtx(ctx.services, 'mailbox'), log: ctx.log };
+  return prepare(base, deps.inbound, message.raw, { mailbox: { brandId: row.brandId, taken } }).then(
+    (prepared) => ({ prepared }),
+    (error: unknown) => ({ error }),
+  );
+}
+
+/** Messages prepared and not taken in (the sync stopped): their staged copies thrown away. */
+async function discardAhead(preparing: Iterable<Preparing>): Promise<void> {
+  for (const ahead of preparing) {
+    const outcome = await ahead;
+    if ('prepared' in outcome) await outcome.prepared.discard();
+  }
+}
+
+/** One message through inbound mail, the connection's place saved with its outcome. */
+async function takeIn(ctx: TenantCtx, row: EmailConnection, uidValidity: string, uid: number, preparing: Preparing): Promise<Taken> {
   try {
-    const result = await receive({ ...systemCtx(ctx.services, 'mailbox'), log: ctx.log }, deps.inbound, message.raw, { mailbox: { brandId: row.brandId, taken } });
+    const outcome = await preparing;
+    if ('error' in outcome) throw outcome.error;
+    const result = await outcome.prepared.receive();
     return result.action === 'ticket_created' && !result.duplicate ? 'ticket' : 'other';
   } catch (err) {
     if (err instanceof TakenElsewhere) return 'other';
     if (!(err instanceof HttpError) || err.statusCode >= 500) throw err;
     // Not a message ticketd can take (no From, not MIME): passed over, left unread for a person.
-    ctx.log?.warn({ connectionId: row.id, uid: message.uid, code: err.code }, 'a message of a mailbox was passed over');
-    await emailConnections.advance(ctx, row, uidValidity, message.uid);
+    ctx.log?.warn({ connectionId: row.id, uid, code: err.code }, 'a message of a mailbox was passed over');
+    await emailConnections.advance(ctx, row, uidValidity, uid);
     return 'passed_over';
   }
 }
 
 /**
  * One batch, fetched at once and taken in UID order, the ones passed over included (the saved
- * place never passes a message not taken in), then flagged or moved. Stops at the deadline.
+ * place never passes a message not taken in), then flagged or moved. Stops when the budget is spent.
+ * Each message is prepared (parsed, authenticated: no transaction) while the one before it is
+ * taken in, so its DNS lookups and parsing overlap that transaction.
  */
 async function takeInBatch(
   ctx: TenantCtx,
@@ -68,28 +113,42 @@ async function takeInBatch(
   row: EmailConnection,
   mailbox: ImapMailbox,
   batch: readonly ListedMessage[],
-  deadline: number,
+  budget: Budget,
 ): Promise<{ ticketsCreated: number; complete: boolean }> {
   const maxBytes = ctx.services.config.inboundMaxBytes;
-  const fetched = new Map((await mailbox.fetch(batch.filter((m) => m.size <= maxBytes).map((m) => m.uid))).map((m) => [m.uid, m]));
+  const fetched = await mailbox.fetch(batch.filter((m) => m.size <= maxBytes).map((m) => m.uid));
+  const ahead = new Map<number, Preparing>();
+  let prepared = 0;
+  const prepareNext = () => {
+    const next = fetched[prepared++];
+    if (next) ahead.set(next.uid, prepareAhead(ctx, deps, row, mailbox.uidValidity, next));
+  };
+  prepareNext();
   const done: number[] = [];
   let ticketsCreated = 0;
   let complete = true;
-  for (const { uid, size } of batch) {
-    if (ctx.services.now() > deadline) {
-      complete = false;
-      break;
+  try {
+    for (const { uid, size } of batch) {
+      if (budget.spent()) {
+        complete = false;
+        break;
+      }
+      const preparing = ahead.get(uid);
+      if (!preparing) {
+        // Larger than inbound mail takes (left unread for a person), or gone from the folder since it was listed.
+        if (size > maxBytes) ctx.log?.warn({ connectionId: row.id, uid, size }, 'a message of a mailbox is over inboundMaxBytes: passed over');
+        await emailConnections.advance(ctx, row, mailbox.uidValidity, uid);
+        continue;
+      }
+      ahead.delete(uid);
+      prepareNext();
+      const taken = await takeIn(ctx, row, mailbox.uidValidity, uid, preparing);
+      budget.taken();
+      if (taken === 'ticket') ticketsCreated++;
+      if (taken !== 'passed_over') done.push(uid);
     }
-    const message = fetched.get(uid);
-    if (!message) {
-      // Larger than inbound mail takes (left unread for a person), or gone from the folder since it was listed.
-      if (size > maxBytes) ctx.log?.warn({ connectionId: row.id, uid, size }, 'a message of a mailbox is over inboundMaxBytes: passed over');
-      await emailConnections.advance(ctx, row, mailbox.uidValidity, uid);
-      continue;
-    }
-    const taken = await takeIn(ctx, deps, row, mailbox.uidValidity, message);
-    if (taken === 'ticket') ticketsCreated++;
-    if (taken !== 'passed_over') done.push(uid);
+  } finally {
+    await discardAhead(ahead.values());
   }
   await mailbox.markTaken(done, row.moveTo);
   return { ticketsCreated, complete };
@@ -110,8 +169,14 @@ async function serverOf(ctx: TenantCtx, row: EmailConnection): Promise<ImapServe
 }
 
 /** Syncs one connection (marked SYNCING by the caller) and records how it went. Network failures are an outcome, not an error. */
-async function syncConnection(ctx: TenantCtx, deps: MailboxSyncDeps, row: EmailConnection, options: { full: boolean; budgetMs: number }): Promise<SyncOutcome> {
+async function syncConnection(
+  ctx: TenantCtx,
+  deps: MailboxSyncDeps,
+  row: EmailConnection,
+  options: { full: boolean; budgetMs: number; stopping?: Until },
+): Promise<SyncOutcome & { complete: boolean }> {
   const deadline = ctx.services.now() + options.budgetMs;
+  const budget = new Budget(ctx.services.now, deadline, options.stopping ?? (() => false));
   let ticketsCreated = 0;
   let mailbox: ImapMailbox | null = null;
   try {
@@ -120,16 +185,16 @@ async function syncConnection(ctx: TenantCtx, deps: MailboxSyncDeps, row: EmailC
     const listed = await mailbox.listAfter(after);
     let complete = true;
     for (let i = 0; i < listed.length && complete; i += FETCH_BATCH) {
-      const batch = await takeInBatch(ctx, deps, row, mailbox, listed.slice(i, i + FETCH_BATCH), deadline);
+      const batch = await takeInBatch(ctx, deps, row, mailbox, listed.slice(i, i + FETCH_BATCH), budget);
       ticketsCreated += batch.ticketsCreated;
       complete = batch.complete;
     }
     await emailConnections.recordSynced(ctx, row, complete);
-    return { success: true, ticketsCreated };
+    return { success: true, ticketsCreated, complete };
   } catch (err) {
     if (!(err instanceof ImapAuthRefused) && !(err instanceof ImapFailed)) throw err;
     await emailConnections.recordFailure(ctx, row, { refused: err instanceof ImapAuthRefused, message: err.message });
-    return { success: false, ticketsCreated, error: err.message };
+    return { success: false, ticketsCreated, error: err.message, complete: true };
   } finally {
     await mailbox?.close();
   }
@@ -137,7 +202,8 @@ async function syncConnection(ctx: TenantCtx, deps: MailboxSyncDeps, row: EmailC
 
 async function syncNow(ctx: TenantCtx, deps: MailboxSyncDeps, row: EmailConnection, full: boolean): Promise<SyncOutcome> {
   await emailConnections.markSyncing(ctx, row);
-  return syncConnection(ctx, deps, row, { full, budgetMs: REQUEST_BUDGET_MS });
+  const { complete: _, ...outcome } = await syncConnection(ctx, deps, row, { full, budgetMs: REQUEST_BUDGET_MS });
+  return outcome;
 }
 
 /** Every ACTIVE or ERROR connection of the brand, one after the other; `full`: from UID 1 (duplicates are known by Message-ID). */
@@ -183,18 +249,27 @@ export async function testConnection(ctx: TenantCtx, brandId: string, connection
 }
 
 /**
- * The dispatcher's job: a few connections due (see claimDue), synced at once, each starting new
- * messages for a bounded time (the rest waits for the next tick). One connection's failure is its
- * own: it is recorded, or logged, and the others go on.
+ * One round of the dispatcher's: a few connections due (see claimDue), synced at once, each
+ * starting new messages for a bounded time. `unfinished`: how many stopped with mail still waiting
+ * (they are due again at once, and the dispatcher runs another round). One connection's failure is
+ * its own: it is recorded, or logged, and the others go on.
  */
-export async function syncDue(base: BaseCtx, deps: MailboxSyncDeps): Promise<{ synced: number; failed: number; ticketsCreated: number }> {
-  const due = await emailConnections.claimDue(base, base.services.config.mailboxPollSeconds, DUE_PER_TICK);
-  const outcomes = await Promise.allSettled(due.map((row) => syncConnection(tenantCtx(base, row.accountId, row.livemode), deps, row, { full: false, budgetMs: TICK_BUDGET_MS })));
-  const stats = { synced: 0, failed: 0, ticketsCreated: 0 };
+export async function syncDue(
+  base: BaseCtx,
+  deps: MailboxSyncDeps,
+  options: { stopping?: Until; roundMs?: number } = {},
+): Promise<{ synced: number; failed: number; ticketsCreated: number; unfinished: number }> {
+  const due = await emailConnections.claimDue(base, base.services.config.mailboxPollSeconds, DUE_PER_ROUND);
+  const budgetMs = options.roundMs ?? ROUND_BUDGET_MS;
+  const outcomes = await Promise.allSettled(
+    due.map((row) => syncConnection(tenantCtx(base, row.accountId, row.livemode), deps, row, { full: false, budgetMs, stopping: options.stopping })),
+  );
+  const stats = { synced: 0, failed: 0, ticketsCreated: 0, unfinished: 0 };
   outcomes.forEach((outcome, i) => {
     if (outcome.status === 'fulfilled') {
       stats[outcome.value.success ? 'synced' : 'failed']++;
       stats.ticketsCreated += outcome.value.ticketsCreated;
+      if (!outcome.value.complete) stats.unfinished++;
     } else {
       stats.failed++;
       base.services.log.error({ err: outcome.reason, connectionId: due[i]!.id }, 'a mailbox sync failed: it is taken up again later');

@@ -45,6 +45,8 @@ export interface OutboxOptions {
   handlers?: Partial<Record<OutboxKind, OutboxHandler>>;
   /** Names this process in lease_owner. */
   instanceId?: string;
+  /** How long each mailbox sync of a round may start new messages (flows/mailbox-sync.ts); default 10 s. */
+  mailboxRoundMs?: number;
 }
 
 export interface DeliveryStats {
@@ -80,8 +82,13 @@ export interface PeriodicStats {
   receivedHeldMail: number;
   /** Verified mail domains checked again (a day after their last check), and those whose records went away. */
   domains: { checked: number; unverified: number };
-  /** Connected IMAP mailboxes due a sync: read (synced) or not (failed), and the tickets their mail created. */
-  mailboxes: { synced: number; failed: number; ticketsCreated: number };
+}
+
+/** Connected IMAP mailboxes due a sync: read (synced) or not (failed), and the tickets their mail created. */
+export interface MailboxStats {
+  synced: number;
+  failed: number;
+  ticketsCreated: number;
 }
 
 /** The lease of a message this process has claimed and not yet settled or given back. */
@@ -131,6 +138,7 @@ export class Dispatcher {
   private listener: Listener | null = null;
   private delivering: Promise<DeliveryStats> | null = null;
   private deliverAgain: Promise<DeliveryStats> | null = null;
+  private mailboxRun: Promise<MailboxStats> | null = null;
   /** Something changed since the run's last claim (a deliverDue call, a delivery that ended): it claims again. */
   private claimAgain = false;
   private wakeRun: (() => void) | null = null;
@@ -146,6 +154,7 @@ export class Dispatcher {
   private readonly accountConcurrency: number;
   private readonly leaseMs: number;
   private readonly retentionDays: number;
+  private readonly mailboxRoundMs: number | undefined;
   private readonly handlers: Partial<Record<OutboxKind, OutboxHandler>>;
   private readonly metrics: DispatcherMetrics;
   readonly instanceId: string;
@@ -166,6 +175,7 @@ export class Dispatcher {
     // that takes longer (an SMTP send may take minutes, see integrations/mail.ts) keeps it renewed.
     this.leaseMs = options.leaseMs ?? 30_000;
     this.retentionDays = options.retentionDays ?? services.config.outboxRetentionDays;
+    this.mailboxRoundMs = options.mailboxRoundMs;
     this.handlers = { webhook: webhookHandler(options.webhooks ?? { allowPrivate: false, timeoutMs: 10_000 }), ...options.handlers };
     this.instanceId = options.instanceId ?? `${os.hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
     this.metrics = services.get(dispatcherMetricsPart);
@@ -182,10 +192,10 @@ export class Dispatcher {
     return this.listener?.live ?? false;
   }
 
-  /** One pass over every job, deliveries included; tests call it directly instead of waiting for the clock. */
-  async tick(): Promise<PeriodicStats & { delivery: DeliveryStats }> {
+  /** One pass over every job, mailboxes and deliveries included; tests call it directly instead of waiting for the clock. */
+  async tick(): Promise<PeriodicStats & { mailboxes: MailboxStats; delivery: DeliveryStats }> {
     const jobs = await this.periodicJobs();
-    return { ...jobs, delivery: await this.deliverDue() };
+    return { ...jobs, mailboxes: await this.syncMailboxes(), delivery: await this.deliverDue() };
   }
 
   /** Every periodic job once, in order; a job that fails ends the run (the next tick runs them all again). */
@@ -261,15 +271,6 @@ export class Dispatcher {
       (r) => r.checked,
     );
     if (domains.unverified) this.log.info(domains, 'mail domains whose DNS records went away are no longer used');
-    // Few a tick, each for a bounded time (flows/mailbox-sync.ts): a slow IMAP server holds up the other jobs seconds at most.
-    const mailboxes = deps
-      ? await this.job(
-          'sync_mailboxes',
-          () => syncDueMailboxes(ctx, { inbound: { attachments: deps } }),
-          (m) => m.synced + m.failed,
-        )
-      : { synced: 0, failed: 0, ticketsCreated: 0 };
-    if (mailboxes.ticketsCreated || mailboxes.failed) this.log.info(mailboxes, 'connected mailboxes taken in');
     return {
       revokedKeys,
       purgedIdempotencyKeys,
@@ -283,8 +284,39 @@ export class Dispatcher {
       renewedSubscriptions,
       receivedHeldMail,
       domains,
-      mailboxes,
     };
+  }
+
+  /**
+   * Takes in the connected mailboxes due now (flows/mailbox-sync.ts: a few at once, each for a
+   * bounded time), and again at once while a sync stopped with mail still waiting, so a large
+   * mailbox is read without pause and the periodic jobs never wait for it. Called while a run is
+   * under way, it returns that run.
+   */
+  syncMailboxes(): Promise<MailboxStats> {
+    this.mailboxRun ??= this.syncMailboxesUntilDone().finally(() => {
+      this.mailboxRun = null;
+    });
+    return this.mailboxRun;
+  }
+
+  private async syncMailboxesUntilDone(): Promise<MailboxStats> {
+    const total: MailboxStats = { synced: 0, failed: 0, ticketsCreated: 0 };
+    const deps = this.attachmentDeps;
+    if (!deps) return total;
+    for (let again = true; again && !this.stopping; ) {
+      const round = await this.job(
+        'sync_mailboxes',
+        () => syncDueMailboxes(this.ctx, { inbound: { attachments: deps } }, { stopping: () => this.stopping, roundMs: this.mailboxRoundMs }),
+        (m) => m.synced + m.failed,
+      );
+      total.synced += round.synced;
+      total.failed += round.failed;
+      total.ticketsCreated += round.ticketsCreated;
+      again = round.unfinished > 0;
+    }
+    if (total.ticketsCreated || total.failed) this.log.info(total, 'connected mailboxes taken in');
+    return total;
   }
 
   private async reclaimGone(): Promise<number> {
@@ -488,6 +520,7 @@ export class Dispatcher {
         this.running = this.periodicJobs().catch((err) => this.log.error({ err }, 'dispatcher tick failed'));
         await this.running;
         wake();
+        if (!this.stopping) this.syncMailboxes().catch((err) => this.log.error({ err }, 'mailbox sync failed'));
       },
       { name: 'ticketd-dispatcher', noOverlap: true },
     );
@@ -519,7 +552,7 @@ export class Dispatcher {
     this.task = null;
     const cutOff = setTimeout(() => this.interrupt.abort(), drainMs);
     try {
-      await Promise.all([this.delivering, this.deliverAgain, this.running].map((p) => p?.catch(() => undefined)));
+      await Promise.all([this.delivering, this.deliverAgain, this.running, this.mailboxRun].map((p) => p?.catch(() => undefined)));
     } finally {
       clearTimeout(cutOff);
       // Closed last: its connection holds the owner lock, and the messages still held are ours until settled.

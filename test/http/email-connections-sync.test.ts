@@ -264,6 +264,24 @@ t.test('with moveTo, taken-in messages are moved there, not flagged', async (t) 
   t.match((await owner.live('GET', url)).body, { status: 'ACTIVE', errorMessage: null });
 });
 
+t.test('a mailbox with more mail than a round takes is read round after round, without waiting for the next tick', async (t) => {
+  const { port, inbox } = await imapServer(
+    t,
+    [1, 2, 3, 4, 5].map((n) => message(100 + n)),
+  );
+  const { brand, connection } = await connected(port);
+  // Each sync of a round may start new messages for 1 ms: one message a round.
+  const dispatcher = new Dispatcher(services, { info: () => undefined, error: () => undefined }, attachmentDepsOf(services), { mailboxRoundMs: 1 });
+  try {
+    t.match(await dispatcher.tick(), { mailboxes: { ticketsCreated: 5, failed: 0 } }, 'one tick, as many rounds as it takes');
+  } finally {
+    await dispatcher.stop();
+  }
+  t.equal((await ticketsOf(brand.id)).length, 5);
+  t.ok(inbox().every(seen));
+  t.match(await rowOf(connection.id), { status: 'ACTIVE', lastUid: '5', lastSyncAt: Date });
+});
+
 t.test('the dispatcher takes in mailboxes as they come due', async (t) => {
   const { server, port } = await imapServer(t, [message(1)]);
   const { brand, connection } = await connected(port);
