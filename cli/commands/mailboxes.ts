@@ -25,13 +25,15 @@ export function registerMailboxes(program: Command, globals: () => GlobalOptions
 
   cmd
     .command('add <brandId>')
-    .description('connect a mailbox over IMAP (use an app password for Google, Microsoft and Fastmail mailboxes)')
+    .description('connect a mailbox: over IMAP with a password (an app password for Google, Microsoft and Fastmail), or a Google or Microsoft one with a refresh token')
+    .option('--provider <provider>', 'imap (a password), gmail or outlook (XOAUTH2 with a refresh token, through the OAuth client configured)', 'imap')
     .option('--email <address>', "the mailbox's address")
-    .option('--host <host>', 'IMAP server')
+    .option('--host <host>', 'IMAP server (gmail: imap.gmail.com, outlook: outlook.office365.com by default)')
     .option('--port <n>', 'default 993 (143 with --no-tls)')
     .option('--no-tls', 'STARTTLS on port 143 instead of TLS from the first byte')
     .option('--username <name>', 'default: the address')
-    .option('--password <password>', 'the password (else TICKETD_MAILBOX_PASSWORD, else asked without echo)')
+    .option('--password <password>', 'imap: the password (else TICKETD_MAILBOX_PASSWORD, else asked without echo)')
+    .option('--refresh-token <token>', 'gmail, outlook: the refresh token (else TICKETD_MAILBOX_REFRESH_TOKEN, else asked without echo)')
     .option('--name <name>', 'default: the address')
     .option('--mailbox <folder>', 'the folder taken in (default INBOX)')
     .option('--move-to <folder>', 'move taken-in messages there instead of flagging them \\Seen')
@@ -40,21 +42,28 @@ export function registerMailboxes(program: Command, globals: () => GlobalOptions
       async (
         brandId: string,
         opts: {
+          provider: string;
           email?: string;
           host?: string;
           port?: string;
           tls: boolean;
           username?: string;
           password?: string;
+          refreshToken?: string;
           name?: string;
           mailbox?: string;
           moveTo?: string;
           json?: boolean;
         },
       ) => {
+        const provider = opts.provider.toUpperCase();
+        if (provider !== 'IMAP' && provider !== 'GMAIL' && provider !== 'OUTLOOK') throw new UsageError('--provider must be imap, gmail or outlook');
         const email = await need(opts.email, '--email', 'Mailbox address');
-        const host = await need(opts.host, '--host', 'IMAP server');
-        const password = await needSecret(opts.password, '--password', 'TICKETD_MAILBOX_PASSWORD', 'Password (an app password)');
+        const host = provider === 'IMAP' ? await need(opts.host, '--host', 'IMAP server') : opts.host;
+        const secret =
+          provider === 'IMAP'
+            ? { password: await needSecret(opts.password, '--password', 'TICKETD_MAILBOX_PASSWORD', 'Password (an app password)') }
+            : { refreshToken: await needSecret(opts.refreshToken, '--refresh-token', 'TICKETD_MAILBOX_REFRESH_TOKEN', 'Refresh token') };
         const port = opts.port === undefined ? undefined : Number(opts.port);
         if (port !== undefined && !(Number.isInteger(port) && port >= 1 && port <= 65535)) throw new UsageError('--port must be a port number (1-65535)');
         const loaded = config();
@@ -62,13 +71,13 @@ export function registerMailboxes(program: Command, globals: () => GlobalOptions
           loaded,
           async (services) =>
             emailConnections.create(await brandCtx(services, brandId), { allowPrivate: loaded.webhookAllowPrivate }, brandId, {
-              provider: 'IMAP',
+              provider,
               email,
               host,
               port,
               tls: opts.tls,
               username: opts.username,
-              password,
+              ...secret,
               name: opts.name,
               mailbox: opts.mailbox,
               moveTo: opts.moveTo,

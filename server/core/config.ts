@@ -67,6 +67,13 @@ export interface Config {
   readonly mailboxPollSeconds: number;
   /** Bound on connecting to an IMAP server, its greeting, and each wait for it. */
   readonly mailboxTimeoutMs: number;
+  /** OAuth clients GMAIL and OUTLOOK mailboxes sign in to IMAP through (XOAUTH2); a null id: that provider is not offered. */
+  readonly googleClientId: string | null;
+  readonly googleClientSecret: string | null;
+  readonly googleTokenUrl: string;
+  readonly microsoftClientId: string | null;
+  readonly microsoftClientSecret: string | null;
+  readonly microsoftTokenUrl: string;
   readonly dispatcherConcurrency: number;
   readonly dispatcherAccountConcurrency: number;
   /** Where a `--role dispatcher` process serves its health and metrics. */
@@ -190,6 +197,12 @@ export const ENV_KEYS: Record<string, [string, Kind]> = {
   TICKETD_WEBHOOK_TIMEOUT_MS: ['webhookTimeoutMs', 'integer'],
   TICKETD_MAILBOX_POLL_SECONDS: ['mailboxPollSeconds', 'integer'],
   TICKETD_MAILBOX_TIMEOUT_MS: ['mailboxTimeoutMs', 'integer'],
+  TICKETD_GOOGLE_CLIENT_ID: ['googleClientId', 'string'],
+  TICKETD_GOOGLE_CLIENT_SECRET: ['googleClientSecret', 'string'],
+  TICKETD_GOOGLE_TOKEN_URL: ['googleTokenUrl', 'string'],
+  TICKETD_MICROSOFT_CLIENT_ID: ['microsoftClientId', 'string'],
+  TICKETD_MICROSOFT_CLIENT_SECRET: ['microsoftClientSecret', 'string'],
+  TICKETD_MICROSOFT_TOKEN_URL: ['microsoftTokenUrl', 'string'],
   TICKETD_DISPATCHER_CONCURRENCY: ['dispatcherConcurrency', 'integer'],
   TICKETD_DISPATCHER_ACCOUNT_CONCURRENCY: ['dispatcherAccountConcurrency', 'integer'],
   TICKETD_DISPATCHER_HOST: ['dispatcherHost', 'string'],

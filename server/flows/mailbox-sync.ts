@@ -3,6 +3,7 @@ import { conflict, HttpError } from '../core/errors.js';
 import type { EmailConnection } from '../domains/email-connections/model.js';
 import * as emailConnections from '../domains/email-connections/service.js';
 import { ImapAuthRefused, ImapFailed, ImapMailbox, type FetchedMessage, type ImapServer, type ListedMessage } from '../integrations/imap.js';
+import { OAuthFailed, oauthClientOf, OAuthRefused, refreshAccess, type OAuthProvider } from '../integrations/oauth-token.js';
 import { prepare, type InboundDeps, type PreparedInbound } from './inbound-mail.js';
 
 /**
@@ -154,18 +155,38 @@ async function takeInBatch(
   return { ticketsCreated, complete };
 }
 
-/** Where and how a connection logs in (its password opened for this connection only). */
+/**
+ * Where and how a connection signs in: its password, opened for this connection only; or, for
+ * GMAIL and OUTLOOK, an access token its refresh token is exchanged for (a new refresh token the
+ * provider issues is kept). Failures come out as the IMAP ones: a refused token as refused
+ * credentials (DISCONNECTED), an unreachable token endpoint as a network failure (ERROR).
+ */
 async function serverOf(ctx: TenantCtx, row: EmailConnection): Promise<ImapServer> {
   const config = ctx.services.config;
+  const secret = await emailConnections.secretOf(ctx, row);
   return {
     host: row.host,
     port: row.port,
     tls: row.tls,
     username: row.username,
-    password: await emailConnections.secretOf(ctx, row),
+    credential: row.provider === 'IMAP' ? { password: secret } : { accessToken: await accessTokenOf(ctx, row, row.provider, secret) },
     allowPrivate: config.webhookAllowPrivate,
     timeoutMs: config.mailboxTimeoutMs,
   };
+}
+
+async function accessTokenOf(ctx: TenantCtx, row: EmailConnection, provider: OAuthProvider, refreshToken: string): Promise<string> {
+  const client = oauthClientOf(ctx.services.config, provider);
+  if (!client) throw new ImapFailed(`This server has no OAuth client for ${provider} any more: configure it again, or connect the mailbox as IMAP`);
+  try {
+    const access = await refreshAccess(client, refreshToken, ctx.services.config.mailboxTimeoutMs);
+    if (access.refreshToken && access.refreshToken !== refreshToken) await emailConnections.replaceRefreshToken(ctx, row, access.refreshToken);
+    return access.accessToken;
+  } catch (err) {
+    if (err instanceof OAuthRefused) throw new ImapAuthRefused(err.message);
+    if (err instanceof OAuthFailed) throw new ImapFailed(err.message);
+    throw err;
+  }
 }
 
 /** Syncs one connection (marked SYNCING by the caller) and records how it went. Network failures are an outcome, not an error. */

@@ -15,7 +15,8 @@ export interface ImapServer {
   /** TLS from the first byte; false: STARTTLS when the server offers it. */
   tls: boolean;
   username: string;
-  password: string;
+  /** A password (LOGIN), or an OAuth access token (AUTHENTICATE XOAUTH2). */
+  credential: { password: string } | { accessToken: string };
   /** webhookAllowPrivate: loopback and private addresses may be connected to. */
   allowPrivate: boolean;
   /** Bound on connecting, the greeting, and each wait for the server once connected. */
@@ -83,7 +84,8 @@ export class ImapMailbox {
       host,
       port: server.port,
       secure: server.tls,
-      auth: { user: server.username, pass: server.password },
+      auth:
+        'accessToken' in server.credential ? { user: server.username, accessToken: server.credential.accessToken } : { user: server.username, pass: server.credential.password },
       logger: false,
       disableAutoIdle: true,
       connectionTimeout: server.timeoutMs,

@@ -27,11 +27,18 @@ const hoodiecrow = createRequire(import.meta.url)('hoodiecrow-imap') as (options
 /** The password of the test server's user `desk`. */
 export const PASSWORD = 'app-password';
 
-/** An IMAP server on a free loopback port with user desk, INBOX holding `messages`, and a folder Taken. */
-export async function imapServer(t: Test, messages: string[] = []): Promise<{ server: ImapTestServer; port: number; inbox: () => StoredMessage[] }> {
+/**
+ * An IMAP server on a free loopback port with user desk, INBOX holding `messages`, and a folder
+ * Taken. `accessToken`: the user also signs in with AUTHENTICATE XOAUTH2 and this token.
+ */
+export async function imapServer(
+  t: Test,
+  messages: string[] = [],
+  options: { accessToken?: string } = {},
+): Promise<{ server: ImapTestServer; port: number; inbox: () => StoredMessage[] }> {
   const server = hoodiecrow({
-    plugins: ['MOVE', 'UIDPLUS'],
-    users: { desk: { password: PASSWORD } },
+    plugins: ['MOVE', 'UIDPLUS', ...(options.accessToken ? ['SASL-IR', 'XOAUTH2'] : [])],
+    users: { desk: { password: PASSWORD, ...(options.accessToken ? { xoauth2: { accessToken: options.accessToken } } : {}) } },
     storage: { INBOX: { messages: messages.map((raw) => ({ raw })) }, '': { separator: '/', folders: { Taken: {} } } },
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

@@ -105,7 +105,7 @@ t.test('bad input gets a clear 400 and connects nothing', async (t) => {
     {},
     { ...valid, port: 0 },
     { ...valid, port: 65536 },
-    { ...valid, provider: 'GMAIL' },
+    { ...valid, provider: 'YAHOO' },
     { ...valid, email: 'not an address' },
     { ...valid, password: '' },
     { ...valid, host: 'imap example.com' },
@@ -113,6 +113,8 @@ t.test('bad input gets a clear 400 and connects nothing', async (t) => {
   ]) {
     assertErrorShape(t, await owner.live('POST', url, body), 400, 'validation_failed');
   }
+  // A Google mailbox over XOAUTH2 needs the operator's OAuth client, which this server has not.
+  assertErrorShape(t, await owner.live('POST', url, { ...valid, provider: 'GMAIL' }), 400, 'invalid_email_connection');
   t.same((await owner.live('GET', url)).body, [], 'nothing half-created');
 });
 

@@ -12,7 +12,7 @@ const server = (host: string, allowPrivate: boolean): ImapServer => ({
   port: (listening.address() as AddressInfo).port,
   tls: false,
   username: 'desk',
-  password: 'pw',
+  credential: { password: 'pw' },
   allowPrivate,
   timeoutMs: 2000,
 });

@@ -8,6 +8,7 @@ import { ID_PREFIX, newId, normalizeBrandId } from '../../core/ids.js';
 import { scopeOf } from '../../core/model.js';
 import { assertPublicHost, OutboundRefused } from '../../core/outbound.js';
 import { keyringPart, type SealContext, type SealedColumn } from '../../core/sealed.js';
+import { oauthClientOf, type OAuthProvider } from '../../integrations/oauth-token.js';
 import { EmailConnection, type ConnectionStatus } from './model.js';
 import type { CreateConnectionInput, EmailConnectionView, UpdateConnectionInput } from './schemas.js';
 
@@ -33,7 +34,7 @@ export function toView(row: EmailConnection): EmailConnectionView {
     brandId: row.brandId,
     name: row.name,
     isPrimary: row.isPrimary,
-    provider: 'IMAP',
+    provider: row.provider,
     email: row.email,
     host: row.host,
     port: row.port,
@@ -93,12 +94,45 @@ async function checkHost(raw: string, policy: ConnectionPolicy): Promise<string>
   return host;
 }
 
+/** Where Google's and Microsoft's mailboxes are read. */
+const OAUTH_HOSTS: Readonly<Record<OAuthProvider, string>> = { GMAIL: 'imap.gmail.com', OUTLOOK: 'outlook.office365.com' };
+
+/**
+ * The secret a connection signs in with: IMAP's password, or the refresh token of a GMAIL or
+ * OUTLOOK mailbox (whose OAuth client the operator must have configured). The other one is refused.
+ */
+function secretOfInput(ctx: TenantCtx, provider: EmailConnection['provider'], input: { password?: string; refreshToken?: string }): string | undefined {
+  const [wanted, other] = provider === 'IMAP' ? (['password', 'refreshToken'] as const) : (['refreshToken', 'password'] as const);
+  if (input[other] !== undefined) {
+    throw badRequest(
+      `A ${provider} connection signs in with a ${wanted === 'password' ? 'password' : 'refresh token'}, not a ${other === 'password' ? 'password' : 'refresh token'}`,
+      [{ field: other, message: `is not used by ${provider}` }],
+      'invalid_email_connection',
+    );
+  }
+  if (provider !== 'IMAP' && !oauthClientOf(ctx.services.config, provider)) {
+    throw badRequest(
+      `This server has no OAuth client for ${provider === 'GMAIL' ? 'Google' : 'Microsoft'} (${provider === 'GMAIL' ? 'googleClientId' : 'microsoftClientId'} in its configuration): connect the mailbox as IMAP with an app password`,
+      [{ field: 'provider', message: 'has no OAuth client configured' }],
+      'oauth_client_not_configured',
+    );
+  }
+  return input[wanted];
+}
+
 /** A new connection, ACTIVE: the dispatcher takes it in from its next round. The first of the brand is primary. */
 export async function create(ctx: TenantCtx, policy: ConnectionPolicy, brandId: string, input: CreateConnectionInput): Promise<EmailConnectionView> {
-  const host = await checkHost(input.host, policy);
+  const provider = input.provider;
+  const given = secretOfInput(ctx, provider, input);
+  if (given === undefined) {
+    const field = provider === 'IMAP' ? 'password' : 'refreshToken';
+    throw badRequest(`${field} is required for a ${provider} connection`, [{ field, message: 'is required' }], 'invalid_email_connection');
+  }
+  if (provider === 'IMAP' && !input.host) throw badRequest('host is required for an IMAP connection', [{ field: 'host', message: 'is required' }], 'invalid_email_connection');
+  const host = input.host ? await checkHost(input.host, policy) : OAUTH_HOSTS[provider as OAuthProvider];
   const email = input.email.trim().toLowerCase();
   const tls = input.tls ?? true;
-  const secret = await ctx.services.get(keyringPart).seal(input.password, SECRET_SEAL(ctx.accountId));
+  const secret = await ctx.services.get(keyringPart).seal(given, SECRET_SEAL(ctx.accountId));
   return withTx(ctx, async (tx) => {
     const brand = await lockBrand(tx, brandId);
     const hasPrimary = await ofBrand(tx, brand).where('isPrimary', true).select('id').first();
@@ -110,7 +144,7 @@ export async function create(ctx: TenantCtx, policy: ConnectionPolicy, brandId: 
           ...scopeOf(tx),
           brandId: brand,
           name: input.name?.trim() ?? email,
-          provider: 'IMAP',
+          provider,
           email,
           host,
           port: input.port ?? (tls ? 993 : 143),
@@ -126,17 +160,26 @@ export async function create(ctx: TenantCtx, policy: ConnectionPolicy, brandId: 
       if (isPgError(err, PG.uniqueViolation, 'email_connections_mailbox_unique')) throw conflict(`${email} is already connected to this brand`, 'email_connection_exists');
       throw err;
     }
-    await audit.record(tx, { brandId: brand, entityType: 'email_connection', entityId: row.id, event: 'email_connection.created', metadata: { email, host, port: row.port } });
+    await audit.record(tx, {
+      brandId: brand,
+      entityType: 'email_connection',
+      entityId: row.id,
+      event: 'email_connection.created',
+      metadata: { provider, email, host, port: row.port },
+    });
     return toView(row);
   });
 }
 
 /**
- * Renames it, or gives it a new password: then it is ACTIVE again, its failures forgotten (a
- * DISCONNECTED connection waits for exactly that). The password is sealed before the transaction.
+ * Renames it, or gives it a new password (IMAP) or refresh token (GMAIL, OUTLOOK): then it is
+ * ACTIVE again, its failures forgotten (a DISCONNECTED connection waits for exactly that). The
+ * secret is sealed before the transaction.
  */
 export async function update(ctx: TenantCtx, brandId: string, connectionId: string, input: UpdateConnectionInput): Promise<EmailConnectionView> {
-  const secret = input.password === undefined ? null : await ctx.services.get(keyringPart).seal(input.password, SECRET_SEAL(ctx.accountId));
+  await requireBrand(ctx, brandId);
+  const given = secretOfInput(ctx, (await requireConnection(ctx, brandId, connectionId)).provider, input);
+  const secret = given === undefined ? null : await ctx.services.get(keyringPart).seal(given, SECRET_SEAL(ctx.accountId));
   return withTx(ctx, async (tx) => {
     const brand = await requireBrand(tx, brandId);
     const current = await requireConnection(tx, brand.id, connectionId, true);
@@ -294,6 +337,15 @@ export async function recordFailure(ctx: TenantCtx, row: EmailConnection, failur
 /** The password, opened to log in (the process that connects only). */
 export async function secretOf(ctx: BaseCtx, row: Pick<EmailConnection, 'accountId' | 'secret'>): Promise<string> {
   return ctx.services.get(keyringPart).open(row.secret, SECRET_SEAL(row.accountId));
+}
+
+/**
+ * The refresh token the provider issued in place of the stored one (Microsoft rotates them), sealed
+ * before its short transaction; a connection changed meanwhile (a new token given) keeps its own.
+ */
+export async function replaceRefreshToken(ctx: TenantCtx, row: EmailConnection, refreshToken: string): Promise<void> {
+  const secret = await ctx.services.get(keyringPart).seal(refreshToken, SECRET_SEAL(row.accountId));
+  await one(ctx, row).where('secret', row.secret).patch({ secret });
 }
 
 /** Google's and Microsoft's consent screens: out of reach of a self-hosted server (docs/api.md). */
