@@ -2,11 +2,13 @@ import type { Command } from 'commander';
 import { loadConfig } from '../../server/core/config.js';
 import { attachmentDepsOf } from '../../server/domains/attachments/service.js';
 import * as emailConnections from '../../server/domains/email-connections/service.js';
-import * as mailboxSync from '../../server/flows/mailbox-sync.js';
 import { withServices } from '../database.js';
 import { brandCtx } from '../context.js';
 import { emit, need, needSecret, ReportedFailure, table, UsageError } from '../io.js';
 import type { GlobalOptions } from '../globals.js';
+
+/** Inbound mail's modules (parsing, authentication), loaded by the commands that read a mailbox only. */
+const loadMailboxSync = () => import('../../server/flows/mailbox-sync.js');
 
 export function registerMailboxes(program: Command, globals: () => GlobalOptions): void {
   const cmd = program.command('mailboxes').description("a brand's mailboxes, taken in over IMAP (email connections)");
@@ -95,6 +97,7 @@ export function registerMailboxes(program: Command, globals: () => GlobalOptions
     .description('log in and open the folder, changing nothing: whether the mailbox can be read, and how many messages wait; exit 1 if it cannot')
     .option('--json', 'JSON output')
     .action(async (brandId: string, connectionId: string, opts: { json?: boolean }) => {
+      const mailboxSync = await loadMailboxSync();
       const result = await withServices(config(), async (services) => mailboxSync.testConnection(await brandCtx(services, brandId), brandId, connectionId), { migrate: true });
       emit(Boolean(opts.json), result, () => [result.success ? `the mailbox can be read: ${result.waiting} message(s) waiting` : `the mailbox cannot be read: ${result.error}`]);
       if (!result.success) throw new ReportedFailure();
@@ -107,6 +110,7 @@ export function registerMailboxes(program: Command, globals: () => GlobalOptions
     .option('--full', 'read the folder from its first message again (what was taken in already is known by Message-ID)')
     .option('--json', 'JSON output')
     .action(async (brandId: string, opts: { connection?: string; full?: boolean; json?: boolean }) => {
+      const mailboxSync = await loadMailboxSync();
       const result = await withServices(
         config(),
         async (services) => {

@@ -1,6 +1,5 @@
 import type { Command } from 'commander';
 import { loadConfig } from '../../server/core/config.js';
-import { rotateKey } from '../../server/flows/secrets.js';
 import { withServices } from '../database.js';
 import { adminCtx } from '../context.js';
 import { emit } from '../io.js';
@@ -16,6 +15,7 @@ export function registerSecrets(program: Command, globals: () => GlobalOptions):
     )
     .option('--json', 'JSON output')
     .action(async (opts: { json?: boolean }) => {
+      const { rotateKey } = await import('../../server/flows/secrets.js');
       const rotation = await withServices(loadConfig({ configFile: globals().config }), (services) => rotateKey(adminCtx(services)), { migrate: true });
       emit(Boolean(opts.json), rotation, () => [
         `Secrets are sealed with key ${rotation.keyId}${rotation.newKey ? ' (new, kept in the database)' : ' (the first of encryptionKeys)'}.`,

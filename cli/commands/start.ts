@@ -1,6 +1,6 @@
 import { Option, type Command } from 'commander';
 import { loadConfig } from '../../server/core/config.js';
-import { startServer, stopOnSignals, type Role, type Running } from '../../server/main.js';
+import type { Role, Running } from '../../server/main.js';
 import { emit, note } from '../io.js';
 import { runState, type GlobalOptions } from '../globals.js';
 
@@ -51,6 +51,8 @@ export function registerStart(program: Command, globals: () => GlobalOptions): v
         ...(opts.dispatcherPort ? { TICKETD_DISPATCHER_PORT: opts.dispatcherPort } : {}),
       };
       const config = loadConfig({ configFile: globals().config, env });
+      // Loaded here: the server's modules are most of a start-up, and other commands need none of them.
+      const { startServer, stopOnSignals } = await import('../../server/main.js');
       const starting = startServer(config, opts.role, note);
       stopOnSignals(starting, config, note);
       const running = await starting;
