@@ -50,7 +50,8 @@ export async function emailConnectionRoutes(app: FastifyInstance, options: { pol
       config: write,
       schema: {
         tags,
-        summary: 'Connect a mailbox over IMAP (the password is stored sealed and never shown); the first is primary. 409 email_connection_exists',
+        summary:
+          'Connect a mailbox: IMAP with a password, or GMAIL/OUTLOOK with a refresh token (XOAUTH2); the secret is stored sealed and never shown; the first is primary. 409 email_connection_exists',
         params: BrandParams,
         body: CreateConnectionBody,
         response: { 201: EmailConnectionOut },
@@ -64,7 +65,12 @@ export async function emailConnectionRoutes(app: FastifyInstance, options: { pol
     '/email-connections/authorize',
     {
       config: write,
-      schema: { tags, summary: "Google's OAuth consent: 400 oauth_unavailable (connect over IMAP with an app password)", params: BrandParams, body: Type.Optional(AuthorizeBody) },
+      schema: {
+        tags,
+        summary: "Google's OAuth consent: 400 oauth_unavailable (connect over IMAP with an app password, or as GMAIL/OUTLOOK with a refresh token)",
+        params: BrandParams,
+        body: Type.Optional(AuthorizeBody),
+      },
     },
     async () => emailConnections.oauthUnavailable(),
   );
@@ -96,7 +102,7 @@ export async function emailConnectionRoutes(app: FastifyInstance, options: { pol
       config: write,
       schema: {
         tags,
-        summary: 'Rename a mailbox connection, or give it a new password (then it is ACTIVE again)',
+        summary: 'Rename a mailbox connection, or give it a new password or refresh token (then it is ACTIVE again)',
         params: ConnectionParams,
         body: UpdateConnectionBody,
         response: { 200: EmailConnectionOut },
@@ -146,7 +152,7 @@ export async function emailConnectionRoutes(app: FastifyInstance, options: { pol
 
   app.post<InConnection>(
     '/email-connections/:connectionId/reconnect',
-    { config: write, schema: { tags, summary: 'OAuth re-consent: 400 oauth_unavailable (give the connection a new app password instead)', params: ConnectionParams } },
+    { config: write, schema: { tags, summary: 'OAuth re-consent: 400 oauth_unavailable (give the connection a new password or refresh token instead)', params: ConnectionParams } },
     async (req) => {
       await emailConnections.get(req.ctx, req.params.brandId, req.params.connectionId);
       return emailConnections.oauthUnavailable();

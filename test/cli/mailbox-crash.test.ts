@@ -6,7 +6,7 @@ import { buildApp } from '../../server/app.js';
 import { mustCreate, ownerWithBrand, testConfig } from '../helpers/app.js';
 import { startServer } from '../helpers/cli.js';
 import { freshDatabase } from '../helpers/db.js';
-import { imapServer, PASSWORD } from '../helpers/imap.js';
+import { imapConnection, imapServer } from '../helpers/imap.js';
 import { until } from '../helpers/wait.js';
 
 // A dispatcher killed (SIGKILL) in the middle of a mailbox sync, then another one: every message
@@ -29,15 +29,7 @@ t.test('kill -9 of the dispatcher mid-sync: the next one takes in the rest, each
     Array.from({ length: MESSAGES }, (_, i) => message(i + 1)),
   );
   const { owner, brand, base } = await ownerWithBrand(app);
-  const connection = await mustCreate(owner.live, `${base}/email-connections`, {
-    provider: 'IMAP',
-    email: 'desk@acme.example',
-    host: '127.0.0.1',
-    port,
-    tls: false,
-    username: 'desk',
-    password: PASSWORD,
-  });
+  const connection = await mustCreate(owner.live, `${base}/email-connections`, imapConnection(port));
   const tickets = async () => Number((await db('tickets').where({ brandId: brand.id }).count({ n: '*' }))[0]!.n);
 
   const first = startServer(env, ['--role', 'dispatcher']);

@@ -27,6 +27,11 @@ const hoodiecrow = createRequire(import.meta.url)('hoodiecrow-imap') as (options
 /** The password of the test server's user `desk`. */
 export const PASSWORD = 'app-password';
 
+/** What connects a brand to the test server at `port` as `desk` (POST …/email-connections). */
+export function imapConnection(port: number, fields: Record<string, unknown> = {}): Record<string, unknown> {
+  return { provider: 'IMAP', email: 'desk@acme.example', host: '127.0.0.1', port, tls: false, username: 'desk', password: PASSWORD, ...fields };
+}
+
 /**
  * An IMAP server on a free loopback port with user desk, INBOX holding `messages`, and a folder
  * Taken. `accessToken`: the user also signs in with AUTHENTICATE XOAUTH2 and this token.

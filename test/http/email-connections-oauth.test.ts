@@ -1,5 +1,6 @@
 import t from 'tap';
 import { buildApp } from '../../server/app.js';
+import { systemCtx } from '../../server/core/context.js';
 import { secretOf } from '../../server/domains/email-connections/service.js';
 import { assertErrorShape, mustCreate, ownerWithBrand, servicesOf, testApp, testConfig } from '../helpers/app.js';
 import { imapServer } from '../helpers/imap.js';
@@ -73,7 +74,7 @@ t.test('OUTLOOK: the IMAP scope is asked for, and a refresh token Microsoft rota
   t.equal(first.refresh_token, 'refresh-ms-1');
   t.match(first.scope, /IMAP\.AccessAsUser\.All/);
   const row = await db('emailConnections').where({ id: connection.id }).first();
-  t.equal(await secretOf({ services: servicesOf(db) } as never, row), 'refresh-ms-2', 'the new refresh token, sealed');
+  t.equal(await secretOf(systemCtx(servicesOf(db), 'test'), row), 'refresh-ms-2', 'the new refresh token, sealed');
   await owner.live('POST', `${url}/sync`);
   t.equal(form(tokens.received.at(-1)!).refresh_token, 'refresh-ms-2', 'and used next time');
 });

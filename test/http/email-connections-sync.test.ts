@@ -4,7 +4,7 @@ import { attachmentDepsOf } from '../../server/domains/attachments/service.js';
 import { Dispatcher } from '../../server/worker/dispatcher.js';
 import { mustCreate, ownerWithBrand, servicesOf, testApp } from '../helpers/app.js';
 import { until } from '../helpers/wait.js';
-import { imapServer, PASSWORD, type StoredMessage } from '../helpers/imap.js';
+import { imapConnection, imapServer, PASSWORD, type StoredMessage } from '../helpers/imap.js';
 
 /**
  * A brand's mailboxes taken in over IMAP, against a real IMAP server (hoodiecrow-imap, in memory,
@@ -36,16 +36,7 @@ function message(n: number, headers: string[] = []): string {
 /** A brand with a mailbox connected to the server at `port`. */
 async function connected(port: number, fields: Record<string, unknown> = {}) {
   const { owner, brand, base } = await ownerWithBrand(app);
-  const connection = await mustCreate(owner.live, `${base}/email-connections`, {
-    provider: 'IMAP',
-    email: 'desk@acme.example',
-    host: '127.0.0.1',
-    port,
-    tls: false,
-    username: 'desk',
-    password: PASSWORD,
-    ...fields,
-  });
+  const connection = await mustCreate(owner.live, `${base}/email-connections`, imapConnection(port, fields));
   const url = `${base}/email-connections/${connection.id}`;
   return { owner, brand, base, connection, url };
 }

@@ -101,18 +101,21 @@ const OAUTH_HOSTS: Readonly<Record<OAuthProvider, string>> = { GMAIL: 'imap.gmai
  * The secret a connection signs in with: IMAP's password, or the refresh token of a GMAIL or
  * OUTLOOK mailbox (whose OAuth client the operator must have configured). The other one is refused.
  */
+const SECRET_NAME = { password: 'password', refreshToken: 'refresh token' } as const;
+
 function secretOfInput(ctx: TenantCtx, provider: EmailConnection['provider'], input: { password?: string; refreshToken?: string }): string | undefined {
   const [wanted, other] = provider === 'IMAP' ? (['password', 'refreshToken'] as const) : (['refreshToken', 'password'] as const);
   if (input[other] !== undefined) {
     throw badRequest(
-      `A ${provider} connection signs in with a ${wanted === 'password' ? 'password' : 'refresh token'}, not a ${other === 'password' ? 'password' : 'refresh token'}`,
+      `A ${provider} connection signs in with a ${SECRET_NAME[wanted]}, not a ${SECRET_NAME[other]}`,
       [{ field: other, message: `is not used by ${provider}` }],
       'invalid_email_connection',
     );
   }
   if (provider !== 'IMAP' && !oauthClientOf(ctx.services.config, provider)) {
+    const [company, setting] = provider === 'GMAIL' ? ['Google', 'googleClientId'] : ['Microsoft', 'microsoftClientId'];
     throw badRequest(
-      `This server has no OAuth client for ${provider === 'GMAIL' ? 'Google' : 'Microsoft'} (${provider === 'GMAIL' ? 'googleClientId' : 'microsoftClientId'} in its configuration): connect the mailbox as IMAP with an app password`,
+      `This server has no OAuth client for ${company} (${setting} in its configuration): connect the mailbox as IMAP with an app password`,
       [{ field: 'provider', message: 'has no OAuth client configured' }],
       'oauth_client_not_configured',
     );
@@ -177,12 +180,13 @@ export async function create(ctx: TenantCtx, policy: ConnectionPolicy, brandId: 
  * secret is sealed before the transaction.
  */
 export async function update(ctx: TenantCtx, brandId: string, connectionId: string, input: UpdateConnectionInput): Promise<EmailConnectionView> {
-  await requireBrand(ctx, brandId);
-  const given = secretOfInput(ctx, (await requireConnection(ctx, brandId, connectionId)).provider, input);
+  // Sealed before the transaction; whether it is the kind of secret the connection takes is known in it.
+  const given = input.password ?? input.refreshToken;
   const secret = given === undefined ? null : await ctx.services.get(keyringPart).seal(given, SECRET_SEAL(ctx.accountId));
   return withTx(ctx, async (tx) => {
     const brand = await requireBrand(tx, brandId);
     const current = await requireConnection(tx, brand.id, connectionId, true);
+    secretOfInput(tx, current.provider, input);
     const name = input.name?.trim() ?? current.name;
     if (name === current.name && !secret) return toView(current);
     const reconnected = secret ? { secret, status: 'ACTIVE' as const, errorMessage: null, failures: 0, retryAt: null } : {};
@@ -351,7 +355,7 @@ export async function replaceRefreshToken(ctx: TenantCtx, row: EmailConnection, 
 /** Google's and Microsoft's consent screens: out of reach of a self-hosted server (docs/api.md). */
 export function oauthUnavailable(): never {
   throw badRequest(
-    "ticketd cannot open Google's or Microsoft's consent screen from where it runs: connect the mailbox over IMAP with an app password instead (POST /v1/brands/{brandId}/email-connections with provider IMAP)",
+    "ticketd cannot open Google's or Microsoft's consent screen from where it runs: connect the mailbox over IMAP with an app password (provider IMAP), or with a refresh token obtained with this server's OAuth client (provider GMAIL or OUTLOOK), at POST /v1/brands/{brandId}/email-connections",
     undefined,
     'oauth_unavailable',
   );
