@@ -7,7 +7,7 @@ import type { Db } from './core/db.js';
 import { authKindsOf, installAuth, requireAuthDeclaration, SESSION_COOKIE, type AuthDeclaration } from './core/auth.js';
 import { isDashboardOrigin } from './core/origins.js';
 import { installReadYourWrites } from './core/read-replica.js';
-import { clientErrorHandler, frameworkErrors, installErrorHandling, installJsonParser, installRouteCatalog, installValidators, requestIdFor } from './core/http.js';
+import { clientErrorHandler, frameworkErrors, installErrorHandling, installJsonParser, installRouteCatalog, installValidators, LazySchemas, requestIdFor } from './core/http.js';
 import { ErrorResponse } from './core/schemas.js';
 import { version } from './core/version.js';
 import type { Services } from './core/services.js';
@@ -91,7 +91,9 @@ const CLIENT_ERRORS = ['400', '401', '403', '404', '409', '413', '429'] as const
 export async function buildApp({ config, db, services: given, isShuttingDown = () => false, attachments: givenAttachments }: AppDeps): Promise<FastifyInstance> {
   const services = given ?? createServices({ config, db });
   const attachments = givenAttachments ?? attachmentDepsOf(services);
+  const lazySchemas = new LazySchemas();
   const app = Fastify({
+    schemaController: { compilersFactory: { buildSerializer: lazySchemas.serializerFactory() } },
     // Logs go to stderr: stdout carries what commands print (e.g. `ticketd start --json`).
     logger:
       config.logLevel === 'silent'
@@ -119,7 +121,7 @@ export async function buildApp({ config, db, services: given, isShuttingDown = (
   });
 
   installRouteCatalog(app);
-  installValidators(app);
+  installValidators(app, lazySchemas);
   installJsonParser(app);
   installErrorHandling(app);
   if (config.metricsEnabled) installRequestMetrics(app, services);

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { simpleParser, type AddressObject, type ParsedMail } from 'mailparser';
+import type { AddressObject, ParsedMail } from 'mailparser';
 import { tenantCtx, withTx, type BaseCtx, type TenantCtx } from '../core/context.js';
 import { badRequest, HttpError } from '../core/errors.js';
 import { isEmail, normalizeEmail } from '../core/text.js';
@@ -175,6 +175,8 @@ function withoutEnvelopeLine(raw: Buffer): Buffer {
 async function parse(input: Buffer): Promise<ParsedMail> {
   const raw = withoutEnvelopeLine(input);
   if (!looksLikeMessage(raw)) throw badRequest('The body is not an RFC 822 message: it must start with header fields such as From: and Subject:', [], 'invalid_message');
+  // Loaded on first use, like mailauth and imapflow: a process that receives no mail never pays for them.
+  const { simpleParser } = await import('mailparser');
   try {
     return await simpleParser(raw, { skipImageLinks: true, skipTextToHtml: true, skipTextLinks: true });
   } catch {

@@ -1,5 +1,5 @@
 import net from 'node:net';
-import { ImapFlow, type ImapFlowError } from 'imapflow';
+import type { ImapFlow, ImapFlowError } from 'imapflow';
 import { isNonPublicAddress, publicLookup } from '../core/outbound.js';
 
 /**
@@ -80,6 +80,7 @@ export class ImapMailbox {
     const host = server.host.replace(/^\[(.*)\]$/, '$1');
     // A name is checked on the address it resolves to, when connecting (publicLookup); a literal here.
     if (!server.allowPrivate && net.isIP(host) && isNonPublicAddress(host)) throw new ImapFailed(`${host} is not a public address`);
+    const { ImapFlow } = await import('imapflow'); // loaded on first use: only a dispatcher syncing mailboxes needs it
     const client = new ImapFlow({
       host,
       port: server.port,

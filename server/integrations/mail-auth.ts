@@ -1,4 +1,4 @@
-import { authenticate, type AuthenticateResult } from 'mailauth';
+import type { AuthenticateResult } from 'mailauth';
 import { mailAuthResolver } from './dns.js';
 
 /**
@@ -44,6 +44,7 @@ const BUDGET_MS = 5_000;
 export async function checkMessage(raw: Buffer, client: SmtpClient | null, opts: MailAuthOptions): Promise<MailAuthentication> {
   const resolver = mailAuthResolver(opts.dnsServers, { timeoutMs: opts.lookupTimeoutMs ?? LOOKUP_TIMEOUT_MS, budgetMs: opts.budgetMs ?? BUDGET_MS });
   // Without a client (HTTP, IMAP) mailauth is given no ip, helo nor sender: its SPF then finds no domain to check and looks nothing up.
+  const { authenticate } = await import('mailauth'); // loaded on first use: a large module tree
   const checked = await authenticate(raw, {
     ...(client ? { ip: client.ip, helo: client.helo, sender: client.mailFrom || undefined } : {}),
     mta: opts.mta,

@@ -156,3 +156,22 @@ t.test('a route that does not declare auth and permission refuses to boot', asyn
   t.throws(() => requireAuthDeclaration({ method: 'GET', url: '/v1/x', config: { auth: 'api-key', permission: 'nope' } } as never), /known config.permission/);
   t.doesNotThrow(() => requireAuthDeclaration({ method: 'GET', url: '/v1/x', config: { auth: 'none', permission: 'health:read' } } as never));
 });
+
+t.test("route schemas compile on a route's first request, and every one of them compiles", async (t) => {
+  const { LazySchemas } = await import('../../server/core/http.js');
+  const lazy = new LazySchemas();
+  let compiled = 0;
+  const double = lazy.defer(() => {
+    compiled += 1;
+    return (n: number) => n * 2;
+  });
+  t.equal(compiled, 0, 'nothing compiled when the function is made');
+  t.equal(double.get()(2), 4);
+  t.equal(double.get()(3), 6);
+  t.equal(compiled, 1, 'compiled once, on first use');
+
+  // A broken validator or serializer would otherwise surface only on its route's first request.
+  t.doesNotThrow(() => app.compileAllSchemas(), "every route's validators and serializers compile");
+  const res = await anonymous('GET', '/v1/brands');
+  assertErrorShape(t, res, 401, 'missing_credentials');
+});
