@@ -65,6 +65,8 @@ export interface Config {
   readonly webhookTimeoutMs: number;
   /** How often the dispatcher takes in a connected mailbox (seconds). */
   readonly mailboxPollSeconds: number;
+  /** IMAP IDLE sessions a dispatcher keeps open at most (new mail taken in as it arrives); 0: poll only. */
+  readonly mailboxIdleSessions: number;
   /** Bound on connecting to an IMAP server, its greeting, and each wait for it. */
   readonly mailboxTimeoutMs: number;
   /** OAuth clients GMAIL and OUTLOOK mailboxes sign in to IMAP through (XOAUTH2); a null id: that provider is not offered. */
@@ -196,6 +198,7 @@ export const ENV_KEYS: Record<string, [string, Kind]> = {
   TICKETD_WEBHOOK_ALLOW_PRIVATE: ['webhookAllowPrivate', 'boolean'],
   TICKETD_WEBHOOK_TIMEOUT_MS: ['webhookTimeoutMs', 'integer'],
   TICKETD_MAILBOX_POLL_SECONDS: ['mailboxPollSeconds', 'integer'],
+  TICKETD_MAILBOX_IDLE_SESSIONS: ['mailboxIdleSessions', 'integer'],
   TICKETD_MAILBOX_TIMEOUT_MS: ['mailboxTimeoutMs', 'integer'],
   TICKETD_GOOGLE_CLIENT_ID: ['googleClientId', 'string'],
   TICKETD_GOOGLE_CLIENT_SECRET: ['googleClientSecret', 'string'],

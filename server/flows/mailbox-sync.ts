@@ -28,6 +28,14 @@ export interface SyncOutcome {
   error?: string;
 }
 
+/**
+ * Takes over a mailbox's session once a sync has read everything, to wait there for new mail
+ * (IMAP IDLE: the dispatcher's MailboxWatch). true: the session is its own to close.
+ */
+export interface MailboxWatcher {
+  watch(row: EmailConnection, mailbox: ImapMailbox): boolean;
+}
+
 /** Whether the dispatcher is stopping. */
 type Until = () => boolean;
 
@@ -194,7 +202,7 @@ async function syncConnection(
   ctx: TenantCtx,
   deps: MailboxSyncDeps,
   row: EmailConnection,
-  options: { full: boolean; budgetMs: number; stopping?: Until },
+  options: { full: boolean; budgetMs: number; stopping?: Until; watcher?: MailboxWatcher },
 ): Promise<SyncOutcome & { complete: boolean }> {
   const deadline = ctx.services.now() + options.budgetMs;
   const budget = new Budget(ctx.services.now, deadline, options.stopping ?? (() => false));
@@ -211,6 +219,7 @@ async function syncConnection(
       complete = batch.complete;
     }
     await emailConnections.recordSynced(ctx, row, complete);
+    if (complete && options.watcher?.watch(row, mailbox)) mailbox = null;
     return { success: true, ticketsCreated, complete };
   } catch (err) {
     if (!(err instanceof ImapAuthRefused) && !(err instanceof ImapFailed)) throw err;
@@ -278,13 +287,11 @@ export async function testConnection(ctx: TenantCtx, brandId: string, connection
 export async function syncDue(
   base: BaseCtx,
   deps: MailboxSyncDeps,
-  options: { stopping?: Until; roundMs?: number } = {},
+  options: { stopping?: Until; roundMs?: number; watcher?: MailboxWatcher } = {},
 ): Promise<{ synced: number; failed: number; ticketsCreated: number; unfinished: number }> {
   const due = await emailConnections.claimDue(base, base.services.config.mailboxPollSeconds, DUE_PER_ROUND);
   const budgetMs = options.roundMs ?? ROUND_BUDGET_MS;
-  const outcomes = await Promise.allSettled(
-    due.map((row) => syncConnection(tenantCtx(base, row.accountId, row.livemode), deps, row, { full: false, budgetMs, stopping: options.stopping })),
-  );
+  const outcomes = await Promise.allSettled(due.map((row) => syncConnection(tenantCtx(base, row.accountId, row.livemode), deps, row, { full: false, budgetMs, ...options })));
   const stats = { synced: 0, failed: 0, ticketsCreated: 0, unfinished: 0 };
   outcomes.forEach((outcome, i) => {
     if (outcome.status === 'fulfilled') {
@@ -297,4 +304,21 @@ export async function syncDue(
     }
   });
   return stats;
+}
+
+/**
+ * A watched mailbox reported new mail: it is synced now, unless another sync has it (SYNCING) or
+ * it is no longer ACTIVE. Returns whether it synced, and whether mail is still waiting.
+ */
+export async function syncWoken(
+  base: BaseCtx,
+  deps: MailboxSyncDeps,
+  row: EmailConnection,
+  options: { stopping?: Until; roundMs?: number; watcher?: MailboxWatcher } = {},
+): Promise<{ synced: boolean; ticketsCreated: number; unfinished: boolean }> {
+  const ctx = tenantCtx(base, row.accountId, row.livemode);
+  const claimed = await emailConnections.claimActive(ctx, row);
+  if (!claimed) return { synced: false, ticketsCreated: 0, unfinished: false };
+  const outcome = await syncConnection(ctx, deps, claimed, { full: false, budgetMs: options.roundMs ?? ROUND_BUDGET_MS, ...options });
+  return { synced: outcome.success, ticketsCreated: outcome.ticketsCreated, unfinished: !outcome.complete };
 }

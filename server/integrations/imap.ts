@@ -154,6 +154,46 @@ export class ImapMailbox {
     }
   }
 
+  /** The server offers IDLE (RFC 2177): it tells this session of new mail as it arrives. */
+  get canIdle(): boolean {
+    return this.client.capabilities.has('IDLE');
+  }
+
+  /**
+   * Waits in IDLE until the server reports new mail in the folder (true), or `maxMs` passes, the
+   * signal aborts or the session ends (false). IDLE is entered again whenever it is broken off
+   * (imapflow breaks it to check a quiet connection with NOOP). The session stays open: close it.
+   */
+  waitForNewMail(signal: AbortSignal, maxMs: number): Promise<boolean> {
+    const client = this.client;
+    return new Promise((resolve) => {
+      let settled = false;
+      const finish = (arrived: boolean) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        client.off('exists', onExists);
+        client.off('close', onClose);
+        signal.removeEventListener('abort', onClose);
+        resolve(arrived);
+      };
+      const onExists = (info: { count: number; prevCount: number }) => {
+        if (info.count > info.prevCount) finish(true);
+      };
+      const onClose = () => finish(false);
+      const timer = setTimeout(onClose, maxMs);
+      client.on('exists', onExists);
+      client.on('close', onClose);
+      signal.addEventListener('abort', onClose);
+      if (signal.aborted) return onClose();
+      void (async () => {
+        // idle() answers false when the server refused IDLE: then there is nothing to wait on.
+        while (!settled && client.usable) if ((await client.idle().catch(() => false)) === false) break;
+        finish(false);
+      })();
+    });
+  }
+
   /** Logs out; a session that cannot is closed. */
   async close(): Promise<void> {
     await this.client.logout().catch(() => this.client.close());

@@ -13,7 +13,9 @@ import * as ticketCounts from '../domains/tickets/counts.js';
 import { renewDue as renewDueSubscriptions } from '../flows/billing.js';
 import { sendDueRequests as sendDueRatingRequests } from '../flows/feedback.js';
 import { receiveHeld as receiveHeldMail } from '../flows/inbound-mail.js';
-import { syncDue as syncDueMailboxes } from '../flows/mailbox-sync.js';
+import { syncDue as syncDueMailboxes, syncWoken as syncWokenMailbox, type MailboxSyncDeps } from '../flows/mailbox-sync.js';
+import type { EmailConnection } from '../domains/email-connections/model.js';
+import { MailboxWatch } from './mailbox-watch.js';
 import { hasAttemptsLeft, retryDelayMs } from './backoff.js';
 import type { Attempt, OutboxHandler } from './handler.js';
 import { webhookHandler, type WebhookDeliveryOptions } from './handlers/webhook.js';
@@ -139,6 +141,9 @@ export class Dispatcher {
   private delivering: Promise<DeliveryStats> | null = null;
   private deliverAgain: Promise<DeliveryStats> | null = null;
   private mailboxRun: Promise<MailboxStats> | null = null;
+  /** Syncs of watched mailboxes that reported new mail (IDLE), under way. */
+  private readonly wokenRuns = new Set<Promise<void>>();
+  private readonly mailboxWatch: MailboxWatch;
   /** Something changed since the run's last claim (a deliverDue call, a delivery that ended): it claims again. */
   private claimAgain = false;
   private wakeRun: (() => void) | null = null;
@@ -180,6 +185,13 @@ export class Dispatcher {
     this.instanceId = options.instanceId ?? `${os.hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
     this.metrics = services.get(dispatcherMetricsPart);
     this.metrics.concurrency.set(this.concurrency);
+    this.mailboxWatch = new MailboxWatch({
+      max: services.config.mailboxIdleSessions,
+      // Under the 30 minutes after which RFC 2177 lets a server end an IDLE session.
+      maxMs: 25 * 60_000,
+      onNewMail: (row) => this.takeInWoken(row),
+      onSize: (size) => this.metrics.watchedMailboxes.set(size),
+    });
   }
 
   /** Started and not stopping: what readiness wants, with the LISTEN connection up. */
@@ -300,14 +312,22 @@ export class Dispatcher {
     return this.mailboxRun;
   }
 
+  private mailboxDeps(): MailboxSyncDeps | null {
+    return this.attachmentDeps && { inbound: { attachments: this.attachmentDeps } };
+  }
+
+  private mailboxOptions() {
+    return { stopping: () => this.stopping, roundMs: this.mailboxRoundMs, watcher: this.mailboxWatch };
+  }
+
   private async syncMailboxesUntilDone(): Promise<MailboxStats> {
     const total: MailboxStats = { synced: 0, failed: 0, ticketsCreated: 0 };
-    const deps = this.attachmentDeps;
+    const deps = this.mailboxDeps();
     if (!deps) return total;
     for (let again = true; again && !this.stopping; ) {
       const round = await this.job(
         'sync_mailboxes',
-        () => syncDueMailboxes(this.ctx, { inbound: { attachments: deps } }, { stopping: () => this.stopping, roundMs: this.mailboxRoundMs }),
+        () => syncDueMailboxes(this.ctx, deps, this.mailboxOptions()),
         (m) => m.synced + m.failed,
       );
       total.synced += round.synced;
@@ -317,6 +337,26 @@ export class Dispatcher {
     }
     if (total.ticketsCreated || total.failed) this.log.info(total, 'connected mailboxes taken in');
     return total;
+  }
+
+  /** A watched mailbox has new mail: taken in now, round after round while mail is still waiting. */
+  private takeInWoken(row: EmailConnection): void {
+    const deps = this.mailboxDeps();
+    if (!deps || this.stopping) return;
+    const run = (async () => {
+      for (let again = true; again && !this.stopping; ) {
+        const woken = await this.job(
+          'sync_woken_mailbox',
+          () => syncWokenMailbox(this.ctx, deps, row, this.mailboxOptions()),
+          (m) => Number(m.synced),
+        );
+        if (woken.ticketsCreated) this.log.info({ connectionId: row.id, ticketsCreated: woken.ticketsCreated }, 'new mail of a watched mailbox taken in');
+        again = woken.unfinished;
+      }
+    })()
+      .catch((err: unknown) => this.log.error({ err, connectionId: row.id }, 'a watched mailbox could not be synced: the next poll takes it up'))
+      .finally(() => this.wokenRuns.delete(run));
+    this.wokenRuns.add(run);
   }
 
   private async reclaimGone(): Promise<number> {
@@ -552,7 +592,8 @@ export class Dispatcher {
     this.task = null;
     const cutOff = setTimeout(() => this.interrupt.abort(), drainMs);
     try {
-      await Promise.all([this.delivering, this.deliverAgain, this.running, this.mailboxRun].map((p) => p?.catch(() => undefined)));
+      await Promise.all([this.delivering, this.deliverAgain, this.running, this.mailboxRun, ...this.wokenRuns].map((p) => p?.catch(() => undefined)));
+      await this.mailboxWatch.close();
     } finally {
       clearTimeout(cutOff);
       // Closed last: its connection holds the owner lock, and the messages still held are ours until settled.

@@ -29,6 +29,7 @@ export interface DispatcherMetrics {
   readonly jobDuration: Histogram<'job'>;
   readonly jobItems: Counter<'job'>;
   readonly listenerUp: Gauge;
+  readonly watchedMailboxes: Gauge;
 }
 
 /**
@@ -85,5 +86,6 @@ export const dispatcherMetricsPart = part('dispatcher-metrics', (services): Disp
       registers,
     }),
     listenerUp: new Gauge({ name: 'ticketd_dispatcher_listener_up', help: "1 while the dispatcher's LISTEN connection (which holds its owner lock) is up", registers }),
+    watchedMailboxes: new Gauge({ name: 'ticketd_dispatcher_watched_mailboxes', help: 'Mailboxes this process holds open in IMAP IDLE, waiting for new mail', registers }),
   };
 });

@@ -34,19 +34,21 @@ export function imapConnection(port: number, fields: Record<string, unknown> = {
 
 /**
  * An IMAP server on a free loopback port with user desk, INBOX holding `messages`, and a folder
- * Taken. `accessToken`: the user also signs in with AUTHENTICATE XOAUTH2 and this token.
+ * Taken. `accessToken`: the user also signs in with AUTHENTICATE XOAUTH2 and this token. `idle`:
+ * the server offers IDLE. `sessions()`: the IMAP connections open now.
  */
 export async function imapServer(
   t: Test,
   messages: string[] = [],
-  options: { accessToken?: string } = {},
-): Promise<{ server: ImapTestServer; port: number; inbox: () => StoredMessage[] }> {
+  options: { accessToken?: string; idle?: boolean } = {},
+): Promise<{ server: ImapTestServer; port: number; inbox: () => StoredMessage[]; sessions: () => Promise<number> }> {
   const server = hoodiecrow({
-    plugins: ['MOVE', 'UIDPLUS', ...(options.accessToken ? ['SASL-IR', 'XOAUTH2'] : [])],
+    plugins: ['MOVE', 'UIDPLUS', ...(options.accessToken ? ['SASL-IR', 'XOAUTH2'] : []), ...(options.idle ? ['IDLE'] : [])],
     users: { desk: { password: PASSWORD, ...(options.accessToken ? { xoauth2: { accessToken: options.accessToken } } : {}) } },
     storage: { INBOX: { messages: messages.map((raw) => ({ raw })) }, '': { separator: '/', folders: { Taken: {} } } },
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   t.teardown(() => new Promise<void>((resolve) => server.close(() => resolve())));
-  return { server, port: (server.server.address() as AddressInfo).port, inbox: () => server.getMailbox('INBOX').messages };
+  const sessions = () => new Promise<number>((resolve, reject) => server.server.getConnections((err, n) => (err ? reject(err) : resolve(n))));
+  return { server, port: (server.server.address() as AddressInfo).port, inbox: () => server.getMailbox('INBOX').messages, sessions };
 }

@@ -273,6 +273,39 @@ t.test('a mailbox with more mail than a round takes is read round after round, w
   t.match(await rowOf(connection.id), { status: 'ACTIVE', lastUid: '5', lastSyncAt: Date });
 });
 
+t.test('a server that offers IDLE: new mail is taken in as it arrives, not at the next poll; the session ends when the dispatcher stops', async (t) => {
+  const quiet = { info: () => undefined, error: () => undefined };
+  const idling = await imapServer(t, [message(301)], { idle: true });
+  const polled = await imapServer(t, [message(311)]);
+  const { brand } = await connected(idling.port);
+  const other = await connected(polled.port);
+  const dispatcher = new Dispatcher(services, quiet, attachmentDepsOf(services));
+  let stopped = false;
+  t.teardown(() => (stopped ? undefined : dispatcher.stop()));
+
+  await until('both mailboxes synced once', async () => {
+    await dispatcher.tick();
+    return (await ticketsOf(brand.id)).length === 1 && (await ticketsOf(other.brand.id)).length === 1;
+  });
+  t.equal(await idling.sessions(), 1, 'the IDLE server keeps one session open');
+  await until('the other session logged out', async () => (await polled.sessions()) === 0);
+
+  // No tick from here on, and the clock stays within mailboxPollSeconds: only IDLE can bring these in.
+  idling.server.appendMessage('INBOX', [], undefined, message(302));
+  polled.server.appendMessage('INBOX', [], undefined, message(312));
+  await until('the new mail of the IDLE server is a ticket', async () => (await ticketsOf(brand.id)).length === 2);
+  t.same(
+    (await ticketsOf(brand.id)).map((k) => k.title),
+    ['Question 301', 'Question 302'],
+  );
+  t.equal((await ticketsOf(other.brand.id)).length, 1, 'the server without IDLE waits for its next poll');
+  await until('watching again after that sync', async () => (await idling.sessions()) === 1);
+
+  await dispatcher.stop();
+  stopped = true;
+  await until('stopping logs the IDLE session out', async () => (await idling.sessions()) === 0);
+});
+
 t.test('the dispatcher takes in mailboxes as they come due', async (t) => {
   const { server, port } = await imapServer(t, [message(1)]);
   const { brand, connection } = await connected(port);

@@ -290,6 +290,15 @@ export async function claimDue(base: BaseCtx, pollSeconds: number, limit: number
   });
 }
 
+/** The connection claimed for a sync (SYNCING) if it is ACTIVE and no sync has it; null otherwise. */
+export async function claimActive(ctx: TenantCtx, row: EmailConnection): Promise<EmailConnection | null> {
+  const [claimed] = await one(ctx, row)
+    .where('status', 'ACTIVE')
+    .patch({ status: 'SYNCING', updatedAt: new Date(ctx.services.now()) })
+    .returning('*');
+  return (claimed as EmailConnection | undefined) ?? null;
+}
+
 /**
  * The UID a sync starts after: the saved one, or 0 when the folder's UIDVALIDITY is not the saved
  * one (its UIDs name other messages now) or when `full` asks to read it all again.
