@@ -13,6 +13,7 @@ import { startSmtpListener, type SmtpListener } from './integrations/smtp-listen
 import { Dispatcher } from './worker/dispatcher.js';
 import { mailHandler } from './worker/handlers/mail.js';
 import { attachmentDepsOf } from './domains/attachments/service.js';
+import { inboundBrand } from './domains/brand-domains/service.js';
 import { receive as receiveMail } from './flows/inbound-mail.js';
 import type { CreatedAccountView } from './domains/accounts/schemas.js';
 import { bootstrapIfEmpty } from './flows/accounts.js';
@@ -120,7 +121,7 @@ export async function startServer(config: Config, role: Role, log: Log = () => u
           host: config.host,
           port: config.smtpPort,
           maxBytes: config.inboundMaxBytes,
-          inboundDomain: config.inboundDomain,
+          acceptsDomain: async (domain) => domain === config.inboundDomain.toLowerCase() || (await inboundBrand(systemCtx(svc, 'smtp'), [domain])) !== null,
           log,
           deliver: (raw, recipients, client) => receiveMail(systemCtx(svc, 'smtp'), deps, raw, { envelope: recipients, client }),
         });

@@ -7,6 +7,7 @@ import * as attachments from '../domains/attachments/service.js';
 import * as billing from '../domains/billing/service.js';
 import type { SessionMember } from '../domains/members/service.js';
 import * as blockedSources from '../domains/blocked-sources/service.js';
+import * as brandDomains from '../domains/brand-domains/service.js';
 import { locate, requireBrand } from '../core/brand.js';
 import { MAX_COMMENT_BODY_LENGTH } from '../domains/comments/schemas.js';
 import * as tickets from '../domains/tickets/service.js';
@@ -96,17 +97,30 @@ interface Recipient {
   token: string | null;
 }
 
-function findRecipient(parsed: ParsedMail, envelope: readonly string[], inboundDomain: string): Recipient | null {
+/** Where the message was sent, most telling first: the SMTP envelope, then the headers. */
+function recipientsOf(parsed: ParsedMail, envelope: readonly string[]): string[] {
   const h = parsed.headers;
-  const candidates = [...envelope, ...['delivered-to', 'x-original-to', 'to', 'cc'].flatMap((name) => addressesOf(h.get(name)))];
-  for (const candidate of candidates) {
-    const address = normalizeEmail(candidate);
-    const at = address.lastIndexOf('@');
-    if (address.slice(at + 1) !== inboundDomain) continue;
-    const local = BRAND_LOCAL.exec(address.slice(0, at));
+  return [...envelope, ...['delivered-to', 'x-original-to', 'to', 'cc'].flatMap((name) => addressesOf(h.get(name)))].map(normalizeEmail);
+}
+
+const domainOf = (address: string) => address.slice(address.lastIndexOf('@') + 1);
+
+/** A brand address at the server's inbound domain: `<brandId>@` or `<brandId>+<reply token>@`. */
+function findBrandAddress(recipients: readonly string[], inboundDomain: string): Recipient | null {
+  for (const address of recipients) {
+    if (domainOf(address) !== inboundDomain) continue;
+    const local = BRAND_LOCAL.exec(address.slice(0, address.lastIndexOf('@')));
     if (local) return { brandId: local[1]!.replace(/^ws_/, 'br_'), token: local[2] ?? null };
   }
   return null;
+}
+
+/** The brand address the message was sent to, else the brand of a verified INBOUND domain it was sent to (any address there). */
+async function findRecipient(base: BaseCtx, recipients: readonly string[], inboundDomain: string): Promise<Recipient | null> {
+  const addressed = findBrandAddress(recipients, inboundDomain);
+  if (addressed) return addressed;
+  const owner = await brandDomains.inboundBrand(base, recipients.map(domainOf));
+  return owner && { brandId: owner.brandId, token: null };
 }
 
 function header(parsed: ParsedMail, name: string): string {
@@ -269,11 +283,19 @@ export async function prepare(base: BaseCtx, deps: InboundDeps, raw: Buffer, sou
   if (!isEmail(from)) throw badRequest(`The From address ${from} is not an email address`, [{ field: 'from', message: 'is not an email address' }], 'invalid_from');
   const fromName = sender?.name?.trim() || null;
 
-  const addressed = findRecipient(parsed, envelope, settings.inboundDomain);
-  const recipient = mailbox ? { brandId: mailbox.brandId, token: addressed?.brandId === mailbox.brandId ? addressed.token : null } : addressed;
+  const recipients = recipientsOf(parsed, envelope);
+  let recipient: Recipient | null;
+  if (mailbox) {
+    const addressed = findBrandAddress(recipients, settings.inboundDomain);
+    recipient = { brandId: mailbox.brandId, token: addressed?.brandId === mailbox.brandId ? addressed.token : null };
+  } else recipient = await findRecipient(base, recipients, settings.inboundDomain);
   const located = recipient ? await locate(base, recipient.brandId) : null;
   if (!recipient || !located) {
-    throw new HttpError(404, 'unknown_recipient', `No recipient is a brand address at ${settings.inboundDomain} (<brandId>@${settings.inboundDomain})`);
+    throw new HttpError(
+      404,
+      'unknown_recipient',
+      `No recipient is a brand address at ${settings.inboundDomain} (<brandId>@${settings.inboundDomain}) or an address at a brand's verified INBOUND domain`,
+    );
   }
   const ctx = tenantCtx({ ...base, actor: { type: 'customer', id: null, name: fromName ? `${fromName} <${from}>` : from, source: 'email' } }, located.accountId, located.livemode);
   const messageId = parsed.messageId?.trim() || `<${createHash('sha256').update(raw).digest('hex')}@message-id.invalid>`;

@@ -3,7 +3,8 @@ import type { SmtpClient } from './mail-auth.js';
 
 /**
  * An SMTP listener for direct MX delivery of inbound mail (`ticketd start --smtp-port N`). It is
- * an MX, not a relay: no AUTH, RCPT accepted only at the inbound domain, messages size-limited
+ * an MX, not a relay: no AUTH, RCPT accepted only at the domains ticketd receives for (the inbound
+ * domain, the brands' verified INBOUND domains), messages size-limited
  * (announced with SIZE, 552 beyond). STARTTLS is not offered: ticketd has no certificate to offer;
  * put a TLS-terminating MTA in front, or use POST /v1/inbound/email, where transport security matters.
  * Each message goes to `deliver` with its envelope recipients and its client (address, HELO name,
@@ -16,7 +17,8 @@ export interface SmtpListenerOptions {
   host: string;
   port: number;
   maxBytes: number;
-  inboundDomain: string;
+  /** Whether mail to this domain (lower case) is ticketd's to receive. */
+  acceptsDomain(domain: string): Promise<boolean>;
   deliver(raw: Buffer, recipients: string[], client: SmtpClient): Promise<unknown>;
   log(line: string): void;
 }
@@ -31,7 +33,6 @@ function smtpError(message: string, responseCode: number): Error {
 }
 
 export async function startSmtpListener(opts: SmtpListenerOptions): Promise<SmtpListener> {
-  const domain = opts.inboundDomain.toLowerCase();
   const server = new SMTPServer({
     banner: 'ticketd',
     authOptional: true,
@@ -40,8 +41,13 @@ export async function startSmtpListener(opts: SmtpListenerOptions): Promise<Smtp
     logger: false,
     onRcptTo(address, _session, callback) {
       const at = address.address.lastIndexOf('@');
-      if (at < 0 || address.address.slice(at + 1).toLowerCase() !== domain) return callback(smtpError(`Relay denied: only mail for @${domain} is accepted`, 550));
-      callback();
+      const domain = at < 0 ? '' : address.address.slice(at + 1).toLowerCase();
+      const denied = () => callback(smtpError(`Relay denied: mail for ${domain || 'that address'} is not received here`, 550));
+      if (!domain) return denied();
+      opts.acceptsDomain(domain).then(
+        (accepted) => (accepted ? callback() : denied()),
+        () => callback(smtpError('Temporary failure; try again later', 451)),
+      );
     },
     onData(stream, session, callback) {
       const chunks: Buffer[] = [];

@@ -154,15 +154,23 @@ t.test('verify: missing records are named; published ones verify the domain, rec
   t.same(audit, ['brand_domain.created', 'brand_domain.verified'], 'becoming verified is audited, failed checks are not');
 });
 
-t.test('an INBOUND domain asks for its MX only, and verifies by it', async (t) => {
+t.test('an INBOUND domain asks for its MX and a proof of ownership, and verifies by both', async (t) => {
   const { owner, base } = await ownerWithBrand(app);
   const name = fresh('support');
   const domain = await mustCreate(owner.live, `${base}/domains`, { domain: name, type: 'INBOUND' });
   t.match(domain, { type: 'INBOUND', isPrimary: false });
-  t.same(domain.records, [{ type: 'MX', name, value: INBOUND, priority: 10, status: 'pending', purpose: 'mx', required: true }]);
+  const ownership = { type: 'TXT', name: `_ticketd.${name}`, value: `ticketd-domain=${domain.id}`, status: 'pending', purpose: 'ownership', required: true };
+  t.same(domain.records, [{ type: 'MX', name, value: INBOUND, priority: 10, status: 'pending', purpose: 'mx', required: true }, ownership]);
   t.match((await owner.live('POST', `${base}/domains/${domain.id}/verify`)).body, { verified: false, error: /MX/ });
   dns.publish(name, { type: 'MX', value: `${INBOUND}.`, priority: 5 });
+  // Every customer's MX points at ticketd: on its own it proves nothing.
+  t.match((await owner.live('POST', `${base}/domains/${domain.id}/verify`)).body, { verified: false, error: /_ticketd.*ownership/ });
+  // Another brand's claim on the same name: its own id, not this one's, is what it must publish.
+  const rival = await ownerWithBrand(app);
+  const claim = await mustCreate(rival.owner.live, `${rival.base}/domains`, { domain: name, type: 'INBOUND' });
+  dns.publish(`_ticketd.${name}`, { type: 'TXT', value: ownership.value });
   t.same((await owner.live('POST', `${base}/domains/${domain.id}/verify`)).body, { verified: true });
+  t.match((await rival.owner.live('POST', `${rival.base}/domains/${claim.id}/verify`)).body, { verified: false, error: /ownership/ }, 'the rival is not verified by it');
   assertErrorShape(t, await owner.live('PATCH', `${base}/domains/${domain.id}`, { isPrimary: true }), 400, 'inbound_domain');
   t.match(await mustCreate(owner.live, `${base}/domains`, { domain: name }), { type: 'OUTBOUND', isPrimary: true }, 'the same name may also send');
 });

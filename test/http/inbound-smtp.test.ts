@@ -88,6 +88,36 @@ t.test('refused: other domains (no relaying), unknown brands, oversized and non-
   t.equal((await tickets()).length, 2, 'nothing was created');
 });
 
+t.test("any address at a brand's verified INBOUND domain reaches that brand; before it is verified, the domain is refused like any other", async (t) => {
+  const call = async (method: string, url: string, body?: unknown) => {
+    const res = await fetch(`${running.baseUrl}${url}`, {
+      method,
+      headers: { authorization: `Bearer ${key}`, 'content-type': 'application/json' },
+      body: JSON.stringify(body ?? {}),
+    });
+    return { status: res.status, body: (await res.json()) as { id: string; verified: boolean } };
+  };
+  const name = 'help.customer-owned.example';
+  const domain = await call('POST', `/v1/brands/${brandId}/domains`, { domain: name, type: 'INBOUND' });
+  t.equal(domain.status, 201);
+  const early = { from: 'sam@customer.example', to: `support@${name}`, subject: 'Too soon', text: 'x' };
+  t.equal(await refusal(smtp.sendMail(early)), 550, 'not verified yet: refused at RCPT, no relaying');
+
+  dns.publish(name, { type: 'MX', value: `${DOMAIN}.`, priority: 10 });
+  dns.publish(`_ticketd.${name}`, { type: 'TXT', value: `ticketd-domain=${domain.body.id}` });
+  t.same((await call('POST', `/v1/brands/${brandId}/domains/${domain.body.id}/verify`)).body, { verified: true });
+  const info = await smtp.sendMail({ from: 'Sam <sam@customer.example>', to: `Support <support@${name}>`, subject: 'Through our own domain', text: 'hello' });
+  t.match(info.response, /^250/);
+  t.match(
+    (await tickets()).find((x) => x.title === 'Through our own domain'),
+    { source: 'email', customer: { email: 'sam@customer.example' } },
+  );
+  t.notOk(
+    (await tickets()).some((x) => x.title === 'Too soon'),
+    'the refused message made nothing',
+  );
+});
+
 t.test("SPF checks the SMTP client's address against the envelope sender's record; failing DMARC with p=reject is spam", async (t) => {
   dns.publish('allowed.example', { type: 'TXT', value: 'v=spf1 ip4:127.0.0.1 -all' });
   dns.publish('_dmarc.allowed.example', { type: 'TXT', value: 'v=DMARC1; p=reject' });

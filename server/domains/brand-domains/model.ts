@@ -16,7 +16,7 @@ export class BrandDomain extends TenantModel {
   declare verifiedAt: Date | null;
   declare checkedAt: Date | null;
   declare checkError: string | null;
-  /** The last check's outcome per record role (dkim, spf, return_path, dmarc, mx). */
+  /** The last check's outcome per record role (dkim, spf, return_path, dmarc, mx, ownership). */
   declare recordStatus: Partial<Record<string, RecordStatus>>;
   declare fromName: string | null;
   declare fromEmail: string | null;

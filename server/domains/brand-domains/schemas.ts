@@ -20,7 +20,10 @@ export const DnsRecordOut = Type.Object({
   status: Type.Union([Type.Literal('pending'), Type.Literal('verified'), Type.Literal('failed')], {
     description: 'pending: not checked yet; verified: found as given; failed: missing or different at the last check',
   }),
-  purpose: Type.String({ description: 'dkim, spf, return_path, dmarc (suggested, not required) or mx' }),
+  purpose: Type.String({
+    description:
+      'dkim, spf, return_path, dmarc (suggested, not required), mx, or ownership (an INBOUND domain’s proof that it is this brand’s: a TXT record naming the domain’s id)',
+  }),
   required: Type.Boolean({ description: 'Whether the domain is verified without it' }),
 });
 

@@ -38,6 +38,10 @@ const LABEL = /^(?!-)[a-z0-9-]{1,63}(?<!-)$/;
 /** Letters, or an internationalized name in its xn-- form: never digits alone, so an IPv4 address is refused. */
 const TOP_LEVEL = /^([a-z]{2,63}|xn--[a-z0-9-]{1,59})$/;
 
+/** Where an INBOUND domain publishes its ownership record, and what the record says before the domain's id. */
+const OWNERSHIP_LABEL = '_ticketd';
+const OWNERSHIP_PREFIX = 'ticketd-domain=';
+
 /** A domain name as ticketd keeps it (lower case, no final dot); 400 for anything else, an address included. */
 export function normalizeDomain(raw: string): string {
   const domain = bareName(raw);
@@ -53,7 +57,7 @@ export function normalizeDomain(raw: string): string {
 export const spfMechanism = (config: Pick<Config, 'mailSpfMechanism' | 'inboundDomain'>) => config.mailSpfMechanism ?? `include:${config.inboundDomain}`;
 
 interface RecordSpec {
-  purpose: 'dkim' | 'spf' | 'return_path' | 'dmarc' | 'mx';
+  purpose: 'dkim' | 'spf' | 'return_path' | 'dmarc' | 'mx' | 'ownership';
   type: 'TXT' | 'MX' | 'CNAME';
   name: string;
   value: string;
@@ -62,8 +66,17 @@ interface RecordSpec {
 }
 
 /** The records a domain needs published, in the order the dashboard lists them. */
-export function recordsOf(row: Pick<BrandDomain, 'domain' | 'type' | 'dkimSelector' | 'dkimPublicKey'>, config: Pick<Config, 'mailSpfMechanism' | 'inboundDomain'>): RecordSpec[] {
-  if (row.type === 'INBOUND') return [{ purpose: 'mx', type: 'MX', name: row.domain, value: config.inboundDomain, priority: 10, required: true }];
+export function recordsOf(
+  row: Pick<BrandDomain, 'id' | 'domain' | 'type' | 'dkimSelector' | 'dkimPublicKey'>,
+  config: Pick<Config, 'mailSpfMechanism' | 'inboundDomain'>,
+): RecordSpec[] {
+  if (row.type === 'INBOUND') {
+    return [
+      { purpose: 'mx', type: 'MX', name: row.domain, value: config.inboundDomain, priority: 10, required: true },
+      // An MX at ticketd proves nothing (every customer's points there): only the domain's owner can publish the id of this brand's row.
+      { purpose: 'ownership', type: 'TXT', name: `${OWNERSHIP_LABEL}.${row.domain}`, value: `${OWNERSHIP_PREFIX}${row.id}`, required: true },
+    ];
+  }
   return [
     { purpose: 'dkim', type: 'TXT', name: `${row.dkimSelector}._domainkey.${row.domain}`, value: `v=DKIM1; k=rsa; p=${row.dkimPublicKey}`, required: true },
     { purpose: 'spf', type: 'TXT', name: row.domain, value: `v=spf1 ${spfMechanism(config)} ~all`, required: true },
@@ -243,6 +256,8 @@ async function published(dns: DnsLookup, record: RecordSpec): Promise<boolean> {
       return (await dns.cname(record.name)).some((name) => bareName(name) === bareName(record.value));
     case 'mx':
       return (await dns.mx(record.name)).some((mx) => bareName(mx.exchange) === bareName(record.value));
+    case 'ownership':
+      return (await dns.txt(record.name)).some((txt) => txt.trim() === record.value);
   }
 }
 
@@ -357,4 +372,23 @@ export async function signingKey(ctx: TenantCtx, brandId: string, domainId: stri
   const row = await sending(ctx, normalizeBrandId(brandId)).findById(domainId);
   const privateKey = row?.dkimSelector ? await dkimPrivateKey(ctx, row) : null;
   return row && privateKey ? { domain: row.domain, selector: row.dkimSelector!, privateKey } : null;
+}
+
+/**
+ * The brand that receives mail for one of these domains (a verified INBOUND domain), over every
+ * account: the first domain of the list that one is verified for, and of two brands verified for
+ * the same domain (its owner published both), the one verified first.
+ */
+export async function inboundBrand(base: BaseCtx, domains: readonly string[]): Promise<{ brandId: string } | null> {
+  if (!domains.length) return null;
+  const rows = await BrandDomain.query(base.db)
+    .whereIn('domain', [...new Set(domains)])
+    .where({ type: 'INBOUND', verified: true })
+    .orderBy([{ column: 'verifiedAt' }, { column: 'id' }])
+    .select('domain', 'brandId');
+  for (const domain of domains) {
+    const row = rows.find((r) => r.domain === domain);
+    if (row) return { brandId: row.brandId };
+  }
+  return null;
 }
