@@ -128,9 +128,8 @@ export async function brandDeleted(ctx: TenantCtx, brandId: string): Promise<voi
  * Inbound mail names a brand by id alone (`<brandId>@<inbound domain>`): its account and mode, in
  * any tenant, or null. Only the inbound mail path, authenticated by the server's inbound secret, asks.
  */
-export async function locate(base: BaseCtx, brandId: string): Promise<{ id: string; accountId: string; livemode: boolean; inboundEmailEnabled: boolean } | null> {
-  const row = await Brand.query(base.db).findById(normalizeBrandId(brandId)).select('id', 'accountId', 'livemode', 'inboundEmailEnabled');
-  return row ? { id: row.id, accountId: row.accountId, livemode: row.livemode, inboundEmailEnabled: row.inboundEmailEnabled } : null;
+export async function locate(base: BaseCtx, brandId: string): Promise<Brand | null> {
+  return (await Brand.query(base.db).findById(normalizeBrandId(brandId))) ?? null;
 }
 
 /** For credentials limited to brands: every id must be a brand of this account and mode. */

@@ -1,5 +1,6 @@
 import type { TenantCtx } from '../core/context.js';
 import * as mail from '../domains/mail/service.js';
+import { mailDnsCachePart } from '../integrations/dns.js';
 import { checkMessage, type MailAuthentication, type SmtpClient } from '../integrations/mail-auth.js';
 
 /**
@@ -11,7 +12,7 @@ export async function authenticationOf(ctx: TenantCtx, raw: Buffer, source: { cl
   const kept = source.held ? await mail.inboundAuthentication(ctx, source.held) : null;
   if (kept) return kept;
   const config = ctx.services.config;
-  return checkMessage(raw, source.client ?? null, { dnsServers: config.dnsServers, mta: config.inboundDomain });
+  return checkMessage(raw, source.client ?? null, { dnsServers: config.dnsServers, mta: config.inboundDomain, cache: ctx.services.get(mailDnsCachePart) });
 }
 
 export { dmarcSpamReason, fromIsAuthenticated, type MailAuthentication, type SmtpClient } from '../integrations/mail-auth.js';

@@ -8,7 +8,7 @@ import * as billing from '../domains/billing/service.js';
 import type { SessionMember } from '../domains/members/service.js';
 import * as blockedSources from '../domains/blocked-sources/service.js';
 import * as brandDomains from '../domains/brand-domains/service.js';
-import { locate, requireBrand } from '../core/brand.js';
+import { locate } from '../core/brand.js';
 import { MAX_COMMENT_BODY_LENGTH } from '../domains/comments/schemas.js';
 import * as tickets from '../domains/tickets/service.js';
 import { MAX_BODY_LENGTH, type TicketView } from '../domains/tickets/schemas.js';
@@ -31,7 +31,8 @@ import { authenticationOf, dmarcSpamReason, fromIsAuthenticated, type SmtpClient
  *
  * 1. The brand comes from the first recipient at the inbound domain (SMTP envelope, then
  *    Delivered-To, X-Original-To, To, Cc): `<brandId>@<domain>` or `<brandId>+<reply token>@<domain>`;
- *    a message from a brand's mailbox is that brand's.
+ *    else from the first at a brand's verified INBOUND domain (any address there); a message from
+ *    a brand's mailbox is that brand's. The brand row is read once, before the transaction.
  * 2. The Message-ID (a hash of the raw message when there is none) is claimed for the brand: the
  *    same message delivered again answers with what the first delivery did, and creates nothing.
  * 3. Our own messages (an X-Ticketd-* header, or From our sending address) are ignored: no loop.
@@ -42,8 +43,8 @@ import { authenticationOf, dmarcSpamReason, fromIsAuthenticated, type SmtpClient
  *    else nothing there (a new ticket). Quoted history and signature are trimmed (the full text
  *    kept in metadata.email.originalText); a customer reply to a pending, resolved or closed ticket
  *    reopens it (status open), except an auto-reply. Anything else is a new ticket (source email).
- * 5. Blocked senders: a new ticket is created as spam (what ticket create does for a blocked
- *    address); a reply from one adds nothing (action spam).
+ * 5. Blocked senders: a new ticket is created as spam (ticket create's own check, in its
+ *    statement); a reply from one adds nothing (action spam).
  * 6. The brand's autoresponse goes to the sender of a new ticket unless the message is itself
  *    automatic (Auto-Submitted other than no, X-Autoreply, X-Autorespond, Precedence
  *    bulk/junk/list/auto_reply, List-Id, List-Unsubscribe) or spam.
@@ -321,7 +322,7 @@ export async function prepare(base: BaseCtx, deps: InboundDeps, raw: Buffer, sou
       return { brandId, ...outcome };
     };
 
-    const brand = await requireBrand(tx, brandId);
+    const brand = located;
     const own = [settings.fromAddress, ...(brand.fromEmail ? [normalizeEmail(brand.fromEmail)] : [])];
     if (isOwnMessage(parsed, from, own)) return settle({ action: 'ignored', reason: 'own_message' });
     if (!located.inboundEmailEnabled) return settle({ action: 'ignored', reason: 'inbound_email_disabled' });
@@ -338,7 +339,6 @@ export async function prepare(base: BaseCtx, deps: InboundDeps, raw: Buffer, sou
       ...(automatic ? { autoReply: true } : {}),
       ...(files.skipped.length ? { skippedAttachments: files.skipped } : {}),
     };
-    const blocked = await blockedSources.isBlocked(tx, brandId, from);
     const thread = await repliedThread(tx, brandId, recipient.token, parsed);
     // A stranger's message is theirs alone: it goes on to a new ticket below.
     const writer = thread ? await writerOf(tx, brandId, thread, from, fromIsAuthenticated(authentication, from)) : { as: 'stranger' as const };
@@ -349,7 +349,7 @@ export async function prepare(base: BaseCtx, deps: InboundDeps, raw: Buffer, sou
       // An agent's out-of-office or bounce must not reach the customer as the agent's answer.
       if (asAgent && (automatic || isDeliveryReport(parsed))) return settle({ action: 'ignored', reason: 'agent_auto_reply' });
       if (dmarcSpam) return settle({ action: 'spam', reason: dmarcSpam, ticketId: ticket.id });
-      if (!asAgent && blocked) return settle({ action: 'spam', reason: 'blocked_sender', ticketId: ticket.id });
+      if (!asAgent && (await blockedSources.isBlocked(tx, brandId, from))) return settle({ action: 'spam', reason: 'blocked_sender', ticketId: ticket.id });
       if (!asAgent) await findOrCreateContact(tx, brandId, from, fromName);
       const reply = stripQuotedReply(text);
       const { comment } = await createComment(asAgent ? memberCtx(tx, asAgent) : tx, brandId, ticket.id, {

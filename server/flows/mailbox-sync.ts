@@ -60,6 +60,12 @@ class Budget {
 
 /** Messages fetched from the server at once. */
 const FETCH_BATCH = 50;
+/**
+ * Messages being prepared (parsed, authenticated, their raw copy staged) while one is taken in.
+ * Preparing waits on DNS and the disk more than it computes: a few at once keep the transactions
+ * from waiting on it.
+ */
+const PREPARED_AHEAD = 8;
 /** A request's sync stops starting new messages after this long; the dispatcher takes up the rest. */
 const REQUEST_BUDGET_MS = 20_000;
 /** The dispatcher's syncs per round, run at once, and how long each may start new messages. */
@@ -110,11 +116,17 @@ async function takeIn(ctx: TenantCtx, row: EmailConnection, uidValidity: string,
   }
 }
 
+/** The messages of a batch inbound mail takes (the larger ones are passed over unread). */
+function fetchBatch(ctx: TenantCtx, mailbox: ImapMailbox, batch: readonly ListedMessage[]): Promise<FetchedMessage[]> {
+  return mailbox.fetch(batch.filter((m) => m.size <= ctx.services.config.inboundMaxBytes).map((m) => m.uid));
+}
+
 /**
- * One batch, fetched at once and taken in UID order, the ones passed over included (the saved
- * place never passes a message not taken in), then flagged or moved. Stops when the budget is spent.
- * Each message is prepared (parsed, authenticated: no transaction) while the one before it is
- * taken in, so its DNS lookups and parsing overlap that transaction.
+ * One batch, fetched (while the batch before it was taken in) and taken in UID order, the ones
+ * passed over included (the saved place never passes a message not taken in), then flagged or
+ * moved. Stops when the budget is spent. Messages are prepared (parsed, authenticated: no
+ * transaction) a few ahead of the one taken in, so their DNS lookups and parsing overlap its
+ * transaction.
  */
 async function takeInBatch(
   ctx: TenantCtx,
@@ -122,17 +134,17 @@ async function takeInBatch(
   row: EmailConnection,
   mailbox: ImapMailbox,
   batch: readonly ListedMessage[],
+  fetched: readonly FetchedMessage[],
   budget: Budget,
 ): Promise<{ ticketsCreated: number; complete: boolean }> {
   const maxBytes = ctx.services.config.inboundMaxBytes;
-  const fetched = await mailbox.fetch(batch.filter((m) => m.size <= maxBytes).map((m) => m.uid));
   const ahead = new Map<number, Preparing>();
   let prepared = 0;
   const prepareNext = () => {
     const next = fetched[prepared++];
     if (next) ahead.set(next.uid, prepareAhead(ctx, deps, row, mailbox.uidValidity, next));
   };
-  prepareNext();
+  for (let i = 0; i < PREPARED_AHEAD; i++) prepareNext();
   const done: number[] = [];
   let ticketsCreated = 0;
   let complete = true;
@@ -213,8 +225,14 @@ async function syncConnection(
     const after = await emailConnections.startingPoint(ctx, row, mailbox.uidValidity, options.full);
     const listed = await mailbox.listAfter(after);
     let complete = true;
+    let fetching = listed.length ? fetchBatch(ctx, mailbox, listed.slice(0, FETCH_BATCH)) : null;
     for (let i = 0; i < listed.length && complete; i += FETCH_BATCH) {
-      const batch = await takeInBatch(ctx, deps, row, mailbox, listed.slice(i, i + FETCH_BATCH), budget);
+      const fetched = await fetching!;
+      // The next batch comes over the network while this one is taken in; a sync that stops first leaves it unread.
+      const following = listed.slice(i + FETCH_BATCH, i + 2 * FETCH_BATCH);
+      fetching = following.length ? fetchBatch(ctx, mailbox, following) : null;
+      fetching?.catch(() => undefined); // its failure is met when its turn comes
+      const batch = await takeInBatch(ctx, deps, row, mailbox, listed.slice(i, i + FETCH_BATCH), fetched, budget);
       ticketsCreated += batch.ticketsCreated;
       complete = batch.complete;
     }

@@ -1,5 +1,5 @@
 import type { AuthenticateResult } from 'mailauth';
-import { mailAuthResolver } from './dns.js';
+import { mailAuthResolver, type DnsAnswerCache } from './dns.js';
 
 /**
  * SPF, DKIM, DMARC and ARC of one inbound message (mailauth), summed up as a result word each
@@ -36,13 +36,15 @@ export interface MailAuthOptions {
   /** Each DNS lookup, and all of one message's lookups together. */
   lookupTimeoutMs?: number;
   budgetMs?: number;
+  /** Answers shared between messages (the process's). */
+  cache?: DnsAnswerCache;
 }
 
 const LOOKUP_TIMEOUT_MS = 1_500;
 const BUDGET_MS = 5_000;
 
 export async function checkMessage(raw: Buffer, client: SmtpClient | null, opts: MailAuthOptions): Promise<MailAuthentication> {
-  const resolver = mailAuthResolver(opts.dnsServers, { timeoutMs: opts.lookupTimeoutMs ?? LOOKUP_TIMEOUT_MS, budgetMs: opts.budgetMs ?? BUDGET_MS });
+  const resolver = mailAuthResolver(opts.dnsServers, { timeoutMs: opts.lookupTimeoutMs ?? LOOKUP_TIMEOUT_MS, budgetMs: opts.budgetMs ?? BUDGET_MS, cache: opts.cache });
   // Without a client (HTTP, IMAP) mailauth is given no ip, helo nor sender: its SPF then finds no domain to check and looks nothing up.
   const { authenticate } = await import('mailauth'); // loaded on first use: a large module tree
   const checked = await authenticate(raw, {

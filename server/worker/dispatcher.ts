@@ -564,6 +564,8 @@ export class Dispatcher {
       },
       { name: 'ticketd-dispatcher', noOverlap: true },
     );
+    // Mail waiting in connected mailboxes is taken in at once, not at the first tick (up to 5 s on).
+    this.syncMailboxes().catch((err) => this.log.error({ err }, 'mailbox sync failed'));
     // The listening connection also holds this process's owner lock, for as long as it lives.
     this.listener = Listener.forServices(this.services, [outbox.OUTBOX_CHANNEL], [outbox.ownerLock(this.instanceId)]).start();
     this.listener.on('notification', wake);
