@@ -267,10 +267,20 @@ export async function receive(base: BaseCtx, deps: InboundDeps, raw: Buffer, sou
 /**
  * A message read, its brand found, authenticated, and its raw copy staged: all that comes before
  * the transaction, so that a mailbox sync prepares the next message while one is taken in.
- * receive() is called at most once; a message prepared and never received is discarded.
+ * Taken in once, either by receive() (its own transaction), or by within(tx) in a transaction the
+ * caller shares between several messages of one account and ends, then end(committed). A message
+ * prepared and never taken in is discarded.
  */
 export interface PreparedInbound {
   receive(): Promise<InboundResult>;
+  /**
+   * What the message becomes, recorded in `tx` (of its brand's account); errors are thrown as they
+   * come (a plan's allowance reached included: receive() is what holds a message). The mailbox's
+   * place is the caller's to save.
+   */
+  within(tx: TenantCtx): Promise<InboundResult>;
+  /** After within(): its staged copies let go, and its stored files too if `committed` is false. */
+  end(committed: boolean): Promise<void>;
   discard(): Promise<void>;
 }
 
@@ -401,23 +411,36 @@ export async function prepare(base: BaseCtx, deps: InboundDeps, raw: Buffer, sou
     // Settled as ticket_created above already.
     return { brandId, action: 'ticket_created', ticketId: created.id };
   };
+  const end = async (committed: boolean) => {
+    if (!committed) await attachments.discardFiles(deps.attachments, stored);
+    await attachments.discardStaged(staged);
+    await rawCopy?.discard();
+  };
   const receiveNow = async (): Promise<InboundResult> => {
+    let committed = false;
     try {
-      return await withTx(ctx, async (tx): Promise<InboundResult> => {
+      const result = await withTx(ctx, async (tx): Promise<InboundResult> => {
         const result = await receiveIn(tx);
         await mailbox?.taken(tx);
         return result;
       });
+      committed = true;
+      return result;
     } catch (err) {
-      await attachments.discardFiles(deps.attachments, stored);
+      await end(false);
       if (!held && billing.isLimitReached(err)) return hold(ctx, { brandId, messageId, fromEmail: from, raw, envelope, authentication }, mailbox);
       throw err;
     } finally {
-      await attachments.discardStaged(staged);
-      await rawCopy?.discard();
+      if (committed) await end(true);
     }
   };
-  return { receive: receiveNow, discard: async () => void (await rawCopy?.discard()) };
+  return {
+    receive: receiveNow,
+    // The message's own actor (its sender) in the shared transaction.
+    within: (tx) => receiveIn({ ...tx, actor: ctx.actor }),
+    end,
+    discard: async () => void (await rawCopy?.discard()),
+  };
 }
 
 /** A new ticket beyond the plan's allowance: the message is kept (held), to become the ticket later (receiveHeld). */

@@ -1,10 +1,10 @@
-import { systemCtx, tenantCtx, type BaseCtx, type TenantCtx } from '../core/context.js';
+import { systemCtx, tenantCtx, withTx, type BaseCtx, type TenantCtx } from '../core/context.js';
 import { conflict, HttpError } from '../core/errors.js';
 import type { EmailConnection } from '../domains/email-connections/model.js';
 import * as emailConnections from '../domains/email-connections/service.js';
 import { ImapAuthRefused, ImapFailed, ImapMailbox, type FetchedMessage, type ImapServer, type ListedMessage } from '../integrations/imap.js';
 import { OAuthFailed, oauthClientOf, OAuthRefused, refreshAccess, type OAuthProvider } from '../integrations/oauth-token.js';
-import { prepare, type InboundDeps, type PreparedInbound } from './inbound-mail.js';
+import { prepare, type InboundDeps, type InboundResult, type PreparedInbound } from './inbound-mail.js';
 
 /**
  * A brand's mailboxes taken in over IMAP: each new message goes through inbound mail (receive)
@@ -66,6 +66,8 @@ const FETCH_BATCH = 50;
  * from waiting on it.
  */
 const PREPARED_AHEAD = 8;
+/** Messages taken in by one transaction at most (takeInGroup). */
+const GROUP = 10;
 /** A request's sync stops starting new messages after this long; the dispatcher takes up the rest. */
 const REQUEST_BUDGET_MS = 20_000;
 /** The dispatcher's syncs per round, run at once, and how long each may start new messages. */
@@ -121,6 +123,39 @@ function fetchBatch(ctx: TenantCtx, mailbox: ImapMailbox, batch: readonly Listed
   return mailbox.fetch(batch.filter((m) => m.size <= ctx.services.config.inboundMaxBytes).map((m) => m.uid));
 }
 
+/** A message prepared, waiting for its group's transaction. */
+interface Ready {
+  message: FetchedMessage;
+  prepared: PreparedInbound;
+}
+
+/**
+ * Consecutive messages taken in in one transaction, the mailbox's place saved once with them: the
+ * statements a transaction costs besides its messages' (BEGIN, COMMIT, the place) are shared.
+ * When it cannot be committed (a message over the plan's allowance, one taken in elsewhere, any
+ * failure) it is rolled back, and each message is prepared again and taken in on its own, as if
+ * no group had been tried. A group holds the brand row from its first ticket to its commit.
+ */
+async function takeInGroup(ctx: TenantCtx, deps: MailboxSyncDeps, row: EmailConnection, uidValidity: string, group: readonly Ready[]): Promise<Taken[]> {
+  if (group.length === 1) return [await takeIn(ctx, row, uidValidity, group[0]!.message.uid, Promise.resolve({ prepared: group[0]!.prepared }))];
+  let results: InboundResult[];
+  try {
+    results = await withTx(ctx, async (tx) => {
+      const taken: InboundResult[] = [];
+      for (const m of group) taken.push(await m.prepared.within(tx));
+      if (!(await emailConnections.advance(tx, row, uidValidity, group.at(-1)!.message.uid))) throw new TakenElsewhere();
+      return taken;
+    });
+  } catch {
+    for (const m of group) await m.prepared.end(false);
+    const taken: Taken[] = [];
+    for (const m of group) taken.push(await takeIn(ctx, row, uidValidity, m.message.uid, prepareAhead(ctx, deps, row, uidValidity, m.message)));
+    return taken;
+  }
+  for (const m of group) await m.prepared.end(true);
+  return results.map((r) => (r.action === 'ticket_created' && !r.duplicate ? 'ticket' : 'other'));
+}
+
 /**
  * One batch, fetched (while the batch before it was taken in) and taken in UID order, the ones
  * passed over included (the saved place never passes a message not taken in), then flagged or
@@ -148,6 +183,19 @@ async function takeInBatch(
   const done: number[] = [];
   let ticketsCreated = 0;
   let complete = true;
+  let group: Ready[] = [];
+  const count = (uid: number, taken: Taken) => {
+    if (taken === 'ticket') ticketsCreated++;
+    if (taken !== 'passed_over') done.push(uid);
+  };
+  const takeGroup = async () => {
+    const taking = group;
+    group = [];
+    if (!taking.length) return;
+    const taken = await takeInGroup(ctx, deps, row, mailbox.uidValidity, taking);
+    taking.forEach((m, i) => count(m.message.uid, taken[i]!));
+    budget.taken();
+  };
   try {
     for (const { uid, size } of batch) {
       if (budget.spent()) {
@@ -156,6 +204,7 @@ async function takeInBatch(
       }
       const preparing = ahead.get(uid);
       if (!preparing) {
+        await takeGroup();
         // Larger than inbound mail takes (left unread for a person), or gone from the folder since it was listed.
         if (size > maxBytes) ctx.log?.warn({ connectionId: row.id, uid, size }, 'a message of a mailbox is over inboundMaxBytes: passed over');
         await emailConnections.advance(ctx, row, mailbox.uidValidity, uid);
@@ -163,13 +212,19 @@ async function takeInBatch(
       }
       ahead.delete(uid);
       prepareNext();
-      const taken = await takeIn(ctx, row, mailbox.uidValidity, uid, preparing);
+      const outcome = await preparing;
+      if ('prepared' in outcome) {
+        group.push({ message: fetched.find((m) => m.uid === uid)!, prepared: outcome.prepared });
+        if (group.length >= GROUP) await takeGroup();
+        continue;
+      }
+      await takeGroup();
+      count(uid, await takeIn(ctx, row, mailbox.uidValidity, uid, preparing));
       budget.taken();
-      if (taken === 'ticket') ticketsCreated++;
-      if (taken !== 'passed_over') done.push(uid);
     }
+    await takeGroup();
   } finally {
-    await discardAhead(ahead.values());
+    await discardAhead([...ahead.values(), ...group.map((m) => Promise.resolve({ prepared: m.prepared }))]);
   }
   await mailbox.markTaken(done, row.moveTo);
   return { ticketsCreated, complete };

@@ -7,6 +7,7 @@ import { attachmentDepsOf } from '../../server/domains/attachments/service.js';
 import { setAccountPlan } from '../../server/domains/billing/service.js';
 import { Dispatcher } from '../../server/worker/dispatcher.js';
 import { assertErrorShape, client, emptyDir, makeBrand, makeTicket, mustCreate, servicesOf, testApp, type Reply } from '../helpers/app.js';
+import { imapConnection, imapServer } from '../helpers/imap.js';
 import { SIGN_IN_TEST_ENV, teamOfThree } from '../helpers/sign-in.js';
 
 // The ticket allowance of a plan (tickets per billing period) at ticket create: POST
@@ -46,6 +47,7 @@ const { app, db } = await testApp(
     TICKETD_INBOUND_SECRET: SECRET,
     TICKETD_INBOUND_DOMAIN: DOMAIN,
     TICKETD_MAIL_FROM: 'notifications@mail.quota.example',
+    TICKETD_WEBHOOK_ALLOW_PRIVATE: 'true', // the test's IMAP server is on loopback
   },
   { clock },
 );
@@ -333,4 +335,26 @@ t.test('held mail waits for the next billing period when the plan stays the same
   });
   t.equal(await tick(), 1, 'the new period has room');
   t.equal(await liveTickets(owner.accountId), ALLOWANCE + 1);
+});
+
+t.test('a mailbox taken in beyond the allowance: the messages past it are held, each once, and the place is saved after all of them', async (t) => {
+  const { live, base, brand, owner } = await account();
+  const run = `${process.pid}-${Math.random().toString(36).slice(2)}`;
+  // More than the allowance in one sync: several are taken in per transaction, and the one that
+  // meets the limit sends its group back to be taken in one by one.
+  const messages = Array.from({ length: ALLOWANCE + 3 }, (_, i) => message(brand.id, `${run}-imap-${i}`, `Mailbox ${i}`).toString('latin1'));
+  const { port, inbox } = await imapServer(t, messages);
+  const connection = await mustCreate(live, `${base}/email-connections`, imapConnection(port));
+  const synced = await live('POST', `${base}/email-connections/${connection.id}/sync`);
+  t.same(synced.body, { ticketsCreated: ALLOWANCE });
+  t.equal(await liveTickets(owner.accountId), ALLOWANCE, 'no ticket over the allowance');
+  const held = await db('held_inbound_emails').where({ accountId: owner.accountId }).count({ n: '*' });
+  t.equal(Number(held[0]!.n), 3, 'the three past it are held');
+  t.match(await db('emailConnections').where({ id: connection.id }).first(), { status: 'ACTIVE', lastUid: String(ALLOWANCE + 3) });
+  t.ok(
+    inbox().every((m) => m.flags.includes('\\Seen')),
+    'every message is taken (the held ones are kept by ticketd)',
+  );
+  t.same((await live('POST', `${base}/email-connections/${connection.id}/sync`)).body, { ticketsCreated: 0 }, 'a second sync takes nothing');
+  t.equal(Number((await db('held_inbound_emails').where({ accountId: owner.accountId }).count({ n: '*' }))[0]!.n), 3, 'nothing held twice');
 });
