@@ -109,6 +109,7 @@ t.test('on the default plan: no subscription; usage counts live tickets of the p
     planLimit: 50,
     brandLimit: 2,
     memberLimit: 3,
+    storageBytes: 0,
   });
   t.equal((await org.owner.live('GET', '/v1/auth/usage')).status, 401, 'session routes: an API key is not a session');
   t.equal((await anonymous('GET', '/v1/auth/subscription')).status, 401);

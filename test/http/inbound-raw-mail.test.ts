@@ -5,8 +5,9 @@ import t from 'tap';
 import { systemCtx } from '../../server/core/context.js';
 import * as rawMails from '../../server/domains/raw-mails/service.js';
 import { storageFromConfig } from '../../server/integrations/storage.js';
-import { ownerWithBrand, servicesOf, testApp } from '../helpers/app.js';
+import { client, makeBrand, servicesOf, signup, testApp } from '../helpers/app.js';
 import { postInbound } from '../helpers/inbound.js';
+import { sessionToken } from '../helpers/sign-in.js';
 
 /** The raw bytes of inbound messages: kept with the ticket, read by its readers, purged after rawMailRetentionDays. */
 
@@ -28,8 +29,18 @@ const message = (brandId: string, id: string, extra = '') =>
 
 const deliver = (raw: string) => postInbound(app, SECRET, raw);
 
+/** A new account with a brand, and its owner signed in (usage is a session route). */
+async function ownerWithBrand() {
+  const email = `raw-${Math.random().toString(36).slice(2)}@example.com`;
+  const owner = await signup(app, email);
+  const brand = await makeBrand(owner.live);
+  const session = client(app, await sessionToken(app, servicesOf(db), owner.accountId, email));
+  return { owner, brand, base: `/v1/brands/${brand.id}`, session };
+}
+
 t.test("a ticket's messages are kept byte for byte: the one that opened it and each reply", async (t) => {
-  const { owner, base, brand } = await ownerWithBrand(app);
+  const { owner, base, brand, session } = await ownerWithBrand();
+  t.equal((await session('GET', '/v1/auth/usage')).body.storageBytes, 0);
   const first = message(brand.id, 'raw-1');
   const created = await deliver(first);
   const reply = await deliver(message(brand.id, 'raw-2', 'In-Reply-To: <raw-1@customer.example>\r\n'));
@@ -41,6 +52,7 @@ t.test("a ticket's messages are kept byte for byte: the one that opened it and e
     { commentId: reply.commentId, messageId: '<raw-2@customer.example>' },
   ]);
   t.equal(new Date(list[0].expiresAt).getTime() - new Date(list[0].createdAt).getTime(), 30 * DAY_MS, 'kept 30 days by default');
+  t.equal((await session('GET', '/v1/auth/usage')).body.storageBytes, list[0].size + list[1].size, "the raw mails count in the account's storage");
 
   const download = await app.inject({ method: 'GET', url: `${base}/tickets/${created.ticketId}/raw-mails/${list[0].id}`, headers: { authorization: `Bearer ${owner.liveKey}` } });
   t.equal(download.statusCode, 200);
@@ -48,13 +60,13 @@ t.test("a ticket's messages are kept byte for byte: the one that opened it and e
   t.match(download.headers['content-disposition'], /^attachment/);
   t.same(download.rawPayload, Buffer.from(first, 'latin1'), 'exactly what arrived');
 
-  const elsewhere = await ownerWithBrand(app);
+  const elsewhere = await ownerWithBrand();
   t.equal((await elsewhere.owner.live('GET', `${elsewhere.base}/tickets/${created.ticketId}/raw-mails`)).status, 404, "another account's ticket is not found");
   t.equal((await owner.live('GET', `${base}/tickets/${created.ticketId}/raw-mails/raw_0000000000000000000000000000`)).status, 404);
 });
 
 t.test('past rawMailRetentionDays the dispatcher deletes them, and their files', async (t) => {
-  const { owner, base, brand } = await ownerWithBrand(app);
+  const { owner, base, brand } = await ownerWithBrand();
   const { ticketId } = await deliver(message(brand.id, 'raw-old'));
   const [kept] = (await owner.live('GET', `${base}/tickets/${ticketId}/raw-mails`)).body;
   t.ok(await storage.exists(kept.id), 'the bytes are in storage');
@@ -66,7 +78,7 @@ t.test('past rawMailRetentionDays the dispatcher deletes them, and their files',
 });
 
 t.test("a brand's deletion takes its raw mails and queues their files", async (t) => {
-  const { owner, base, brand } = await ownerWithBrand(app);
+  const { owner, base, brand } = await ownerWithBrand();
   const { ticketId } = await deliver(message(brand.id, 'raw-brand-gone'));
   const [kept] = (await owner.live('GET', `${base}/tickets/${ticketId}/raw-mails`)).body;
   t.equal((await owner.live('DELETE', `${base}?confirm=true`)).status, 200);

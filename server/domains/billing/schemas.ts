@@ -63,6 +63,7 @@ export const UsageOut = Type.Object({
   planLimit: Nullable(Type.Integer({ description: 'Tickets per period; null: unlimited' })),
   brandLimit: Nullable(Type.Integer({ description: 'null: unlimited' })),
   memberLimit: Nullable(Type.Integer({ description: 'null: unlimited' })),
+  storageBytes: Type.Integer({ description: 'Bytes of files kept for the account, both modes: attachments, avatars and inbound raw mail' }),
 });
 export type UsageView = Static<typeof UsageOut>;
 

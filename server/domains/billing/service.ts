@@ -180,7 +180,10 @@ function ticketsInPeriodSql(ctx: TenantCtx, start: Date): SqlFragment {
   };
 }
 
-/** What the account uses of its plan: tickets created in the period (live mode, spam at creation left out), live brands, members. */
+/**
+ * What the account uses of its plan: tickets created in the period (live mode, spam at creation
+ * left out), live brands, members; and the bytes of the files it keeps (both modes).
+ */
 export async function usage(ctx: TenantCtx): Promise<UsageView> {
   const subscription = await current(ctx);
   const plan = await effectivePlan(ctx, subscription);
@@ -190,9 +193,18 @@ export async function usage(ctx: TenantCtx): Promise<UsageView> {
     `select
        ${tickets.sql}::int as tickets,
        (select count(*) from brands b where ?)::int as brands,
-       (select count(*) from members m where ?)::int as members`,
-    [...tickets.bindings, tenantScope({ ...ctx, livemode: true }, 'b'), accountScope(ctx, 'm')] as Knex.RawBinding[],
-  )) as { rows: { tickets: number; brands: number; members: number }[] };
+       (select count(*) from members m where ?)::int as members,
+       ((select coalesce(sum(a.size), 0) from attachments a where ?) + (select coalesce(sum(v.size), 0) from avatars v where ?)
+         + (select coalesce(sum(r.size), 0) from raw_mails r where ?))::float8 as storage`,
+    [
+      ...tickets.bindings,
+      tenantScope({ ...ctx, livemode: true }, 'b'),
+      accountScope(ctx, 'm'),
+      accountScope(ctx, 'a'),
+      accountScope(ctx, 'v'),
+      accountScope(ctx, 'r'),
+    ] as Knex.RawBinding[],
+  )) as { rows: { tickets: number; brands: number; members: number; storage: number }[] };
   const counted = rows[0]!;
   return {
     ticketCount: counted.tickets,
@@ -205,6 +217,7 @@ export async function usage(ctx: TenantCtx): Promise<UsageView> {
     planLimit: plan.ticketsPerPeriod,
     brandLimit: plan.brands,
     memberLimit: plan.members,
+    storageBytes: counted.storage,
   };
 }
 
