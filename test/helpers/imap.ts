@@ -52,3 +52,17 @@ export async function imapServer(
   const sessions = () => new Promise<number>((resolve, reject) => server.server.getConnections((err, n) => (err ? reject(err) : resolve(n))));
   return { server, port: (server.server.address() as AddressInfo).port, inbox: () => server.getMailbox('INBOX').messages, sessions };
 }
+
+/** A customer's question `n` to desk@acme.example, its Message-ID unique to `run`; `headers` added. */
+export function customerMessage(run: string, n: number, headers: string[] = []): string {
+  return [
+    `From: Customer ${n} <customer${n}@example.net>`,
+    'To: desk@acme.example',
+    `Subject: Question ${n}`,
+    `Message-ID: <q${n}-${run}@example.net>`,
+    'Date: Thu, 26 Nov 2026 10:00:00 +0000',
+    ...headers,
+    '',
+    `Hello, this is question ${n}.`,
+  ].join('\r\n');
+}

@@ -4,11 +4,14 @@ import { attachmentDepsOf } from '../../server/domains/attachments/service.js';
 import { Dispatcher } from '../../server/worker/dispatcher.js';
 import { mustCreate, ownerWithBrand, servicesOf, testApp } from '../helpers/app.js';
 import { until } from '../helpers/wait.js';
-import { imapConnection, imapServer, PASSWORD, type StoredMessage } from '../helpers/imap.js';
+import { customerMessage, imapConnection, imapServer, type StoredMessage } from '../helpers/imap.js';
 
 /**
  * A brand's mailboxes taken in over IMAP, against a real IMAP server (hoodiecrow-imap, in memory,
- * one per test): new mail becomes tickets, replies comments, each exactly once, whatever runs at once.
+ * one per test), where the test needs to shape the server: sizes, failures, folders, rounds, IDLE
+ * sessions, the dispatcher. The scenarios every server must pass (new mail, replies, 200 messages,
+ * syncs at once, UIDVALIDITY, a wrong password, IDLE) are in email-connections-servers.test.ts,
+ * run against Dovecot too when it is installed.
  */
 
 let clockOffset = 0;
@@ -20,18 +23,7 @@ const { app, db } = await testApp(
 const services = servicesOf(db);
 const RUN = Math.random().toString(36).slice(2, 8);
 
-function message(n: number, headers: string[] = []): string {
-  return [
-    `From: Customer ${n} <customer${n}@example.net>`,
-    'To: desk@acme.example',
-    `Subject: Question ${n}`,
-    `Message-ID: <q${n}-${RUN}@example.net>`,
-    'Date: Thu, 26 Nov 2026 10:00:00 +0000',
-    ...headers,
-    '',
-    `Hello, this is question ${n}.`,
-  ].join('\r\n');
-}
+const message = (n: number, headers: string[] = []) => customerMessage(RUN, n, headers);
 
 /** A brand with a mailbox connected to the server at `port`. */
 async function connected(port: number, fields: Record<string, unknown> = {}) {
@@ -45,33 +37,6 @@ const ticketsOf = (brandId: string) => db('tickets').where({ brandId }).orderBy(
 const rowOf = (id: string) => db('emailConnections').where({ id }).first();
 const seen = (m: StoredMessage) => m.flags.includes('\\Seen');
 
-t.test('new mail becomes tickets, flagged \\Seen; a second sync or a full one takes nothing twice', async (t) => {
-  const noFrom = ['To: desk@acme.example', 'Subject: From nobody', '', 'No sender here.'].join('\r\n');
-  const { port, inbox } = await imapServer(t, [message(1), noFrom, message(2)]);
-  const { owner, brand, url } = await connected(port);
-
-  const res = await owner.live('POST', `${url}/sync`);
-  t.equal(res.status, 200, JSON.stringify(res.body));
-  t.same(res.body, { ticketsCreated: 2 });
-  const tickets = await ticketsOf(brand.id);
-  t.same(
-    tickets.map((k) => [k.title, k.source, k.sourceId]),
-    [
-      ['Question 1', 'email', `<q1-${RUN}@example.net>`],
-      ['Question 2', 'email', `<q2-${RUN}@example.net>`],
-    ],
-  );
-  t.same(inbox().map(seen), [true, false, true], 'taken-in messages are flagged \\Seen; one ticketd cannot take (no From) is left unread');
-  t.equal(inbox().length, 3, 'nothing is deleted');
-  const connection = (await owner.live('GET', url)).body;
-  t.match(connection, { status: 'ACTIVE', errorMessage: null, lastSyncAt: /^\d{4}-/ });
-  t.equal((await rowOf(connection.id)).lastUid, '3', 'the place saved is after the last message, the one passed over included');
-
-  t.same((await owner.live('POST', `${url}/sync`)).body, { ticketsCreated: 0 }, 'a second sync finds nothing new');
-  t.same((await owner.live('POST', `${url}/sync?full=true`)).body, { ticketsCreated: 0 }, 'reading it all again creates nothing twice');
-  t.equal((await ticketsOf(brand.id)).length, 2);
-});
-
 t.test('a message over inboundMaxBytes is passed over, left unread, and the ones after it are taken in', async (t) => {
   const { port, inbox } = await imapServer(t, [message(1), message(2, ['X-Padding: ' + 'x'.repeat(30_000)]), message(3)]);
   const { owner, brand, url, connection } = await connected(port);
@@ -82,115 +47,6 @@ t.test('a message over inboundMaxBytes is passed over, left unread, and the ones
   );
   t.same(inbox().map(seen), [true, false, true]);
   t.equal((await rowOf(connection.id)).lastUid, '3');
-});
-
-t.test("a reply to the ticket's mail becomes a comment on it", async (t) => {
-  const { server, port } = await imapServer(t, [message(1)]);
-  const { owner, base, brand, url } = await connected(port);
-  t.same((await owner.live('POST', `${url}/sync`)).body, { ticketsCreated: 1 });
-  const [ticket] = await ticketsOf(brand.id);
-  await mustCreate(owner.live, `${base}/tickets/${ticket.id}/comments`, { body: 'Have you tried turning it off and on?' });
-  const sent = await db('mailMessages').where({ ticketId: ticket.id, kind: 'agent_reply' }).first('messageId');
-  t.ok(sent, 'the agent reply was queued to the customer');
-
-  const reply = [
-    'From: Customer 1 <customer1@example.net>',
-    'To: desk@acme.example',
-    'Subject: Re: Question 1',
-    `Message-ID: <reply-${RUN}@example.net>`,
-    `In-Reply-To: ${sent.messageId}`,
-    '',
-    'It works now, thanks!',
-  ].join('\r\n');
-  server.appendMessage('INBOX', [], undefined, reply);
-  t.same((await owner.live('POST', `${url}/sync`)).body, { ticketsCreated: 0 }, 'no new ticket');
-  const comments = await db('comments').where({ ticketId: ticket.id, authorType: 'CUSTOMER' }).select('body');
-  t.same(
-    comments.map((c) => c.body),
-    ['It works now, thanks!'],
-  );
-});
-
-t.test('200 messages in one sync, each a ticket', async (t) => {
-  const { port, inbox } = await imapServer(
-    t,
-    Array.from({ length: 200 }, (_, i) => message(i + 1)),
-  );
-  const { owner, brand, url } = await connected(port);
-  t.same((await owner.live('POST', `${url}/sync`)).body, { ticketsCreated: 200 });
-  const tickets = await ticketsOf(brand.id);
-  t.equal(tickets.length, 200);
-  t.equal(new Set(tickets.map((k) => k.sourceId)).size, 200, 'each message once');
-  t.ok(inbox().every(seen), 'all flagged \\Seen');
-  const checked = (await db('inboundEmails').where({ brandId: brand.id }).pluck('authentication')) as { spf: { comment?: string }; dkim: { result: string } }[];
-  t.equal(checked.length, 200);
-  t.ok(
-    checked.every((a) => a.dkim.result === 'none' && /no SMTP client/.test(a.spf.comment ?? '')),
-    'each message authenticated, its results kept',
-  );
-});
-
-t.test('two syncs of one connection at once create each ticket once', async (t) => {
-  const { port } = await imapServer(
-    t,
-    Array.from({ length: 30 }, (_, i) => message(i + 1)),
-  );
-  const { owner, brand, url } = await connected(port);
-  const [a, b] = await Promise.all([owner.live('POST', `${url}/sync`), owner.live('POST', `${url}/sync`)]);
-  t.equal(a.status, 200);
-  t.equal(b.status, 200);
-  t.equal(a.body.ticketsCreated + b.body.ticketsCreated, 30, `between them, 30 tickets (${a.body.ticketsCreated} + ${b.body.ticketsCreated})`);
-  const tickets = await ticketsOf(brand.id);
-  t.equal(tickets.length, 30);
-  t.equal(new Set(tickets.map((k) => k.sourceId)).size, 30);
-});
-
-t.test('a new UIDVALIDITY reads the folder again from the start, without duplicates', async (t) => {
-  const { server, port } = await imapServer(t, [message(1), message(2), message(3)]);
-  const { owner, brand, url, connection } = await connected(port);
-  t.same((await owner.live('POST', `${url}/sync`)).body, { ticketsCreated: 3 });
-  t.match(await rowOf(connection.id), { uidValidity: '1', lastUid: '3' });
-
-  // The folder was rebuilt on the server: new UIDVALIDITY, the same messages under new UIDs, and one more.
-  const inbox = server.getMailbox('INBOX');
-  inbox.uidvalidity = 7;
-  inbox.messages.forEach((m, i) => (m.uid = i + 1));
-  inbox.uidnext = inbox.messages.length + 1;
-  server.appendMessage('INBOX', [], undefined, message(4));
-  t.same((await owner.live('POST', `${url}/sync`)).body, { ticketsCreated: 1 }, 'only the new message is new');
-  t.equal((await ticketsOf(brand.id)).length, 4);
-  t.match(await rowOf(connection.id), { uidValidity: '7', lastUid: '4' });
-});
-
-t.test("a wrong password: DISCONNECTED with the server's words, until it is retried", async (t) => {
-  const { server, port } = await imapServer(t, [message(1)]);
-  const { owner, brand, url, connection } = await connected(port, { password: 'not-the-password' });
-  const res = await owner.live('POST', `${url}/retry`);
-  t.equal(res.status, 200);
-  t.match(res.body, { success: false, ticketsCreated: 0, error: 'Login failed: authentication failure' });
-  t.match((await owner.live('GET', url)).body, { status: 'DISCONNECTED', errorMessage: 'Login failed: authentication failure' });
-  t.equal((await rowOf(connection.id)).retryAt, null, 'no retry scheduled');
-  const sync = await owner.live('POST', `${url}/sync`);
-  t.equal(sync.status, 409);
-  t.equal(sync.body.code, 'email_connection_disconnected');
-
-  // The server now takes that password (its owner changed it there): retrying works.
-  server.users.desk = { password: 'not-the-password' };
-  t.match((await owner.live('POST', `${url}/retry`)).body, { success: true, ticketsCreated: 1 });
-  t.match((await owner.live('GET', url)).body, { status: 'ACTIVE', errorMessage: null });
-
-  // Refused again, then given the right password: ACTIVE at once, and taken in.
-  server.users.desk = { password: PASSWORD };
-  server.appendMessage('INBOX', [], undefined, message(2));
-  t.match((await owner.live('POST', `${url}/retry`)).body, { success: false });
-  const patched = await owner.live('PATCH', url, { password: PASSWORD });
-  t.match(patched.body, { status: 'ACTIVE', errorMessage: null, passwordSet: true });
-  t.match(await rowOf(connection.id), { failures: 0, retryAt: null });
-  t.same((await owner.live('POST', `${url}/sync`)).body, { ticketsCreated: 1 });
-  t.equal((await ticketsOf(brand.id)).length, 2);
-  const audit = await db('audit_log').where({ entityId: connection.id, event: 'email_connection.updated' }).select('changes', 'metadata');
-  t.match(audit, [{ metadata: { passwordChanged: true } }]);
-  t.notMatch(JSON.stringify(audit), PASSWORD, 'the password is not in the audit log');
 });
 
 t.test('a server that cannot be reached: ERROR, retried later with a growing pause; the brand’s other mailboxes go on', async (t) => {
