@@ -110,11 +110,7 @@ export const dovecotServer: MailServerFactory = async (t, messages) => {
       'first_valid_gid = 1',
       ...(asRoot
         ? []
-        : [
-            `default_login_user = ${user.username}`,
-            `default_internal_user = ${user.username}`,
-            `default_internal_group = ${execFileSync('id', ['-gn']).toString().trim()}`,
-          ]),
+        : [`default_login_user = ${user.username}`, `default_internal_user = ${user.username}`, `default_internal_group = ${execFileSync('id', ['-gn']).toString().trim()}`]),
       `passdb {\n  driver = passwd-file\n  args = scheme=PLAIN username_format=%u ${passwd}\n}`,
       `userdb {\n  driver = static\n  args = uid=${mailUser.uid} gid=${mailUser.gid} home=${dir}/home/%u\n}`,
       'mail_location = maildir:~/Maildir',
