@@ -125,8 +125,9 @@ export async function brandDeleted(ctx: TenantCtx, brandId: string): Promise<voi
 }
 
 /**
- * Inbound mail names a brand by id alone (`<brandId>@<inbound domain>`): its account and mode, in
- * any tenant, or null. Only the inbound mail path, authenticated by the server's inbound secret, asks.
+ * Inbound mail names a brand by id alone (`<brandId>@<inbound domain>`): its row (account, mode,
+ * settings), in any tenant, or null. Only the inbound mail path, authenticated by the server's
+ * inbound secret, asks.
  */
 export async function locate(base: BaseCtx, brandId: string): Promise<Brand | null> {
   return (await Brand.query(base.db).findById(normalizeBrandId(brandId))) ?? null;

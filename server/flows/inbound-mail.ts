@@ -300,17 +300,17 @@ export async function prepare(base: BaseCtx, deps: InboundDeps, raw: Buffer, sou
     const addressed = findBrandAddress(recipients, settings.inboundDomain);
     recipient = { brandId: mailbox.brandId, token: addressed?.brandId === mailbox.brandId ? addressed.token : null };
   } else recipient = await findRecipient(base, recipients, settings.inboundDomain);
-  const located = recipient ? await locate(base, recipient.brandId) : null;
-  if (!recipient || !located) {
+  const brand = recipient ? await locate(base, recipient.brandId) : null;
+  if (!recipient || !brand) {
     throw new HttpError(
       404,
       'unknown_recipient',
       `No recipient is a brand address at ${settings.inboundDomain} (<brandId>@${settings.inboundDomain}) or an address at a brand's verified INBOUND domain`,
     );
   }
-  const ctx = tenantCtx({ ...base, actor: { type: 'customer', id: null, name: fromName ? `${fromName} <${from}>` : from, source: 'email' } }, located.accountId, located.livemode);
+  const ctx = tenantCtx({ ...base, actor: { type: 'customer', id: null, name: fromName ? `${fromName} <${from}>` : from, source: 'email' } }, brand.accountId, brand.livemode);
   const messageId = parsed.messageId?.trim() || `<${createHash('sha256').update(raw).digest('hex')}@message-id.invalid>`;
-  const brandId = located.id;
+  const brandId = brand.id;
   const authentication = await authenticationOf(ctx, raw, source);
   const dmarcSpam = dmarcSpamReason(authentication);
 
@@ -332,10 +332,9 @@ export async function prepare(base: BaseCtx, deps: InboundDeps, raw: Buffer, sou
       return { brandId, ...outcome };
     };
 
-    const brand = located;
     const own = [settings.fromAddress, ...(brand.fromEmail ? [normalizeEmail(brand.fromEmail)] : [])];
     if (isOwnMessage(parsed, from, own)) return settle({ action: 'ignored', reason: 'own_message' });
-    if (!located.inboundEmailEnabled) return settle({ action: 'ignored', reason: 'inbound_email_disabled' });
+    if (!brand.inboundEmailEnabled) return settle({ action: 'ignored', reason: 'inbound_email_disabled' });
 
     const automatic = isAutoReply(parsed);
     const files = filesOf(parsed, deps.attachments.maxBytes);
@@ -417,22 +416,20 @@ export async function prepare(base: BaseCtx, deps: InboundDeps, raw: Buffer, sou
     await rawCopy?.discard();
   };
   const receiveNow = async (): Promise<InboundResult> => {
-    let committed = false;
+    let result: InboundResult;
     try {
-      const result = await withTx(ctx, async (tx): Promise<InboundResult> => {
-        const result = await receiveIn(tx);
+      result = await withTx(ctx, async (tx): Promise<InboundResult> => {
+        const received = await receiveIn(tx);
         await mailbox?.taken(tx);
-        return result;
+        return received;
       });
-      committed = true;
-      return result;
     } catch (err) {
       await end(false);
       if (!held && billing.isLimitReached(err)) return hold(ctx, { brandId, messageId, fromEmail: from, raw, envelope, authentication }, mailbox);
       throw err;
-    } finally {
-      if (committed) await end(true);
     }
+    await end(true);
+    return result;
   };
   return {
     receive: receiveNow,

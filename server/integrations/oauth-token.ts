@@ -5,7 +5,7 @@ import type { Config } from '../core/config.js';
  * Access tokens for mailboxes that sign in to IMAP with XOAUTH2 (Google's and Microsoft's): the
  * connection's refresh token exchanged at the provider's token endpoint (RFC 6749 section 6) with
  * the OAuth client the operator configured. ticketd never shows the consent screen; the operator
- * obtains the refresh token with that client and gives it to the connection (docs/email.md).
+ * obtains the refresh token with that client and gives it to the connection (docs/api.md, Mail domains and mailboxes).
  */
 
 export type OAuthProvider = 'GMAIL' | 'OUTLOOK';

@@ -28,11 +28,6 @@ export class MailboxWatch implements MailboxWatcher {
     },
   ) {}
 
-  /** Sessions open now. */
-  get size(): number {
-    return this.sessions.size;
-  }
-
   watch(row: EmailConnection, mailbox: ImapMailbox): boolean {
     if (this.closed || !mailbox.canIdle) return false;
     const before = this.sessions.get(row.id);

@@ -62,6 +62,7 @@ t.test("a ticket's messages are kept byte for byte: the one that opened it and e
 
   const elsewhere = await ownerWithBrand();
   t.equal((await elsewhere.owner.live('GET', `${elsewhere.base}/tickets/${created.ticketId}/raw-mails`)).status, 404, "another account's ticket is not found");
+  t.equal((await elsewhere.session('GET', '/v1/auth/usage')).body.storageBytes, 0, "another account's storage counts none of it");
   t.equal((await owner.live('GET', `${base}/tickets/${created.ticketId}/raw-mails/raw_0000000000000000000000000000`)).status, 404);
 });
 
