@@ -54,6 +54,9 @@ export class Brand extends TenantModel {
   declare slaNotifyOverdue: boolean;
   declare slaBusinessHoursOnly: boolean;
   declare slaBusinessHours: Record<string, unknown> | null;
+  declare slaPauseOnPending: boolean;
+  /** Bumped by every settings update: a create that remembered the brand's service level checks it (domains/tickets/service-level.ts). */
+  declare settingsRevision: number;
   declare createdAt: Date;
   declare updatedAt: Date;
 }

@@ -10,6 +10,7 @@ import * as mail from '../domains/mail/service.js';
 import type { MemberView } from '../domains/members/schemas.js';
 import * as profiles from '../domains/profiles/service.js';
 import * as statuses from '../domains/statuses/service.js';
+import { moveClocks } from '../domains/tickets/service-level.js';
 import * as tickets from '../domains/tickets/service.js';
 import * as watchers from './ticket-watchers.js';
 import { mailingBrand } from './brand-domains.js';
@@ -33,6 +34,9 @@ export async function createComment(
     check: async (tx, brand) => {
       if (input.setStatus !== undefined) await statuses.assertStatusKey(tx, brand, input.setStatus, 'setStatus');
     },
+    statusChanging: async (tx, brand, ticketId, from, to) => [
+      ...(await moveClocks(tx, await requireBrand(tx, brand), [{ ticketId, fromStatus: from, to: { status: to } }])).values(),
+    ],
     then: async (tx, brand, row) => {
       const mentioned = await recordMentions(tx, brand, row);
       await mailAboutComment(tx, brand, row, mentioned);

@@ -11,6 +11,7 @@ import { BULK_ACTIONS, type BulkInput, type BulkResultView, type SpamInput } fro
 import { Ticket } from '../domains/tickets/model.js';
 import type { TicketView } from '../domains/tickets/schemas.js';
 import { fetchView } from '../domains/tickets/service.js';
+import { moveClocks } from '../domains/tickets/service-level.js';
 import { asFieldError, assertAssignee, resolveTags } from './ticket-create.js';
 import { sameTenant, scopeOf } from '../core/model.js';
 
@@ -135,6 +136,16 @@ async function applyFields(ctx: TenantCtx, brandId: string, rows: readonly Locke
     if (changes.length) changed.push({ row, changes });
   }
   if (!changed.length) return;
+  const status = patch.status;
+  if (status) {
+    // Pending and back moves the tickets' service-level clocks: their dueAt changes go with the status.
+    const moves = changed.map(({ row }) => ({ ticketId: row.id, fromStatus: row.status, to: { status } }));
+    const dueChanges = await moveClocks(ctx, await requireBrand(ctx, brandId), moves);
+    for (const c of changed) {
+      const due = dueChanges.get(c.row.id);
+      if (due) c.changes.push(due);
+    }
+  }
   await Ticket.scoped(ctx)
     .where('brandId', brandId)
     .whereIn(

@@ -11,6 +11,7 @@ import * as events from '../core/outbox/events.js';
 import { GIVEN_COLUMNS, VIEW_COLUMNS } from '../domains/tickets/columns.js';
 import type { CreateTicketInput } from '../domains/tickets/schemas.js';
 import * as tickets from '../domains/tickets/service.js';
+import { NO_LEVEL_ASSUMED } from '../domains/tickets/service-level.js';
 import * as billing from '../domains/billing/service.js';
 
 /** One ticket for the create statement to write, with what its request asked for. */
@@ -32,6 +33,11 @@ export interface TicketWrite {
   fieldsChecked: boolean;
   /** Spam whoever the sender is; otherwise spam only when the sender is blocked. */
   spam: boolean;
+  /** Its deadline: given by hand, or from the brand's service level (null: none). */
+  dueAt: string | null;
+  dueAtManual: boolean;
+  /** The brand's settings revision the service level was read at; null: read in this transaction. */
+  slaRevision: number | null;
   /** Audit rows made before the statement (so their ids order them before later entries). */
   contactEntry: Record<string, unknown>[];
   ticketEntry: Record<string, unknown>[];
@@ -51,6 +57,7 @@ export function ticketWrite(
     attachmentCount?: number;
     fieldsChecked?: boolean;
     spam?: boolean;
+    due: { dueAt: string | null; dueAtManual: boolean; slaRevision: number | null };
   },
 ): TicketWrite {
   const id = given.id ?? newId(ID_PREFIX.ticket);
@@ -69,6 +76,7 @@ export function ticketWrite(
     attachmentCount: given.attachmentCount ?? 0,
     fieldsChecked: given.fieldsChecked ?? false,
     spam: given.spam ?? false,
+    ...given.due,
     contactEntry: email ? audit.entryRows(ctx, [{ brandId, entityType: 'contact', entityId: contactId, event: 'contact.created', metadata: { email } }]) : [],
     ticketEntry: audit.entryRows(ctx, [{ brandId, ticketId: id, entityType: 'ticket', entityId: id, event: 'ticket.created', metadata: { title } }]),
   };
@@ -94,13 +102,14 @@ function givenValues(w: TicketWrite): Record<string, unknown> {
     source_id: input.sourceId ?? null,
     source_data: input.sourceData ?? null,
     close_reason: input.closeReason ?? null,
-    due_at: tickets.isoOrNull(input.dueAt),
+    due_at: w.dueAt,
+    due_at_manual: w.dueAtManual,
     attachment_count: w.attachmentCount,
   };
 }
 
 /** What else each create carries into the statement, beside its ticket columns. */
-const REQUEST_COLUMNS = `ord int, tag_ids text[], tag_names text[], fields_checked boolean, spam boolean, key text, fingerprint text,
+const REQUEST_COLUMNS = `ord int, tag_ids text[], tag_names text[], fields_checked boolean, sla_revision int, spam boolean, key text, fingerprint text,
   email text, email_domain text, blocked_domains text[], contact_id text, customer_name text, customer_name_key text`;
 const ITEM_COLUMNS = `${REQUEST_COLUMNS}, ${GIVEN_COLUMNS.map((c) => `${c.column} ${c.type}`).join(', ')}`;
 
@@ -113,6 +122,7 @@ function itemOf(w: TicketWrite, ord: number, contactId: string | null): Record<s
     tag_ids: w.tagIds,
     tag_names: w.tagNames,
     fields_checked: w.fieldsChecked,
+    sla_revision: w.slaRevision,
     spam: w.spam,
     key: w.idempotency?.key ?? null,
     fingerprint: w.idempotency?.fingerprint ?? null,
@@ -176,7 +186,8 @@ function countAgainstAllowance(way: 'usual' | 'usual, brands locked first' | 'ex
  * THE statement that creates tickets, for a batch of creates (the usual ones, grouped by
  * createInOneStatement) or for one (the last step of createStepByStep, in its transaction). Per
  * create, in order:
- *   1. checks: the brand (visible; no ticket schema or field rules unless fieldsChecked), the
+ *   1. checks: the brand (visible; no ticket schema or field rules unless fieldsChecked; still
+ *      the service level its dueAt was computed with: its settings revision, or none), the
  *      status, category, assignee, and every tag by id or lower-cased name;
  *   2. its idempotency key claimed (keys are distinct within a batch);
  *   3. its customer contact found, or made in the company of its email's domain with its
@@ -213,7 +224,8 @@ export function createStatement(ctx: TenantCtx, writes: readonly TicketWrite[]):
       join tags tg on :tagScope and tg.brand_id = i.brand_id and (tg.id = any(i.tag_ids) or lower(tg.name) = any(i.tag_names))
     ), checks as materialized (
       select i.ord, exists (select 1 from brands b where :brandScope and b.id = i.brand_id
-            and (i.fields_checked or (b.ticket_schema is null and jsonb_array_length(coalesce(b.field_rules -> 'ticket', '[]'::jsonb)) = 0)))
+            and (i.fields_checked or (b.ticket_schema is null and jsonb_array_length(coalesce(b.field_rules -> 'ticket', '[]'::jsonb)) = 0))
+            and (i.sla_revision is null or b.settings_revision = i.sla_revision or (i.sla_revision = ${NO_LEVEL_ASSUMED} and not b.sla_enabled)))
         and exists (select 1 from statuses s where :statusScope and s.brand_id = i.brand_id and s.key = i.status)
         and (i.category_id is null or exists (select 1 from categories ca where :categoryScope and ca.brand_id = i.brand_id and ca.id = i.category_id))
         and (i.assignee_id is null or exists (select 1 from members m where :memberScope and m.id = i.assignee_id and m.status = 'active'))

@@ -17,6 +17,7 @@ import * as statuses from '../domains/statuses/service.js';
 import * as tags from '../domains/tags/service.js';
 import type { CreateTicketInput, TicketView } from '../domains/tickets/schemas.js';
 import * as tickets from '../domains/tickets/service.js';
+import { dueAtOf, rememberedServiceLevel, serviceLevelOfRow, type ServiceLevel } from '../domains/tickets/service-level.js';
 import * as watchers from './ticket-watchers.js';
 import { findOrCreateContact } from './customers.js';
 import { mailingBrand } from './brand-domains.js';
@@ -64,6 +65,16 @@ export async function assertAssignee(ctx: TenantCtx, assigneeId: string): Promis
       'invalid_assignee',
     );
   }
+}
+
+/**
+ * A new ticket's deadline: the one given (null or absent: none given), else its brand's service
+ * level's; `slaRevision`: the brand's settings revision the level was read at, for the create
+ * statement to check (null: nothing to check).
+ */
+function dueOnCreate(ctx: TenantCtx, input: CreateTicketInput, level: ServiceLevel | null, slaRevision: number | null) {
+  if (input.dueAt != null) return { dueAt: tickets.isoOrNull(input.dueAt), dueAtManual: true, slaRevision: null };
+  return { dueAt: dueAtOf(level, ctx.services.now(), input.priority ?? null)?.toISOString() ?? null, dueAtManual: false, slaRevision };
 }
 
 export interface CreateResult {
@@ -178,7 +189,9 @@ async function createInOneStatement(
   const tagIds = [...new Set(given.filter((t) => tickets.TAG_ID.test(t)))];
   const tagNames = [...new Set(given.filter((t) => !tickets.TAG_ID.test(t)).map((t) => t.trim().toLowerCase()))];
   if (tagNames.some((n) => !n || n.length > tags.MAX_TAG_NAME_LENGTH)) return null;
-  const w = ticketWrite(ctx, brandId, title, email, input, { tagIds, tagNames, idempotency, spam });
+  const sla = rememberedServiceLevel(ctx, brandId);
+  const due = dueOnCreate(ctx, input, sla.level, sla.revision);
+  const w = ticketWrite(ctx, brandId, title, email, input, { tagIds, tagNames, idempotency, spam, due });
   if (ctx.db.isTransaction) return (await runWrites(ctx, [w]))[0]!;
   return ctx.services.get(createBatches)(`${ctx.accountId}:${ctx.livemode}`, w);
 }
@@ -228,7 +241,8 @@ async function createStepByStep(
     if (email) await findOrCreateContact(tx, brand.id, email, input.customerName ?? null);
     const attachmentCount = await attachments.linkPending(tx, brand.id, id, input.attachmentIds ?? [], options.pendingUploadsOf ?? null);
     // Its entry is made (and so ordered) before the watchers' entries, though written by the last statement.
-    const w = ticketWrite(tx, brand.id, title, email, input, { id, tagIds: [...tagIds], tagNames: [], attachmentCount, fieldsChecked: true, spam: options.spam });
+    const due = dueOnCreate(tx, input, serviceLevelOfRow(tx, brand), null);
+    const w = ticketWrite(tx, brand.id, title, email, input, { id, tagIds: [...tagIds], tagNames: [], attachmentCount, fieldsChecked: true, spam: options.spam, due });
     if (input.watchers?.length) await watchers.addToNewTicket(tx, brand.id, id, input.watchers);
 
     const [ticket] = await runWrites(tx, [w]);

@@ -11,6 +11,7 @@ import * as statuses from '../domains/statuses/service.js';
 import type { TicketView, UpdateTicketInput } from '../domains/tickets/schemas.js';
 import { Ticket } from '../domains/tickets/model.js';
 import * as tickets from '../domains/tickets/service.js';
+import { clockPatches } from '../domains/tickets/service-level.js';
 import { asFieldError, assertAssignee, resolveTags } from './ticket-create.js';
 import { scopeOf, tenantScope } from '../core/model.js';
 
@@ -69,7 +70,25 @@ export async function updateTicket(ctx: TenantCtx, brandId: string, ticketId: st
     consider('metadata', before.metadata, input.metadata, 'metadata', JSON.stringify(input.metadata));
     consider('isSpam', before.isSpam, input.isSpam);
     consider('closeReason', before.closeReason, input.closeReason);
-    consider('dueAt', before.dueAt, input.dueAt === undefined ? undefined : tickets.isoOrNull(input.dueAt));
+    // dueAt: given by hand, or moved by the brand's service level (a new priority, pending and back).
+    const clock = (
+      await clockPatches(tx, brand, [
+        {
+          ticketId: locked.id,
+          fromStatus: before.status ?? 'open',
+          to: {
+            status: input.status ?? before.status ?? 'open',
+            ...(input.priority === undefined ? {} : { priority: input.priority }),
+            ...(input.dueAt === undefined ? {} : { dueAt: input.dueAt === null ? null : new Date(input.dueAt) }),
+          },
+        },
+      ])
+    ).get(locked.id);
+    if (clock) {
+      const { dueAt, ...columns } = clock.patch;
+      if ('dueAt' in clock.patch) consider('dueAt', before.dueAt, dueAt ? dueAt.toISOString() : null);
+      Object.assign(patch, columns);
+    }
 
     let newTags: string[] | undefined;
     if (input.tags !== undefined) {

@@ -12,6 +12,7 @@ import * as rawMails from '../domains/raw-mails/service.js';
 import * as ticketCounts from '../domains/tickets/counts.js';
 import { renewDue as renewDueSubscriptions } from '../flows/billing.js';
 import { sendDueRequests as sendDueRatingRequests } from '../flows/feedback.js';
+import { announceOverdue } from '../flows/ticket-overdue.js';
 import { receiveHeld as receiveHeldMail } from '../flows/inbound-mail.js';
 import { syncDue as syncDueMailboxes, syncWoken as syncWokenMailbox, type MailboxSyncDeps } from '../flows/mailbox-sync.js';
 import type { EmailConnection } from '../domains/email-connections/model.js';
@@ -78,6 +79,8 @@ export interface PeriodicStats {
   rolledUpCounts: number;
   /** Satisfaction rating requests due: mailed, or cancelled (the ticket was reopened meanwhile). */
   ratingRequests: { sent: number; cancelled: number };
+  /** Tickets that passed their dueAt unresolved, announced (ticket.overdue). */
+  overdueTickets: number;
   /** Subscriptions whose period ended: renewed, changed to the scheduled plan, or ended. */
   renewedSubscriptions: number;
   /** Inbound messages held over a plan's ticket allowance, received now that it has room. */
@@ -271,6 +274,8 @@ export class Dispatcher {
       (r) => r.sent + r.cancelled,
     );
     if (ratingRequests.sent || ratingRequests.cancelled) this.log.info(ratingRequests, 'satisfaction rating requests due: mailed or cancelled');
+    const overdueTickets = await this.job('announce_overdue_tickets', () => announceOverdue(ctx, new Date(this.now())));
+    if (overdueTickets) this.log.info({ overdueTickets }, 'tickets past their dueAt announced');
     const renewedSubscriptions = await this.job('renew_subscriptions', () => renewDueSubscriptions(ctx, new Date(this.now())));
     if (renewedSubscriptions) this.log.info({ renewedSubscriptions }, 'subscriptions whose period ended: renewed or ended');
     // After renewals: a new period has room for the mail held over the last one's allowance.
@@ -293,6 +298,7 @@ export class Dispatcher {
       purgedOutbox,
       rolledUpCounts,
       ratingRequests,
+      overdueTickets,
       renewedSubscriptions,
       receivedHeldMail,
       domains,

@@ -41,6 +41,26 @@ t.test('the usual create is one statement; a new tag, watchers or a replay go st
   t.equal(again.length, 1, 'a tag that exists by now, named in another case: one statement');
 });
 
+t.test('a brand with a service level: its usual creates are one statement too, each with its dueAt', async (t) => {
+  const { owner, base } = await ownerWithBrand(app);
+  t.equal((await owner.live('PATCH', base, { slaEnabled: true, slaByPriority: { urgent: 4 } })).status, 200);
+  const create = async () => {
+    let created: { dueAt: string | null; createdAt: string } | null = null;
+    const statements = await statementsDuring(db, async () => {
+      created = (await owner.live('POST', `${base}/tickets`, { title: 'Urgent', priority: 'urgent' })).body;
+    });
+    return { statements, created: created! as { dueAt: string | null; createdAt: string } };
+  };
+  const first = await create();
+  t.ok(first.statements.includes('BEGIN;'), 'the first create of the level in this process goes step by step (it reads the brand)');
+  const second = await create();
+  t.equal(second.statements.length, 1, 'the next ones: one statement');
+  for (const { created } of [first, second]) t.ok(Math.abs(Date.parse(created.dueAt!) - Date.parse(created.createdAt) - 4 * 3_600_000) < 5000, 'dueAt: 4 h after creation');
+  t.equal((await owner.live('PATCH', base, { slaByPriority: { urgent: 1 } })).status, 200);
+  const changed = await create();
+  t.ok(Math.abs(Date.parse(changed.created.dueAt!) - Date.parse(changed.created.createdAt) - 3_600_000) < 5000, 'a changed level applies at once');
+});
+
 t.test('a brand with a ticket schema: its creates are checked against it, and soon go straight to step by step', async (t) => {
   const { owner, base } = await ownerWithBrand(app);
   t.equal((await owner.live('PUT', `${base}/schema`, { schema: { type: 'object', properties: { orderId: { type: 'string' } }, required: ['orderId'] } })).status, 200);

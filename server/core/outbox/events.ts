@@ -15,6 +15,7 @@ export const WEBHOOK_EVENTS = [
   'ticket.updated',
   'ticket.deleted',
   'ticket.rated',
+  'ticket.overdue',
   'ticket.comment.created',
   'comment.created',
   'comment.updated',
@@ -33,6 +34,7 @@ const TICKET_UPDATED_FIELDS = ['id', 'ticketNumber', 'title', 'status', 'priorit
 const TICKET_DELETED_FIELDS = ['id', 'ticketNumber', 'title', 'status', 'priority', 'deletedAt', ...CUSTOMER];
 const PART_FIELDS = ['ticketId', 'ticketNumber', ...CUSTOMER];
 const TICKET_RATED_FIELDS = ['id', 'ticketNumber', 'title', 'status', 'assigneeId', ...CUSTOMER];
+const TICKET_OVERDUE_FIELDS = ['id', 'ticketNumber', 'title', 'status', 'priority', 'assigneeId', 'dueAt', ...CUSTOMER];
 
 const iso = (d: Date | string | null | undefined) => (d ? new Date(d).toISOString() : null);
 
@@ -56,6 +58,14 @@ export function ticketsUpdated(tx: TenantCtx, brandId: string, updates: readonly
   return enqueueEvents(
     tx,
     updates.map((u) => ({ brandId, names: ['ticket.updated'], ticketId: u.ticketId, ticketFields: TICKET_UPDATED_FIELDS, data: { changes: u.changes } })),
+  );
+}
+
+/** Tickets that passed their dueAt unresolved (announced once per deadline). */
+export function ticketsOverdue(tx: TenantCtx, tickets: readonly { brandId: string; ticketId: string }[]): Promise<void> {
+  return enqueueEvents(
+    tx,
+    tickets.map((t) => ({ brandId: t.brandId, names: ['ticket.overdue'], ticketId: t.ticketId, ticketFields: TICKET_OVERDUE_FIELDS, data: {} })),
   );
 }
 

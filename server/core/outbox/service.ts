@@ -64,7 +64,7 @@ const iso = (column: string) => `to_char(${column} at time zone 'UTC', 'YYYY-MM-
 const TICKET_JSON = `jsonb_build_object(
   'id', t.id, 'ticketId', t.id, 'ticketNumber', t.ticket_number, 'title', t.title, 'status', t.status, 'priority', t.priority,
   'assigneeId', t.assignee_id, 'source', t.source, 'createdAt', ${iso('t.created_at')}, 'updatedAt', ${iso('t.updated_at')},
-  'deletedAt', ${iso('t.deleted_at')}, 'customerId', t.customer_id, 'customerEmail', c.email, 'customerName', c.name)`;
+  'deletedAt', ${iso('t.deleted_at')}, 'dueAt', ${iso('t.due_at')}, 'customerId', t.customer_id, 'customerEmail', c.email, 'customerName', c.name)`;
 
 /**
  * Fans events out: one outbox row per (event, enabled webhook of its brand and mode subscribed to

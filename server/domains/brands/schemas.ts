@@ -18,10 +18,17 @@ const SlaBusinessHours = Type.Object(
   {
     start: Type.String({ pattern: PATTERNS.timeOfDay }),
     end: Type.String({ pattern: PATTERNS.timeOfDay }),
-    days: Type.Array(Type.Integer({ minimum: 0, maximum: 6 }), { maxItems: 7, uniqueItems: true }),
-    timezone: Type.String({ minLength: 1, maxLength: 64 }),
+    days: Type.Array(Type.Integer({ minimum: 0, maximum: 6 }), { minItems: 1, maxItems: 7, uniqueItems: true, description: 'Open weekdays, 0 = Sunday' }),
+    timezone: Type.String({ minLength: 1, maxLength: 64, description: 'An IANA time zone such as Europe/Paris' }),
+    holidays: Type.Optional(
+      Type.Array(Type.String({ pattern: '^\\d{4}-\\d{2}-\\d{2}$' }), {
+        maxItems: 1000,
+        uniqueItems: true,
+        description: 'Closed local dates (YYYY-MM-DD): no working time counts on them',
+      }),
+    ),
   },
-  { additionalProperties: false },
+  { additionalProperties: false, description: 'Opening hours (start before end, the same day) on the given weekdays, local time' },
 );
 
 /** Settings a brand's owner edits: accepted on create and update, returned on every read. */
@@ -52,6 +59,7 @@ const editable = {
   slaNotifyOverdue: Type.Boolean(),
   slaBusinessHoursOnly: Type.Boolean(),
   slaBusinessHours: Nullable(SlaBusinessHours),
+  slaPauseOnPending: Type.Boolean({ description: 'Time a ticket spends pending does not count: its dueAt moves on by the working time it waited' }),
 };
 
 export const BrandOut = Type.Object({

@@ -8,6 +8,7 @@ import { scopeOf } from '../../core/model.js';
 import * as audit from '../../core/audit.js';
 import { Brand, brandDeleted, forgetFound, requireBrand } from '../../core/brand.js';
 export type { FieldRule } from '../../core/brand.js';
+import { businessHoursProblem, type BusinessHoursSpec } from '../../core/working-time.js';
 import type { BrandView, CreateBrandInput, UpdateBrandInput } from './schemas.js';
 
 export const DEFAULT_TICKET_NUMBER_START = 1000;
@@ -45,6 +46,7 @@ export function toView(row: Brand): BrandView {
     slaNotifyOverdue: row.slaNotifyOverdue,
     slaBusinessHoursOnly: row.slaBusinessHoursOnly,
     slaBusinessHours: row.slaBusinessHours as BrandView['slaBusinessHours'],
+    slaPauseOnPending: row.slaPauseOnPending,
     createdAt: row.createdAt.toISOString(),
     updatedAt: row.updatedAt.toISOString(),
   };
@@ -90,12 +92,19 @@ export function assertValidTicketSchema(schema: Record<string, unknown> | null |
   if (problem) throw badRequest(`ticketSchema is not a valid JSON Schema: ${problem}`, [{ field: 'ticketSchema', message: problem }], 'invalid_ticket_schema');
 }
 
+/** Business hours a service level can count in: a real time zone, opening before closing. */
+function assertUsableBusinessHours(hours: BusinessHoursSpec | null | undefined): void {
+  const problem = hours ? businessHoursProblem(hours) : null;
+  if (problem) throw badRequest(`${problem.field} ${problem.message}`, [problem], 'invalid_business_hours');
+}
+
 function slugTaken(slug: string) {
   return conflict(`A brand with slug "${slug}" already exists in this account`, 'slug_taken');
 }
 
 export async function create(ctx: TenantCtx, input: CreateBrandInput): Promise<BrandView> {
   assertValidTicketSchema(input.ticketSchema);
+  assertUsableBusinessHours(input.slaBusinessHours);
   const { ticketNumberStart, slug: givenSlug, ticketPrefix, ...rest } = input;
   const base = {
     ...rest,
@@ -144,13 +153,15 @@ const NOT_AUDITED: ReadonlySet<string> = new Set(['id', 'object', 'accountId', '
 
 export async function update(ctx: TenantCtx, brandId: string, input: UpdateBrandInput): Promise<BrandView> {
   assertValidTicketSchema(input.ticketSchema);
+  assertUsableBusinessHours(input.slaBusinessHours);
   return withTx(ctx, async (tx) => {
     const { id } = await requireBrand(tx, brandId);
     forgetFound(tx, id);
     // Locked and read again, so the audit entry's `from` values are what this update replaced.
     const brand = (await Brand.scoped(tx).findById(id).forUpdate())!;
     const { ticketNumberStart, ticketPrefix, ...rest } = input;
-    const patch: Partial<Brand> = { ...rest, updatedAt: new Date() };
+    // The revision tells ticket creates that remembered the brand's service level to read it again.
+    const patch: Partial<Brand> = { ...rest, updatedAt: new Date(), settingsRevision: tx.db.raw('settings_revision + 1') as unknown as number };
     if (ticketPrefix !== undefined) patch.ticketPrefix = ticketPrefix.toUpperCase();
     if (ticketNumberStart !== undefined) {
       // Compare and set in one statement: a ticket created meanwhile cannot be numbered twice.

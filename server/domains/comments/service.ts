@@ -174,7 +174,15 @@ type NewComment = Pick<
  * it), insert the comment, record the audit entries. The ticket is written before the comment
  * is inserted; one transaction makes both happen or neither.
  */
-async function insert(tx: TenantCtx, brandId: string, ticketId: string, comment: NewComment, setStatus?: string, reopenFrom: readonly string[] = []): Promise<Comment> {
+async function insert(
+  tx: TenantCtx,
+  brandId: string,
+  ticketId: string,
+  comment: NewComment,
+  setStatus?: string,
+  reopenFrom: readonly string[] = [],
+  statusChanging?: CreateSteps['statusChanging'],
+): Promise<Comment> {
   const ticket = await ticketOf(tx, brandId, ticketId, true);
   // Decided under the ticket's lock, so a reply racing a status change reopens what it finds.
   if (setStatus === undefined && reopenFrom.includes(ticket.status)) setStatus = 'open';
@@ -185,6 +193,7 @@ async function insert(tx: TenantCtx, brandId: string, ticketId: string, comment:
     }
   }
   const statusChange = setStatus !== undefined && setStatus !== ticket.status ? { status: setStatus } : {};
+  const alsoChanged = statusChange.status && statusChanging ? await statusChanging(tx, brandId, ticket.id, ticket.status, statusChange.status) : [];
   await ticketRow(tx, brandId, ticket.id).update({ commentCount: tx.db.raw('comment_count + 1'), updatedAt: tx.db.fn.now(), ...statusChange });
   const row = (await Comment.query(tx.db)
     .insert({ ...scopeOf(tx), brandId, ticketId: ticket.id, ...comment })
@@ -206,10 +215,10 @@ async function insert(tx: TenantCtx, brandId: string, ticketId: string, comment:
       entityType: 'ticket',
       entityId: ticket.id,
       event: 'ticket.updated',
-      changes: [{ field: 'status', from: ticket.status, to: statusChange.status }],
+      changes: [{ field: 'status', from: ticket.status, to: statusChange.status }, ...alsoChanged],
       metadata: { ticketNumber: ticket.ticketNumber, title: ticket.title },
     });
-    await events.ticketsUpdated(tx, brandId, [{ ticketId: ticket.id, changes: ['status'] }]);
+    await events.ticketsUpdated(tx, brandId, [{ ticketId: ticket.id, changes: ['status', ...alsoChanged.map((c) => c.field)] }]);
   }
   return row;
 }
@@ -259,6 +268,8 @@ export interface CreateSteps {
   then?: (tx: TenantCtx, brandId: string, row: Comment) => Promise<void>;
   /** Statuses the comment sets back to open (a customer's reply); not part of the request, so a replay matches. */
   reopenFrom?: readonly string[];
+  /** Before the ticket's new status is written: what else that changes (its service-level clock), for its audit entry. */
+  statusChanging?: (tx: TenantCtx, brandId: string, ticketId: string, from: string, to: string) => Promise<Change[]>;
 }
 
 export async function create(
@@ -306,6 +317,7 @@ export async function create(
       },
       input.setStatus,
       steps.reopenFrom,
+      steps.statusChanging,
     );
     await steps.then?.(tx, brand.id, row);
     return { created: true, row };

@@ -211,6 +211,26 @@ export function watcherNotification(
   };
 }
 
+/**
+ * A ticket that passed its dueAt unresolved, to its assignee (or the brand's admins when it has
+ * none). One message per deadline: its Message-ID is the ticket's and the deadline's.
+ */
+export function overdueNotification(c: Common & { dueAt: Date; to: MailAddress[] }): MailMessage {
+  const text = `${ticketRef(c.brand, c.ticket)} "${c.ticket.title}" was due ${c.dueAt.toISOString()} and is not resolved yet.`;
+  const b = base(c);
+  return {
+    kind: 'overdue',
+    ...b,
+    to: c.to,
+    cc: [],
+    subject: subjectLine(`Overdue: [${ticketRef(c.brand, c.ticket)}] ${c.ticket.title}`),
+    text,
+    html: htmlOf(text),
+    messageId: `<${c.ticket.id}.overdue.${c.dueAt.getTime()}@${messageIdDomain(c.settings)}>`,
+    headers: { ...b.headers, 'Auto-Submitted': 'auto-generated', 'X-Auto-Response-Suppress': 'All' },
+  };
+}
+
 /** A member named in a comment (a mention), one message each; its Message-ID is the comment's and the member's. */
 export function mentionNotification(
   c: Common & {

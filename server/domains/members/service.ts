@@ -57,6 +57,11 @@ export async function findMany(ctx: TenantCtx, memberIds: readonly string[]): Pr
   return (await Member.ofAccount(ctx).whereIn('members.id', [...new Set(memberIds)])).map(toView);
 }
 
+/** The account's active owners and admins (they see every brand), in the order they joined. */
+export async function activeAdmins(ctx: TenantCtx): Promise<MemberView[]> {
+  return (await Member.ofAccount(ctx).where('members.status', 'active').whereIn('members.role', ['owner', 'admin']).orderBy('id', 'asc')).map(toView);
+}
+
 /** A person's membership of one account (one organization). */
 export interface Membership {
   accountId: string;

@@ -39,6 +39,7 @@ export const TICKET_COLUMNS: readonly TicketColumn[] = [
   given('attachment_count', 'int'),
   given('close_reason', 'text'),
   given('due_at', 'timestamptz'),
+  given('due_at_manual', 'boolean'),
   filled('created_at', 'timestamptz'),
   filled('updated_at', 'timestamptz'),
   filled('deleted_at', 'timestamptz'),

@@ -93,6 +93,13 @@ export const TrendsOut = Type.Object({
 
 export const TeamMetricsQuery = Type.Object({ ...BrandIdsParams, ...DateRange }, { additionalProperties: false });
 
+/** Service-level attainment of the resolutions (resolved or closed) in a period that had a dueAt. */
+const SlaAttainment = Type.Object({
+  slaTracked: Type.Integer({ minimum: 0, description: 'Tickets resolved or closed in the period that had a dueAt' }),
+  slaMet: Type.Integer({ minimum: 0, description: 'Of those, resolved or closed at or before their dueAt' }),
+  slaAttainment: Nullable(Type.Integer({ minimum: 0, maximum: 100, description: 'slaMet in percent of slaTracked, rounded; null when none was tracked' })),
+});
+
 export const TeamMetricsOut = Type.Object({
   members: Type.Array(
     Type.Object({
@@ -104,8 +111,10 @@ export const TeamMetricsOut = Type.Object({
       csatCount: Count,
       csatPositive: Count,
       csatScore: Nullable(Type.Integer({ minimum: 0, maximum: 100 })),
+      ...SlaAttainment.properties,
     }),
   ),
+  sla: Type.Object(SlaAttainment.properties, { description: "The whole team's resolutions in the period, unassigned tickets included" }),
   period: Type.Object({ start: Type.String(), end: Type.String() }),
 });
 

@@ -360,7 +360,8 @@ const POSITIVE_RATING = `case f.rating_type when 'thumbs' then f.rating = 1 when
  * that were resolved or closed in the period (by resolved_at, the ticket's status now telling
  * which), and the satisfaction ratings submitted in the period for resolutions credited to them
  * (the assignee when the ticket was resolved): how many, how many positive, and the positive share
- * in percent (null without ratings).
+ * in percent (null without ratings); and the SLA attainment of those resolutions, per member and for
+ * the whole team (unassigned tickets included): of those that had a dueAt, how many came by it.
  */
 export async function teamMetrics(ctx: TenantCtx, input: TeamMetricsInput): Promise<TeamMetricsView> {
   const { brands } = await brandsOf(ctx, input);
@@ -371,19 +372,24 @@ export async function teamMetrics(ctx: TenantCtx, input: TeamMetricsInput): Prom
   );
   const result = await ctx.db.raw(
     `with done as (
-       select t.assignee_id, count(*) filter (where t.status = 'resolved')::int as resolved, count(*) filter (where t.status = 'closed')::int as closed
-       from tickets t where ${counted.sql} and t.resolved_at >= ? and t.resolved_at < ? and t.assignee_id is not null group by t.assignee_id),
+       select t.assignee_id, count(*) filter (where t.status = 'resolved')::int as resolved, count(*) filter (where t.status = 'closed')::int as closed,
+         count(t.due_at)::int as sla_tracked, count(*) filter (where t.resolved_at <= t.due_at)::int as sla_met
+       from tickets t where ${counted.sql} and t.resolved_at >= ? and t.resolved_at < ? group by t.assignee_id),
      rated as (
        select f.resolver_id, count(*)::int as ratings, count(*) filter (where ${POSITIVE_RATING})::int as positive
        from ticket_feedback f where ? and f.brand_id = any(?::text[]) and f.status = 'rated' and f.submitted_at >= ? and f.submitted_at < ? and f.resolver_id is not null
        group by f.resolver_id)
-     select m.id, m.email, m.name, coalesce(d.resolved, 0) as resolved, coalesce(d.closed, 0) as closed, coalesce(r.ratings, 0) as ratings, coalesce(r.positive, 0) as positive
+     select m.id, m.email, m.name, coalesce(d.resolved, 0) as resolved, coalesce(d.closed, 0) as closed, coalesce(r.ratings, 0) as ratings, coalesce(r.positive, 0) as positive,
+       coalesce(d.sla_tracked, 0) as "slaTracked", coalesce(d.sla_met, 0) as "slaMet", team.sla_tracked as "teamSlaTracked", team.sla_met as "teamSlaMet"
      from members m left join done d on d.assignee_id = m.id left join rated r on r.resolver_id = m.id
+     cross join (select coalesce(sum(sla_tracked), 0)::int as sla_tracked, coalesce(sum(sla_met), 0)::int as sla_met from done) team
      where ? and m.status = 'active'
      order by coalesce(d.resolved, 0) + coalesce(d.closed, 0) desc, m.id`,
     [...counted.bindings, iso(start), iso(end + DAY_MS), tenantScope(ctx, 'f'), brands.map((b) => b.id), iso(start), iso(end + DAY_MS), accountScope(ctx, 'm')],
   );
-  const rows = (result as { rows: { id: string; email: string | null; name: string | null; resolved: number; closed: number; ratings: number; positive: number }[] }).rows;
+  type Row = { id: string; email: string | null; name: string | null; resolved: number; closed: number; ratings: number; positive: number };
+  type SlaRow = { slaTracked: number; slaMet: number; teamSlaTracked: number; teamSlaMet: number };
+  const rows = (result as { rows: (Row & SlaRow)[] }).rows;
   return {
     members: rows.map((m) => ({
       memberId: m.id,
@@ -394,7 +400,14 @@ export async function teamMetrics(ctx: TenantCtx, input: TeamMetricsInput): Prom
       csatCount: m.ratings,
       csatPositive: m.positive,
       csatScore: m.ratings ? Math.round((100 * m.positive) / m.ratings) : null,
+      ...attainment(m.slaTracked, m.slaMet),
     })),
+    sla: attainment(rows[0]?.teamSlaTracked ?? 0, rows[0]?.teamSlaMet ?? 0),
     period: { start: dayOf(start), end: dayOf(end) },
   };
+}
+
+/** SLA attainment: the share of resolutions with a dueAt that came at or before it. */
+function attainment(tracked: number, met: number) {
+  return { slaTracked: tracked, slaMet: met, slaAttainment: tracked ? Math.round((100 * met) / tracked) : null };
 }

@@ -25,6 +25,10 @@ export class Ticket extends TenantModel {
   declare mergedIntoId: string | null;
   declare closeReason: string | null;
   declare dueAt: Date | null;
+  declare dueAtManual: boolean;
+  declare slaPausedAt: Date | null;
+  declare slaPausedSeconds: number;
+  declare overdueAt: Date | null;
   declare commentCount: number;
   declare attachmentCount: number;
   declare createdAt: Date;

@@ -332,6 +332,18 @@ export function applyFilters(ctx: TenantCtx, q: TicketQuery, brand: BrandRef, in
   const createdBefore = input.createdBefore ? new Date(input.createdBefore).toISOString() : null;
   if (createdAfter) q.where('tickets.createdAt', '>', createdAfter);
   if (createdBefore) q.where('tickets.createdAt', '<', createdBefore);
+  // On the dueAt sort's own expression, so that sort reads only the range of its index in either order.
+  const dueKey = (iso: string) => new Date(iso).getTime() * 1000;
+  const overdue = input.overdue ?? null;
+  const dueBefore = input.dueBefore ? new Date(input.dueBefore).toISOString() : null;
+  const dueAfter = input.dueAfter ? new Date(input.dueAfter).toISOString() : null;
+  if (overdue !== null) {
+    const now = new Date(ctx.services.now()).toISOString();
+    if (overdue) q.whereRaw(`${SORT_SQL.dueAt} < ?`, [dueKey(now)]).whereNull('tickets.resolvedAt');
+    else q.where((notOverdue) => notOverdue.whereRaw(`${SORT_SQL.dueAt} >= ?`, [dueKey(now)]).orWhereNotNull('tickets.resolvedAt'));
+  }
+  if (dueBefore) q.whereRaw(`${SORT_SQL.dueAt} < ?`, [dueKey(dueBefore)]);
+  if (dueAfter) q.whereRaw(`${SORT_SQL.dueAt} > ?`, [dueKey(dueAfter)]).whereNotNull('tickets.dueAt');
   const hasAttachments = input.hasAttachments ?? null;
   if (hasAttachments !== null) q.where('tickets.attachmentCount', hasAttachments ? '>' : '=', 0);
   const isSpam = input.isSpam ?? false;
@@ -377,6 +389,9 @@ export function applyFilters(ctx: TenantCtx, q: TicketQuery, brand: BrandRef, in
     createdAfter,
     createdBefore,
     hasAttachments,
+    overdue,
+    dueBefore,
+    dueAfter,
     isSpam,
     category,
     tagIds,
