@@ -187,7 +187,7 @@ export async function seed(url: string, opts: { accountId: string; brandId: stri
       c.query(
         `
       INSERT INTO tickets (id, account_id, livemode, brand_id, ticket_number, title, body, status, priority, assignee_id,
-        customer_id, category_id, source, is_spam, comment_count, attachment_count, created_at, updated_at, deleted_at, resolved_at,
+        customer_id, category_id, source, is_spam, comment_count, attachment_count, created_at, updated_at, deleted_at, resolved_at, due_at, overdue_at,
         customer_text, customer_sort, company_sort, assignee_sort, category_sort, search_vector)
       SELECT ${ID('tkt', 's.i')}, $1, $2, ($3::text[])[1 + s.i % $9::int], 1 + s.i / $9::int, p1.title, p2.body || ' ' || p3.body,
         CASE WHEN r1 < 0.30 THEN 'open' WHEN r1 < 0.45 THEN 'pending' WHEN r1 < 0.75 THEN 'resolved' ELSE 'closed' END,
@@ -198,6 +198,7 @@ export async function seed(url: string, opts: { accountId: string; brandId: stri
         to_timestamp(ms / 1000.0), to_timestamp(ms / 1000.0) + random() * interval '10 days',
         CASE WHEN random() < 0.01 THEN now() END,
         CASE WHEN r1 >= 0.45 THEN least(now(), to_timestamp(ms / 1000.0) + random() * interval '3 days') END,
+        due.at, CASE WHEN r1 < 0.45 AND due.at <= now() THEN due.at END,
         coalesce(cu.text, ''), coalesce(cu.sort, ''), coalesce(cu.company, ''), coalesce(m.sort, ''), coalesce(ca.sort, ''),
         setweight(to_tsvector('pg_catalog.simple', unaccent(p1.title)), 'A')
           || setweight(to_tsvector('pg_catalog.simple', ticketd_search_text(coalesce(cu.text, ''))), 'B')
@@ -208,6 +209,8 @@ export async function seed(url: string, opts: { accountId: string; brandId: stri
                    CASE WHEN random() < 0.80 THEN (1 + i % $9::int) * 1000000 + 1 + floor(random() * 15)::int END AS category,
                    floor(random() * 20000)::int AS t1, floor(random() * 20000)::int AS t2, floor(random() * 20000)::int AS t3
             FROM generate_series($7::int, $8::int) AS i) AS s
+      -- A 24/7 service level of 4/24/72/168 hours (urgent/high/normal and none/low); those past it unresolved were announced.
+      CROSS JOIN LATERAL (SELECT to_timestamp(ms / 1000.0) + interval '1 hour' * CASE WHEN r2 < 0.20 THEN 72 WHEN r2 < 0.40 THEN 168 WHEN r2 < 0.80 THEN 72 WHEN r2 < 0.95 THEN 24 ELSE 4 END AS at) AS due
       JOIN bench_text p1 ON p1.k = s.t1
       JOIN bench_text p2 ON p2.k = s.t2
       JOIN bench_text p3 ON p3.k = s.t3
