@@ -97,9 +97,10 @@ function clientAuth(secret: string | undefined): oidc.ClientAuth {
   };
 }
 
-const causes = function* (err: unknown): Generator<unknown> {
+/** An error and the errors it wraps (openid-client and undici keep the original as the cause). */
+function* causes(err: unknown): Generator<unknown> {
   for (let e = err; e; e = (e as { cause?: unknown }).cause) yield e;
-};
+}
 
 /** Failures that mean the ID token (or the answer carrying it) does not check out. */
 const TOKEN_CHECKS: ReadonlySet<string> = new Set([
@@ -129,10 +130,9 @@ function failureOf(err: unknown, exchange: boolean): OidcFailure {
   const code = (err as { code?: unknown }).code;
   const message = (err as Error).message ?? String(err);
   const status = answeredStatus(err);
-  // No answer, a time-out or the provider's own failure: it may work later.
-  if (status === null ? typeof code !== 'string' || code === 'OAUTH_TIMEOUT' || code === 'OAUTH_ABORT' : status >= 500) {
-    return new OidcFailure('unreachable', `the identity provider could not be reached (${message})`);
-  }
+  // No answer (the network's errors carry no openid-client code), a time-out, or the provider's own failure: it may work later.
+  const noAnswer = status === null && (typeof code !== 'string' || code === 'OAUTH_TIMEOUT' || code === 'OAUTH_ABORT');
+  if (noAnswer || (status !== null && status >= 500)) return new OidcFailure('unreachable', `the identity provider could not be reached (${message})`);
   if (exchange) return TOKEN_CHECKS.has(String(code)) ? new OidcFailure('token_invalid', message) : new OidcFailure('code_rejected', message);
   return new OidcFailure('invalid_provider', `the issuer does not answer as an OpenID provider (${message}${status ? `, HTTP ${status}` : ''})`);
 }
