@@ -15,6 +15,7 @@ import { registerMembers } from './commands/members.js';
 import { registerOutbox } from './commands/outbox.js';
 import { registerPlans } from './commands/plans.js';
 import { registerSecrets } from './commands/secrets.js';
+import { registerSso } from './commands/sso.js';
 import { registerStart } from './commands/start.js';
 import { registerWebhooks } from './commands/webhooks.js';
 import type { GlobalOptions } from './globals.js';
@@ -44,6 +45,7 @@ Every command takes --json for scripts. Environment: DATABASE_URL, PORT, TICKETD
   registerPlans(program, globals);
   registerKeys(program, globals);
   registerMembers(program, globals);
+  registerSso(program, globals);
   registerMail(program, globals);
   registerDomains(program, globals);
   registerMailboxes(program, globals);

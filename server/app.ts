@@ -46,6 +46,7 @@ import { feedbackRoutes } from './http/feedback.js';
 import { formRoutes } from './http/forms.js';
 import { formSubmitRoutes } from './http/forms-public.js';
 import { sessionRoutes } from './http/sessions.js';
+import { ssoRoutes } from './http/sso.js';
 import { statusRoutes } from './http/statuses.js';
 import { tagRoutes } from './http/tags.js';
 import { ticketRoutes } from './http/tickets.js';
@@ -203,6 +204,7 @@ export async function buildApp({ config, db, services: given, isShuttingDown = (
     await api.register(apiKeyRoutes);
     await api.register(sessionRoutes);
     await api.register(organizationRoutes, { storage: attachments.storage });
+    await api.register(ssoRoutes);
     await api.register(mentionRoutes);
     await api.register(featureRequestRoutes);
     const avatars = { deps: { storage: attachments.storage, publicUrl: attachments.publicUrl, uploadTtlSeconds: attachments.uploadTtlSeconds, now: attachments.now } };

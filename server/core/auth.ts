@@ -84,6 +84,9 @@ export const PERMISSIONS = {
   'organization:write': { accountWide: true, minRole: 'owner' },
   'organization:connect': { accountWide: true, minRole: 'admin' },
   'account:delete': { accountWide: true, minRole: 'owner' },
+  // The organization's single sign-on: its owner alone, since it decides who may sign in at all.
+  'sso:read': { accountWide: true, minRole: 'owner' },
+  'sso:write': { accountWide: true, minRole: 'owner' },
   'profile:read': { accountWide: false },
   'profile:write': { accountWide: false },
   'mentions:read': { accountWide: false },
@@ -317,12 +320,12 @@ export function installAuth(app: FastifyInstance, services: Services, authentica
       throw unauthorized('This session is not valid: it is unknown, expired, revoked or signed out; sign in again', 'invalid_session');
     }
     if (rateLimit !== false) enforceRateLimit(reply, limiter, policies.session, `session:${identity.sessionId}`);
-    const { sessionId, memberId, role, expiresAt } = identity;
+    const { sessionId, memberId, role, expiresAt, sso } = identity;
     const actor = { type: 'user' as const, id: memberId, name: identity.name };
     req.log = req.log.child({ accountId: identity.accountId, livemode: true, memberId, sessionId });
     req.ctx = {
       ...tenantCtx({ services, db, actor, requestId: req.id, log: req.log }, identity.accountId, true, identity.brandScope),
-      session: { sessionId, memberId, role, expiresAt },
+      session: { sessionId, memberId, role, expiresAt, sso },
     };
     if (rule?.minRole && !hasRole(role, rule.minRole)) {
       // On a brand's route, a brand the member may not see reads as 404 first, as on every other brand route.

@@ -63,6 +63,10 @@ export interface Config {
   readonly dnsServers: readonly string[];
   readonly webhookAllowPrivate: boolean;
   readonly webhookTimeoutMs: number;
+  /** Identity providers (single sign-on) on loopback or private addresses may be used; loopback ones over http too. */
+  readonly ssoAllowPrivate: boolean;
+  /** Deadline of one request to an identity provider (discovery, token, keys). */
+  readonly ssoTimeoutMs: number;
   /** How often the dispatcher takes in a connected mailbox (seconds). */
   readonly mailboxPollSeconds: number;
   /** IMAP IDLE sessions a dispatcher keeps open at most (new mail taken in as it arrives); 0: poll only. */
@@ -197,6 +201,8 @@ export const ENV_KEYS: Record<string, [string, Kind]> = {
   TICKETD_DNS_SERVERS: ['dnsServers', 'list'],
   TICKETD_WEBHOOK_ALLOW_PRIVATE: ['webhookAllowPrivate', 'boolean'],
   TICKETD_WEBHOOK_TIMEOUT_MS: ['webhookTimeoutMs', 'integer'],
+  TICKETD_SSO_ALLOW_PRIVATE: ['ssoAllowPrivate', 'boolean'],
+  TICKETD_SSO_TIMEOUT_MS: ['ssoTimeoutMs', 'integer'],
   TICKETD_MAILBOX_POLL_SECONDS: ['mailboxPollSeconds', 'integer'],
   TICKETD_MAILBOX_IDLE_SESSIONS: ['mailboxIdleSessions', 'integer'],
   TICKETD_MAILBOX_TIMEOUT_MS: ['mailboxTimeoutMs', 'integer'],

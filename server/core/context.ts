@@ -75,6 +75,8 @@ export interface SessionCaller {
   role: MemberRole;
   /** When the session ends unless used again (its sliding expiry, never past its cap). */
   expiresAt: Date;
+  /** Opened by single sign-on: its identity provider vouched for the address to this organization only. */
+  sso?: boolean;
 }
 
 export const ALL_BRANDS: BrandScope = Object.freeze({ allBrands: true, brandIds: [] });

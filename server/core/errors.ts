@@ -5,6 +5,8 @@ export class HttpError extends Error {
     readonly code: string,
     message: string,
     readonly errors?: { field: string; message: string }[],
+    /** More the client needs to act on the error (what to do instead), added to the body as it is. */
+    readonly details?: Readonly<Record<string, unknown>>,
   ) {
     super(message);
   }

@@ -142,13 +142,15 @@ const PART_NAMES: Record<string, string> = { body: 'Request body', querystring: 
 /** Seconds a client should wait before retrying a 503 (the database is restarting, or this process is stopping). */
 export const RETRY_AFTER_SECONDS = 2;
 
-function errorBody(requestId: string, statusCode: number, code: string, message: string, errors?: { field: string; message: string }[]) {
-  return { statusCode, error: STATUS_CODES[statusCode] ?? 'Error', message, code, requestId, ...(errors ? { errors } : {}) };
+type FieldErrors = { field: string; message: string }[];
+
+function errorBody(requestId: string, statusCode: number, code: string, message: string, errors?: FieldErrors, details?: Readonly<Record<string, unknown>>) {
+  return { statusCode, error: STATUS_CODES[statusCode] ?? 'Error', message, code, requestId, ...(errors ? { errors } : {}), ...details };
 }
 
-function send(reply: FastifyReply, req: FastifyRequest, statusCode: number, code: string, message: string, errors?: { field: string; message: string }[]) {
+function send(reply: FastifyReply, req: FastifyRequest, statusCode: number, code: string, message: string, errors?: FieldErrors, details?: Readonly<Record<string, unknown>>) {
   if (statusCode === 503) reply.header('Retry-After', String(RETRY_AFTER_SECONDS));
-  return reply.status(statusCode).send(errorBody(req.id, statusCode, code, message, errors));
+  return reply.status(statusCode).send(errorBody(req.id, statusCode, code, message, errors, details));
 }
 
 /** Fastify's own client errors, mapped to our codes. */
@@ -217,7 +219,7 @@ export function installErrorHandling(app: FastifyInstance): void {
   app.setNotFoundHandler((req, reply) => send(reply, req, 404, 'route_not_found', `No route ${req.method} ${req.url.split('?')[0]}`));
   app.setErrorHandler((err: FastifyError, req, reply) => {
     if (err instanceof HttpError) {
-      return send(reply, req, err.statusCode, err.code, err.message, err.errors);
+      return send(reply, req, err.statusCode, err.code, err.message, err.errors, err.details);
     }
     if (err.validation) {
       const errors = validationErrors(err.validation as ErrorObject[]);

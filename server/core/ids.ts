@@ -32,6 +32,8 @@ export const ID_PREFIX = {
   webhook: 'wh',
   brandDomain: 'dom',
   emailConnection: 'ec',
+  ssoConnection: 'sso',
+  ssoAttempt: 'ssa',
   form: 'form',
   subscription: 'sub',
   checkout: 'chk',

@@ -32,6 +32,12 @@ export const ErrorResponse = Type.Object(
     code: Type.String({ description: 'Stable machine-readable code' }),
     requestId: Type.String(),
     errors: Type.Optional(Type.Array(Type.Object({ field: Type.String(), message: Type.String() }))),
+    sso: Type.Optional(
+      Type.Object(
+        { organizationId: Type.String(), startPath: Type.String() },
+        { description: 'With sso_required: the organization whose members sign in with single sign-on, and the route that starts it (POST, { organizationId, origin })' },
+      ),
+    ),
   },
   { $id: 'Error' },
 );

@@ -42,4 +42,6 @@ export const CROSS_TENANT_INDEXES: Readonly<Record<string, string>> = {
   brand_domains_recheck_idx: 'the dispatcher checks again the verified mail domains of every account, those checked longest ago first',
   brand_domains_inbound_idx: 'inbound mail names a domain, not an account: the brand a verified INBOUND domain routes to is found by the domain',
   tickets_overdue_idx: 'the dispatcher announces the tickets of every account that passed their dueAt, earliest first',
+  sso_connections_domains_idx: "single sign-on from an email address alone finds the organizations whose identity provider vouches for the address's domain",
+  sso_attempts_state_hash_idx: "a single sign-on callback names only its state: it finds the attempt by the state's hash alone",
 };

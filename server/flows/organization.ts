@@ -6,6 +6,7 @@ import * as apiKeys from '../domains/api-keys/service.js';
 import * as members from '../domains/members/service.js';
 import type { SwitchOrganizationResultView, UpdateOrganizationResultView } from '../domains/organizations/schemas.js';
 import * as sessions from '../domains/sessions/service.js';
+import * as sso from '../domains/sso/service.js';
 
 /**
  * What a signed-in member does to their organization as a whole (one account is one organization,
@@ -33,8 +34,13 @@ export interface SwitchedSession extends SwitchOrganizationResultView {
  * their member in the organization named, which must be one where they are an active member; an
  * organization that does not exist reads the same (403), so the answer tells nothing of others.
  * The current session goes on (other tabs may use it); the new one is audited in its organization.
+ * Single sign-on bounds it (docs/decisions/0081-…): a session it opened proves the address to its
+ * own organization only, and an organization that requires it is entered through it alone.
  */
 export async function switchOrganization(ctx: TenantCtx, organizationId: string, client: { ip: string | null; userAgent: string | null }): Promise<SwitchedSession> {
+  if (ctx.session?.sso && organizationId !== ctx.accountId) {
+    throw forbidden('This session was opened by single sign-on and works in its own organization only: sign in to the other organization on its own', 'sso_session_bound');
+  }
   const me = await members.sessionMember(ctx, sessionMemberId(ctx));
   if (!me) throw notFound('Member');
   // A new tenant: nothing of the caller's (its session, brands, account) carries over but who asks.
@@ -45,7 +51,8 @@ export async function switchOrganization(ctx: TenantCtx, organizationId: string,
       throw forbidden('You are not an active member of that organization: see GET /v1/auth/organizations for yours', 'not_a_member');
     }
     const there = { ...tenantCtx(tx, target.accountId, true), actor: { type: 'user' as const, id: target.memberId, name: target.name ?? target.email } };
-    const session = await sessions.open(there, target.memberId, client);
+    if (target.accountId !== ctx.accountId) await sso.assertMagicLinksAllowed(there, 403);
+    const session = await sessions.open(there, target.memberId, client, { sso: ctx.session?.sso });
     return { sessionToken: session.token, organizationId: target.accountId, orgRole: target.role, expiresAt: session.expiresAt.toISOString(), maxExpiresAt: session.maxExpiresAt };
   });
 }

@@ -14,6 +14,7 @@ import type { Membership, SessionMember } from '../domains/members/service.js';
 import type { OrganizationMembershipView, OrganizationView } from '../domains/organizations/schemas.js';
 import type { SignedInView, SignupInput } from '../domains/sessions/schemas.js';
 import * as sessions from '../domains/sessions/service.js';
+import * as sso from '../domains/sso/service.js';
 import { createAccountWithOwner } from './accounts.js';
 
 /**
@@ -97,9 +98,13 @@ async function membershipFor(ctx: BaseCtx, email: string, organizationId?: strin
   return found;
 }
 
-/** Mails a sign-in link to a member. */
+/**
+ * Mails a sign-in link to a member; 400 sso_required when that organization's members sign in with
+ * single sign-on only (its other organizations are asked for by organizationId, docs/decisions/0081-…).
+ */
 export async function requestMagicLink(ctx: BaseCtx, email: string, origin: string, organizationId?: string): Promise<{ success: true; message: string }> {
   const membership = await membershipFor(ctx, email, organizationId);
+  await sso.assertMagicLinksAllowed(memberCtx(ctx, membership));
   await withTx(memberCtx(ctx, membership), (tx) => mailSignInLink(tx, membership, origin, false));
   return { success: true, message: `A sign-in link was sent to ${membership.email}; it works once, within 15 minutes` };
 }
@@ -209,6 +214,7 @@ export async function authenticateSession(services: Services, token: string): Pr
     role: member.role,
     brandScope: member.brandScope,
     expiresAt: session.expiresAt,
+    sso: session.sso,
   };
 }
 
@@ -231,11 +237,14 @@ export async function logout(ctx: TenantCtx): Promise<void> {
   await sessions.revoke(ctx, sessionOf(ctx).sessionId);
 }
 
-/** The organizations the signed-in person belongs to (their active memberships by email). */
+/**
+ * The organizations the signed-in person belongs to (their active memberships by email); a session
+ * opened by single sign-on proves the address to its own organization only, so it sees that one.
+ */
 export async function organizationsOf(ctx: TenantCtx): Promise<OrganizationMembershipView[]> {
   const me = await members.sessionMember(ctx, sessionOf(ctx).memberId);
   if (!me) throw notFound('Member');
-  const memberships = await members.activeMembershipsOf(ctx, me.email);
+  const memberships = sessionOf(ctx).sso ? [me] : await members.activeMembershipsOf(ctx, me.email);
   const names = await accounts.namesOf(
     ctx,
     memberships.map((m) => m.accountId),

@@ -175,7 +175,8 @@ export async function teamRoutes(app: FastifyInstance): Promise<void> {
     async (req) => {
       const me = await sessionMember(req.ctx, sessionMemberId(req.ctx));
       if (!me) throw notFound('Member');
-      const joined = await team.acceptInvite(req.ctx, me.email, req.body.inviteId);
+      // A session opened by single sign-on proves the address to its own organization only.
+      const joined = await team.acceptInvite(req.ctx, me.email, req.body.inviteId, req.ctx.session?.sso ? req.ctx.accountId : undefined);
       return { success: true as const, organizationId: joined.accountId, memberId: joined.memberId };
     },
   );

@@ -1,4 +1,5 @@
 import type { FastifyInstance } from 'fastify';
+import { keyringPart } from '../../server/core/sealed.js';
 import type { Services } from '../../server/core/services.js';
 import { client, makeBrand, mustCreate, signup, type Reply, type Signup } from './app.js';
 import { sessionToken } from './sign-in.js';
@@ -191,6 +192,18 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
   const doomedEmail = `doomed-${Math.random().toString(36).slice(2)}@example.com`;
   const doomedSession = await sessionToken(app, services, (await signup(app, doomedEmail)).accountId, doomedEmail);
 
+  // Single sign-on, as PUT would store it once its issuer answered discovery (no identity provider runs here; the
+  // loopback issuer is never called, and the domain is no one's address, so a start finds no organization).
+  await services.db('sso_connections').insert({
+    account_id: owner.accountId,
+    id: 'sso_world',
+    livemode: true,
+    issuer: 'https://127.0.0.1:9',
+    client_id: 'world',
+    client_secret: await services.get(keyringPart).seal('world-secret', { purpose: 'sso_connection.client_secret', accountId: owner.accountId }),
+    allowed_domains: ['sso.initech.example'],
+  });
+
   const sideBrand = await makeBrand(live, 'Side brand');
   const scopedKey = await mustCreate(live, '/v1/accounts/me/api-keys', { name: 'Side desk', brandIds: [sideBrand.id] });
   const targetKey = await mustCreate(live, '/v1/accounts/me/api-keys', { name: `${MARKER} key` });
@@ -350,6 +363,10 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
     'DELETE /v1/auth/profile/avatar': null,
     'PUT /v1/avatars/{accountId}/{avatarId}': { body: AVATAR_GIF, headers: { 'content-type': 'application/octet-stream' } },
     'PATCH /v1/auth/organization': json({ name: 'Renamed organization' }),
+    // Single sign-on: the world's server allows no private addresses, so this loopback issuer is refused (400) without a request.
+    'PUT /v1/auth/organization/sso': json({ issuer: 'https://127.0.0.1:9', clientId: 'world', clientSecret: 'world-secret', allowedDomains: ['sso.initech.example'] }),
+    'DELETE /v1/auth/organization/sso': null,
+    'POST /v1/auth/sso/start': { body: { email: ownerEmail }, headers: { origin: 'http://localhost:5173' } },
     'POST /v1/auth/switch-organization': json({ organizationId: owner.accountId }),
     'POST /v1/auth/connect': json({ apiKey: owner.liveKey }),
     'DELETE /v1/auth/account': { body: { confirmation: 'DELETE' }, headers: { authorization: `Bearer ${doomedSession}` } },

@@ -141,7 +141,7 @@ export async function renewInvite(tx: TenantCtx, memberId: string): Promise<Invi
 const isOpen = (row: Member, now: number) => row.status === 'pending' && row.inviteExpiresAt !== null && row.inviteExpiresAt.getTime() > now;
 
 /** The pending member becomes active, audited as themselves: accepting is the invitee's own act. */
-async function activate(ctx: TenantCtx, row: Member, via: 'link' | 'accept_invite'): Promise<void> {
+async function activate(ctx: TenantCtx, row: Member, via: 'link' | 'accept_invite' | 'sso'): Promise<void> {
   const mctx: TenantCtx = { ...ctx, actor: { type: 'user', id: row.id, name: row.name ?? row.email } };
   await Member.ofAccount(mctx)
     .where('members.id', row.id)
@@ -160,19 +160,40 @@ export async function acceptOnSignIn(ctx: TenantCtx, memberId: string): Promise<
 }
 
 /**
+ * Single sign-on admits the person the organization's identity provider vouched for, in the
+ * sign-in's transaction: its active member with that address; a pending invitee, who accepts the
+ * invitation (expired or not: the provider's word is what an invitation's link stands for); or a new
+ * active member with `role` and every brand, as an invitation that names no brands makes one.
+ * Serialized with invitations of the same address. The new member is audited as themselves.
+ */
+export async function admitBySso(tx: TenantCtx, email: string, name: string | null, role: Exclude<MemberRole, 'owner'>): Promise<{ memberId: string; created: boolean }> {
+  const address = normalizeEmail(email);
+  await tx.db.raw('SELECT pg_advisory_xact_lock(hashtext(?))', [`ticketd:invite:${tx.accountId}:${address}`]);
+  const existing = await Member.ofAccount(tx).where('members.email', address).forUpdate().first();
+  if (existing?.status === 'pending') await activate(tx, existing, 'sso');
+  if (existing) return { memberId: existing.id, created: false };
+  const id = newId(ID_PREFIX.member);
+  const joined: TenantCtx = { ...tx, actor: { type: 'user', id, name: name ?? address } };
+  const row = await Member.query(tx.db).insertAndFetch({ id, accountId: tx.accountId, email: address, name, role, status: 'active', allBrands: true, brandIds: [] });
+  await audit.record(joined, memberFact(row, 'member.created', [], { role, allBrands: true, brandIds: [], via: 'sso' }));
+  return { memberId: row.id, created: true };
+}
+
+/**
  * POST /v1/auth/accept-invite: the invitation `inviteId` addressed to `email` (the session's
  * member's address) is accepted. The session may be one of another organization (the person signed
  * in elsewhere), so the invitation is found by address and id in any account: the address is what
- * the invitation names and what the session proves. Accepting again is answered as the first time;
- * unknown, expired, withdrawn or someone else's invitations are 404.
+ * the invitation names and what the session proves. A session opened by single sign-on proves the
+ * address to its own organization only (`onlyAccountId`). Accepting again is answered as the first
+ * time; unknown, expired, withdrawn or someone else's invitations are 404.
  */
-export async function acceptInvite(ctx: BaseCtx, email: string, inviteId: string): Promise<{ accountId: string; memberId: string }> {
+export async function acceptInvite(ctx: BaseCtx, email: string, inviteId: string, onlyAccountId?: string): Promise<{ accountId: string; memberId: string }> {
   return withTx(ctx, async (tx) => {
-    const rows = await Member.query(tx.db)
+    const query = Member.query(tx.db)
       .where({ email: normalizeEmail(email), id: inviteId })
-      .whereNotNull('invitedAt')
-      .orderBy('accountId')
-      .forUpdate();
+      .whereNotNull('invitedAt');
+    if (onlyAccountId !== undefined) query.where('accountId', onlyAccountId);
+    const rows = await query.orderBy('accountId').forUpdate();
     const open = rows.find((r) => isOpen(r, tx.services.now()));
     if (open) {
       await activate(tenantCtx(tx, open.accountId, true), open, 'accept_invite');

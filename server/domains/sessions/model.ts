@@ -39,6 +39,8 @@ export class Session extends objection.Model {
   declare expiresAt: Date;
   declare maxExpiresAt: Date;
   declare revokedAt: Date | null;
+  /** Opened by single sign-on. */
+  declare sso: boolean;
 
   static ofAccount(ctx: Pick<TenantCtx, 'db' | 'accountId'>) {
     return this.query(ctx.db).where('sessions.accountId', ctx.accountId);

@@ -81,6 +81,8 @@ export interface SessionRecord {
   /** The sliding expiry: pushed forward by use, never past maxExpiresAt. */
   expiresAt: Date;
   maxExpiresAt: Date;
+  /** Opened by single sign-on: the address is proven to this organization only. */
+  sso: boolean;
 }
 
 function recordOf(row: Session): SessionRecord {
@@ -92,6 +94,7 @@ function recordOf(row: Session): SessionRecord {
     lastUsedAt: row.lastUsedAt,
     expiresAt: row.expiresAt,
     maxExpiresAt: row.maxExpiresAt,
+    sso: row.sso,
   };
 }
 
@@ -102,9 +105,15 @@ function lifetimes(services: Services): { idleMs: number; maxMs: number } {
 
 /**
  * Opens a session for a member (ctx: their account, in a transaction, acting as them); the token is
- * returned here only. The member's ended sessions go at the same time.
+ * returned here only. The member's ended sessions go at the same time. `sso`: opened by single
+ * sign-on (recorded on the session and in its audit entry).
  */
-export async function open(ctx: TenantCtx, memberId: string, client: { ip: string | null; userAgent: string | null }): Promise<SessionRecord & { token: string }> {
+export async function open(
+  ctx: TenantCtx,
+  memberId: string,
+  client: { ip: string | null; userAgent: string | null },
+  options: { sso?: boolean } = {},
+): Promise<SessionRecord & { token: string }> {
   const now = new Date(ctx.services.now());
   const { idleMs, maxMs } = lifetimes(ctx.services);
   await Session.ofAccount(ctx)
@@ -122,8 +131,9 @@ export async function open(ctx: TenantCtx, memberId: string, client: { ip: strin
     lastUsedAt: now,
     expiresAt: new Date(now.getTime() + idleMs),
     maxExpiresAt: new Date(now.getTime() + maxMs),
+    sso: options.sso ?? false,
   });
-  await audit.record(ctx, { brandId: null, entityType: 'session', entityId: row.id, event: 'session.created', metadata: { memberId } });
+  await audit.record(ctx, { brandId: null, entityType: 'session', entityId: row.id, event: 'session.created', metadata: { memberId, ...(options.sso ? { via: 'sso' } : {}) } });
   return { ...recordOf(row), token };
 }
 
