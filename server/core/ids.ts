@@ -33,6 +33,7 @@ export const ID_PREFIX = {
   brandDomain: 'dom',
   emailConnection: 'ec',
   form: 'form',
+  recurringTicket: 'rec',
   subscription: 'sub',
   checkout: 'chk',
   invoice: 'inv',

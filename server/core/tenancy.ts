@@ -41,4 +41,5 @@ export const CROSS_TENANT_INDEXES: Readonly<Record<string, string>> = {
   raw_mails_created_idx: 'the raw mail retention purge sweeps every account, oldest first',
   brand_domains_recheck_idx: 'the dispatcher checks again the verified mail domains of every account, those checked longest ago first',
   brand_domains_inbound_idx: 'inbound mail names a domain, not an account: the brand a verified INBOUND domain routes to is found by the domain',
+  recurring_tickets_due_idx: 'the dispatcher runs the due recurring tickets of every account, the longest due first',
 };
