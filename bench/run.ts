@@ -12,6 +12,7 @@
  *   npm run bench -- --quotas          (only ticket create with the plan's ticket allowance counted and not)
  *   npm run bench -- --soak [--minutes 30] [--rate 50]   (a long mixed load at a fixed rate: see soak.ts)
  *   npm run bench -- --mail            (DKIM signing cost and the mail lists the dashboard polls: see mail.ts)
+ *   npm run bench -- --recurring [--schedules 10000]   (recurring tickets due in one minute, one dispatcher: see recurring.ts)
  *
  * Measured: create throughput (idempotency keys; concurrency 1, 16, 32 on one brand, 16 across 16
  * brands) next to the raw database floor (plain pg clients, one create at a time: in one statement,
@@ -38,6 +39,7 @@ import { seed } from './seed.js';
 import { adminDatabase, sessionTokenFor, sql, startTicketd, withDatabase } from './server.js';
 import { runSoak } from './soak.js';
 import { runMailBench } from './mail.js';
+import { runRecurringBench } from './recurring.js';
 
 const { values } = parseArgs({
   options: {
@@ -52,6 +54,8 @@ const { values } = parseArgs({
     quotas: { type: 'boolean', default: false },
     soak: { type: 'boolean', default: false },
     mail: { type: 'boolean', default: false },
+    recurring: { type: 'boolean', default: false },
+    schedules: { type: 'string', default: '10000' },
     minutes: { type: 'string', default: '30' },
     rate: { type: 'string', default: '50' },
   },
@@ -746,7 +750,16 @@ async function main() {
   }
 }
 
-(values.events ? runEventsBench() : values.mail ? runMailBench() : values.soak ? runSoak({ minutes: Number(values.minutes), rate: Number(values.rate) }) : main()).catch((err) => {
+(values.events
+  ? runEventsBench()
+  : values.mail
+    ? runMailBench()
+    : values.recurring
+      ? runRecurringBench(Number(values.schedules))
+      : values.soak
+        ? runSoak({ minutes: Number(values.minutes), rate: Number(values.rate) })
+        : main()
+).catch((err) => {
   process.stderr.write(`bench failed: ${(err as Error).stack}\n`);
   process.exit(1);
 });

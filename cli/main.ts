@@ -14,6 +14,7 @@ import { registerMailboxes } from './commands/mailboxes.js';
 import { registerMembers } from './commands/members.js';
 import { registerOutbox } from './commands/outbox.js';
 import { registerPlans } from './commands/plans.js';
+import { registerRecurring } from './commands/recurring.js';
 import { registerSecrets } from './commands/secrets.js';
 import { registerStart } from './commands/start.js';
 import { registerWebhooks } from './commands/webhooks.js';
@@ -47,6 +48,7 @@ Every command takes --json for scripts. Environment: DATABASE_URL, PORT, TICKETD
   registerMail(program, globals);
   registerDomains(program, globals);
   registerMailboxes(program, globals);
+  registerRecurring(program, globals);
   registerWebhooks(program, globals);
   registerSecrets(program, globals);
   registerOutbox(program, globals);

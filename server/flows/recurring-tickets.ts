@@ -68,19 +68,20 @@ export async function createRecurring(ctx: TenantCtx, brandId: string, input: Cr
   return recurring.create(ctx, brand.id, input);
 }
 
-/** Any change; enabling it needs the plan's entitlement, as resume does. */
+/** Any change; enabling a paused one needs the plan's entitlement, as resume does. */
 export async function updateRecurring(ctx: TenantCtx, brandId: string, id: string, input: UpdateRecurringInput): Promise<RecurringTicketView> {
   const brand = await requireBrand(ctx, brandId);
-  await recurring.requireRecurring(ctx, brand.id, id);
-  if (input.enabled) await requireEntitlement(ctx);
+  const current = await recurring.requireRecurring(ctx, brand.id, id);
+  if (input.enabled && !current.enabled) await requireEntitlement(ctx);
   await checkTemplate(ctx, brand.id, input);
   return recurring.update(ctx, brand.id, id, input);
 }
 
+/** Resuming a paused one needs the plan's entitlement; an enabled one is left as it is. */
 export async function resumeRecurring(ctx: TenantCtx, brandId: string, id: string): Promise<RecurringTicketView> {
   const brand = await requireBrand(ctx, brandId);
-  await recurring.requireRecurring(ctx, brand.id, id);
-  await requireEntitlement(ctx);
+  const current = await recurring.requireRecurring(ctx, brand.id, id);
+  if (!current.enabled) await requireEntitlement(ctx);
   return recurring.resume(ctx, brand.id, id);
 }
 

@@ -96,6 +96,7 @@ t.test('cron expressions: five fields, in the zone, strictly after', async (t) =
   t.equal(cron('*/15 * * * *', 'UTC', '2026-06-12T07:00:00.500Z'), '2026-06-12T07:15:00.000Z', 'within the matching minute: the next one');
   t.equal(cron('0 0 L * *', 'UTC', '2026-02-02T00:00:00Z'), '2026-02-28T00:00:00.000Z', 'L: the last day of the month');
   t.equal(cron('30 1 * * *', 'America/New_York', '2026-10-31T12:00:00Z'), '2026-11-01T05:30:00.000Z', 'a doubled time runs at its first occurrence');
+  t.equal(cron('30 2 * * *', 'America/New_York', '2026-03-07T12:00:00Z'), '2026-03-08T07:30:00.000Z', "a skipped time runs the jump's length later (cron-parser's way)");
   t.equal(cronProblem('0 9 * * MON-FRI', 'Europe/Paris'), null);
   t.equal(cronProblem('0 9 * * THU', 'UTC'), null, 'day names are no H');
   for (const [expr, why] of [
