@@ -113,7 +113,9 @@ export async function runNow(ctx: TenantCtx, brandId: string, id: string): Promi
   await recurring.requireRecurring(ctx, brand.id, id);
   await requireEntitlement(ctx);
   return withTx(ctx, async (tx) => {
-    const row = await recurring.requireRecurring(tx, brand.id, id);
+    // Its row before the brand's (the create statement's), as a scheduled run takes them: a run by
+    // hand and a scheduled one at the same moment wait for each other instead of deadlocking.
+    const row = await recurring.requireRecurring(tx, brand.id, id, true);
     const ticket = await openTicket(tx, row, null);
     await recurring.recordRun(tx, row, ticket.id, new Date(tx.services.now()), null);
     return ticket;

@@ -493,3 +493,26 @@ t.test('two dispatchers ticking at once: exactly one ticket per due schedule', a
   const counts = (await db('recurringTickets').whereIn('id', ids).select('runCount')) as { runCount: number }[];
   t.same([...new Set(counts.map((r) => r.runCount))], [1], 'each ran once');
 });
+
+t.test('a run by hand while the dispatcher runs the same ones: both open their tickets, neither fails', async (t) => {
+  const { owner, brand, base } = await ownerWithBrand(app);
+  const ids: string[] = [];
+  for (let i = 0; i < 10; i++) ids.push((await mustCreate(owner.live, `${base}/recurring-tickets`, { title: `Both ${i}`, schedule: daily() })).id);
+  await db('recurringTickets')
+    .whereIn('id', ids)
+    .update({ nextRunAt: new Date(Date.now() - 60_000) });
+  const [, ...byHand] = await Promise.all([dispatcher.tick(), ...ids.map((id) => owner.live('POST', `${base}/recurring-tickets/${id}/run`))]);
+  t.same(
+    byHand.map((r) => r.status),
+    ids.map(() => 201),
+    'every run by hand answers its ticket',
+  );
+  // One the dispatcher found held by a run by hand it skipped: the next tick runs it.
+  await dispatcher.tick();
+  t.equal((await ticketsOf(brand.id)).length, 2 * ids.length, 'and every scheduled run opened one too');
+  const rows = (await db('recurringTickets').whereIn('id', ids).select('runCount', 'failCount')) as { runCount: number; failCount: number }[];
+  t.same(
+    rows.map((r) => [r.runCount, r.failCount]),
+    ids.map(() => [2, 0]),
+  );
+});
