@@ -74,6 +74,7 @@ export function nextRunAfter(rule: Rule, after: Date): Date {
   const [hour, minute] = schedule.timeOfDay.split(':').map(Number) as [number, number];
   // A run moved off a weekend lands up to two days after its day: start looking a little earlier.
   const from = DateTime.fromJSDate(after, { zone: schedule.timezone }).startOf('day').minus({ days: 3 });
+  if (!from.isValid) throw new Error(`no run of a schedule in ${schedule.timezone}: ${from.invalidExplanation ?? from.invalidReason}`);
   let seen = 0;
   for (const day of occurrenceDays(schedule, from)) {
     const runDay = schedule.skipWeekends ? nextWeekday(day) : day;
