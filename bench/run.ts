@@ -13,6 +13,7 @@
  *   npm run bench -- --soak [--minutes 30] [--rate 50]   (a long mixed load at a fixed rate: see soak.ts)
  *   npm run bench -- --mail            (DKIM signing cost and the mail lists the dashboard polls: see mail.ts)
  *   npm run bench -- --sla             (service levels: dueAt at create, sort=dueAt, the overdue scan: see service-levels.ts)
+ *   npm run bench -- --recurring [--schedules 10000]   (recurring tickets due in one minute, one dispatcher: see recurring.ts)
  *
  * Measured: create throughput (idempotency keys; concurrency 1, 16, 32 on one brand, 16 across 16
  * brands) next to the raw database floor (plain pg clients, one create at a time: in one statement,
@@ -40,6 +41,7 @@ import { adminDatabase, sessionTokenFor, sql, startTicketd, withDatabase } from 
 import { runSoak } from './soak.js';
 import { runMailBench } from './mail.js';
 import { runServiceLevelBench } from './service-levels.js';
+import { runRecurringBench } from './recurring.js';
 
 const { values } = parseArgs({
   options: {
@@ -55,6 +57,8 @@ const { values } = parseArgs({
     soak: { type: 'boolean', default: false },
     mail: { type: 'boolean', default: false },
     sla: { type: 'boolean', default: false },
+    recurring: { type: 'boolean', default: false },
+    schedules: { type: 'string', default: '10000' },
     minutes: { type: 'string', default: '30' },
     rate: { type: 'string', default: '50' },
   },
@@ -755,9 +759,11 @@ async function main() {
     ? runMailBench()
     : values.sla
       ? runServiceLevelBench({ tickets: ticketCount, duration })
-      : values.soak
-        ? runSoak({ minutes: Number(values.minutes), rate: Number(values.rate) })
-        : main()
+      : values.recurring
+        ? runRecurringBench(Number(values.schedules))
+        : values.soak
+          ? runSoak({ minutes: Number(values.minutes), rate: Number(values.rate) })
+          : main()
 ).catch((err) => {
   process.stderr.write(`bench failed: ${(err as Error).stack}\n`);
   process.exit(1);

@@ -14,6 +14,7 @@ import { registerMailboxes } from './commands/mailboxes.js';
 import { registerMembers } from './commands/members.js';
 import { registerOutbox } from './commands/outbox.js';
 import { registerPlans } from './commands/plans.js';
+import { registerRecurring } from './commands/recurring.js';
 import { registerSecrets } from './commands/secrets.js';
 import { registerSso } from './commands/sso.js';
 import { registerStart } from './commands/start.js';
@@ -49,6 +50,7 @@ Every command takes --json for scripts. Environment: DATABASE_URL, PORT, TICKETD
   registerMail(program, globals);
   registerDomains(program, globals);
   registerMailboxes(program, globals);
+  registerRecurring(program, globals);
   registerWebhooks(program, globals);
   registerSecrets(program, globals);
   registerOutbox(program, globals);

@@ -19,6 +19,7 @@ import { apiKeyRoutes } from './http/api-keys.js';
 import { attachmentFileRoutes, attachmentRoutes, withoutGrantTokens } from './http/attachments.js';
 import { attachmentDepsOf, type AttachmentDeps } from './domains/attachments/service.js';
 import { rawMailRoutes } from './http/raw-mails.js';
+import { recurringTicketRoutes } from './http/recurring-tickets.js';
 import { auditRoutes } from './http/audit.js';
 import { blockedSourceRoutes } from './http/blocked-sources.js';
 import { brandDomainRoutes } from './http/brand-domains.js';
@@ -79,6 +80,7 @@ const BRAND_SCOPED_ROUTES: FastifyPluginAsync[] = [
   blockedSourceRoutes,
   formRoutes,
   brandDomainRoutes,
+  recurringTicketRoutes,
   commentRoutes, // /tickets/:ticketId/comments… and the short /comments/:commentId
   ticketRoutes,
   ticketActionRoutes,

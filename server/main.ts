@@ -133,6 +133,8 @@ export async function startServer(config: Config, role: Role, log: Log = () => u
         concurrency: config.dispatcherConcurrency,
         webhooks: { allowPrivate: config.webhookAllowPrivate, timeoutMs: config.webhookTimeoutMs },
         handlers: { mail: mailHandler(svc.mailTransport) },
+        // Tests only: see OutboxOptions.holdRecurringRun.
+        holdRecurringRun: process.env.TICKETD_TEST_HOLD_RECURRING_RUN || undefined,
       });
       dispatcher.start();
     }

@@ -70,6 +70,12 @@ export const PERMISSIONS = {
   'webhooks:write': { accountWide: false },
   'forms:read': { accountWide: false },
   'forms:write': { accountWide: false },
+  // Recurring tickets open tickets on their own, on the plan's allowance, until stopped: owners and
+  // admins set them up and change them; any member within their brands reads them and runs one now
+  // (a ticket they could write themselves).
+  'recurring:read': { accountWide: false },
+  'recurring:write': { accountWide: false, minRole: 'admin' },
+  'recurring:run': { accountWide: false },
   // A submission to a public web form: anyone holding its token.
   'forms:submit': { accountWide: false },
   'files:upload': { accountWide: false },

@@ -121,6 +121,8 @@ export interface PlanConfig {
   readonly brands: number | null;
   readonly members: number | null;
   readonly customDomain: boolean;
+  /** Recurring tickets (their scheduled runs included); absent: included. */
+  readonly recurringTickets?: boolean;
   /** The Stripe price (price_…) of the plan: required on every paid plan with the stripe provider. */
   readonly stripePriceId?: string;
 }

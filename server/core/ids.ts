@@ -35,6 +35,7 @@ export const ID_PREFIX = {
   ssoConnection: 'sso',
   ssoAttempt: 'ssa',
   form: 'form',
+  recurringTicket: 'rec',
   subscription: 'sub',
   checkout: 'chk',
   invoice: 'inv',

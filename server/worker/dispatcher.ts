@@ -14,6 +14,7 @@ import { renewDue as renewDueSubscriptions } from '../flows/billing.js';
 import { sendDueRequests as sendDueRatingRequests } from '../flows/feedback.js';
 import { announceOverdue } from '../flows/ticket-overdue.js';
 import { receiveHeld as receiveHeldMail } from '../flows/inbound-mail.js';
+import { RunInterrupted, runDue as runDueRecurringTickets, type DueRunStats } from '../flows/recurring-tickets.js';
 import { syncDue as syncDueMailboxes, syncWoken as syncWokenMailbox, type MailboxSyncDeps } from '../flows/mailbox-sync.js';
 import type { EmailConnection } from '../domains/email-connections/model.js';
 import { MailboxWatch } from './mailbox-watch.js';
@@ -50,6 +51,12 @@ export interface OutboxOptions {
   instanceId?: string;
   /** How long each mailbox sync of a round may start new messages (flows/mailbox-sync.ts); default 10 s. */
   mailboxRoundMs?: number;
+  /**
+   * Tests only: the id of a recurring ticket whose scheduled run this dispatcher holds between its
+   * claim and its commit (its row locked, its ticket written, nothing committed) until it stops,
+   * so a test can kill the process there (main.ts reads it from TICKETD_TEST_HOLD_RECURRING_RUN).
+   */
+  holdRecurringRun?: string;
 }
 
 export interface DeliveryStats {
@@ -87,6 +94,8 @@ export interface PeriodicStats {
   receivedHeldMail: number;
   /** Verified mail domains checked again (a day after their last check), and those whose records went away. */
   domains: { checked: number; unverified: number };
+  /** Recurring tickets due: their tickets opened, or their runs failed (recorded on them, moved on). */
+  recurringTickets: DueRunStats;
 }
 
 /** Connected IMAP mailboxes due a sync: read (synced) or not (failed), and the tickets their mail created. */
@@ -117,6 +126,8 @@ const STATS_OF: Readonly<Record<Exclude<DeliveryOutcome, 'unsettled'>, Exclude<k
   released: 'released',
 };
 const DAY_MS = 86_400_000;
+/** Recurring runs at once, each a transaction holding a connection: at most 8, and two of the pool left to the rest. */
+const recurringRunsAtOnce = (dbPoolMax: number) => Math.max(1, Math.min(8, dbPoolMax - 2));
 /** A settle that failed (the database away for a moment) is tried again after these pauses, doubling. */
 const SETTLE_RETRY_FIRST_MS = 50;
 const SETTLE_RETRY_MAX_MS = 2_000;
@@ -165,6 +176,7 @@ export class Dispatcher {
   private readonly mailboxRoundMs: number | undefined;
   private readonly handlers: Partial<Record<OutboxKind, OutboxHandler>>;
   private readonly metrics: DispatcherMetrics;
+  private readonly holdRecurringRun: string | undefined;
   readonly instanceId: string;
 
   /** attachmentDeps: without them (tests of other jobs) the attachment cleanup is skipped. */
@@ -184,6 +196,7 @@ export class Dispatcher {
     this.leaseMs = options.leaseMs ?? 30_000;
     this.retentionDays = options.retentionDays ?? services.config.outboxRetentionDays;
     this.mailboxRoundMs = options.mailboxRoundMs;
+    this.holdRecurringRun = options.holdRecurringRun;
     this.handlers = { webhook: webhookHandler(options.webhooks ?? { allowPrivate: false, timeoutMs: 10_000 }), ...options.handlers };
     this.instanceId = options.instanceId ?? `${os.hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
     this.metrics = services.get(dispatcherMetricsPart);
@@ -288,6 +301,12 @@ export class Dispatcher {
       (r) => r.checked,
     );
     if (domains.unverified) this.log.info(domains, 'mail domains whose DNS records went away are no longer used');
+    const recurringTickets = await this.job(
+      'run_recurring_tickets',
+      () => this.runDueRecurringTickets(),
+      (r) => r.created + r.failed,
+    );
+    if (recurringTickets.created || recurringTickets.failed) this.log.info(recurringTickets, 'recurring tickets due: tickets opened, or failures recorded');
     return {
       revokedKeys,
       purgedIdempotencyKeys,
@@ -302,7 +321,26 @@ export class Dispatcher {
       renewedSubscriptions,
       receivedHeldMail,
       domains,
+      recurringTickets,
     };
+  }
+
+  /** Every recurring ticket due now, a few at once, until none is left (or the rest are another dispatcher's right now). */
+  private runDueRecurringTickets(): Promise<DueRunStats> {
+    const hold = this.holdRecurringRun;
+    return runDueRecurringTickets(this.ctx, {
+      now: () => this.now(),
+      concurrency: recurringRunsAtOnce(this.services.config.dbPoolMax),
+      stopping: () => this.stopping,
+      beforeCommit: hold
+        ? async (row) => {
+            if (row.id !== hold) return;
+            this.log.info({ recurringTicketId: row.id }, 'test hook: holding a recurring run between its claim and its commit');
+            await new Promise((resolve) => this.interrupt.signal.addEventListener('abort', resolve, { once: true }));
+            throw new RunInterrupted('the dispatcher stopped');
+          }
+        : undefined,
+    });
   }
 
   /**

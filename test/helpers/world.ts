@@ -151,6 +151,11 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
   const webhook = await mustCreate(live, `${base}/webhooks`, { url: 'https://93.184.215.14/zanzibar', events: ['ticket.created'] });
   await mustCreate(live, `${base}/tickets`, { title: `${MARKER} announced` });
   const form = await mustCreate(live, `${base}/forms`, { name: `${MARKER} contact form`, thankYouMessage: `${MARKER} thanks` });
+  const recurring = await mustCreate(live, `${base}/recurring-tickets`, {
+    title: `${MARKER} weekly check`,
+    body: `${MARKER} what to look at`,
+    schedule: { frequency: 'weekly', dayOfWeek: 1, timeOfDay: '09:00', timezone: 'Europe/Paris' },
+  });
   const mailDomain = await mustCreate(live, `${base}/domains`, { domain: `${MARKER.toLowerCase()}-mail.example` });
   // A public IP literal: accepted without DNS; a sync's connection to it fails fast (testConfig's mailboxTimeoutMs).
   const mailbox = await mustCreate(live, `${base}/email-connections`, {
@@ -285,6 +290,12 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
     [`PATCH ${B}/forms/{formId}`]: json({ enabled: false }),
     [`DELETE ${B}/forms/{formId}`]: null,
     [`POST ${B}/forms/{formId}/regenerate`]: null,
+    [`POST ${B}/recurring-tickets`]: json({ title: 'Daily check', schedule: { frequency: 'daily', timeOfDay: '08:00', timezone: 'UTC' } }),
+    [`PATCH ${B}/recurring-tickets/{recurringId}`]: json({ title: 'Renamed' }),
+    [`DELETE ${B}/recurring-tickets/{recurringId}`]: null,
+    [`POST ${B}/recurring-tickets/{recurringId}/pause`]: null,
+    [`POST ${B}/recurring-tickets/{recurringId}/resume`]: null,
+    [`POST ${B}/recurring-tickets/{recurringId}/run`]: null,
     [`POST ${B}/domains`]: json({ domain: 'other-mail.example' }),
     [`PATCH ${B}/domains/{domainId}`]: json({ fromName: 'Desk' }),
     [`DELETE ${B}/domains/{domainId}`]: null,
@@ -409,6 +420,7 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
       accountId: owner.accountId,
       avatarId: `av_${'0'.repeat(43)}`,
       formId: form.id,
+      recurringId: recurring.id,
       domainId: mailDomain.id,
       connectionId: mailbox.id,
       provider: 'clerk',
@@ -454,6 +466,7 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
       delivery.id,
       form.id,
       form.token,
+      recurring.id,
       mailDomain.id,
       mailbox.id,
       mention.id,

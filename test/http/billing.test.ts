@@ -79,7 +79,7 @@ t.test('plans and the billing configuration are public', async (t) => {
     price: 900,
     currency: 'usd',
     interval: 'month',
-    entitlements: { tickets_per_period: 1000, brands_limit: 3, members_limit: 5, custom_domain: true },
+    entitlements: { tickets_per_period: 1000, brands_limit: 3, members_limit: 5, custom_domain: true, recurring_tickets: true },
   });
   t.equal(plans.body.plans[2].entitlements.tickets_per_period, -1, 'unlimited is -1');
   t.same((await anonymous('GET', '/v1/billing/config')).body, { provider: 'local', checkoutMode: 'redirect' });

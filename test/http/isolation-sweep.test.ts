@@ -155,12 +155,12 @@ for (const r of routes) {
     const ownersUrl = fillPath(r.url, valuesFor(key, r.url, world.params.brandId!));
     for (const caller of callers) {
       const ownAccountsBoard = caller.sameAccount === true && world.accountWideRoutes.includes(key);
-      const attempts: [string, string, boolean][] = [[`${caller.label}, the owner's ids`, ownersUrl, aimsAtOwner && !ownAccountsBoard]];
+      const attempts: [string, string, boolean, boolean][] = [[`${caller.label}, the owner's ids`, ownersUrl, aimsAtOwner && !ownAccountsBoard, false]];
       // In its own brand, the caller still cannot reach the owner's ids, in the path or in the body.
       if (underBrand && (params.length > 1 || world.privateIds.some((id) => bodyText.includes(id)))) {
-        attempts.push([`${caller.label}, its own brand with the owner's ids`, fillPath(r.url, valuesFor(key, r.url, caller.ownBrand)), params.length > 1]);
+        attempts.push([`${caller.label}, its own brand with the owner's ids`, fillPath(r.url, valuesFor(key, r.url, caller.ownBrand)), params.length > 1, true]);
       }
-      for (const [label, url, mustBe404] of attempts) {
+      for (const [label, url, mustBe404, inOwnBrand] of attempts) {
         const headers = { ...payload.headers };
         if (headers.authorization) delete headers.authorization; // the caller's own credential, not the inbound secret
         const res = await caller.call(r.method, `${url}${query}`, payload.body, headers);
@@ -170,11 +170,12 @@ for (const r of routes) {
         t.ok(res.headers['x-request-id'], `${label}: X-Request-Id`);
         if (mustBe404 && r.auth.includes(caller.kind)) {
           const accountScope = !underBrand && caller.limited && res.status === 403 && res.body?.code === 'insufficient_scope';
-          // Off a brand's routes a member's role (or being an instance administrator) is checked before any id is looked at: the 403 tells nothing of the target.
-          const belowRole = !underBrand && caller.kind === 'session' && res.status === 403 && ['insufficient_role', 'instance_admin_required'].includes(res.body?.code);
+          // Off a brand's routes, and on a brand the member may see, a member's role (or being an instance administrator) is checked before any id is looked at: the 403 tells nothing of the target.
+          const belowRole =
+            (!underBrand || inOwnBrand) && caller.kind === 'session' && res.status === 403 && ['insufficient_role', 'instance_admin_required'].includes(res.body?.code);
           t.ok(
             res.status === 404 || accountScope || belowRole,
-            `${label}: 404${underBrand ? '' : ' (or 403 insufficient_scope for a limited caller, insufficient_role for a member)'}`,
+            `${label}: 404${underBrand && !inOwnBrand ? '' : ' (or 403 insufficient_scope for a limited caller, insufficient_role for a member)'}`,
             {
               got: what,
             },

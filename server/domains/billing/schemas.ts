@@ -16,6 +16,7 @@ export const PlanOut = Type.Object({
     brands_limit: Limit('Brands'),
     members_limit: Limit('Members, active and invited'),
     custom_domain: Type.Boolean(),
+    recurring_tickets: Type.Boolean({ description: 'Recurring tickets: creating, running and resuming them, and their scheduled runs' }),
   }),
 });
 export type PlanView = Static<typeof PlanOut>;

@@ -18,6 +18,9 @@ import type { InvoiceView, PlanView, SubscriptionView, UsageView } from './schem
 
 const unlimited = (n: number | null) => (n === null ? -1 : n);
 
+/** Whether the plan includes recurring tickets: a plan that does not say (a config file written before them) does. */
+export const includesRecurringTickets = (plan: PlanConfig): boolean => plan.recurringTickets ?? true;
+
 export function planView(plan: PlanConfig): PlanView {
   return {
     id: plan.slug,
@@ -32,6 +35,7 @@ export function planView(plan: PlanConfig): PlanView {
       brands_limit: unlimited(plan.brands),
       members_limit: unlimited(plan.members),
       custom_domain: plan.customDomain,
+      recurring_tickets: includesRecurringTickets(plan),
     },
   };
 }
