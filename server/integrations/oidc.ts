@@ -1,6 +1,6 @@
 import net from 'node:net';
 import ipaddr from 'ipaddr.js';
-import * as oidc from 'openid-client';
+import type * as Oidc from 'openid-client';
 import { Agent, fetch } from 'undici';
 import type { Config } from '../core/config.js';
 import { assertPublicHost, hostOf, OutboundRefused, publicLookup } from '../core/outbound.js';
@@ -36,6 +36,9 @@ export class OidcFailure extends Error {
     super(message);
   }
 }
+
+/** openid-client, loaded on first use (Node keeps it after): a CLI command or a process that never signs anyone in does not pay for it. */
+const openidClient = () => import('openid-client');
 
 /** The claims ticketd asks for: who the person is, their address and whether the provider checked it. */
 const SCOPE = 'openid email profile';
@@ -75,7 +78,7 @@ export function issuerUrl(raw: string, config: Pick<Config, 'ssoAllowPrivate'>):
 }
 
 /** openid-client's fetch: through the guarded pool, and refused before connecting to a non-public IP literal or over plain http. */
-function guardedFetch(services: Services): oidc.CustomFetch {
+function guardedFetch(services: Services): Oidc.CustomFetch {
   const { config } = services;
   return async (url, options) => {
     const target = new URL(url);
@@ -88,7 +91,7 @@ function guardedFetch(services: Services): oidc.CustomFetch {
 }
 
 /** client_secret_basic, the specification's default, unless the provider says it takes client_secret_post only. */
-function clientAuth(secret: string | undefined): oidc.ClientAuth {
+function clientAuth(oidc: typeof Oidc, secret: string | undefined): Oidc.ClientAuth {
   if (secret === undefined) return oidc.None();
   return (as, client, body, headers) => {
     const methods = as.token_endpoint_auth_methods_supported;
@@ -120,7 +123,7 @@ function answeredStatus(err: unknown): number | null {
 }
 
 /** openid-client's (and the network's) errors as the kinds callers tell apart; `exchange`: the code exchange, else discovery. */
-function failureOf(err: unknown, exchange: boolean): OidcFailure {
+function failureOf(oidc: typeof Oidc, err: unknown, exchange: boolean): OidcFailure {
   for (const e of causes(err)) {
     if (e instanceof OidcFailure) return e;
     if (e instanceof OutboundRefused) return new OidcFailure('refused', e.message);
@@ -138,10 +141,10 @@ function failureOf(err: unknown, exchange: boolean): OidcFailure {
 }
 
 /** The provider's metadata, discovered from its issuer (throws OidcFailure). */
-async function configuration(services: Services, client: OidcClient, exchange = false): Promise<oidc.Configuration> {
+async function configuration(oidc: typeof Oidc, services: Services, client: OidcClient, exchange = false): Promise<Oidc.Configuration> {
   const url = issuerUrl(client.issuer, services.config);
   try {
-    return await oidc.discovery(url, client.clientId, undefined, clientAuth(client.clientSecret), {
+    return await oidc.discovery(url, client.clientId, undefined, clientAuth(oidc, client.clientSecret), {
       [oidc.customFetch]: guardedFetch(services),
       timeout: Math.ceil(services.config.ssoTimeoutMs / 1000),
       execute: [
@@ -153,13 +156,13 @@ async function configuration(services: Services, client: OidcClient, exchange = 
       ],
     });
   } catch (err) {
-    throw failureOf(err, exchange);
+    throw failureOf(oidc, err, exchange);
   }
 }
 
 /** The issuer as the provider names itself: what to store, since its ID tokens must carry exactly that. */
 export async function discover(services: Services, client: OidcClient): Promise<{ issuer: string }> {
-  const config = await configuration(services, client);
+  const config = await configuration(await openidClient(), services, client);
   return { issuer: config.serverMetadata().issuer };
 }
 
@@ -170,13 +173,15 @@ export interface AttemptSecrets {
   codeVerifier: string;
 }
 
-export function newAttemptSecrets(): AttemptSecrets {
+export async function newAttemptSecrets(): Promise<AttemptSecrets> {
+  const oidc = await openidClient();
   return { state: oidc.randomState(), nonce: oidc.randomNonce(), codeVerifier: oidc.randomPKCECodeVerifier() };
 }
 
 /** Where to send the person: the provider's authorization endpoint with the attempt's PKCE challenge (S256), state and nonce. */
 export async function authorizationUrl(services: Services, client: OidcClient, redirectUri: string, secrets: AttemptSecrets, loginHint?: string): Promise<string> {
-  const config = await configuration(services, client);
+  const oidc = await openidClient();
+  const config = await configuration(oidc, services, client);
   const url = oidc.buildAuthorizationUrl(config, {
     redirect_uri: redirectUri,
     scope: SCOPE,
@@ -204,8 +209,9 @@ export interface IdentityClaims {
  * by openid-client. Throws OidcFailure.
  */
 export async function exchangeCode(services: Services, client: OidcClient, callbackUrl: URL, secrets: AttemptSecrets): Promise<IdentityClaims> {
-  const config = await configuration(services, client, true);
-  let claims: oidc.IDToken | undefined;
+  const oidc = await openidClient();
+  const config = await configuration(oidc, services, client, true);
+  let claims: Oidc.IDToken | undefined;
   try {
     const tokens = await oidc.authorizationCodeGrant(config, callbackUrl, {
       pkceCodeVerifier: secrets.codeVerifier,
@@ -215,7 +221,7 @@ export async function exchangeCode(services: Services, client: OidcClient, callb
     });
     claims = tokens.claims();
   } catch (err) {
-    throw failureOf(err, true);
+    throw failureOf(oidc, err, true);
   }
   if (!claims) throw new OidcFailure('token_invalid', 'the provider answered without an ID token');
   return {

@@ -218,7 +218,7 @@ const providerFailed = (failure: OidcFailure) =>
  * sealed; the organization's expired attempts go at the same time.
  */
 export async function beginSignIn(ctx: TenantCtx, row: SsoConnection, origin: string, redirectUri: string, loginHint?: string): Promise<SsoStartView> {
-  const secrets = newAttemptSecrets();
+  const secrets = await newAttemptSecrets();
   let url: string;
   try {
     url = await authorizationUrl(ctx.services, await clientOf(ctx, row, false), redirectUri, secrets, loginHint);
