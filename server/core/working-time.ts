@@ -6,8 +6,8 @@ import { DateTime, IANAZone } from 'luxon';
  * only walks the working windows day by day.
  */
 export interface WorkingTime {
-  /** The instant `seconds` of working time after `from` (epoch milliseconds). */
-  after(from: number, seconds: number): number;
+  /** The instant `seconds` of working time after `from` (epoch milliseconds); null beyond ten years of days walked. */
+  after(from: number, seconds: number): number | null;
   /** The working seconds between two instants (0 when `to` is not after `from`). */
   between(from: number, to: number): number;
 }
@@ -41,8 +41,12 @@ export function businessHoursProblem(spec: BusinessHoursSpec): { field: string; 
 
 const minutesOf = (hhmm: string) => Number(hhmm.slice(0, 2)) * 60 + Number(hhmm.slice(3, 5));
 
-/** Days walked at most before giving up (a deadline ten years of working time away, at worst). */
-const MAX_DAYS = 40_000;
+/**
+ * Days walked at most: a deadline further away is none. Hours a brand can save (up to ten years of
+ * them) in a window of a minute a week would lie centuries ahead; the walk stops instead, and the
+ * remembered windows (below) hold every day it walked.
+ */
+const MAX_DAYS = 3_700;
 /** Day windows remembered per calendar: every create of a brand walks the same days. */
 const MAX_REMEMBERED_DAYS = 4_000;
 
@@ -69,7 +73,7 @@ export class BusinessHours implements WorkingTime {
     this.holidays = new Set(spec.holidays ?? []);
   }
 
-  after(from: number, seconds: number): number {
+  after(from: number, seconds: number): number | null {
     let left = seconds * 1000;
     let day = this.dayOf(from);
     for (let walked = 0; walked < MAX_DAYS; walked++, day++) {
@@ -83,7 +87,7 @@ export class BusinessHours implements WorkingTime {
         }
       }
     }
-    throw new Error('the deadline lies beyond the working time walked');
+    return null;
   }
 
   between(from: number, to: number): number {

@@ -1,5 +1,5 @@
 import { tenantCtx, withTx, type BaseCtx, type TenantCtx } from '../core/context.js';
-import { requireBrand } from '../core/brand.js';
+import { requireBrand, type Brand } from '../core/brand.js';
 import * as audit from '../core/audit.js';
 import * as events from '../core/outbox/events.js';
 import * as messages from '../domains/mail/messages.js';
@@ -69,7 +69,7 @@ async function announce(tx: TenantCtx, ids: readonly string[], now: Date): Promi
 }
 
 /** The overdue mail of one brand's tickets: each to its assignee, or to the owners and admins. */
-async function mailOverdue(tx: TenantCtx, brand: Awaited<ReturnType<typeof requireBrand>>, overdue: readonly MarkedOverdue[]): Promise<void> {
+async function mailOverdue(tx: TenantCtx, brand: Brand, overdue: readonly MarkedOverdue[]): Promise<void> {
   const assignees = new Map(
     (
       await members.findMany(

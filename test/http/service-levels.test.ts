@@ -111,6 +111,17 @@ t.test('no SLA, or no hours at all: no dueAt; a dueAt given at create wins', asy
   await settings({ slaEnabled: true, slaByPriority: null, slaDefaultHours: null });
   t.equal((await makeTicket(owner.live, base, { title: 'No hours', priority: 'urgent' })).dueAt, null, 'no hours configured');
   await settings(SLA);
+  await settings({
+    slaEnabled: true,
+    slaDefaultHours: 87_600,
+    slaByPriority: null,
+    slaBusinessHoursOnly: true,
+    slaBusinessHours: { ...PARIS_HOURS, start: '09:00', end: '09:01', days: [1] },
+  });
+  const tooFar = await owner.live('POST', `${base}/tickets`, { title: 'Centuries away' });
+  t.equal(tooFar.status, 201, 'a deadline centuries of calendar away is no error');
+  t.equal(tooFar.body.dueAt, null, 'and no dueAt');
+  await settings(SLA);
   const given = '2030-01-01T00:00:00.000Z';
   t.equal((await makeTicket(owner.live, base, { title: 'Given', priority: 'urgent', dueAt: given })).dueAt, given, 'given by hand');
   const test = await owner.test('POST', '/v1/brands', { name: 'Test-mode brand', ...SLA });

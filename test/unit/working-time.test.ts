@@ -6,7 +6,7 @@ import { ALWAYS_OPEN, BusinessHours, businessHoursProblem } from '../../server/c
 
 const HOUR = 3600;
 const at = (iso: string) => Date.parse(iso);
-const iso = (ms: number) => new Date(ms).toISOString();
+const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
 const weekdays = (timezone: string, holidays: string[] = []) => new BusinessHours({ start: '09:00', end: '17:00', days: [1, 2, 3, 4, 5], timezone, holidays });
 
 t.test('24/7: a deadline is plain elapsed time, whatever the time zone or daylight saving', async (t) => {
@@ -76,8 +76,18 @@ t.test('between() and after() are inverse', async (t) => {
   const from = at('2026-08-10T02:17:00Z');
   for (const seconds of [60, HOUR, 7.5 * HOUR, 30 * HOUR, 200 * HOUR]) {
     const due = hours.after(from, seconds);
-    t.equal(hours.between(from, due), seconds, `${seconds / HOUR} h`);
+    t.equal(hours.between(from, due!), seconds, `${seconds / HOUR} h`);
   }
+});
+
+t.test('a deadline beyond ten years of days walked is none, found quickly', async (t) => {
+  // The most hours a brand may save, in one minute a week: centuries of calendar away.
+  const minute = new BusinessHours({ start: '09:00', end: '09:01', days: [1], timezone: 'Europe/Paris' });
+  const started = Date.now();
+  t.equal(minute.after(at('2026-01-14T09:00:00Z'), 87_600 * HOUR), null);
+  t.equal(minute.after(at('2026-01-14T09:00:00Z'), 87_600 * HOUR), null, 'again, from the remembered days');
+  t.ok(Date.now() - started < 5_000, 'a bounded walk');
+  t.equal(iso(minute.after(at('2026-01-12T08:00:00Z'), 60)), '2026-01-12T08:01:00.000Z', 'a minute of it is that minute');
 });
 
 t.test('unusable settings are named, field by field', async (t) => {

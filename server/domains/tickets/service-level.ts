@@ -62,7 +62,8 @@ export function serviceLevelOf(brand: ServiceLevelRow): ServiceLevel | null {
 /** The deadline of a ticket created at `createdAt` that has been paused `pausedSeconds` of working time. */
 export function dueAtOf(level: ServiceLevel | null, createdAt: number, priority: string | null, pausedSeconds = 0): Date | null {
   const target = level?.targetSeconds(priority) ?? null;
-  return target === null ? null : new Date(level!.working.after(createdAt, target + pausedSeconds));
+  const due = target === null ? null : level!.working.after(createdAt, target + pausedSeconds);
+  return due === null ? null : new Date(due);
 }
 
 /** Where a ticket's service-level clock stands (the columns next to due_at). */
