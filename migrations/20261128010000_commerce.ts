@@ -82,7 +82,10 @@ export async function up(knex: Knex): Promise<void> {
     t.timestamp('created_at', { useTz: true }).notNullable().defaultTo(knex.fn.now());
     t.timestamp('updated_at', { useTz: true }).notNullable().defaultTo(knex.fn.now());
     t.primary(['account_id', 'id'], { constraintName: 'commerce_orders_pkey' });
-    t.foreign(['account_id', 'livemode', 'brand_id', 'store_id'], 'commerce_orders_store_fk').references(['account_id', 'livemode', 'brand_id', 'id']).inTable('commerce_stores').onDelete('CASCADE');
+    t.foreign(['account_id', 'livemode', 'brand_id', 'store_id'], 'commerce_orders_store_fk')
+      .references(['account_id', 'livemode', 'brand_id', 'id'])
+      .inTable('commerce_stores')
+      .onDelete('CASCADE');
     t.unique(['account_id', 'livemode', 'brand_id', 'id'], { indexName: 'commerce_orders_scope_id_unique' });
     // The sync's upsert key.
     t.unique(['account_id', 'livemode', 'store_id', 'platform_order_id'], { indexName: 'commerce_orders_platform_unique' });
@@ -104,8 +107,14 @@ export async function up(knex: Knex): Promise<void> {
     t.text('created_by');
     t.timestamp('created_at', { useTz: true }).notNullable().defaultTo(knex.fn.now());
     t.primary(['account_id', 'id'], { constraintName: 'commerce_order_tickets_pkey' });
-    t.foreign(['account_id', 'livemode', 'brand_id', 'order_id'], 'commerce_order_tickets_order_fk').references(['account_id', 'livemode', 'brand_id', 'id']).inTable('commerce_orders').onDelete('CASCADE');
-    t.foreign(['account_id', 'livemode', 'brand_id', 'ticket_id'], 'commerce_order_tickets_ticket_fk').references(['account_id', 'livemode', 'brand_id', 'id']).inTable('tickets').onDelete('CASCADE');
+    t.foreign(['account_id', 'livemode', 'brand_id', 'order_id'], 'commerce_order_tickets_order_fk')
+      .references(['account_id', 'livemode', 'brand_id', 'id'])
+      .inTable('commerce_orders')
+      .onDelete('CASCADE');
+    t.foreign(['account_id', 'livemode', 'brand_id', 'ticket_id'], 'commerce_order_tickets_ticket_fk')
+      .references(['account_id', 'livemode', 'brand_id', 'id'])
+      .inTable('tickets')
+      .onDelete('CASCADE');
     t.unique(['account_id', 'livemode', 'order_id', 'ticket_id'], { indexName: 'commerce_order_tickets_unique' });
     // A ticket's orders.
     t.index(['account_id', 'livemode', 'ticket_id'], 'commerce_order_tickets_ticket_idx');
@@ -131,7 +140,10 @@ export async function up(knex: Knex): Promise<void> {
     t.timestamp('created_at', { useTz: true }).notNullable().defaultTo(knex.fn.now());
     t.timestamp('updated_at', { useTz: true }).notNullable().defaultTo(knex.fn.now());
     t.primary(['account_id', 'id'], { constraintName: 'commerce_products_pkey' });
-    t.foreign(['account_id', 'livemode', 'brand_id', 'store_id'], 'commerce_products_store_fk').references(['account_id', 'livemode', 'brand_id', 'id']).inTable('commerce_stores').onDelete('CASCADE');
+    t.foreign(['account_id', 'livemode', 'brand_id', 'store_id'], 'commerce_products_store_fk')
+      .references(['account_id', 'livemode', 'brand_id', 'id'])
+      .inTable('commerce_stores')
+      .onDelete('CASCADE');
     t.unique(['account_id', 'livemode', 'store_id', 'platform_product_id'], { indexName: 'commerce_products_platform_unique' });
     t.index(['account_id', 'livemode', 'brand_id', 'name', 'id'], 'commerce_products_brand_idx');
   });

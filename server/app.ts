@@ -20,6 +20,8 @@ import { attachmentFileRoutes, attachmentRoutes, withoutGrantTokens } from './ht
 import { attachmentDepsOf, type AttachmentDeps } from './domains/attachments/service.js';
 import { rawMailRoutes } from './http/raw-mails.js';
 import { recurringTicketRoutes } from './http/recurring-tickets.js';
+import { commerceOrderRoutes } from './http/commerce-orders.js';
+import { commerceStoreRoutes } from './http/commerce-stores.js';
 import { auditRoutes } from './http/audit.js';
 import { blockedSourceRoutes } from './http/blocked-sources.js';
 import { brandDomainRoutes } from './http/brand-domains.js';
@@ -81,6 +83,8 @@ const BRAND_SCOPED_ROUTES: FastifyPluginAsync[] = [
   formRoutes,
   brandDomainRoutes,
   recurringTicketRoutes,
+  commerceStoreRoutes, // /ecommerce/stores…
+  commerceOrderRoutes, // /ecommerce/orders… and /ecommerce/products
   commentRoutes, // /tickets/:ticketId/comments… and the short /comments/:commentId
   ticketRoutes,
   ticketActionRoutes,

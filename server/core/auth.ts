@@ -76,6 +76,12 @@ export const PERMISSIONS = {
   'recurring:read': { accountWide: false },
   'recurring:write': { accountWide: false, minRole: 'admin' },
   'recurring:run': { accountWide: false },
+  // A brand's connected stores hold a token that reads its customers' orders: owners and admins
+  // connect, sync and remove them; any member within their brands reads the orders and links them
+  // to tickets.
+  'commerce:read': { accountWide: false },
+  'commerce:write': { accountWide: false, minRole: 'admin' },
+  'commerce:link': { accountWide: false },
   // A submission to a public web form: anyone holding its token.
   'forms:submit': { accountWide: false },
   'files:upload': { accountWide: false },

@@ -45,5 +45,5 @@ export const CROSS_TENANT_INDEXES: Readonly<Record<string, string>> = {
   sso_connections_domains_idx: "single sign-on from an email address alone finds the organizations whose identity provider vouches for the address's domain",
   sso_attempts_state_hash_idx: "a single sign-on callback names only its state: it finds the attempt by the state's hash alone",
   recurring_tickets_due_idx: 'the dispatcher runs the due recurring tickets of every account, the longest due first',
-  commerce_stores_due_idx: "the dispatcher syncs the due connected stores of every account, the longest due first",
+  commerce_stores_due_idx: 'the dispatcher syncs the due connected stores of every account, the longest due first',
 };
