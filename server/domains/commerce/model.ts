@@ -34,6 +34,26 @@ export class CommerceStore extends TenantModel {
   declare updatedAt: Date;
 }
 
+/**
+ * An order's status in ticketd's words, the same for every platform (the platform's own word is
+ * kept as platformStatus).
+ */
+export const ORDER_STATUSES = [
+  'PENDING',
+  'AWAITING_PAYMENT',
+  'AWAITING_FULFILLMENT',
+  'PARTIALLY_SHIPPED',
+  'SHIPPED',
+  'COMPLETED',
+  'CANCELLED',
+  'DECLINED',
+  'REFUNDED',
+  'PARTIALLY_REFUNDED',
+  'DISPUTED',
+  'ON_HOLD',
+] as const;
+export type OrderStatus = (typeof ORDER_STATUSES)[number];
+
 export interface OrderItem {
   id: string;
   platformItemId: string;
@@ -58,7 +78,7 @@ export class CommerceOrder extends TenantModel {
   /** Trimmed and lower-cased, like contacts.email: the match to the brand's contact. */
   declare customerEmail: string | null;
   declare customerName: string | null;
-  declare status: string;
+  declare status: OrderStatus;
   declare platformStatus: string | null;
   declare currency: string;
   /** Decimal strings, as numeric comes out of PostgreSQL. */
