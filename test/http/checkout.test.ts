@@ -148,7 +148,8 @@ for (const p of providers) {
         customer_email: email,
         line_items: [{ price: 'price_starter_900' }],
         metadata: { plan: 'starter' },
-        ...(urls.successUrl && { success_url: urls.successUrl }),
+        success_url: urls.successUrl,
+        cancel_url: urls.cancelUrl,
       });
       t.match(session.client_reference_id, /^suc_/);
       t.equal(session.metadata.signupCheckoutId, session.client_reference_id);
