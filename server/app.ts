@@ -44,6 +44,7 @@ import { avatarFileRoutes, profileRoutes } from './http/profiles.js';
 import { mentionRoutes } from './http/mentions.js';
 import { featureRequestRoutes } from './http/feature-requests.js';
 import { billingRoutes } from './http/billing.js';
+import { signupCheckoutRoutes } from './http/checkout.js';
 import { identityRoutes } from './http/identity.js';
 import { feedbackRoutes } from './http/feedback.js';
 import { formRoutes } from './http/forms.js';
@@ -233,6 +234,7 @@ export async function buildApp({ config, db, services: given, isShuttingDown = (
     await api.register(formSubmitRoutes, { deps: { attachments } });
     await api.register(feedbackRoutes);
     await api.register(billingRoutes, { config });
+    await api.register(signupCheckoutRoutes, { config });
     await api.register(identityRoutes, { config });
     await api.register(metricsRoutes, { config, services });
   });

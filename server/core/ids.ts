@@ -38,6 +38,7 @@ export const ID_PREFIX = {
   recurringTicket: 'rec',
   subscription: 'sub',
   checkout: 'chk',
+  signupCheckout: 'suc',
   invoice: 'inv',
   couponRedemption: 'rdm',
   /** Satisfaction ratings; made in SQL by ticketd_new_id() when a ticket is resolved (see the ticket_feedback migration). */

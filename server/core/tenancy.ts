@@ -12,6 +12,7 @@ export const GLOBAL_TABLES: Readonly<Record<string, string>> = {
   coupons: "coupons are the installation's (the configuration's codes, one count over every account): no tenant owns one",
   rate_limit_counters: 'request counts by credential, client address or (hashed) email address, shared by the API processes; an address belongs to no account',
   billing_events: "the billing provider's event ids already applied: an event is verified and recorded before its account is known",
+  signup_checkouts: "a paid sign-up under way: its account does not exist until the checkout completes, and it is found by its token or the provider's checkout id alone",
   identity_notifications: "the identity provider's message ids already applied: a provider's user may be a member of several accounts",
   knex_migrations: "knex's record of applied migrations",
   knex_migrations_lock: "knex's migration lock",

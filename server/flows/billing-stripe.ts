@@ -9,8 +9,11 @@ import type { Subscription } from '../domains/billing/model.js';
 import type { BillingProvider } from '../domains/billing/provider.js';
 import * as records from '../domains/billing/provider-records.js';
 import * as billing from '../domains/billing/service.js';
-import type { DoneView, InvoiceListView, ProviderNotificationView, SubscriptionView, UpgradeView } from '../domains/billing/schemas.js';
+import type { CreateCheckoutInput, CreateCheckoutView, DoneView, InvoiceListView, ProviderNotificationView, SubscriptionView, UpgradeView } from '../domains/billing/schemas.js';
+import type { SignupCheckout } from '../domains/billing/model.js';
+import * as signupCheckouts from '../domains/billing/signup-checkouts.js';
 import { dashboardUrl, localProvider, requireCurrent, view } from './billing.js';
+import { complete as completeSignup, inputOf, prepare as prepareSignup } from './signup-checkout.js';
 
 /**
  * The stripe billing provider. Stripe is called outside every transaction: each flow reads what
@@ -364,7 +367,67 @@ async function applyOnce(base: BaseCtx, event: Stripe.Event, accountId: string, 
   });
 }
 
+/**
+ * POST /v1/auth/checkout with Stripe: a Checkout Session in subscription mode for the address,
+ * named by the signup checkout's id (client_reference_id and metadata); Stripe makes the customer
+ * when it is paid. Its notification completes it (signupCompleted).
+ */
+export async function startSignupCheckout(base: BaseCtx, input: CreateCheckoutInput): Promise<CreateCheckoutView> {
+  if (input.couponCode) {
+    throw badRequest(
+      'Coupons are not taken with the stripe billing provider: use Stripe promotion codes',
+      [{ field: 'couponCode', message: 'is not supported' }],
+      'coupon_not_supported',
+    );
+  }
+  const prepared = await prepareSignup(base, input);
+  const priceId = priceOf(prepared.plan);
+  const id = newId(ID_PREFIX.signupCheckout);
+  const session = await api(base).createSignupCheckout(
+    { email: prepared.email, priceId, successUrl: prepared.successUrl, cancelUrl: prepared.cancelUrl, signupCheckoutId: id, planSlug: prepared.plan.slug },
+    keyOf('signup-checkout', id),
+  );
+  await withTx(base, (tx) => signupCheckouts.recordProvider(tx, { ...inputOf(prepared), id, provider: PROVIDER, providerRef: session.id, expiresAt: session.expiresAt }));
+  return { url: session.url, checkoutSessionId: session.id, expiresAt: session.expiresAt.toISOString() };
+}
+
+/**
+ * A paid sign-up's checkout completed at Stripe: the account, its owner and sign-in mail, Stripe's
+ * customer and the subscription mirroring Stripe's, once per checkout whatever the events. Refused
+ * (the address got an account meanwhile): Stripe's subscription is canceled, so it charges no more.
+ */
+async function signupCompleted(base: BaseCtx, event: Stripe.Event, session: Stripe.Checkout.Session, checkout: SignupCheckout): Promise<ProviderNotificationView> {
+  const customer = typeof session.customer === 'string' ? session.customer : (session.customer?.id ?? null);
+  if (!customer || session.status !== 'complete') return ignore(base, event, 'a signup checkout not paid');
+  const facts = await paidSubscription(base, {
+    status: session.status,
+    subscription: typeof session.subscription === 'string' ? session.subscription : (session.subscription?.id ?? null),
+  });
+  const completion = await withTx({ ...base, actor: systemActor('stripe') }, async (btx) => {
+    if (!(await records.firstDelivery(btx, PROVIDER, event.id, event.type))) return null;
+    const locked = (await signupCheckouts.byProviderRef(btx, PROVIDER, checkout.providerRef!))!;
+    return completeSignup(btx, locked, systemActor('stripe'), async (tx) => {
+      await records.saveCustomer(tx, PROVIDER, customer);
+      return records.insertMirrored(tx, PROVIDER, facts, records.mirrored(tx.services.config, facts, null, locked.planSlug, new Date(tx.services.now())));
+    });
+  });
+  if (!completion) return duplicate;
+  if (completion.kind === 'refused' && completion.now) {
+    await api(base)
+      .cancelSubscription(facts.id, keyOf('signup-refused', checkout.id))
+      .catch((err: Error) =>
+        base.services.log.error(
+          { signupCheckout: checkout.id, subscription: facts.id, err: err.message },
+          'a refused signup checkout: its Stripe subscription could not be canceled',
+        ),
+      );
+  }
+  return completion.kind === 'completed' && completion.created ? applied : ignored;
+}
+
 async function checkoutCompleted(base: BaseCtx, event: Stripe.Event, session: Stripe.Checkout.Session): Promise<ProviderNotificationView> {
+  const signup = await signupCheckouts.byProviderRef(base, PROVIDER, session.id);
+  if (signup) return signupCompleted(base, event, session, signup);
   const accountId = session.client_reference_id;
   const customer = typeof session.customer === 'string' ? session.customer : (session.customer?.id ?? null);
   if (!accountId || !customer || (await records.accountOfCustomer(base, PROVIDER, customer)) !== accountId) return ignore(base, event, 'a checkout of no account here');

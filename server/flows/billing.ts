@@ -20,7 +20,7 @@ import type { CancelInput, ConfirmInput, DoneView, SubscriptionView, UpgradeInpu
 export const PROVIDER = 'local' as const;
 
 /** The browser goes back to the dashboard only: an absolute http(s) URL on a dashboard origin. */
-export function dashboardUrl(ctx: TenantCtx, url: string, field: string): string {
+export function dashboardUrl(ctx: Pick<BaseCtx, 'services'>, url: string, field: string): string {
   let parsed: URL | null = null;
   try {
     parsed = new URL(url);

@@ -4,6 +4,7 @@ import type { SessionIdentity } from '../core/auth.js';
 import type { Services } from '../core/services.js';
 import { credentialCacheOf, startCredentialCache, type CacheEntry } from '../core/credential-cache.js';
 import { hashSecret } from '../core/secrets.js';
+import { normalizeEmail } from '../core/text.js';
 import * as outbox from '../core/outbox/service.js';
 import * as accounts from '../domains/accounts/service.js';
 import { signInLink } from '../domains/mail/messages.js';
@@ -13,6 +14,7 @@ import { acceptOnSignIn } from '../domains/members/team.js';
 import type { Membership, SessionMember } from '../domains/members/service.js';
 import type { OrganizationMembershipView, OrganizationView } from '../domains/organizations/schemas.js';
 import type { SignedInView, SignupInput } from '../domains/sessions/schemas.js';
+import type { CreatedAccountView } from '../domains/accounts/schemas.js';
 import * as sessions from '../domains/sessions/service.js';
 import * as sso from '../domains/sso/service.js';
 import { createAccountWithOwner } from './accounts.js';
@@ -60,6 +62,27 @@ async function mailSignInLink(tx: TenantCtx, m: Membership, origin: string, firs
   await outbox.enqueue(tx, { kind: 'mail', brandId: null, event: SIGN_IN_MAIL_EVENT, payload: { message } });
 }
 
+/** Takes the sign-up lock of an address until the transaction ends: two sign-ups of one address take turns, the second then finds the first. */
+export async function lockAddress(tx: BaseCtx, email: string): Promise<void> {
+  await tx.db.raw(`SELECT pg_advisory_xact_lock(hashtext('ticketd:signup:' || ?))`, [normalizeEmail(email)]);
+}
+
+/**
+ * A new organization in the caller's transaction (which holds the address's lock): the account,
+ * its owner, and the owner's first sign-in link mailed, pointing at `origin`.
+ */
+export async function openOrganization(
+  tx: BaseCtx,
+  input: { email: string; name?: string; accountName?: string },
+  origin: string,
+): Promise<Pick<CreatedAccountView, 'account' | 'owner'> & { ctx: TenantCtx }> {
+  const { account, owner } = await createAccountWithOwner(tx, input);
+  const membership: Membership = { accountId: account.id, memberId: owner.id, email: owner.email, name: owner.name, role: 'owner' };
+  const ctx = memberCtx(tx, membership);
+  await mailSignInLink(ctx, membership, origin, true);
+  return { account, owner, ctx };
+}
+
 /**
  * A new organization: the account, its owner, and a sign-in link mailed to the owner. An address
  * that is already a member somewhere signs in instead (400), so one person never owns two
@@ -67,21 +90,21 @@ async function mailSignInLink(tx: TenantCtx, m: Membership, origin: string, firs
  */
 export async function signup(ctx: BaseCtx, input: SignupInput, origin: string): Promise<{ success: true; message: string; organizationId: string }> {
   return withTx(ctx, async (tx) => {
-    // Two sign-ups of one address at once: the second waits, then finds the first.
-    await tx.db.raw(`SELECT pg_advisory_xact_lock(hashtext('ticketd:signup:' || ?))`, [input.email.trim().toLowerCase()]);
-    if (await emailExists(tx, input.email)) {
-      throw badRequest(
-        'This email is already a member of an organization: sign in with POST /v1/auth/magic-link instead',
-        [{ field: 'email', message: 'is already registered' }],
-        'email_exists',
-      );
-    }
+    await lockAddress(tx, input.email);
+    if (await emailExists(tx, input.email)) throw emailTaken();
     const name = input.name ?? ([input.firstName, input.lastName].filter(Boolean).join(' ') || undefined);
-    const { account, owner } = await createAccountWithOwner(tx, { email: input.email, name, accountName: input.organizationName });
-    const membership: Membership = { accountId: account.id, memberId: owner.id, email: owner.email, name: owner.name, role: 'owner' };
-    await mailSignInLink(memberCtx(tx, membership), membership, origin, true);
+    const { account, owner } = await openOrganization(tx, { email: input.email, name, accountName: input.organizationName }, origin);
     return { success: true as const, message: `Organization created; a sign-in link was sent to ${owner.email}`, organizationId: account.id };
   });
+}
+
+/** 400 email_exists: the address is a member already, and signs in instead. */
+export function emailTaken() {
+  return badRequest(
+    'This email is already a member of an organization: sign in with POST /v1/auth/magic-link instead',
+    [{ field: 'email', message: 'is already registered' }],
+    'email_exists',
+  );
 }
 
 /** The membership a sign-in is for: the named organization, else the one the person joined first. */

@@ -31,7 +31,7 @@ import {
  */
 
 /** Counts the request against the route's budgets for the client address and the email address; over either: 429 with Retry-After. */
-function rateLimited(route: string) {
+export function rateLimited(route: string) {
   return async (req: FastifyRequest<{ Body: { email: string } }>, reply: FastifyReply) => {
     const { services } = req.baseCtx;
     const policies = signInPolicies(services.config, route);

@@ -63,6 +63,11 @@ export interface StripeBilling {
     input: { customer: string; priceId: string; successUrl: string; cancelUrl: string; accountId: string; planSlug: string },
     idempotencyKey: string,
   ): Promise<{ id: string; url: string; expiresAt: Date }>;
+  /** A checkout before any account exists (a paid sign-up): Stripe makes the customer from `email` when it is paid. */
+  createSignupCheckout(
+    input: { email: string; priceId: string; successUrl: string; cancelUrl: string; signupCheckoutId: string; planSlug: string },
+    idempotencyKey: string,
+  ): Promise<{ id: string; url: string; expiresAt: Date }>;
   checkout(id: string): Promise<StripeCheckoutFacts | null>;
   subscription(id: string): Promise<StripeSubscriptionFacts | null>;
   updateSubscription(
@@ -207,6 +212,27 @@ export function clientFor(config: Pick<Config, 'stripe'>): StripeBilling {
             client_reference_id: input.accountId,
             metadata: { accountId: input.accountId, plan: input.planSlug },
             subscription_data: { metadata: { accountId: input.accountId, plan: input.planSlug } },
+          },
+          { idempotencyKey },
+        ),
+      );
+      if (!session.url) throw new HttpError(502, 'provider_error', 'The payment provider made a checkout without a URL');
+      return { id: session.id, url: session.url, expiresAt: seconds(session.expires_at) };
+    },
+
+    async createSignupCheckout(input, idempotencyKey) {
+      const metadata = { signupCheckoutId: input.signupCheckoutId, plan: input.planSlug };
+      const session = await call(() =>
+        stripe.checkout.sessions.create(
+          {
+            mode: 'subscription',
+            customer_email: input.email,
+            line_items: [{ price: input.priceId, quantity: 1 }],
+            success_url: input.successUrl,
+            cancel_url: input.cancelUrl,
+            client_reference_id: input.signupCheckoutId,
+            metadata,
+            subscription_data: { metadata },
           },
           { idempotencyKey },
         ),

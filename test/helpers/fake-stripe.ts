@@ -139,7 +139,9 @@ export async function fakeStripe(options: { now?: () => number } = {}): Promise<
         return { status: 200, body: c };
       }
       case 'POST checkout/sessions': {
-        if (!customers.has(params.customer)) return missing('customer', params.customer);
+        // Without a customer (a sign-up), Stripe makes one from customer_email when the checkout is paid.
+        if (params.customer !== undefined && !customers.has(params.customer)) return missing('customer', params.customer);
+        if (params.customer === undefined && !params.customer_email) return { status: 400, error: { type: 'invalid_request_error', message: 'customer or customer_email' } };
         const sessionId = id('cs_test');
         const s = {
           id: sessionId,
@@ -147,7 +149,8 @@ export async function fakeStripe(options: { now?: () => number } = {}): Promise<
           mode: params.mode,
           status: 'open',
           payment_status: 'unpaid',
-          customer: params.customer,
+          customer: params.customer ?? null,
+          customer_email: params.customer_email ?? null,
           client_reference_id: params.client_reference_id ?? null,
           metadata: params.metadata ?? {},
           subscription: null,
@@ -273,6 +276,11 @@ export async function fakeStripe(options: { now?: () => number } = {}): Promise<
     },
     completeCheckout(sessionId) {
       const session = sessions.get(sessionId)!;
+      if (!session.customer) {
+        const c = { id: id('cus'), object: 'customer', name: null, email: session.customer_email, metadata: {}, invoice_settings: { default_payment_method: null } };
+        customers.set(c.id, c);
+        session.customer = c.id;
+      }
       const start = nowS();
       const sub = {
         id: id('sub'),

@@ -357,6 +357,12 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
     'POST /v1/auth/payment-methods/{id}/default': null,
     'DELETE /v1/auth/payment-methods/{id}': null,
     'POST /billing/checkout/{token}': null,
+    // A paid sign-up: the world's one plan is free, so it is refused (400 free_plan) before a checkout is made.
+    'POST /v1/auth/checkout': {
+      body: { email: 'paid-organization@example.com', planId: 'self-hosted', successUrl: 'http://localhost:5173/welcome', cancelUrl: 'http://localhost:5173/pricing' },
+      headers: { origin: 'http://localhost:5173' },
+    },
+    'POST /billing/signup/{token}': null,
     // The world's server bills locally: Stripe's notifications are 404.
     'POST /v1/billing/stripe-webhooks': {
       body: '{"id":"evt_world","object":"event","type":"invoice.paid"}',
@@ -435,6 +441,7 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
         ['GET /v1/feedback/{token}', 'POST /v1/feedback/{token}', 'GET /rate/{token}', 'POST /rate/{token}'].map((route) => [route, { token: `fb_${'0'.repeat(43)}` }]),
       ),
       ...Object.fromEntries(['GET /billing/checkout/{token}', 'POST /billing/checkout/{token}'].map((route) => [route, { token: `cs_${'0'.repeat(43)}` }])),
+      ...Object.fromEntries(['GET /billing/signup/{token}', 'POST /billing/signup/{token}'].map((route) => [route, { token: `su_${'0'.repeat(43)}` }])),
       'PATCH /v1/auth/coupons/{code}': { code: 'WELCOME10' },
       // The rating routes of the portal aim at Peter's resolved ticket.
       ...Object.fromEntries(['GET /v1/portal/tickets/{ticketId}/feedback', 'POST /v1/portal/tickets/{ticketId}/feedback'].map((route) => [route, { ticketId: resolved.id }])),

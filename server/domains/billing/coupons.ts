@@ -115,6 +115,11 @@ export async function assertAvailable(ctx: TenantCtx, coupon: CouponConfig): Pro
   if (await CouponRedemption.ofAccount(ctx).where('couponRedemptions.couponCode', coupon.code).first()) {
     throw badRequest(alreadyRedeemed(coupon), cannotBeUsed(), 'coupon_already_redeemed');
   }
+  await assertNotExhausted(ctx, coupon);
+}
+
+/** Refuses a coupon used up (400 coupon_exhausted); read without a lock: redeem checks again under it. */
+export async function assertNotExhausted(ctx: BaseCtx, coupon: CouponConfig): Promise<void> {
   const usage = (await CouponUsage.query(ctx.db).where('code', coupon.code).first()) ?? null;
   const limit = limitOf(coupon, usage);
   if (limit !== null && (usage?.timesRedeemed ?? 0) >= limit) throw badRequest(exhausted(coupon), cannotBeUsed(), 'coupon_exhausted');

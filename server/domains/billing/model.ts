@@ -121,3 +121,29 @@ export class CouponRedemption extends objection.Model {
     return this.query(ctx.db).where('couponRedemptions.accountId', ctx.accountId);
   }
 }
+
+/** A paid sign-up under way, before its account exists (no tenant): completed once, into the account it made. */
+export class SignupCheckout extends objection.Model {
+  static override tableName = 'signupCheckouts';
+
+  declare id: string;
+  declare provider: string;
+  /** The local provider's checkout page token (SHA-256); null for a checkout made at the provider. */
+  declare tokenHash: string | null;
+  /** The provider's checkout id (Stripe's cs_ id). */
+  declare providerRef: string | null;
+  /** As sign-up normalizes it. */
+  declare email: string;
+  declare accountName: string | null;
+  declare planSlug: string;
+  declare couponCode: string | null;
+  declare successUrl: string;
+  declare cancelUrl: string;
+  declare createdAt: Date;
+  declare expiresAt: Date;
+  declare completedAt: Date | null;
+  declare completedAccountId: string | null;
+  declare failedAt: Date | null;
+  /** Why a completion was refused (email_exists). */
+  declare failure: string | null;
+}

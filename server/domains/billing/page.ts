@@ -22,3 +22,15 @@ export function checkoutPage(
 <form method="post" action="${escapeHtml(action)}"><button type="submit">Confirm</button> <a href="${escapeHtml(page.cancelUrl)}">Cancel</a></form>`;
   return htmlDocument('Checkout', body);
 }
+
+/** The local provider's page of a paid sign-up: the plan and the address the organization is made for. */
+export function signupCheckoutPage(
+  page: { plan: PlanConfig; email: string; coupon: { code: string; amountOff: number } | null; cancelUrl: string; completed: boolean; successUrl: string },
+  action: string,
+): string {
+  const body = page.completed
+    ? `<h1>Done</h1><p>The organization is made on the ${escapeHtml(page.plan.name)} plan; a sign-in link was sent to ${escapeHtml(page.email)}.</p><p><a href="${escapeHtml(page.successUrl)}">Continue</a></p>`
+    : `<h1>Sign up for the ${escapeHtml(page.plan.name)} plan</h1><p>For ${escapeHtml(page.email)}: ${escapeHtml(price(page.plan, page.coupon))}. Nothing is charged to a card: this server bills locally.</p>
+<form method="post" action="${escapeHtml(action)}"><button type="submit">Confirm</button> <a href="${escapeHtml(page.cancelUrl)}">Cancel</a></form>`;
+  return htmlDocument('Checkout', body);
+}

@@ -1,5 +1,5 @@
 import { Type, type Static } from 'typebox';
-import { Nullable, Timestamp } from '../../core/schemas.js';
+import { EmailAddress, Nullable, PATTERNS, Timestamp } from '../../core/schemas.js';
 
 const Limit = (description: string) => Type.Integer({ description: `${description}; -1: unlimited` });
 
@@ -87,6 +87,26 @@ export const UpgradeOut = Type.Object({
   subscription: Type.Optional(SubscriptionOut),
 });
 export type UpgradeView = Static<typeof UpgradeOut>;
+
+export const CreateCheckoutBody = Type.Object(
+  {
+    email: EmailAddress("The owner's address: the new organization's sign-in link is mailed there"),
+    planId: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'A paid plan (a free one: sign up with POST /v1/auth/signup)' })),
+    planRef: Type.Optional(Type.String({ minLength: 1, maxLength: 100, description: 'The same as planId' })),
+    successUrl: SameSiteUrl,
+    cancelUrl: SameSiteUrl,
+    accountName: Type.Optional(Type.String({ minLength: 1, maxLength: 200, pattern: PATTERNS.notBlank, description: "The organization's name; defaults to the email" })),
+    couponCode: Type.Optional(Type.String({ maxLength: 100, description: "A coupon (any case) discounting the plan's first invoice (local provider only)" })),
+  },
+  { additionalProperties: false },
+);
+export type CreateCheckoutInput = Static<typeof CreateCheckoutBody>;
+export const CreateCheckoutOut = Type.Object({
+  url: Type.String({ description: "Send the browser here to pay (stripe: Stripe's Checkout; local: ticketd's own checkout page)" }),
+  checkoutSessionId: Type.String({ description: "The checkout's id (stripe: Stripe's cs_ id)" }),
+  expiresAt: Timestamp,
+});
+export type CreateCheckoutView = Static<typeof CreateCheckoutOut>;
 
 export const ConfirmBody = Type.Object(
   {
