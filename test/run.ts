@@ -1,5 +1,5 @@
 /**
- * `npm test`: prepares PostgreSQL, then runs tap over the compiled test files.
+ * `npm test`: prepares PostgreSQL, then runs the compiled test files (tap tests), one per core.
  * - With TEST_DATABASE_URL (an administrator URL), tests use that server.
  * - Without it, an embedded cluster is started in a temporary directory for this run.
  * A template database is migrated once; each test file clones it (see test/helpers/db.ts).
@@ -7,7 +7,7 @@
  * "N passed, N failed" (always the last), so a log cut to its tail still names what failed.
  */
 import { spawn } from 'node:child_process';
-import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
@@ -23,6 +23,8 @@ function withDatabase(url: string, database: string): string {
 }
 
 const TAP = path.join(packageRoot, 'node_modules', '.bin', 'tap');
+/** A file that runs longer has hung (package.json's tap.timeout said the same to tap's runner). */
+const TIMEOUT_MS = 180_000;
 
 async function adminQuery(adminUrl: string, sql: string): Promise<void> {
   const client = new pg.Client({ connectionString: adminUrl });
@@ -107,41 +109,100 @@ class FailureCollector {
   }
 }
 
-async function runTap(
-  args: string[],
-  env: NodeJS.ProcessEnv,
-): Promise<{ code: number; pass: number; fail: number; summarised: boolean; files: FileTime[]; failures: FailureCollector }> {
-  return new Promise((resolve, reject) => {
-    // tap's default leaves one core of two (or up to four) idle, but a test file waits on
-    // PostgreSQL and on the processes it starts for much of its time: one file per core.
-    const child = spawn(TAP, ['-R', 'tap', `--jobs=${os.availableParallelism()}`, ...args], { cwd: packageRoot, env, stdio: ['ignore', 'pipe', 'inherit'] });
-    let pass = 0;
-    let fail = 0;
-    let summarised = false;
-    const files: FileTime[] = [];
-    const failures = new FailureCollector();
-    let pending = '';
-    child.stdout.on('data', (chunk: Buffer) => {
-      process.stdout.write(chunk);
-      pending += chunk.toString();
-      const lines = pending.split('\n');
-      pending = lines.pop() ?? '';
-      for (const line of lines) {
-        failures.line(line);
-        // tap's closing summary: "# { total: 12, pass: 11, fail: 1 }"
-        if (/^# \{ total: \d+/.test(line)) {
-          summarised = true;
-          pass = Number(/pass: (\d+)/.exec(line)?.[1] ?? 0);
-          fail = Number(/fail: (\d+)/.exec(line)?.[1] ?? 0);
-        }
-        // A file's result, at the top level: "ok 3 - dist/test/http/brands.test.js # time=2345.6ms"
-        const file = /^(?:not )?ok \d+ - (\S+) # time=([\d.]+)ms/.exec(line);
-        if (file) files.push({ file: file[1]!, ms: Number(file[2]) });
-      }
+interface FileRun {
+  file: string;
+  ms: number;
+  ok: boolean;
+  pass: number;
+  fail: number;
+  lines: string[];
+}
+
+/**
+ * Runs one test file as a plain node process: it prints TAP and ends with tap's summary line
+ * ("# { total: 12, pass: 11, fail: 1 }"). Not through tap's runner: that starts every test
+ * process, and every process a test starts (each `bin/ticketd`), with its processinfo loader in
+ * NODE_OPTIONS, about 0.6 s of CPU each, for coverage reports we take from NODE_V8_COVERAGE.
+ */
+function runFile(file: string, env: NodeJS.ProcessEnv, timeoutMs: number): Promise<FileRun> {
+  return new Promise((resolve) => {
+    const started = performance.now();
+    // tap's own limit for the file (its default is 30 s when no runner sets it), ours a little later.
+    const child = spawn(process.execPath, ['--enable-source-maps', file], {
+      cwd: packageRoot,
+      env: { ...env, TAP_TIMEOUT: String(timeoutMs / 1000) },
+      stdio: ['ignore', 'pipe', 'inherit'],
     });
-    child.on('error', reject);
-    child.on('close', (code) => resolve({ code: code ?? 1, pass, fail, summarised, files, failures }));
+    let out = '';
+    child.stdout.on('data', (chunk: Buffer) => void (out += chunk.toString()));
+    let timedOut = false;
+    const timer = setTimeout(() => {
+      timedOut = true;
+      child.kill('SIGTERM');
+      setTimeout(() => child.kill('SIGKILL'), 5_000).unref();
+    }, timeoutMs + 10_000);
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      const lines = out.split('\n');
+      if (lines.at(-1) === '') lines.pop();
+      // The file's own summary is its last unindented "# { total: … }" line.
+      const summary = lines.findLast((l) => /^# \{ total: \d+/.test(l));
+      const pass = Number(/pass: (\d+)/.exec(summary ?? '')?.[1] ?? 0);
+      let fail = Number(/fail: (\d+)/.exec(summary ?? '')?.[1] ?? 0);
+      const ok = code === 0 && !timedOut && summary !== undefined && fail === 0;
+      if (!ok && fail === 0) fail = 1;
+      if (timedOut) lines.push(`not ok 1 - timeout! (${timeoutMs / 1000} s)`);
+      else if (code !== 0 && fail === 1 && !summary) lines.push(`not ok 1 - exited with ${signal ?? `code ${code}`} before its summary`);
+      resolve({ file, ms: performance.now() - started, ok, pass, fail, lines });
+    });
   });
+}
+
+/**
+ * Runs the files `jobs` at a time, the longest first (by test/durations.json, a new file as
+ * a long one), and prints each file's TAP when it ends, indented under its own line as tap's
+ * runner did, so FailureCollector reads it the same way.
+ */
+async function runFiles(files: string[], env: NodeJS.ProcessEnv, jobs: number): Promise<{ pass: number; fail: number; files: FileTime[]; failures: FailureCollector }> {
+  const known = readDurations();
+  const queue = [...files].sort((a, b) => (known[testName(b)] ?? 60) - (known[testName(a)] ?? 60));
+  const failures = new FailureCollector();
+  const times: FileTime[] = [];
+  let pass = 0;
+  let fail = 0;
+  let n = 0;
+  const worker = async () => {
+    for (let file = queue.shift(); file; file = queue.shift()) {
+      const run = await runFile(file, env, TIMEOUT_MS);
+      n += 1;
+      pass += run.pass;
+      fail += run.fail;
+      times.push({ file, ms: run.ms });
+      const block = [`# Subtest: ${file}`, ...run.lines.map((l) => (l ? `    ${l}` : l)), `${run.ok ? 'ok' : 'not ok'} ${n} - ${file} # time=${run.ms.toFixed(3)}ms`, ''];
+      for (const line of block) failures.line(line);
+      process.stdout.write(`${block.join('\n')}\n`);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.max(1, jobs) }, worker));
+  return { pass, fail, files: times, failures };
+}
+
+/** A test file's name in test/durations.json: its path under test/, as written. */
+const testName = (file: string) => path.relative(path.join('dist', 'test'), file).replace(/\.js$/, '.ts');
+const DURATIONS = path.join(packageRoot, 'test', 'durations.json');
+
+function readDurations(): Record<string, number> {
+  try {
+    return JSON.parse(readFileSync(DURATIONS, 'utf8')) as Record<string, number>;
+  } catch {
+    return {};
+  }
+}
+
+/** Seconds per file, rounded, for the next run's order (written by `TICKETD_TEST_WRITE_DURATIONS=1 npm test`). */
+function writeDurations(files: FileTime[]): void {
+  const entries = files.map((f) => [testName(f.file), Math.round(f.ms / 100) / 10] as const).sort(([a], [b]) => a.localeCompare(b));
+  writeFileSync(DURATIONS, `${JSON.stringify(Object.fromEntries(entries), null, 2)}\n`);
 }
 
 /** Compiled test files (tap skips dist/ when it searches on its own). */
@@ -192,12 +253,16 @@ async function main(): Promise<number> {
     delete env.DATABASE_URL;
     await buildTapIfStale();
     const args = process.argv.slice(2);
-    const result = await runTap(args.some((a) => !a.startsWith('-')) ? args : [...args, ...testFiles()], env);
-    const failed = result.fail + (result.code !== 0 && result.fail === 0 ? 1 : 0);
+    const jobs = Number(/^--jobs=(\d+)$/.exec(args.find((a) => a.startsWith('--jobs=')) ?? '')?.[1] ?? os.availableParallelism());
+    const files = args.filter((a) => !a.startsWith('-'));
+    const started = performance.now();
+    const result = await runFiles(files.length ? files : testFiles(), env, jobs);
+    if (process.env.TICKETD_TEST_WRITE_DURATIONS === '1') writeDurations(result.files);
     process.stdout.write(result.failures.report());
+    process.stdout.write(`# time=${(performance.now() - started).toFixed(0)}ms\n`);
     process.stdout.write(slowest(result.files));
-    process.stdout.write(`${result.pass} passed, ${failed} failed\n`);
-    return result.code;
+    process.stdout.write(`${result.pass} passed, ${result.fail} failed\n`);
+    return result.fail === 0 ? 0 : 1;
   } finally {
     await adminQuery(adminUrl, `DROP DATABASE IF EXISTS "${template}" WITH (FORCE)`).catch(() => undefined);
     await stopCluster();
