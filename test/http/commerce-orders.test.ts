@@ -276,7 +276,7 @@ t.test('auto-linking: a new ticket naming its customer’s order is linked to it
     'the step-by-step create',
   );
   // Idempotent replay: the same ticket, no second link.
-  const key = { 'idempotency-key': 'order-link-replay' };
+  const key = { 'x-idempotency-key': 'order-link-replay' };
   const first = await mustCreate(owner.live, `${base}/tickets`, { title: 'Replay #4242', customerEmail: 'eve@shop.example' }, key);
   const replay = await owner.live('POST', `${base}/tickets`, { title: 'Replay #4242', customerEmail: 'eve@shop.example' }, key);
   t.equal(replay.body.id, first.id);
@@ -288,7 +288,7 @@ t.test('auto-linking: a new ticket naming its customer’s order is linked to it
     SECRET,
     `From: Eve <eve@shop.example>\r\nTo: ${store.brandId}@${DOMAIN}\r\nSubject: Where is order #4343?\r\nMessage-ID: <order-4343@shop.example>\r\n\r\nThanks\r\n`,
   );
-  t.equal(received.action, 'created');
+  t.equal(received.action, 'ticket_created');
   t.same(
     (await linksOf(received.ticketId!)).map((l) => l.orderId),
     [also.id],
