@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import type { TenantCtx } from '../core/context.js';
 import { ID_PREFIX } from '../core/ids.js';
-import { tenantScope } from '../core/model.js';
+import { sameTenant, tenantScope } from '../core/model.js';
 
 /**
  * Automatic order links: a new ticket whose subject or body names an order (`#1234`) of its own
@@ -51,7 +51,7 @@ export function autoLinkStatement(ctx: TenantCtx, named: readonly NamedOrders[])
      select ticketd_new_id('${ID_PREFIX.orderLink}'), o.account_id, o.livemode, o.brand_id, o.id, t.id, 'AUTO'
      from jsonb_to_recordset(?::jsonb) as named(ticket_id text, email text, numbers text[])
      join t on t.id = named.ticket_id
-     join commerce_orders o on ? and o.account_id = t.account_id and o.livemode = t.livemode and o.brand_id = t.brand_id
+     join commerce_orders o on ? and ${sameTenant('o', 't')} and o.brand_id = t.brand_id
        and o.order_number = any(named.numbers) and o.customer_email = named.email`,
     [JSON.stringify(named.map((n) => ({ ticket_id: n.ticketId, email: n.email, numbers: n.numbers }))), tenantScope(ctx, 'o')],
   );
