@@ -2,6 +2,7 @@ import type { Knex } from 'knex';
 import * as audit from '../../core/audit.js';
 import { requireBrand } from '../../core/brand.js';
 import { canSeeBrand, withTx, type TenantCtx } from '../../core/context.js';
+import { prepared } from '../../core/db.js';
 import { notFound } from '../../core/errors.js';
 import { newId, normalizeBrandId, ID_PREFIX } from '../../core/ids.js';
 import { sameTenant, scopeOf, tenantScope } from '../../core/model.js';
@@ -115,8 +116,9 @@ function visibleBrand(ctx: TenantCtx, brandId: string): string {
   return id;
 }
 
-async function rowsOf<T>(ctx: TenantCtx, sql: string, bindings: Record<string, unknown>): Promise<T[]> {
-  return ((await ctx.db.raw(sql, bindings as Knex.ValueDict)) as unknown as { rows: T[] }).rows;
+async function rowsOf<T>(ctx: TenantCtx, sql: string, bindings: Record<string, unknown>, options: { prepared?: boolean } = {}): Promise<T[]> {
+  const query = ctx.db.raw(sql, bindings as Knex.ValueDict);
+  return ((await (options.prepared ? prepared(ctx.db, query) : query)) as unknown as { rows: T[] }).rows;
 }
 
 /**
@@ -136,6 +138,8 @@ export async function byTicket(ctx: TenantCtx, brandId: string, ticketId: string
      order by o.platform_created_at desc nulls first, o.id desc
      limit ${ORDERS_BESIDE_MAX}`,
     { scope: tenantScope(ctx, 't'), brandId: brand, ticketId },
+    // On every ticket page: planned once per connection, not on every read.
+    { prepared: true },
   );
   if (!rows.length) throw notFound('Ticket');
   return rows.filter((r): r is OrderRow => r.id !== null).map(toView);
@@ -157,6 +161,7 @@ export async function byCustomer(ctx: TenantCtx, brandId: string, contactId: str
      where :scope and c.brand_id = :brandId and c.id = :contactId
      order by o.platform_created_at desc nulls first, o.id desc`,
     { scope: tenantScope(ctx, 'c'), brandId: brand, contactId },
+    { prepared: true },
   );
   if (!rows.length) throw notFound('Contact');
   return rows.filter((r): r is OrderRow => r.id !== null).map(toView);
