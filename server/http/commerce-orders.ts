@@ -102,7 +102,12 @@ export async function commerceOrderRoutes(app: FastifyInstance): Promise<void> {
     '/ecommerce/orders/:orderId/link/:ticketId',
     {
       config: linking,
-      schema: { tags, summary: "Remove the order's link to the ticket, by hand or automatic (204); 404 when there is none", params: OrderTicketParams, response: { 204: Type.Null({ description: 'No content' }) } },
+      schema: {
+        tags,
+        summary: "Remove the order's link to the ticket, by hand or automatic (204); 404 when there is none",
+        params: OrderTicketParams,
+        response: { 204: Type.Null({ description: 'No content' }) },
+      },
     },
     async (req, reply) => {
       await orders.unlink(req.ctx, req.params.brandId, req.params.orderId, req.params.ticketId);

@@ -116,7 +116,9 @@ t.test('an order reads in the dashboard’s shape: decimal strings, items, custo
     paymentStatus: 'captured',
     platformCreatedAt: /^\d{4}-\d\d-\d\dT/,
   });
-  t.same(got.items, [{ id: got.items[0].id, platformItemId: got.items[0].platformItemId, productId: null, sku: 'SKU-1', name: 'Blue mug', quantity: 2, price: '5.0000', total: '10.0000' }]);
+  t.same(got.items, [
+    { id: got.items[0].id, platformItemId: got.items[0].platformItemId, productId: null, sku: 'SKU-1', name: 'Blue mug', quantity: 2, price: '5.0000', total: '10.0000' },
+  ]);
 
   const one = (await owner.live('GET', `${orders}/${order.id}`)).body;
   t.same(Object.keys(one).sort(), [...ORDER_KEYS, 'store', 'tickets'].sort(), 'GET one adds its store and tickets');
@@ -144,7 +146,8 @@ t.test('the list: newest first, paged by cursor, filtered by status, store, cust
   const { owner, base, store, orders, brand } = await shop();
   const other = await seedStore(db, { accountId: owner.accountId, livemode: true, brandId: brand.id }, { name: 'Second store' });
   const made = [];
-  for (let i = 0; i < 7; i++) made.push(await seedOrder(db, i % 2 ? other : store, { customerEmail: i < 3 ? 'bob@shop.example' : `c${i}@shop.example`, status: i < 2 ? 'PENDING' : 'COMPLETED' }));
+  for (let i = 0; i < 7; i++)
+    made.push(await seedOrder(db, i % 2 ? other : store, { customerEmail: i < 3 ? 'bob@shop.example' : `c${i}@shop.example`, status: i < 2 ? 'PENDING' : 'COMPLETED' }));
   // Orders without a platform time come first (the index's order), then by id.
   const undated = await seedOrder(db, store, { platformCreatedAt: null, orderNumber: '777', customerName: 'Zed Quinn' });
   const expected = [undated.id, ...made.map((o) => o.id).reverse()];
@@ -254,12 +257,12 @@ t.test('auto-linking: a new ticket naming its customer’s order is linked to it
   );
   t.equal((await owner.live('GET', `${orders}/${mine.id}`)).body.tickets[0].linkType, 'AUTO');
 
-  const inBody = await mustCreate(owner.live, `${base}/tickets`, { title: 'Two orders', body: 'About #4343 and (#4242), not #5151 or #9999 or abc#4242', customerEmail: 'eve@shop.example' });
-  t.same(
-    (await linksOf(inBody.id)).map((l) => l.orderId).sort(),
-    [mine.id, also.id].sort(),
-    'both of hers; not the other customer’s nor an unknown number',
-  );
+  const inBody = await mustCreate(owner.live, `${base}/tickets`, {
+    title: 'Two orders',
+    body: 'About #4343 and (#4242), not #5151 or #9999 or abc#4242',
+    customerEmail: 'eve@shop.example',
+  });
+  t.same((await linksOf(inBody.id)).map((l) => l.orderId).sort(), [mine.id, also.id].sort(), 'both of hers; not the other customer’s nor an unknown number');
   const someoneElses = await mustCreate(owner.live, `${base}/tickets`, { title: 'About #5151', customerEmail: 'eve@shop.example' });
   t.same(await linksOf(someoneElses.id), [], "another customer's order number: nothing");
   const noNumber = await mustCreate(owner.live, `${base}/tickets`, { title: 'About my order 4242', customerEmail: 'eve@shop.example' });

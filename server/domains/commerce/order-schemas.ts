@@ -86,9 +86,7 @@ export const OrderOut = Type.Object({
 
 export const OrderListQuery = Type.Object(
   {
-    search: Type.Optional(
-      Type.String({ maxLength: 200, description: 'An order number (with or without #), the start of the customer’s email, or part of the customer’s name' }),
-    ),
+    search: Type.Optional(Type.String({ maxLength: 200, description: 'An order number (with or without #), the start of the customer’s email, or part of the customer’s name' })),
     status: Type.Optional(OrderStatus),
     customerId: Type.Optional(Type.String({ maxLength: 64, description: 'A contact of the brand: the orders placed with its email (none for an unknown contact)' })),
     storeId: Type.Optional(Type.String({ maxLength: 64 })),

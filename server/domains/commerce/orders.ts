@@ -366,11 +366,7 @@ export async function listProducts(ctx: TenantCtx, brandId: string, input: Produ
   if (input.storeId) q.where('commerceProducts.storeId', input.storeId);
   if (input.isActive !== undefined) q.where('commerceProducts.isActive', input.isActive);
   if (search) {
-    q.where((w) =>
-      w
-        .whereRaw('lower(commerce_products.name) like ?', [`%${escapeLike(search.toLowerCase())}%`])
-        .orWhere('commerceProducts.sku', 'like', `${escapeLike(search)}%`),
-    );
+    q.where((w) => w.whereRaw('lower(commerce_products.name) like ?', [`%${escapeLike(search.toLowerCase())}%`]).orWhere('commerceProducts.sku', 'like', `${escapeLike(search)}%`));
   }
   return keysetPage(q, {
     sort: 'commerce_products.name',
