@@ -1,4 +1,5 @@
 import t from 'tap';
+import { encodeCursor } from '../../server/core/pagination.js';
 import { assertErrorShape, assertNotFound, makeBrand, mustCreate, ownerWithBrand, servicesOf, signup, statementsDuring, testApp } from '../helpers/app.js';
 import { seedOrder, seedProduct, seedStore } from '../helpers/commerce-seed.js';
 import { postInbound } from '../helpers/inbound.js';
@@ -66,6 +67,12 @@ t.test('by-ticket and by-customer answer [] when no store is connected, in one s
   const byCustomer = await statementsDuring(db, () => owner.live('GET', `${base}/ecommerce/orders/by-customer/${contactId}`));
   t.equal(byCustomer.length, 1, 'by-customer: one statement');
   t.equal((await db('commerceOrderTickets')).filter((l) => l.ticketId === ticket.id).length, 0, 'a #number without a store links nothing');
+  // A create costs what it did: one statement, the order-links part only when the text names a number.
+  const plain = await statementsDuring(db, () => mustCreate(owner.live, `${base}/tickets`, { title: 'No number here', customerEmail: 'nostore@shop.example' }));
+  t.equal(plain.length, 1, 'a create without #number: one statement');
+  t.notOk(plain[0]!.includes('commerce_order'), 'and no order lookup in it');
+  const named = await statementsDuring(db, () => mustCreate(owner.live, `${base}/tickets`, { title: 'Order #55', customerEmail: 'nostore@shop.example' }));
+  t.equal(named.length, 1, 'a create naming #55 in a brand without a store: still one statement');
   assertNotFound(t, await owner.live('GET', `${base}/ecommerce/orders/by-ticket/tkt_${'0'.repeat(26)}`), 'unknown ticket');
   assertNotFound(t, await owner.live('GET', `${base}/ecommerce/orders/by-customer/cus_${'0'.repeat(26)}`), 'unknown contact');
 });
@@ -183,6 +190,9 @@ t.test('the list: newest first, paged by cursor, filtered by status, store, cust
   const first = (await owner.live('GET', `${orders}?limit=2&status=COMPLETED`)).body;
   assertErrorShape(t, await owner.live('GET', `${orders}?limit=2&cursor=${first.pagination.nextCursor}`), 400, 'cursor_mismatch');
   assertErrorShape(t, await owner.live('GET', `${orders}?cursor=nonsense`), 400, 'invalid_cursor');
+  // Well formed, checksum and all, but no time: still the client's 400.
+  const forged = encodeCursor(['2026-02-30 25:00:00+00', made[0]!.id], { brandId: brand.id, search: null, status: null, customerId: null, storeId: null });
+  assertErrorShape(t, await owner.live('GET', `${orders}?cursor=${forged}`), 400, 'invalid_cursor');
   assertErrorShape(t, await owner.live('GET', `${orders}?limit=0`), 400, 'validation_failed');
   assertErrorShape(t, await owner.live('GET', `${orders}?limit=101`), 400, 'validation_failed');
   assertErrorShape(t, await owner.live('GET', `${orders}?status=LOST`), 400, 'validation_failed');
@@ -207,6 +217,13 @@ t.test('link by hand, relink answers the same link, unlink; each audited', async
     [order.id],
   );
   t.same((await owner.live('GET', `${orders}/${order.id}`)).body.tickets, [linked.body]);
+
+  // Two links of the same pair at once: one made (201), the other answers it (200).
+  const racing = await mustCreate(owner.live, `${base}/tickets`, { title: 'Raced' });
+  const both = await Promise.all([0, 1].map(() => owner.live('POST', `${orders}/${order.id}/link`, { ticketId: racing.id })));
+  t.same(both.map((r) => r.status).sort(), [200, 201], 'concurrent links: one 201, one 200');
+  t.equal(both[0]!.body.id, both[1]!.body.id, 'the same link');
+  t.equal((await db('commerceOrderTickets').where({ ticketId: racing.id })).length, 1);
 
   const removed = await owner.live('DELETE', `${orders}/${order.id}/link/${ticket.id}`);
   t.equal(removed.status, 204);

@@ -2,11 +2,11 @@ import type { Knex } from 'knex';
 import * as audit from '../../core/audit.js';
 import { requireBrand } from '../../core/brand.js';
 import { canSeeBrand, withTx, type TenantCtx } from '../../core/context.js';
-import { prepared } from '../../core/db.js';
+import { pgErrorCode, prepared } from '../../core/db.js';
 import { notFound } from '../../core/errors.js';
 import { newId, normalizeBrandId, ID_PREFIX } from '../../core/ids.js';
 import { sameTenant, scopeOf, tenantScope } from '../../core/model.js';
-import { decodeCursor, encodeCursor, keysetPage, PAGE_LIMIT_DEFAULT, type Page } from '../../core/pagination.js';
+import { decodeCursor, encodeCursor, invalidCursor, keysetPage, PAGE_LIMIT_DEFAULT, type Page } from '../../core/pagination.js';
 import { escapeLike } from '../../core/text.js';
 import { CommerceOrderTicket, CommerceProduct, type OrderItem } from './model.js';
 import type { OrderListInput, OrderStoreView, OrderTicketView, OrderView, ProductListInput, ProductView } from './order-schemas.js';
@@ -206,7 +206,7 @@ export async function list(ctx: TenantCtx, brandId: string, input: OrderListInpu
     );
     Object.assign(bindings, { afterId: id, afterAt: at === null ? null : String(at) });
   }
-  const rows = await rowsOf<OrderRow & { sortKey: string | null }>(
+  const read = rowsOf<OrderRow & { sortKey: string | null }>(
     ctx,
     `select ${ORDER_COLUMNS}, o.platform_created_at::text as "sortKey" from commerce_orders o ${CUSTOMER_JOIN}
      where ${where.join(' and ')}
@@ -214,6 +214,10 @@ export async function list(ctx: TenantCtx, brandId: string, input: OrderListInpu
      limit ${limit + 1}`,
     bindings,
   );
+  // A cursor is checksummed, not signed: a well-formed one may still carry a time PostgreSQL cannot read.
+  const rows = await read.catch((err: unknown) => {
+    throw input.cursor && pgErrorCode(err)?.startsWith('22') ? invalidCursor() : err;
+  });
   const hasMore = rows.length > limit;
   const page = rows.slice(0, limit);
   const last = page[page.length - 1];
