@@ -14,6 +14,7 @@
  *   npm run bench -- --mail            (DKIM signing cost and the mail lists the dashboard polls: see mail.ts)
  *   npm run bench -- --sla             (service levels: dueAt at create, sort=dueAt, the overdue scan: see service-levels.ts)
  *   npm run bench -- --recurring [--schedules 10000]   (recurring tickets due in one minute, one dispatcher: see recurring.ts)
+ *   npm run bench -- --commerce [--orders 100000]   (a brand's orders on every ticket and contact page, with and without a store: see commerce.ts)
  *
  * Measured: create throughput (idempotency keys; concurrency 1, 16, 32 on one brand, 16 across 16
  * brands) next to the raw database floor (plain pg clients, one create at a time: in one statement,
@@ -42,6 +43,7 @@ import { runSoak } from './soak.js';
 import { runMailBench } from './mail.js';
 import { runServiceLevelBench } from './service-levels.js';
 import { runRecurringBench } from './recurring.js';
+import { runCommerceBench } from './commerce.js';
 
 const { values } = parseArgs({
   options: {
@@ -59,6 +61,8 @@ const { values } = parseArgs({
     sla: { type: 'boolean', default: false },
     recurring: { type: 'boolean', default: false },
     schedules: { type: 'string', default: '10000' },
+    commerce: { type: 'boolean', default: false },
+    orders: { type: 'string', default: '100000' },
     minutes: { type: 'string', default: '30' },
     rate: { type: 'string', default: '50' },
   },
@@ -761,9 +765,11 @@ async function main() {
       ? runServiceLevelBench({ tickets: ticketCount, duration })
       : values.recurring
         ? runRecurringBench(Number(values.schedules))
-        : values.soak
-          ? runSoak({ minutes: Number(values.minutes), rate: Number(values.rate) })
-          : main()
+        : values.commerce
+          ? runCommerceBench({ orders: Number(values.orders) })
+          : values.soak
+            ? runSoak({ minutes: Number(values.minutes), rate: Number(values.rate) })
+            : main()
 ).catch((err) => {
   process.stderr.write(`bench failed: ${(err as Error).stack}\n`);
   process.exit(1);

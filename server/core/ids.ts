@@ -23,6 +23,8 @@ export const ID_PREFIX = {
   request: 'req',
   auditEntry: 'log',
   watcher: 'wch',
+  /** An order's link to a ticket; the automatic ones are made in SQL by ticketd_new_id() (flows/order-links.ts). */
+  orderLink: 'olk',
   mention: 'mnt',
   featureRequest: 'fr',
   attachment: 'att',

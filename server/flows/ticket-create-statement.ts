@@ -13,6 +13,7 @@ import type { CreateTicketInput } from '../domains/tickets/schemas.js';
 import * as tickets from '../domains/tickets/service.js';
 import { NO_LEVEL_ASSUMED } from '../domains/tickets/service-level.js';
 import * as billing from '../domains/billing/service.js';
+import { autoLinkStatement, orderNumbersNamed, type NamedOrders } from './order-links.js';
 
 /** One ticket for the create statement to write, with what its request asked for. */
 export interface TicketWrite {
@@ -198,7 +199,8 @@ function countAgainstAllowance(way: 'usual' | 'usual, brands locked first' | 'ex
  *      bumped once per brand; the tickets numbered in batch order; nothing under those locks waits
  *      on another create;
  *   5. the ticket (spam if the sender is blocked) with its derived columns filled here rather
- *      than by the per-row trigger, its tag links, its ticket.created entry and webhook deliveries;
+ *      than by the per-row trigger, its tag links, its ticket.created entry and webhook deliveries,
+ *      and (only when its text names #1234) its links to those orders of its customer (order-links.ts);
  *   6. while metered, the tickets counted against the plan's allowance (countAgainstAllowance):
  *      over it, the statement raises and writes nothing.
  * Returns each created ticket as the response shows it, with its `ord`; a create that failed a
@@ -215,6 +217,12 @@ export function createStatement(ctx: TenantCtx, writes: readonly TicketWrite[]):
   for (const w of writes) if (w.email && !contactIds.has(emailKey(w))) contactIds.set(emailKey(w), w.contactId);
   const madeContactEntries = writes.filter((w) => w.email && contactIds.get(emailKey(w)) === w.contactId).flatMap((w) => w.contactEntry);
   const raw = (fragment: SqlFragment) => ctx.db.raw(fragment.sql, fragment.bindings as Knex.RawBinding[]);
+  // Only a create whose text names an order number (#1234) carries the order-links part.
+  const namedOrders: NamedOrders[] = [];
+  for (const w of writes) {
+    const numbers = w.email ? orderNumbersNamed(w.title, w.input.body) : [];
+    if (numbers.length) namedOrders.push({ ticketId: w.id, email: w.email!, numbers });
+  }
 
   const sql = `
     with items as materialized (
@@ -278,7 +286,7 @@ export function createStatement(ctx: TenantCtx, writes: readonly TicketWrite[]):
       select t.account_id, t.livemode, t.brand_id, t.id, g.id, t.status, t.priority from t join items i on i.id = t.id join given_tags g on g.ord = i.ord
     ), entry as (:ticketEntry
     ), announced as (:announced
-    )${metered ? countAgainstAllowance(counting) : ''}
+    )${namedOrders.length ? ', order_links as (:orderLinks)' : ''}${metered ? countAgainstAllowance(counting) : ''}
     select i.ord, tickets.*, ${tickets.relatedColumns('array(select g.id from given_tags g where g.ord = i.ord)', 'customer')}
     from t as tickets join items i on i.id = tickets.id${metered ? ' where (select ok from counted_ok)' : ''}`;
 
@@ -307,6 +315,7 @@ export function createStatement(ctx: TenantCtx, writes: readonly TicketWrite[]):
         { sql: 'exists (select 1 from t where t.id = entry.entity_id)', bindings: [] },
       ),
     ),
+    ...(namedOrders.length ? { orderLinks: autoLinkStatement(ctx, namedOrders) } : {}),
     ...(metered ? { allowance: raw(billing.allowanceSql(ctx)), usageScope: accountScope(ctx, 'u') } : {}),
     announced: raw(
       events.ticketsCreated(

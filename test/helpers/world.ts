@@ -2,6 +2,7 @@ import type { FastifyInstance } from 'fastify';
 import { keyringPart } from '../../server/core/sealed.js';
 import type { Services } from '../../server/core/services.js';
 import { client, makeBrand, mustCreate, signup, type Reply, type Signup } from './app.js';
+import { seedOrder, seedStore } from './commerce-seed.js';
 import { sessionToken } from './sign-in.js';
 
 /**
@@ -209,6 +210,11 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
     allowed_domains: ['sso.initech.example'],
   });
 
+  // A connected store's order of Peter's, as the sync leaves it, linked by hand to the main ticket.
+  const orderStore = await seedStore(services.db, { accountId: owner.accountId, livemode: true, brandId: owner.brand.id }, { name: `${MARKER} shop` });
+  const order = await seedOrder(services.db, orderStore, { customerEmail: 'peter@initech.example', customerName: `${MARKER} Peter` });
+  await mustCreate(live, `${base}/ecommerce/orders/${order.id}/link`, { ticketId: ticket.id });
+
   const sideBrand = await makeBrand(live, 'Side brand');
   const scopedKey = await mustCreate(live, '/v1/accounts/me/api-keys', { name: 'Side desk', brandIds: [sideBrand.id] });
   const targetKey = await mustCreate(live, '/v1/accounts/me/api-keys', { name: `${MARKER} key` });
@@ -296,6 +302,8 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
     [`POST ${B}/recurring-tickets/{recurringId}/pause`]: null,
     [`POST ${B}/recurring-tickets/{recurringId}/resume`]: null,
     [`POST ${B}/recurring-tickets/{recurringId}/run`]: null,
+    [`POST ${B}/ecommerce/orders/{orderId}/link`]: json({ ticketId: ticket.id, linkType: 'MANUAL' }),
+    [`DELETE ${B}/ecommerce/orders/{orderId}/link/{ticketId}`]: null,
     [`POST ${B}/domains`]: json({ domain: 'other-mail.example' }),
     [`PATCH ${B}/domains/{domainId}`]: json({ fromName: 'Desk' }),
     [`DELETE ${B}/domains/{domainId}`]: null,
@@ -431,6 +439,7 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
       connectionId: mailbox.id,
       provider: 'clerk',
       rawMailId: rawMail.id,
+      orderId: order.id,
     },
     paramsByRoute: {
       'PUT /v1/uploads/{token}': { token: tokenOf(grant.uploadUrl) },
@@ -479,6 +488,8 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
       mention.id,
       mailedTicketId,
       rawMail.id,
+      orderStore.id,
+      order.id,
       ...ownKeys.filter((k) => k.allBrands).map((k) => k.id),
     ],
     accountWideIds: [featureRequest.id, invitee],
