@@ -76,20 +76,35 @@ export class FakeBigCommerceStore {
   private readonly server = createServer((req, res) => void this.handle(req, res));
   private readonly deliver: NonNullable<FakeStoreOptions['deliver']>;
 
+  private readonly firstToken: string;
+
   constructor(options: FakeStoreOptions = {}) {
     this.hash = options.hash ?? 'abc123';
-    this.token = options.token ?? 'bc-token-good';
+    this.token = this.firstToken = options.token ?? 'bc-token-good';
     this.name = options.name ?? 'Fake Outfitters';
-    for (let i = 1; i <= (options.orders ?? 0); i++) this.addOrder(i);
-    for (let i = 1; i <= (options.products ?? 0); i++) {
-      this.products.push({ id: i, name: `Product ${i}`, sku: `SKU-${i}`, price: 10 + i, is_visible: i % 7 !== 0, inventory_level: i * 3, date_modified: new Date(BASE_TIME).toISOString() });
-    }
+    this.reset(options);
     this.deliver =
       options.deliver ??
       (async (hook, body) => {
         const res = await request(hook.destination, { method: 'POST', headers: { 'content-type': 'application/json', ...hook.headers }, body });
         return { status: res.statusCode, body: await res.body.text() };
       });
+  }
+
+  /** Back to a store of `orders` orders and `products` products, its first token, no hooks, nothing seen. */
+  reset(options: { orders?: number; products?: number } = {}): this {
+    this.token = this.firstToken;
+    this.orders.clear();
+    this.products.length = 0;
+    this.hooks.clear();
+    this.seen.length = 0;
+    this.rateLimits = [];
+    this.failures = [];
+    for (let i = 1; i <= (options.orders ?? 0); i++) this.addOrder(i);
+    for (let i = 1; i <= (options.products ?? 0); i++) {
+      this.products.push({ id: i, name: `Product ${i}`, sku: `SKU-${i}`, price: 10 + i, is_visible: i % 7 !== 0, inventory_level: i * 3, date_modified: new Date(BASE_TIME).toISOString() });
+    }
+    return this;
   }
 
   addOrder(id: number): FakeOrder {

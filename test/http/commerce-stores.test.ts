@@ -1,4 +1,4 @@
-import t, { type Test } from 'tap';
+import t from 'tap';
 import { systemCtx } from '../../server/core/context.js';
 import { syncDue } from '../../server/flows/commerce-sync.js';
 import { assertErrorShape, assertNotFound, makeBrand, makeTicket, ownerWithBrand, servicesOf, signup, statementsDuring, testApp } from '../helpers/app.js';
@@ -10,31 +10,23 @@ import { SIGN_IN_TEST_ENV, teamOf } from '../helpers/sign-in.js';
 // process (paging, a 429 waited out, a revoked token, a failing store), notifications (the order
 // fetched again; a wrong secret changes nothing), disconnect, and who may do what.
 
-const stores: FakeBigCommerceStore[] = [];
-const bc = async (options: Parameters<typeof fakeBigCommerceStore>[0] = {}) => {
-  const store = await fakeBigCommerceStore({ ...options, deliver: (hook, body) => deliver(hook.destination, hook.headers, body) });
-  stores.push(store);
-  return store;
-};
-t.teardown(async () => {
-  for (const s of stores) await s.close();
-});
-
-// The connector's base URL is configuration: each test that talks to a store starts an app pointed at its own fake store (appFor).
-const { app, db } = await testApp(t, SIGN_IN_TEST_ENV);
-let deliver: (destination: string, headers: Record<string, string>, body: string) => Promise<{ status: number; body: string }> = async () => ({ status: 0, body: '' });
-
-/** An app whose connector calls `store`; notifications to it go through app.inject. */
-async function appFor(t: Test, store: FakeBigCommerceStore) {
-  const made = await testApp(t, { ...SIGN_IN_TEST_ENV, TICKETD_COMMERCE_BIGCOMMERCE_API_URL: store.url, TICKETD_PUBLIC_URL: 'https://desk.example.com' });
-  deliver = async (destination, headers, body) => {
-    const res = await made.app.inject({ method: 'POST', url: new URL(destination).pathname, headers: { 'content-type': 'application/json', ...headers }, payload: body });
-    return { status: res.statusCode, body: res.body };
-  };
-  const svc = servicesOf(made.db);
-  /** The dispatcher's job, once, in this process. */
-  const sync = (options: { pageSize?: number } = {}) => syncDue(systemCtx(svc), { now: () => Date.now(), ...options });
-  return { ...made, sync };
+// One fake store and one app pointed at it (the connector's base URL is configuration); each test
+// starts from a store of its own size (reset) and leaves no store connected behind it.
+const store: FakeBigCommerceStore = await fakeBigCommerceStore({ deliver: (hook, body) => deliver(hook.destination, hook.headers, body) });
+t.teardown(() => store.close());
+const { app, db } = await testApp(t, { ...SIGN_IN_TEST_ENV, TICKETD_COMMERCE_BIGCOMMERCE_API_URL: store.url, TICKETD_PUBLIC_URL: 'https://desk.example.com' });
+const services = servicesOf(db);
+/** Notifications reach ticketd as the store sends them, through the app. */
+async function deliver(destination: string, headers: Record<string, string>, body: string) {
+  const res = await app.inject({ method: 'POST', url: new URL(destination).pathname, headers: { 'content-type': 'application/json', ...headers }, payload: body });
+  return { status: res.statusCode, body: res.body };
+}
+/** The dispatcher's job, once, in this process. */
+const sync = (options: { pageSize?: number } = {}) => syncDue(systemCtx(services), { now: () => Date.now(), ...options });
+/** The start of each test: no store connected anywhere (the syncs scan every account), the fake store as asked. */
+async function fresh(options: { orders?: number; products?: number }) {
+  await db('commerceStores').delete();
+  store.reset(options);
 }
 
 const connectBody = (store: FakeBigCommerceStore, over: Record<string, unknown> = {}) => ({ platform: 'BIGCOMMERCE', accessToken: store.token, storeHash: store.hash, ...over });
@@ -53,8 +45,7 @@ t.test('no store: [] in one read of the stores table', async (t) => {
 });
 
 t.test('connect: credentials checked at the store, the token sealed, the hooks registered; bad ones refused with nothing saved', async (t) => {
-  const store = await bc({ orders: 3 });
-  const { app, db } = await appFor(t, store);
+  await fresh({ orders: 3 });
   const { owner, base } = await ownerWithBrand(app);
 
   const wrong = await owner.live('POST', `${base}/ecommerce/stores/connect`, connectBody(store, { accessToken: 'not-the-token' }));
@@ -109,8 +100,7 @@ t.test('connect: credentials checked at the store, the token sealed, the hooks r
 });
 
 t.test('a full sync: every order and product, paged, a 429 waited out; then notifications and the periodic sync', async (t) => {
-  const store = await bc({ orders: 230, products: 120 });
-  const { app, db, sync } = await appFor(t, store);
+  await fresh({ orders: 230, products: 120 });
   const { owner, base } = await ownerWithBrand(app);
   const connected = (await owner.live('POST', `${base}/ecommerce/stores/connect`, connectBody(store))).body;
   store.rateLimit(/^v2\/orders$/, 300);
@@ -232,8 +222,7 @@ t.test('a full sync: every order and product, paged, a 429 waited out; then noti
 });
 
 t.test('disconnect: the orders, their links to tickets and the products go; the hooks are removed at the store', async (t) => {
-  const store = await bc({ orders: 20, products: 5 });
-  const { app, db, sync } = await appFor(t, store);
+  await fresh({ orders: 20, products: 5 });
   const { owner, base } = await ownerWithBrand(app);
   const connected = (await owner.live('POST', `${base}/ecommerce/stores/connect`, connectBody(store))).body;
   await sync();
@@ -271,9 +260,8 @@ t.test('disconnect: the orders, their links to tickets and the products go; the 
 });
 
 t.test('who may: members read, owners and admins connect, sync and disconnect; other tenants and brands get 404', async (t) => {
-  const store = await bc({ orders: 1 });
-  const { app, db } = await appFor(t, store);
-  const team = await teamOf(app, servicesOf(db));
+  await fresh({ orders: 1 });
+  const team = await teamOf(app, services);
   const base = `/v1/brands/${team.first.id}/ecommerce/stores`;
   const refused = await team.asMember('POST', `${base}/connect`, connectBody(store));
   assertErrorShape(t, refused, 403, 'insufficient_role');
