@@ -9,7 +9,8 @@ import type { CommercePlatform, CommerceStore } from '../domains/commerce/model.
 import { upsertOrders } from '../domains/commerce/order-writes.js';
 import type { ConnectStoreInput, StoreView } from '../domains/commerce/store-schemas.js';
 import * as stores from '../domains/commerce/stores.js';
-import { connectorFor, StoreFailed, StoreRefused, type CommerceConnector, type StoreCredentials } from '../integrations/commerce.js';
+import { StoreFailed, StoreRefused, type CommerceConnector, type StoreCredentials } from '../integrations/commerce.js';
+import { connectorFor } from '../integrations/commerce-connectors.js';
 
 /**
  * Connecting a brand's store, removing it, and the store's notifications: the calls to the store

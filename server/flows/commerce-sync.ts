@@ -1,4 +1,5 @@
 import { tenantCtx, withTx, type BaseCtx, type TenantCtx } from '../core/context.js';
+import { scopeOf } from '../core/model.js';
 import type { CommerceStore } from '../domains/commerce/model.js';
 import { upsertOrders, upsertProducts } from '../domains/commerce/order-writes.js';
 import * as stores from '../domains/commerce/stores.js';
@@ -121,7 +122,7 @@ export async function syncNow(ctx: TenantCtx, brandId: string, storeId?: string)
   for (const target of targets) {
     await stores.requestSync(ctx, brandId, target.id);
     const stats: StoreSyncStats = { synced: 0, failed: 0, orders: 0, products: 0 };
-    const outcome = await syncOne(ctx, { accountId: ctx.accountId, livemode: ctx.livemode, id: target.id }, { now: ctx.services.now }, stats);
+    const outcome = await syncOne(ctx, { ...scopeOf(ctx), id: target.id }, { now: ctx.services.now }, stats);
     const after = await stores.get(ctx, brandId, target.id);
     results.push({
       storeId: target.id,

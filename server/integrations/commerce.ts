@@ -124,12 +124,3 @@ export interface ConnectorOptions {
   /** The longest wait a rate limit's reset may ask for before the call counts as failed. */
   maxRateLimitWaitMs?: number;
 }
-
-/** The connector of a platform, or null for one ticketd cannot connect yet. */
-export async function connectorFor(platform: string, options: ConnectorOptions): Promise<CommerceConnector | null> {
-  if (platform === 'BIGCOMMERCE') {
-    const { BigCommerceConnector } = await import('./bigcommerce.js');
-    return new BigCommerceConnector(options);
-  }
-  return null;
-}

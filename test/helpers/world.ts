@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { keyringPart } from '../../server/core/sealed.js';
 import type { Services } from '../../server/core/services.js';
@@ -209,6 +210,20 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
     allowed_domains: ['sso.initech.example'],
   });
 
+  // A connected store, as connect would save it (no store answers here: the world's server calls a
+  // loopback port where nothing listens, see testConfig); its notifications' secret is world-notify-secret.
+  const commerceStoreId = 'cs_world';
+  await services.db('commerce_stores').insert({
+    account_id: owner.accountId,
+    id: commerceStoreId,
+    livemode: true,
+    brand_id: owner.brand.id,
+    platform: 'BIGCOMMERCE',
+    store_hash: 'worldstore',
+    name: `${MARKER} store`,
+    access_token: await services.get(keyringPart).seal('world-store-token', { purpose: 'commerce_store.access_token', accountId: owner.accountId }),
+    notify_secret_hash: createHash('sha256').update('world-notify-secret').digest('hex'),
+  });
   const sideBrand = await makeBrand(live, 'Side brand');
   const scopedKey = await mustCreate(live, '/v1/accounts/me/api-keys', { name: 'Side desk', brandIds: [sideBrand.id] });
   const targetKey = await mustCreate(live, '/v1/accounts/me/api-keys', { name: `${MARKER} key` });
@@ -311,6 +326,15 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
     [`POST ${B}/email-connections/{connectionId}/sync`]: null,
     [`POST ${B}/email-connections/{connectionId}/retry`]: null,
     [`DELETE ${B}/email-connections/{connectionId}`]: null,
+    // No store answers the world's server (testConfig): connect is refused with 400 store_unreachable at once.
+    [`POST ${B}/ecommerce/stores/connect`]: json({ platform: 'BIGCOMMERCE', accessToken: 'world-store-token', storeHash: 'worldstore' }),
+    [`POST ${B}/ecommerce/stores/{storeId}/sync`]: null,
+    [`DELETE ${B}/ecommerce/stores/{storeId}`]: null,
+    // A store's notification: its secret is the credential; the path names a store that is no one's (the sweep gets 401 throughout).
+    'POST /v1/ecommerce/notifications/{platform}/{accountId}/{storeId}': {
+      body: { scope: 'store/order/updated', data: { type: 'order', id: 1 } },
+      headers: { 'x-ticketd-notify-secret': 'world-notify-secret' },
+    },
     'POST /v1/forms/{token}': json({ email: 'peter@initech.example', name: 'Peter', subject: 'By form', message: 'Hello' }),
     // Sign-in: the owner's address, from a loopback page (a dashboard origin by default). A link's
     // token works once, so verify's request is one that is well formed.
@@ -423,6 +447,8 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
       recurringId: recurring.id,
       domainId: mailDomain.id,
       connectionId: mailbox.id,
+      storeId: commerceStoreId,
+      platform: 'bigcommerce',
       provider: 'clerk',
       rawMailId: rawMail.id,
     },
@@ -436,6 +462,7 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
       ),
       ...Object.fromEntries(['GET /billing/checkout/{token}', 'POST /billing/checkout/{token}'].map((route) => [route, { token: `cs_${'0'.repeat(43)}` }])),
       'PATCH /v1/auth/coupons/{code}': { code: 'WELCOME10' },
+      'POST /v1/ecommerce/notifications/{platform}/{accountId}/{storeId}': { storeId: `cs_${'0'.repeat(26)}` },
       // The rating routes of the portal aim at Peter's resolved ticket.
       ...Object.fromEntries(['GET /v1/portal/tickets/{ticketId}/feedback', 'POST /v1/portal/tickets/{ticketId}/feedback'].map((route) => [route, { ticketId: resolved.id }])),
       ...Object.fromEntries(TEAM_ROUTES_ON_INVITEE.map((route) => [route, { memberId: invitee }])),
@@ -469,6 +496,7 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
       recurring.id,
       mailDomain.id,
       mailbox.id,
+      commerceStoreId,
       mention.id,
       mailedTicketId,
       rawMail.id,
