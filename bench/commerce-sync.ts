@@ -51,7 +51,11 @@ export async function runCommerceSyncBench(orders = 10_000): Promise<CommerceSyn
     const connected = await post(base, key, `/v1/brands/${brand.id}/ecommerce/stores/connect`, { platform: 'BIGCOMMERCE', accessToken: store.token, storeHash: store.hash });
     const deadline = started + 30 * 60_000;
     for (;;) {
-      const [row] = await sql<{ status: string; n: string }>(dbUrl, 'select status, (select count(*) from commerce_orders where store_id = $1) as n from commerce_stores where id = $1', [connected.id]);
+      const [row] = await sql<{ status: string; n: string }>(
+        dbUrl,
+        'select status, (select count(*) from commerce_orders where store_id = $1) as n from commerce_stores where id = $1',
+        [connected.id],
+      );
       if (row?.status === 'CONNECTED' && Number(row.n) >= orders) break;
       if (row?.status === 'ERROR' || row?.status === 'DISCONNECTED') throw new Error(`the sync failed: ${row.status}`);
       if (Date.now() > deadline) throw new Error(`only ${row?.n} of ${orders} orders after 30 minutes`);

@@ -29,7 +29,12 @@ export function registerStores(program: Command, globals: () => GlobalOptions): 
     .action(async (brandId: string, storeId: string | undefined, opts: { json?: boolean }) => {
       const results = await withServices(config(), async (services) => syncNow(await brandCtx(services, brandId), brandId, storeId), { migrate: true });
       emit(Boolean(opts.json), results, () =>
-        results.length ? table(results.map((r) => ({ ...r })), ['storeId', 'name', 'outcome', 'orders', 'products', 'status', 'errorMessage']) : ['no store of this brand to sync'],
+        results.length
+          ? table(
+              results.map((r) => ({ ...r })),
+              ['storeId', 'name', 'outcome', 'orders', 'products', 'status', 'errorMessage'],
+            )
+          : ['no store of this brand to sync'],
       );
     });
 }

@@ -27,7 +27,8 @@ import { connectorFor } from '../integrations/commerce-connectors.js';
 export async function connectorOf(ctx: BaseCtx, platform: string): Promise<CommerceConnector> {
   const config = ctx.services.config;
   const connector = await connectorFor(platform, { bigcommerceApiUrl: config.commerceBigcommerceApiUrl, timeoutMs: config.commerceTimeoutMs });
-  if (!connector) throw badRequest(`ticketd cannot connect ${platform} stores yet: BIGCOMMERCE only`, [{ field: 'platform', message: 'is not available yet' }], 'platform_unavailable');
+  if (!connector)
+    throw badRequest(`ticketd cannot connect ${platform} stores yet: BIGCOMMERCE only`, [{ field: 'platform', message: 'is not available yet' }], 'platform_unavailable');
   return connector;
 }
 
@@ -120,7 +121,10 @@ export async function receiveNotification(
 ): Promise<NotificationOutcome> {
   const platform = target.platform.toUpperCase();
   const row = await stores.findNotified(base, target.accountId, target.storeId);
-  const connector = row && row.platform === platform ? await connectorFor(platform, { bigcommerceApiUrl: base.services.config.commerceBigcommerceApiUrl, timeoutMs: base.services.config.commerceTimeoutMs }) : null;
+  const connector =
+    row && row.platform === platform
+      ? await connectorFor(platform, { bigcommerceApiUrl: base.services.config.commerceBigcommerceApiUrl, timeoutMs: base.services.config.commerceTimeoutMs })
+      : null;
   if (!row || !connector || !stores.secretMatches(row, secret(connector.secretHeader))) {
     throw unauthorized('No store by that id is waiting for notifications with this secret', 'invalid_notification_secret');
   }

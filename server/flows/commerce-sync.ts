@@ -176,7 +176,9 @@ async function syncOne(base: BaseCtx, due: stores.Due, options: StoreSyncOptions
   }
 }
 
-type ReadPage = { kind: 'orders'; orders: Awaited<ReturnType<CommerceConnector['orders']>>['items']; more: boolean } | { kind: 'products'; products: Awaited<ReturnType<CommerceConnector['products']>>['items']; more: boolean };
+type ReadPage =
+  | { kind: 'orders'; orders: Awaited<ReturnType<CommerceConnector['orders']>>['items']; more: boolean }
+  | { kind: 'products'; products: Awaited<ReturnType<CommerceConnector['products']>>['items']; more: boolean };
 
 async function readPage(connector: CommerceConnector, creds: StoreCredentials, cursor: Cursor, limit: number): Promise<ReadPage> {
   const modifiedSince = cursor.mode === 'incremental' && cursor.since ? new Date(cursor.since) : undefined;

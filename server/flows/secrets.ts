@@ -7,7 +7,13 @@ import * as sso from '../domains/sso/service.js';
 import * as webhooks from '../domains/webhooks/service.js';
 
 /** Every column of sealed secrets (core/sealed.ts), for rotation. */
-export const SEALED_COLUMNS: readonly SealedColumn[] = [...webhooks.SEALED_SECRETS, ...brandDomains.SEALED_SECRETS, ...emailConnections.SEALED_SECRETS, ...sso.SEALED_SECRETS, ...commerceStores.SEALED_SECRETS];
+export const SEALED_COLUMNS: readonly SealedColumn[] = [
+  ...webhooks.SEALED_SECRETS,
+  ...brandDomains.SEALED_SECRETS,
+  ...emailConnections.SEALED_SECRETS,
+  ...sso.SEALED_SECRETS,
+  ...commerceStores.SEALED_SECRETS,
+];
 
 export interface Rotation {
   /** The id of the key everything is sealed with now. */

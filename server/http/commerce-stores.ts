@@ -55,7 +55,8 @@ export async function commerceStoreRoutes(app: FastifyInstance): Promise<void> {
       config: write,
       schema: {
         tags,
-        summary: 'Sync the store now (no body): 202, the dispatcher reads what changed (the whole store, the first time). 409 store_disconnected when the store refused its token: connect it again',
+        summary:
+          'Sync the store now (no body): 202, the dispatcher reads what changed (the whole store, the first time). 409 store_disconnected when the store refused its token: connect it again',
         params: StoreParams,
         response: { 202: StoreOut },
       },
@@ -69,7 +70,8 @@ export async function commerceStoreRoutes(app: FastifyInstance): Promise<void> {
       config: write,
       schema: {
         tags,
-        summary: "Disconnect the store: its orders, their links to tickets and its products are deleted with it, its notifications removed at the store (best effort). Returns it, DISCONNECTED",
+        summary:
+          'Disconnect the store: its orders, their links to tickets and its products are deleted with it, its notifications removed at the store (best effort). Returns it, DISCONNECTED',
         params: StoreParams,
         response: { 200: StoreOut },
       },

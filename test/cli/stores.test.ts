@@ -24,7 +24,11 @@ t.test('stores list and sync: the store, then its orders read now', async (t) =>
 
   const synced = await runCli(['stores', 'sync', `ws_${brand.id.slice(3)}`, '--json'], env);
   t.equal(synced.code, 0, { stderr: synced.stderr });
-  t.same(synced.json(), [{ storeId: connected.id, name: 'Fake Outfitters', outcome: 'synced', orders: 30, products: 4, status: 'CONNECTED', errorMessage: null }], 'a ws_ id works too');
+  t.same(
+    synced.json(),
+    [{ storeId: connected.id, name: 'Fake Outfitters', outcome: 'synced', orders: 30, products: 4, status: 'CONNECTED', errorMessage: null }],
+    'a ws_ id works too',
+  );
   t.equal(Number((await db('commerceOrders').where({ storeId: connected.id }).count({ n: '*' }))[0]!.n), 30);
 
   const json = await runCli(['stores', 'list', brand.id, '--json'], env);

@@ -50,7 +50,9 @@ t.test('kill -9 in the middle of a full sync of 2,500 orders: resumed from its c
   await until('PostgreSQL has ended the killed transaction', () => unlocked(storeId));
   t.equal(await orders(storeId), 4 * PAGE, 'nothing of the fifth page');
   // The lease would run out in minutes; the test does not wait for it.
-  await db('commerceStores').where({ id: storeId }).update({ syncLeaseUntil: new Date(Date.now() - 1_000) });
+  await db('commerceStores')
+    .where({ id: storeId })
+    .update({ syncLeaseUntil: new Date(Date.now() - 1_000) });
 
   const next = dispatcher();
   t.ok(await next.ready, next.stderr());

@@ -102,7 +102,15 @@ export class FakeBigCommerceStore {
     this.failures = [];
     for (let i = 1; i <= (options.orders ?? 0); i++) this.addOrder(i);
     for (let i = 1; i <= (options.products ?? 0); i++) {
-      this.products.push({ id: i, name: `Product ${i}`, sku: `SKU-${i}`, price: 10 + i, is_visible: i % 7 !== 0, inventory_level: i * 3, date_modified: new Date(BASE_TIME).toISOString() });
+      this.products.push({
+        id: i,
+        name: `Product ${i}`,
+        sku: `SKU-${i}`,
+        price: 10 + i,
+        is_visible: i % 7 !== 0,
+        inventory_level: i * 3,
+        date_modified: new Date(BASE_TIME).toISOString(),
+      });
     }
     return this;
   }
@@ -159,7 +167,14 @@ export class FakeBigCommerceStore {
 
   /** Sends an order notification to every hook registered for it (BigCommerce's payload), and what each answered. */
   async notify(orderId: number, scope = 'store/order/updated'): Promise<{ status: number; body: string }[]> {
-    const body = JSON.stringify({ scope, store_id: '1001', data: { type: 'order', id: orderId }, hash: 'x', created_at: Math.floor(Date.now() / 1000), producer: `stores/${this.hash}` });
+    const body = JSON.stringify({
+      scope,
+      store_id: '1001',
+      data: { type: 'order', id: orderId },
+      hash: 'x',
+      created_at: Math.floor(Date.now() / 1000),
+      producer: `stores/${this.hash}`,
+    });
     const answers = [];
     for (const hook of this.hooks.values()) if (hook.is_active && (hook.scope === scope || hook.scope === 'store/order/*')) answers.push(await this.deliver(hook, body));
     return answers;
@@ -215,7 +230,9 @@ export class FakeBigCommerceStore {
       const since = q.get('min_date_modified') ? new Date(q.get('min_date_modified')!).getTime() : null;
       let list = [...this.orders.values()].filter((o) => since === null || new Date(o.date_modified).getTime() >= since);
       const sort = q.get('sort') ?? 'id:asc';
-      list = sort.startsWith('date_modified') ? list.sort((a, b) => new Date(a.date_modified).getTime() - new Date(b.date_modified).getTime() || a.id - b.id) : list.sort((a, b) => a.id - b.id);
+      list = sort.startsWith('date_modified')
+        ? list.sort((a, b) => new Date(a.date_modified).getTime() - new Date(b.date_modified).getTime() || a.id - b.id)
+        : list.sort((a, b) => a.id - b.id);
       const limit = Math.min(Number(q.get('limit') ?? 50), 250);
       const page = Number(q.get('page') ?? 1);
       const slice = list.slice((page - 1) * limit, page * limit);
@@ -230,8 +247,26 @@ export class FakeBigCommerceStore {
       const id = Number(m[1]);
       if (!this.orders.has(id)) return send(404, [{ status: 404, message: 'The requested resource was not found.' }]);
       return send(200, [
-        { id: id * 10 + 1, order_id: id, product_id: 1 + (id % 20), name: `Product ${1 + (id % 20)}`, sku: `SKU-${1 + (id % 20)}`, quantity: 1, price_inc_tax: '12.0000', total_inc_tax: '12.0000' },
-        { id: id * 10 + 2, order_id: id, product_id: 2 + (id % 20), name: `Product ${2 + (id % 20)}`, sku: `SKU-${2 + (id % 20)}`, quantity: 2, price_inc_tax: '4.0000', total_inc_tax: '8.0000' },
+        {
+          id: id * 10 + 1,
+          order_id: id,
+          product_id: 1 + (id % 20),
+          name: `Product ${1 + (id % 20)}`,
+          sku: `SKU-${1 + (id % 20)}`,
+          quantity: 1,
+          price_inc_tax: '12.0000',
+          total_inc_tax: '12.0000',
+        },
+        {
+          id: id * 10 + 2,
+          order_id: id,
+          product_id: 2 + (id % 20),
+          name: `Product ${2 + (id % 20)}`,
+          sku: `SKU-${2 + (id % 20)}`,
+          quantity: 2,
+          price_inc_tax: '4.0000',
+          total_inc_tax: '8.0000',
+        },
       ]);
     }
     if (req.method === 'GET' && path === 'v3/customers') {

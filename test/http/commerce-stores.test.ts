@@ -72,7 +72,20 @@ t.test('connect: credentials checked at the store, the token sealed, the hooks r
     errorMessage: null,
     errorCount: 0,
   });
-  t.same(Object.keys(res.body).sort(), ['brandId', 'createdAt', 'errorCount', 'errorMessage', 'id', 'lastSyncAt', 'name', 'platform', 'status', 'storeId', 'storeUrl', 'updatedAt']);
+  t.same(Object.keys(res.body).sort(), [
+    'brandId',
+    'createdAt',
+    'errorCount',
+    'errorMessage',
+    'id',
+    'lastSyncAt',
+    'name',
+    'platform',
+    'status',
+    'storeId',
+    'storeUrl',
+    'updatedAt',
+  ]);
   t.notOk(JSON.stringify(res.body).includes(store.token), 'the token never comes out');
   const row = await db('commerceStores').where({ id: res.body.id }).first();
   t.match(row.accessToken, /^v1:/, 'sealed at rest');
@@ -152,7 +165,12 @@ t.test('a full sync: every order and product, paged, a 429 waited out; then noti
     const [answer] = await store.notify(5);
     t.equal(answer!.status, 200, answer!.body);
     t.same(JSON.parse(answer!.body), { received: true, action: 'updated' });
-    t.match(await db('commerceOrders').where({ storeId: connected.id, platformOrderId: '5' }).first(), { status: 'SHIPPED', platformStatus: 'Shipped', total: '99.9900', id: o5.id });
+    t.match(await db('commerceOrders').where({ storeId: connected.id, platformOrderId: '5' }).first(), {
+      status: 'SHIPPED',
+      platformStatus: 'Shipped',
+      total: '99.9900',
+      id: o5.id,
+    });
     // An order the store has no more, and an event that is not an order's: nothing.
     t.same(JSON.parse((await store.notify(9999))[0]!.body), { received: true, action: 'ignored' });
     t.equal(await count('commerceOrders'), 230);
@@ -210,7 +228,9 @@ t.test('a full sync: every order and product, paged, a 429 waited out; then noti
     t.match(await sync(), { failed: 1 });
     t.match((await owner.live('GET', `${base}/ecommerce/stores`)).body[0], { status: 'DISCONNECTED', errorCount: 2, errorMessage: /refused the access token/ });
     assertErrorShape(t, await owner.live('POST', `${base}/ecommerce/stores/${connected.id}/sync`), 409, 'store_disconnected');
-    await db('commerceStores').where({ id: connected.id }).update({ nextSyncAt: new Date(Date.now() - 1000) });
+    await db('commerceStores')
+      .where({ id: connected.id })
+      .update({ nextSyncAt: new Date(Date.now() - 1000) });
     t.match(await sync(), { synced: 0, failed: 0 }, 'a DISCONNECTED store is not synced');
 
     // Connected again with the new token: CONNECTED, its orders kept, synced.

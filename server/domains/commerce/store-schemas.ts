@@ -37,7 +37,8 @@ export const ConnectStoreBody = Type.Object(
       minLength: 1,
       maxLength: 500,
       pattern: '^\\S+$',
-      description: "A store API account's access token (scopes: orders, customers and products read-only, store information read-only, and read-write for its notifications); kept sealed, never shown",
+      description:
+        "A store API account's access token (scopes: orders, customers and products read-only, store information read-only, and read-write for its notifications); kept sealed, never shown",
     }),
     storeHash: Type.String({ minLength: 1, maxLength: 64, pattern: '^[A-Za-z0-9_-]+$', description: "BigCommerce's store hash (stores/{hash} in the API path)" }),
     code: Type.Optional(Type.String({ maxLength: 2000, description: 'OAuth: typed by the dashboard, not used (connect with accessToken and storeHash)' })),

@@ -190,7 +190,9 @@ export async function findNotified(base: BaseCtx, accountId: string, storeId: st
 
 /** A notification's order could not be fetched: the store is due a sync now, which reads it. */
 export async function markDue(ctx: TenantCtx, row: CommerceStore): Promise<void> {
-  await one(ctx, row).whereNot('status', 'DISCONNECTED').patch({ nextSyncAt: new Date(ctx.services.now()) });
+  await one(ctx, row)
+    .whereNot('status', 'DISCONNECTED')
+    .patch({ nextSyncAt: new Date(ctx.services.now()) });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -282,7 +284,9 @@ export async function recordRefused(ctx: TenantCtx, row: CommerceStore, message:
 
 /** The sync stopped before its end (the dispatcher is stopping): given back, due at once for any dispatcher. */
 export async function release(ctx: TenantCtx, row: CommerceStore, held: Date): Promise<void> {
-  await one(ctx, row).where('syncLeaseUntil', held).patch({ syncLeaseUntil: null, nextSyncAt: new Date(ctx.services.now()) });
+  await one(ctx, row)
+    .where('syncLeaseUntil', held)
+    .patch({ syncLeaseUntil: null, nextSyncAt: new Date(ctx.services.now()) });
 }
 
 /** The brand's stores a sync may be asked of (the CLI's `stores sync BRAND`): every one not DISCONNECTED. */
@@ -290,4 +294,3 @@ export async function syncable(ctx: TenantCtx, brandId: string): Promise<Commerc
   const brand = await requireBrand(ctx, brandId);
   return ofBrand(ctx, brand.id).whereNot('status', 'DISCONNECTED').orderBy('commerceStores.id');
 }
-
