@@ -80,16 +80,23 @@ export async function connectStore(ctx: TenantCtx, brandId: string, input: Conne
     if (!(err instanceof StoreRefused) && !(err instanceof StoreFailed)) throw err;
     ctx.services.log.warn({ err: err.message, storeId: id }, "a store's order notifications could not be registered: its periodic sync keeps it current");
   }
-  const saved = await stores.saveConnection(ctx, brand.id, {
-    id,
-    platform,
-    storeHash: creds.storeHash,
-    name: info.name,
-    storeUrl: info.storeUrl,
-    accessToken: await stores.sealToken(ctx, creds.accessToken),
-    notifySecretHash: stores.secretHash(secret),
-    hookIds,
-  });
+  let saved;
+  try {
+    saved = await stores.saveConnection(ctx, brand.id, {
+      id,
+      platform,
+      storeHash: creds.storeHash,
+      name: info.name,
+      storeUrl: info.storeUrl,
+      accessToken: await stores.sealToken(ctx, creds.accessToken),
+      notifySecretHash: stores.secretHash(secret),
+      hookIds,
+    });
+  } catch (err) {
+    // Nothing was saved: the hooks just registered would notify a store ticketd does not have.
+    await removeHooksQuietly(ctx, connector, creds, hookIds, id);
+    throw err;
+  }
   await removeHooksQuietly(ctx, connector, creds, saved.replacedHookIds, id);
   return { store: saved.store, created: saved.created };
 }

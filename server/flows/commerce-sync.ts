@@ -1,4 +1,5 @@
 import { tenantCtx, withTx, type BaseCtx, type TenantCtx } from '../core/context.js';
+import { isPgError, PG } from '../core/db.js';
 import { scopeOf } from '../core/model.js';
 import type { CommerceStore } from '../domains/commerce/model.js';
 import { upsertOrders, upsertProducts } from '../domains/commerce/order-writes.js';
@@ -172,6 +173,8 @@ async function syncOne(base: BaseCtx, due: stores.Due, options: StoreSyncOptions
   } catch (err) {
     if (err instanceof LeaseLost) return 'skipped';
     if (err instanceof SyncInterrupted) return 'skipped';
+    // The store was disconnected while its page was read: its orders went with it.
+    if (isPgError(err, PG.foreignKeyViolation)) return 'skipped';
     return recordFailure(ctx, row, held, err, options);
   }
 }

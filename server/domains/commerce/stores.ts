@@ -133,9 +133,15 @@ export async function saveConnection(ctx: TenantCtx, brandId: string, c: Connect
     if (before) {
       [row] = (await ofBrand(tx, brand.id).where('commerceStores.id', before.id).patch(fields).returning('*')) as unknown as CommerceStore[];
     } else {
-      row = (await CommerceStore.query(tx.db)
-        .insert({ ...scopeOf(tx), id: c.id, brandId: brand.id, platform: c.platform, storeHash: c.storeHash, ...fields })
-        .returning('*')) as unknown as CommerceStore;
+      // Another connect of the same store may have inserted it since the read: that one stands.
+      const [inserted] = (await tx
+        .db(CommerceStore.tableName)
+        .insert({ ...scopeOf(tx), id: c.id, brandId: brand.id, platform: c.platform, storeHash: c.storeHash, ...fields, hookIds: JSON.stringify(c.hookIds) })
+        .onConflict(['accountId', 'livemode', 'brandId', 'platform', 'storeHash'])
+        .ignore()
+        .returning('id')) as { id: string }[];
+      if (!inserted) throw conflict('This store is being connected to the brand by another request right now: try again', 'store_connecting');
+      row = (await ofBrand(tx, brand.id).where('commerceStores.id', inserted.id).first())!;
     }
     await audit.record(tx, {
       brandId: brand.id,
