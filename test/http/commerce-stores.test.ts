@@ -110,6 +110,18 @@ t.test('connect: credentials checked at the store, the token sealed, the hooks r
   t.equal(again.body.id, res.body.id, 'the same store');
   t.equal((await owner.live('GET', `${base}/ecommerce/stores`)).body.length, 1);
   t.equal(store.hooks.size, 1, 'the old hook removed at the store');
+
+  // Five connects of another brand's store at once: one row, each answer a Store or 409 store_connecting, one hook per saved connection.
+  const other = await makeBrand(owner.live, 'Other desk');
+  const answers = await Promise.all(Array.from({ length: 5 }, () => owner.live('POST', `/v1/brands/${other.id}/ecommerce/stores/connect`, connectBody(store))));
+  t.ok(
+    answers.every((a) => a.status === 201 || (a.status === 409 && a.body.code === 'store_connecting')),
+    answers.map((a) => a.status).join(' '),
+  );
+  const rows = await db('commerceStores').where({ brandId: other.id });
+  t.equal(rows.length, 1, 'one store');
+  t.same(new Set(answers.filter((a) => a.status === 201).map((a) => a.body.id)), new Set([rows[0].id]), 'every success names it');
+  t.equal(store.hooks.size, 2, "one hook for each brand's connection: the others were removed");
 });
 
 t.test('a full sync: every order and product, paged, a 429 waited out; then notifications and the periodic sync', async (t) => {
