@@ -190,6 +190,12 @@ t.test('a full sync: every order and product, paged, a 429 waited out; then noti
     store.addOrder(231);
     t.same(JSON.parse((await store.notify(231, 'store/order/created'))[0]!.body), { received: true, action: 'updated' });
     t.equal(await count('commerceOrders'), 231);
+    // The store cannot be asked right now: the store is due a sync, which will read the order.
+    store.fail(/^v2\/orders\/4$/, 503);
+    t.same(JSON.parse((await store.notify(4))[0]!.body), { received: true, action: 'deferred' });
+    const due = await db('commerceStores').where({ id: connected.id }).first();
+    t.ok(due.nextSyncAt <= new Date(), 'due now');
+    await db('commerceStores').where({ id: connected.id }).update({ nextSyncAt: row.nextSyncAt });
   });
 
   t.test('a wrong secret, or no store by that id: 401, nothing changes, the store is not asked', async (t) => {
