@@ -15,6 +15,7 @@ import { registerMembers } from './commands/members.js';
 import { registerOutbox } from './commands/outbox.js';
 import { registerPlans } from './commands/plans.js';
 import { registerRecurring } from './commands/recurring.js';
+import { registerStores } from './commands/stores.js';
 import { registerSecrets } from './commands/secrets.js';
 import { registerSso } from './commands/sso.js';
 import { registerStart } from './commands/start.js';
@@ -51,6 +52,7 @@ Every command takes --json for scripts. Environment: DATABASE_URL, PORT, TICKETD
   registerDomains(program, globals);
   registerMailboxes(program, globals);
   registerRecurring(program, globals);
+  registerStores(program, globals);
   registerWebhooks(program, globals);
   registerSecrets(program, globals);
   registerOutbox(program, globals);

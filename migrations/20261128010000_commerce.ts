@@ -15,8 +15,8 @@ import type { Knex } from 'knex';
  * contact by `customer_email` (trimmed, lower-cased, like contacts.email), not by a stored id,
  * so a contact added after the order still finds it.
  *
- * commerce_order_tickets: an order linked to a ticket, by hand (MANUAL) or because the ticket
- * names the order (AUTO). Goes with its order and with its ticket.
+ * commerce_order_tickets: an order linked to a ticket, by a member (MANUAL), by an API key (API),
+ * or because the ticket named the order when it was created (AUTOMATIC). Goes with its order and with its ticket.
  *
  * commerce_products: the store's catalog, for the agent's lookup.
  */
@@ -34,7 +34,7 @@ export async function up(knex: Knex): Promise<void> {
     t.text('notify_secret_hash');
     /** The platform's ids of the notification hooks registered on connect, removed on disconnect. */
     t.jsonb('hook_ids').notNullable().defaultTo('[]');
-    t.text('status').notNullable().defaultTo('CONNECTED');
+    t.text('status').notNullable().defaultTo('PENDING_SETUP');
     t.text('error_message');
     t.integer('error_count').notNullable().defaultTo(0);
     t.jsonb('sync_cursor');
@@ -51,7 +51,7 @@ export async function up(knex: Knex): Promise<void> {
     t.unique(['account_id', 'livemode', 'brand_id', 'platform', 'store_hash'], { indexName: 'commerce_stores_store_unique' });
   });
   await knex.raw(`ALTER TABLE commerce_stores ADD CONSTRAINT commerce_stores_platform_check CHECK (platform IN ('BIGCOMMERCE', 'SHOPIFY', 'WOOCOMMERCE'))`);
-  await knex.raw(`ALTER TABLE commerce_stores ADD CONSTRAINT commerce_stores_status_check CHECK (status IN ('CONNECTED', 'SYNCING', 'ERROR', 'DISCONNECTED'))`);
+  await knex.raw(`ALTER TABLE commerce_stores ADD CONSTRAINT commerce_stores_status_check CHECK (status IN ('PENDING_SETUP', 'SYNCING', 'ACTIVE', 'ERROR', 'DISCONNECTED'))`);
   // The dispatcher syncs the due stores of every account, the longest due first.
   await knex.raw(`CREATE INDEX commerce_stores_due_idx ON commerce_stores (next_sync_at) WHERE status <> 'DISCONNECTED'`);
 
@@ -119,7 +119,7 @@ export async function up(knex: Knex): Promise<void> {
     // A ticket's orders.
     t.index(['account_id', 'livemode', 'ticket_id'], 'commerce_order_tickets_ticket_idx');
   });
-  await knex.raw(`ALTER TABLE commerce_order_tickets ADD CONSTRAINT commerce_order_tickets_link_type_check CHECK (link_type IN ('MANUAL', 'AUTO'))`);
+  await knex.raw(`ALTER TABLE commerce_order_tickets ADD CONSTRAINT commerce_order_tickets_link_type_check CHECK (link_type IN ('MANUAL', 'AUTOMATIC', 'API'))`);
 
   await knex.schema.createTable('commerce_products', (t) => {
     t.text('account_id').notNullable();

@@ -22,6 +22,7 @@ import { rawMailRoutes } from './http/raw-mails.js';
 import { recurringTicketRoutes } from './http/recurring-tickets.js';
 import { commerceOrderRoutes } from './http/commerce-orders.js';
 import { commerceStoreRoutes } from './http/commerce-stores.js';
+import { commerceNotificationRoutes } from './http/commerce-notifications.js';
 import { auditRoutes } from './http/audit.js';
 import { blockedSourceRoutes } from './http/blocked-sources.js';
 import { brandDomainRoutes } from './http/brand-domains.js';
@@ -231,6 +232,7 @@ export async function buildApp({ config, db, services: given, isShuttingDown = (
     await api.register(dashboardRoutes);
     await api.register(attachmentFileRoutes, { deps: attachments });
     await api.register(inboundMailRoutes, { config, deps: { attachments } });
+    await api.register(commerceNotificationRoutes);
     await api.register(formSubmitRoutes, { deps: { attachments } });
     await api.register(feedbackRoutes);
     await api.register(billingRoutes, { config });

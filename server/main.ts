@@ -135,6 +135,8 @@ export async function startServer(config: Config, role: Role, log: Log = () => u
         handlers: { mail: mailHandler(svc.mailTransport) },
         // Tests only: see OutboxOptions.holdRecurringRun.
         holdRecurringRun: process.env.TICKETD_TEST_HOLD_RECURRING_RUN || undefined,
+        // Tests only: see OutboxOptions.holdCommercePage.
+        holdCommercePage: process.env.TICKETD_TEST_HOLD_COMMERCE_PAGE ? Number(process.env.TICKETD_TEST_HOLD_COMMERCE_PAGE) : undefined,
       });
       dispatcher.start();
     }

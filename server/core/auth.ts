@@ -82,6 +82,8 @@ export const PERMISSIONS = {
   'commerce:read': { accountWide: false },
   'commerce:write': { accountWide: false, minRole: 'admin' },
   'commerce:link': { accountWide: false },
+  // A connected store's order notification: the store holding the secret ticketd registered with it.
+  'commerce:notify': { accountWide: false },
   // A submission to a public web form: anyone holding its token.
   'forms:submit': { accountWide: false },
   'files:upload': { accountWide: false },

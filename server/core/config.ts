@@ -80,6 +80,12 @@ export interface Config {
   readonly microsoftClientId: string | null;
   readonly microsoftClientSecret: string | null;
   readonly microsoftTokenUrl: string;
+  /** BigCommerce's API base (stores/{hash}/… hangs off it); a test points it at a fake store. */
+  readonly commerceBigcommerceApiUrl: string;
+  /** Deadline of one request to a connected store. */
+  readonly commerceTimeoutMs: number;
+  /** How often a connected store is synced again (its orders modified since the last sync), besides its notifications. */
+  readonly commerceSyncMinutes: number;
   readonly dispatcherConcurrency: number;
   readonly dispatcherAccountConcurrency: number;
   /** Where a `--role dispatcher` process serves its health and metrics. */
@@ -214,6 +220,9 @@ export const ENV_KEYS: Record<string, [string, Kind]> = {
   TICKETD_MICROSOFT_CLIENT_ID: ['microsoftClientId', 'string'],
   TICKETD_MICROSOFT_CLIENT_SECRET: ['microsoftClientSecret', 'string'],
   TICKETD_MICROSOFT_TOKEN_URL: ['microsoftTokenUrl', 'string'],
+  TICKETD_COMMERCE_BIGCOMMERCE_API_URL: ['commerceBigcommerceApiUrl', 'string'],
+  TICKETD_COMMERCE_TIMEOUT_MS: ['commerceTimeoutMs', 'integer'],
+  TICKETD_COMMERCE_SYNC_MINUTES: ['commerceSyncMinutes', 'integer'],
   TICKETD_DISPATCHER_CONCURRENCY: ['dispatcherConcurrency', 'integer'],
   TICKETD_DISPATCHER_ACCOUNT_CONCURRENCY: ['dispatcherAccountConcurrency', 'integer'],
   TICKETD_DISPATCHER_HOST: ['dispatcherHost', 'string'],

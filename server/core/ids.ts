@@ -38,6 +38,10 @@ export const ID_PREFIX = {
   ssoAttempt: 'ssa',
   form: 'form',
   recurringTicket: 'rec',
+  /** A brand's connected online store, and the orders and products its sync keeps. */
+  commerceStore: 'store',
+  commerceOrder: 'ord',
+  commerceProduct: 'prod',
   subscription: 'sub',
   checkout: 'chk',
   signupCheckout: 'suc',

@@ -6,7 +6,7 @@ import { sameTenant, tenantScope } from '../core/model.js';
 /**
  * Automatic order links: a new ticket whose subject or body names an order (`#1234`) of its own
  * customer (the order's customer_email is the ticket's customer email) in its brand is linked to
- * it (AUTO, by nobody). A number of someone else's order, or of no order, links nothing.
+ * it (AUTOMATIC, by nobody). A number of someone else's order, or of no order, links nothing.
  *
  * Creates are the hot path, so this costs nothing unless the text names a number: then the create
  * statement (ticket-create-statement.ts) carries one more part, an INSERT … SELECT joining the
@@ -48,7 +48,7 @@ export interface NamedOrders {
 export function autoLinkStatement(ctx: TenantCtx, named: readonly NamedOrders[]): Knex.Raw {
   return ctx.db.raw(
     `insert into commerce_order_tickets (id, account_id, livemode, brand_id, order_id, ticket_id, link_type)
-     select ticketd_new_id('${ID_PREFIX.orderLink}'), o.account_id, o.livemode, o.brand_id, o.id, t.id, 'AUTO'
+     select ticketd_new_id('${ID_PREFIX.orderLink}'), o.account_id, o.livemode, o.brand_id, o.id, t.id, 'AUTOMATIC'
      from jsonb_to_recordset(?::jsonb) as named(ticket_id text, email text, numbers text[])
      join t on t.id = named.ticket_id
      join commerce_orders o on ? and ${sameTenant('o', 't')} and o.brand_id = t.brand_id

@@ -1,12 +1,19 @@
 import type { BaseCtx } from '../core/context.js';
 import { addTableKey, keyringPart, rewrapColumn, type SealedColumn } from '../core/sealed.js';
 import * as brandDomains from '../domains/brand-domains/service.js';
+import * as commerceStores from '../domains/commerce/stores.js';
 import * as emailConnections from '../domains/email-connections/service.js';
 import * as sso from '../domains/sso/service.js';
 import * as webhooks from '../domains/webhooks/service.js';
 
 /** Every column of sealed secrets (core/sealed.ts), for rotation. */
-export const SEALED_COLUMNS: readonly SealedColumn[] = [...webhooks.SEALED_SECRETS, ...brandDomains.SEALED_SECRETS, ...emailConnections.SEALED_SECRETS, ...sso.SEALED_SECRETS];
+export const SEALED_COLUMNS: readonly SealedColumn[] = [
+  ...webhooks.SEALED_SECRETS,
+  ...brandDomains.SEALED_SECRETS,
+  ...emailConnections.SEALED_SECRETS,
+  ...sso.SEALED_SECRETS,
+  ...commerceStores.SEALED_SECRETS,
+];
 
 export interface Rotation {
   /** The id of the key everything is sealed with now. */

@@ -93,7 +93,7 @@ export async function commerceOrderRoutes(app: FastifyInstance): Promise<void> {
       },
     },
     async (req, reply) => {
-      const result = await orders.link(req.ctx, req.params.brandId, req.params.orderId, req.body.ticketId);
+      const result = await orders.link(req.ctx, req.params.brandId, req.params.orderId, req.body.ticketId, req.body.linkType);
       return reply.status(result.created ? 201 : 200).send(result.link);
     },
   );

@@ -15,6 +15,7 @@ import { sendDueRequests as sendDueRatingRequests } from '../flows/feedback.js';
 import { announceOverdue } from '../flows/ticket-overdue.js';
 import { receiveHeld as receiveHeldMail } from '../flows/inbound-mail.js';
 import { RunInterrupted, runDue as runDueRecurringTickets, type DueRunStats } from '../flows/recurring-tickets.js';
+import { SyncInterrupted, syncDue as syncDueStores, type StoreSyncStats } from '../flows/commerce-sync.js';
 import { syncDue as syncDueMailboxes, syncWoken as syncWokenMailbox, type MailboxSyncDeps } from '../flows/mailbox-sync.js';
 import type { EmailConnection } from '../domains/email-connections/model.js';
 import { MailboxWatch } from './mailbox-watch.js';
@@ -57,6 +58,12 @@ export interface OutboxOptions {
    * so a test can kill the process there (main.ts reads it from TICKETD_TEST_HOLD_RECURRING_RUN).
    */
   holdRecurringRun?: string;
+  /**
+   * Tests only: a store sync of this dispatcher holds in the transaction of the page that follows
+   * this many pages it wrote (its rows written, nothing committed) until it stops, so a test can
+   * kill the process there (main.ts reads it from TICKETD_TEST_HOLD_COMMERCE_PAGE).
+   */
+  holdCommercePage?: number;
 }
 
 export interface DeliveryStats {
@@ -155,6 +162,7 @@ export class Dispatcher {
   private delivering: Promise<DeliveryStats> | null = null;
   private deliverAgain: Promise<DeliveryStats> | null = null;
   private mailboxRun: Promise<MailboxStats> | null = null;
+  private storeRun: Promise<StoreSyncStats> | null = null;
   /** Syncs of watched mailboxes that reported new mail (IDLE), under way. */
   private readonly wokenRuns = new Set<Promise<void>>();
   private readonly mailboxWatch: MailboxWatch;
@@ -177,6 +185,7 @@ export class Dispatcher {
   private readonly handlers: Partial<Record<OutboxKind, OutboxHandler>>;
   private readonly metrics: DispatcherMetrics;
   private readonly holdRecurringRun: string | undefined;
+  private readonly holdCommercePage: number | undefined;
   readonly instanceId: string;
 
   /** attachmentDeps: without them (tests of other jobs) the attachment cleanup is skipped. */
@@ -197,6 +206,7 @@ export class Dispatcher {
     this.retentionDays = options.retentionDays ?? services.config.outboxRetentionDays;
     this.mailboxRoundMs = options.mailboxRoundMs;
     this.holdRecurringRun = options.holdRecurringRun;
+    this.holdCommercePage = options.holdCommercePage;
     this.handlers = { webhook: webhookHandler(options.webhooks ?? { allowPrivate: false, timeoutMs: 10_000 }), ...options.handlers };
     this.instanceId = options.instanceId ?? `${os.hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
     this.metrics = services.get(dispatcherMetricsPart);
@@ -221,9 +231,44 @@ export class Dispatcher {
   }
 
   /** One pass over every job, mailboxes and deliveries included; tests call it directly instead of waiting for the clock. */
-  async tick(): Promise<PeriodicStats & { mailboxes: MailboxStats; delivery: DeliveryStats }> {
+  async tick(): Promise<PeriodicStats & { mailboxes: MailboxStats; stores: StoreSyncStats; delivery: DeliveryStats }> {
     const jobs = await this.periodicJobs();
-    return { ...jobs, mailboxes: await this.syncMailboxes(), delivery: await this.deliverDue() };
+    return { ...jobs, mailboxes: await this.syncMailboxes(), stores: await this.syncStores(), delivery: await this.deliverDue() };
+  }
+
+  /**
+   * Syncs the connected stores due now (flows/commerce-sync.ts), beside the periodic jobs: a
+   * store's first sync may read thousands of orders, and nothing else waits for it. Called while
+   * a run is under way, it returns that run.
+   */
+  syncStores(): Promise<StoreSyncStats> {
+    this.storeRun ??= this.job(
+      'sync_commerce_stores',
+      () => this.syncDueStores(),
+      (s) => s.synced + s.failed,
+    ).finally(() => {
+      this.storeRun = null;
+    });
+    return this.storeRun;
+  }
+
+  private async syncDueStores(): Promise<StoreSyncStats> {
+    const hold = this.holdCommercePage;
+    const stats = await syncDueStores(this.ctx, {
+      now: () => this.now(),
+      stopping: () => this.stopping,
+      beforeCommit:
+        hold !== undefined
+          ? async (store, pagesBefore) => {
+              if (pagesBefore !== hold) return;
+              this.log.info({ storeId: store.id, pagesBefore }, 'test hook: holding a commerce sync page before its commit');
+              await new Promise((resolve) => this.interrupt.signal.addEventListener('abort', resolve, { once: true }));
+              throw new SyncInterrupted('the dispatcher stopped');
+            }
+          : undefined,
+    });
+    if (stats.synced || stats.failed) this.log.info(stats, 'connected stores synced, or their failures recorded');
+    return stats;
   }
 
   /** Every periodic job once, in order; a job that fails ends the run (the next tick runs them all again). */
@@ -605,11 +650,13 @@ export class Dispatcher {
         await this.running;
         wake();
         if (!this.stopping) this.syncMailboxes().catch((err) => this.log.error({ err }, 'mailbox sync failed'));
+        if (!this.stopping) this.syncStores().catch((err) => this.log.error({ err }, 'store sync failed'));
       },
       { name: 'ticketd-dispatcher', noOverlap: true },
     );
     // Mail waiting in connected mailboxes is taken in at once, not at the first tick (up to 5 s on).
     this.syncMailboxes().catch((err) => this.log.error({ err }, 'mailbox sync failed'));
+    this.syncStores().catch((err) => this.log.error({ err }, 'store sync failed'));
     // The listening connection also holds this process's owner lock, for as long as it lives.
     this.listener = Listener.forServices(this.services, [outbox.OUTBOX_CHANNEL], [outbox.ownerLock(this.instanceId)]).start();
     this.listener.on('notification', wake);
@@ -638,7 +685,7 @@ export class Dispatcher {
     this.task = null;
     const cutOff = setTimeout(() => this.interrupt.abort(), drainMs);
     try {
-      await Promise.all([this.delivering, this.deliverAgain, this.running, this.mailboxRun, ...this.wokenRuns].map((p) => p?.catch(() => undefined)));
+      await Promise.all([this.delivering, this.deliverAgain, this.running, this.mailboxRun, this.storeRun, ...this.wokenRuns].map((p) => p?.catch(() => undefined)));
       await this.mailboxWatch.close();
     } finally {
       clearTimeout(cutOff);

@@ -18,7 +18,11 @@ process.on('exit', () => rmSync(emptyDir, { recursive: true, force: true }));
 export function testConfig(env: Record<string, string>): Config {
   // DNS goes to a loopback port where nothing answers (refused at once), never to the network; tests that look names up start their own server (helpers/dns.ts).
   // An IMAP server that does not answer (the world's mailbox) is given up on quickly.
-  return loadConfig({ env: { TICKETD_LOG_LEVEL: 'silent', TICKETD_DNS_SERVERS: '127.0.0.1:9', TICKETD_MAILBOX_TIMEOUT_MS: '500', ...env }, cwd: emptyDir });
+  // Connected stores are called on a loopback port where nothing answers unless a test starts a fake store (helpers/bigcommerce-store.ts).
+  return loadConfig({
+    env: { TICKETD_LOG_LEVEL: 'silent', TICKETD_DNS_SERVERS: '127.0.0.1:9', TICKETD_MAILBOX_TIMEOUT_MS: '500', TICKETD_COMMERCE_BIGCOMMERCE_API_URL: 'http://127.0.0.1:9', ...env },
+    cwd: emptyDir,
+  });
 }
 
 export interface TestApp {

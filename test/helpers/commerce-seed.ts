@@ -1,5 +1,5 @@
 import type { Db } from '../../server/core/db.js';
-import { newId } from '../../server/core/ids.js';
+import { ID_PREFIX, newId } from '../../server/core/ids.js';
 
 /**
  * Fixture rows of connected stores, their orders and products, written straight to the tables
@@ -20,7 +20,7 @@ export interface SeededStore extends Scope {
 let seq = 0;
 
 export async function seedStore(db: Db, scope: Scope, fields: Record<string, unknown> = {}): Promise<SeededStore> {
-  const id = newId('cst');
+  const id = newId(ID_PREFIX.commerceStore);
   await db('commerceStores').insert({
     ...scope,
     id,
@@ -29,7 +29,7 @@ export async function seedStore(db: Db, scope: Scope, fields: Record<string, unk
     name: 'Fixture store',
     storeUrl: 'https://fixture-store.example',
     accessToken: 'sealed-placeholder',
-    status: 'CONNECTED',
+    status: 'ACTIVE',
     ...fields,
   });
   return { ...scope, id };
@@ -49,7 +49,7 @@ export interface OrderFields {
 /** An order of the store; the number and times follow a sequence unless given. */
 export async function seedOrder(db: Db, store: SeededStore, fields: OrderFields = {}): Promise<{ id: string; orderNumber: string }> {
   const n = ++seq;
-  const id = newId('ord');
+  const id = newId(ID_PREFIX.commerceOrder);
   const orderNumber = fields.orderNumber ?? String(10_000 + n);
   await db('commerceOrders').insert({
     accountId: store.accountId,
@@ -78,7 +78,7 @@ export async function seedOrder(db: Db, store: SeededStore, fields: OrderFields 
 
 export async function seedProduct(db: Db, store: SeededStore, fields: Record<string, unknown> = {}): Promise<{ id: string }> {
   const n = ++seq;
-  const id = newId('prd');
+  const id = newId(ID_PREFIX.commerceProduct);
   await db('commerceProducts').insert({
     accountId: store.accountId,
     livemode: store.livemode,

@@ -1,8 +1,9 @@
+import { createHash } from 'node:crypto';
 import type { FastifyInstance } from 'fastify';
 import { keyringPart } from '../../server/core/sealed.js';
 import type { Services } from '../../server/core/services.js';
 import { client, makeBrand, mustCreate, signup, type Reply, type Signup } from './app.js';
-import { seedOrder, seedStore } from './commerce-seed.js';
+import { seedOrder } from './commerce-seed.js';
 import { sessionToken } from './sign-in.js';
 
 /**
@@ -210,9 +211,29 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
     allowed_domains: ['sso.initech.example'],
   });
 
-  // A connected store's order of Peter's, as the sync leaves it, linked by hand to the main ticket.
-  const orderStore = await seedStore(services.db, { accountId: owner.accountId, livemode: true, brandId: owner.brand.id }, { name: `${MARKER} shop` });
-  const order = await seedOrder(services.db, orderStore, { customerEmail: 'peter@initech.example', customerName: `${MARKER} Peter` });
+  // A connected store, as connect would save it (no store answers here: the world's server calls a
+  // loopback port where nothing listens, see testConfig); its notifications' secret is world-notify-secret.
+  const commerceStoreId = 'store_world';
+  await services.db('commerce_stores').insert({
+    account_id: owner.accountId,
+    id: commerceStoreId,
+    livemode: true,
+    brand_id: owner.brand.id,
+    platform: 'BIGCOMMERCE',
+    store_hash: 'worldstore',
+    name: `${MARKER} store`,
+    access_token: await services.get(keyringPart).seal('world-store-token', { purpose: 'commerce_store.access_token', accountId: owner.accountId }),
+    notify_secret_hash: createHash('sha256').update('world-notify-secret').digest('hex'),
+  });
+  // An order of Peter's in that store, as the sync leaves it, linked by hand to the main ticket.
+  const order = await seedOrder(
+    services.db,
+    { accountId: owner.accountId, livemode: true, brandId: owner.brand.id, id: commerceStoreId },
+    {
+      customerEmail: 'peter@initech.example',
+      customerName: `${MARKER} Peter`,
+    },
+  );
   await mustCreate(live, `${base}/ecommerce/orders/${order.id}/link`, { ticketId: ticket.id });
 
   const sideBrand = await makeBrand(live, 'Side brand');
@@ -319,6 +340,15 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
     [`POST ${B}/email-connections/{connectionId}/sync`]: null,
     [`POST ${B}/email-connections/{connectionId}/retry`]: null,
     [`DELETE ${B}/email-connections/{connectionId}`]: null,
+    // No store answers the world's server (testConfig): connect is refused with 400 store_unreachable at once.
+    [`POST ${B}/ecommerce/stores/connect`]: json({ platform: 'BIGCOMMERCE', accessToken: 'world-store-token', storeHash: 'worldstore' }),
+    [`POST ${B}/ecommerce/stores/{storeId}/sync`]: null,
+    [`DELETE ${B}/ecommerce/stores/{storeId}`]: null,
+    // A store's notification: its secret is the credential; the path names a store that is no one's (the sweep gets 401 throughout).
+    'POST /v1/ecommerce/notifications/{platform}/{accountId}/{storeId}': {
+      body: { scope: 'store/order/updated', data: { type: 'order', id: 1 } },
+      headers: { 'x-ticketd-notify-secret': 'world-notify-secret' },
+    },
     'POST /v1/forms/{token}': json({ email: 'peter@initech.example', name: 'Peter', subject: 'By form', message: 'Hello' }),
     // Sign-in: the owner's address, from a loopback page (a dashboard origin by default). A link's
     // token works once, so verify's request is one that is well formed.
@@ -437,6 +467,8 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
       recurringId: recurring.id,
       domainId: mailDomain.id,
       connectionId: mailbox.id,
+      storeId: commerceStoreId,
+      platform: 'bigcommerce',
       provider: 'clerk',
       rawMailId: rawMail.id,
       orderId: order.id,
@@ -452,6 +484,7 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
       ...Object.fromEntries(['GET /billing/checkout/{token}', 'POST /billing/checkout/{token}'].map((route) => [route, { token: `cs_${'0'.repeat(43)}` }])),
       ...Object.fromEntries(['GET /billing/signup/{token}', 'POST /billing/signup/{token}'].map((route) => [route, { token: `su_${'0'.repeat(43)}` }])),
       'PATCH /v1/auth/coupons/{code}': { code: 'WELCOME10' },
+      'POST /v1/ecommerce/notifications/{platform}/{accountId}/{storeId}': { storeId: `store_${'0'.repeat(26)}` },
       // The rating routes of the portal aim at Peter's resolved ticket.
       ...Object.fromEntries(['GET /v1/portal/tickets/{ticketId}/feedback', 'POST /v1/portal/tickets/{ticketId}/feedback'].map((route) => [route, { ticketId: resolved.id }])),
       ...Object.fromEntries(TEAM_ROUTES_ON_INVITEE.map((route) => [route, { memberId: invitee }])),
@@ -485,10 +518,10 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
       recurring.id,
       mailDomain.id,
       mailbox.id,
+      commerceStoreId,
       mention.id,
       mailedTicketId,
       rawMail.id,
-      orderStore.id,
       order.id,
       ...ownKeys.filter((k) => k.allBrands).map((k) => k.id),
     ],

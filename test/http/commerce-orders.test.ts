@@ -136,7 +136,7 @@ t.test('an order reads in the dashboard’s shape: decimal strings, items, custo
     platform: 'BIGCOMMERCE',
     storeUrl: 'https://fixture-store.example',
     storeId: one.store.storeId,
-    status: 'CONNECTED',
+    status: 'ACTIVE',
     lastSyncAt: null,
     errorMessage: null,
     errorCount: 0,
@@ -232,6 +232,8 @@ t.test('link by hand, relink answers the same link, unlink; each audited', async
   assertNotFound(t, await owner.live('DELETE', `${orders}/${order.id}/link/${ticket.id}`), 'no such link');
   const relinked = await owner.live('POST', `${orders}/${order.id}/link`, { ticketId: ticket.id });
   t.equal(relinked.status, 201, 'linked again after an unlink: a new link');
+  t.equal(relinked.body.linkType, 'API', 'an API key that names no linkType links as API');
+  t.equal((await owner.live('GET', `${orders}/${order.id}`)).body.tickets.find((l: { ticketId: string }) => l.ticketId === racing.id).linkType, 'API');
 
   const logs = (await owner.live('GET', `${base}/tickets/${ticket.id}/logs`)).body;
   const events = (Array.isArray(logs) ? logs : logs.data).map((e: { event?: string; action?: string }) => e.event ?? e.action);
@@ -242,7 +244,7 @@ t.test('link by hand, relink answers the same link, unlink; each audited', async
   );
 
   assertErrorShape(t, await owner.live('POST', `${orders}/${order.id}/link`, {}), 400, 'validation_failed');
-  assertErrorShape(t, await owner.live('POST', `${orders}/${order.id}/link`, { ticketId: ticket.id, linkType: 'AUTO' }), 400, 'validation_failed');
+  assertErrorShape(t, await owner.live('POST', `${orders}/${order.id}/link`, { ticketId: ticket.id, linkType: 'AUTOMATIC' }), 400, 'validation_failed');
   assertErrorShape(t, await owner.live('POST', `${orders}/${order.id}/link`, { ticketId: ticket.id, extra: 1 }), 400, 'validation_failed');
   assertNotFound(t, await owner.live('POST', `${orders}/ord_${'0'.repeat(26)}/link`, { ticketId: ticket.id }), 'unknown order');
   assertNotFound(t, await owner.live('POST', `${orders}/${order.id}/link`, { ticketId: `tkt_${'0'.repeat(26)}` }), 'unknown ticket');
@@ -266,13 +268,13 @@ t.test('auto-linking: a new ticket naming its customer’s order is linked to it
   const named = await mustCreate(owner.live, `${base}/tickets`, { title: 'Order #4242 never came', customerEmail: 'Eve@Shop.example' });
   const links = await linksOf(named.id);
   t.equal(links.length, 1);
-  t.match(links[0], { orderId: mine.id, linkType: 'AUTO', createdBy: null, id: LINK_ID });
+  t.match(links[0], { orderId: mine.id, linkType: 'AUTOMATIC', createdBy: null, id: LINK_ID });
   const byTicket = (await owner.live('GET', `${orders}/by-ticket/${named.id}`)).body;
   t.same(
     byTicket.map((o: { id: string }) => o.id),
     [mine.id],
   );
-  t.equal((await owner.live('GET', `${orders}/${mine.id}`)).body.tickets[0].linkType, 'AUTO');
+  t.equal((await owner.live('GET', `${orders}/${mine.id}`)).body.tickets[0].linkType, 'AUTOMATIC');
 
   const inBody = await mustCreate(owner.live, `${base}/tickets`, {
     title: 'Two orders',
@@ -379,7 +381,9 @@ t.test('roles: members read and link within their brands; outside them 404; API 
   const second = `/v1/brands/${team.second.id}/ecommerce`;
   t.equal((await team.asMember('GET', `${first}/orders`)).status, 200, 'a member reads the orders of their brand');
   t.equal((await team.asMember('GET', `${first}/orders/by-ticket/${ticket.id}`)).status, 200);
-  t.equal((await team.asMember('POST', `${first}/orders/${order.id}/link`, { ticketId: ticket.id })).status, 201, 'and links');
+  const byMember = await team.asMember('POST', `${first}/orders/${order.id}/link`, { ticketId: ticket.id });
+  t.equal(byMember.status, 201, 'and links');
+  t.equal(byMember.body.linkType, 'MANUAL', 'a member in the dashboard links as MANUAL');
   t.equal((await team.asMember('DELETE', `${first}/orders/${order.id}/link/${ticket.id}`)).status, 204, 'and unlinks');
   assertNotFound(t, await team.asMember('GET', `${second}/orders`), "a brand the member isn't assigned to");
   t.equal((await team.asAdmin('GET', `${first}/products`)).status, 200, 'an admin');

@@ -770,6 +770,7 @@ t.test("the dispatcher's metrics: deliveries by kind and outcome, their time, cl
     'revoke_api_keys',
     'roll_up_ticket_counts',
     'run_recurring_tickets',
+    'sync_commerce_stores',
     'sync_mailboxes',
   ]);
   t.ok(

@@ -2,7 +2,10 @@ import { TenantModel } from '../../core/model.js';
 
 /** What a platform calls a store ticketd connected to a brand. */
 export type CommercePlatform = 'BIGCOMMERCE' | 'SHOPIFY' | 'WOOCOMMERCE';
-export type StoreStatus = 'CONNECTED' | 'SYNCING' | 'ERROR' | 'DISCONNECTED';
+/** PENDING_SETUP: connected, its first sync not finished; ACTIVE: synced; SYNCING: a sync runs now. */
+export type StoreStatus = 'PENDING_SETUP' | 'SYNCING' | 'ACTIVE' | 'ERROR' | 'DISCONNECTED';
+/** MANUAL: linked by a member; API: by an API key; AUTOMATIC: the ticket named the order (#1234) when created. */
+export type OrderLinkType = 'MANUAL' | 'AUTOMATIC' | 'API';
 
 export class CommerceStore extends TenantModel {
   static override tableName = 'commerce_stores';
@@ -35,23 +38,10 @@ export class CommerceStore extends TenantModel {
 }
 
 /**
- * An order's status in ticketd's words, the same for every platform (the platform's own word is
- * kept as platformStatus).
+ * An order's status, the same for every platform, in the dashboard's words (the platform's own
+ * word is kept as platformStatus).
  */
-export const ORDER_STATUSES = [
-  'PENDING',
-  'AWAITING_PAYMENT',
-  'AWAITING_FULFILLMENT',
-  'PARTIALLY_SHIPPED',
-  'SHIPPED',
-  'COMPLETED',
-  'CANCELLED',
-  'DECLINED',
-  'REFUNDED',
-  'PARTIALLY_REFUNDED',
-  'DISPUTED',
-  'ON_HOLD',
-] as const;
+export const ORDER_STATUSES = ['PENDING', 'PROCESSING', 'SHIPPED', 'DELIVERED', 'COMPLETED', 'CANCELLED', 'REFUNDED', 'DISPUTED'] as const;
 export type OrderStatus = (typeof ORDER_STATUSES)[number];
 
 export interface OrderItem {
@@ -106,7 +96,7 @@ export class CommerceOrderTicket extends TenantModel {
   declare brandId: string;
   declare orderId: string;
   declare ticketId: string;
-  declare linkType: 'MANUAL' | 'AUTO';
+  declare linkType: OrderLinkType;
   declare createdBy: string | null;
   declare createdAt: Date;
 }

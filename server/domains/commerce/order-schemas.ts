@@ -48,8 +48,10 @@ export const OrderTicketOut = Type.Object({
   id: Type.String(),
   orderId: Type.String(),
   ticketId: Type.String(),
-  linkType: Type.Union([Type.Literal('MANUAL'), Type.Literal('AUTO')], { description: 'MANUAL: linked by hand; AUTO: the ticket named the order (#1234) when created' }),
-  createdBy: Nullable(Type.String({ description: 'The member (session) or API key that linked it; null for AUTO' })),
+  linkType: Type.Union([Type.Literal('MANUAL'), Type.Literal('API'), Type.Literal('AUTOMATIC')], {
+    description: 'MANUAL: linked by a member; API: by an API key; AUTOMATIC: the ticket named the order (#1234) when created',
+  }),
+  createdBy: Nullable(Type.String({ description: 'The member (session) or API key that linked it; null for AUTOMATIC' })),
   createdAt: Timestamp,
 });
 
@@ -100,7 +102,11 @@ export const OrderPage = PageOf(OrderOut);
 export const LinkBody = Type.Object(
   {
     ticketId: Id,
-    linkType: Type.Optional(Type.Literal('MANUAL', { description: 'Links made by hand are MANUAL (the default)' })),
+    linkType: Type.Optional(
+      Type.Union([Type.Literal('MANUAL'), Type.Literal('API')], {
+        description: "Who linked it: MANUAL (a member) or API (an integration); default: the caller's kind, API for an API key, MANUAL otherwise",
+      }),
+    ),
   },
   { additionalProperties: false },
 );

@@ -286,17 +286,18 @@ async function requireOrderAndTicket(tx: TenantCtx, brandId: string, orderId: st
 }
 
 /**
- * Links the order to a ticket of the same brand by hand (201); linked already, by hand or
- * automatically, it answers that link (200) and writes nothing.
+ * Links the order to a ticket of the same brand (201), as MANUAL or API (by default the caller's
+ * kind); linked already, in whatever way, it answers that link (200) and writes nothing.
  */
-export async function link(ctx: TenantCtx, brandId: string, orderId: string, ticketId: string): Promise<LinkResult> {
+export async function link(ctx: TenantCtx, brandId: string, orderId: string, ticketId: string, given?: 'MANUAL' | 'API'): Promise<LinkResult> {
+  const linkType = given ?? (ctx.actor.type === 'api' ? 'API' : 'MANUAL');
   return withTx(ctx, async (tx) => {
     const brand = (await requireBrand(tx, brandId)).id;
     const { orderNumber, ticketNumber } = await requireOrderAndTicket(tx, brand, orderId, ticketId);
     // Through knex, not the model: a row the conflict kept out must come back as no row.
     const [made] = (await tx
       .db('commerceOrderTickets')
-      .insert({ id: newId(ID_PREFIX.orderLink), ...scopeOf(tx), brandId: brand, orderId, ticketId, linkType: 'MANUAL', createdBy: tx.actor.id })
+      .insert({ id: newId(ID_PREFIX.orderLink), ...scopeOf(tx), brandId: brand, orderId, ticketId, linkType, createdBy: tx.actor.id })
       .onConflict(['accountId', 'livemode', 'orderId', 'ticketId'])
       .ignore()
       .returning('*')) as unknown as CommerceOrderTicket[];
@@ -312,7 +313,7 @@ export async function link(ctx: TenantCtx, brandId: string, orderId: string, tic
       entityType: 'order',
       entityId: orderId,
       event: 'order.linked',
-      metadata: { orderNumber, ticketNumber, linkType: 'MANUAL' },
+      metadata: { orderNumber, ticketNumber, linkType },
     });
     return { created: true, link: linkView(made) };
   });
