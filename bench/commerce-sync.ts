@@ -2,9 +2,9 @@
  * The first full sync of a connected store: a fake BigCommerce store on a loopback port
  * (test/helpers/bigcommerce-store.ts) with `orders` orders, connected through the API, read by one
  * `--role dispatcher` process until the sync is done. Measured: orders synced per second, from the
- * connect to the store's CONNECTED with every order written (each order is one listing row plus one
+ * connect to the store's ACTIVE with every order written (each order is one listing row plus one
  * call for its lines, as against BigCommerce). Prints a table and returns the figures; asserts
- * nothing (timings are never a test). The integrator wires it into `npm run bench -- --commerce`.
+ * nothing (timings are never a test). Run by `npm run bench -- --commerce`.
  */
 import { randomBytes } from 'node:crypto';
 import type { ChildProcess } from 'node:child_process';

@@ -1,5 +1,5 @@
 /**
- * `npm run bench -- --commerce [--orders 100000]`: what a brand's orders cost the pages that show
+ * `npm run bench -- --commerce [--orders 100000] [--sync-orders 10000]`: what a brand's orders cost the pages that show
  * them. Prints tables; asserts nothing (timings are never a test).
  *
  * Every ticket page reads `…/ecommerce/orders/by-ticket/{ticketId}` and every contact page
@@ -9,11 +9,12 @@
  * customer's orders), and in a brand with no store, next to a trivial authenticated read (GET the
  * brand). Goals: within 1.5x of the trivial read with a store, within 1.1x without.
  *
- * Then, if bench/commerce-sync.ts exists, its sync-throughput bench (see runSyncBench below).
+ * First, the first full sync of a store of `--sync-orders` orders (10,000; bench/commerce-sync.ts).
  */
 import { randomBytes } from 'node:crypto';
 import type { ChildProcess } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
+import { runCommerceSyncBench } from './commerce-sync.js';
 import { percentile } from './floor.js';
 import { adminDatabase, sql, startTicketd, stop, withDatabase } from './server.js';
 
@@ -38,32 +39,8 @@ async function readLatency(url: string, headers: Record<string, string>, n = 300
   return { p50: round(percentile(times, 50)), p99: round(percentile(times, 99)) };
 }
 
-/** What a sync-throughput bench gets: a running API process on a database of its own. */
-export interface CommerceBenchContext {
-  dbUrl: string;
-  url: string;
-  headers: Record<string, string>;
-  accountId: string;
-  log: (s: string) => void;
-}
-
-/**
- * The hook for the store sync's own bench: bench/commerce-sync.ts, exporting
- * `runCommerceSyncBench(context: CommerceBenchContext): Promise<void>`, is run here when present.
- */
-async function runSyncBench(context: CommerceBenchContext): Promise<void> {
-  const file = './commerce-sync.js';
-  let mod: { runCommerceSyncBench?: (c: CommerceBenchContext) => Promise<void> };
-  try {
-    mod = (await import(file)) as typeof mod;
-  } catch {
-    log('(no bench/commerce-sync.ts: the sync throughput is not measured)');
-    return;
-  }
-  await mod.runCommerceSyncBench?.(context);
-}
-
-export async function runCommerceBench(opts: { orders: number }): Promise<void> {
+export async function runCommerceBench(opts: { orders: number; syncOrders: number }): Promise<void> {
+  await runCommerceSyncBench(opts.syncOrders);
   const { adminUrl, cleanup } = await adminDatabase({ shared_buffers: '1GB', max_connections: '100' });
   const database = `ticketd_bench_commerce_${randomBytes(4).toString('hex')}`;
   await sql(adminUrl, `CREATE DATABASE ${database}`);
@@ -144,7 +121,6 @@ export async function runCommerceBench(opts: { orders: number }): Promise<void> 
     console.table(rows);
     out.write(`${JSON.stringify({ orders: opts.orders, rows })}\n`);
 
-    await runSyncBench({ dbUrl, url, headers, accountId, log });
   } finally {
     await stop(children);
     await sql(adminUrl, `DROP DATABASE IF EXISTS ${database} WITH (FORCE)`).catch(() => undefined);

@@ -14,7 +14,7 @@
  *   npm run bench -- --mail            (DKIM signing cost and the mail lists the dashboard polls: see mail.ts)
  *   npm run bench -- --sla             (service levels: dueAt at create, sort=dueAt, the overdue scan: see service-levels.ts)
  *   npm run bench -- --recurring [--schedules 10000]   (recurring tickets due in one minute, one dispatcher: see recurring.ts)
- *   npm run bench -- --commerce [--orders 100000]   (a brand's orders on every ticket and contact page, with and without a store: see commerce.ts)
+ *   npm run bench -- --commerce [--orders 100000] [--sync-orders 10000]   (a store's first full sync; a brand's orders on every ticket and contact page, with and without a store: see commerce.ts)
  *
  * Measured: create throughput (idempotency keys; concurrency 1, 16, 32 on one brand, 16 across 16
  * brands) next to the raw database floor (plain pg clients, one create at a time: in one statement,
@@ -63,6 +63,7 @@ const { values } = parseArgs({
     schedules: { type: 'string', default: '10000' },
     commerce: { type: 'boolean', default: false },
     orders: { type: 'string', default: '100000' },
+    'sync-orders': { type: 'string', default: '10000' },
     minutes: { type: 'string', default: '30' },
     rate: { type: 'string', default: '50' },
   },
@@ -766,7 +767,7 @@ async function main() {
       : values.recurring
         ? runRecurringBench(Number(values.schedules))
         : values.commerce
-          ? runCommerceBench({ orders: Number(values.orders) })
+          ? runCommerceBench({ orders: Number(values.orders), syncOrders: Number(values['sync-orders']) })
           : values.soak
             ? runSoak({ minutes: Number(values.minutes), rate: Number(values.rate) })
             : main()

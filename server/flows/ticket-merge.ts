@@ -5,6 +5,7 @@ import * as attachments from '../domains/attachments/service.js';
 import * as audit from '../core/audit.js';
 import { requireBrand } from '../core/brand.js';
 import * as comments from '../domains/comments/service.js';
+import * as orders from '../domains/commerce/orders.js';
 import * as events from '../core/outbox/events.js';
 import type { MergeInput, MergeResultView } from '../domains/tickets/actions-schemas.js';
 import { Ticket } from '../domains/tickets/model.js';
@@ -15,6 +16,7 @@ import { fetchView } from '../domains/tickets/service.js';
  * transaction, with every ticket involved locked in id order (so two opposite merges queue instead
  * of deadlocking, and the second sees the first's result):
  *   - the sources' comments (and attachments) move to the target, counts recomputed;
+ *   - the target is linked to the sources' orders too (commerce);
  *   - each source is closed, gets `mergedIntoId`, and an internal SYSTEM note naming the target;
  *   - the target gets one internal SYSTEM note naming the sources;
  *   - audit: `ticket.merged` on the target (which sources) and on each source (its changes).
@@ -54,6 +56,7 @@ export async function merge(ctx: TenantCtx, brandId: string, targetId: string, i
 
     await comments.moveToTicket(tx, brand.id, sourceIds, targetId);
     await attachments.moveToTicket(tx, brand.id, sourceIds, targetId);
+    await orders.copyLinksToTicket(tx, brand.id, sourceIds, targetId);
 
     await Ticket.scoped(tx)
       .where('brandId', brand.id)

@@ -258,6 +258,25 @@ t.test('link by hand, relink answers the same link, unlink; each audited', async
   assertNotFound(t, await owner.live('GET', `${orders}/by-ticket/${ticket.id}`), 'a deleted ticket');
 });
 
+t.test('a merge links the target to the orders of the tickets merged into it', async (t) => {
+  const { owner, base, store, orders } = await shop();
+  const [first, second] = [await seedOrder(db, store), await seedOrder(db, store)];
+  const target = await mustCreate(owner.live, `${base}/tickets`, { title: 'The one kept' });
+  const source = await mustCreate(owner.live, `${base}/tickets`, { title: 'The one merged' });
+  await mustCreate(owner.live, `${orders}/${first.id}/link`, { ticketId: source.id, linkType: 'MANUAL' });
+  await mustCreate(owner.live, `${orders}/${second.id}/link`, { ticketId: source.id });
+  await mustCreate(owner.live, `${orders}/${second.id}/link`, { ticketId: target.id });
+  t.equal((await owner.live('POST', `${base}/tickets/${target.id}/merge`, { sourceTicketIds: [source.id] })).status, 200);
+  const onTarget = (await owner.live('GET', `${orders}/by-ticket/${target.id}`)).body as { id: string }[];
+  t.same(onTarget.map((o) => o.id).sort(), [first.id, second.id].sort(), "the target shows the source's orders, and its own once");
+  t.same(
+    (await db('commerceOrderTickets').where({ ticketId: target.id, orderId: first.id })).map((l: { linkType: string }) => l.linkType),
+    ['MANUAL'],
+    'the link as it was made',
+  );
+  t.equal((await owner.live('GET', `${orders}/by-ticket/${source.id}`)).body.length, 2, 'the merged ticket keeps its own');
+});
+
 t.test('auto-linking: a new ticket naming its customer’s order is linked to it, and to nothing else', async (t) => {
   const { owner, base, store, orders } = await shop();
   const mine = await seedOrder(db, store, { orderNumber: '4242', customerEmail: 'eve@shop.example' });

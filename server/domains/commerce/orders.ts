@@ -384,3 +384,19 @@ export async function listProducts(ctx: TenantCtx, brandId: string, input: Produ
     toView: productView,
   });
 }
+
+/**
+ * A merge: the target ticket is linked to every order a source was linked to (as it was, with who
+ * linked it), so the orders stay beside the conversation, which moved; the sources keep theirs.
+ * In the merge's transaction; a pair linked already is left alone.
+ */
+export async function copyLinksToTicket(tx: TenantCtx, brandId: string, sourceIds: readonly string[], targetId: string): Promise<void> {
+  await tx.db.raw(
+    `insert into commerce_order_tickets (id, account_id, livemode, brand_id, order_id, ticket_id, link_type, created_by, created_at)
+     select ticketd_new_id(:prefix), l.account_id, l.livemode, l.brand_id, l.order_id, :targetId, l.link_type, l.created_by, l.created_at
+     from commerce_order_tickets l
+     where :scope and l.brand_id = :brandId and l.ticket_id = any(:sourceIds)
+     on conflict (account_id, livemode, order_id, ticket_id) do nothing`,
+    { prefix: ID_PREFIX.orderLink, targetId, scope: tenantScope(tx, 'l'), brandId, sourceIds: [...sourceIds] } as Knex.ValueDict,
+  );
+}
