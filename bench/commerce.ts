@@ -120,7 +120,6 @@ export async function runCommerceBench(opts: { orders: number; syncOrders: numbe
     out.write(`One request at a time, medians of ${TURNS} turns of 300; goals: within 1.5x of the trivial read with a store, 1.1x without:\n`);
     console.table(rows);
     out.write(`${JSON.stringify({ orders: opts.orders, rows })}\n`);
-
   } finally {
     await stop(children);
     await sql(adminUrl, `DROP DATABASE IF EXISTS ${database} WITH (FORCE)`).catch(() => undefined);
