@@ -34,6 +34,8 @@ export async function up(knex: Knex): Promise<void> {
   });
   await knex.raw('CREATE UNIQUE INDEX signup_checkouts_token_hash_unique ON signup_checkouts (token_hash) WHERE token_hash IS NOT NULL');
   await knex.raw('CREATE UNIQUE INDEX signup_checkouts_provider_ref_unique ON signup_checkouts (provider, provider_ref) WHERE provider_ref IS NOT NULL');
+  // The dispatcher deletes the checkouts that expired long ago, oldest first.
+  await knex.raw('CREATE INDEX signup_checkouts_expires_idx ON signup_checkouts (expires_at)');
 }
 
 export async function down(knex: Knex): Promise<void> {

@@ -9,6 +9,7 @@ import { Listener } from '../core/notify.js';
 import * as apiKeys from '../domains/api-keys/service.js';
 import * as attachments from '../domains/attachments/service.js';
 import * as rawMails from '../domains/raw-mails/service.js';
+import * as signupCheckouts from '../domains/billing/signup-checkouts.js';
 import * as ticketCounts from '../domains/tickets/counts.js';
 import { renewDue as renewDueSubscriptions } from '../flows/billing.js';
 import { sendDueRequests as sendDueRatingRequests } from '../flows/feedback.js';
@@ -311,6 +312,8 @@ export class Dispatcher {
     // Before the attachment purge, which removes the files of the rows this one deletes.
     const purgedRawMails = await this.job('purge_raw_mails', () => rawMails.purgeExpired(ctx, ctx.services.config.rawMailRetentionDays, this.now()));
     if (purgedRawMails) this.log.info({ purgedRawMails }, 'deleted inbound raw messages past their retention');
+    const purgedSignupCheckouts = await this.job('purge_signup_checkouts', () => signupCheckouts.purgeExpired(ctx, this.now()));
+    if (purgedSignupCheckouts) this.log.info({ purgedSignupCheckouts }, 'deleted paid sign-up checkouts expired 30 days ago');
     const deps = this.attachmentDeps;
     const purged = deps
       ? await this.job(

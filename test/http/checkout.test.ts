@@ -3,7 +3,9 @@ import path from 'node:path';
 import t from 'tap';
 import { buildApp } from '../../server/app.js';
 import { createServices } from '../../server/compose.js';
+import { systemCtx } from '../../server/core/context.js';
 import type { Db } from '../../server/core/db.js';
+import { purgeExpired } from '../../server/domains/billing/signup-checkouts.js';
 import { assertErrorShape, client, emptyDir, servicesOf, testApp, testConfig, type Reply } from '../helpers/app.js';
 import { FAKE_STRIPE_KEY, FAKE_WEBHOOK_SECRET, fakeStripe } from '../helpers/fake-stripe.js';
 import { addressOf, DASHBOARD, deliverMail, from, linkIn, mailsTo } from '../helpers/sign-in.js';
@@ -365,4 +367,25 @@ t.test('sign-up closed on the server: 403 signup_closed on both providers, nothi
     t.equal(stripe.requests.length, before);
     t.equal((await db('signup_checkouts').where({ email })).length, 0);
   }
+});
+
+t.test('checkouts are deleted 30 days after they expired, completed or not, and not before', async (t) => {
+  const now = Date.now();
+  const day = 24 * 3_600_000;
+  const row = (id: string, expiredDaysAgo: number, completed: boolean) => ({
+    id,
+    provider: 'local',
+    tokenHash: `hash-${id}`,
+    email: `${id}@example.com`,
+    planSlug: 'starter',
+    successUrl: urls.successUrl,
+    cancelUrl: urls.cancelUrl,
+    expiresAt: new Date(now - expiredDaysAgo * day),
+    ...(completed ? { completedAt: new Date(now - (expiredDaysAgo + 1) * day), completedAccountId: 'acct_gone' } : {}),
+  });
+  await db('signupCheckouts').insert([row('suc_old_open', 31, false), row('suc_old_done', 31, true), row('suc_recent', 29, false)]);
+  t.equal(await purgeExpired(systemCtx(services), now), 2, 'the two expired over 30 days ago');
+  t.same((await db('signupCheckouts').whereIn('id', ['suc_old_open', 'suc_old_done', 'suc_recent']).pluck('id')).sort(), ['suc_recent']);
+  t.equal(await purgeExpired(systemCtx(services), now), 0, 'nothing more');
+  await db('signupCheckouts').where({ id: 'suc_recent' }).delete();
 });

@@ -762,6 +762,7 @@ t.test("the dispatcher's metrics: deliveries by kind and outcome, their time, cl
     'purge_idempotency_keys',
     'purge_outbox',
     'purge_raw_mails',
+    'purge_signup_checkouts',
     'rating_requests',
     'receive_held_mail',
     'recheck_domains',

@@ -79,3 +79,20 @@ export async function markFailed(tx: BaseCtx, id: string, failure: string): Prom
     .where({ id })
     .update({ failedAt: new Date(tx.services.now()), failure });
 }
+
+/**
+ * How long a checkout is kept after it expired: long enough for a late provider notification and
+ * an operator's question; then its address goes (completed or not, the account holds what it made).
+ */
+export const SIGNUP_CHECKOUT_KEPT_MS = 30 * 24 * 3_600_000;
+const PURGE_BATCH = 1_000;
+
+/** Deletes a batch of the checkouts that expired more than SIGNUP_CHECKOUT_KEPT_MS ago; returns how many. */
+export async function purgeExpired(base: BaseCtx, now: number): Promise<number> {
+  const result = (await base.db.raw(
+    `delete from signup_checkouts where id in (
+       select id from signup_checkouts where expires_at <= ? order by expires_at limit ? for update skip locked)`,
+    [new Date(now - SIGNUP_CHECKOUT_KEPT_MS), PURGE_BATCH],
+  )) as { rowCount: number };
+  return result.rowCount;
+}
