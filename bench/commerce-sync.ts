@@ -9,7 +9,7 @@
 import { randomBytes } from 'node:crypto';
 import type { ChildProcess } from 'node:child_process';
 import { fakeBigCommerceStore } from '../test/helpers/bigcommerce-store.js';
-import { adminDatabase, sql, startTicketd, stop, withDatabase } from './server.js';
+import { adminDatabase, post, sql, startTicketd, stop, withDatabase } from './server.js';
 
 const log = (s: string) => process.stderr.write(`${s}\n`);
 
@@ -17,17 +17,6 @@ export interface CommerceSyncBenchResult {
   orders: number;
   seconds: number;
   ordersPerSecond: number;
-}
-
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-async function post(base: string, key: string | null, url: string, body: unknown): Promise<any> {
-  const res = await fetch(`${base}${url}`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', ...(key ? { authorization: `Bearer ${key}` } : {}) },
-    body: JSON.stringify(body),
-  });
-  if (res.status !== 201) throw new Error(`POST ${url}: ${res.status} ${await res.text()}`);
-  return res.json();
 }
 
 export async function runCommerceSyncBench(orders = 10_000): Promise<CommerceSyncBenchResult> {

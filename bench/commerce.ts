@@ -15,7 +15,7 @@ import { randomBytes } from 'node:crypto';
 import type { ChildProcess } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
 import { runCommerceSyncBench } from './commerce-sync.js';
-import { percentile } from './floor.js';
+import { readLatency } from './floor.js';
 import { adminDatabase, sql, startTicketd, stop, withDatabase } from './server.js';
 
 const log = (s: string) => process.stderr.write(`${s}\n`);
@@ -24,20 +24,6 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
 const TURNS = 3;
 /** Customers the orders are spread over (each has orders / CUSTOMERS of them). */
 const CUSTOMERS = 20_000;
-
-/** p50 and p99 of `n` GETs one after another (after 20 not counted). */
-async function readLatency(url: string, headers: Record<string, string>, n = 300): Promise<{ p50: number; p99: number }> {
-  const times: number[] = [];
-  for (let i = -20; i < n; i++) {
-    const started = performance.now();
-    const res = await fetch(url, { headers });
-    await res.arrayBuffer();
-    if (res.status !== 200) throw new Error(`GET ${url}: ${res.status}`);
-    if (i >= 0) times.push(performance.now() - started);
-  }
-  times.sort((a, b) => a - b);
-  return { p50: round(percentile(times, 50)), p99: round(percentile(times, 99)) };
-}
 
 export async function runCommerceBench(opts: { orders: number; syncOrders: number }): Promise<void> {
   await runCommerceSyncBench(opts.syncOrders);

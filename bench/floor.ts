@@ -39,6 +39,21 @@ export function percentile(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
 }
 
+/** p50 and p99 of `n` GETs one after another (after 20 not counted), in ms to two decimals. */
+export async function readLatency(url: string, headers: Record<string, string>, n = 300): Promise<{ p50: number; p99: number }> {
+  const times: number[] = [];
+  for (let i = -20; i < n; i++) {
+    const started = performance.now();
+    const res = await fetch(url, { headers });
+    await res.arrayBuffer();
+    if (res.status !== 200) throw new Error(`GET ${url}: ${res.status}`);
+    if (i >= 0) times.push(performance.now() - started);
+  }
+  times.sort((a, b) => a - b);
+  const round = (x: number) => Math.round(x * 100) / 100;
+  return { p50: round(percentile(times, 50)), p99: round(percentile(times, 99)) };
+}
+
 export const pick = <T>(xs: readonly T[]): T => xs[Math.floor(Math.random() * xs.length)]!;
 /** n words drawn from `words` (most frequent first) by a Zipf-like law. */
 export const text = (words: string[], n: number) => Array.from({ length: n }, () => words[Math.floor(Math.exp(Math.random() * Math.log(words.length)))]!).join(' ');

@@ -9,24 +9,13 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { ChildProcess } from 'node:child_process';
-import { adminDatabase, sql, startTicketd, stop, withDatabase } from './server.js';
+import { adminDatabase, post, sql, startTicketd, stop, withDatabase } from './server.js';
 
 const ACCOUNTS = 10;
 const BRANDS_PER_ACCOUNT = 10;
 /** How far ahead of the seeding they are due: the dispatcher is up and ticking by then. */
 const DUE_IN_MS = 15_000;
 const log = (s: string) => process.stderr.write(`${s}\n`);
-
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-async function post(base: string, key: string | null, url: string, body: unknown): Promise<any> {
-  const res = await fetch(`${base}${url}`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', ...(key ? { authorization: `Bearer ${key}` } : {}) },
-    body: JSON.stringify(body),
-  });
-  if (res.status !== 201) throw new Error(`POST ${url}: ${res.status} ${await res.text()}`);
-  return res.json();
-}
 
 export async function runRecurringBench(schedules: number): Promise<void> {
   const run = randomBytes(4).toString('hex');

@@ -87,3 +87,15 @@ export async function sessionTokenFor(databaseUrl: string, serverUrl: string, em
   if (res.status !== 200) throw new Error(`verify: ${res.status} ${await res.text()}`);
   return ((await res.json()) as { sessionToken: string }).sessionToken;
 }
+
+/** POST a JSON body to a running ticketd (with an API key, or none); the 201's body, or an error. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export async function post(base: string, key: string | null, url: string, body: unknown): Promise<any> {
+  const res = await fetch(`${base}${url}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...(key ? { authorization: `Bearer ${key}` } : {}) },
+    body: JSON.stringify(body),
+  });
+  if (res.status !== 201) throw new Error(`POST ${url}: ${res.status} ${await res.text()}`);
+  return res.json();
+}

@@ -14,7 +14,7 @@ import type { ChildProcess } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
 import autocannon from 'autocannon';
 import pg from 'pg';
-import { percentile } from './floor.js';
+import { percentile, readLatency } from './floor.js';
 import { seed } from './seed.js';
 import { adminDatabase, sql, startTicketd, stop, withDatabase } from './server.js';
 
@@ -27,20 +27,6 @@ const LIST_TURNS = 3;
 const BRANDS = 16;
 const OVERDUE = 10_000;
 const BUSINESS_HOURS = { start: '09:00', end: '17:00', days: [1, 2, 3, 4, 5], timezone: 'Europe/Paris', holidays: ['2026-12-25', '2027-01-01'] };
-
-/** p50 and p99 of `n` GETs one after another (after 20 not counted). */
-async function readLatency(url: string, headers: Record<string, string>, n = 300): Promise<{ p50: number; p99: number }> {
-  const times: number[] = [];
-  for (let i = -20; i < n; i++) {
-    const started = performance.now();
-    const res = await fetch(url, { headers });
-    await res.arrayBuffer();
-    if (res.status !== 200) throw new Error(`GET ${url}: ${res.status}`);
-    if (i >= 0) times.push(performance.now() - started);
-  }
-  times.sort((a, b) => a - b);
-  return { p50: round(percentile(times, 50)), p99: round(percentile(times, 99)) };
-}
 
 /** Creates per second over `seconds`, `connections` at once, each connection keeping to one of `brandIds`. */
 function createsPerSecond(url: string, headers: Record<string, string>, brandIds: readonly string[], connections: number, seconds: number): Promise<number> {

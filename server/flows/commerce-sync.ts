@@ -6,6 +6,7 @@ import { upsertOrders, upsertProducts } from '../domains/commerce/order-writes.j
 import * as stores from '../domains/commerce/stores.js';
 import { StoreFailed, StoreRefused, type CommerceConnector, type StoreCredentials } from '../integrations/commerce.js';
 import { connectorOf, credentialsOf } from './commerce-stores.js';
+import { eachAtOnce } from '../core/each-at-once.js';
 
 /**
  * The dispatcher's syncs of connected stores: a store due (connect and POST …/sync make it due
@@ -200,18 +201,4 @@ async function recordFailure(ctx: TenantCtx, row: CommerceStore, held: Date, err
   const pause = Math.min(RETRY_FIRST_MS * 2 ** Math.min(row.errorCount, 20), RETRY_MAX_MS);
   await stores.recordFailure(ctx, row, held, { refused: err instanceof StoreRefused, message, retryAt: new Date(options.now() + pause) });
   return 'failed';
-}
-
-/** `fn` over every item, at most `limit` at once; results in the items' order. */
-async function eachAtOnce<T, R>(items: readonly T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
-  const results: R[] = [];
-  let next = 0;
-  const worker = async () => {
-    while (next < items.length) {
-      const i = next++;
-      results[i] = await fn(items[i]!);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.max(1, Math.min(limit, items.length)) }, worker));
-  return results;
 }

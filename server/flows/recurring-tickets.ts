@@ -12,6 +12,7 @@ import * as tags from '../domains/tags/service.js';
 import type { CreateTicketInput, TicketView } from '../domains/tickets/schemas.js';
 import * as tickets from '../domains/tickets/service.js';
 import { asFieldError, createTicket } from './ticket-create.js';
+import { eachAtOnce } from '../core/each-at-once.js';
 
 /**
  * Recurring tickets where they meet the rest: the plan's entitlement, the members, categories,
@@ -215,20 +216,6 @@ async function recordFailure(ctx: TenantCtx, failed: RecurringTicket, err: unkno
     await recurring.recordFailure(tx, row, reason, recurring.nextRunOf(row, now));
     return true;
   });
-}
-
-/** `fn` over every item, at most `limit` at once; results in the items' order. */
-async function eachAtOnce<T, R>(items: readonly T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
-  const results: R[] = [];
-  let next = 0;
-  const worker = async () => {
-    while (next < items.length) {
-      const i = next++;
-      results[i] = await fn(items[i]!);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.max(1, Math.min(limit, items.length)) }, worker));
-  return results;
 }
 
 function shuffled<T>(items: readonly T[]): T[] {

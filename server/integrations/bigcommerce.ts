@@ -13,6 +13,7 @@ import {
   type StoreCredentials,
   type StoreInfo,
 } from './commerce.js';
+import { eachAtOnce } from '../core/each-at-once.js';
 
 /**
  * BigCommerce's documented REST API, as integrations/commerce.ts asks it: v2 /store, /orders
@@ -353,18 +354,4 @@ export class BigCommerceConnector implements CommerceConnector {
     }
     return { kind: 'ignored' };
   }
-}
-
-/** `fn` over every item, at most `limit` at once; results in the items' order. */
-async function eachAtOnce<T, R>(items: readonly T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
-  const results: R[] = [];
-  let next = 0;
-  const worker = async () => {
-    while (next < items.length) {
-      const i = next++;
-      results[i] = await fn(items[i]!);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.max(1, Math.min(limit, items.length)) }, worker));
-  return results;
 }
