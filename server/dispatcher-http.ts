@@ -1,4 +1,4 @@
-import Fastify, { type FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyInstance } from 'fastify';
 import type { Config } from './core/config.js';
 import { installErrorHandling, requestIdFor } from './core/http.js';
 import type { Services } from './core/services.js';
@@ -26,7 +26,7 @@ export async function buildDispatcherHttp({ config, services, isShuttingDown, is
   const app = Fastify({
     logger: config.logLevel === 'silent' ? false : { level: config.logLevel, stream: process.stderr },
     // A scrape every few seconds would fill the log.
-    disableRequestLogging: true,
+    logController: new LogController({ disableRequestLogging: true }),
     genReqId: requestIdFor,
     requestIdHeader: false,
     trustProxy: false,
