@@ -325,7 +325,10 @@ export function applyFilters(ctx: TenantCtx, q: TicketQuery, brand: BrandRef, in
   }
   if (input.companyId) {
     const scope = inScope(ctx, brand, 'c');
-    q.whereRaw(`exists (select 1 from contacts c where ${scope.sql} and c.id = tickets.customer_id and c.company_id = ?)`, [...scope.bindings, input.companyId]);
+    q.whereRaw(`exists (select 1 from contacts c where ${scope.sql} and ${sameTenant('c', 'tickets')} and c.id = tickets.customer_id and c.company_id = ?)`, [
+      ...scope.bindings,
+      input.companyId,
+    ]);
   }
   if (input.createdBy) q.where('tickets.createdBy', input.createdBy);
   const createdAfter = input.createdAfter ? new Date(input.createdAfter).toISOString() : null;
@@ -365,7 +368,7 @@ export function applyFilters(ctx: TenantCtx, q: TicketQuery, brand: BrandRef, in
     // a rare tag's index yields only the matching tickets instead of every ticket of the tag.
     const alias = `tt${i}`;
     const scope = inScope(ctx, brand, alias);
-    const onLink = [`${scope.sql} and ${alias}.tag_id = ? and ${alias}.ticket_id = tickets.id`];
+    const onLink = [`${scope.sql} and ${sameTenant(alias, 'tickets')} and ${alias}.tag_id = ? and ${alias}.ticket_id = tickets.id`];
     const bindings: unknown[] = [...scope.bindings, tagId];
     if (status) {
       onLink.push(`${alias}.status in (${status.map(() => '?').join(', ')})`); // one key parses as "=": the index stays in ticket order
