@@ -11,6 +11,7 @@ import path from 'node:path';
 import t from 'tap';
 import { packageRoot } from '../../server/core/paths.js';
 import { GLOBAL_TABLES } from '../../server/core/tenancy.js';
+import { freshDatabase } from '../helpers/db.js';
 
 const read = (file: string) => readFileSync(path.join(packageRoot, file), 'utf8');
 
@@ -85,13 +86,16 @@ function carriesKey(condition: string, alias: string, inCore: boolean): boolean 
   if (/\busing\s*\(\s*account_id\b/i.test(condition)) return true;
   if (/\baccountId'/.test(condition)) return true;
   const a = alias.replace(/[^\w]/g, '');
-  return inCore && new RegExp(`\\b(${a}\\.account_id\\s*=\\s*\\w+\\.account_id|\\w+\\.account_id\\s*=\\s*${a}\\.account_id)\\b`).test(condition);
+  // In core/ and in the database's functions the key may be typed out, or be the function's parameter.
+  return (
+    inCore && new RegExp(`(^|[^.\\w])(${a}\\.)?account_id\\s*=\\s*(\\w+\\.account_id|p_\\w+|\\$\\d+)\\b|\\b\\w+\\.account_id\\s*=\\s*${a}\\.account_id\\b`, 'i').test(condition)
+  );
 }
 
 /** Every join or correlated subquery over a tenant table in `text` whose condition lacks the tenant key. */
 export function keylessJoins(file: string, text: string, tables: ReadonlySet<string>): string[] {
   const found: string[] = [];
-  const inCore = file.startsWith('server/core/') || file.startsWith('migrations/');
+  const inCore = file.startsWith('server/core/') || file.startsWith('database:');
   const lineOf = (at: number) => text.slice(0, at).split('\n').length;
   const report = (at: number, table: string, alias: string, condition: string) => {
     const key = `${file}: ${table} ${alias}`;
@@ -129,6 +133,25 @@ export function keylessJoins(file: string, text: string, tables: ReadonlySet<str
   return found;
 }
 
+/**
+ * Upserts whose conflict predicate calls a function that is not IMMUTABLE (the clock, random()):
+ * on a distributed table such an INSERT is refused. Raw `on conflict … do update … where …` and
+ * knex's `.onConflict(…).merge(…).whereRaw(…)`.
+ */
+function stableInConflict(text: string): string[] {
+  const clock =
+    /\b(now|clock_timestamp|statement_timestamp|transaction_timestamp|timeofday|random|gen_random_uuid|ticketd_new_id)\s*\(|\b(current_timestamp|current_date|localtimestamp)\b/i;
+  const found: string[] = [];
+  for (const m of text.matchAll(/\bon\s+conflict\b[\s\S]*?(?=\breturning\b|`|;|$)/gi)) {
+    const where = /\bdo\s+update\b[\s\S]*?\bwhere\b([\s\S]*)/i.exec(m[0]);
+    if (where && clock.test(where[1]!)) found.push(m[0].replace(/\s+/g, ' ').slice(0, 160));
+  }
+  for (const m of text.matchAll(/\.onConflict\([^)]*\)\s*\.merge\([^)]*\)\s*\.where\w*\(([^;]*?)\)\s*\./g)) {
+    if (clock.test(m[1]!)) found.push(m[0].replace(/\s+/g, ' ').slice(0, 160));
+  }
+  return found;
+}
+
 const tables = tenantTables();
 
 t.test('the check sees what it checks', async (t) => {
@@ -154,6 +177,10 @@ t.test('the check sees what it checks', async (t) => {
   ];
   for (const sql of good) t.same(keylessJoins('server/core/x.ts', sql, tables), [], sql);
   t.equal(keylessJoins('server/domains/x.ts', good[3]!, tables).length, 1, 'outside core/, the key is typed out only through the helpers');
+  t.equal(keylessJoins('database: function f', 'SELECT 1 FROM tickets t JOIN contacts c ON c.id = t.customer_id WHERE t.account_id = p_account', tables).length, 1);
+  t.same(keylessJoins('database: function f', 'UPDATE brands SET x = 1 WHERE account_id = d.account_id AND id = d.brand_id', tables), []);
+  t.same(stableInConflict('insert into x select 1 on conflict (a) do update set b = excluded.b where x.expires_at <= now() returning a').length, 1);
+  t.same(stableInConflict('insert into x select 1 on conflict (a) do update set b = excluded.b where x.expires_at <= excluded.created_at returning a'), []);
   t.equal(
     keylessJoins('server/flows/ticket-create-statement.ts', 'select 1 from items i where exists (select 1 from tags tg where tg.id = i.tag_id)', tables).length,
     1,
@@ -163,5 +190,28 @@ t.test('the check sees what it checks', async (t) => {
 
 t.test('every join and correlation between tenant tables in server/ carries the tenant key', async (t) => {
   const found = sources('server').flatMap((file) => keylessJoins(file, read(file), tables));
+  t.same(found, []);
+});
+
+t.test('no upsert in server/ has the clock or another non-IMMUTABLE function in its conflict predicate', async (t) => {
+  t.same(
+    sources('server').flatMap((file) => stableInConflict(read(file)).map((x) => `${file}: ${x}`)),
+    [],
+  );
+});
+
+t.test("the database's functions and views join tenant tables by the tenant key too", async (t) => {
+  const { db } = await freshDatabase(t);
+  const { rows } = (await db.raw(`
+    select 'function ' || p.proname as name, pg_get_functiondef(p.oid) as text from pg_proc p
+      join pg_namespace n on n.oid = p.pronamespace join pg_language l on l.oid = p.prolang
+      where n.nspname = 'public' and l.lanname in ('sql', 'plpgsql')
+    union all
+    select 'view ' || viewname, definition from pg_views where schemaname = 'public'`)) as { rows: { name: string; text: string }[] };
+  t.ok(
+    rows.some((r) => r.name === 'function tickets_follow_contact'),
+    'the functions are read',
+  );
+  const found = rows.flatMap((r) => keylessJoins(`database: ${r.name}`, r.text, tables));
   t.same(found, []);
 });

@@ -368,7 +368,7 @@ export function applyFilters(ctx: TenantCtx, q: TicketQuery, brand: BrandRef, in
     // a rare tag's index yields only the matching tickets instead of every ticket of the tag.
     const alias = `tt${i}`;
     const scope = inScope(ctx, brand, alias);
-    const onLink = [`${scope.sql} and ${sameTenant(alias, 'tickets')} and ${alias}.tag_id = ? and ${alias}.ticket_id = tickets.id`];
+    const onLink = [`${scope.sql} and ${alias}.tag_id = ? and ${alias}.ticket_id = tickets.id`];
     const bindings: unknown[] = [...scope.bindings, tagId];
     if (status) {
       onLink.push(`${alias}.status in (${status.map(() => '?').join(', ')})`); // one key parses as "=": the index stays in ticket order
@@ -378,7 +378,7 @@ export function applyFilters(ctx: TenantCtx, q: TicketQuery, brand: BrandRef, in
       onLink.push(`${alias}.priority = ?`);
       bindings.push(priority);
     }
-    q.joinRaw(`join ticket_tags ${alias} on ${onLink.join(' and ')}`, bindings as never[]);
+    q.joinRaw(`join ticket_tags ${alias} on ${sameTenant(alias, 'tickets')} and ${onLink.join(' and ')}`, bindings as never[]);
   }
 
   const filters = {
