@@ -152,6 +152,22 @@ function stableInConflict(text: string): string[] {
   return found;
 }
 
+/** Conflict targets without account_id: the global tables' keys (GLOBAL_TABLES), by the target's text. */
+const GLOBAL_CONFLICT_TARGETS: Readonly<Record<string, string>> = {
+  '(name)': 'server_secrets',
+  '(bucket, window_start)': 'rate_limit_counters',
+  "['provider', 'messageId']": 'identity_notifications',
+  "['provider', 'eventId']": 'billing_events',
+  "'code'": 'coupons',
+  "tx.db.raw('(provider, provider_ref) where provider_ref is not null')": 'signup_checkouts',
+};
+
+/** Upsert targets that leave out account_id (a target names the unique index a shard checks alone). */
+function keylessConflictTargets(text: string): string[] {
+  const targets = [...[...text.matchAll(/\bon\s+conflict\s*(\([^)]*\))/gi)].map((m) => m[1]!), ...[...text.matchAll(/\.onConflict\(((?:[^()]|\([^()]*\))+)\)/g)].map((m) => m[1]!)];
+  return targets.filter((x) => !/account_?id|\$\{KEY\}/i.test(x) && !(x.replace(/\s+/g, ' ') in GLOBAL_CONFLICT_TARGETS));
+}
+
 const tables = tenantTables();
 
 t.test('the check sees what it checks', async (t) => {
@@ -196,6 +212,14 @@ t.test('every join and correlation between tenant tables in server/ carries the 
 t.test('no upsert in server/ has the clock or another non-IMMUTABLE function in its conflict predicate', async (t) => {
   t.same(
     sources('server').flatMap((file) => stableInConflict(read(file)).map((x) => `${file}: ${x}`)),
+    [],
+  );
+});
+
+t.test("every upsert's conflict target in server/ names account_id, but the global tables'", async (t) => {
+  t.same(keylessConflictTargets("insert into x values (1) on conflict (brand_id, email) do nothing; q.onConflict(['brandId', 'email'])").length, 2);
+  t.same(
+    sources('server').flatMap((file) => keylessConflictTargets(read(file)).map((x) => `${file}: ${x}`)),
     [],
   );
 });
