@@ -68,15 +68,17 @@ export async function claim(ctx: TenantCtx, key: string, fingerprint: string, re
  * ticket create's statement, the keys of its requests that passed their checks. The keys in
  * `source` must be distinct (one statement cannot claim a key twice).
  */
-export function claimRowsStatement(ctx: TenantCtx, source: SqlFragment): SqlFragment {
+export function claimRowsStatement(ctx: TenantCtx, source: SqlFragment, at: Date = new Date()): SqlFragment {
   return {
+    // The instant is bound, not now(): a distributed table's conflict predicate may call only IMMUTABLE functions.
     sql: `insert into idempotency_keys (account_id, livemode, key, fingerprint, resource_id, created_at, expires_at)
-      select ?, ?, claim_source.key, claim_source.fingerprint, claim_source.resource_id, now(), now() + make_interval(hours => ?) from (${source.sql}) claim_source
+      select ?, ?, claim_source.key, claim_source.fingerprint, claim_source.resource_id, ?::timestamptz, ?::timestamptz + make_interval(hours => ?)
+      from (${source.sql}) claim_source
       on conflict (account_id, livemode, key) do update
         set fingerprint = excluded.fingerprint, resource_id = excluded.resource_id, created_at = excluded.created_at, expires_at = excluded.expires_at
-        where idempotency_keys.expires_at <= now()
+        where idempotency_keys.expires_at <= excluded.created_at
       returning key`,
-    bindings: [ctx.accountId, ctx.livemode, IDEMPOTENCY_TTL_HOURS, ...source.bindings],
+    bindings: [ctx.accountId, ctx.livemode, at, at, IDEMPOTENCY_TTL_HOURS, ...source.bindings],
   };
 }
 

@@ -5,7 +5,7 @@ import { blockedDomainsOf, isBlockedSql } from '../core/blocked.js';
 import type { SqlFragment } from '../core/db.js';
 import { claimRowsStatement } from '../core/idempotency.js';
 import { newId, ID_PREFIX } from '../core/ids.js';
-import { accountScope, tenantScope } from '../core/model.js';
+import { accountScope, sameTenant, tenantScope } from '../core/model.js';
 import { emailDomain, foldText } from '../core/text.js';
 import * as events from '../core/outbox/events.js';
 import { GIVEN_COLUMNS, VIEW_COLUMNS } from '../domains/tickets/columns.js';
@@ -261,7 +261,7 @@ export function createStatement(ctx: TenantCtx, writes: readonly TicketWrite[]):
     ), ready as materialized (
       select r.*, c.id as customer_id,
         coalesce(ticketd_person_sort(c.name, c.email), '') as customer_sort, coalesce(ticketd_person_text(c.name, c.email), '') as customer_text,
-        coalesce((select lower(co.name) from companies co where :companyScope and co.brand_id = c.brand_id and co.id = c.company_id), '') as company_sort,
+        coalesce((select lower(co.name) from companies co where :companyScope and ${sameTenant('co', 'c')} and co.brand_id = c.brand_id and co.id = c.company_id), '') as company_sort,
         coalesce((select ticketd_person_sort(m.name, m.email) from members m where :memberScope and m.id = r.assignee_id), '') as assignee_sort,
         coalesce((select lower(ca.name) from categories ca where :categoryScope and ca.brand_id = r.brand_id and ca.id = r.category_id), '') as category_sort
       from items r left join customer c on c.brand_id = r.brand_id and c.email = r.email

@@ -39,7 +39,7 @@ export function toView(row: AuditEntry): AuditLogView {
  */
 function withPerformer(ctx: TenantCtx) {
   return AuditEntry.scoped(ctx)
-    .leftJoin('apiKeys', (j) => j.on('apiKeys.id', 'auditLog.performerId').andOnVal('auditLog.performerType', 'api'))
+    .leftJoin('apiKeys', (j) => j.on('apiKeys.accountId', 'auditLog.accountId').andOn('apiKeys.id', 'auditLog.performerId').andOnVal('auditLog.performerType', 'api'))
     .select('auditLog.*', 'apiKeys.keyPreview as apiKeyPrefix');
 }
 

@@ -4,7 +4,7 @@ import type { Config, CouponConfig, PlanConfig } from '../../core/config.js';
 import { pgErrorCode, type SqlFragment } from '../../core/db.js';
 import { badRequest, conflict, HttpError } from '../../core/errors.js';
 import { newId, ID_PREFIX } from '../../core/ids.js';
-import { accountScope, tenantScope } from '../../core/model.js';
+import { accountScope, sameAccount, tenantScope } from '../../core/model.js';
 import { hashSecret, randomBase62, TOKEN_RANDOM_LENGTH } from '../../core/secrets.js';
 import * as coupons from './coupons.js';
 import { CheckoutSession, Invoice, Subscription } from './model.js';
@@ -178,7 +178,7 @@ function ticketsInPeriodSql(ctx: TenantCtx, start: Date): SqlFragment {
   const counted = { sql: '(select count(*) from tickets t where ? and t.created_at >= ? and not t.is_spam)', bindings: [tenantScope({ ...ctx, livemode: true }, 't'), start] };
   if (!ticketsMetered(ctx.services.config)) return counted;
   return {
-    sql: `coalesce((select u.adjustment + (select coalesce(sum(b.used), 0) from ticket_usage_brands b where ? and b.period_start = u.period_start)
+    sql: `coalesce((select u.adjustment + (select coalesce(sum(b.used), 0) from ticket_usage_brands b where ? and ${sameAccount('b', 'u')} and b.period_start = u.period_start)
       from ticket_usage u where ? and u.period_start = ?), ${counted.sql})`,
     bindings: [accountScope(ctx, 'b'), accountScope(ctx, 'u'), start, ...counted.bindings],
   };

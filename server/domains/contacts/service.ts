@@ -49,7 +49,13 @@ export function toView(row: Contact): ContactView {
 function query(ctx: TenantCtx, brandId: string) {
   return Contact.scoped(ctx)
     .where('contacts.brandId', brandId)
-    .leftJoin('companies', 'companies.id', 'contacts.companyId')
+    .leftJoin('companies', (j) =>
+      j
+        .on('companies.accountId', 'contacts.accountId')
+        .andOn('companies.livemode', 'contacts.livemode')
+        .andOn('companies.brandId', 'contacts.brandId')
+        .andOn('companies.id', 'contacts.companyId'),
+    )
     .select('contacts.*', 'companies.name as companyName', objection.raw(`${blockedCondition('contacts', 'email')} as is_blocked`), objection.raw(TICKET_COUNT));
 }
 

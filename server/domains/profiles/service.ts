@@ -299,7 +299,7 @@ export async function open(base: BaseCtx, storage: Storage, accountId: string, a
   const row = AVATAR_ID.test(avatarId)
     ? await Avatar.ofAccount(ctx)
         .where({ 'avatars.id': avatarId, 'avatars.status': 'UPLOADED' })
-        .whereExists(MemberProfile.ofAccount(ctx).whereColumn('memberProfiles.avatarId', 'avatars.id'))
+        .whereExists(MemberProfile.ofAccount(ctx).whereColumn('memberProfiles.accountId', 'avatars.accountId').whereColumn('memberProfiles.avatarId', 'avatars.id'))
         .first()
     : undefined;
   const file = row ? await storage.open(row.id) : null;

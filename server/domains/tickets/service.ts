@@ -325,7 +325,10 @@ export function applyFilters(ctx: TenantCtx, q: TicketQuery, brand: BrandRef, in
   }
   if (input.companyId) {
     const scope = inScope(ctx, brand, 'c');
-    q.whereRaw(`exists (select 1 from contacts c where ${scope.sql} and c.id = tickets.customer_id and c.company_id = ?)`, [...scope.bindings, input.companyId]);
+    q.whereRaw(`exists (select 1 from contacts c where ${scope.sql} and ${sameTenant('c', 'tickets')} and c.id = tickets.customer_id and c.company_id = ?)`, [
+      ...scope.bindings,
+      input.companyId,
+    ]);
   }
   if (input.createdBy) q.where('tickets.createdBy', input.createdBy);
   const createdAfter = input.createdAfter ? new Date(input.createdAfter).toISOString() : null;
@@ -375,7 +378,7 @@ export function applyFilters(ctx: TenantCtx, q: TicketQuery, brand: BrandRef, in
       onLink.push(`${alias}.priority = ?`);
       bindings.push(priority);
     }
-    q.joinRaw(`join ticket_tags ${alias} on ${onLink.join(' and ')}`, bindings as never[]);
+    q.joinRaw(`join ticket_tags ${alias} on ${sameTenant(alias, 'tickets')} and ${onLink.join(' and ')}`, bindings as never[]);
   }
 
   const filters = {
