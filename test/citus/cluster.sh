@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A Citus coordinator and two workers on loopback, for tests (test/citus/build.sh installs Citus).
-#   test/citus/cluster.sh start | stop | status | createdb NAME
+#   test/citus/cluster.sh start | stop | status | createdb NAME | dropdb NAME
 # CITUS_DIR (default /tmp/ticketd-citus) holds the data directories and logs; CITUS_PORT (default
 # 9700) is the coordinator's port, the workers take the next two. Trust auth, loopback only, fsync
 # off: nothing here is worth keeping. Every command may be run again.
@@ -37,6 +37,8 @@ listen_addresses = '127.0.0.1'
 unix_socket_directories = ''
 shared_preload_libraries = 'citus'
 max_connections = 300
+# Citus runs a maintenance daemon per database; the suite clones one database per test file.
+max_worker_processes = 64
 fsync = off
 synchronous_commit = off
 full_page_writes = off
@@ -73,8 +75,14 @@ createdb() {
   echo "postgres://postgres@127.0.0.1:$port/$name"
 }
 
+# Citus's maintenance daemon stays connected to a database: drop it with FORCE.
+dropdb() {
+  local name=${1:?usage: cluster.sh dropdb NAME}
+  PGOPTIONS='-c citus.enable_create_database_propagation=on' sql "$port" postgres "DROP DATABASE IF EXISTS \"$name\" WITH (FORCE)"
+}
+
 case ${1:-} in
   start | stop | status) "$1" ;;
-  createdb) createdb "${2:-}" ;;
-  *) echo "usage: $0 start|stop|status|createdb NAME" >&2; exit 2 ;;
+  createdb | dropdb) "$1" "${2:-}" ;;
+  *) echo "usage: $0 start|stop|status|createdb NAME|dropdb NAME" >&2; exit 2 ;;
 esac
