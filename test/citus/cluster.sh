@@ -3,7 +3,8 @@
 #   test/citus/cluster.sh start | stop | status | createdb NAME | dropdb NAME
 # CITUS_DIR (default /tmp/ticketd-citus) holds the data directories and logs; CITUS_PORT (default
 # 9700) is the coordinator's port, the workers take the next two. Trust auth, loopback only, fsync
-# off: nothing here is worth keeping. Every command may be run again.
+# off: nothing here is worth keeping. Every command may be run again; status exits non-zero while
+# the coordinator is down.
 set -euo pipefail
 
 dir=${CITUS_DIR:-/tmp/ticketd-citus}
