@@ -34,7 +34,7 @@ export class Brand extends TenantModel {
   declare settings: Record<string, unknown>;
   declare metadata: Record<string, unknown>;
   declare ticketSchema: Record<string, unknown> | null;
-  /** Kept by a trigger on field_definitions (migration 1700): per entity type, in display order. */
+  /** Rewritten by every change of field_definitions (fields/service.ts refreshFieldRules): per entity type, in display order. */
   declare fieldRules: Partial<Record<'ticket' | 'customer' | 'company', FieldRule[]>>;
   declare inboundEmailEnabled: boolean;
   declare autoresponseEnabled: boolean;

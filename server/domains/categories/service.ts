@@ -5,6 +5,7 @@ import { isPgError, PG } from '../../core/db.js';
 import { scopeOf } from '../../core/model.js';
 import * as audit from '../../core/audit.js';
 import { requireBrand } from '../../core/brand.js';
+import * as ticketNames from '../../core/ticket-names.js';
 import { Category } from './model.js';
 import type { CategoryStatsView, CategoryView, CreateCategoryInput, ReorderCategoriesInput, UpdateCategoryInput } from './schemas.js';
 
@@ -111,6 +112,7 @@ export async function update(ctx: TenantCtx, brandId: string, categoryId: string
     } catch (err) {
       throw translate(err, patch.name);
     }
+    if (after.name !== row.name) await ticketNames.categoryChanged(tx, row.brandId, row.id);
     const changes = audit.changesBetween(toView(row), after, ['name', 'color', 'description', 'sortOrder']);
     if (changes.length)
       await audit.record(tx, { brandId: row.brandId, entityType: 'category', entityId: row.id, event: 'category.updated', changes, metadata: { name: after.name } });

@@ -8,6 +8,7 @@ import { keysetPage, type Page } from '../../core/pagination.js';
 import { escapeLike, foldText, isDomain, normalizeDomain } from '../../core/text.js';
 import * as audit from '../../core/audit.js';
 import { requireBrand } from '../../core/brand.js';
+import * as ticketNames from '../../core/ticket-names.js';
 import { Company } from './model.js';
 import type { CompanyListInput, CompanyView, CreateCompanyInput, UpdateCompanyInput } from './schemas.js';
 
@@ -126,6 +127,7 @@ export async function update(ctx: TenantCtx, brandId: string, companyId: string,
     } catch (err) {
       translate(err, domain);
     }
+    if (patch.name !== undefined && patch.name !== before.name) await ticketNames.companyChanged(tx, brand.id, before.id);
     const linkedContacts = domain && domain !== before.domain ? await linkContacts(tx, brand.id, before.id, domain) : 0;
     const after = toView(await fetch(tx, brand.id, before.id));
     const changes = audit.changesBetween(toView(before), after, ['name', 'domain', 'metadata']);
@@ -140,6 +142,9 @@ export async function remove(ctx: TenantCtx, brandId: string, companyId: string)
   return withTx(ctx, async (tx) => {
     const brand = await requireBrand(tx, brandId);
     const row = await fetch(tx, brand.id, companyId);
+    // Locked before its contacts' tickets lose its name, so no contact joins it in between.
+    await Company.scoped(tx).where({ brandId: brand.id, id: row.id }).forUpdate().select('id');
+    await ticketNames.companyChanged(tx, brand.id, row.id, true);
     await Company.scoped(tx).where({ brandId: brand.id, id: row.id }).delete();
     // Its contacts lose their company through the foreign key; this entry stands for that too.
     await audit.record(tx, {

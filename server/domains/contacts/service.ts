@@ -9,6 +9,7 @@ import { emailDomain, escapeLike, foldText, isEmail, normalizeEmail } from '../.
 import * as audit from '../../core/audit.js';
 import { blockedCondition } from '../../core/blocked.js';
 import { requireBrand } from '../../core/brand.js';
+import * as ticketNames from '../../core/ticket-names.js';
 import { Contact } from './model.js';
 import type { ContactListInput, ContactView, CreateContactInput, UpdateContactInput } from './schemas.js';
 
@@ -211,6 +212,7 @@ export async function update(ctx: TenantCtx, brandId: string, contactId: string,
       throw err;
     }
     const after = toView(await fetch(tx, brand.id, before.id));
+    if (after.name !== before.name || after.email !== before.email || after.companyId !== before.companyId) await ticketNames.contactsChanged(tx, brand.id, [before.id]);
     const changes = audit.changesBetween(toView(before), after, ['email', 'name', 'avatarUrl', 'companyId', 'notifyEmail', 'metadata']);
     if (changes.length)
       await audit.record(tx, { brandId: brand.id, entityType: 'contact', entityId: before.id, event: 'contact.updated', changes, metadata: { email: after.email } });
@@ -229,13 +231,20 @@ export async function remove(ctx: TenantCtx, brandId: string, contactId: string)
   });
 }
 
-/** Links the brand's contacts of `domain` that have no company yet to the company; how many. */
+/** Links the brand's contacts of `domain` that have no company yet to the company (their tickets show it); how many. */
 export async function linkUnlinkedByDomain(ctx: TenantCtx, brandId: string, companyId: string, domain: string): Promise<number> {
-  return Contact.scoped(ctx)
+  const linked = (await Contact.scoped(ctx)
     .where({ brandId })
     .whereNull('companyId')
     .where('email', 'like', `%@${escapeLike(domain)}`)
-    .patch({ companyId, updatedAt: new Date() });
+    .patch({ companyId, updatedAt: new Date() })
+    .returning('contacts.id')) as unknown as { id: string }[];
+  await ticketNames.contactsChanged(
+    ctx,
+    brandId,
+    linked.map((r) => r.id),
+  );
+  return linked.length;
 }
 
 /** For the brand delete preview. */

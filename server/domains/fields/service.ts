@@ -7,7 +7,7 @@ import { validationErrors } from '../../core/validation.js';
 import { PATTERNS } from '../../core/schemas.js';
 import { ID_PREFIX, newId } from '../../core/ids.js';
 import { part } from '../../core/services.js';
-import { scopeOf } from '../../core/model.js';
+import { scopeOf, tenantScope } from '../../core/model.js';
 import * as audit from '../../core/audit.js';
 import { forgetFound, requireBrand, type FieldRule } from '../../core/brand.js';
 import { FieldDefinition } from './model.js';
@@ -165,6 +165,26 @@ const EDITABLE = [
   'source',
 ] as const;
 
+/**
+ * brands.field_rules (what validating a value needs of the brand's definitions, per entity type in
+ * display order; migration 1700), rewritten by every change of the definitions in its transaction.
+ * The brand row is locked first and the rules read by the next statement, which takes a fresh
+ * snapshot: concurrent changes in one brand serialize, and the later one sees the earlier's rows.
+ * FOR NO KEY UPDATE does not conflict with the key share a definition's foreign key holds on it.
+ */
+async function refreshFieldRules(tx: TenantCtx, brandId: string): Promise<void> {
+  await tx.db.raw('select 1 from brands b where ? and b.id = ? for no key update', [tenantScope(tx, 'b'), brandId]);
+  await tx.db.raw(
+    `update brands b set field_rules = (
+        select coalesce(jsonb_object_agg(entity_type, rules), '{}') from (
+          select fd.entity_type, jsonb_agg(jsonb_build_object('key', fd.key, 'type', fd.type, 'options', fd.options, 'required', fd.required) order by fd.sort_order, fd.id) as rules
+          from field_definitions fd where ? and fd.brand_id = ?
+          group by fd.entity_type) per_entity)
+      where ? and b.id = ?`,
+    [tenantScope(tx, 'fd'), brandId, tenantScope(tx, 'b'), brandId],
+  );
+}
+
 /** `lock`: for update, so the audit entry's `from` values are what the change replaced. */
 async function requireField(ctx: Ctx, brandId: string, entityType: EntityType, key: string, lock = false): Promise<FieldDefinition> {
   const query = ofBrand(ctx, brandId, entityType).where('key', key).first();
@@ -211,7 +231,7 @@ export async function create(ctx: Ctx, brandId: string, entityType: string, inpu
   assertConsistent(ctx, { type: input.type, options, defaultValue: input.defaultValue });
   return withTx(ctx, async (tx) => {
     const brand = await requireBrand(tx, brandId);
-    forgetFound(tx, brand.id); // the change below rewrites its fieldRules (trigger)
+    forgetFound(tx, brand.id); // the change below rewrites its fieldRules (refreshFieldRules)
     const last = (await ofBrand(tx, brand.id, entity).max('sortOrder as m').first()) as unknown as { m: number | null };
     const now = new Date();
     try {
@@ -239,6 +259,7 @@ export async function create(ctx: Ctx, brandId: string, entityType: string, inpu
           updatedAt: now,
         }),
       );
+      await refreshFieldRules(tx, brand.id);
       await audit.record(tx, { brandId: brand.id, entityType: 'field', entityId: row.id, event: 'field.created', metadata: { appliesTo: entity, key: row.key, label: row.label } });
       return toView(row);
     } catch (err) {
@@ -252,7 +273,7 @@ export async function update(ctx: Ctx, brandId: string, entityType: string, key:
   const entity = canonicalEntity(entityType);
   return withTx(ctx, async (tx) => {
     const brand = await requireBrand(tx, brandId);
-    forgetFound(tx, brand.id); // the change below rewrites its fieldRules (trigger)
+    forgetFound(tx, brand.id); // the change below rewrites its fieldRules (refreshFieldRules)
     const field = await requireField(tx, brand.id, entity, key, true);
     const type = input.type ?? field.type;
     const choice = type === 'select' || type === 'multiselect';
@@ -263,6 +284,7 @@ export async function update(ctx: Ctx, brandId: string, entityType: string, key:
     assertConsistent(ctx, { type, options, defaultValue });
     const patch = { ...input, options: options?.length ? options : null, defaultValue: defaultValue ?? null, updatedAt: new Date() };
     const after = toView(await FieldDefinition.scoped(tx).patchAndFetchById(field.id, patch));
+    await refreshFieldRules(tx, brand.id);
     const changes = audit.changesBetween(toView(field), after, EDITABLE);
     if (changes.length)
       await audit.record(tx, {
@@ -282,9 +304,10 @@ export async function remove(ctx: Ctx, brandId: string, entityType: string, key:
   const entity = canonicalEntity(entityType);
   return withTx(ctx, async (tx) => {
     const brand = await requireBrand(tx, brandId);
-    forgetFound(tx, brand.id); // the change below rewrites its fieldRules (trigger)
+    forgetFound(tx, brand.id); // the change below rewrites its fieldRules (refreshFieldRules)
     const field = await requireField(tx, brand.id, entity, key);
     await ofBrand(tx, brand.id, entity).where('id', field.id).delete();
+    await refreshFieldRules(tx, brand.id);
     await audit.record(tx, {
       brandId: brand.id,
       entityType: 'field',
@@ -301,7 +324,7 @@ export async function reorder(ctx: Ctx, brandId: string, entityType: string, inp
   const entity = canonicalEntity(entityType);
   return withTx(ctx, async (tx) => {
     const brand = await requireBrand(tx, brandId);
-    forgetFound(tx, brand.id); // the change below rewrites its fieldRules (trigger)
+    forgetFound(tx, brand.id); // the change below rewrites its fieldRules (refreshFieldRules)
     const rows = await ofBrand(tx, brand.id, entity).forUpdate();
     const byKey = new Map(rows.map((r) => [r.key, r]));
     const seen = new Set<string>();
@@ -317,6 +340,7 @@ export async function reorder(ctx: Ctx, brandId: string, entityType: string, inp
     for (const [i, k] of input.keys.entries()) {
       await ofBrand(tx, brand.id, entity).findById(byKey.get(k)!.id).patch({ sortOrder: i, updatedAt: now });
     }
+    await refreshFieldRules(tx, brand.id);
     // By key, which is how the caller names fields here.
     const keyOf = new Map(rows.map((r) => [r.id, r.key]));
     await audit.recordReorder(

@@ -5,6 +5,7 @@ import { newId, ID_PREFIX, normalizeBrandId } from '../../core/ids.js';
 import { normalizeEmail } from '../../core/text.js';
 import * as audit from '../../core/audit.js';
 import { credentialsChanged } from '../../core/credential-cache.js';
+import * as ticketNames from '../../core/ticket-names.js';
 import { Member } from './model.js';
 import type { MemberView } from './schemas.js';
 
@@ -223,9 +224,11 @@ export async function applyProviderUser(tx: BaseCtx, member: Member, user: Provi
       changes.push({ field: 'email', from: member.email, to: email });
     }
   }
-  if (changes.length)
+  if (changes.length) {
     await Member.query(tx.db)
       .where({ accountId: member.accountId, id: member.id })
       .patch({ ...patch, updatedAt: new Date(tx.services.now()) });
+    await ticketNames.memberChanged(tx, member.accountId, member.id);
+  }
   return changes;
 }

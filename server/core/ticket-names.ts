@@ -1,0 +1,64 @@
+import type { BaseCtx, TenantCtx } from './context.js';
+
+/**
+ * Tickets carry the names they are listed and searched by (customer_sort, customer_text,
+ * company_sort, assignee_sort, category_sort, search_vector; migration 1300). When a contact,
+ * company, member or category is renamed, the service that renames it runs one of these in the
+ * same transaction, after the rename: they rewrite the live tickets that show the row (deleted
+ * tickets are never listed again). Each statement names the account (and the brand, but for
+ * members, who are account-wide) on every table, so on Citus it stays on one shard group.
+ * The expressions are the ones ticket create and the derived-columns trigger use.
+ */
+
+const LIVE = 't.deleted_at is null';
+
+/** The contacts' tickets: customer name, search text and company, after a change of name, email or company. */
+export async function contactsChanged(ctx: TenantCtx, brandId: string, contactIds: readonly string[]): Promise<void> {
+  if (!contactIds.length) return;
+  await ctx.db.raw(
+    `update tickets t set
+        customer_sort = ticketd_person_sort(c.name, c.email),
+        customer_text = ticketd_person_text(c.name, c.email),
+        company_sort = coalesce(lower(co.name), ''),
+        search_vector = ticketd_ticket_vector(t.title, ticketd_person_text(c.name, c.email), t.body)
+      from contacts c
+      left join companies co on co.account_id = c.account_id and co.livemode = c.livemode and co.brand_id = c.brand_id and co.id = c.company_id
+      where c.account_id = ? and c.livemode = ? and c.brand_id = ? and c.id = any(?)
+        and t.account_id = c.account_id and t.livemode = c.livemode and t.brand_id = c.brand_id and t.customer_id = c.id and ${LIVE}`,
+    [ctx.accountId, ctx.livemode, brandId, [...contactIds]],
+  );
+}
+
+/** The tickets of the company's contacts: the company's name. `deleted` when the company is about to be deleted ('' for none). */
+export async function companyChanged(ctx: TenantCtx, brandId: string, companyId: string, deleted = false): Promise<void> {
+  await ctx.db.raw(
+    `update tickets t set company_sort = ${deleted ? "''" : 'lower(co.name)'}
+      from companies co
+      join contacts c on c.account_id = co.account_id and c.livemode = co.livemode and c.brand_id = co.brand_id and c.company_id = co.id
+      where co.account_id = ? and co.livemode = ? and co.brand_id = ? and co.id = ?
+        and t.account_id = c.account_id and t.livemode = c.livemode and t.brand_id = c.brand_id and t.customer_id = c.id and ${LIVE}`,
+    [ctx.accountId, ctx.livemode, brandId, companyId],
+  );
+}
+
+/** The tickets assigned to the member, in every brand and mode of its account: the member's name. */
+export async function memberChanged(ctx: BaseCtx, accountId: string, memberId: string): Promise<void> {
+  await ctx.db.raw(
+    `update tickets t set assignee_sort = ticketd_person_sort(m.name, m.email)
+      from members m
+      where m.account_id = ? and m.id = ?
+        and t.account_id = m.account_id and t.assignee_id = m.id and ${LIVE}`,
+    [accountId, memberId],
+  );
+}
+
+/** The category's tickets: its name. */
+export async function categoryChanged(ctx: TenantCtx, brandId: string, categoryId: string): Promise<void> {
+  await ctx.db.raw(
+    `update tickets t set category_sort = lower(ca.name)
+      from categories ca
+      where ca.account_id = ? and ca.livemode = ? and ca.brand_id = ? and ca.id = ?
+        and t.account_id = ca.account_id and t.livemode = ca.livemode and t.brand_id = ca.brand_id and t.category_id = ca.id and ${LIVE}`,
+    [ctx.accountId, ctx.livemode, brandId, categoryId],
+  );
+}
