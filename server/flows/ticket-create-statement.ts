@@ -203,7 +203,8 @@ function countAgainstAllowance(way: 'usual' | 'usual, brands locked first' | 'ex
  *      and (only when its text names #1234) its links to those orders of its customer (order-links.ts);
  *   6. while metered, the tickets counted against the plan's allowance (countAgainstAllowance):
  *      over it, the statement raises and writes nothing.
- * Returns each created ticket as the response shows it, with its `ord`; a create that failed a
+ * Returns each created ticket as the response shows it, with its `ord` (and the count of its
+ * webhook deliveries, `announcedCount`, for outboxAdded); a create that failed a
  * check, or whose key was taken, is absent and wrote nothing.
  */
 export function createStatement(ctx: TenantCtx, writes: readonly TicketWrite[]): Knex.Raw {
@@ -286,8 +287,9 @@ export function createStatement(ctx: TenantCtx, writes: readonly TicketWrite[]):
       select t.account_id, t.livemode, t.brand_id, t.id, g.id, t.status, t.priority from t join items i on i.id = t.id join given_tags g on g.ord = i.ord
     ), entry as (:ticketEntry
     ), announced as (:announced
+      returning 1
     )${namedOrders.length ? ', order_links as (:orderLinks)' : ''}${metered ? countAgainstAllowance(counting) : ''}
-    select i.ord, tickets.*, ${tickets.relatedColumns('array(select g.id from given_tags g where g.ord = i.ord)', 'customer')}
+    select i.ord, (select count(*) from announced)::int as "announcedCount", tickets.*, ${tickets.relatedColumns('array(select g.id from given_tags g where g.ord = i.ord)', 'customer')}
     from t as tickets join items i on i.id = tickets.id${metered ? ' where (select ok from counted_ok)' : ''}`;
 
   return ctx.db.raw(sql, {

@@ -112,6 +112,7 @@ export async function invite(tx: TenantCtx, input: InviteInput): Promise<Invitat
     await Member.ofAccount(tx)
       .where('members.id', existing.id)
       .patch({ ...fields, updatedAt: now });
+    await credentialsChanged(tx, 'sessions', [existing.id]);
     const changes = audit.changesBetween({ role: existing.role, allBrands: existing.allBrands, brandIds: existing.brandIds }, { role: input.role, ...scope }, [
       'role',
       'allBrands',
@@ -134,6 +135,7 @@ export async function renewInvite(tx: TenantCtx, memberId: string): Promise<Invi
   const now = new Date(tx.services.now());
   const expiresAt = new Date(now.getTime() + INVITE_TTL_MS);
   await Member.ofAccount(tx).where('members.id', row.id).patch({ invitedAt: now, inviteExpiresAt: expiresAt, updatedAt: now });
+  await credentialsChanged(tx, 'sessions', [row.id]);
   await audit.record(tx, memberFact(row, 'member.invite_resent', [], { expiresAt: expiresAt.toISOString() }));
   return { memberId: row.id, email: row.email, role: row.role, expiresAt, renewed: true };
 }
@@ -146,6 +148,7 @@ async function activate(ctx: TenantCtx, row: Member, via: 'link' | 'accept_invit
   await Member.ofAccount(mctx)
     .where('members.id', row.id)
     .patch({ status: 'active', updatedAt: new Date(ctx.services.now()) });
+  await credentialsChanged(ctx, 'sessions', [row.id]);
   await audit.record(mctx, memberFact(row, 'member.invite_accepted', [{ field: 'status', from: 'pending', to: 'active' }], { role: row.role, via }));
 }
 
