@@ -76,9 +76,7 @@ t.test('the lists of exceptions name what exists', async (t) => {
  * need it: a trigger added later fails here until it is argued for in docs/decisions/.
  */
 const TRIGGERS = [
-  'attachments.attachments_queue_file_deletion',
   'audit_log.audit_log_append_only',
-  'avatars.avatars_queue_file_deletion',
   'categories.tickets_follow_category',
   'companies.tickets_follow_company',
   'contacts.tickets_follow_contact',

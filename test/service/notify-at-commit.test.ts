@@ -143,11 +143,14 @@ t.test('the migration goes down to the triggers and up again', async (t) => {
   const name = readdirSync(path.join(distRoot, 'migrations')).find((f) => f.startsWith('20261128060000') && f.endsWith('.js'))!;
   const count = async () =>
     Number(
-      (await db.raw(`select count(*) as n from pg_trigger where tgname in ('outbox_notify', 'members_notify_sessions', 'sessions_notify_sessions') and not tgisinternal`)).rows[0]
-        .n,
+      (
+        await db.raw(
+          `select count(*) as n from pg_trigger where tgname in ('outbox_notify', 'members_notify_sessions', 'sessions_notify_sessions', 'attachments_queue_file_deletion', 'avatars_queue_file_deletion') and not tgisinternal`,
+        )
+      ).rows[0].n,
     );
   await db.migrate.down({ name });
-  t.equal(await count(), 3, 'down restores the three triggers');
+  t.equal(await count(), 5, 'down restores the five triggers');
   const { ctx, brandId } = await setup();
   await webhooks.create(ctx, { allowPrivate: true }, brandId, { url: 'http://127.0.0.1:9/hook', events: ['ticket.created'] as never });
   await drained();
@@ -155,6 +158,21 @@ t.test('the migration goes down to the triggers and up again', async (t) => {
     trx.raw(`insert into outbox (id, account_id, livemode, brand_id, kind, event, payload) values ('dlv_trigger', ?, true, ?, 'mail', 'x', '{}')`, [ctx.accountId, brandId]),
   );
   t.same(await drained(), [{ channel: OUTBOX, payload: 'new' }], 'and they notify as before');
+  await db.raw(`delete from outbox where account_id = ? and id = 'dlv_trigger'`, [ctx.accountId]);
+  const file = `att_trigger_${Date.now()}`;
+  await db('attachments').insert({
+    id: file,
+    accountId: ctx.accountId,
+    livemode: true,
+    brandId,
+    filename: 'a',
+    contentType: 'text/plain',
+    size: 1,
+    status: 'PENDING',
+    metadata: {},
+  });
+  await db('attachments').where({ accountId: ctx.accountId, id: file }).delete();
+  t.ok(await db('attachmentFileDeletions').where({ accountId: ctx.accountId, attachmentId: file }).first(), 'and queue files as before');
   await db.migrate.up({ name });
   t.equal(await count(), 0, 'up drops them again');
 });

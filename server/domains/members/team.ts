@@ -6,6 +6,8 @@ import { badRequest, forbidden, HttpError, notFound } from '../../core/errors.js
 import { newId, ID_PREFIX, normalizeBrandId } from '../../core/ids.js';
 import { normalizeEmail } from '../../core/text.js';
 import { Member } from './model.js';
+import { queueFileDeletions } from '../../core/file-deletions.js';
+import { accountScope } from '../../core/model.js';
 import type { BrandAssignmentsInput, BrandAssignmentsView, InviteInput, TeamListView, TeamMemberView } from './team-schemas.js';
 
 /**
@@ -271,6 +273,8 @@ export async function remove(ctx: TenantCtx, memberId: string): Promise<{ email:
   return withTx(ctx, async (tx) => {
     const row = await lockMember(tx, memberId);
     if (row.role === 'owner') throw forbidden('The owner cannot be removed: transfer ownership to another member first', 'owner_cannot_be_removed');
+    // Their avatars go with them (a cascade): their files first.
+    await queueFileDeletions(tx, 'avatars', { sql: '? and f.member_id = ?', bindings: [accountScope(tx, 'f'), row.id] });
     await Member.ofAccount(tx).where('members.id', row.id).delete();
     await audit.record(tx, memberFact(row, 'member.removed', [], { role: row.role, status: row.status }));
     await credentialsChanged(tx, 'sessions', [row.id]);

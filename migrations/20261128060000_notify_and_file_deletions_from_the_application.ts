@@ -7,6 +7,11 @@ import type { Knex } from 'knex';
  * distributed database a trigger runs on the node holding the shard, while ticketd listens on the
  * one it connects to, and Citus refuses triggers on distributed tables unless told to run unsafe
  * ones. `down` puts back the triggers and functions of migrations 1900 and 5000 as they were.
+ *
+ * Likewise the file-deletion queue: a deleted attachment or avatar row queues its file in
+ * attachment_file_deletions through the deleting statement (core/file-deletions.ts), and a cascade
+ * (a brand, a member, an account deleted) queues them just before it, no longer through the AFTER
+ * DELETE triggers of migrations 1100 and 010100 (`down` restores them with the body of migration 000100).
  */
 export async function up(knex: Knex): Promise<void> {
   await knex.raw(`
@@ -15,10 +20,21 @@ export async function up(knex: Knex): Promise<void> {
     DROP TRIGGER sessions_notify_sessions ON sessions;
     DROP TRIGGER members_notify_sessions ON members;
     DROP FUNCTION ticketd_notify_sessions();
+    DROP TRIGGER attachments_queue_file_deletion ON attachments;
+    DROP TRIGGER avatars_queue_file_deletion ON avatars;
+    DROP FUNCTION attachments_queue_file_deletion();
   `);
 }
 
 export async function down(knex: Knex): Promise<void> {
+  await knex.raw(`
+    CREATE FUNCTION attachments_queue_file_deletion() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+      INSERT INTO attachment_file_deletions (account_id, attachment_id) VALUES (OLD.account_id, OLD.id) ON CONFLICT DO NOTHING;
+      RETURN OLD;
+    END $$`);
+  await knex.raw('CREATE TRIGGER attachments_queue_file_deletion AFTER DELETE ON attachments FOR EACH ROW EXECUTE FUNCTION attachments_queue_file_deletion()');
+  await knex.raw('CREATE TRIGGER avatars_queue_file_deletion AFTER DELETE ON avatars FOR EACH ROW EXECUTE FUNCTION attachments_queue_file_deletion()');
   await knex.raw(`
     CREATE FUNCTION outbox_notify() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
