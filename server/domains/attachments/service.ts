@@ -32,7 +32,7 @@ import type { AttachmentView, AttachmentWithUrlView, CreateAttachmentInput, Uplo
  * the transaction that changes the attachment. Bytes are written to staging first and moved under
  * their key inside the transaction that records them, holding the row lock, so the stored file and
  * the row's sha256 agree once committed and a half-written upload is never served. Deleted rows queue their
- * file for removal (a trigger, see the migration); the DELETE removes it at once, the dispatcher
+ * file for removal in the deleting statement (core/file-deletions.ts); the DELETE removes it at once, the dispatcher
  * removes anything left.
  */
 
