@@ -6,7 +6,6 @@ import { badRequest, HttpError, notFound } from '../core/errors.js';
 import { claim as claimIdempotencyKey, requestFingerprint } from '../core/idempotency.js';
 import { newId, normalizeBrandId, ID_PREFIX } from '../core/ids.js';
 import { part } from '../core/services.js';
-import { outboxAdded } from '../core/outbox/service.js';
 import { isEmail, normalizeEmail } from '../core/text.js';
 import * as attachments from '../domains/attachments/service.js';
 import * as billing from '../domains/billing/service.js';
@@ -130,11 +129,9 @@ function hasFieldSchema(ctx: TenantCtx, brandKey: string): boolean {
 async function runWrites(ctx: TenantCtx, writes: readonly TicketWrite[]): Promise<(TicketView | null)[]> {
   const result = (await prepared(ctx.db, createStatement(ctx, writes)).catch((err: unknown) => {
     throw billing.allowanceRefusal(err) ?? err;
-  })) as unknown as { rows: (Record<string, unknown> & { ord: number; announcedCount: number })[] };
+  })) as unknown as { rows: (Record<string, unknown> & { ord: number; announced: unknown })[] };
   const views: (TicketView | null)[] = writes.map(() => null);
-  for (const { ord, announcedCount: _, ...row } of result.rows) views[ord] = tickets.viewOfColumns(row);
-  // Its ticket.created deliveries wake the dispatchers (committed already, unless ctx is in a transaction).
-  await outboxAdded(ctx, result.rows[0]?.announcedCount ?? 0);
+  for (const { ord, announced: _, ...row } of result.rows) views[ord] = tickets.viewOfColumns(row);
   return views;
 }
 
