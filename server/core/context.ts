@@ -27,6 +27,8 @@ export interface BaseCtx {
   txBrands?: Map<string, object>;
   /** What runs once this transaction commits (afterCommit); set by withTx. */
   txCommitted?: (() => void)[];
+  /** NOTIFYs withTx sends as the transaction's last statement (core/notify.ts notifyAtCommit): channel → payloads. */
+  txNotify?: Map<string, Set<string>>;
 }
 
 /** The brand scope of the credential in use. */
@@ -97,7 +99,17 @@ export function tenantCtx(base: BaseCtx, accountId: string, livemode: boolean, b
 export async function withTx<C extends BaseCtx, T>(ctx: C, fn: (ctx: C) => Promise<T>): Promise<T> {
   if (ctx.db.isTransaction) return fn(ctx);
   const committed: (() => void)[] = [];
-  const result = await ctx.db.transaction((trx) => fn({ ...ctx, db: trx, txBrands: new Map(), txCommitted: committed }));
+  const result = await ctx.db.transaction(async (trx) => {
+    const notes = new Map<string, Set<string>>();
+    const value = await fn({ ...ctx, db: trx, txBrands: new Map(), txCommitted: committed, txNotify: notes });
+    // On this transaction's own connection: delivered at its commit, dropped if it rolls back (as a
+    // trigger's NOTIFY), and sent by the node the application talks to (on Citus, the coordinator).
+    if (notes.size) {
+      const pairs = [...notes].flatMap(([channel, payloads]) => [...payloads].map((p) => [channel, p] as const));
+      await trx.raw('SELECT pg_notify(c, p) FROM unnest(?::text[], ?::text[]) AS n(c, p)', [pairs.map((x) => x[0]), pairs.map((x) => x[1])]);
+    }
+    return value;
+  });
   for (const done of committed) done();
   return result;
 }

@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events';
 import { afterCommit, type BaseCtx } from './context.js';
-import { Listener, notify } from './notify.js';
+import { Listener, notifyAtCommit } from './notify.js';
 import { part, type Services } from './services.js';
 
 /**
@@ -165,6 +165,6 @@ export function credentialCacheOf<E extends CacheEntry>(services: Services, kind
  */
 export async function credentialsChanged(ctx: BaseCtx, kind: CredentialKind, tags: readonly string[]): Promise<void> {
   if (!tags.length) return;
-  await notify(ctx.db, CREDENTIAL_CHANNELS[kind], tags);
+  await notifyAtCommit(ctx, CREDENTIAL_CHANNELS[kind], tags);
   afterCommit(ctx, () => credentialCacheOf(ctx.services, kind)?.drop(tags));
 }

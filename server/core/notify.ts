@@ -1,5 +1,6 @@
 import { EventEmitter } from 'node:events';
 import pg from 'pg';
+import type { BaseCtx } from './context.js';
 import type { Db } from './db.js';
 import type { Services } from './services.js';
 
@@ -124,4 +125,18 @@ export class Listener extends EventEmitter {
 /** NOTIFY inside the caller's transaction: delivered when (and only if) it commits. */
 export async function notify(db: Db, channel: string, payloads: readonly string[]): Promise<void> {
   if (payloads.length) await db.raw('SELECT pg_notify(?, p) FROM unnest(?::text[]) AS p', [channel, [...payloads]]);
+}
+
+/**
+ * NOTIFY when the transaction ctx is in commits, never if it rolls back. Inside withTx the
+ * notifications are gathered and sent by one statement just before its commit (however many
+ * changes asked, and each payload once); in another transaction, now on its connection (delivered
+ * at its commit); outside any, now (the change it announces has committed).
+ */
+export async function notifyAtCommit(ctx: BaseCtx, channel: string, payloads: readonly string[]): Promise<void> {
+  if (!payloads.length) return;
+  if (!ctx.txNotify || !ctx.db.isTransaction) return notify(ctx.db, channel, payloads);
+  const queued = ctx.txNotify.get(channel) ?? new Set<string>();
+  for (const p of payloads) queued.add(p);
+  ctx.txNotify.set(channel, queued);
 }

@@ -4,6 +4,8 @@ import { credentialsChanged } from '../core/credential-cache.js';
 import type { Storage } from '../core/ports.js';
 import * as accounts from '../domains/accounts/service.js';
 import * as attachments from '../domains/attachments/service.js';
+import { queueFileDeletions } from '../core/file-deletions.js';
+import { accountScope } from '../core/model.js';
 import type { DeleteAccountResultView } from '../domains/organizations/schemas.js';
 import type { CreateAccountInput, CreatedAccountView, UsageView } from '../domains/accounts/schemas.js';
 import * as apiKeys from '../domains/api-keys/service.js';
@@ -108,6 +110,8 @@ export async function deleteAccount(ctx: TenantCtx, confirmation: string | undef
     }
     const keyIds = await apiKeys.forgetAccount(tx);
     await credentialsChanged(tx, 'sessions', [tx.accountId]);
+    // The members' avatars go with the account (a cascade): their files first.
+    await queueFileDeletions(tx, 'avatars', { sql: '?', bindings: [accountScope(tx, 'f')] });
     await accounts.deleteRow(tx);
     return { name, brandIds, keyIds };
   });

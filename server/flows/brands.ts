@@ -2,6 +2,7 @@ import { withTx, type TenantCtx } from '../core/context.js';
 import { requireBrand } from '../core/brand.js';
 import * as audit from '../core/audit.js';
 import { tenantScope } from '../core/model.js';
+import * as attachments from '../domains/attachments/service.js';
 import * as apiKeys from '../domains/api-keys/service.js';
 import * as billing from '../domains/billing/service.js';
 import * as brands from '../domains/brands/service.js';
@@ -60,6 +61,7 @@ export async function deleteBrand(ctx: TenantCtx, brandId: string, confirm: bool
       return { id: brand.id, deleted: false, ...counts, message: 'Nothing was deleted. Repeat the request with ?confirm=true to delete this brand and everything in it.' };
     }
     await rawMails.forgetBrand(tx, brand.id);
+    await attachments.forgetBrand(tx, brand.id);
     await brands.deleteRow(tx, brand.id);
     await ticketCounts.forgetBrand(tx, brand.id);
     await apiKeys.forgetBrand(tx, brand.id);

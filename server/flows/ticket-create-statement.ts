@@ -8,6 +8,7 @@ import { newId, ID_PREFIX } from '../core/ids.js';
 import { accountScope, sameTenant, tenantScope } from '../core/model.js';
 import { emailDomain, foldText } from '../core/text.js';
 import * as events from '../core/outbox/events.js';
+import { OUTBOX_CHANNEL } from '../core/outbox/service.js';
 import { GIVEN_COLUMNS, VIEW_COLUMNS } from '../domains/tickets/columns.js';
 import type { CreateTicketInput } from '../domains/tickets/schemas.js';
 import * as tickets from '../domains/tickets/service.js';
@@ -203,7 +204,9 @@ function countAgainstAllowance(way: 'usual' | 'usual, brands locked first' | 'ex
  *      and (only when its text names #1234) its links to those orders of its customer (order-links.ts);
  *   6. while metered, the tickets counted against the plan's allowance (countAgainstAllowance):
  *      over it, the statement raises and writes nothing.
- * Returns each created ticket as the response shows it, with its `ord`; a create that failed a
+ * Returns each created ticket as the response shows it, with its `ord`; its webhook deliveries
+ * wake the dispatchers from the statement itself (`announced`: the NOTIFY of outboxAdded, without
+ * a round trip of its own; delivered at its commit); a create that failed a
  * check, or whose key was taken, is absent and wrote nothing.
  */
 export function createStatement(ctx: TenantCtx, writes: readonly TicketWrite[]): Knex.Raw {
@@ -286,8 +289,9 @@ export function createStatement(ctx: TenantCtx, writes: readonly TicketWrite[]):
       select t.account_id, t.livemode, t.brand_id, t.id, g.id, t.status, t.priority from t join items i on i.id = t.id join given_tags g on g.ord = i.ord
     ), entry as (:ticketEntry
     ), announced as (:announced
+      returning 1
     )${namedOrders.length ? ', order_links as (:orderLinks)' : ''}${metered ? countAgainstAllowance(counting) : ''}
-    select i.ord, tickets.*, ${tickets.relatedColumns('array(select g.id from given_tags g where g.ord = i.ord)', 'customer')}
+    select i.ord, (select 1 from announced, lateral (select pg_notify('${OUTBOX_CHANNEL}', 'new')) w limit 1) as "announced", tickets.*, ${tickets.relatedColumns('array(select g.id from given_tags g where g.ord = i.ord)', 'customer')}
     from t as tickets join items i on i.id = tickets.id${metered ? ' where (select ok from counted_ok)' : ''}`;
 
   return ctx.db.raw(sql, {

@@ -129,9 +129,9 @@ function hasFieldSchema(ctx: TenantCtx, brandKey: string): boolean {
 async function runWrites(ctx: TenantCtx, writes: readonly TicketWrite[]): Promise<(TicketView | null)[]> {
   const result = (await prepared(ctx.db, createStatement(ctx, writes)).catch((err: unknown) => {
     throw billing.allowanceRefusal(err) ?? err;
-  })) as unknown as { rows: (Record<string, unknown> & { ord: number })[] };
+  })) as unknown as { rows: (Record<string, unknown> & { ord: number; announced: unknown })[] };
   const views: (TicketView | null)[] = writes.map(() => null);
-  for (const { ord, ...row } of result.rows) views[ord] = tickets.viewOfColumns(row);
+  for (const { ord, announced: _, ...row } of result.rows) views[ord] = tickets.viewOfColumns(row);
   return views;
 }
 

@@ -53,16 +53,18 @@ t.test('a role or brand change made in the database reaches a cached session', a
   t.equal((await onB('GET', '/v1/accounts/me')).status, 403, 'a member cannot read the account');
   t.equal((await onB('GET', `/v1/brands/${first.id}`)).status, 200);
 
-  // An operator's SQL, not a service: the database's trigger tells every process.
-  await a.db('members').where({ id: member.id, account_id: owner.accountId }).update({ role: 'admin' });
+  // An operator's SQL, not a service: no trigger tells the processes, its own NOTIFY does (docs/operations.md).
+  const byHand = (change: Record<string, unknown>) =>
+    a.db.transaction(async (trx) => {
+      await trx('members').where({ id: member.id, account_id: owner.accountId }).update(change);
+      await trx.raw(`select pg_notify('ticketd_sessions', ?)`, [member.id]);
+    });
+  await byHand({ role: 'admin' });
   await cacheB.sync();
   t.equal((await onB('GET', '/v1/accounts/me')).status, 200, 'the new role applies at once');
   t.equal((await onB('GET', `/v1/brands/${second.id}`)).status, 200, 'and an admin sees every brand');
 
-  await a
-    .db('members')
-    .where({ id: member.id, account_id: owner.accountId })
-    .update({ role: 'member', all_brands: false, brand_ids: [second.id] });
+  await byHand({ role: 'member', all_brands: false, brand_ids: [second.id] });
   await cacheB.sync();
   t.equal((await onB('GET', `/v1/brands/${first.id}`)).status, 404, 'the first brand is out of the new assignments');
   t.equal((await onB('GET', `/v1/brands/${second.id}`)).status, 200);

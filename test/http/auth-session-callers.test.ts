@@ -174,8 +174,11 @@ t.test("a removed member's sessions end; a deleted brand leaves the assignments"
   t.same((await c.asMember('GET', '/v1/brands')).body, [], 'the member sees no brand now');
   t.equal((await c.owner.live('GET', `/v1/brands/${c.second.id}`)).status, 200, 'the other brand is still there');
 
-  // Removed by SQL, as an operator might: the database tells every process (a trigger's NOTIFY).
-  await db('members').where({ id: c.member.id }).delete();
+  // Removed by SQL, as an operator might, with the NOTIFY that tells every process (docs/operations.md).
+  await db.transaction(async (trx) => {
+    await trx('members').where({ id: c.member.id }).delete();
+    await trx.raw(`select pg_notify('ticketd_sessions', ?)`, [c.member.id]);
+  });
   await credentialCacheOf(services, 'sessions')?.sync();
   assertErrorShape(t, await c.asMember('GET', '/v1/auth/session'), 401, 'invalid_session');
   t.equal((await db('sessions').where({ member_id: c.member.id }).count({ n: '*' }))[0]!.n, '0', 'their sessions went with them');

@@ -3,18 +3,27 @@ import type { SqlFragment } from '../db.js';
 import { notFound, conflict } from '../errors.js';
 import { newId, ID_PREFIX } from '../ids.js';
 import { sameTenant, scopeOf, tenantScope } from '../model.js';
+import { notifyAtCommit } from '../notify.js';
 import { OutboxMessage, type OutboxKind, type OutboxStatus } from './model.js';
 
 export { OUTBOX_STATUSES, type OutboxStatus } from './model.js';
 
 /**
  * The transactional outbox: messages are inserted in the transaction of the change they announce
- * (enqueue refuses to run outside one) and a NOTIFY in that transaction (a trigger on outbox, see
- * migration 1900) wakes the dispatchers when, and only if, it commits. The dispatcher claims, delivers and settles them (dispatcher.ts); the
+ * (enqueue refuses to run outside one) and a NOTIFY in that transaction (outboxAdded) wakes the
+ * dispatchers when, and only if, it commits. The dispatcher claims, delivers and settles them (dispatcher.ts); the
  * kind of a message picks its handler (handlers/), so new kinds need no change here.
  */
 
 export const OUTBOX_CHANNEL = 'ticketd_outbox';
+
+/**
+ * Wakes the dispatchers when the transaction that inserted `added` outbox rows commits: every
+ * insert into outbox calls this (an insert inside a larger statement, with that statement's count).
+ */
+export async function outboxAdded(ctx: BaseCtx, added: number): Promise<void> {
+  if (added > 0) await notifyAtCommit(ctx, OUTBOX_CHANNEL, ['new']);
+}
 
 function assertInTransaction(ctx: BaseCtx, what: string): void {
   if (!ctx.db.isTransaction) throw new Error(`outbox message ${what} must be enqueued inside the change's transaction`);
@@ -42,6 +51,7 @@ export async function enqueue(tx: TenantCtx, message: Message): Promise<string> 
     webhookId: message.webhookId ?? null,
     payload: message.payload,
   });
+  await outboxAdded(tx, 1);
   return id;
 }
 
@@ -71,21 +81,21 @@ const TICKET_JSON = `jsonb_build_object(
  * one of its names), in ONE statement that also builds each body and reads the ticket's fields.
  * An event nobody subscribes to costs that one indexed statement and inserts nothing. Each body is
  * `{ id, event, brand_id, data, timestamp }`, with the name the webhook subscribed to as `event`,
- * and the event's id shared by all its deliveries. The insert wakes the dispatchers (a trigger
- * NOTIFYs at commit).
+ * and the event's id shared by all its deliveries. The insert wakes the dispatchers (outboxAdded).
  */
 export async function enqueueEvents(tx: TenantCtx, events: readonly EventSpec[]): Promise<void> {
   if (!events.length) return;
   assertInTransaction(tx, events[0]!.names[0] ?? 'event');
   const { sql, bindings } = eventsInsert(tx, events);
-  await tx.db.raw(sql, bindings as never[]);
+  const result = (await tx.db.raw(sql, bindings as never[])) as { rowCount: number | null };
+  await outboxAdded(tx, result.rowCount ?? 0);
 }
 
 /**
  * enqueueEvents' INSERT, for a statement that also makes the change (a single statement commits
  * as a whole): ticket create, whose new ticket (and perhaps new contact) is not in `tickets` (and
  * `contacts`) yet for the statement's other parts, passes the names of the CTEs holding them. No
- * row in the tickets CTE, no delivery.
+ * row in the tickets CTE, no delivery. Its caller counts the rows it inserted for outboxAdded.
  */
 export function eventsInsert(tx: TenantCtx, events: readonly EventSpec[], ticketsRelation = 'tickets', contactsRelation = 'contacts'): SqlFragment {
   const timestamp = new Date().toISOString();
@@ -297,11 +307,12 @@ export async function findForWebhook(ctx: TenantCtx, webhookId: string, delivery
 export async function redeliver(tx: TenantCtx, original: OutboxMessage): Promise<OutboxMessage> {
   assertInTransaction(tx, original.event);
   const id = newId(ID_PREFIX.delivery);
-  await tx.db.raw(
+  const copied = (await tx.db.raw(
     `insert into outbox (id, account_id, livemode, brand_id, kind, event, webhook_id, payload)
     select ?, account_id, livemode, brand_id, kind, event, webhook_id, payload from outbox where ? and id = ?`,
     [id, tenantScope(tx, 'outbox'), original.id],
-  );
+  )) as { rowCount: number | null };
+  await outboxAdded(tx, copied.rowCount ?? 0);
   return (await OutboxMessage.scoped(tx).findById(id))!;
 }
 

@@ -8,6 +8,7 @@ import type { Db } from '../../core/db.js';
 import { badRequest, conflict, forbidden, HttpError, notFound } from '../../core/errors.js';
 import { newId, ID_PREFIX } from '../../core/ids.js';
 import { scopeOf, sameTenant, tenantScope } from '../../core/model.js';
+import { deleteQueuingFiles, queueFileDeletions } from '../../core/file-deletions.js';
 import { cachedServerSecret } from '../../core/secrets.js';
 import { part, type Services } from '../../core/services.js';
 import type { StagedObject, Storage } from '../../core/ports.js';
@@ -31,7 +32,7 @@ import type { AttachmentView, AttachmentWithUrlView, CreateAttachmentInput, Uplo
  * the transaction that changes the attachment. Bytes are written to staging first and moved under
  * their key inside the transaction that records them, holding the row lock, so the stored file and
  * the row's sha256 agree once committed and a half-written upload is never served. Deleted rows queue their
- * file for removal (a trigger, see the migration); the DELETE removes it at once, the dispatcher
+ * file for removal in the deleting statement (core/file-deletions.ts); the DELETE removes it at once, the dispatcher
  * removes anything left.
  */
 
@@ -489,7 +490,7 @@ export async function remove(ctx: TenantCtx, deps: AttachmentDeps, brandId: stri
   const view = await withTx(ctx, async (tx) => {
     const brand = await requireBrand(tx, brandId);
     const row = await requireOnTicket(tx, brand.id, ticketId, attachmentId, true);
-    await ofBrand(tx, brand.id).where('attachments.id', row.id).delete();
+    await deleteQueuingFiles(tx, 'attachments', { sql: '? and f.brand_id = ? and f.id = ?', bindings: [tenantScope(tx, 'f'), brand.id, row.id] });
     if (row.status === 'UPLOADED') await bumpCount(tx, brand.id, ticketId, -1);
     await audit.record(tx, {
       brandId: brand.id,
@@ -662,17 +663,8 @@ export interface PurgeResult {
  */
 export async function purgeAbandoned(base: BaseCtx, deps: AttachmentDeps): Promise<PurgeResult> {
   const abandoned = await withTx(base, async (tx) => {
-    const deleted = (await tx.db.raw(
-      `
-      delete from attachments where id in (
-        select id from attachments
-        where (ticket_id is null and created_at < now() - make_interval(hours => ?))
-           or (status = 'PENDING' and created_at < now() - make_interval(secs => ?))
-        limit ? for update skip locked)
-      returning id, account_id, livemode, brand_id, ticket_id, comment_id, status, filename, content_type, size, created_at`,
-      [PENDING_LINK_HOURS, deps.uploadTtlSeconds, PURGE_BATCH],
-    )) as {
-      rows: {
+    const deleted = {
+      rows: await deleteQueuingFiles<{
         id: string;
         account_id: string;
         livemode: boolean;
@@ -684,7 +676,19 @@ export async function purgeAbandoned(base: BaseCtx, deps: AttachmentDeps): Promi
         content_type: string;
         size: string;
         created_at: Date;
-      }[];
+      }>(
+        tx,
+        'attachments',
+        {
+          sql: `f.id in (
+            select id from attachments
+            where (ticket_id is null and created_at < now() - make_interval(hours => ?))
+               or (status = 'PENDING' and created_at < now() - make_interval(secs => ?))
+            limit ? for update skip locked)`,
+          bindings: [PENDING_LINK_HOURS, deps.uploadTtlSeconds, PURGE_BATCH],
+        },
+        'f.id, f.account_id, f.livemode, f.brand_id, f.ticket_id, f.comment_id, f.status, f.filename, f.content_type, f.size, f.created_at',
+      ),
     }; // raw rows keep their snake_case names
     // Uploaded-but-never-linked attachments had an attachment.created entry: close it, one insert per tenant.
     const byTenant = new Map<string, typeof deleted.rows>();
@@ -731,4 +735,9 @@ export async function purgeAbandoned(base: BaseCtx, deps: AttachmentDeps): Promi
     await deps.storage.purgeStaging(new Date(deps.now() - PENDING_LINK_HOURS * 3600_000));
   }
   return { abandoned, files: queued.length };
+}
+
+/** Before a brand is deleted (its attachments, pending ones too, go with it): their files, queued for removal after the commit. */
+export async function forgetBrand(tx: TenantCtx, brandId: string): Promise<void> {
+  await queueFileDeletions(tx, 'attachments', { sql: '? and f.brand_id = ?', bindings: [tenantScope(tx, 'f'), brandId] });
 }

@@ -198,11 +198,17 @@ export interface ProviderUser {
 export async function linkedMemberships(tx: BaseCtx, user: ProviderUser): Promise<Member[]> {
   const linked = await Member.query(tx.db).where({ identityProvider: user.provider, identityUserId: user.userId }).orderBy('id').forUpdate();
   if (linked.length || !user.email) return linked;
-  return Member.query(tx.db)
+  const linkedNow = (await Member.query(tx.db)
     .where({ email: normalizeEmail(user.email) })
     .whereNull('identityUserId')
     .patch({ identityProvider: user.provider, identityUserId: user.userId } as never)
-    .returning('*') as unknown as Promise<Member[]>;
+    .returning('*')) as unknown as Member[];
+  await credentialsChanged(
+    tx,
+    'sessions',
+    linkedNow.map((m) => m.id),
+  );
+  return linkedNow;
 }
 
 /**
@@ -229,6 +235,7 @@ export async function applyProviderUser(tx: BaseCtx, member: Member, user: Provi
       .where({ accountId: member.accountId, id: member.id })
       .patch({ ...patch, updatedAt: new Date(tx.services.now()) });
     await ticketNames.memberChanged(tx, member.accountId, member.id);
+    await credentialsChanged(tx, 'sessions', [member.id]);
   }
   return changes;
 }

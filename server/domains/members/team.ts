@@ -6,6 +6,8 @@ import { badRequest, forbidden, HttpError, notFound } from '../../core/errors.js
 import { newId, ID_PREFIX, normalizeBrandId } from '../../core/ids.js';
 import { normalizeEmail } from '../../core/text.js';
 import { Member } from './model.js';
+import { queueFileDeletions } from '../../core/file-deletions.js';
+import { accountScope } from '../../core/model.js';
 import type { BrandAssignmentsInput, BrandAssignmentsView, InviteInput, TeamListView, TeamMemberView } from './team-schemas.js';
 
 /**
@@ -112,6 +114,7 @@ export async function invite(tx: TenantCtx, input: InviteInput): Promise<Invitat
     await Member.ofAccount(tx)
       .where('members.id', existing.id)
       .patch({ ...fields, updatedAt: now });
+    await credentialsChanged(tx, 'sessions', [existing.id]);
     const changes = audit.changesBetween({ role: existing.role, allBrands: existing.allBrands, brandIds: existing.brandIds }, { role: input.role, ...scope }, [
       'role',
       'allBrands',
@@ -134,6 +137,7 @@ export async function renewInvite(tx: TenantCtx, memberId: string): Promise<Invi
   const now = new Date(tx.services.now());
   const expiresAt = new Date(now.getTime() + INVITE_TTL_MS);
   await Member.ofAccount(tx).where('members.id', row.id).patch({ invitedAt: now, inviteExpiresAt: expiresAt, updatedAt: now });
+  await credentialsChanged(tx, 'sessions', [row.id]);
   await audit.record(tx, memberFact(row, 'member.invite_resent', [], { expiresAt: expiresAt.toISOString() }));
   return { memberId: row.id, email: row.email, role: row.role, expiresAt, renewed: true };
 }
@@ -146,6 +150,7 @@ async function activate(ctx: TenantCtx, row: Member, via: 'link' | 'accept_invit
   await Member.ofAccount(mctx)
     .where('members.id', row.id)
     .patch({ status: 'active', updatedAt: new Date(ctx.services.now()) });
+  await credentialsChanged(ctx, 'sessions', [row.id]);
   await audit.record(mctx, memberFact(row, 'member.invite_accepted', [{ field: 'status', from: 'pending', to: 'active' }], { role: row.role, via }));
 }
 
@@ -268,6 +273,8 @@ export async function remove(ctx: TenantCtx, memberId: string): Promise<{ email:
   return withTx(ctx, async (tx) => {
     const row = await lockMember(tx, memberId);
     if (row.role === 'owner') throw forbidden('The owner cannot be removed: transfer ownership to another member first', 'owner_cannot_be_removed');
+    // Their avatars go with them (a cascade): their files first.
+    await queueFileDeletions(tx, 'avatars', { sql: '? and f.member_id = ?', bindings: [accountScope(tx, 'f'), row.id] });
     await Member.ofAccount(tx).where('members.id', row.id).delete();
     await audit.record(tx, memberFact(row, 'member.removed', [], { role: row.role, status: row.status }));
     await credentialsChanged(tx, 'sessions', [row.id]);

@@ -2,6 +2,8 @@ import { Readable } from 'node:stream';
 import { type BaseCtx, type TenantCtx, withTx } from '../../core/context.js';
 import { requestBaseUrl } from '../../core/config.js';
 import { badRequest, conflict, forbidden, HttpError, notFound } from '../../core/errors.js';
+import { deleteQueuingFiles } from '../../core/file-deletions.js';
+import { accountScope } from '../../core/model.js';
 import { randomBase62 } from '../../core/secrets.js';
 import type { Storage } from '../../core/ports.js';
 import { stageDeclared } from '../../integrations/storage.js';
@@ -98,7 +100,7 @@ async function write(tx: TenantCtx, io: AvatarIo, me: Me, patch: Partial<Row>, m
     .where('memberProfiles.memberId', me.memberId)
     .patch({ ...patch, updatedAt: new Date() });
   const removed = before.avatarId && before.avatarId !== after.avatarId ? [before.avatarId] : [];
-  if (removed.length) await Avatar.ofAccount(tx).whereIn('avatars.id', removed).delete();
+  if (removed.length) await deleteQueuingFiles(tx, 'avatars', { sql: '? and f.id = any(?)', bindings: [accountScope(tx, 'f'), removed] });
   const [from, to] = [toView(io, tx.accountId, me, before), toView(io, tx.accountId, me, after)];
   const changes = audit.changesBetween(from, to, [...FIELDS]);
   if (changes.length) await audit.record(tx, { brandId: null, entityType: 'profile', entityId: me.memberId, event: 'profile.updated', changes, metadata });
@@ -200,7 +202,7 @@ export async function requestUpload(ctx: TenantCtx, io: AvatarIo, me: Me, input:
   const expiresAt = new Date(io.now() + io.uploadTtlSeconds * 1000);
   const id = newAvatarId();
   const removedFiles = await withTx(ctx, async (tx) => {
-    const older = (await Avatar.ofAccount(tx).where({ 'avatars.memberId': me.memberId, 'avatars.status': 'PENDING' }).delete().returning('id')) as unknown as { id: string }[];
+    const older = await deleteQueuingFiles(tx, 'avatars', { sql: "? and f.member_id = ? and f.status = 'PENDING'", bindings: [accountScope(tx, 'f'), me.memberId] });
     await Avatar.query(tx.db).insert({ accountId: tx.accountId, id, memberId: me.memberId, status: 'PENDING', contentType: declared, size: input.size, expiresAt });
     await audit.record(tx, {
       brandId: null,

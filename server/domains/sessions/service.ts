@@ -116,10 +116,16 @@ export async function open(
 ): Promise<SessionRecord & { token: string }> {
   const now = new Date(ctx.services.now());
   const { idleMs, maxMs } = lifetimes(ctx.services);
-  await Session.ofAccount(ctx)
+  const gone = (await Session.ofAccount(ctx)
     .where('sessions.memberId', memberId)
     .where((q) => q.whereNotNull('revokedAt').orWhere('expiresAt', '<=', now))
-    .delete();
+    .delete()
+    .returning('sessions.id')) as unknown as { id: string }[];
+  await credentialsChanged(
+    ctx,
+    'sessions',
+    gone.map((s) => s.id),
+  );
   const token = `${SESSION_TOKEN_PREFIX}${randomBase62()}`;
   const row = await Session.query(ctx.db).insertAndFetch({
     id: newId(ID_PREFIX.session),
