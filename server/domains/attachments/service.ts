@@ -655,22 +655,26 @@ export interface PurgeResult {
   files: number;
 }
 
+/** An attachment never linked within 24 h, or an upload never completed within its grant (two bindings). */
+const ABANDONED = `((ticket_id is null and created_at < now() - make_interval(hours => ?))
+  or (status = 'PENDING' and created_at < now() - make_interval(secs => ?)))`;
+
 /**
  * Deletes pending attachments never linked within 24 h and uploads never completed within their
  * grant (PENDING older than the upload URL's lifetime), then removes the files of every deleted
- * attachment still queued. Rows locked by a request in flight are skipped until the next tick.
+ * attachment still queued. No locking read across accounts (refused on a cluster distributed by
+ * account): the delete tests the condition again on each row, so one a request links meanwhile
+ * (waited for) stays.
  */
 export async function purgeAbandoned(base: BaseCtx, deps: AttachmentDeps): Promise<PurgeResult> {
   const abandoned = await withTx(base, async (tx) => {
     const deleted = (await tx.db.raw(
       `
-      delete from attachments where id in (
-        select id from attachments
-        where (ticket_id is null and created_at < now() - make_interval(hours => ?))
-           or (status = 'PENDING' and created_at < now() - make_interval(secs => ?))
-        limit ? for update skip locked)
+      delete from attachments where (account_id, id) in (
+        select account_id, id from attachments where ${ABANDONED} limit ?)
+      and ${ABANDONED}
       returning id, account_id, livemode, brand_id, ticket_id, comment_id, status, filename, content_type, size, created_at`,
-      [PENDING_LINK_HOURS, deps.uploadTtlSeconds, PURGE_BATCH],
+      [PENDING_LINK_HOURS, deps.uploadTtlSeconds, PURGE_BATCH, PENDING_LINK_HOURS, deps.uploadTtlSeconds],
     )) as {
       rows: {
         id: string;
