@@ -455,7 +455,12 @@ export async function dueForRenewal(tx: BaseCtx, now: Date, limit: number): Prom
   const seen = await due(Subscription.query(tx.db)).orderBy(['currentPeriodEnd', 'accountId']).limit(limit).select('accountId');
   const accounts = [...new Set(seen.map((s) => s.accountId))];
   const locked: Subscription[] = [];
-  for (const accountId of accounts) locked.push(...(await due(Subscription.query(tx.db).where('accountId', accountId)).forUpdate().skipLocked()));
+  for (const accountId of accounts)
+    locked.push(
+      ...(await due(Subscription.ofAccount({ db: tx.db, accountId }))
+        .forUpdate()
+        .skipLocked()),
+    );
   return locked.sort((a, b) => new Date(a.currentPeriodEnd).getTime() - new Date(b.currentPeriodEnd).getTime()).slice(0, limit);
 }
 

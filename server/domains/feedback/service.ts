@@ -1,4 +1,5 @@
 import type { BaseCtx, TenantCtx } from '../../core/context.js';
+import { tenantCtx } from '../../core/context.js';
 import { badRequest } from '../../core/errors.js';
 import { sameTenant, tenantScope } from '../../core/model.js';
 import { hashSecret, randomBase62, TOKEN_RANDOM_LENGTH } from '../../core/secrets.js';
@@ -111,18 +112,25 @@ export interface DueFeedback {
  */
 export async function claimDue(tx: BaseCtx, now: Date, limit: number): Promise<DueFeedback[]> {
   const seen = (
-    (await tx.db.raw(`select account_id as "accountId", id from ticket_feedback where status = 'scheduled' and send_at <= ? order by send_at, id limit ?`, [now, limit])) as {
-      rows: { accountId: string; id: string }[];
+    (await tx.db.raw(`select account_id as "accountId", livemode, id from ticket_feedback where status = 'scheduled' and send_at <= ? order by send_at, id limit ?`, [
+      now,
+      limit,
+    ])) as {
+      rows: { accountId: string; livemode: boolean; id: string }[];
     }
   ).rows;
-  const byAccount = new Map<string, string[]>();
-  for (const r of seen) byAccount.set(r.accountId, [...(byAccount.get(r.accountId) ?? []), r.id]);
+  const byTenant = new Map<string, { ctx: TenantCtx; ids: string[] }>();
+  for (const r of seen) {
+    const key = `${r.accountId}:${r.livemode}`;
+    if (!byTenant.has(key)) byTenant.set(key, { ctx: tenantCtx(tx, r.accountId, r.livemode), ids: [] });
+    byTenant.get(key)!.ids.push(r.id);
+  }
   const claimed: (DueFeedback & { sendAt: string })[] = [];
-  for (const [accountId, ids] of byAccount) {
+  for (const { ctx, ids } of byTenant.values()) {
     const { rows } = (await tx.db.raw(
       `with due as (
-         select account_id, livemode, id from ticket_feedback
-         where account_id = ? and id = any(?::text[]) and status = 'scheduled' and send_at <= ? for update skip locked)
+         select d.account_id, d.livemode, d.id from ticket_feedback d
+         where ? and d.id = any(?::text[]) and d.status = 'scheduled' and d.send_at <= ? for update skip locked)
        select f.account_id as "accountId", f.livemode, f.brand_id as "brandId", f.id, f.ticket_id as "ticketId",
          (t.status = 'resolved' and t.deleted_at is null and not t.is_spam) as "stillResolved",
          t.title as "ticketTitle", t.ticket_number as "ticketNumber", t.source as "ticketSource", t.source_data as "ticketSourceData", c.email as "contactEmail", c.name as "contactName",
@@ -130,8 +138,8 @@ export async function claimDue(tx: BaseCtx, now: Date, limit: number): Promise<D
        from due join ticket_feedback f on ${sameTenant('f', 'due')} and f.id = due.id
        join tickets t on ${sameTenant('t', 'f')} and t.brand_id = f.brand_id and t.id = f.ticket_id
        left join contacts c on ${sameTenant('c', 'f')} and c.brand_id = f.brand_id and c.id = f.contact_id
-       where f.account_id = ?`,
-      [accountId, ids, now, accountId],
+       where ?`,
+      [tenantScope(ctx, 'd'), ids, now, tenantScope(ctx, 'f')],
     )) as { rows: (DueFeedback & { sendAt: string })[] };
     claimed.push(...rows);
   }
