@@ -194,8 +194,21 @@ export async function claim(ctx: BaseCtx, owner: string, now: Date, leaseUntil: 
   ).rows;
   const quotas = new Map<string, number>();
   for (const c of pick(candidates, held, perAccount, limit)) quotas.set(c.accountId, (quotas.get(c.accountId) ?? 0) + 1);
-  const claimed = await eachAtOnce([...quotas], ACCOUNT_CLAIMS_AT_ONCE, ([accountId, n]) => claimOfAccount(ctx, accountId, owner, now, leaseUntil, n));
-  return pick(claimed.flat(), held, perAccount, limit).map(({ dueKey: _, ...row }) => row);
+  const claimed = await eachAtOnce([...quotas], ACCOUNT_CLAIMS_AT_ONCE, ([accountId, n]) =>
+    claimOfAccount(ctx, accountId, owner, now, leaseUntil, n).then(
+      (rows) => ({ rows }),
+      (err: unknown) => ({ rows: [], err }),
+    ),
+  );
+  // The rows claimed are returned even if another account's claim failed: dropped, they would wait for their lease.
+  const failed = claimed.find((c) => 'err' in c);
+  if (failed && claimed.every((c) => !c.rows.length)) throw (failed as { err: unknown }).err;
+  return pick(
+    claimed.flatMap((c) => c.rows),
+    held,
+    perAccount,
+    limit,
+  ).map(({ dueKey: _, ...row }) => row);
 }
 
 /** Ranks rows (in their accounts' line) by what their account would then hold, oldest first on a tie; at most each account's share, and `limit` in all. */
