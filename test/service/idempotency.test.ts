@@ -5,6 +5,7 @@ import { Dispatcher } from '../../server/worker/dispatcher.js';
 import { freshDatabase } from '../helpers/db.js';
 import { createAccount } from '../../server/flows/accounts.js';
 import { servicesOf } from '../helpers/app.js';
+import { until } from '../helpers/wait.js';
 
 const { db } = await freshDatabase(t);
 const quietLog = { info() {}, error() {} };
@@ -62,6 +63,31 @@ t.test('claim: first wins, the same request gets the first resource, another req
   t.same(await withTx(ctx, (tx) => claim(tx, 'rolled-back', 'other', 'res_5')), { claimed: true }, 'a failed request released its key');
   const testMode = tenantCtx(systemCtx(servicesOf(db)), ctx.accountId, false);
   t.same(await withTx(testMode, (tx) => claim(tx, 'k', 'f2', 'res_6')), { claimed: true }, 'the other mode has its own keys');
+});
+
+t.test('purge: a key a request takes over while the purge runs stays (the delete tests the expiry again)', async (t) => {
+  const a = await tenant();
+  await seed(a, { racing: -1 });
+  let commit = () => undefined as void;
+  const committing = new Promise<void>((resolve) => (commit = resolve));
+  let claimed = () => undefined as void;
+  const tookOver = new Promise<void>((resolve) => (claimed = resolve));
+  const request = withTx(a, async (tx) => {
+    const result = await claim(tx, 'racing', 'a new request', 'res_racing_new');
+    claimed();
+    await committing;
+    return result;
+  });
+  await tookOver;
+  const purge = purgeExpired(systemCtx(servicesOf(db)));
+  await until('the purge waiting for the request', async () => {
+    const { rows } = await db.raw("select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'");
+    return rows[0].n > 0;
+  });
+  commit();
+  t.same(await request, { claimed: true });
+  t.equal(await purge, 0, 'nothing purged');
+  t.match(await db('idempotency_keys').where({ accountId: a.accountId, key: 'racing' }).first(), { resourceId: 'res_racing_new' }, 'the key taken over stays');
 });
 
 t.test('purge: expired keys go in batches, live ones stay, an expired key can be used again', async (t) => {

@@ -504,6 +504,42 @@ t.test('the claim skips accounts at their share and serves the least busy accoun
   t.same(accountOf(await claim(10, [])), ['a', 'a'], 'an account holding nothing gets its whole share');
 });
 
+t.test("fairness: an account with 1,000 due messages delays another account's single one by no more than one claim", async (t) => {
+  const busy = await withHook(t);
+  const quiet = await withHook(t);
+  await enqueue(busy.ctx, busy.brandId, 1000); // all ahead in line
+  await enqueue(quiet.ctx, quiet.brandId, 1);
+  const ctx = systemCtx(servicesOf(db));
+  const time = clock();
+  const claim = (limit: number, held: [string, number][]) =>
+    outbox.claim(ctx, 'fair', new Date(time.now()), new Date(time.now() + 30_000), limit, { perAccount: 8, held: new Map(held) });
+  const first = await claim(16, []);
+  t.same(
+    first.map((r) => r.accountId),
+    Array(8).fill(busy.ctx.accountId),
+    'the first claim takes the busy account up to its share',
+  );
+  const second = await claim(8, [[busy.ctx.accountId, 8]]);
+  t.same(
+    second.map((r) => r.accountId),
+    [quiet.ctx.accountId],
+    'the next claim looks past it and finds the other account',
+  );
+
+  // Through a dispatcher: the quiet account's message starts among the first deliveries.
+  await db('outbox').where({ leaseOwner: 'fair' }).update({ leaseOwner: null, leaseExpiresAt: null, availableAt: db.fn.now() });
+  const started: string[] = [];
+  const handler = {
+    deliver: async (_ctx: unknown, message: outbox.Claimed) => {
+      started.push(message.accountId);
+      return { outcome: 'success' as const, error: null, responseCode: 200, responseBody: null };
+    },
+  };
+  const d = dispatcher(t, { concurrency: 16, accountConcurrency: 8, handlers: { webhook: handler } });
+  t.match(await d.deliverDue(), { claimed: 1001, success: 1001 });
+  t.ok(started.indexOf(quiet.ctx.accountId) < 16, `the single message started ${started.indexOf(quiet.ctx.accountId) + 1}th of 1,001`);
+});
+
 t.test('finished messages past the retention are purged by the periodic jobs; pending ones and recent ones stay', async (t) => {
   const { ctx, brandId, webhook } = await withHook(t);
   await enqueue(ctx, brandId, 5);

@@ -1,6 +1,7 @@
 import type { BaseCtx, TenantCtx } from '../context.js';
 import type { SqlFragment } from '../db.js';
 import { notFound, conflict } from '../errors.js';
+import { eachAtOnce } from '../each-at-once.js';
 import { newId, ID_PREFIX } from '../ids.js';
 import { sameTenant, scopeOf, tenantScope } from '../model.js';
 import { notifyAtCommit } from '../notify.js';
@@ -161,38 +162,98 @@ export interface AccountShare {
 
 /** Due rows looked at per claimed row: room to pass over the rows of accounts that are at their share. */
 const CANDIDATES_PER_ROW = 4;
+/** Per-account claims in flight at once (each holds a connection for one statement). */
+const ACCOUNT_CLAIMS_AT_ONCE = 4;
+/** A row's due instant to the microsecond, as text that sorts like the instant. */
+const DUE_KEY = (column: string) => `to_char(${column} at time zone 'UTC', 'YYYYMMDDHH24MISSUS')`;
+
+/** A due row seen by the look-out: whose, and its place in line. */
+interface Candidate {
+  accountId: string;
+  id: string;
+  dueKey: string;
+}
 
 /**
- * Claims up to `limit` due messages for `owner` until `leaseUntil`, in one statement. A row is due
- * when available_at has passed: new, retry time reached, an earlier lease expired or its owner is
- * gone (reclaimGone). Concurrent dispatchers never claim the same row: the candidates are locked
- * FOR UPDATE SKIP LOCKED. Fair across accounts: the candidates skip the accounts at `share`
- * already, an account gets at most the rest of its share, and the least busy accounts come first
- * (rank within the account plus what it holds), so one account's slow receivers never hold every
- * delivery slot and a busy account does not starve a quiet one.
+ * Claims up to `limit` due messages for `owner` until `leaseUntil`. A row is due when
+ * available_at has passed: new, retry time reached, an earlier lease expired or its owner is gone
+ * (reclaimGone). Two steps, so that no statement locks rows of more than one account (on a
+ * cluster distributed by account a row lock across shards is refused): a look-out reads the
+ * oldest due rows of every account without locking them, then each account found claims its part
+ * in a statement of its own, filtered by its account_id, FOR UPDATE SKIP LOCKED: concurrent
+ * dispatchers never claim the same row (one that another claimed after the look-out is skipped or
+ * no longer due, and the next of that account is taken). Fair across accounts: the look-out
+ * skips the accounts at `share` already, an account gets at most the rest of its share, and the
+ * least busy accounts come first (rank within the account plus what it holds), so one account's
+ * slow receivers never hold every delivery slot and a busy account does not starve a quiet one:
+ * an account whose backlog fills the look-out is at its share after this claim, and the next
+ * claim looks past it. The rows come back in that order.
  */
 export async function claim(ctx: BaseCtx, owner: string, now: Date, leaseUntil: Date, limit: number, share?: AccountShare): Promise<Claimed[]> {
   const perAccount = share?.perAccount ?? limit;
-  const held = JSON.stringify(Object.fromEntries(share?.held ?? []));
+  const held = share?.held ?? new Map<string, number>();
+  const full = [...held].filter(([, n]) => n >= perAccount).map(([accountId]) => accountId);
+  const candidates = (
+    (await ctx.db.raw(
+      `
+      select c.account_id as "accountId", c.id, ${DUE_KEY('c.available_at')} as "dueKey" from outbox c
+      where c.status in ('pending', 'retrying') and c.available_at <= ? and c.account_id <> all(?::text[])
+      order by c.available_at, c.id limit ?`,
+      [now, full, limit * CANDIDATES_PER_ROW],
+    )) as { rows: Candidate[] }
+  ).rows;
+  const quotas = new Map<string, number>();
+  for (const c of pick(candidates, held, perAccount, limit)) quotas.set(c.accountId, (quotas.get(c.accountId) ?? 0) + 1);
+  const claimed = await eachAtOnce([...quotas], ACCOUNT_CLAIMS_AT_ONCE, ([accountId, n]) =>
+    claimOfAccount(ctx, accountId, owner, now, leaseUntil, n).then(
+      (rows) => ({ rows }),
+      (err: unknown) => ({ rows: [], err }),
+    ),
+  );
+  // The rows claimed are returned even if another account's claim failed: dropped, they would wait for their lease.
+  const failed = claimed.find((c) => 'err' in c);
+  if (failed && claimed.every((c) => !c.rows.length)) throw (failed as { err: unknown }).err;
+  return pick(
+    claimed.flatMap((c) => c.rows),
+    held,
+    perAccount,
+    limit,
+  ).map(({ dueKey: _, ...row }) => row);
+}
+
+/** Ranks rows (in their accounts' line) by what their account would then hold, oldest first on a tie; at most each account's share, and `limit` in all. */
+function pick<T extends Candidate>(rows: readonly T[], held: ReadonlyMap<string, number>, perAccount: number, limit: number): T[] {
+  const inLine = [...rows].sort((a, b) => compare(a.dueKey, b.dueKey) || compare(a.id, b.id));
+  const rank = new Map<string, number>();
+  const ranked: { row: T; nth: number }[] = [];
+  for (const row of inLine) {
+    const nth = (held.get(row.accountId) ?? 0) + (rank.get(row.accountId) ?? 0) + 1;
+    rank.set(row.accountId, (rank.get(row.accountId) ?? 0) + 1);
+    if (nth <= perAccount) ranked.push({ row, nth });
+  }
+  // A stable sort: rows of the same rank stay oldest first.
+  return ranked
+    .sort((a, b) => a.nth - b.nth)
+    .slice(0, limit)
+    .map((r) => r.row);
+}
+
+const compare = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+
+/** Up to `n` due messages of one account, oldest first, locked and leased in one statement that names the account. */
+async function claimOfAccount(ctx: BaseCtx, accountId: string, owner: string, now: Date, leaseUntil: Date, n: number): Promise<(Claimed & { dueKey: string })[]> {
   const result = (await ctx.db.raw(
     `
-    with held as (select key as account_id, value::int as n from jsonb_each_text(?::jsonb)),
-    candidates as (
+    with picked as (
       select c.account_id, c.livemode, c.id, c.available_at from outbox c
-      where c.status in ('pending', 'retrying') and c.available_at <= ? and c.account_id not in (select account_id from held where n >= ?)
-      order by c.available_at, c.id limit ? for update skip locked),
-    picked as (
-      select account_id, livemode, id from (
-        select c.*, coalesce(h.n, 0) + row_number() over (partition by c.account_id order by c.available_at, c.id) as nth
-        from candidates c left join held h using (account_id)) ranked
-      where nth <= ?
-      order by nth, available_at, id limit ?)
+      where c.account_id = ? and c.status in ('pending', 'retrying') and c.available_at <= ?
+      order by c.available_at, c.id limit ? for update skip locked)
     update outbox o set lease_owner = ?, lease_expires_at = ?, available_at = ?, attempts = o.attempts + 1
-    from picked p where ${sameTenant('o', 'p')} and o.id = p.id
+    from picked p where o.account_id = ? and ${sameTenant('o', 'p')} and o.id = p.id
     returning o.id, o.account_id as "accountId", o.livemode, o.brand_id as "brandId", o.kind, o.event, o.webhook_id as "webhookId",
-      o.payload::text as body, o.attempts, o.lease_owner as "leaseOwner"`,
-    [held, now, perAccount, limit * CANDIDATES_PER_ROW, perAccount, limit, owner, leaseUntil, leaseUntil],
-  )) as { rows: Claimed[] };
+      o.payload::text as body, o.attempts, o.lease_owner as "leaseOwner", ${DUE_KEY('p.available_at')} as "dueKey"`,
+    [accountId, now, n, owner, leaseUntil, leaseUntil, accountId],
+  )) as { rows: (Claimed & { dueKey: string })[] };
   return result.rows;
 }
 

@@ -656,10 +656,16 @@ export interface PurgeResult {
   files: number;
 }
 
+/** An attachment never linked within 24 h, or an upload never completed within its grant (two bindings). */
+const ABANDONED = `((ticket_id is null and created_at < now() - make_interval(hours => ?))
+  or (status = 'PENDING' and created_at < now() - make_interval(secs => ?)))`;
+
 /**
  * Deletes pending attachments never linked within 24 h and uploads never completed within their
  * grant (PENDING older than the upload URL's lifetime), then removes the files of every deleted
- * attachment still queued. Rows locked by a request in flight are skipped until the next tick.
+ * attachment still queued. No locking read across accounts (refused on a cluster distributed by
+ * account): the delete tests the condition again on each row, so one a request links meanwhile
+ * (waited for) stays.
  */
 export async function purgeAbandoned(base: BaseCtx, deps: AttachmentDeps): Promise<PurgeResult> {
   const abandoned = await withTx(base, async (tx) => {
@@ -680,12 +686,9 @@ export async function purgeAbandoned(base: BaseCtx, deps: AttachmentDeps): Promi
         tx,
         'attachments',
         {
-          sql: `f.id in (
-            select id from attachments
-            where (ticket_id is null and created_at < now() - make_interval(hours => ?))
-               or (status = 'PENDING' and created_at < now() - make_interval(secs => ?))
-            limit ? for update skip locked)`,
-          bindings: [PENDING_LINK_HOURS, deps.uploadTtlSeconds, PURGE_BATCH],
+          // No lock across accounts: the condition is tested again on each row deleted, so an upload linked meanwhile stays.
+          sql: `(f.account_id, f.id) in (select account_id, id from attachments where ${ABANDONED} limit ?) and ${ABANDONED}`,
+          bindings: [PENDING_LINK_HOURS, deps.uploadTtlSeconds, PURGE_BATCH, PENDING_LINK_HOURS, deps.uploadTtlSeconds],
         },
         'f.id, f.account_id, f.livemode, f.brand_id, f.ticket_id, f.comment_id, f.status, f.filename, f.content_type, f.size, f.created_at',
       ),

@@ -1,4 +1,5 @@
 import type { Knex } from 'knex';
+import type { QueryBuilder } from 'objection';
 import type { BaseCtx, TenantCtx } from '../../core/context.js';
 import type { Config, CouponConfig, PlanConfig } from '../../core/config.js';
 import { pgErrorCode, type SqlFragment } from '../../core/db.js';
@@ -443,16 +444,24 @@ export async function renew(tx: TenantCtx, s: Subscription): Promise<Subscriptio
   return row;
 }
 
-/** Up to `limit` current local subscriptions whose period ended by `now`, of every account, locked (SKIP LOCKED); a provider renews its own. */
+/**
+ * Up to `limit` current local subscriptions whose period ended by `now`, of every account, locked
+ * (SKIP LOCKED); a provider renews its own. A look-out reads them without a lock, then each
+ * account's are locked by a statement that names the account (a locking read across accounts is
+ * refused on a cluster distributed by account), testing the condition again.
+ */
 export async function dueForRenewal(tx: BaseCtx, now: Date, limit: number): Promise<Subscription[]> {
-  return Subscription.query(tx.db)
-    .where('provider', 'local')
-    .whereNull('endedAt')
-    .where('currentPeriodEnd', '<=', now)
-    .orderBy('currentPeriodEnd')
-    .limit(limit)
-    .forUpdate()
-    .skipLocked();
+  const due = (q: QueryBuilder<Subscription, Subscription[]>) => q.where('provider', 'local').whereNull('endedAt').where('currentPeriodEnd', '<=', now);
+  const seen = await due(Subscription.query(tx.db)).orderBy(['currentPeriodEnd', 'accountId']).limit(limit).select('accountId');
+  const accounts = [...new Set(seen.map((s) => s.accountId))];
+  const locked: Subscription[] = [];
+  for (const accountId of accounts)
+    locked.push(
+      ...(await due(Subscription.ofAccount({ db: tx.db, accountId }))
+        .forUpdate()
+        .skipLocked()),
+    );
+  return locked.sort((a, b) => new Date(a.currentPeriodEnd).getTime() - new Date(b.currentPeriodEnd).getTime()).slice(0, limit);
 }
 
 export async function invoices(ctx: TenantCtx, limit: number): Promise<{ invoices: InvoiceView[]; hasMore: boolean }> {

@@ -9,6 +9,7 @@ import { scopeOf } from '../../core/model.js';
 import { assertPublicHost, OutboundRefused } from '../../core/outbound.js';
 import { keyringPart, type SealContext, type SealedColumn } from '../../core/sealed.js';
 import { oauthClientOf, type OAuthProvider } from '../../integrations/oauth-token.js';
+import type { QueryBuilder } from 'objection';
 import { EmailConnection, type ConnectionStatus } from './model.js';
 import type { CreateConnectionInput, EmailConnectionView, UpdateConnectionInput } from './schemas.js';
 
@@ -272,22 +273,30 @@ export async function markSyncing(ctx: TenantCtx, row: EmailConnection): Promise
 /**
  * Connections of every account due a sync, claimed (SYNCING) so other dispatchers pass them by:
  * ACTIVE ones last synced over `pollSeconds` ago, ERROR ones past their retry_at, and syncs
- * that stopped without a word.
+ * that stopped without a word. A look-out reads them without a lock (a locking read across
+ * accounts is refused on a cluster distributed by account), then each is claimed by a conditional
+ * update of its own row that tests the same condition again: of two dispatchers, only the first
+ * finds it still due.
  */
 export async function claimDue(base: BaseCtx, pollSeconds: number, limit: number): Promise<EmailConnection[]> {
   const now = base.services.now();
-  return withTx(base, async (tx) => {
-    const due = await EmailConnection.query(tx.db)
-      .where((q) => q.where('status', 'ACTIVE').where((w) => w.whereNull('lastSyncAt').orWhere('lastSyncAt', '<=', new Date(now - pollSeconds * 1000))))
-      .orWhere((q) => q.where('status', 'ERROR').where('retryAt', '<=', new Date(now)))
-      .orWhere((q) => q.where('status', 'SYNCING').where('updatedAt', '<=', new Date(now - SYNC_STALE_MS)))
-      .orderByRaw('coalesce(retry_at, last_sync_at) nulls first')
-      .limit(limit)
-      .forUpdate()
-      .skipLocked();
-    for (const row of due) await markSyncing(tenantCtx(tx, row.accountId, row.livemode), row);
-    return due;
-  });
+  const due = (query: QueryBuilder<EmailConnection, EmailConnection[]>) =>
+    query.where((d) =>
+      d
+        .where((q) => q.where('status', 'ACTIVE').where((w) => w.whereNull('lastSyncAt').orWhere('lastSyncAt', '<=', new Date(now - pollSeconds * 1000))))
+        .orWhere((q) => q.where('status', 'ERROR').where('retryAt', '<=', new Date(now)))
+        .orWhere((q) => q.where('status', 'SYNCING').where('updatedAt', '<=', new Date(now - SYNC_STALE_MS))),
+    );
+  const seen = await due(EmailConnection.query(base.db)).orderByRaw('coalesce(retry_at, last_sync_at) nulls first').limit(limit).select('accountId', 'livemode', 'brandId', 'id');
+  const claimed: EmailConnection[] = [];
+  for (const row of seen) {
+    const ctx = tenantCtx(base, row.accountId, row.livemode);
+    const [won] = (await due(ofBrand(ctx, row.brandId).where('id', row.id))
+      .patch({ status: 'SYNCING', updatedAt: new Date(now) })
+      .returning('*')) as unknown as EmailConnection[];
+    if (won) claimed.push(won);
+  }
+  return claimed;
 }
 
 /** The connection claimed for a sync (SYNCING) if it is ACTIVE and no sync has it; null otherwise. */

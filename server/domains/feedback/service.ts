@@ -1,4 +1,5 @@
 import type { BaseCtx, TenantCtx } from '../../core/context.js';
+import { tenantCtx } from '../../core/context.js';
 import { badRequest } from '../../core/errors.js';
 import { sameTenant, tenantScope } from '../../core/model.js';
 import { hashSecret, randomBase62, TOKEN_RANDOM_LENGTH } from '../../core/secrets.js';
@@ -104,22 +105,46 @@ export interface DueFeedback {
 
 /**
  * Up to `limit` requests due at `now` (scheduled, send_at passed), of every account, locked for
- * this transaction; concurrent dispatchers skip each other's (SKIP LOCKED).
+ * this transaction; concurrent dispatchers skip each other's (SKIP LOCKED). A look-out reads the
+ * due requests without a lock, then each account's are locked by a statement that names the
+ * account (on a cluster distributed by account a locking read across accounts is refused); one
+ * another dispatcher took meanwhile is skipped, or no longer due.
  */
 export async function claimDue(tx: BaseCtx, now: Date, limit: number): Promise<DueFeedback[]> {
-  const { rows } = (await tx.db.raw(
-    `with due as (
-       select account_id, livemode, id from ticket_feedback where status = 'scheduled' and send_at <= ? order by send_at limit ? for update skip locked)
-     select f.account_id as "accountId", f.livemode, f.brand_id as "brandId", f.id, f.ticket_id as "ticketId",
-       (t.status = 'resolved' and t.deleted_at is null and not t.is_spam) as "stillResolved",
-       t.title as "ticketTitle", t.ticket_number as "ticketNumber", t.source as "ticketSource", t.source_data as "ticketSourceData", c.email as "contactEmail", c.name as "contactName"
-     from due join ticket_feedback f on ${sameTenant('f', 'due')} and f.id = due.id
-     join tickets t on ${sameTenant('t', 'f')} and t.brand_id = f.brand_id and t.id = f.ticket_id
-     left join contacts c on ${sameTenant('c', 'f')} and c.brand_id = f.brand_id and c.id = f.contact_id
-     order by f.send_at, f.id`,
-    [now, limit],
-  )) as { rows: DueFeedback[] };
-  return rows;
+  const seen = (
+    (await tx.db.raw(`select account_id as "accountId", livemode, id from ticket_feedback where status = 'scheduled' and send_at <= ? order by send_at, id limit ?`, [
+      now,
+      limit,
+    ])) as {
+      rows: { accountId: string; livemode: boolean; id: string }[];
+    }
+  ).rows;
+  const byTenant = new Map<string, { ctx: TenantCtx; ids: string[] }>();
+  for (const r of seen) {
+    const key = `${r.accountId}:${r.livemode}`;
+    if (!byTenant.has(key)) byTenant.set(key, { ctx: tenantCtx(tx, r.accountId, r.livemode), ids: [] });
+    byTenant.get(key)!.ids.push(r.id);
+  }
+  const claimed: (DueFeedback & { sendAt: string })[] = [];
+  for (const { ctx, ids } of byTenant.values()) {
+    const { rows } = (await tx.db.raw(
+      `with due as (
+         select d.account_id, d.livemode, d.id from ticket_feedback d
+         where ? and d.id = any(?::text[]) and d.status = 'scheduled' and d.send_at <= ? for update skip locked)
+       select f.account_id as "accountId", f.livemode, f.brand_id as "brandId", f.id, f.ticket_id as "ticketId",
+         (t.status = 'resolved' and t.deleted_at is null and not t.is_spam) as "stillResolved",
+         t.title as "ticketTitle", t.ticket_number as "ticketNumber", t.source as "ticketSource", t.source_data as "ticketSourceData", c.email as "contactEmail", c.name as "contactName",
+         to_char(f.send_at at time zone 'UTC', 'YYYYMMDDHH24MISSUS') as "sendAt"
+       from due join ticket_feedback f on ${sameTenant('f', 'due')} and f.id = due.id
+       join tickets t on ${sameTenant('t', 'f')} and t.brand_id = f.brand_id and t.id = f.ticket_id
+       left join contacts c on ${sameTenant('c', 'f')} and c.brand_id = f.brand_id and c.id = f.contact_id
+       where ?`,
+      [tenantScope(ctx, 'd'), ids, now, tenantScope(ctx, 'f')],
+    )) as { rows: (DueFeedback & { sendAt: string })[] };
+    claimed.push(...rows);
+  }
+  claimed.sort((a, b) => (a.sendAt < b.sendAt ? -1 : a.sendAt > b.sendAt ? 1 : a.id < b.id ? -1 : 1));
+  return claimed.map(({ sendAt: _, ...row }) => row);
 }
 
 /** The request's mail is on its way: its token (hashed) and the link's expiry. */

@@ -87,17 +87,19 @@ export async function open(ctx: TenantCtx, storage: Storage, brandId: string, ti
 /**
  * The dispatcher's job: raw messages older than the retention (all of them at 0), of every
  * account, a batch a tick. The same statement queues their files, which the attachment purge
- * removes after the commit.
+ * removes after the commit. No locking read across accounts (refused on a cluster distributed by
+ * account): a row another transaction holds is waited for and deleted after, still expired.
  */
 export async function purgeExpired(base: BaseCtx, retentionDays: number, now: number): Promise<number> {
   const cutoff = new Date(now - retentionDays * DAY_MS);
   const queued = (await base.db.raw(
     `with gone as (
        delete from raw_mails where (account_id, id) in (
-         select account_id, id from raw_mails where created_at <= ? order by created_at limit ? for update skip locked)
+         select account_id, id from raw_mails where created_at <= ? order by created_at limit ?)
+       and created_at <= ?
        returning account_id, id)
      insert into attachment_file_deletions (account_id, attachment_id) select account_id, id from gone on conflict do nothing`,
-    [cutoff, PURGE_BATCH],
+    [cutoff, PURGE_BATCH, cutoff],
   )) as { rowCount: number };
   return queued.rowCount;
 }
