@@ -16,7 +16,7 @@ import type { ChildProcess } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
 import { runCommerceSyncBench } from './commerce-sync.js';
 import { readLatency } from './floor.js';
-import { adminDatabase, sql, startTicketd, stop, withDatabase } from './server.js';
+import { adminDatabase, post, sql, startTicketd, stop, withDatabase } from './server.js';
 
 const log = (s: string) => process.stderr.write(`${s}\n`);
 const round = (x: number) => Math.round(x * 100) / 100;
@@ -39,17 +39,12 @@ export async function runCommerceBench(opts: { orders: number; syncOrders: numbe
     const headers = { authorization: `Bearer ${api.info.bootstrap.apiKeys.live.key}`, 'content-type': 'application/json' };
     const accountId: string = api.info.bootstrap.account.id;
     const shop: string = api.info.bootstrap.brand.id;
-    // eslint-disable-next-line @typescript-eslint/no-explicit-any
-    const post = async (p: string, body: unknown): Promise<any> => {
-      const res = await fetch(`${url}${p}`, { method: 'POST', headers, body: JSON.stringify(body) });
-      if (res.status !== 201) throw new Error(`POST ${p}: ${res.status} ${await res.text()}`);
-      return res.json();
-    };
-    const plain: string = (await post('/v1/brands', { name: 'No store', slug: `no-store-${randomBytes(3).toString('hex')}` })).id;
+    const key: string = api.info.bootstrap.apiKeys.live.key;
+    const plain: string = (await post(url, key, '/v1/brands', { name: 'No store', slug: `no-store-${randomBytes(3).toString('hex')}` })).id;
 
     log(`seeding a store of ${opts.orders.toLocaleString('en')} orders…`);
     const started = performance.now();
-    const storeId = `cst_bench${randomBytes(4).toString('hex')}`;
+    const storeId = `store_bench${randomBytes(4).toString('hex')}`;
     await sql(
       dbUrl,
       `INSERT INTO commerce_stores (account_id, id, livemode, brand_id, platform, store_hash, name, store_url, access_token)
@@ -74,10 +69,10 @@ export async function runCommerceBench(opts: { orders: number; syncOrders: numbe
     log(`seeded in ${((performance.now() - started) / 1000).toFixed(1)} s`);
 
     // The customer's ticket, linked by hand to three of their orders; the same kind of ticket in the brand without a store.
-    const ticket = await post(`/v1/brands/${shop}/tickets`, { title: 'Where is my order?', customerEmail: 'customer1@shop.example' });
+    const ticket = await post(url, key, `/v1/brands/${shop}/tickets`, { title: 'Where is my order?', customerEmail: 'customer1@shop.example' });
     const theirs = await sql<{ id: string }>(dbUrl, `SELECT id FROM commerce_orders WHERE customer_email = 'customer1@shop.example' ORDER BY id LIMIT 3`);
-    for (const o of theirs) await post(`/v1/brands/${shop}/ecommerce/orders/${o.id}/link`, { ticketId: ticket.id });
-    const plainTicket = await post(`/v1/brands/${plain}/tickets`, { title: 'Where is my order?', customerEmail: 'customer1@shop.example' });
+    for (const o of theirs) await post(url, key, `/v1/brands/${shop}/ecommerce/orders/${o.id}/link`, { ticketId: ticket.id });
+    const plainTicket = await post(url, key, `/v1/brands/${plain}/tickets`, { title: 'Where is my order?', customerEmail: 'customer1@shop.example' });
 
     const routes = {
       'trivial read (GET the brand)': `${url}/v1/brands/${shop}`,

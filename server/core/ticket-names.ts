@@ -1,4 +1,5 @@
-import type { BaseCtx, TenantCtx } from './context.js';
+import { tenantCtx, type BaseCtx, type TenantCtx } from './context.js';
+import { accountScope, sameAccount, sameTenant, tenantScope } from './model.js';
 
 /**
  * Tickets carry the names they are listed and searched by (customer_sort, customer_text,
@@ -22,10 +23,10 @@ export async function contactsChanged(ctx: TenantCtx, brandId: string, contactId
         company_sort = coalesce(lower(co.name), ''),
         search_vector = ticketd_ticket_vector(t.title, ticketd_person_text(c.name, c.email), t.body)
       from contacts c
-      left join companies co on co.account_id = c.account_id and co.livemode = c.livemode and co.brand_id = c.brand_id and co.id = c.company_id
-      where c.account_id = ? and c.livemode = ? and c.brand_id = ? and c.id = any(?)
-        and t.account_id = c.account_id and t.livemode = c.livemode and t.brand_id = c.brand_id and t.customer_id = c.id and ${LIVE}`,
-    [ctx.accountId, ctx.livemode, brandId, [...contactIds]],
+      left join companies co on ${sameTenant('co', 'c')} and co.brand_id = c.brand_id and co.id = c.company_id
+      where ? and c.brand_id = ? and c.id = any(?)
+        and ${sameTenant('t', 'c')} and t.brand_id = c.brand_id and t.customer_id = c.id and ${LIVE}`,
+    [tenantScope(ctx, 'c'), brandId, [...contactIds]],
   );
 }
 
@@ -34,10 +35,10 @@ export async function companyChanged(ctx: TenantCtx, brandId: string, companyId:
   await ctx.db.raw(
     `update tickets t set company_sort = ${deleted ? "''" : 'lower(co.name)'}
       from companies co
-      join contacts c on c.account_id = co.account_id and c.livemode = co.livemode and c.brand_id = co.brand_id and c.company_id = co.id
-      where co.account_id = ? and co.livemode = ? and co.brand_id = ? and co.id = ?
-        and t.account_id = c.account_id and t.livemode = c.livemode and t.brand_id = c.brand_id and t.customer_id = c.id and ${LIVE}`,
-    [ctx.accountId, ctx.livemode, brandId, companyId],
+      join contacts c on ${sameTenant('c', 'co')} and c.brand_id = co.brand_id and c.company_id = co.id
+      where ? and co.brand_id = ? and co.id = ?
+        and ${sameTenant('t', 'c')} and t.brand_id = c.brand_id and t.customer_id = c.id and ${LIVE}`,
+    [tenantScope(ctx, 'co'), brandId, companyId],
   );
 }
 
@@ -46,9 +47,10 @@ export async function memberChanged(ctx: BaseCtx, accountId: string, memberId: s
   await ctx.db.raw(
     `update tickets t set assignee_sort = ticketd_person_sort(m.name, m.email)
       from members m
-      where m.account_id = ? and m.id = ?
-        and t.account_id = m.account_id and t.assignee_id = m.id and ${LIVE}`,
-    [accountId, memberId],
+      where ? and m.id = ?
+        and ${sameAccount('t', 'm')} and t.assignee_id = m.id and ${LIVE}`,
+    // Members are account-wide: the mode given here is not read.
+    [accountScope(tenantCtx(ctx, accountId, true), 'm'), memberId],
   );
 }
 
@@ -57,8 +59,8 @@ export async function categoryChanged(ctx: TenantCtx, brandId: string, categoryI
   await ctx.db.raw(
     `update tickets t set category_sort = lower(ca.name)
       from categories ca
-      where ca.account_id = ? and ca.livemode = ? and ca.brand_id = ? and ca.id = ?
-        and t.account_id = ca.account_id and t.livemode = ca.livemode and t.brand_id = ca.brand_id and t.category_id = ca.id and ${LIVE}`,
-    [ctx.accountId, ctx.livemode, brandId, categoryId],
+      where ? and ca.brand_id = ? and ca.id = ?
+        and ${sameTenant('t', 'ca')} and t.brand_id = ca.brand_id and t.category_id = ca.id and ${LIVE}`,
+    [tenantScope(ctx, 'ca'), brandId, categoryId],
   );
 }
