@@ -14,6 +14,12 @@
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { newId } from '../server/core/ids.js';
+import { countChangesSql } from '../server/core/ticket-writes.js';
+
+/** A create's count changes, as ticket create writes them (its tickets are open: not resolved). */
+const COUNTED = countChangesSql({
+  after: '(select t.account_id, t.livemode, t.brand_id, t.status, t.created_at, null::timestamptz as resolved_at, t.deleted_at, t.is_spam from t)',
+});
 
 export interface FloorInput {
   url: string;
@@ -140,6 +146,7 @@ export function statementsOp(input: FloorInput) {
         from n left join contacts cu on cu.account_id = $1 and cu.livemode = $2 and cu.brand_id = $3 and cu.id = $7
         returning *),
       tt as (insert into ticket_tags (account_id, livemode, brand_id, ticket_id, tag_id, status, priority) select t.account_id, t.livemode, t.brand_id, t.id, tag, t.status, t.priority from t, unnest($8::text[]) as tag),
+      cc as (${COUNTED}),
       a as (insert into audit_log (id, account_id, livemode, brand_id, ticket_id, entity_type, entity_id, event, changes, metadata, performer_type, performer_id, performer_name, request_id, source)
         values ($11, $1, $2, $3, $4, 'ticket', $4, 'ticket.created', '[]', json_build_object('title', $5::text), 'api', 'key_bench', 'bench', 'req_bench', 'api')),
       e as (insert into outbox (id, account_id, livemode, brand_id, kind, event, webhook_id, payload)
@@ -198,6 +205,7 @@ export function oneStatementOp(input: FloorInput) {
         returning *
       ), tt as (
         insert into ticket_tags (account_id, livemode, brand_id, ticket_id, tag_id, status, priority) select t.account_id, t.livemode, t.brand_id, t.id, tag, t.status, t.priority from t, unnest(array(select id from given_tags)) as tag
+      ), cc as (${COUNTED}
       ), a as (
         insert into audit_log (id, account_id, livemode, brand_id, ticket_id, entity_type, entity_id, event, changes, metadata, performer_type, performer_id, performer_name, request_id, source)
         select $13, t.account_id, t.livemode, t.brand_id, t.id, 'ticket', t.id, 'ticket.created', '[]', json_build_object('title', $10::text), 'api', 'key_bench', 'bench', 'req_bench', 'api' from t
@@ -258,9 +266,10 @@ export function writesOnlyOp(input: FloorInput) {
         insert into tickets (id, account_id, livemode, brand_id, ticket_number, title, body, status, priority, customer_id, source, ${DERIVED_COLUMNS})
         select $6, $1, $2, $3, n.num, $8, $9, 'open', 'high', cu.id, 'api', ${derivedValues('$8', '$9')}
         from n left join customer cu on true
-        returning id, account_id, livemode, brand_id, ticket_number, status, priority
+        returning id, account_id, livemode, brand_id, ticket_number, status, priority, created_at, deleted_at, is_spam
       ), tt as (
         insert into ticket_tags (account_id, livemode, brand_id, ticket_id, tag_id, status, priority) select t.account_id, t.livemode, t.brand_id, t.id, tag, t.status, t.priority from t, unnest($10::text[]) as tag
+      ), cc as (${COUNTED}
       ), a as (
         insert into audit_log (id, account_id, livemode, brand_id, ticket_id, entity_type, entity_id, event, changes, metadata, performer_type, performer_id, performer_name, request_id, source)
         select $11, t.account_id, t.livemode, t.brand_id, t.id, 'ticket', t.id, 'ticket.created', '[]', json_build_object('title', $8::text), 'api', 'key_bench', 'bench', 'req_bench', 'api' from t

@@ -178,8 +178,8 @@ export async function seed(url: string, opts: { accountId: string; brandId: stri
     );
     await a.query('ALTER TABLE bench_text ADD PRIMARY KEY (k)');
 
-    // The tickets triggers and the foreign-key checks are off for the load (session_replication_role),
-    // so this statement fills the derived columns as the triggers would (resolved_at: done tickets
+    // The foreign-key checks are off for the load (session_replication_role), and this statement
+    // fills the derived columns as ticket create would (resolved_at: done tickets
     // were resolved within three days of their creation): the title and body hold
     // only letters and spaces, for which ticketd_search_text() is unaccent(); checked below.
     const loadStarted = Date.now();
@@ -248,8 +248,8 @@ export async function seed(url: string, opts: { accountId: string; brandId: stri
     const wrong = await a.query<{ n: string }>(`SELECT count(*) AS n FROM (SELECT * FROM tickets TABLESAMPLE SYSTEM (1) LIMIT 2000) t
       WHERE search_vector <> ticketd_ticket_vector(title, customer_text, body)
          OR customer_sort <> coalesce((SELECT lower(coalesce(nullif(c.name, ''), c.email)) FROM contacts c WHERE c.account_id = t.account_id AND c.id = t.customer_id), '')`);
-    if (Number(wrong.rows[0]!.n) > 0) log(`seed: WARNING: ${wrong.rows[0]!.n} sampled tickets differ from what the trigger would store`);
-    // The count triggers were off too: the counts the dashboard reads are computed from the tickets loaded.
+    if (Number(wrong.rows[0]!.n) > 0) log(`seed: WARNING: ${wrong.rows[0]!.n} sampled tickets differ from what ticket create would store`);
+    // The counts the dashboard reads are computed from the tickets loaded.
     await a.query('SELECT ticketd_rebuild_ticket_counts()');
     log(`seed: tickets and tags loaded in ${((Date.now() - loadStarted) / 1000).toFixed(1)} s; rebuilding ${indexes.rows.length} indexes`);
 

@@ -2,6 +2,7 @@
  * `npm test`: prepares PostgreSQL, then runs the compiled test files (tap tests), one per core.
  * - With TEST_DATABASE_URL (an administrator URL), tests use that server.
  * - Without it, an embedded cluster is started in a temporary directory for this run.
+ * - With TEST_CITUS_URL (a Citus coordinator), the HTTP tests run on that cluster (citusMain).
  * A template database is migrated once; each test file clones it (see test/helpers/db.ts).
  * Ends with the failed tests (if any), the ten slowest test files, then the line
  * "N passed, N failed" (always the last), so a log cut to its tail still names what failed.
@@ -214,7 +215,45 @@ function testFiles(): string[] {
     .map((f) => path.join('dist', 'test', f));
 }
 
+/**
+ * The Citus mode: with TEST_CITUS_URL (a coordinator's administrator URL), the HTTP tests (or the
+ * files named) run against databases made on that cluster, each migrated and distributed by the
+ * test itself (test/helpers/db.ts: Citus copies no template). No coordinator there: skipped.
+ */
+async function citusMain(coordinatorUrl: string): Promise<number> {
+  const where = new URL(coordinatorUrl).host;
+  const workers = await (async () => {
+    const client = new pg.Client({ connectionString: coordinatorUrl, connectionTimeoutMillis: 3000 });
+    await client.connect();
+    try {
+      return (await client.query(`select count(*)::int as n from pg_dist_node where groupid <> 0 and isactive`)).rows[0].n as number;
+    } finally {
+      await client.end();
+    }
+  })().catch(() => null);
+  if (workers === null) {
+    process.stdout.write(`# Citus mode: no Citus coordinator answers at ${where}; skipped\n0 passed, 0 failed\n`);
+    return 0;
+  }
+  process.stdout.write(`# Citus mode: coordinator ${where} with ${workers} workers\n`);
+  const env: NodeJS.ProcessEnv = { ...process.env, TICKETD_TEST_ADMIN_URL: coordinatorUrl, TICKETD_TEST_TEMPLATE: 'none', TICKETD_TEST_CITUS: '1' };
+  delete env.DATABASE_URL;
+  const args = process.argv.slice(2);
+  const jobs = Number(/^--jobs=(\d+)$/.exec(args.find((a) => a.startsWith('--jobs=')) ?? '')?.[1] ?? os.availableParallelism());
+  const named = args.filter((a) => !a.startsWith('-'));
+  const files = named.length ? named : testFiles().filter((f) => f.startsWith(path.join('dist', 'test', 'http') + path.sep));
+  await buildTapIfStale();
+  const started = performance.now();
+  const result = await runFiles(files, env, jobs);
+  process.stdout.write(result.failures.report());
+  process.stdout.write(`# time=${(performance.now() - started).toFixed(0)}ms\n`);
+  process.stdout.write(slowest(result.files));
+  process.stdout.write(`${result.pass} passed, ${result.fail} failed\n`);
+  return result.fail === 0 ? 0 : 1;
+}
+
 async function main(): Promise<number> {
+  if (process.env.TEST_CITUS_URL) return citusMain(process.env.TEST_CITUS_URL);
   let adminUrl = process.env.TEST_DATABASE_URL;
   let stopCluster = async () => undefined as void;
   if (!adminUrl) {

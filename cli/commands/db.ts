@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs';
 import path from 'node:path';
 import type { Command } from 'commander';
 import { loadConfig, type Config } from '../../server/core/config.js';
+import { distribute, hasCitus } from '../../server/core/citus.js';
 import { migrateLatest, migrationStatus, rollback } from '../../server/core/migrate.js';
 import { provisionDatabase } from '../../server/core/provision.js';
 import { embeddedTargetExists, openBackup, restoreDump, restoreEmbedded, verifyBackup, writeBackup, type Backup, type RestoreResult } from '../../server/integrations/backups.js';
@@ -20,6 +21,21 @@ export function registerDb(program: Command, globals: () => GlobalOptions): void
     .action(async (opts: { json?: boolean }) => {
       const applied = await withServices(loadConfig({ configFile: globals().config }), (services) => migrateLatest(services.db, services.directUrl));
       emit(Boolean(opts.json), { applied }, () => (applied.length ? applied.map((m) => `applied ${m}`) : ['already up to date']));
+    });
+
+  db.command('distribute')
+    .description(
+      'place the tables of a database with the citus extension on its cluster: tenant tables distributed by account, the rest as reference or coordinator tables (migrate does this too)',
+    )
+    .option('--json', 'JSON output')
+    .action(async (opts: { json?: boolean }) => {
+      const placed = await withServices(loadConfig({ configFile: globals().config }), async (services) => {
+        if (!(await hasCitus(services.db))) throw new ReportedFailure('the database has no citus extension: CREATE EXTENSION citus and add the workers first (docs/operations.md)');
+        return distribute(services.db);
+      });
+      emit(Boolean(opts.json), { placed }, () =>
+        placed.length ? placed.map((p) => `${p.placement.padEnd(11)} ${p.table}`).concat(`${placed.length} tables placed`) : ['every table is placed already'],
+      );
     });
 
   db.command('rollback')

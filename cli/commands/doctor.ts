@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { ConfigError, loadConfig, type Config } from '../../server/core/config.js';
 import { databaseClock, diskSpace, type DatabaseClock } from '../../server/core/diagnostics.js';
+import { clusterReport } from '../../server/core/citus.js';
 import { migrationStatus } from '../../server/core/migrate.js';
 import { embeddedClusterExists } from '../../server/integrations/embedded-postgres.js';
 import * as outbox from '../../server/core/outbox/service.js';
@@ -29,7 +30,7 @@ const DISK_FAIL_BYTES = 100 * MiB;
 const DISK_WARN_BYTES = 1024 * MiB;
 const DISK_WARN_SHARE = 0.1;
 
-const DATABASE_CHECKS = ['database', 'migrations', 'clock', 'outbox', 'deadDeliveries'] as const;
+const DATABASE_CHECKS = ['database', 'migrations', 'clock', 'outbox', 'deadDeliveries', 'cluster'] as const;
 
 function bytes(n: number): string {
   return n >= 1024 * MiB ? `${(n / (1024 * MiB)).toFixed(1)} GiB` : `${Math.round(n / MiB)} MiB`;
@@ -111,6 +112,26 @@ async function outboxChecks(services: Services): Promise<Check[]> {
   ];
 }
 
+/** On a Citus coordinator: its nodes, where the tables are, and no setting that lets unsafe triggers in. */
+async function clusterCheck(services: Services): Promise<Check> {
+  const report = await clusterReport(services.db);
+  if (!report) return { name: 'cluster', status: 'ok', message: 'one PostgreSQL server (no citus extension)' };
+  const workers = report.nodes.filter((n) => n.role === 'worker');
+  const inactive = report.nodes.filter((n) => !n.active).map((n) => `${n.name}:${n.port}`);
+  const { distributed, reference, coordinator } = report.tables;
+  const shape = `Citus: ${workers.length} workers (${workers.map((n) => `${n.name}:${n.port} ${n.shards} shards`).join(', ') || 'none'}); tables: ${distributed} distributed by account, ${reference} reference, ${coordinator} on the coordinator`;
+  const details = { ...report };
+  if (report.misplaced.length) {
+    return { name: 'cluster', status: 'fail', message: `${shape}; not placed as they should be: ${report.misplaced.join(', ')} (run \`ticketd db distribute\`)`, details };
+  }
+  const problems = [
+    ...(workers.length ? [] : ['no worker node: every shard is on the coordinator']),
+    ...(inactive.length ? [`inactive nodes: ${inactive.join(', ')}`] : []),
+    ...(report.unsafeTriggers ? ['citus.enable_unsafe_triggers is on: ticketd needs no trigger on a distributed table'] : []),
+  ];
+  return { name: 'cluster', status: problems.length ? 'warn' : 'ok', message: problems.length ? `${shape}; ${problems.join('; ')}` : shape, details };
+}
+
 /** The checks that need the database; those it could not get to are skipped. */
 async function databaseChecks(config: Config): Promise<Check[]> {
   const checks: Check[] = [];
@@ -129,7 +150,10 @@ async function databaseChecks(config: Config): Promise<Check[]> {
       });
       const migrations = await migrationsCheck(services).catch(failed('migrations'));
       checks.push(migrations, checkClock(clock));
-      if (migrations.status === 'ok') checks.push(...(await outboxChecks(services).catch((err: Error) => [failed('outbox')(err), failed('deadDeliveries')(err)])));
+      if (migrations.status === 'ok') {
+        checks.push(...(await outboxChecks(services).catch((err: Error) => [failed('outbox')(err), failed('deadDeliveries')(err)])));
+        checks.push(await clusterCheck(services).catch(failed('cluster')));
+      }
     }).catch((err: Error) => {
       if (!checks.length) checks.push({ name: 'database', status: 'fail', message: `unreachable (${where}): ${err.message}` });
     });

@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { distribute } from './citus.js';
 import { connectionStringOf, createDb, type Db } from './db.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -21,7 +22,8 @@ async function exclusively<T>(db: Db, fn: () => Promise<T>): Promise<T> {
 }
 
 /**
- * knex migrate:latest, waiting while another process (a second server starting at the same
+ * knex migrate:latest, then on a Citus coordinator the new tables placed on the cluster
+ * (core/citus.ts), waiting while another process (a second server starting at the same
  * moment) migrates instead of failing. With `directUrl` (the database without a pooler in
  * between) it migrates over a pool of its own there: the lock is a session's, and a pooler in
  * transaction mode would leave it on a server connection that others then use.
@@ -39,6 +41,8 @@ export async function migrateLatest(db: Db, directUrl?: string | null): Promise<
     for (let attempt = 0; ; attempt++) {
       try {
         const [, applied] = (await db.migrate.latest()) as [number, string[]];
+        // On a Citus coordinator, the tables the migrations made are placed on the cluster.
+        await distribute(db);
         return applied;
       } catch (err) {
         if ((err as Error).name !== 'MigrationLocked' || attempt >= 100) throw err;

@@ -18,6 +18,25 @@ export const GLOBAL_TABLES: Readonly<Record<string, string>> = {
   knex_migrations_lock: "knex's migration lock",
 };
 
+/**
+ * On a Citus cluster (server/core/citus.ts), the global tables a tenant table's foreign key
+ * names: a copy on every node (a reference table), so the key holds on each shard.
+ */
+export const REFERENCE_TABLES: Readonly<Record<string, string>> = {
+  coupons: 'coupon_redemptions, a tenant table, names its coupon',
+};
+
+/** On a Citus cluster, the global tables that stay plain tables on the coordinator, with why. */
+export const COORDINATOR_TABLES: Readonly<Record<string, string>> = {
+  server_secrets: 'read by each process once at start; no tenant table refers to it',
+  rate_limit_counters: 'written on every request, and never joined: a reference table would write every node each time, a distributed one has no account to be distributed by',
+  billing_events: 'one insert per provider event, never joined',
+  signup_checkouts: 'found by token or checkout id alone, never joined; the account it makes does not exist yet',
+  identity_notifications: 'one insert per provider message, never joined',
+  knex_migrations: "knex's own bookkeeping, read by the migrating process only",
+  knex_migrations_lock: "knex's own bookkeeping, read by the migrating process only",
+};
+
 /** Secondary indexes that serve work across every tenant, so they cannot lead with account_id. */
 export const CROSS_TENANT_INDEXES: Readonly<Record<string, string>> = {
   api_keys_secret_hash_idx: 'authentication learns the account from the key: it finds the key by its hash alone',

@@ -8,7 +8,7 @@ import { accountScope, sameAccount, sameTenant, tenantScope } from './model.js';
  * same transaction, after the rename: they rewrite the live tickets that show the row (deleted
  * tickets are never listed again). Each statement names the account (and the brand, but for
  * members, who are account-wide) on every table, so on Citus it stays on one shard group.
- * The expressions are the ones ticket create and the derived-columns trigger use.
+ * The expressions are the ones ticket create and updateTickets (ticket-writes.ts) use.
  */
 
 const LIVE = 't.deleted_at is null';
@@ -63,4 +63,28 @@ export async function categoryChanged(ctx: TenantCtx, brandId: string, categoryI
         and ${sameTenant('t', 'ca')} and t.brand_id = ca.brand_id and t.category_id = ca.id and ${LIVE}`,
     [tenantScope(ctx, 'ca'), brandId, categoryId],
   );
+}
+
+/**
+ * Before a contact, category or member is deleted: every ticket that names it (deleted tickets
+ * too) loses it and its names, as the foreign key's ON DELETE SET NULL would leave them, so that
+ * the key never has a row to act on (Citus refuses SET NULL on a key that holds the distribution
+ * column: decision 0090).
+ */
+export async function contactDeleting(ctx: TenantCtx, brandId: string, contactId: string): Promise<void> {
+  await ctx.db.raw(
+    `update tickets t set customer_id = null, customer_sort = '', customer_text = '', company_sort = '',
+        search_vector = ticketd_ticket_vector(t.title, '', t.body)
+      where ? and t.brand_id = ? and t.customer_id = ?`,
+    [tenantScope(ctx, 't'), brandId, contactId],
+  );
+}
+
+export async function categoryDeleting(ctx: TenantCtx, brandId: string, categoryId: string): Promise<void> {
+  await ctx.db.raw(`update tickets t set category_id = null, category_sort = '' where ? and t.brand_id = ? and t.category_id = ?`, [tenantScope(ctx, 't'), brandId, categoryId]);
+}
+
+/** Members are account-wide: their tickets in every brand and mode. */
+export async function memberDeleting(ctx: BaseCtx, accountId: string, memberId: string): Promise<void> {
+  await ctx.db.raw(`update tickets t set assignee_id = null, assignee_sort = '' where ? and t.assignee_id = ?`, [accountScope(tenantCtx(ctx, accountId, true), 't'), memberId]);
 }

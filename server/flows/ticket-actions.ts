@@ -14,6 +14,7 @@ import { fetchView } from '../domains/tickets/service.js';
 import { moveClocks } from '../domains/tickets/service-level.js';
 import { asFieldError, assertAssignee, resolveTags } from './ticket-create.js';
 import { sameTenant, scopeOf } from '../core/model.js';
+import { linkTags, updateTickets } from '../core/ticket-writes.js';
 
 /**
  * Ticket actions beyond create/update/delete: the spam flag and bulk actions (merge is in merge.ts).
@@ -85,13 +86,12 @@ function spamFlag(input: SpamInput): boolean {
 async function applySpam(ctx: TenantCtx, brandId: string, rows: readonly Locked[], isSpam: boolean, bulk: boolean): Promise<void> {
   const changed = rows.filter((r) => r.isSpam !== isSpam);
   if (!changed.length) return;
-  await Ticket.scoped(ctx)
-    .where('brandId', brandId)
-    .whereIn(
-      'id',
-      changed.map((r) => r.id),
-    )
-    .patch({ isSpam, updatedAt: objection.raw('now()') as unknown as Date });
+  await updateTickets(
+    ctx,
+    brandId,
+    changed.map((r) => r.id),
+    { isSpam, updatedAt: ctx.db.raw('now()') },
+  );
   const emails = changed.map((r) => r.customerEmail).filter((e): e is string => e !== null);
   if (isSpam) await blockedSources.blockEmails(ctx, brandId, emails, 'Marked as spam');
   else await blockedSources.unblockEmails(ctx, brandId, emails);
@@ -146,13 +146,12 @@ async function applyFields(ctx: TenantCtx, brandId: string, rows: readonly Locke
       if (due) c.changes.push(due);
     }
   }
-  await Ticket.scoped(ctx)
-    .where('brandId', brandId)
-    .whereIn(
-      'id',
-      changed.map((c) => c.row.id),
-    )
-    .patch({ ...patch, updatedAt: objection.raw('now()') } as unknown as Partial<Ticket>);
+  await updateTickets(
+    ctx,
+    brandId,
+    changed.map((c) => c.row.id),
+    { ...patch, updatedAt: ctx.db.raw('now()') },
+  );
   await audit.recordMany(
     ctx,
     changed.map(
@@ -196,17 +195,8 @@ async function applyTags(ctx: TenantCtx, brandId: string, rows: readonly Locked[
   const stale = ctx.db('ticketTags').where(scope).whereIn('ticketId', ids);
   if (to.length) stale.whereNotIn('tagId', to);
   await stale.delete();
-  if (to.length) {
-    await ctx
-      .db('ticketTags')
-      .insert(ids.flatMap((ticketId) => to.map((tagId) => ({ ...scope, ticketId, tagId }))))
-      .onConflict(['accountId', 'livemode', 'brandId', 'ticketId', 'tagId'])
-      .ignore();
-  }
-  await Ticket.scoped(ctx)
-    .where('brandId', brandId)
-    .whereIn('id', ids)
-    .patch({ updatedAt: objection.raw('now()') as unknown as Date });
+  await linkTags(ctx, brandId, ids, to);
+  await updateTickets(ctx, brandId, ids, { updatedAt: ctx.db.raw('now()') });
   await audit.recordMany(
     ctx,
     changed.map(
@@ -231,13 +221,12 @@ async function applyTags(ctx: TenantCtx, brandId: string, rows: readonly Locked[
 /** Soft-deletes every locked ticket, as DELETE /tickets/:id does. */
 async function applyDelete(ctx: TenantCtx, brandId: string, rows: readonly Locked[]): Promise<void> {
   if (!rows.length) return;
-  await Ticket.scoped(ctx)
-    .where('brandId', brandId)
-    .whereIn(
-      'id',
-      rows.map((r) => r.id),
-    )
-    .patch({ deletedAt: objection.raw('now()') as unknown as Date });
+  await updateTickets(
+    ctx,
+    brandId,
+    rows.map((r) => r.id),
+    { deletedAt: ctx.db.raw('now()') },
+  );
   await audit.recordMany(
     ctx,
     rows.map(

@@ -4,6 +4,7 @@ import * as audit from '../core/audit.js';
 import { blockedDomainsOf, isBlockedSql } from '../core/blocked.js';
 import type { SqlFragment } from '../core/db.js';
 import { claimRowsStatement } from '../core/idempotency.js';
+import { countChangesSql, resolvedAtSql } from '../core/ticket-writes.js';
 import { newId, ID_PREFIX } from '../core/ids.js';
 import { accountScope, sameTenant, tenantScope } from '../core/model.js';
 import { emailDomain, foldText } from '../core/text.js';
@@ -195,12 +196,12 @@ function countAgainstAllowance(way: 'usual' | 'usual, brands locked first' | 'ex
  *   3. its customer contact found, or made in the company of its email's domain with its
  *      contact.created entry (`customer` holds both: the rest of the statement cannot see a new
  *      contact in `contacts`); a concurrent insert of the same email is waited for and its row
- *      returned (ON CONFLICT DO UPDATE to the same email: no trigger fires, nothing changes);
+ *      returned (ON CONFLICT DO UPDATE to the same email: nothing changes);
  *   4. only then the brand counters (the rows locked in id order, so two batches cannot deadlock),
  *      bumped once per brand; the tickets numbered in batch order; nothing under those locks waits
  *      on another create;
- *   5. the ticket (spam if the sender is blocked) with its derived columns filled here rather
- *      than by the per-row trigger, its tag links, its ticket.created entry and webhook deliveries,
+ *   5. the ticket (spam if the sender is blocked) with its derived columns and resolved_at, its
+ *      count changes (core/ticket-writes.ts), its tag links, its ticket.created entry and webhook deliveries,
  *      and (only when its text names #1234) its links to those orders of its customer (order-links.ts);
  *   6. while metered, the tickets counted against the plan's allowance (countAgainstAllowance):
  *      over it, the statement raises and writes nothing.
@@ -278,15 +279,19 @@ export function createStatement(ctx: TenantCtx, writes: readonly TicketWrite[]):
       returning b.id as brand_id, b.next_ticket_number - counted.n as first
     ), t as (
       insert into tickets (${GIVEN_COLUMNS.map((c) => c.column).join(', ')}, account_id, livemode, ticket_number, customer_id, is_spam,
-        customer_sort, customer_text, company_sort, assignee_sort, category_sort, search_vector)
+        customer_sort, customer_text, company_sort, assignee_sort, category_sort, search_vector, resolved_at)
       select ${GIVEN_COLUMNS.map((c) => `r.${c.column}`).join(', ')}, :accountId, :livemode,
         n.first + row_number() over (partition by r.brand_id order by r.ord) - 1, r.customer_id, r.spam or (r.email is not null and :blocked),
-        r.customer_sort, r.customer_text, r.company_sort, r.assignee_sort, r.category_sort, ticketd_ticket_vector(r.title, r.customer_text, r.body)
+        r.customer_sort, r.customer_text, r.company_sort, r.assignee_sort, r.category_sort, ticketd_ticket_vector(r.title, r.customer_text, r.body),
+        ${resolvedAtSql('r.status')}
       from ready r join n on n.brand_id = r.brand_id
       returning ${VIEW_COLUMNS.join(', ')}
     ), tt as (
       insert into ticket_tags (account_id, livemode, brand_id, ticket_id, tag_id, status, priority)
       select t.account_id, t.livemode, t.brand_id, t.id, g.id, t.status, t.priority from t join items i on i.id = t.id join given_tags g on g.ord = i.ord
+    ), counts as (${countChangesSql({
+      after: `(select t.account_id, t.livemode, t.brand_id, t.status, t.created_at, ${resolvedAtSql('t.status')} as resolved_at, t.deleted_at, t.is_spam from t)`,
+    })}
     ), entry as (:ticketEntry
     ), announced as (:announced
       returning 1

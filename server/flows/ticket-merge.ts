@@ -1,4 +1,3 @@
-import objection from 'objection';
 import { withTx, type TenantCtx } from '../core/context.js';
 import { badRequest, notFound } from '../core/errors.js';
 import * as attachments from '../domains/attachments/service.js';
@@ -10,6 +9,7 @@ import * as events from '../core/outbox/events.js';
 import type { MergeInput, MergeResultView } from '../domains/tickets/actions-schemas.js';
 import { Ticket } from '../domains/tickets/model.js';
 import { fetchView } from '../domains/tickets/service.js';
+import { updateTickets } from '../core/ticket-writes.js';
 
 /**
  * POST /tickets/:targetId/merge: folds source tickets into the target, Zendesk style. In one
@@ -58,10 +58,7 @@ export async function merge(ctx: TenantCtx, brandId: string, targetId: string, i
     await attachments.moveToTicket(tx, brand.id, sourceIds, targetId);
     await orders.copyLinksToTicket(tx, brand.id, sourceIds, targetId);
 
-    await Ticket.scoped(tx)
-      .where('brandId', brand.id)
-      .whereIn('id', sourceIds)
-      .patch({ status: 'closed', mergedIntoId: targetId, updatedAt: objection.raw('now()') as unknown as Date });
+    await updateTickets(tx, brand.id, sourceIds, { status: 'closed', mergedIntoId: targetId, updatedAt: tx.db.raw('now()') });
     const numbers = sources.map((s) => `#${s.ticketNumber}`).join(', ');
     for (const source of sources) {
       await comments.addSystemComment(tx, brand.id, source.id, `Merged into ticket #${target.ticketNumber} (${target.title}).`, { isInternal: true, mergedIntoId: targetId });

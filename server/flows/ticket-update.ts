@@ -13,7 +13,8 @@ import { Ticket } from '../domains/tickets/model.js';
 import * as tickets from '../domains/tickets/service.js';
 import { clockPatches } from '../domains/tickets/service-level.js';
 import { asFieldError, assertAssignee, resolveTags } from './ticket-create.js';
-import { scopeOf, tenantScope } from '../core/model.js';
+import { scopeOf } from '../core/model.js';
+import { linkTags, updateTickets, type TicketSet } from '../core/ticket-writes.js';
 
 /** Ticket update: it checks the brand's statuses, categories, members, tags and custom fields. */
 
@@ -46,10 +47,10 @@ export async function updateTicket(ctx: TenantCtx, brandId: string, ticketId: st
 
     const patch: Record<string, unknown> = {};
     const changes: Change[] = [];
-    const consider = (field: string, from: unknown, to: unknown, column: string = field, stored: unknown = to) => {
+    const consider = (field: string, from: unknown, to: unknown) => {
       if (to === undefined || same(from, to)) return;
       changes.push({ field, from, to });
-      patch[column] = stored;
+      patch[field] = to;
     };
     consider('title', before.title, title);
     consider('body', before.body, input.body);
@@ -64,10 +65,10 @@ export async function updateTicket(ctx: TenantCtx, brandId: string, ticketId: st
       );
     }
     consider('categoryId', before.categoryId, input.categoryId);
-    consider('links', before.links, input.links, 'links', JSON.stringify(input.links));
+    consider('links', before.links, input.links);
     if (input.customFields !== undefined) await fields.validateCustomFields(tx, brand.id, input.customFields);
-    consider('customFields', before.customFields, input.customFields, 'customFields', input.customFields === null ? null : JSON.stringify(input.customFields));
-    consider('metadata', before.metadata, input.metadata, 'metadata', JSON.stringify(input.metadata));
+    consider('customFields', before.customFields, input.customFields);
+    consider('metadata', before.metadata, input.metadata);
     consider('isSpam', before.isSpam, input.isSpam);
     consider('closeReason', before.closeReason, input.closeReason);
     // dueAt: given by hand, or moved by the brand's service level (a new priority, pending and back).
@@ -101,17 +102,7 @@ export async function updateTicket(ctx: TenantCtx, brandId: string, ticketId: st
     }
 
     if (changes.length) {
-      const columns = Object.keys(patch);
-      const json = new Set(['links', 'customFields', 'metadata']);
-      const snake = (c: string) => c.replace(/[A-Z]/g, (m) => `_${m.toLowerCase()}`);
-      // Raw on purpose: customFields may be any JSON, a bare string included, which objection's
-      // jsonAttributes would not encode; here every JSON column is sent as text and cast to jsonb.
-      const sets = columns.map((c) => `${snake(c)} = ?${json.has(c) ? '::jsonb' : ''}`);
-      await tx.db.raw(
-        `update tickets set ${[...sets, 'updated_at = now()'].join(', ')}
-        where ? and brand_id = ? and id = ?`,
-        [...(columns.map((c) => patch[c] ?? null) as never[]), tenantScope(tx, 'tickets'), brand.id, locked.id],
-      );
+      await updateTickets(tx, brand.id, [locked.id], { ...(patch as TicketSet), updatedAt: tx.db.raw('now()') });
       await audit.record(tx, {
         brandId: brand.id,
         ticketId: locked.id,
@@ -128,13 +119,7 @@ export async function updateTicket(ctx: TenantCtx, brandId: string, ticketId: st
           .where({ ...scopeOf(tx), brandId: brand.id, ticketId: locked.id })
           .whereNotIn('tagId', newTags)
           .delete();
-        if (newTags.length) {
-          await tx
-            .db('ticket_tags')
-            .insert(newTags.map((tagId) => ({ ...scopeOf(tx), brandId: brand.id, ticketId: locked.id, tagId })))
-            .onConflict(['accountId', 'livemode', 'brandId', 'ticketId', 'tagId'])
-            .ignore();
-        }
+        await linkTags(tx, brand.id, [locked.id], newTags);
       }
     }
     return { ticket: changes.length ? await tickets.fetchView(tx, brand.id, locked.id) : before, changes };

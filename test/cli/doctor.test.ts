@@ -12,7 +12,7 @@ import { freshDatabase } from '../helpers/db.js';
 const dataDir = mkdtempSync(path.join(os.tmpdir(), 'ticketd-doctor-'));
 t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
 const doctor = (env: Record<string, string>, json = true) => runCli(['doctor', ...(json ? ['--json'] : [])], { TICKETD_DATA_DIR: dataDir, ...env });
-const CHECKS = ['config', 'database', 'migrations', 'clock', 'outbox', 'deadDeliveries', 'disk'];
+const CHECKS = ['config', 'database', 'migrations', 'clock', 'outbox', 'deadDeliveries', 'cluster', 'disk'];
 
 interface Check {
   name: string;
@@ -36,7 +36,7 @@ t.test('a healthy installation: exit 0, one line per check', async (t) => {
   const { url } = await freshDatabase(t);
   const res = await doctor({ DATABASE_URL: url });
   const checks = checksOf(t, res, 0);
-  for (const name of ['config', 'database', 'migrations', 'clock', 'outbox', 'deadDeliveries']) t.equal(checks[name]!.status, 'ok', `${name}: ${checks[name]!.message}`);
+  for (const name of ['config', 'database', 'migrations', 'clock', 'outbox', 'deadDeliveries', 'cluster']) t.equal(checks[name]!.status, 'ok', `${name}: ${checks[name]!.message}`);
   t.not(checks.disk!.status, 'fail', `disk: ${checks.disk!.message}`);
   t.match(checks.database!.details, { embedded: false, serverVersion: /^\d+/ });
   t.match(checks.migrations!.details, { pending: [] });
@@ -49,7 +49,8 @@ t.test('a healthy installation: exit 0, one line per check', async (t) => {
 
   const human = await doctor({ DATABASE_URL: url }, false);
   t.equal(human.code, 0);
-  for (const name of ['config', 'database', 'migrations', 'clock', 'outbox', 'deadDeliveries']) t.match(human.stdout, new RegExp(`^ok\\s+${name}\\s`, 'm'), `a line for ${name}`);
+  for (const name of ['config', 'database', 'migrations', 'clock', 'outbox', 'deadDeliveries', 'cluster'])
+    t.match(human.stdout, new RegExp(`^ok\\s+${name}\\s`, 'm'), `a line for ${name}`);
   t.match(human.stdout, /^(ok|warn)\s+disk\s+.* free of /m);
 });
 
@@ -64,6 +65,7 @@ t.test('a pending migration fails, and the outbox is not looked at', async (t) =
   t.match(checks.migrations!.message, /ticketd db migrate/, 'and what to do');
   t.equal(checks.outbox!.status, 'skip');
   t.equal(checks.deadDeliveries!.status, 'skip');
+  t.equal(checks.cluster!.status, 'skip');
   const human = await doctor({ DATABASE_URL: url }, false);
   t.equal(human.code, 1);
   t.match(human.stdout, /^fail\s+migrations\s+1 pending/m);
@@ -75,7 +77,7 @@ t.test('an unreachable database fails without echoing its password', async (t) =
   const checks = checksOf(t, res, 1);
   t.equal(checks.database!.status, 'fail');
   t.match(checks.database!.message, /unreachable \(external, 127\.0\.0\.1:\d+\/ticketd\)/);
-  for (const name of ['migrations', 'clock', 'outbox', 'deadDeliveries']) t.equal(checks[name]!.status, 'skip', `${name} skipped`);
+  for (const name of ['migrations', 'clock', 'outbox', 'deadDeliveries', 'cluster']) t.equal(checks[name]!.status, 'skip', `${name} skipped`);
   t.equal(checks.config!.status, 'ok');
   t.not(checks.disk!.status, 'skip', 'the disk is checked all the same');
   t.notOk(`${res.stdout}${res.stderr}`.includes('hunter2'), 'the password is never printed');

@@ -75,13 +75,14 @@ t.test('relevance order without sort; an explicit sort wins; filters combine', a
 
 t.test('cursor walk over search results: the ranked window, then older matches by recency', async (t) => {
   const { owner, base, brand } = await setup();
-  // More matches than the ranked window: rows made in SQL (the trigger indexes them like any ticket).
+  // More matches than the ranked window: rows made in SQL, indexed as a create indexes them.
   const total = SEARCH_RANK_WINDOW + 37;
   await db.raw(
     `
-    insert into tickets (id, account_id, livemode, brand_id, ticket_number, title, body, status)
-    select 'tkt_' || lpad(i::text, 26, '0'), ?, true, ?, i, 'Bulk ' || i, case when i % 7 = 0 then 'parcel parcel parcel' else 'a parcel' end, 'open'
-    from generate_series(1, ?) as i`,
+    insert into tickets (id, account_id, livemode, brand_id, ticket_number, title, body, status, search_vector)
+    select id, ?, true, ?, i, title, body, 'open', ticketd_ticket_vector(title, '', body)
+    from generate_series(1, ?) as i,
+      lateral (select 'tkt_' || lpad(i::text, 26, '0') as id, 'Bulk ' || i as title, case when i % 7 = 0 then 'parcel parcel parcel' else 'a parcel' end as body) as r`,
     [owner.accountId, brand.id, total],
   );
   await db('brands')

@@ -3,6 +3,8 @@ import { systemCtx, tenantCtx, withTx, type TenantCtx } from '../../server/core/
 import * as apiKeys from '../../server/domains/api-keys/service.js';
 import * as audit from '../../server/core/audit.js';
 import * as tickets from '../../server/domains/tickets/service.js';
+import { readdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
 import pg from 'pg';
 import { freshDatabase, urlFor } from '../helpers/db.js';
 import { createBrand, deleteBrand } from '../../server/flows/brands.js';
@@ -78,6 +80,22 @@ t.test('entries are append-only, yet go with their account', async (t) => {
   await direct('delete from accounts where id = $1');
   const left = await direct('select count(*)::int as n from audit_log where account_id = $1');
   t.equal(left.rows[0].n, 0, 'deleting the account took its entries');
+});
+
+t.test('no statement of ticketd updates or deletes entries (on Citus, where the trigger cannot be, this is the rule)', async (t) => {
+  const root = path.join(import.meta.dirname, '../../../server');
+  const offending: string[] = [];
+  const files = readdirSync(root, { recursive: true, encoding: 'utf8' }).filter((f) => f.endsWith('.ts') || f.endsWith('.js'));
+  t.ok(files.length > 50, 'the sources are read');
+  for (const file of files) {
+    const text = readFileSync(path.join(root, file), 'utf8');
+    const lines = text.split('\n');
+    lines.forEach((line, i) => {
+      if (/(update|delete\s+from)\s+audit_log\b|\(['"]auditLog['"]\)[^;]*\.(update|delete|del|patch)\(|AuditEntry\b[^;]*\.(update|delete|del|patch)\(/i.test(line))
+        offending.push(`${file}:${i + 1}`);
+    });
+  }
+  t.same(offending, []);
 });
 
 t.test("keys changed by other operations: a rotation with grace, its expiry by the clock, a deleted brand leaving a key's scope", async (t) => {

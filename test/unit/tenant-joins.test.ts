@@ -233,7 +233,7 @@ t.test("the database's functions and views join tenant tables by the tenant key 
     union all
     select 'view ' || viewname, definition from pg_views where schemaname = 'public'`)) as { rows: { name: string; text: string }[] };
   t.ok(
-    rows.some((r) => r.name === 'function tickets_derived_columns'),
+    rows.some((r) => r.name === 'function ticketd_count_tickets'),
     'the functions are read',
   );
   const found = rows.flatMap((r) => keylessJoins(`database: ${r.name}`, r.text, tables));

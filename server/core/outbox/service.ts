@@ -245,13 +245,13 @@ async function claimOfAccount(ctx: BaseCtx, accountId: string, owner: string, no
   const result = (await ctx.db.raw(
     `
     with picked as (
-      select c.account_id, c.livemode, c.id, c.available_at from outbox c
+      select c.account_id, c.livemode, c.id, ${DUE_KEY('c.available_at')} as due_key from outbox c
       where c.account_id = ? and c.status in ('pending', 'retrying') and c.available_at <= ?
       order by c.available_at, c.id limit ? for update skip locked)
     update outbox o set lease_owner = ?, lease_expires_at = ?, available_at = ?, attempts = o.attempts + 1
     from picked p where o.account_id = ? and ${sameTenant('o', 'p')} and o.id = p.id
     returning o.id, o.account_id as "accountId", o.livemode, o.brand_id as "brandId", o.kind, o.event, o.webhook_id as "webhookId",
-      o.payload::text as body, o.attempts, o.lease_owner as "leaseOwner", ${DUE_KEY('p.available_at')} as "dueKey"`,
+      o.payload::text as body, o.attempts, o.lease_owner as "leaseOwner", p.due_key as "dueKey"`,
     [accountId, now, n, owner, leaseUntil, leaseUntil, accountId],
   )) as { rows: (Claimed & { dueKey: string })[] };
   return result.rows;

@@ -121,13 +121,13 @@ export async function update(ctx: TenantCtx, brandId: string, categoryId: string
 }
 
 /**
- * Deletes a category. Its tickets become uncategorized: tickets.category_id is declared
- * `ON DELETE SET NULL` (through the composite scope key), so this stays one statement and no
+ * Deletes a category. Its tickets become uncategorized first, in the same transaction, so no
  * ticket can keep pointing at a deleted category.
  */
 export async function remove(ctx: TenantCtx, brandId: string, categoryId: string): Promise<void> {
   await withTx(ctx, async (tx) => {
     const row = await requireCategory(tx, brandId, categoryId);
+    await ticketNames.categoryDeleting(tx, row.brandId, row.id);
     await ofBrand(tx, row.brandId).deleteById(row.id);
     await audit.record(tx, { brandId: row.brandId, entityType: 'category', entityId: row.id, event: 'category.deleted', metadata: { name: row.name } });
   });

@@ -7,6 +7,7 @@ import { isEmail, normalizeEmail } from '../../core/text.js';
 import * as audit from '../../core/audit.js';
 import type { Change } from '../../core/audit.js';
 import { requireBrand } from '../../core/brand.js';
+import { updateTickets } from '../../core/ticket-writes.js';
 import * as events from '../../core/outbox/events.js';
 import { Comment } from './model.js';
 import type { CommentView, CreateCommentInput, UpdateCommentInput } from './schemas.js';
@@ -194,7 +195,7 @@ async function insert(
   }
   const statusChange = setStatus !== undefined && setStatus !== ticket.status ? { status: setStatus } : {};
   const alsoChanged = statusChange.status && statusChanging ? await statusChanging(tx, brandId, ticket.id, ticket.status, statusChange.status) : [];
-  await ticketRow(tx, brandId, ticket.id).update({ commentCount: tx.db.raw('comment_count + 1'), updatedAt: tx.db.fn.now(), ...statusChange });
+  await updateTickets(tx, brandId, [ticket.id], { commentCount: tx.db.raw('comment_count + 1'), updatedAt: tx.db.raw('now()'), ...statusChange });
   const row = (await Comment.query(tx.db)
     .insert({ ...scopeOf(tx), brandId, ticketId: ticket.id, ...comment })
     .returning('*')) as unknown as Comment;
@@ -433,10 +434,19 @@ export async function moveToTicket(ctx: TenantCtx, brandId: string, fromTicketId
       .select('id', 'deletedAt')) as { id: string; deletedAt: Date | null }[];
     if (locked.length !== ids.length || locked.find((t) => t.id === toTicketId)?.deletedAt) throw notFound('Ticket');
 
-    // One statement: a reply and its parent change ticket_id together (comments_parent_fk).
-    const moved = (await Comment.scoped(tx).where('brandId', brand.id).whereIn('ticketId', from).patch({ ticketId: toTicketId }).returning(['id', 'deletedAt'])) as unknown as {
-      deletedAt: Date | null;
-    }[];
+    // One statement: a reply and its parent change ticket_id together (comments_parent_fk), and
+    // the comments' mentions with them (mentions_comment_fk: its keys are checked at the statement's end).
+    const moved = (
+      await tx.db.raw<{ rows: { deleted_at: Date | null }[] }>(
+        `with moved as (
+          update comments c set ticket_id = ? where ? and c.brand_id = ? and c.ticket_id = any(?) returning c.deleted_at
+        ), mentioned as (
+          update mentions m set ticket_id = ? where ? and m.brand_id = ? and m.ticket_id = any(?)
+        )
+        select deleted_at from moved`,
+        [toTicketId, tenantScope(tx, 'c'), brand.id, from, toTicketId, tenantScope(tx, 'm'), brand.id, from],
+      )
+    ).rows;
     await tx.db.raw(
       `
       update tickets t set comment_count = (select count(*) from comments c
@@ -444,7 +454,7 @@ export async function moveToTicket(ctx: TenantCtx, brandId: string, fromTicketId
       where ? and t.brand_id = ? and t.id = any(?)`,
       [tenantScope(tx, 't'), brand.id, ids],
     );
-    return { moved: moved.filter((c) => !c.deletedAt).length };
+    return { moved: moved.filter((c) => !c.deleted_at).length };
   });
 }
 

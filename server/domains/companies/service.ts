@@ -3,7 +3,7 @@ import { withTx, type TenantCtx } from '../../core/context.js';
 import { isPgError, PG } from '../../core/db.js';
 import { badRequest, conflict, notFound } from '../../core/errors.js';
 import { newId, ID_PREFIX } from '../../core/ids.js';
-import { scopeOf, sameTenant } from '../../core/model.js';
+import { scopeOf, sameTenant, tenantScope } from '../../core/model.js';
 import { keysetPage, type Page } from '../../core/pagination.js';
 import { escapeLike, foldText, isDomain, normalizeDomain } from '../../core/text.js';
 import * as audit from '../../core/audit.js';
@@ -145,8 +145,10 @@ export async function remove(ctx: TenantCtx, brandId: string, companyId: string)
     // Locked before its contacts' tickets lose its name, so no contact joins it in between.
     await Company.scoped(tx).where({ brandId: brand.id, id: row.id }).forUpdate().select('id');
     await ticketNames.companyChanged(tx, brand.id, row.id, true);
+    // Its contacts lose it first: the key has no ON DELETE action (decision 0090).
+    await tx.db.raw('update contacts c set company_id = null where ? and c.brand_id = ? and c.company_id = ?', [tenantScope(tx, 'c'), brand.id, row.id]);
     await Company.scoped(tx).where({ brandId: brand.id, id: row.id }).delete();
-    // Its contacts lose their company through the foreign key; this entry stands for that too.
+    // This entry stands for its contacts' unlinking too.
     await audit.record(tx, {
       brandId: brand.id,
       entityType: 'company',

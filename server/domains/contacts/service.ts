@@ -225,6 +225,7 @@ export async function remove(ctx: TenantCtx, brandId: string, contactId: string)
   return withTx(ctx, async (tx) => {
     const brand = await requireBrand(tx, brandId);
     const row = await fetch(tx, brand.id, contactId);
+    await ticketNames.contactDeleting(tx, brand.id, row.id);
     await Contact.scoped(tx).where({ brandId: brand.id, id: row.id }).delete();
     await audit.record(tx, { brandId: brand.id, entityType: 'contact', entityId: row.id, event: 'contact.deleted', metadata: { email: row.email, name: row.name } });
     return toView(row);

@@ -1,8 +1,8 @@
 import { TenantModel } from '../../core/model.js';
 
 /**
- * A request for a satisfaction rating of one resolution of a ticket, made by a trigger when the
- * ticket is resolved (see the ticket_feedback migration), and the rating once given.
+ * A request for a satisfaction rating of one resolution of a ticket, made when the ticket
+ * is resolved (core/ticket-writes.ts), and the rating once given.
  */
 export class TicketFeedback extends TenantModel {
   static override tableName = 'ticketFeedback';

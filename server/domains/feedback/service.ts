@@ -6,7 +6,7 @@ import { hashSecret, randomBase62, TOKEN_RANDOM_LENGTH } from '../../core/secret
 import { TicketFeedback, type RatingType } from './model.js';
 
 /**
- * Satisfaction ratings. The requests are made by a trigger when a ticket is resolved; here they
+ * Satisfaction ratings. The requests are made when a ticket is resolved (core/ticket-writes.ts); here they
  * are found (by a mailed link's token, or as a ticket's latest), sent, cancelled and rated. The
  * mailed token (`fb_` and 256 random bits) is stored as its SHA-256 only.
  */

@@ -367,7 +367,7 @@ export async function count(ctx: Ctx, brandId: string): Promise<number> {
 async function schemasOf(ctx: Ctx, brandId: string, entityType: EntityType) {
   const brand = await requireBrand(ctx, brandId);
   const hand = entityType === 'ticket' ? brand.ticketSchema : null;
-  // The brand row carries its definitions' rules (a trigger keeps them): no second read.
+  // The brand row carries its definitions' rules (refreshFieldRules keeps them): no second read.
   const generated = generatedSchema(brand.fieldRules[entityType] ?? []);
   return { brand, hand, generated };
 }

@@ -8,6 +8,7 @@ import { normalizeEmail } from '../../core/text.js';
 import { Member } from './model.js';
 import { queueFileDeletions } from '../../core/file-deletions.js';
 import { accountScope } from '../../core/model.js';
+import * as ticketNames from '../../core/ticket-names.js';
 import type { BrandAssignmentsInput, BrandAssignmentsView, InviteInput, TeamListView, TeamMemberView } from './team-schemas.js';
 
 /**
@@ -275,6 +276,7 @@ export async function remove(ctx: TenantCtx, memberId: string): Promise<{ email:
     if (row.role === 'owner') throw forbidden('The owner cannot be removed: transfer ownership to another member first', 'owner_cannot_be_removed');
     // Their avatars go with them (a cascade): their files first.
     await queueFileDeletions(tx, 'avatars', { sql: '? and f.member_id = ?', bindings: [accountScope(tx, 'f'), row.id] });
+    await ticketNames.memberDeleting(tx, row.accountId, row.id);
     await Member.ofAccount(tx).where('members.id', row.id).delete();
     await audit.record(tx, memberFact(row, 'member.removed', [], { role: row.role, status: row.status }));
     await credentialsChanged(tx, 'sessions', [row.id]);

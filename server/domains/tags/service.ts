@@ -201,8 +201,8 @@ export async function merge(ctx: TenantCtx, brandId: string, targetId: string, s
 /** Every ticket linked to a source tag gets the target once (the source links go with the sources). */
 async function relinkTickets(tx: TenantCtx, target: Tag, sourceIds: readonly string[]): Promise<void> {
   await tx.db.raw(
-    `insert into ticket_tags (account_id, livemode, brand_id, ticket_id, tag_id)
-    select account_id, livemode, brand_id, ticket_id, ? from ticket_tags
+    `insert into ticket_tags (account_id, livemode, brand_id, ticket_id, tag_id, status, priority)
+    select account_id, livemode, brand_id, ticket_id, ?, status, priority from ticket_tags
     where ? and brand_id = ? and tag_id = any(?::text[])
     on conflict do nothing`,
     [target.id, tenantScope(tx, 'ticket_tags'), target.brandId, [...sourceIds]],

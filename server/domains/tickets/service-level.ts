@@ -3,6 +3,7 @@ import type { TenantCtx } from '../../core/context.js';
 import type { Brand } from '../../core/brand.js';
 import { normalizeBrandId } from '../../core/ids.js';
 import { part } from '../../core/services.js';
+import { updateTickets } from '../../core/ticket-writes.js';
 import { Ticket } from './model.js';
 import { ALWAYS_OPEN, BusinessHours, businessHoursProblem, type BusinessHoursSpec, type WorkingTime } from '../../core/working-time.js';
 
@@ -196,7 +197,7 @@ export async function clockPatches(tx: TenantCtx, brand: ServiceLevelRow, moves:
 export async function moveClocks(tx: TenantCtx, brand: ServiceLevelRow, moves: readonly ClockMove[]): Promise<Map<string, Change>> {
   const changes = new Map<string, Change>();
   for (const [ticketId, { before, patch }] of await clockPatches(tx, brand, moves)) {
-    await Ticket.scoped(tx).where({ brandId: brand.id, id: ticketId }).patch(patch);
+    await updateTickets(tx, brand.id, [ticketId], patch);
     if ('dueAt' in patch) changes.set(ticketId, { field: 'dueAt', from: isoOf(before.dueAt), to: isoOf(patch.dueAt ?? null) });
   }
   return changes;

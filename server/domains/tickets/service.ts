@@ -10,6 +10,7 @@ import { Ticket } from './model.js';
 import { decodeCursor, encodeCursor, keysetPage, PAGE_LIMIT_DEFAULT, type Page, type Position, type SortValue, invalidCursor } from '../../core/pagination.js';
 import { TICKET_SORTS, type TicketListInput, type TicketView } from './schemas.js';
 import { sameTenant, tenantScope } from '../../core/model.js';
+import { updateTickets } from '../../core/ticket-writes.js';
 
 /**
  * Tickets of a brand: create, get, update, soft delete and the list with full-text search.
@@ -167,11 +168,8 @@ export async function countForBrand(ctx: TenantCtx, brandId: string): Promise<nu
 export async function remove(ctx: TenantCtx, brandId: string, ticketId: string): Promise<TicketView> {
   return withTx(ctx, async (tx) => {
     const brand = await requireBrand(tx, brandId);
-    const n = await Ticket.scoped(tx)
-      .where({ brandId: brand.id, id: ticketId })
-      .whereNull('deletedAt')
-      .patch({ deletedAt: objection.raw('now()') as unknown as Date });
-    if (!n) throw notFound('Ticket');
+    const [removed] = await updateTickets(tx, brand.id, [ticketId], { deletedAt: tx.db.raw('now()') });
+    if (!removed) throw notFound('Ticket');
     const ticket = await fetchView(tx, brand.id, ticketId, true);
     await audit.record(tx, {
       brandId: brand.id,
@@ -215,7 +213,7 @@ const inScope = (ctx: TenantCtx, brand: BrandRef, alias: string) => ({
  * at any depth is an index range scan. ticketNumber, unique in its brand, reads
  * tickets_number_unique, and the id only orders groups of one row (migration 2300). Timestamps
  * sort as integer microseconds so the cursor keeps their full precision; relation sorts use the
- * related name (lower-cased, '' for none), which triggers keep denormalized on the ticket.
+ * related name (lower-cased, '' for none), kept denormalized on the ticket (core/ticket-writes.ts, core/ticket-names.ts).
  */
 export const SORT_SQL: Record<(typeof TICKET_SORTS)[number], string> = {
   createdAt: 'tickets.id',

@@ -1,0 +1,141 @@
+import type { Knex } from 'knex';
+import { COORDINATOR_TABLES, REFERENCE_TABLES } from './tenancy.js';
+
+/**
+ * ticketd on a Citus cluster (decision 0091). When the database has the citus extension, every
+ * tenant table is distributed by account_id, co-located with `accounts` (distributed by id), so
+ * an account's rows of every table sit on one shard group; the global tables a tenant table's
+ * foreign key names are reference tables (a copy on every node); the other global tables stay
+ * plain tables on the coordinator (COORDINATOR_TABLES says why). Without the extension nothing
+ * here runs.
+ */
+
+export type Placement = 'distributed' | 'reference' | 'coordinator';
+
+export interface TablePlacement {
+  table: string;
+  placement: Placement;
+  /** The distribution column of a distributed table. */
+  column?: string;
+}
+
+export async function hasCitus(db: Knex): Promise<boolean> {
+  const { rows } = await db.raw<{ rows: unknown[] }>(`select 1 from pg_extension where extname = 'citus'`);
+  return rows.length > 0;
+}
+
+/** Where each table of the schema belongs: the one rule `distribute` applies and `doctor` checks. */
+export async function intendedPlacements(db: Knex): Promise<TablePlacement[]> {
+  const { rows } = await db.raw<{ rows: { table: string; tenant: boolean }[] }>(`
+    select c.relname as "table", exists (select 1 from pg_attribute a where a.attrelid = c.oid and a.attname = 'account_id' and not a.attisdropped) as tenant
+    from pg_class c join pg_namespace n on n.oid = c.relnamespace
+    where n.nspname = 'public' and c.relkind in ('r', 'p') and not c.relispartition
+    order by c.relname`);
+  return rows.map(({ table, tenant }): TablePlacement => {
+    if (table === 'accounts') return { table, placement: 'distributed', column: 'id' };
+    if (tenant) return { table, placement: 'distributed', column: 'account_id' };
+    if (table in REFERENCE_TABLES) return { table, placement: 'reference' };
+    if (table in COORDINATOR_TABLES) return { table, placement: 'coordinator' };
+    throw new Error(`table ${table} has no account_id and is neither a reference table nor a coordinator table (server/core/tenancy.ts)`);
+  });
+}
+
+/** The tables Citus knows already, as it placed them. */
+async function placedTables(db: Knex): Promise<Map<string, Placement>> {
+  const { rows } = await db.raw<{ rows: { table: string; method: string }[] }>(`select logicalrelid::regclass::text as "table", partmethod as method from pg_dist_partition`);
+  return new Map(rows.map((r) => [r.table, r.method === 'n' ? 'reference' : 'distributed']));
+}
+
+/**
+ * Places every table that is not placed yet, in one transaction: the foreign keys that touch
+ * those tables are dropped, the tables distributed (`accounts` first, the others co-located with
+ * it) or made reference tables, and the keys added back. Foreign-key order alone cannot place the
+ * schema (docs/citus-inventory.md). Rows already there are copied to the shards, then the
+ * coordinator's local copies are truncated. Returns the tables placed; none without Citus.
+ */
+export async function distribute(db: Knex): Promise<TablePlacement[]> {
+  if (!(await hasCitus(db))) return [];
+  const placed = await placedTables(db);
+  const todo = (await intendedPlacements(db)).filter((p) => p.placement !== 'coordinator' && !placed.has(p.table));
+  if (!todo.length) return [];
+  const names = todo.map((p) => p.table);
+  await db.transaction(async (trx) => {
+    // Citus adds foreign keys between shards over one connection per node.
+    await trx.raw(`set local citus.multi_shard_modify_mode to 'sequential'`);
+    const { rows: keys } = await trx.raw<{ rows: { table: string; name: string; definition: string }[] }>(
+      `select conrelid::regclass::text as "table", conname as name, pg_get_constraintdef(oid) as definition
+      from pg_constraint where contype = 'f' and (conrelid::regclass::text = any(?) or confrelid::regclass::text = any(?))
+      order by conrelid::regclass::text, conname`,
+      [names, names],
+    );
+    for (const k of keys) await trx.raw(`alter table ?? drop constraint ??`, [k.table, k.name]);
+    await dropSingleNodeGuards(trx, names);
+    const ordered = [...todo].sort((a, b) => rank(a) - rank(b) || a.table.localeCompare(b.table));
+    for (const p of ordered) {
+      if (p.placement === 'reference') await trx.raw('select create_reference_table(?)', [p.table]);
+      else if (p.table === 'accounts') await trx.raw('select create_distributed_table(?, ?)', [p.table, p.column!]);
+      else await trx.raw(`select create_distributed_table(?, ?, colocate_with => 'accounts')`, [p.table, p.column!]);
+    }
+    for (const k of keys) await trx.raw(`alter table ?? add constraint ?? ${k.definition}`, [k.table, k.name]);
+  });
+  for (const p of todo) await db.raw('select truncate_local_data_after_distributing_table(?)', [p.table]);
+  return todo;
+}
+
+/**
+ * Triggers that only guard (they write nothing) and that Citus cannot keep on a distributed
+ * table: on a cluster their rule is the application's alone. Any other trigger stops the
+ * distribution: it would do work Citus would not do.
+ */
+const SINGLE_NODE_GUARDS: Readonly<Record<string, string>> = {
+  audit_log_append_only: 'audit_log is append-only: no UPDATE or DELETE statement of audit_log exists in ticketd (a test scans for one)',
+};
+
+async function dropSingleNodeGuards(trx: Knex.Transaction, tables: string[]): Promise<void> {
+  const { rows } = await trx.raw<{ rows: { table: string; name: string }[] }>(
+    `select tgrelid::regclass::text as "table", tgname as name from pg_trigger where not tgisinternal and tgrelid::regclass::text = any(?)`,
+    [tables],
+  );
+  for (const trigger of rows) {
+    if (!(trigger.name in SINGLE_NODE_GUARDS)) throw new Error(`table ${trigger.table} has trigger ${trigger.name}, which Citus cannot run on a distributed table`);
+    await trx.raw('drop trigger ?? on ??', [trigger.name, trigger.table]);
+  }
+}
+
+const rank = (p: TablePlacement) => (p.table === 'accounts' ? 0 : p.placement === 'reference' ? 1 : 2);
+
+export interface ClusterReport {
+  nodes: { name: string; port: number; role: 'coordinator' | 'worker'; active: boolean; shards: number }[];
+  tables: { distributed: number; reference: number; coordinator: number };
+  /** Tables not where intendedPlacements puts them (or not co-located with accounts). */
+  misplaced: string[];
+  unsafeTriggers: boolean;
+  shardCount: number;
+}
+
+/** What `ticketd doctor` shows of the cluster; null without Citus. */
+export async function clusterReport(db: Knex): Promise<ClusterReport | null> {
+  if (!(await hasCitus(db))) return null;
+  const { rows: nodes } = await db.raw<{ rows: { name: string; port: number; group: number; active: boolean; shards: number }[] }>(`
+    select n.nodename as name, n.nodeport as port, n.groupid as "group", n.isactive as active,
+      (select count(*) from pg_dist_placement p where p.groupid = n.groupid)::int as shards
+    from pg_dist_node n where n.noderole = 'primary' order by n.groupid, n.nodeport`);
+  const placed = await placedTables(db);
+  const { rows: colocation } = await db.raw<{ rows: { table: string; together: boolean }[] }>(`
+    select p.logicalrelid::regclass::text as "table", p.colocationid = (select colocationid from pg_dist_partition where logicalrelid = 'accounts'::regclass) as together
+    from pg_dist_partition p where p.partmethod = 'h'`);
+  const apart = new Set(colocation.filter((c) => !c.together).map((c) => c.table));
+  const intended = await intendedPlacements(db);
+  const misplaced = intended.filter((p) => (p.placement === 'coordinator' ? placed.has(p.table) : placed.get(p.table) !== p.placement || apart.has(p.table))).map((p) => p.table);
+  const { rows: settings } = await db.raw<{ rows: { unsafe: string; shards: string }[] }>(
+    `select current_setting('citus.enable_unsafe_triggers') as unsafe, current_setting('citus.shard_count') as shards`,
+  );
+  const count = (placement: Placement) => intended.filter((p) => p.placement === placement).length;
+  return {
+    nodes: nodes.map((n) => ({ name: n.name, port: n.port, role: n.group === 0 ? 'coordinator' : 'worker', active: n.active, shards: n.shards })),
+    tables: { distributed: count('distributed'), reference: count('reference'), coordinator: count('coordinator') },
+    misplaced,
+    unsafeTriggers: settings[0]!.unsafe === 'on',
+    shardCount: Number(settings[0]!.shards),
+  };
+}

@@ -1,0 +1,193 @@
+import type { Knex } from 'knex';
+import type { TenantCtx } from './context.js';
+import { sameAccount, sameTenant, tenantScope } from './model.js';
+
+/**
+ * Every UPDATE of tickets that sets their status, priority, spam flag, deletion, assignee, category,
+ * title or body goes through updateTickets, and every link of a tag to tickets through linkTags.
+ * What database triggers used to keep up to date as tickets change is written by the same
+ * statement, because Citus runs no trigger on a distributed table (decision 0090):
+ * - resolved_at: set when the status becomes resolved or closed, cleared when it leaves them;
+ * - the sort keys and search vector of an assignee, a category, a title or a body set;
+ * - ticket_count_changes: what the rows written contribute to the counts now minus before
+ *   (the roll-up in server/domains/tickets/counts.ts; migration 20261125020000 defines the sums);
+ * - ticket_tags' copy of the status and priority (the tag filters read it);
+ * - a rating request scheduled when a ticket with a customer is resolved (the old one cancelled);
+ * - the allowance's adjustment when a live-mode ticket is marked or unmarked as spam.
+ * Each part is in the statement only when the columns set can change it. Every table is named
+ * with the tenant's account and mode, so on Citus the statement stays on the account's shards.
+ */
+
+/** The columns of tickets that callers set, by their model names. */
+export type TicketSet = Partial<
+  Record<
+    | 'status'
+    | 'priority'
+    | 'isSpam'
+    | 'deletedAt'
+    | 'assigneeId'
+    | 'categoryId'
+    | 'title'
+    | 'body'
+    | 'closeReason'
+    | 'mergedIntoId'
+    | 'commentCount'
+    | 'updatedAt'
+    | 'dueAt'
+    | 'dueAtManual'
+    | 'slaPausedAt'
+    | 'slaPausedSeconds'
+    | 'overdueAt'
+    | 'links'
+    | 'customFields'
+    | 'metadata',
+    unknown
+  >
+>;
+
+const JSON_COLUMNS: readonly string[] = ['links', 'customFields', 'metadata'];
+const snake = (c: string) => c.replace(/[A-Z]/g, (m) => `_${m.toLowerCase()}`);
+const DONE = `('resolved', 'closed')`;
+
+/** What a counted ticket contributes to ticket_count_changes, times sign: the migration's definition. */
+const contributions = (rows: string, sign: 1 | -1) => `
+  select r.account_id, r.livemode, r.brand_id, c.day, r.status,
+    ${sign} * c.created as created, ${sign} * c.resolved as resolved, ${sign} * c.seconds as resolution_seconds
+  from ${rows} r cross join lateral (values
+    ((r.created_at at time zone 'UTC')::date, 1, 0, 0::numeric),
+    ((r.resolved_at at time zone 'UTC')::date, 0, 1, extract(epoch from r.resolved_at - r.created_at))
+  ) as c (day, created, resolved, seconds)
+  where r.deleted_at is null and not r.is_spam and c.day is not null`;
+
+/** The counts CTE of a statement whose written rows are `after` and whose rows before are `before` (either may be absent). */
+export function countChangesSql(parts: { after?: string; before?: string }): string {
+  const sums = [parts.after && contributions(parts.after, 1), parts.before && contributions(parts.before, -1)].filter(Boolean);
+  return `insert into ticket_count_changes (account_id, livemode, brand_id, day, status, created, resolved, resolution_seconds)
+    select account_id, livemode, brand_id, day, status, sum(created), sum(resolved), sum(resolution_seconds)
+    from (${sums.join(' union all ')}) as d
+    group by account_id, livemode, brand_id, day, status
+    having sum(created) <> 0 or sum(resolved) <> 0 or sum(resolution_seconds) <> 0`;
+}
+
+/**
+ * resolved_at of a row written with status `status` (an SQL expression); `was`, the row's status
+ * and resolved_at before (absent for an insert): kept while the ticket stays resolved or closed.
+ */
+export function resolvedAtSql(status: string, was?: { status: string; resolvedAt: string }): string {
+  if (!was) return `case when ${status} in ${DONE} then now() end`;
+  return `case when ${status} not in ${DONE} then null when ${was.status} in ${DONE} then ${was.resolvedAt} else now() end`;
+}
+
+/**
+ * Sets `set` on the brand's live tickets `ids` (missing and deleted ones are skipped) with
+ * everything that follows from it, and returns the ids written. The rows are locked first, in id order.
+ */
+export async function updateTickets(tx: TenantCtx, brandId: string, ids: readonly string[], set: TicketSet): Promise<string[]> {
+  const columns = Object.keys(set).filter((c) => set[c as keyof TicketSet] !== undefined) as (keyof TicketSet)[];
+  if (!ids.length || !columns.length) return [];
+  const sets: string[] = [];
+  const bindings: Knex.RawBinding[] = [];
+  const value = (c: keyof TicketSet) => {
+    const v = set[c];
+    if (JSON_COLUMNS.includes(c) && v !== null && !isRaw(v)) return { sql: '?::jsonb', bindings: [JSON.stringify(v)] as Knex.RawBinding[] };
+    return { sql: '?', bindings: [(v ?? null) as Knex.RawBinding] };
+  };
+  for (const c of columns) {
+    const v = value(c);
+    sets.push(`${snake(c)} = ${v.sql}`);
+    bindings.push(...v.bindings);
+  }
+  const has = (c: keyof TicketSet) => columns.includes(c);
+  // Derived columns read the value given, bound once more (the SET list sees the row before).
+  const given = (c: keyof TicketSet) => {
+    const v = value(c);
+    bindings.push(...v.bindings);
+    return v.sql;
+  };
+  if (has('status')) sets.push(`resolved_at = ${resolvedAtSql(`${given('status')}::text`, { status: 'b.status', resolvedAt: 't.resolved_at' })}`);
+  if (has('assigneeId')) {
+    sets.push(`assignee_sort = coalesce((select ticketd_person_sort(m.name, m.email) from members m
+      where m.account_id = t.account_id and m.id = ${given('assigneeId')}::text), '')`);
+  }
+  if (has('categoryId')) {
+    sets.push(`category_sort = coalesce((select lower(ca.name) from categories ca
+      where ca.account_id = t.account_id and ca.livemode = t.livemode and ca.brand_id = t.brand_id and ca.id = ${given('categoryId')}::text), '')`);
+  }
+  if (has('title') || has('body')) {
+    const title = has('title') ? `${given('title')}::text` : 't.title';
+    const body = has('body') ? `${given('body')}::text` : 't.body';
+    sets.push(`search_vector = ticketd_ticket_vector(${title}, t.customer_text, ${body})`);
+  }
+
+  const counted = has('status') || has('isSpam') || has('deletedAt');
+  const effects: string[] = [];
+  const effectBindings: Knex.RawBinding[] = [];
+  if (counted) effects.push(`counts as (${countChangesSql({ after: 'a', before: 'b' })})`);
+  if (has('status') || has('priority')) {
+    effects.push(`tags as (update ticket_tags tt set status = a.status, priority = a.priority
+      from a join b on b.id = a.id
+      where ? and tt.brand_id = a.brand_id and tt.ticket_id = a.id
+        and (a.status is distinct from b.status or a.priority is distinct from b.priority))`);
+    effectBindings.push(tenantScope(tx, 'tt'));
+  }
+  if (has('status')) {
+    // A customer's ticket newly resolved: the rating request before is cancelled, one scheduled.
+    const resolvedNow = `a.status = 'resolved' and b.status not in ${DONE} and a.customer_id is not null and not a.is_spam and a.deleted_at is null`;
+    effects.push(`feedback_cancelled as (update ticket_feedback f set status = 'cancelled'
+      from a join b on b.id = a.id
+      where ? and f.brand_id = a.brand_id and f.ticket_id = a.id and f.status in ('scheduled', 'sent') and ${resolvedNow})`);
+    effects.push(`feedback_scheduled as (insert into ticket_feedback (account_id, livemode, brand_id, id, ticket_id, contact_id, resolver_id, rating_type, send_at)
+      select a.account_id, a.livemode, a.brand_id, ticketd_new_id('fb'), a.id, a.customer_id, a.assignee_id, br.csat_type,
+        now() + make_interval(mins => br.csat_delay_minutes)
+      from a join b on b.id = a.id join brands br on ${sameTenant('br', 'a')} and br.id = a.brand_id
+      where br.csat_enabled and ${resolvedNow})`);
+    effectBindings.push(tenantScope(tx, 'f'));
+  }
+  if (has('isSpam') && tx.livemode) {
+    // Each ticket counts in the latest period begun by its creation.
+    effects.push(`usage as (update ticket_usage p set adjustment = p.adjustment + d.delta
+      from (
+        select q.period_start, sum(case when a.is_spam then -1 else 1 end) as delta
+        from a join b on b.id = a.id
+        cross join lateral (select max(u.period_start) as period_start from ticket_usage u where ${sameAccount('u', 'a')} and u.period_start <= a.created_at) q
+        where a.is_spam is distinct from b.is_spam and q.period_start is not null
+        group by q.period_start) d
+      where p.account_id = ? and p.period_start = d.period_start)`);
+    effectBindings.push(tx.accountId);
+  }
+
+  const result = await tx.db.raw<{ rows: { id: string }[] }>(
+    `with b as (
+      select t.id, t.brand_id, t.account_id, t.livemode, t.status, t.priority, t.is_spam, t.deleted_at, t.resolved_at, t.created_at
+      from tickets t where ? and t.brand_id = ? and t.id = any(?::text[]) and t.deleted_at is null order by t.id for update
+    ), a as (
+      update tickets t set ${sets.join(', ')}
+      from b where ? and t.brand_id = ? and t.id = b.id
+      returning t.id, t.brand_id, t.account_id, t.livemode, t.status, t.priority, t.is_spam, t.deleted_at, t.resolved_at, t.created_at,
+        t.customer_id, t.assignee_id
+    )${effects.map((e) => `, ${e}`).join('')}
+    select id from a`,
+    [tenantScope(tx, 't'), brandId, [...ids], ...bindings, tenantScope(tx, 't'), brandId, ...effectBindings],
+  );
+  return result.rows.map((r) => r.id);
+}
+
+/**
+ * Links each of the brand's tickets `ticketIds` to each tag `tagIds` not linked yet, with the
+ * copy of the ticket's status and priority the tag filters read.
+ */
+export async function linkTags(tx: TenantCtx, brandId: string, ticketIds: readonly string[], tagIds: readonly string[]): Promise<void> {
+  if (!ticketIds.length || !tagIds.length) return;
+  await tx.db.raw(
+    `insert into ticket_tags (account_id, livemode, brand_id, ticket_id, tag_id, status, priority)
+    select t.account_id, t.livemode, t.brand_id, t.id, g.tag_id, t.status, t.priority
+    from tickets t cross join unnest(?::text[]) as g (tag_id)
+    where ? and t.brand_id = ? and t.id = any(?::text[])
+    on conflict do nothing`,
+    [[...tagIds], tenantScope(tx, 't'), brandId, [...ticketIds]],
+  );
+}
+
+function isRaw(v: unknown): v is Knex.Raw {
+  return typeof v === 'object' && v !== null && 'toSQL' in v;
+}
