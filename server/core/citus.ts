@@ -1,4 +1,6 @@
 import type { Knex } from 'knex';
+import type { BaseCtx } from './context.js';
+import { part } from './services.js';
 import { COORDINATOR_TABLES, REFERENCE_TABLES } from './tenancy.js';
 
 /**
@@ -17,6 +19,14 @@ export interface TablePlacement {
   placement: Placement;
   /** The distribution column of a distributed table. */
   column?: string;
+}
+
+/** Whether this process's database is a Citus coordinator, asked once per Services. */
+const distributedDatabase = part('db.citus', () => ({ answer: null as Promise<boolean> | null }));
+export function onCitus(ctx: BaseCtx): Promise<boolean> {
+  const known = ctx.services.get(distributedDatabase);
+  known.answer ??= hasCitus(ctx.db);
+  return known.answer;
 }
 
 export async function hasCitus(db: Knex): Promise<boolean> {

@@ -111,6 +111,17 @@ export function pgErrorCode(err: unknown): string | undefined {
 }
 
 export function isPgError(err: unknown, code: string, constraint?: string): boolean {
-  const e = err as { nativeError?: { constraint?: string }; constraint?: string } | null;
-  return pgErrorCode(err) === code && (constraint === undefined || (e?.nativeError?.constraint ?? e?.constraint) === constraint);
+  return pgErrorCode(err) === code && (constraint === undefined || constraintOf(err) === constraint);
+}
+
+/**
+ * The constraint an error names. Citus relays a worker's error without the constraint field, and
+ * the name in its message is the shard's: the constraint's name with `_<shard id>` appended.
+ */
+function constraintOf(err: unknown): string | undefined {
+  const e = (err as { nativeError?: { constraint?: string; message?: string }; constraint?: string; message?: string } | null) ?? {};
+  const native = e.nativeError ?? e;
+  if (native.constraint) return native.constraint;
+  const named = /constraint "([^"]+)"/.exec(native.message ?? '')?.[1];
+  return named?.replace(/_\d+$/, '');
 }

@@ -169,15 +169,14 @@ function countAgainstAllowance(way: 'usual' | 'usual, brands locked first' | 'ex
       from allowance al
     )`;
   }
-  const lockFirst = way === 'usual, brands locked first';
-  const locked = `, usage_locked as materialized (
-      select u.brand_id from ticket_usage_brands u
-      where :usageScope and u.period_start = (select period_start from allowance) and u.brand_id in (select brand_id from counted)
-      order by u.brand_id for update
-    )`;
-  return `${allowanceAndCounts}${lockFirst ? locked : ''}, usage as (
-      update ticket_usage_brands u set used = u.used + c.n from counted c, allowance al
-      where :usageScope and u.period_start = al.period_start and u.brand_id = c.brand_id${lockFirst ? ' and u.brand_id in (select brand_id from usage_locked)' : ''}
+  // Rows locked in brand id order by a subquery of the update itself: on Citus a locking step of
+  // its own (a CTE) whose rows a later step reads fails the statement (docs/citus-inventory.md).
+  const lockedFirst = `(select u.brand_id from ticket_usage_brands u
+        where :usageScope and u.period_start = (select period_start from allowance) and u.brand_id in (select brand_id from counted)
+        order by u.brand_id for update) l, `;
+  return `${allowanceAndCounts}, usage as (
+      update ticket_usage_brands u set used = u.used + c.n from ${way === 'usual, brands locked first' ? lockedFirst : ''}counted c, allowance al
+      where :usageScope and u.period_start = al.period_start and u.brand_id = c.brand_id${way === 'usual, brands locked first' ? ' and u.brand_id = l.brand_id' : ''}
         and u.allowance is not distinct from al.allowance and (al.allowance is null or u.used + c.n <= u.budget)
       returning u.brand_id
     ), counted_ok as materialized (
@@ -270,12 +269,14 @@ export function createStatement(ctx: TenantCtx, writes: readonly TicketWrite[]):
         coalesce((select lower(ca.name) from categories ca where :categoryScope and ca.brand_id = r.brand_id and ca.id = r.category_id), '') as category_sort
       from items r left join customer c on c.brand_id = r.brand_id and c.email = r.email
       where r.ord in (select ord from go) and (r.email is null or c.id is not null)
-    ), locked as materialized (
-      select b.id from brands b where :brandScope and b.id in (select brand_id from ready) order by b.id for no key update
     ), n as (
       update brands b set next_ticket_number = b.next_ticket_number + counted.n
-      from (select brand_id, count(*) as n from ready group by brand_id) counted
-      where :brandScope and b.id = counted.brand_id and b.id in (select id from locked)
+      from (
+        select l.id as brand_id, c.n
+        from (select b.id from brands b where :brandScope and b.id in (select brand_id from ready) order by b.id for no key update) l
+        join (select brand_id, count(*) as n from ready group by brand_id) c on c.brand_id = l.id
+      ) counted
+      where :brandScope and b.id = counted.brand_id
       returning b.id as brand_id, b.next_ticket_number - counted.n as first
     ), t as (
       insert into tickets (${GIVEN_COLUMNS.map((c) => c.column).join(', ')}, account_id, livemode, ticket_number, customer_id, is_spam,
@@ -296,7 +297,7 @@ export function createStatement(ctx: TenantCtx, writes: readonly TicketWrite[]):
     ), announced as (:announced
       returning 1
     )${namedOrders.length ? ', order_links as (:orderLinks)' : ''}${metered ? countAgainstAllowance(counting) : ''}
-    select i.ord, (select 1 from announced, lateral (select pg_notify('${OUTBOX_CHANNEL}', 'new')) w limit 1) as "announced", tickets.*, ${tickets.relatedColumns('array(select g.id from given_tags g where g.ord = i.ord)', 'customer')}
+    select i.ord, (select 1 from announced, lateral (select pg_notify('${OUTBOX_CHANNEL}', 'new')::text) w limit 1) as "announced", tickets.*, ${tickets.relatedColumns('array(select g.id from given_tags g where g.ord = i.ord)', 'customer', { account: ':accountId', livemode: ':livemode' })}
     from t as tickets join items i on i.id = tickets.id${metered ? ' where (select ok from counted_ok)' : ''}`;
 
   return ctx.db.raw(sql, {

@@ -22,6 +22,8 @@ import * as watchers from './ticket-watchers.js';
 import { findOrCreateContact } from './customers.js';
 import { mailingBrand } from './brand-domains.js';
 import { createStatement, ticketWrite, type TicketWrite } from './ticket-create-statement.js';
+import { onCitus } from '../core/citus.js';
+import { outboxAdded } from '../core/outbox/service.js';
 
 /**
  * Ticket create: it spans the brand's statuses, categories, tags, contacts, members, watchers,
@@ -132,6 +134,9 @@ async function runWrites(ctx: TenantCtx, writes: readonly TicketWrite[]): Promis
   })) as unknown as { rows: (Record<string, unknown> & { ord: number; announced: unknown })[] };
   const views: (TicketView | null)[] = writes.map(() => null);
   for (const { ord, announced: _, ...row } of result.rows) views[ord] = tickets.viewOfColumns(row);
+  // On Citus the statement's own NOTIFY runs on the worker that holds the account: wake the
+  // dispatchers from here (at the caller's commit, or now when the statement committed itself).
+  if (result.rows.some((r) => r.announced) && (await onCitus(ctx))) await outboxAdded(ctx, 1);
   return views;
 }
 

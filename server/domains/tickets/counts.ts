@@ -5,8 +5,8 @@ import { sameTenant, tenantScope } from '../../core/model.js';
 /**
  * Ticket counts kept as tickets change (migration 20261125020000, decision 0053): per brand, UTC
  * day and status, tickets created that day and tickets resolved that day with their resolution
- * time. Triggers on tickets append each statement's difference to ticket_count_changes; the
- * dispatcher rolls those into ticket_counts every tick; readers sum both.
+ * time. Every statement that writes tickets appends its difference to ticket_count_changes
+ * (core/ticket-writes.ts); the dispatcher rolls those into ticket_counts every tick; readers sum both.
  */
 
 /** ticket_counts' day for the sums of a brand and status over every day: what all-time reads read. */
@@ -17,60 +17,69 @@ const LOCK = 'ticketd:ticket-counts';
 /** Changes moved per transaction: a backlog (no dispatcher for a while) goes in steps, none holding locks for long. */
 const BATCH = 10_000;
 /** At most this many batches a tick; what is left waits for the next one (readers count it meanwhile). */
-const MAX_BATCHES = 20;
+const MAX_BATCHES = 200;
 /** How long a batch waits for a lock (a brand being deleted) before it is left to the next tick. */
 const LOCK_WAIT = '200ms';
 const LOCK_NOT_AVAILABLE = '55P03';
 
 const KEY = 'account_id, livemode, brand_id, day, status';
 
+/** Accounts with changes to move, looked at per tick (a look-out without locks, across accounts). */
+const ACCOUNTS_PER_TICK = 200;
+
 /**
  * Moves committed changes into ticket_counts; returns how many changes it moved. One process at a
  * time (a transaction-level advisory lock, tried: another dispatcher already rolling up is left to
- * it). Each batch is one statement: the changes deleted, summed per key and added to their rows,
- * so readers see them in one table or the other, never both or neither; the every-day rows take
- * them too. Changes of a brand that
- * is gone are dropped; the brands counted are locked (KEY SHARE, as the foreign key check would),
- * so a brand deleted meanwhile is either gone or waits, and never fails the insert. Rows that come
- * to zero are deleted.
+ * it). A look-out finds the accounts with changes, without locks; then each account's changes go in
+ * batches of their own, each batch one statement that names the account on every table (on Citus
+ * it runs on the account's worker, and no statement locks rows of two accounts: decision 0089):
+ * the changes deleted, summed per key and added to their rows, so readers see them in one table or
+ * the other, never both or neither; the every-day rows take them too. Changes of a brand that is
+ * gone are dropped; the brands counted are locked (KEY SHARE, as the foreign key check would), so
+ * a brand deleted meanwhile is either gone or waits, and never fails the insert. Rows that come to
+ * zero are deleted.
  *
  * The only lock it can wait for is a brand's deletion. An account's deletion removes several
  * brands in an order of its own, so the two could wait on each other: the roll-up gives up after
- * LOCK_WAIT (under PostgreSQL's default 1 s deadlock_timeout) and leaves its batch to the next tick.
+ * LOCK_WAIT (under PostgreSQL's default 1 s deadlock_timeout) and leaves that account's batch to
+ * the next tick.
  */
 export async function rollUp(ctx: BaseCtx): Promise<number> {
+  const { rows } = (await ctx.db.raw('select distinct account_id from ticket_count_changes limit ?', [ACCOUNTS_PER_TICK])) as { rows: { account_id: string }[] };
   let total = 0;
-  for (let i = 0; i < MAX_BATCHES; i++) {
-    let moved: number | null;
-    try {
-      moved = await withTx(ctx, (tx) => rollUpBatch(tx));
-    } catch (err) {
-      if ((err as { code?: string }).code === LOCK_NOT_AVAILABLE) break;
-      throw err;
+  let batches = 0;
+  for (const { account_id: accountId } of rows) {
+    while (batches < MAX_BATCHES) {
+      batches++;
+      let moved: number | null;
+      try {
+        moved = await withTx(ctx, (tx) => rollUpBatch(tx, accountId));
+      } catch (err) {
+        if ((err as { code?: string }).code === LOCK_NOT_AVAILABLE) break;
+        throw err;
+      }
+      if (moved === null) return total;
+      total += moved;
+      if (moved < BATCH) break;
     }
-    if (moved === null) break;
-    total += moved;
-    if (moved < BATCH) break;
   }
   return total;
 }
 
-/** One batch in the transaction of tx; null when another roll-up holds the lock. */
-async function rollUpBatch(tx: BaseCtx): Promise<number | null> {
+/** One batch of the account's changes in the transaction of tx; null when another roll-up holds the lock. */
+async function rollUpBatch(tx: BaseCtx, accountId: string): Promise<number | null> {
   const lock = await tx.db.raw('select pg_try_advisory_xact_lock(hashtext(?)) as got', [LOCK]);
   if (!(lock as { rows: { got: boolean }[] }).rows[0]!.got) return null;
   await tx.db.raw(`set local lock_timeout = '${LOCK_WAIT}'`);
   const result = await tx.db.raw(
     `with moved as (
-       delete from ticket_count_changes where (account_id, id) in (select account_id, id from ticket_count_changes limit ?)
+       delete from ticket_count_changes where account_id = ? and id in (select id from ticket_count_changes where account_id = ? limit ?)
        returning ${KEY}, created, resolved, resolution_seconds),
-     brands_kept as (
-       select b.account_id, b.livemode, b.id from brands b
-       where (b.account_id, b.livemode, b.id) in (select account_id, livemode, brand_id from moved)
-       for key share of b),
      summed as (
        select m.account_id, m.livemode, m.brand_id, m.day, m.status, sum(m.created) as created, sum(m.resolved) as resolved, sum(m.resolution_seconds) as resolution_seconds
-       from moved m join brands_kept b on ${sameTenant('b', 'm')} and b.id = m.brand_id
+       from moved m
+       join (select b.account_id, b.livemode, b.id from brands b where b.account_id = ? and (b.livemode, b.id) in (select livemode, brand_id from moved) for key share of b) b
+         on ${sameTenant('b', 'm')} and b.id = m.brand_id
        group by m.account_id, m.livemode, m.brand_id, m.day, m.status),
      added as (
        insert into ticket_counts (${KEY}, created, resolved, resolution_seconds)
@@ -86,15 +95,15 @@ async function rollUpBatch(tx: BaseCtx): Promise<number | null> {
      select (select count(*) from moved)::int as moved,
        (select coalesce(json_agg(json_build_object('account_id', account_id, 'livemode', livemode, 'brand_id', brand_id, 'day', day, 'status', status)), '[]')
         from added where created = 0 and resolved = 0 and resolution_seconds = 0) as zero`,
-    [BATCH],
+    [accountId, accountId, BATCH, accountId],
   );
   const row = (result as { rows: { moved: number; zero: unknown[] }[] }).rows[0]!;
   if (row.zero.length) {
     await tx.db.raw(
       `delete from ticket_counts k using json_to_recordset(?::json) as z (account_id text, livemode boolean, brand_id text, day date, status text)
-       where ${sameTenant('k', 'z')} and k.brand_id = z.brand_id and k.day = z.day and k.status = z.status
+       where k.account_id = ? and ${sameTenant('k', 'z')} and k.brand_id = z.brand_id and k.day = z.day and k.status = z.status
          and k.created = 0 and k.resolved = 0 and k.resolution_seconds = 0`,
-      [JSON.stringify(row.zero)],
+      [JSON.stringify(row.zero), accountId],
     );
   }
   return row.moved;

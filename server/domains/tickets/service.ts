@@ -81,23 +81,27 @@ export const TICKET_COLUMNS = VIEW_COLUMNS.map((c) => `tickets.${c}`);
  * The related records of a view, as columns over a row named `tickets`. The tag list reads the
  * ticket's links, or (`tagIdsSql`: ticket create, whose own statement cannot see the links it
  * inserts) the brand's tags whose ids that SQL array expression holds; likewise the customer is
- * read from `contactsRelation` (ticket create's CTE holding a contact it creates).
+ * read from `contactsRelation` (ticket create's CTE holding a contact it creates). `tenant` names
+ * the account and mode every table is read in: the ticket row's by default; ticket create gives
+ * its bound values, since on Citus a table read beside the rows a statement wrote must name its
+ * account itself (those rows are an intermediate result, which carries no shard).
  */
-export function relatedColumns(tagIdsSql: string | null, contactsRelation = 'contacts'): string {
+export function relatedColumns(tagIdsSql: string | null, contactsRelation = 'contacts', tenant = { account: 'tickets.account_id', livemode: 'tickets.livemode' }): string {
+  const of = (alias: string) => `${alias}.account_id = ${tenant.account} and ${alias}.livemode = ${tenant.livemode}`;
   const tagRows =
     tagIdsSql === null
       ? `ticket_tags tt join tags tg on ${sameTenant('tg', 'tt')} and tg.brand_id = tt.brand_id and tg.id = tt.tag_id
-        where ${sameTenant('tt', 'tickets')} and tt.brand_id = tickets.brand_id and tt.ticket_id = tickets.id`
-      : `tags tg where ${sameTenant('tg', 'tickets')} and tg.brand_id = tickets.brand_id and tg.id = any(${tagIdsSql})`;
+        where ${of('tt')} and tt.brand_id = tickets.brand_id and tt.ticket_id = tickets.id`
+      : `tags tg where ${of('tg')} and tg.brand_id = tickets.brand_id and tg.id = any(${tagIdsSql})`;
   return `
       (select json_build_object('id', s.id, 'key', s.key, 'name', s.name, 'color', s.color) from statuses s
-        where ${sameTenant('s', 'tickets')} and s.brand_id = tickets.brand_id and s.key = tickets.status) as status_ref,
+        where ${of('s')} and s.brand_id = tickets.brand_id and s.key = tickets.status) as status_ref,
       (select json_build_object('id', c.id, 'email', c.email, 'name', c.name, 'avatarUrl', c.avatar_url, 'companyId', c.company_id,
           'company', (select json_build_object('id', co.id, 'name', co.name) from companies co
-            where ${sameTenant('co', 'c')} and co.brand_id = c.brand_id and co.id = c.company_id))
-        from ${contactsRelation} c where ${sameTenant('c', 'tickets')} and c.brand_id = tickets.brand_id and c.id = tickets.customer_id) as customer,
+            where ${of('co')} and co.brand_id = c.brand_id and co.id = c.company_id))
+        from ${contactsRelation} c where ${of('c')} and c.brand_id = tickets.brand_id and c.id = tickets.customer_id) as customer,
       (select json_build_object('id', ca.id, 'name', ca.name, 'color', ca.color) from categories ca
-        where ${sameTenant('ca', 'tickets')} and ca.brand_id = tickets.brand_id and ca.id = tickets.category_id) as category,
+        where ${of('ca')} and ca.brand_id = tickets.brand_id and ca.id = tickets.category_id) as category,
       coalesce((select json_agg(json_build_object('id', tg.id, 'name', tg.name, 'color', tg.color) order by lower(tg.name), tg.id)
         from ${tagRows}), '[]'::json) as tag_list`;
 }
