@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import objection from 'objection';
-import type { TenantCtx } from './context.js';
+import type { BaseCtx, TenantCtx } from './context.js';
 
 /**
  * Base of every tenant table: rows carry accountId and livemode, and services reach them only
@@ -53,4 +53,18 @@ export function sameAccount(alias: string, other: string): string {
 export function accountScope(ctx: TenantCtx, alias: string): Knex.Raw {
   if (!ALIAS.test(alias)) throw new Error(`accountScope: "${alias}" is not a plain table alias`);
   return ctx.db.raw(`${alias}.account_id = ?`, [ctx.accountId]);
+}
+
+/**
+ * Locks rows found without knowing their accounts (by a secret's hash, an address, a provider's
+ * user), keyed (account_id, id): one statement per account, in id order, accounts in order, since
+ * on Citus a lock must name its account (a statement locking rows of several shards is refused).
+ * Read the rows again afterwards: what the caller saw before the lock may have changed.
+ */
+export async function lockAcrossAccounts(ctx: BaseCtx, table: string, rows: readonly { accountId: string; id: string }[]): Promise<void> {
+  const byAccount = new Map<string, string[]>();
+  for (const r of rows) byAccount.set(r.accountId, [...(byAccount.get(r.accountId) ?? []), r.id]);
+  for (const accountId of [...byAccount.keys()].sort()) {
+    await ctx.db.raw('select 1 from ?? where account_id = ? and id = any(?) order by id for update', [table, accountId, byAccount.get(accountId)!]);
+  }
 }

@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import type { TenantCtx } from './context.js';
-import { sameAccount, sameTenant, tenantScope } from './model.js';
+import { sameTenant, tenantScope } from './model.js';
 
 /**
  * Every UPDATE of tickets that sets their status, priority, spam flag, deletion, assignee, category,
@@ -13,7 +13,8 @@ import { sameAccount, sameTenant, tenantScope } from './model.js';
  *   (the roll-up in server/domains/tickets/counts.ts; migration 20261125020000 defines the sums);
  * - ticket_tags' copy of the status and priority (the tag filters read it);
  * - a rating request scheduled when a ticket with a customer is resolved (the old one cancelled);
- * - the allowance's adjustment when a live-mode ticket is marked or unmarked as spam.
+ * - the allowance's adjustment when a live-mode ticket is marked or unmarked as spam (a second
+ *   statement, adjustUsage).
  * Each part is in the statement only when the columns set can change it. Every table is named
  * with the tenant's account and mode, so on Citus the statement stays on the account's shards.
  */
@@ -71,11 +72,12 @@ export function countChangesSql(parts: { after?: string; before?: string }): str
 
 /**
  * resolved_at of a row written with status `status` (an SQL expression); `was`, the row's status
- * and resolved_at before (absent for an insert): kept while the ticket stays resolved or closed.
+ * and resolved_at before and the transaction's time (absent for an insert): kept while the ticket
+ * stays resolved or closed.
  */
-export function resolvedAtSql(status: string, was?: { status: string; resolvedAt: string }): string {
+export function resolvedAtSql(status: string, was?: { status: string; resolvedAt: string; now: string }): string {
   if (!was) return `case when ${status} in ${DONE} then now() end`;
-  return `case when ${status} not in ${DONE} then null when ${was.status} in ${DONE} then ${was.resolvedAt} else now() end`;
+  return `case when ${status} not in ${DONE} then null when ${was.status} in ${DONE} then ${was.resolvedAt} else ${was.now} end`;
 }
 
 /**
@@ -104,7 +106,8 @@ export async function updateTickets(tx: TenantCtx, brandId: string, ids: readonl
     bindings.push(...v.bindings);
     return v.sql;
   };
-  if (has('status')) sets.push(`resolved_at = ${resolvedAtSql(`${given('status')}::text`, { status: 'b.status', resolvedAt: 't.resolved_at' })}`);
+  // now() read in `b`: Citus refuses a STABLE function in a CASE of an UPDATE.
+  if (has('status')) sets.push(`resolved_at = ${resolvedAtSql(`${given('status')}::text`, { status: 'b.status', resolvedAt: 't.resolved_at', now: 'b.now' })}`);
   if (has('assigneeId')) {
     sets.push(`assignee_sort = coalesce((select ticketd_person_sort(m.name, m.email) from members m
       where m.account_id = t.account_id and m.id = ${given('assigneeId')}::text), '')`);
@@ -143,22 +146,9 @@ export async function updateTickets(tx: TenantCtx, brandId: string, ids: readonl
       where br.csat_enabled and ${resolvedNow})`);
     effectBindings.push(tenantScope(tx, 'f'));
   }
-  if (has('isSpam') && tx.livemode) {
-    // Each ticket counts in the latest period begun by its creation.
-    effects.push(`usage as (update ticket_usage p set adjustment = p.adjustment + d.delta
-      from (
-        select q.period_start, sum(case when a.is_spam then -1 else 1 end) as delta
-        from a join b on b.id = a.id
-        cross join lateral (select max(u.period_start) as period_start from ticket_usage u where ${sameAccount('u', 'a')} and u.period_start <= a.created_at) q
-        where a.is_spam is distinct from b.is_spam and q.period_start is not null
-        group by q.period_start) d
-      where p.account_id = ? and p.period_start = d.period_start)`);
-    effectBindings.push(tx.accountId);
-  }
-
-  const result = await tx.db.raw<{ rows: { id: string }[] }>(
+  const result = await tx.db.raw<{ rows: { id: string; created_at: Date; is_spam: boolean; was_spam: boolean }[] }>(
     `with b as (
-      select t.id, t.brand_id, t.account_id, t.livemode, t.status, t.priority, t.is_spam, t.deleted_at, t.resolved_at, t.created_at
+      select t.id, t.brand_id, t.account_id, t.livemode, t.status, t.priority, t.is_spam, t.deleted_at, t.resolved_at, t.created_at, now() as now
       from tickets t where ? and t.brand_id = ? and t.id = any(?::text[]) and t.deleted_at is null order by t.id for update
     ), a as (
       update tickets t set ${sets.join(', ')}
@@ -166,10 +156,36 @@ export async function updateTickets(tx: TenantCtx, brandId: string, ids: readonl
       returning t.id, t.brand_id, t.account_id, t.livemode, t.status, t.priority, t.is_spam, t.deleted_at, t.resolved_at, t.created_at,
         t.customer_id, t.assignee_id
     )${effects.map((e) => `, ${e}`).join('')}
-    select id from a`,
+    select a.id, a.created_at, a.is_spam, b.is_spam as was_spam from a join b on b.id = a.id`,
     [tenantScope(tx, 't'), brandId, [...ids], ...bindings, tenantScope(tx, 't'), brandId, ...effectBindings],
   );
+  if (has('isSpam') && tx.livemode) await adjustUsage(tx, result.rows.filter((r) => r.is_spam !== r.was_spam));
   return result.rows.map((r) => r.id);
+}
+
+/**
+ * Live-mode tickets marked spam (-1) or unmarked (+1) after they were counted: the adjustment of
+ * the allowance's period each was created in (the latest begun by its creation). The account's
+ * periods are read first (a few rows), so the update names its rows: on Citus it stays on the
+ * account's worker.
+ */
+async function adjustUsage(tx: TenantCtx, flipped: readonly { created_at: Date; is_spam: boolean }[]): Promise<void> {
+  if (!flipped.length) return;
+  const periods = (
+    await tx.db.raw<{ rows: { period_start: Date }[] }>('select period_start from ticket_usage where account_id = ? order by period_start desc', [tx.accountId])
+  ).rows.map((p) => p.period_start);
+  const deltas = new Map<number, number>();
+  for (const t of flipped) {
+    const period = periods.find((p) => p.getTime() <= t.created_at.getTime());
+    if (period) deltas.set(period.getTime(), (deltas.get(period.getTime()) ?? 0) + (t.is_spam ? -1 : 1));
+  }
+  if (!deltas.size) return;
+  await tx.db.raw(
+    `update ticket_usage p set adjustment = p.adjustment + d.delta
+    from unnest(?::timestamptz[], ?::int[]) as d (period_start, delta)
+    where p.account_id = ? and p.period_start = d.period_start`,
+    [[...deltas.keys()].map((ms) => new Date(ms)), [...deltas.values()], tx.accountId],
+  );
 }
 
 /**

@@ -5,7 +5,7 @@ import type { Config, CouponConfig, PlanConfig } from '../../core/config.js';
 import { pgErrorCode, type SqlFragment } from '../../core/db.js';
 import { badRequest, conflict, HttpError } from '../../core/errors.js';
 import { newId, ID_PREFIX } from '../../core/ids.js';
-import { accountScope, sameAccount, tenantScope } from '../../core/model.js';
+import { accountScope, lockAcrossAccounts, sameAccount, tenantScope } from '../../core/model.js';
 import { hashSecret, randomBase62, TOKEN_RANDOM_LENGTH } from '../../core/secrets.js';
 import * as coupons from './coupons.js';
 import { CheckoutSession, Invoice, Subscription } from './model.js';
@@ -326,9 +326,11 @@ export async function createCheckout(
 /** A checkout by its page's token (across accounts), locked in a transaction; null when unknown. */
 export async function checkoutByToken(ctx: BaseCtx, token: string): Promise<CheckoutSession | null> {
   if (!CHECKOUT_FORMAT.test(token)) return null;
-  const q = CheckoutSession.query(ctx.db).where('checkoutSessions.tokenHash', hashSecret(token)).first();
-  if (ctx.db.isTransaction) q.forUpdate();
-  return (await q) ?? null;
+  const find = () => CheckoutSession.query(ctx.db).where('checkoutSessions.tokenHash', hashSecret(token)).first();
+  const found = await find();
+  if (!found || !ctx.db.isTransaction) return found ?? null;
+  await lockAcrossAccounts(ctx, 'checkout_sessions', [found]);
+  return (await find()) ?? null;
 }
 
 /** A checkout of the account by its id, locked (it is in a transaction); null when unknown. */

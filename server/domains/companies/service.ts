@@ -56,8 +56,9 @@ function query(ctx: TenantCtx, brandId: string) {
 
 /** `lock`: for update, so the audit entry's `from` values are what the change replaced. */
 async function fetch(ctx: TenantCtx, brandId: string, companyId: string, lock = false): Promise<Company> {
-  const q = query(ctx, brandId).where('companies.id', companyId).first();
-  const row = await (lock ? q.forUpdate() : q);
+  // Locked by a statement of its own: Citus refuses FOR UPDATE beside the count's subquery.
+  if (lock) await Company.scoped(ctx).where({ brandId, id: companyId }).forUpdate().select('id');
+  const row = await query(ctx, brandId).where('companies.id', companyId).first();
   if (!row) throw notFound('Company');
   return row;
 }

@@ -1,7 +1,7 @@
 import type { BaseCtx, TenantCtx } from '../../core/context.js';
 import { tenantCtx } from '../../core/context.js';
 import { badRequest } from '../../core/errors.js';
-import { sameTenant, tenantScope } from '../../core/model.js';
+import { lockAcrossAccounts, sameTenant, tenantScope } from '../../core/model.js';
 import { hashSecret, randomBase62, TOKEN_RANDOM_LENGTH } from '../../core/secrets.js';
 import { TicketFeedback, type RatingType } from './model.js';
 
@@ -49,6 +49,13 @@ export interface TokenFeedback extends TicketFeedback {
  */
 export async function findByToken(ctx: BaseCtx, token: string): Promise<TokenFeedback | null> {
   if (!TOKEN_FORMAT.test(token)) return null;
+  const found = await readByToken(ctx, token);
+  if (!found || !ctx.db.isTransaction) return found;
+  await lockAcrossAccounts(ctx, 'ticket_feedback', [found]);
+  return readByToken(ctx, token);
+}
+
+async function readByToken(ctx: BaseCtx, token: string): Promise<TokenFeedback | null> {
   const { rows } = (await ctx.db.raw(
     `select f.account_id as "accountId", f.livemode, f.brand_id as "brandId", f.id, f.ticket_id as "ticketId", f.contact_id as "contactId",
         f.resolver_id as "resolverId", f.rating_type as "ratingType", f.status, f.send_at as "sendAt", f.sent_at as "sentAt", f.expires_at as "expiresAt",
@@ -59,7 +66,7 @@ export async function findByToken(ctx: BaseCtx, token: string): Promise<TokenFee
       join tickets t on ${sameTenant('t', 'f')} and t.brand_id = f.brand_id and t.id = f.ticket_id
       join brands b on ${sameTenant('b', 'f')} and b.id = f.brand_id
       left join contacts c on ${sameTenant('c', 'f')} and c.brand_id = f.brand_id and c.id = f.contact_id
-      where f.token_hash = ?${ctx.db.isTransaction ? ' for update of f' : ''}`,
+      where f.token_hash = ?`,
     [hashSecret(token)],
   )) as { rows: TokenFeedback[] };
   return rows[0] ?? null;

@@ -7,6 +7,7 @@ import * as audit from '../../core/audit.js';
 import { credentialsChanged } from '../../core/credential-cache.js';
 import * as ticketNames from '../../core/ticket-names.js';
 import { Member } from './model.js';
+import { lockAcrossAccounts } from '../../core/model.js';
 import type { MemberView } from './schemas.js';
 
 export function toView(row: Member): MemberView {
@@ -196,7 +197,9 @@ export interface ProviderUser {
  * address, which are linked now (the first notification about a user links them). Locked.
  */
 export async function linkedMemberships(tx: BaseCtx, user: ProviderUser): Promise<Member[]> {
-  const linked = await Member.query(tx.db).where({ identityProvider: user.provider, identityUserId: user.userId }).orderBy('id').forUpdate();
+  const ofUser = () => Member.query(tx.db).where({ identityProvider: user.provider, identityUserId: user.userId });
+  await lockAcrossAccounts(tx, 'members', await ofUser().select('accountId', 'id'));
+  const linked = await ofUser().orderBy('id');
   if (linked.length || !user.email) return linked;
   const linkedNow = (await Member.query(tx.db)
     .where({ email: normalizeEmail(user.email) })

@@ -7,7 +7,7 @@ import { newId, ID_PREFIX, normalizeBrandId } from '../../core/ids.js';
 import { normalizeEmail } from '../../core/text.js';
 import { Member } from './model.js';
 import { queueFileDeletions } from '../../core/file-deletions.js';
-import { accountScope } from '../../core/model.js';
+import { accountScope, lockAcrossAccounts } from '../../core/model.js';
 import * as ticketNames from '../../core/ticket-names.js';
 import type { BrandAssignmentsInput, BrandAssignmentsView, InviteInput, TeamListView, TeamMemberView } from './team-schemas.js';
 
@@ -199,7 +199,8 @@ export async function acceptInvite(ctx: BaseCtx, email: string, inviteId: string
       .where({ email: normalizeEmail(email), id: inviteId })
       .whereNotNull('invitedAt');
     if (onlyAccountId !== undefined) query.where('accountId', onlyAccountId);
-    const rows = await query.orderBy('accountId').forUpdate();
+    await lockAcrossAccounts(tx, 'members', await query.clone().select('accountId', 'id'));
+    const rows = await query.orderBy('accountId');
     const open = rows.find((r) => isOpen(r, tx.services.now()));
     if (open) {
       await activate(tenantCtx(tx, open.accountId, true), open, 'accept_invite');
