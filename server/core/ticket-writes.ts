@@ -159,7 +159,11 @@ export async function updateTickets(tx: TenantCtx, brandId: string, ids: readonl
     select a.id, a.created_at, a.is_spam, b.is_spam as was_spam from a join b on b.id = a.id`,
     [tenantScope(tx, 't'), brandId, [...ids], ...bindings, tenantScope(tx, 't'), brandId, ...effectBindings],
   );
-  if (has('isSpam') && tx.livemode) await adjustUsage(tx, result.rows.filter((r) => r.is_spam !== r.was_spam));
+  if (has('isSpam') && tx.livemode)
+    await adjustUsage(
+      tx,
+      result.rows.filter((r) => r.is_spam !== r.was_spam),
+    );
   return result.rows.map((r) => r.id);
 }
 

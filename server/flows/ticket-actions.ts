@@ -46,7 +46,11 @@ interface Locked {
  * Locked by a statement of their own, then read: Citus refuses FOR UPDATE beside a subquery.
  */
 async function lockTickets(ctx: TenantCtx, brandId: string, ids: readonly string[]): Promise<Locked[]> {
-  const live = () => Ticket.scoped(ctx).where('tickets.brandId', brandId).whereIn('tickets.id', [...ids]).whereNull('tickets.deletedAt');
+  const live = () =>
+    Ticket.scoped(ctx)
+      .where('tickets.brandId', brandId)
+      .whereIn('tickets.id', [...ids])
+      .whereNull('tickets.deletedAt');
   await live().orderBy('tickets.id').forUpdate().select('tickets.id');
   const rows = await live()
     .select(

@@ -20,7 +20,13 @@ export function testConfig(env: Record<string, string>): Config {
   // An IMAP server that does not answer (the world's mailbox) is given up on quickly.
   // Connected stores are called on a loopback port where nothing answers unless a test starts a fake store (helpers/bigcommerce-store.ts).
   return loadConfig({
-    env: { TICKETD_LOG_LEVEL: process.env.TICKETD_TEST_LOG_LEVEL ?? 'silent', TICKETD_DNS_SERVERS: '127.0.0.1:9', TICKETD_MAILBOX_TIMEOUT_MS: '500', TICKETD_COMMERCE_BIGCOMMERCE_API_URL: 'http://127.0.0.1:9', ...env },
+    env: {
+      TICKETD_LOG_LEVEL: process.env.TICKETD_TEST_LOG_LEVEL ?? 'silent',
+      TICKETD_DNS_SERVERS: '127.0.0.1:9',
+      TICKETD_MAILBOX_TIMEOUT_MS: '500',
+      TICKETD_COMMERCE_BIGCOMMERCE_API_URL: 'http://127.0.0.1:9',
+      ...env,
+    },
     cwd: emptyDir,
   });
 }
