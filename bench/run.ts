@@ -552,14 +552,19 @@ async function main() {
 
     // ---- lists and search (before the creates, on the seeded state) ----
     const readRows: Row[] = [];
+    // BENCH_ONLY=creates: the seed and the creates alone (a before/after of the write path).
+    const onlyCreates = process.env.BENCH_ONLY === 'creates';
     const get = (scenario: string, url: string) =>
-      measure(scenario, { url, headers: auth }).then((r) => {
-        readRows.push(r);
-      });
+      onlyCreates
+        ? Promise.resolve()
+        : measure(scenario, { url, headers: auth }).then((r) => {
+            readRows.push(r);
+          });
     const depth = Math.min(100_000, Math.max(0, seeded.liveTickets - 200));
     const deepPage = Math.floor(depth / 50) + 1;
     /** The cursor after `depth` rows of a list, walked through the API 100 rows at a time. */
     const deepCursor = async (query: string): Promise<string | null> => {
+      if (onlyCreates) return null;
       let cursor: string | null = null;
       for (let seen = 0; seen < depth; seen += 100) {
         const page: { pagination: { nextCursor: string | null } } = await api(
@@ -616,10 +621,12 @@ async function main() {
     })();
     if (searchCursor) await get(`search common word, page 41 (cursor, past the ranked window)`, `${base}/tickets?search=${s(w[0]!)}&cursor=${encodeURIComponent(searchCursor)}`);
 
-    const crossBrand = await crossBrandBench(server.url, pid, dbUrl, ticketCount);
+    const crossBrand = onlyCreates ? null : await crossBrandBench(server.url, pid, dbUrl, ticketCount);
 
     log('the first page with 1 and 2 API processes:');
-    const scaleRows = await listWithApiProcesses(dbUrl, server.url, `/v1/brands/${server.brandId}/tickets`, auth, { duration, env: { TICKETD_DB_POOL_MAX: '20' }, log });
+    const scaleRows = onlyCreates
+      ? []
+      : await listWithApiProcesses(dbUrl, server.url, `/v1/brands/${server.brandId}/tickets`, auth, { duration, env: { TICKETD_DB_POOL_MAX: '20' }, log });
 
     // ---- creates next to the raw floor ----
     log('creates:');
@@ -715,6 +722,7 @@ async function main() {
       await create(c, brands);
     }
 
+    if (onlyCreates) return;
     // ---- the API-key path and small reads ----
     log('small requests:');
     const smallRows: Row[] = [];
@@ -736,7 +744,7 @@ async function main() {
     out.write(`${duration} s per scenario, loopback, ${os.cpus().length} cores; reads at ${readConnections} connections\n`);
     out.write(`server start-up on an empty database (migrate + bootstrap): ${server.startupMs} ms\n\nLists and search (p50/p99 per request):\n`);
     console.table(readRows);
-    printCrossBrand(crossBrand);
+    printCrossBrand(crossBrand!);
     out.write('\nThe first page with 1 and 2 API processes on one database (round robin):\n');
     console.table(scaleRows);
     out.write('\nCreates (tickets/s; API vs the raw database floor at the same concurrency and brands):\n');
@@ -748,7 +756,7 @@ async function main() {
     console.table(rlsRows);
     out.write(`\nserver memory: peak RSS ${mem.peak} MiB, RSS now ${mem.rss} MiB\n`);
     out.write(
-      `${JSON.stringify({ tickets: ticketCount, live: seeded.liveTickets, duration, readConnections, reads: readRows, crossBrand: crossBrand.rows, sessionVsApiKey: crossBrand.sessionRows, creates: createRows, scaleOut: scaleRows, small: smallRows, rateLimits: limitRows, rls: rlsRows, peakRssMiB: mem.peak })}\n`,
+      `${JSON.stringify({ tickets: ticketCount, live: seeded.liveTickets, duration, readConnections, reads: readRows, crossBrand: crossBrand!.rows, sessionVsApiKey: crossBrand!.sessionRows, creates: createRows, scaleOut: scaleRows, small: smallRows, rateLimits: limitRows, rls: rlsRows, peakRssMiB: mem.peak })}\n`,
     );
   } finally {
     server.child.kill('SIGTERM');

@@ -35,9 +35,9 @@ const ACCOUNTS_PER_TICK = 200;
  * it runs on the account's worker, and no statement locks rows of two accounts: decision 0089):
  * the changes deleted, summed per key and added to their rows, so readers see them in one table or
  * the other, never both or neither; the every-day rows take them too. Changes of a brand that is
- * gone are dropped; the brands counted are locked (KEY SHARE, as the foreign key check would), so
- * a brand deleted meanwhile is either gone or waits, and never fails the insert. Rows that come to
- * zero are deleted.
+ * gone are dropped; the brands counted are locked first (KEY SHARE, as the foreign key check would)
+ * and only their changes move, so a brand deleted meanwhile is either gone or waits, and never
+ * fails the insert. Rows that come to zero are deleted.
  *
  * The only lock it can wait for is a brand's deletion. An account's deletion removes several
  * brands in an order of its own, so the two could wait on each other: the roll-up gives up after
@@ -71,15 +71,29 @@ async function rollUpBatch(tx: BaseCtx, accountId: string): Promise<number | nul
   const lock = await tx.db.raw('select pg_try_advisory_xact_lock(hashtext(?)) as got', [LOCK]);
   if (!(lock as { rows: { got: boolean }[] }).rows[0]!.got) return null;
   await tx.db.raw(`set local lock_timeout = '${LOCK_WAIT}'`);
+  // The brands with changes, locked first by a statement of their own (a lock inside the statement
+  // below makes Citus plan it in steps, which it then fails); only their changes move.
+  const kept = (
+    (await tx.db.raw(
+      `select b.livemode, b.id from brands b
+      where b.account_id = ? and (b.livemode, b.id) in (select livemode, brand_id from ticket_count_changes where account_id = ?)
+      order by b.livemode, b.id for key share`,
+      [accountId, accountId],
+    )) as { rows: { livemode: boolean; id: string }[] }
+  ).rows;
   const result = await tx.db.raw(
-    `with moved as (
-       delete from ticket_count_changes where account_id = ? and id in (select id from ticket_count_changes where account_id = ? limit ?)
+    `with kept as (
+       select * from jsonb_to_recordset(?::jsonb) as k (livemode boolean, id text)),
+     moved as (
+       delete from ticket_count_changes where account_id = ? and id in (
+         select c.id from ticket_count_changes c where c.account_id = ? and (c.livemode, c.brand_id) in (select livemode, id from kept) limit ?)
        returning ${KEY}, created, resolved, resolution_seconds),
+     gone as (
+       delete from ticket_count_changes c where c.account_id = ?
+         and not exists (select 1 from brands b where b.account_id = ? and b.livemode = c.livemode and b.id = c.brand_id)),
      summed as (
        select m.account_id, m.livemode, m.brand_id, m.day, m.status, sum(m.created) as created, sum(m.resolved) as resolved, sum(m.resolution_seconds) as resolution_seconds
        from moved m
-       join (select b.account_id, b.livemode, b.id from brands b where b.account_id = ? and (b.livemode, b.id) in (select livemode, brand_id from moved) for key share of b) b
-         on ${sameTenant('b', 'm')} and b.id = m.brand_id
        group by m.account_id, m.livemode, m.brand_id, m.day, m.status),
      added as (
        insert into ticket_counts (${KEY}, created, resolved, resolution_seconds)
@@ -95,7 +109,7 @@ async function rollUpBatch(tx: BaseCtx, accountId: string): Promise<number | nul
      select (select count(*) from moved)::int as moved,
        (select coalesce(json_agg(json_build_object('account_id', account_id, 'livemode', livemode, 'brand_id', brand_id, 'day', day, 'status', status)), '[]')
         from added where created = 0 and resolved = 0 and resolution_seconds = 0) as zero`,
-    [accountId, accountId, BATCH, accountId],
+    [JSON.stringify(kept), accountId, accountId, BATCH, accountId, accountId],
   );
   const row = (result as { rows: { moved: number; zero: unknown[] }[] }).rows[0]!;
   if (row.zero.length) {
