@@ -5,6 +5,7 @@
  *
  *   npm run bench -- [--tickets 1000000] [--duration 5] [--connections 32] [--read-connections 2]
  *   npm run bench -- --quick            (20,000 tickets, 2 s per scenario: for development)
+ *   BENCH_ONLY=creates npm run bench    (the seed and the create scenarios alone: a before/after of the write path)
  *   BENCH_DATABASE_URL=postgres://admin@host/postgres npm run bench   (else an embedded cluster)
  *   npm run bench -- --events          (webhook delivery latency and throughput instead: see events.ts)
  *   npm run bench -- --rate-limits     (only the cost of rate limiting, on an empty database)
