@@ -43,6 +43,15 @@ export function sameTenant(alias: string, other: string): string {
   return `${alias}.account_id = ${other}.account_id and ${alias}.livemode = ${other}.livemode`;
 }
 
+/**
+ * The condition that a row of `alias` belongs to the tenant whose account and mode the SQL
+ * expressions `tenant` give (named bindings of a statement, say).
+ */
+export function tenantIs(alias: string, tenant: { account: string; livemode: string }): string {
+  if (!ALIAS.test(alias)) throw new Error(`tenantIs: "${alias}" is not a plain table alias`);
+  return `${alias}.account_id = ${tenant.account} and ${alias}.livemode = ${tenant.livemode}`;
+}
+
 /** sameTenant for account-wide tables without a mode (members, feature requests). */
 export function sameAccount(alias: string, other: string): string {
   if (!ALIAS.test(alias) || !ALIAS.test(other)) throw new Error(`sameAccount: "${alias}", "${other}" are not plain table aliases`);

@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
-import { withTx, type BaseCtx, type TenantCtx } from '../../core/context.js';
-import { sameTenant, tenantScope } from '../../core/model.js';
+import { tenantCtx, withTx, type BaseCtx, type TenantCtx } from '../../core/context.js';
+import { accountScope, sameTenant, tenantScope } from '../../core/model.js';
 
 /**
  * Ticket counts kept as tickets change (migration 20261125020000, decision 0053): per brand, UTC
@@ -73,24 +73,25 @@ async function rollUpBatch(tx: BaseCtx, accountId: string): Promise<number | nul
   await tx.db.raw(`set local lock_timeout = '${LOCK_WAIT}'`);
   // The brands with changes, locked first by a statement of their own (a lock inside the statement
   // below makes Citus plan it in steps, which it then fails); only their changes move.
+  const account = (alias: string) => accountScope(tenantCtx(tx, accountId, true), alias);
   const kept = (
     (await tx.db.raw(
       `select b.livemode, b.id from brands b
-      where b.account_id = ? and (b.livemode, b.id) in (select livemode, brand_id from ticket_count_changes where account_id = ?)
+      where ? and exists (select 1 from ticket_count_changes x where ${sameTenant('x', 'b')} and x.brand_id = b.id)
       order by b.livemode, b.id for key share`,
-      [accountId, accountId],
+      [account('b')],
     )) as { rows: { livemode: boolean; id: string }[] }
   ).rows;
   const result = await tx.db.raw(
     `with kept as (
        select * from jsonb_to_recordset(?::jsonb) as k (livemode boolean, id text)),
      moved as (
-       delete from ticket_count_changes where account_id = ? and id in (
-         select c.id from ticket_count_changes c where c.account_id = ? and (c.livemode, c.brand_id) in (select livemode, id from kept) limit ?)
+       delete from ticket_count_changes d where ? and d.id in (
+         select c.id from ticket_count_changes c where ? and (c.livemode, c.brand_id) in (select livemode, id from kept) limit ?)
        returning ${KEY}, created, resolved, resolution_seconds),
      gone as (
-       delete from ticket_count_changes c where c.account_id = ?
-         and not exists (select 1 from brands b where b.account_id = ? and b.livemode = c.livemode and b.id = c.brand_id)),
+       delete from ticket_count_changes g where ?
+         and not exists (select 1 from brands b where ${sameTenant('b', 'g')} and b.id = g.brand_id)),
      summed as (
        select m.account_id, m.livemode, m.brand_id, m.day, m.status, sum(m.created) as created, sum(m.resolved) as resolved, sum(m.resolution_seconds) as resolution_seconds
        from moved m
@@ -109,15 +110,15 @@ async function rollUpBatch(tx: BaseCtx, accountId: string): Promise<number | nul
      select (select count(*) from moved)::int as moved,
        (select coalesce(json_agg(json_build_object('account_id', account_id, 'livemode', livemode, 'brand_id', brand_id, 'day', day, 'status', status)), '[]')
         from added where created = 0 and resolved = 0 and resolution_seconds = 0) as zero`,
-    [JSON.stringify(kept), accountId, accountId, BATCH, accountId, accountId],
+    [JSON.stringify(kept), account('d'), account('c'), BATCH, account('g')],
   );
   const row = (result as { rows: { moved: number; zero: unknown[] }[] }).rows[0]!;
   if (row.zero.length) {
     await tx.db.raw(
       `delete from ticket_counts k using json_to_recordset(?::json) as z (account_id text, livemode boolean, brand_id text, day date, status text)
-       where k.account_id = ? and ${sameTenant('k', 'z')} and k.brand_id = z.brand_id and k.day = z.day and k.status = z.status
+       where ? and ${sameTenant('k', 'z')} and k.brand_id = z.brand_id and k.day = z.day and k.status = z.status
          and k.created = 0 and k.resolved = 0 and k.resolution_seconds = 0`,
-      [JSON.stringify(row.zero), accountId],
+      [JSON.stringify(row.zero), account('k')],
     );
   }
   return row.moved;

@@ -9,7 +9,7 @@ import { VIEW_COLUMNS } from './columns.js';
 import { Ticket } from './model.js';
 import { decodeCursor, encodeCursor, keysetPage, PAGE_LIMIT_DEFAULT, type Page, type Position, type SortValue, invalidCursor } from '../../core/pagination.js';
 import { TICKET_SORTS, type TicketListInput, type TicketView } from './schemas.js';
-import { sameTenant, tenantScope } from '../../core/model.js';
+import { sameTenant, tenantIs, tenantScope } from '../../core/model.js';
 import { updateTickets } from '../../core/ticket-writes.js';
 
 /**
@@ -87,21 +87,20 @@ export const TICKET_COLUMNS = VIEW_COLUMNS.map((c) => `tickets.${c}`);
  * account itself (those rows are an intermediate result, which carries no shard).
  */
 export function relatedColumns(tagIdsSql: string | null, contactsRelation = 'contacts', tenant = { account: 'tickets.account_id', livemode: 'tickets.livemode' }): string {
-  const of = (alias: string) => `${alias}.account_id = ${tenant.account} and ${alias}.livemode = ${tenant.livemode}`;
   const tagRows =
     tagIdsSql === null
       ? `ticket_tags tt join tags tg on ${sameTenant('tg', 'tt')} and tg.brand_id = tt.brand_id and tg.id = tt.tag_id
-        where ${of('tt')} and tt.brand_id = tickets.brand_id and tt.ticket_id = tickets.id`
-      : `tags tg where ${of('tg')} and tg.brand_id = tickets.brand_id and tg.id = any(${tagIdsSql})`;
+        where ${tenantIs('tt', tenant)} and tt.brand_id = tickets.brand_id and tt.ticket_id = tickets.id`
+      : `tags tg where ${tenantIs('tg', tenant)} and tg.brand_id = tickets.brand_id and tg.id = any(${tagIdsSql})`;
   return `
       (select json_build_object('id', s.id, 'key', s.key, 'name', s.name, 'color', s.color) from statuses s
-        where ${of('s')} and s.brand_id = tickets.brand_id and s.key = tickets.status) as status_ref,
+        where ${tenantIs('s', tenant)} and s.brand_id = tickets.brand_id and s.key = tickets.status) as status_ref,
       (select json_build_object('id', c.id, 'email', c.email, 'name', c.name, 'avatarUrl', c.avatar_url, 'companyId', c.company_id,
           'company', (select json_build_object('id', co.id, 'name', co.name) from companies co
-            where ${of('co')} and co.brand_id = c.brand_id and co.id = c.company_id))
-        from ${contactsRelation} c where ${of('c')} and c.brand_id = tickets.brand_id and c.id = tickets.customer_id) as customer,
+            where ${tenantIs('co', tenant)} and co.brand_id = c.brand_id and co.id = c.company_id))
+        from ${contactsRelation} c where ${tenantIs('c', tenant)} and c.brand_id = tickets.brand_id and c.id = tickets.customer_id) as customer,
       (select json_build_object('id', ca.id, 'name', ca.name, 'color', ca.color) from categories ca
-        where ${of('ca')} and ca.brand_id = tickets.brand_id and ca.id = tickets.category_id) as category,
+        where ${tenantIs('ca', tenant)} and ca.brand_id = tickets.brand_id and ca.id = tickets.category_id) as category,
       coalesce((select json_agg(json_build_object('id', tg.id, 'name', tg.name, 'color', tg.color) order by lower(tg.name), tg.id)
         from ${tagRows}), '[]'::json) as tag_list`;
 }
