@@ -9,7 +9,7 @@ import { embeddedTargetExists, openBackup, restoreDump, restoreEmbedded, verifyB
 import { embeddedClusterExists } from '../../server/integrations/embedded-postgres.js';
 import { inspectDatabase } from '../../server/integrations/pg-tools.js';
 import { withDatabase, withServices } from '../database.js';
-import { confirmOrFlag, emit, need, note, ReportedFailure } from '../io.js';
+import { confirmOrFlag, emit, fail, need, note, ReportedFailure } from '../io.js';
 import type { GlobalOptions } from '../globals.js';
 
 export function registerDb(program: Command, globals: () => GlobalOptions): void {
@@ -30,7 +30,10 @@ export function registerDb(program: Command, globals: () => GlobalOptions): void
     .option('--json', 'JSON output')
     .action(async (opts: { json?: boolean }) => {
       const placed = await withServices(loadConfig({ configFile: globals().config }), async (services) => {
-        if (!(await hasCitus(services.db))) throw new ReportedFailure('the database has no citus extension: CREATE EXTENSION citus and add the workers first (docs/operations.md)');
+        if (!(await hasCitus(services.db))) {
+          fail('the database has no citus extension: CREATE EXTENSION citus and add the workers first (docs/operations.md)', opts.json ? { code: 'no_citus' } : undefined);
+          throw new ReportedFailure();
+        }
         return distribute(services.db);
       });
       emit(Boolean(opts.json), { placed }, () =>

@@ -1,6 +1,6 @@
 import type { Knex } from 'knex';
 import type { TenantCtx } from './context.js';
-import { sameTenant, tenantScope } from './model.js';
+import { accountScope, sameAccount, sameTenant, tenantScope } from './model.js';
 
 /**
  * Every UPDATE of tickets that sets their status, priority, spam flag, deletion, assignee, category,
@@ -46,6 +46,7 @@ export type TicketSet = Partial<
   >
 >;
 
+/** Sent as JSON text cast to jsonb: customFields may be any JSON, a bare string included. */
 const JSON_COLUMNS: readonly string[] = ['links', 'customFields', 'metadata'];
 const snake = (c: string) => c.replace(/[A-Z]/g, (m) => `_${m.toLowerCase()}`);
 const DONE = `('resolved', 'closed')`;
@@ -110,11 +111,11 @@ export async function updateTickets(tx: TenantCtx, brandId: string, ids: readonl
   if (has('status')) sets.push(`resolved_at = ${resolvedAtSql(`${given('status')}::text`, { status: 'b.status', resolvedAt: 't.resolved_at', now: 'b.now' })}`);
   if (has('assigneeId')) {
     sets.push(`assignee_sort = coalesce((select ticketd_person_sort(m.name, m.email) from members m
-      where m.account_id = t.account_id and m.id = ${given('assigneeId')}::text), '')`);
+      where ${sameAccount('m', 't')} and m.id = ${given('assigneeId')}::text), '')`);
   }
   if (has('categoryId')) {
     sets.push(`category_sort = coalesce((select lower(ca.name) from categories ca
-      where ca.account_id = t.account_id and ca.livemode = t.livemode and ca.brand_id = t.brand_id and ca.id = ${given('categoryId')}::text), '')`);
+      where ${sameTenant('ca', 't')} and ca.brand_id = t.brand_id and ca.id = ${given('categoryId')}::text), '')`);
   }
   if (has('title') || has('body')) {
     const title = has('title') ? `${given('title')}::text` : 't.title';
@@ -176,7 +177,7 @@ export async function updateTickets(tx: TenantCtx, brandId: string, ids: readonl
 async function adjustUsage(tx: TenantCtx, flipped: readonly { created_at: Date; is_spam: boolean }[]): Promise<void> {
   if (!flipped.length) return;
   const periods = (
-    await tx.db.raw<{ rows: { period_start: Date }[] }>('select period_start from ticket_usage where account_id = ? order by period_start desc', [tx.accountId])
+    await tx.db.raw<{ rows: { period_start: Date }[] }>('select u.period_start from ticket_usage u where ? order by u.period_start desc', [accountScope(tx, 'u')])
   ).rows.map((p) => p.period_start);
   const deltas = new Map<number, number>();
   for (const t of flipped) {
@@ -187,8 +188,8 @@ async function adjustUsage(tx: TenantCtx, flipped: readonly { created_at: Date; 
   await tx.db.raw(
     `update ticket_usage p set adjustment = p.adjustment + d.delta
     from unnest(?::timestamptz[], ?::int[]) as d (period_start, delta)
-    where p.account_id = ? and p.period_start = d.period_start`,
-    [[...deltas.keys()].map((ms) => new Date(ms)), [...deltas.values()], tx.accountId],
+    where ? and p.period_start = d.period_start`,
+    [[...deltas.keys()].map((ms) => new Date(ms)), [...deltas.values()], accountScope(tx, 'p')],
   );
 }
 

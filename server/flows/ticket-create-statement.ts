@@ -171,12 +171,13 @@ function countAgainstAllowance(way: 'usual' | 'usual, brands locked first' | 'ex
   }
   // Rows locked in brand id order by a subquery of the update itself: on Citus a locking step of
   // its own (a CTE) whose rows a later step reads fails the statement (docs/citus-inventory.md).
-  const lockedFirst = `(select u.brand_id from ticket_usage_brands u
+  const lockFirst = way === 'usual, brands locked first';
+  const locked = `(select u.brand_id from ticket_usage_brands u
         where :usageScope and u.period_start = (select period_start from allowance) and u.brand_id in (select brand_id from counted)
         order by u.brand_id for update) l, `;
   return `${allowanceAndCounts}, usage as (
-      update ticket_usage_brands u set used = u.used + c.n from ${way === 'usual, brands locked first' ? lockedFirst : ''}counted c, allowance al
-      where :usageScope and u.period_start = al.period_start and u.brand_id = c.brand_id${way === 'usual, brands locked first' ? ' and u.brand_id = l.brand_id' : ''}
+      update ticket_usage_brands u set used = u.used + c.n from ${lockFirst ? locked : ''}counted c, allowance al
+      where :usageScope and u.period_start = al.period_start and u.brand_id = c.brand_id${lockFirst ? ' and u.brand_id = l.brand_id' : ''}
         and u.allowance is not distinct from al.allowance and (al.allowance is null or u.used + c.n <= u.budget)
       returning u.brand_id
     ), counted_ok as materialized (

@@ -52,6 +52,13 @@ t.test('a healthy installation: exit 0, one line per check', async (t) => {
   for (const name of ['config', 'database', 'migrations', 'clock', 'outbox', 'deadDeliveries', 'cluster'])
     t.match(human.stdout, new RegExp(`^ok\\s+${name}\\s`, 'm'), `a line for ${name}`);
   t.match(human.stdout, /^(ok|warn)\s+disk\s+.* free of /m);
+  t.match(checks.cluster!.message, /one PostgreSQL server \(no citus extension\)/);
+
+  // db distribute: nothing to place without Citus, and it says so.
+  const distribute = await runCli(['db', 'distribute', '--json'], { TICKETD_DATA_DIR: dataDir, DATABASE_URL: url });
+  t.equal(distribute.code, 1, 'db distribute without the citus extension: exit 1');
+  t.match(distribute.stderr, /^error: the database has no citus extension/m);
+  t.match(distribute.json(), { error: { code: 'no_citus' } });
 });
 
 t.test('a pending migration fails, and the outbox is not looked at', async (t) => {

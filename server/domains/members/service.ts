@@ -6,8 +6,8 @@ import { normalizeEmail } from '../../core/text.js';
 import * as audit from '../../core/audit.js';
 import { credentialsChanged } from '../../core/credential-cache.js';
 import * as ticketNames from '../../core/ticket-names.js';
-import { Member } from './model.js';
 import { lockAcrossAccounts } from '../../core/model.js';
+import { Member } from './model.js';
 import type { MemberView } from './schemas.js';
 
 export function toView(row: Member): MemberView {
