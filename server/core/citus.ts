@@ -29,6 +29,15 @@ export function onCitus(ctx: BaseCtx): Promise<boolean> {
   return known.answer;
 }
 
+/**
+ * SET LOCAL lock_timeout, holding on every node: on Citus the locks are waited for on the workers,
+ * and SET LOCAL reaches them only while citus.propagate_set_commands is 'local'.
+ */
+export async function setLocalLockTimeout(tx: BaseCtx, timeout: string): Promise<void> {
+  if (await onCitus(tx)) await tx.db.raw(`set local citus.propagate_set_commands = 'local'`);
+  await tx.db.raw(`set local lock_timeout = '${timeout}'`);
+}
+
 export async function hasCitus(db: Knex): Promise<boolean> {
   const { rows } = await db.raw<{ rows: unknown[] }>(`select 1 from pg_extension where extname = 'citus'`);
   return rows.length > 0;

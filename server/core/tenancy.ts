@@ -20,15 +20,15 @@ export const GLOBAL_TABLES: Readonly<Record<string, string>> = {
 
 /**
  * On a Citus cluster (server/core/citus.ts), the global tables a tenant table's foreign key
- * names: a copy on every node (a reference table), so the key holds on each shard.
+ * names: a copy on every node (a reference table), so the key holds on each shard. None today.
  */
-export const REFERENCE_TABLES: Readonly<Record<string, string>> = {
-  coupons: 'coupon_redemptions, a tenant table, names its coupon',
-};
+export const REFERENCE_TABLES: Readonly<Record<string, string>> = {};
 
 /** On a Citus cluster, the global tables that stay plain tables on the coordinator, with why. */
 export const COORDINATOR_TABLES: Readonly<Record<string, string>> = {
   server_secrets: 'read by each process once at start; no tenant table refers to it',
+  coupons:
+    'one row per code, locked and counted by every redemption, never joined: as a reference table each redemption would write every node (and Citus refuses that write after a read of several shards in the same transaction)',
   rate_limit_counters: 'written on every request, and never joined: a reference table would write every node each time, a distributed one has no account to be distributed by',
   billing_events: 'one insert per provider event, never joined',
   signup_checkouts: 'found by token or checkout id alone, never joined; the account it makes does not exist yet',

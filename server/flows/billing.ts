@@ -5,6 +5,7 @@ import { isDashboardOrigin } from '../core/origins.js';
 import * as audit from '../core/audit.js';
 import * as coupons from '../domains/billing/coupons.js';
 import * as billing from '../domains/billing/service.js';
+import * as members from '../domains/members/service.js';
 import type { Subscription } from '../domains/billing/model.js';
 import type { BillingProvider } from '../domains/billing/provider.js';
 import type { CancelInput, ConfirmInput, DoneView, SubscriptionView, UpgradeInput, UpgradeView } from '../domains/billing/schemas.js';
@@ -188,17 +189,14 @@ export async function checkoutPage(
 
 /** The checkout page's Confirm: completes it as the member who started it; answers where the browser goes next. */
 export async function confirmCheckoutPage(base: BaseCtx, token: string): Promise<string> {
-  return withTx(base, async (btx) => {
-    const checkout = await billing.checkoutByToken(btx, token);
+  const found = await billing.checkoutByToken(base, token);
+  if (!found) throw notFound('Checkout');
+  return withTx(tenantCtx(base, found.accountId, true), async (btx) => {
+    const checkout = await billing.lockCheckout(btx, found);
     if (!checkout) throw notFound('Checkout');
-    const member = checkout.memberId
-      ? ((await btx.db('members').where({ accountId: checkout.accountId, id: checkout.memberId }).first('id', 'name', 'email')) as
-          | { id: string; name: string | null; email: string }
-          | undefined)
-      : undefined;
+    const [member] = checkout.memberId ? await members.findMany(btx, [checkout.memberId]) : [];
     const actor = member ? { type: 'user' as const, id: member.id, name: member.name ?? member.email } : systemActor('checkout');
-    const tx = tenantCtx({ ...btx, actor }, checkout.accountId, true);
-    await complete(tx, checkout);
+    await complete({ ...btx, actor }, checkout);
     return checkout.successUrl;
   });
 }

@@ -117,12 +117,14 @@ async function rate(tx: TenantCtx, row: TicketFeedback, input: RateInput): Promi
 
 /** POST /v1/feedback/{token}: the customer's rating by the mailed link. */
 export async function rateByLink(base: BaseCtx, token: string, input: RateInput): Promise<RatedView> {
-  return withTx(base, async (tx) => {
-    const found = await feedback.findByToken(tx, token);
-    if (!found) throw notFound('Feedback');
-    const scoped = tenantCtx(tx, found.accountId, found.livemode, { allBrands: false, brandIds: [found.brandId] });
-    const asCustomer = { ...scoped, actor: { type: 'customer' as const, id: found.contactId, name: found.contactName ?? found.contactEmail, source: 'web' } };
-    const saved = await rate(asCustomer, found, input);
+  const found = await feedback.findByToken(base, token);
+  if (!found) throw notFound('Feedback');
+  const scoped = tenantCtx(base, found.accountId, found.livemode, { allBrands: false, brandIds: [found.brandId] });
+  return withTx(scoped, async (tx) => {
+    const locked = await feedback.lockFound(tx, found);
+    if (!locked) throw notFound('Feedback');
+    const asCustomer = { ...tx, actor: { type: 'customer' as const, id: locked.contactId, name: locked.contactName ?? locked.contactEmail, source: 'web' } };
+    const saved = await rate(asCustomer, locked, input);
     return { success: true as const, message: 'Thank you for your feedback', id: saved.id };
   });
 }

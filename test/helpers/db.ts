@@ -34,12 +34,48 @@ export async function queryAt(url: string, sql: string, params: unknown[] = []):
   }
 }
 
+/** Whether the suite runs on a Citus cluster (its Citus mode, TEST_CITUS_URL). */
+export const onCitusCluster = process.env.TICKETD_TEST_CITUS === '1';
+
+/** Whether a statement of this database waits for a lock; on a cluster, on whichever node holds it. */
+export async function aStatementWaitsForALock(db: Db): Promise<boolean> {
+  const sql = onCitusCluster
+    ? `select count(*) as n from citus_lock_waits w join citus_stat_activity a on a.global_pid = w.waiting_gpid where a.datname = current_database()`
+    : `select count(*) as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`;
+  return Number((await db.raw(sql)).rows[0].n) > 0;
+}
+
+/**
+ * Runs the statements that make (or drop) a trigger injecting a fault, on a cluster too: Citus
+ * takes a trigger on a distributed table only with its unsafe-trigger switch on, set here for this
+ * one transaction (ticketd itself runs with it off). There the trigger fires on the worker that
+ * holds the row.
+ */
+export async function faultTriggerDdl(db: Db, ...statements: string[]): Promise<void> {
+  await db.transaction(async (trx) => {
+    if (onCitusCluster) {
+      await trx.raw('set local citus.enable_unsafe_triggers = on');
+      // Function and trigger DDL in one transaction goes over one connection per node.
+      await trx.raw(`set local citus.multi_shard_modify_mode to 'sequential'`);
+    }
+    for (const sql of statements) await trx.raw(sql);
+  });
+}
+
+/** Whether a COMMIT of this database sleeps in a trigger; on a cluster, a worker's PREPARE or COMMIT. */
+export async function aCommitSleeps(db: Db): Promise<boolean> {
+  const sql = onCitusCluster
+    ? `select 1 from citus_stat_activity where datname = current_database() and wait_event = 'PgSleep' and (query ilike 'commit%' or query ilike 'prepare transaction%')`
+    : `select 1 from pg_stat_activity where datname = current_database() and wait_event = 'PgSleep' and query ilike 'commit%'`;
+  return (await db.raw(sql)).rows.length > 0;
+}
+
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** An empty database, dropped when the test ends. `fromTemplate` clones the migrated template. */
 export async function freshDatabase(t: Test, options: { fromTemplate?: boolean } = {}): Promise<{ url: string; name: string; db: Db }> {
   const name = `ticketd_t_${randomBytes(6).toString('hex')}`;
-  if (process.env.TICKETD_TEST_CITUS === '1') return citusDatabase(t, name, options.fromTemplate !== false);
+  if (onCitusCluster) return citusDatabase(t, name, options.fromTemplate !== false);
   const template = options.fromTemplate === false ? 'template0' : process.env.TICKETD_TEST_TEMPLATE!;
   for (let attempt = 0; ; attempt++) {
     try {

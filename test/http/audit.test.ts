@@ -4,6 +4,7 @@ import * as audit from '../../server/core/audit.js';
 import * as categories from '../../server/domains/categories/service.js';
 import { createContact, updateContact } from '../../server/flows/customers.js';
 import { assertErrorShape, assertNotFound, client, makeBrand, makeTicket, mustCreate, ownerWithBrand, signup, testApp, type Signup, servicesOf } from '../helpers/app.js';
+import { onCitusCluster } from '../helpers/db.js';
 
 const { app, db } = await testApp(t, { TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: '1000' });
 
@@ -445,7 +446,10 @@ t.test('a change that rolls back leaves no entry', async (t) => {
   );
 });
 
-t.test('the database refuses to change or remove entries', async (t) => {
+// On a cluster the guard trigger is dropped as the table is placed (decision 0091): there the
+// code scan in test/service/audit.test.ts is what keeps the log append-only.
+const guardDropped = onCitusCluster && 'on a Citus cluster audit_log has no guard trigger (decision 0091)';
+t.test('the database refuses to change or remove entries', { skip: guardDropped }, async (t) => {
   const { owner } = await ownerWithBrand(app);
   await t.rejects(db('auditLog').where({ accountId: owner.accountId }).update({ event: 'forged' }), /append-only/);
   await t.rejects(db('auditLog').where({ accountId: owner.accountId }).delete(), /append-only/);

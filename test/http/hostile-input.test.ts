@@ -10,6 +10,7 @@ import { buildApp } from '../../server/app.js';
 import { createDb } from '../../server/core/db.js';
 import { assertErrorShape, client, makeTicket, mustCreate, ownerWithBrand, testApp, testConfig } from '../helpers/app.js';
 import { cuttableProxy } from '../helpers/proxy.js';
+import { aCommitSleeps, faultTriggerDdl } from '../helpers/db.js';
 
 const { app, db, url } = await testApp(t);
 const { owner, base } = await ownerWithBrand(app);
@@ -134,15 +135,17 @@ t.test("the router's own errors are in the error shape with a request id", async
 
 t.test('a connection lost at COMMIT is 503 with Retry-After, nothing half-done, and the next request works', async (t) => {
   // At COMMIT a deferred constraint trigger ends its own backend, as a database restart would.
-  await db.raw(`
-    create function ticketd_test_die_at_commit() returns trigger language plpgsql as $$
+  await faultTriggerDdl(
+    db,
+    `create function ticketd_test_die_at_commit() returns trigger language plpgsql as $$
     begin
       if new.body = 'die at commit' then perform pg_terminate_backend(pg_backend_pid()); end if;
       return null;
-    end $$;
-    create constraint trigger die_at_commit after insert on comments deferrable initially deferred
-      for each row execute function ticketd_test_die_at_commit();`);
-  t.teardown(() => db.raw('drop trigger die_at_commit on comments; drop function ticketd_test_die_at_commit()'));
+    end $$`,
+    `create constraint trigger die_at_commit after insert on comments deferrable initially deferred
+      for each row execute function ticketd_test_die_at_commit()`,
+  );
+  t.teardown(() => faultTriggerDdl(db, 'drop trigger die_at_commit on comments', 'drop function ticketd_test_die_at_commit()'));
   const res = await owner.live('POST', `${base}/tickets/${ticket.id}/comments`, { body: 'die at commit' });
   assertErrorShape(t, res, 503, 'service_unavailable');
   t.equal(res.headers['retry-after'], '2', 'clients are told when to retry');
@@ -157,15 +160,17 @@ t.test('a connection lost at COMMIT is 503 with Retry-After, nothing half-done, 
 t.test('a TCP connection cut while COMMIT runs is 503 with Retry-After, and the next request works', async (t) => {
   // COMMIT waits in a deferred trigger; the test cuts the connection while it waits, as a
   // database host going away would: node-postgres then reports a bare "Connection terminated".
-  await db.raw(`
-    create function ticketd_test_slow_commit() returns trigger language plpgsql as $$
+  await faultTriggerDdl(
+    db,
+    `create function ticketd_test_slow_commit() returns trigger language plpgsql as $$
     begin
       if new.body = 'slow commit' then perform pg_sleep(5); end if;
       return null;
-    end $$;
-    create constraint trigger slow_commit after insert on comments deferrable initially deferred
-      for each row execute function ticketd_test_slow_commit();`);
-  t.teardown(() => db.raw('drop trigger slow_commit on comments; drop function ticketd_test_slow_commit()'));
+    end $$`,
+    `create constraint trigger slow_commit after insert on comments deferrable initially deferred
+      for each row execute function ticketd_test_slow_commit()`,
+  );
+  t.teardown(() => faultTriggerDdl(db, 'drop trigger slow_commit on comments', 'drop function ticketd_test_slow_commit()'));
   const proxy = await cuttableProxy(t, url);
   const viaProxy = createDb(proxy.url, { poolMax: 2, poolMin: 0, acquireTimeoutMs: 1500 });
   const config = testConfig({ DATABASE_URL: proxy.url });
@@ -175,11 +180,7 @@ t.test('a TCP connection cut while COMMIT runs is 503 with Retry-After, and the 
     await viaProxy.destroy();
   });
   const pending = client(proxiedApp, owner.liveKey)('POST', `${base}/tickets/${ticket.id}/comments`, { body: 'slow commit' });
-  for (;;) {
-    const sleeping = await db.raw(`select 1 from pg_stat_activity where wait_event = 'PgSleep' and query ilike 'commit%'`);
-    if (sleeping.rows.length) break;
-    await new Promise((r) => setImmediate(r));
-  }
+  while (!(await aCommitSleeps(db))) await new Promise((r) => setImmediate(r));
   proxy.cut();
   const res = await pending;
   assertErrorShape(t, res, 503, 'service_unavailable');

@@ -1,6 +1,7 @@
 import t from 'tap';
 import { newId } from '../../server/core/ids.js';
 import { assertErrorShape, assertNotFound, client, makeBrand, makeTicket, ownerWithBrand, type Reply, type Signup, testApp } from '../helpers/app.js';
+import { faultTriggerDdl } from '../helpers/db.js';
 
 // Every test signs up its own accounts: lift the per-hour signup limit for this file.
 const { app, db } = await testApp(t, { TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: '10000' });
@@ -340,9 +341,13 @@ t.test('bulk is one transaction: a failure midway leaves every ticket and the lo
   for (const title of ['a', 'b', 'c']) tickets.push(await makeTicket(owner.live, base, { title, customerEmail: `${title}@example.com` }));
   const ids = tickets.map((tk) => tk.id);
   // Fail the audit entry of the second ticket: the tickets' UPDATE has run by then.
-  await db.raw(`CREATE FUNCTION fail_for_test() RETURNS trigger LANGUAGE plpgsql AS $$
-    BEGIN IF NEW.entity_id = '${ids[1]}' THEN RAISE EXCEPTION 'forced failure'; END IF; RETURN NEW; END $$`);
-  await db.raw('CREATE TRIGGER fail_for_test BEFORE INSERT ON audit_log FOR EACH ROW EXECUTE FUNCTION fail_for_test()');
+  await faultTriggerDdl(
+    db,
+    `CREATE FUNCTION fail_for_test() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN IF NEW.entity_id = '${ids[1]}' THEN RAISE EXCEPTION 'forced failure'; END IF; RETURN NEW; END $$`,
+    'CREATE TRIGGER fail_for_test BEFORE INSERT ON audit_log FOR EACH ROW EXECUTE FUNCTION fail_for_test()',
+  );
+
   try {
     for (const body of [{ action: 'resolve' }, { action: 'spam' }, { action: 'delete' }, { action: 'setTags', tags: ['x'] }]) {
       const res = await bulk(owner.live, base, { ...body, ticketIds: ids });
@@ -350,8 +355,7 @@ t.test('bulk is one transaction: a failure midway leaves every ticket and the lo
       for (const tk of tickets) t.same((await owner.live('GET', `${base}/tickets/${tk.id}`)).body, tk, `${body.action}: ${tk.title} unchanged`);
     }
   } finally {
-    await db.raw('DROP TRIGGER fail_for_test ON audit_log');
-    await db.raw('DROP FUNCTION fail_for_test()');
+    await faultTriggerDdl(db, 'DROP TRIGGER fail_for_test ON audit_log', 'DROP FUNCTION fail_for_test()');
   }
   for (const id of ids) t.same(await events(id), ['ticket.created'], 'no entries');
   t.same(await blocked(owner.live, base), [], 'no sender was blocked');

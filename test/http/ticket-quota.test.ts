@@ -8,6 +8,7 @@ import { setAccountPlan } from '../../server/domains/billing/service.js';
 import { Dispatcher } from '../../server/worker/dispatcher.js';
 import { assertErrorShape, client, emptyDir, makeBrand, makeTicket, mustCreate, servicesOf, testApp, type Reply } from '../helpers/app.js';
 import { imapConnection, imapServer } from '../helpers/imap.js';
+import { aStatementWaitsForALock } from '../helpers/db.js';
 import { SIGN_IN_TEST_ENV, teamOfThree } from '../helpers/sign-in.js';
 
 // The ticket allowance of a plan (tickets per billing period) at ticket create: POST
@@ -204,7 +205,7 @@ t.test('a brand budget taken back while a create waits for it: the create counts
   const taking = await db.transaction();
   await taking.raw('update ticket_usage_brands set budget = used where account_id = ? and brand_id = ?', [owner.accountId, brand.id]);
   const pending = live('POST', `${base}/tickets`, { title: 'Waits for its budget' });
-  while (Number((await db.raw("select count(*) as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'")).rows[0].n) === 0) {
+  while (!(await aStatementWaitsForALock(db))) {
     await new Promise((r) => setTimeout(r, 10));
   }
   await taking.commit();

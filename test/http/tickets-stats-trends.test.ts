@@ -161,13 +161,21 @@ t.test('creates, in both modes, some already resolved', async (t) => {
 });
 
 t.test('creation and resolution spread over days, to the microsecond', async (t) => {
-  // Fractions of a second and of a minute, so sums and the rounded average are exercised.
-  await db.raw(
-    `update tickets set created_at = now() - (row_number * interval '1 day' / 2) - row_number * interval '1 minute 0.123457 second'
-     from (select id, row_number() over (order by id) as row_number from tickets) as n where n.id = tickets.id`,
-  );
-  await db.raw(`update tickets set resolved_at = created_at + (length(id) % 7) * interval '37 minutes 30.5 second' where resolved_at is not null`);
-  await db.raw(`update tickets set created_at = created_at - interval '400 days' where id = (select min(id) from tickets where brand_id = ?)`, [B]);
+  // Fractions of a second and of a minute, so sums and the rounded average are exercised. Row by
+  // row with constants: a cluster refuses now() and timestamp arithmetic beside column references.
+  const { rows } = await db.raw(`select now() as now, account_id, id, brand_id, resolved_at is not null as resolved from tickets order by id`);
+  const firstOfB = rows.find((r: Any) => r.brand_id === B).id;
+  const created = `?::timestamptz - (?::int * interval '1 day' / 2) - ?::int * interval '1 minute 0.123457 second'`;
+  for (const [i, r] of rows.entries()) {
+    const at = [r.now, i + 1, i + 1];
+    const key = [r.account_id, r.id];
+    if (r.resolved) {
+      const after = (r.id.length % 7) as number;
+      await db.raw(`update tickets set resolved_at = ${created} + ?::int * interval '37 minutes 30.5 second' where account_id = ? and id = ?`, [...at, after, ...key]);
+    }
+    const yearBack = r.id === firstOfB ? 1 : 0;
+    await db.raw(`update tickets set created_at = ${created} - ?::int * interval '400 days' where account_id = ? and id = ?`, [...at, yearBack, ...key]);
+  }
   // Rows moved by hand are counted afresh, as after a load.
   await db.raw('select ticketd_rebuild_ticket_counts()');
   t.equal(await pending(), 0, 'the rebuild leaves nothing to move');

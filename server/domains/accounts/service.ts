@@ -6,7 +6,9 @@ import type { AccountView, CreatedAccountView } from './schemas.js';
 
 /** A new account row (its owner, keys and first brand come with it: flows/accounts.ts). */
 export async function insert(ctx: BaseCtx, name: string): Promise<CreatedAccountView['account']> {
-  const row = await Account.query(ctx.db).insertAndFetch({ id: newId(ID_PREFIX.account), name });
+  const row = await Account.query(ctx.db)
+    .insert({ id: newId(ID_PREFIX.account), name })
+    .returning('*');
   return { id: row.id, object: 'account', name: row.name, createdAt: row.createdAt.toISOString(), updatedAt: row.updatedAt.toISOString() };
 }
 

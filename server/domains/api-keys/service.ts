@@ -63,14 +63,16 @@ export async function create(ctx: TenantCtx, input: CreateApiKeyInput): Promise<
 
 async function insertKey(ctx: TenantCtx, name: string | undefined, scope: { allBrands: boolean; brandIds: string[] }, rotatedFrom?: string): Promise<ApiKeyWithSecretView> {
   const secret = `sk_${ctx.livemode ? 'live' : 'test'}_${randomBase62()}`;
-  const row = await ApiKey.query(ctx.db).insertAndFetch({
-    id: newId(ID_PREFIX.apiKey),
-    ...scopeOf(ctx),
-    name: name ?? `${ctx.livemode ? 'Live' : 'Test'} key`,
-    secretHash: hashSecret(secret),
-    keyPreview: `${secret.slice(0, 8)}…${secret.slice(-4)}`,
-    ...scope,
-  });
+  const row = await ApiKey.query(ctx.db)
+    .insert({
+      id: newId(ID_PREFIX.apiKey),
+      ...scopeOf(ctx),
+      name: name ?? `${ctx.livemode ? 'Live' : 'Test'} key`,
+      secretHash: hashSecret(secret),
+      keyPreview: `${secret.slice(0, 8)}…${secret.slice(-4)}`,
+      ...scope,
+    })
+    .returning('*');
   await audit.record(ctx, keyFact(row, 'api_key.created', undefined, { ...scope, ...(rotatedFrom ? { rotatedFrom } : {}) }));
   return { ...toView(row), key: secret };
 }
@@ -104,7 +106,11 @@ export async function updateScope(ctx: TenantCtx, keyId: string, input: UpdateSc
   const view = await withTx(ctx, async (tx) => {
     const before = await requireActive(tx, keyId);
     const scope = await resolveScope(tx, input);
-    const row = await ApiKey.scoped(tx).patchAndFetchById(keyId, { ...scope, updatedAt: new Date() });
+    const row = (await ApiKey.scoped(tx)
+      .findById(keyId)
+      .patch({ ...scope, updatedAt: new Date() })
+      .returning('*')
+      .first())!;
     const changes = audit.changesBetween(toView(before), toView(row), ['allBrands', 'brandIds']);
     if (changes.length) await audit.record(tx, keyFact(row, 'api_key.updated', changes));
     await keysChanged(tx, [keyId]);
@@ -118,7 +124,7 @@ export async function revoke(ctx: TenantCtx, keyId: string): Promise<{ success: 
   const now = new Date();
   await withTx(ctx, async (tx) => {
     // Compare and set: of two concurrent revokes, one succeeds and the other finds nothing (404).
-    const revoked = (await activeKeys(tx).findById(keyId).patch({ revokedAt: now, updatedAt: now }).returning('*')) as unknown as ApiKey | undefined;
+    const revoked = (await activeKeys(tx).findById(keyId).patch({ revokedAt: now, updatedAt: now }).returning('*').first()) as unknown as ApiKey | undefined;
     if (!revoked) throw notFound('API key');
     await audit.record(tx, keyFact(revoked, 'api_key.revoked'));
     await keysChanged(tx, [keyId]);
@@ -135,7 +141,7 @@ export async function rotate(ctx: TenantCtx, keyId: string, graceMinutes = 0): P
     const newKey = await insertKey(tx, old.name, { allBrands: old.allBrands, brandIds: old.allBrands ? [] : [...old.brandIds] }, old.id);
     const now = new Date();
     const patch = graceMinutes > 0 ? { expiresAt: new Date(now.getTime() + graceMinutes * 60_000), updatedAt: now } : { revokedAt: now, updatedAt: now };
-    const oldKey = await ApiKey.scoped(tx).patchAndFetchById(keyId, patch);
+    const oldKey = (await ApiKey.scoped(tx).findById(keyId).patch(patch).returning('*').first())!;
     // With a grace period the key is revoked later, by the clock (revokeExpired records that).
     await audit.record(
       tx,

@@ -143,16 +143,18 @@ export async function redeem(
   await CouponUsage.query(tx.db)
     .where('code', coupon.code)
     .patch({ timesRedeemed: usage.timesRedeemed + 1, updatedAt: now } as never);
-  const redemption = await CouponRedemption.query(tx.db).insertAndFetch({
-    accountId: tx.accountId,
-    id: newId(ID_PREFIX.couponRedemption),
-    couponCode: coupon.code,
-    subscriptionId: invoice.subscriptionId,
-    invoiceId: invoice.id,
-    amountOff: invoice.amountOff,
-    currency: invoice.currency,
-    createdAt: now,
-  });
+  const redemption = await CouponRedemption.query(tx.db)
+    .insert({
+      accountId: tx.accountId,
+      id: newId(ID_PREFIX.couponRedemption),
+      couponCode: coupon.code,
+      subscriptionId: invoice.subscriptionId,
+      invoiceId: invoice.id,
+      amountOff: invoice.amountOff,
+      currency: invoice.currency,
+      createdAt: now,
+    })
+    .returning('*');
   await audit.record(tx, {
     brandId: null,
     entityType: 'coupon',

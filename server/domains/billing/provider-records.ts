@@ -115,15 +115,17 @@ export function mirrored(config: Pick<Config, 'plans'>, facts: StripeSubscriptio
 /** A new subscription row mirroring the provider's. */
 export async function insertMirrored(tx: TenantCtx, provider: string, facts: StripeSubscriptionFacts, fields: Mirrored): Promise<Subscription> {
   const now = new Date(tx.services.now());
-  return Subscription.query(tx.db).insertAndFetch({
-    accountId: tx.accountId,
-    id: newId(ID_PREFIX.subscription),
-    provider,
-    providerRef: facts.id,
-    ...fields,
-    createdAt: now,
-    updatedAt: now,
-  });
+  return Subscription.query(tx.db)
+    .insert({
+      accountId: tx.accountId,
+      id: newId(ID_PREFIX.subscription),
+      provider,
+      providerRef: facts.id,
+      ...fields,
+      createdAt: now,
+      updatedAt: now,
+    })
+    .returning('*');
 }
 
 /** The row changed to `fields`; the row as it was when nothing differs (a replay changes nothing). */

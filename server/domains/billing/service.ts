@@ -5,7 +5,7 @@ import type { Config, CouponConfig, PlanConfig } from '../../core/config.js';
 import { pgErrorCode, type SqlFragment } from '../../core/db.js';
 import { badRequest, conflict, HttpError } from '../../core/errors.js';
 import { newId, ID_PREFIX } from '../../core/ids.js';
-import { accountScope, lockAcrossAccounts, sameAccount, tenantScope } from '../../core/model.js';
+import { accountScope, sameAccount, tenantScope } from '../../core/model.js';
 import { hashSecret, randomBase62, TOKEN_RANDOM_LENGTH } from '../../core/secrets.js';
 import * as coupons from './coupons.js';
 import { CheckoutSession, Invoice, Subscription } from './model.js';
@@ -312,25 +312,33 @@ export async function createCheckout(
 ): Promise<{ session: CheckoutSession; token: string }> {
   const token = `${CHECKOUT_PREFIX}${randomBase62()}`;
   const now = new Date(tx.services.now());
-  const session = await CheckoutSession.query(tx.db).insertAndFetch({
-    accountId: tx.accountId,
-    id: newId(ID_PREFIX.checkout),
-    tokenHash: hashSecret(token),
-    ...input,
-    createdAt: now,
-    expiresAt: new Date(now.getTime() + CHECKOUT_TTL_MS),
-  });
+  const session = await CheckoutSession.query(tx.db)
+    .insert({
+      accountId: tx.accountId,
+      id: newId(ID_PREFIX.checkout),
+      tokenHash: hashSecret(token),
+      ...input,
+      createdAt: now,
+      expiresAt: new Date(now.getTime() + CHECKOUT_TTL_MS),
+    })
+    .returning('*');
   return { session, token };
 }
 
-/** A checkout by its page's token (across accounts), locked in a transaction; null when unknown. */
+/**
+ * A checkout by its page's token, in any account; null when unknown. Not locked: it is read before
+ * the transaction that completes it (on Citus the token lookup asks every shard, which a
+ * transaction that then writes the coupons reference table may not do), and lockCheckout reads it
+ * again there.
+ */
 export async function checkoutByToken(ctx: BaseCtx, token: string): Promise<CheckoutSession | null> {
   if (!CHECKOUT_FORMAT.test(token)) return null;
-  const find = () => CheckoutSession.query(ctx.db).where('checkoutSessions.tokenHash', hashSecret(token)).first();
-  const found = await find();
-  if (!found || !ctx.db.isTransaction) return found ?? null;
-  await lockAcrossAccounts(ctx, 'checkout_sessions', [found]);
-  return (await find()) ?? null;
+  return (await CheckoutSession.query(ctx.db).where('checkoutSessions.tokenHash', hashSecret(token)).first()) ?? null;
+}
+
+/** The checkout checkoutByToken found, read again in its account and locked (it is in a transaction). */
+export async function lockCheckout(tx: TenantCtx, found: { id: string }): Promise<CheckoutSession | null> {
+  return checkoutById(tx, found.id);
 }
 
 /** A checkout of the account by its id, locked (it is in a transaction); null when unknown. */
@@ -347,20 +355,22 @@ async function invoice(tx: TenantCtx, subscription: Subscription, plan: PlanConf
   const off = coupon ? coupons.amountOff(coupon, plan) : 0;
   // Numbered per account; the caller holds the subscription's lock, so numbers never race.
   const last = (await tx.db('invoices').where({ accountId: tx.accountId }).max({ n: 'number' }).first()) as { n: number | null };
-  const row = await Invoice.query(tx.db).insertAndFetch({
-    accountId: tx.accountId,
-    id: newId(ID_PREFIX.invoice),
-    subscriptionId: subscription.id,
-    number: (last.n ?? 0) + 1,
-    status: 'paid',
-    planSlug: plan.slug,
-    amountDue: plan.price - off,
-    amountPaid: plan.price - off,
-    currency: plan.currency,
-    periodStart: start,
-    periodEnd: end,
-    createdAt: new Date(tx.services.now()),
-  });
+  const row = await Invoice.query(tx.db)
+    .insert({
+      accountId: tx.accountId,
+      id: newId(ID_PREFIX.invoice),
+      subscriptionId: subscription.id,
+      number: (last.n ?? 0) + 1,
+      status: 'paid',
+      planSlug: plan.slug,
+      amountDue: plan.price - off,
+      amountPaid: plan.price - off,
+      currency: plan.currency,
+      periodStart: start,
+      periodEnd: end,
+      createdAt: new Date(tx.services.now()),
+    })
+    .returning('*');
   if (coupon) await coupons.redeem(tx, coupon, { id: row.id, subscriptionId: subscription.id, planSlug: plan.slug, amountOff: off, currency: plan.currency });
 }
 
@@ -368,18 +378,20 @@ async function invoice(tx: TenantCtx, subscription: Subscription, plan: PlanConf
 export async function start(tx: TenantCtx, plan: PlanConfig, provider: string, coupon: CouponConfig | null = null): Promise<Subscription> {
   const now = new Date(tx.services.now());
   const end = addInterval(now, plan.interval);
-  const row = await Subscription.query(tx.db).insertAndFetch({
-    accountId: tx.accountId,
-    id: newId(ID_PREFIX.subscription),
-    planSlug: plan.slug,
-    status: 'active',
-    provider,
-    currentPeriodStart: now,
-    currentPeriodEnd: end,
-    cancelAtPeriodEnd: false,
-    createdAt: now,
-    updatedAt: now,
-  });
+  const row = await Subscription.query(tx.db)
+    .insert({
+      accountId: tx.accountId,
+      id: newId(ID_PREFIX.subscription),
+      planSlug: plan.slug,
+      status: 'active',
+      provider,
+      currentPeriodStart: now,
+      currentPeriodEnd: end,
+      cancelAtPeriodEnd: false,
+      createdAt: now,
+      updatedAt: now,
+    })
+    .returning('*');
   await invoice(tx, row, plan, now, end, coupon);
   return row;
 }

@@ -28,16 +28,18 @@ export interface SignupCheckoutInput {
 export async function createLocal(tx: BaseCtx, input: SignupCheckoutInput): Promise<{ checkout: SignupCheckout; token: string }> {
   const token = `${TOKEN_PREFIX}${randomBase62()}`;
   const now = new Date(tx.services.now());
-  const checkout = await SignupCheckout.query(tx.db).insertAndFetch({
-    id: newId(ID_PREFIX.signupCheckout),
-    provider: 'local',
-    tokenHash: hashSecret(token),
-    providerRef: null,
-    ...input,
-    email: normalizeEmail(input.email),
-    createdAt: now,
-    expiresAt: new Date(now.getTime() + SIGNUP_CHECKOUT_TTL_MS),
-  });
+  const checkout = await SignupCheckout.query(tx.db)
+    .insert({
+      id: newId(ID_PREFIX.signupCheckout),
+      provider: 'local',
+      tokenHash: hashSecret(token),
+      providerRef: null,
+      ...input,
+      email: normalizeEmail(input.email),
+      createdAt: now,
+      expiresAt: new Date(now.getTime() + SIGNUP_CHECKOUT_TTL_MS),
+    })
+    .returning('*');
   return { checkout, token };
 }
 

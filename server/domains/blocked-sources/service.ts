@@ -45,15 +45,17 @@ export async function create(ctx: TenantCtx, brandId: string, input: CreateBlock
     const brand = await requireBrand(tx, brandId);
     let row: BlockedSource;
     try {
-      row = await BlockedSource.query(tx.db).insertAndFetch({
-        id: newId(ID_PREFIX.blockedSource),
-        ...scopeOf(tx),
-        brandId: brand.id,
-        type,
-        value,
-        reason: input.reason ?? null,
-        createdBy: tx.actor.id,
-      });
+      row = await BlockedSource.query(tx.db)
+        .insert({
+          id: newId(ID_PREFIX.blockedSource),
+          ...scopeOf(tx),
+          brandId: brand.id,
+          type,
+          value,
+          reason: input.reason ?? null,
+          createdBy: tx.actor.id,
+        })
+        .returning('*');
     } catch (err) {
       if (isPgError(err, PG.uniqueViolation, 'blocked_sources_value_unique')) throw conflict(`${value} is already blocked`, 'blocked_source_exists');
       throw err;

@@ -120,7 +120,12 @@ export async function create(ctx: TenantCtx, input: CreateBrandInput): Promise<B
       const slug = givenSlug ?? (attempt === 0 ? slugify(input.name) : `${slugify(input.name).slice(0, 43).replace(/-+$/, '')}-${randomBytes(3).toString('hex').slice(0, 4)}`);
       let row: Brand;
       try {
-        row = await tx.db.transaction(async (trx): Promise<Brand> => Brand.query(trx).insertAndFetch({ id: newId(ID_PREFIX.brand), ...base, slug }));
+        row = await tx.db.transaction(
+          async (trx): Promise<Brand> =>
+            Brand.query(trx)
+              .insert({ id: newId(ID_PREFIX.brand), ...base, slug })
+              .returning('*'),
+        );
       } catch (err) {
         if (!isPgError(err, PG.uniqueViolation, 'brands_slug_unique')) throw err;
         if (givenSlug || attempt >= 4) throw slugTaken(slug);
@@ -173,7 +178,7 @@ export async function update(ctx: TenantCtx, brandId: string, input: UpdateBrand
     }
     let after: BrandView;
     try {
-      after = toView(await Brand.scoped(tx).patchAndFetchById(brand.id, patch));
+      after = toView((await Brand.scoped(tx).findById(brand.id).patch(patch).returning('*').first())!);
     } catch (err) {
       if (isPgError(err, PG.uniqueViolation, 'brands_slug_unique')) throw slugTaken(input.slug!);
       throw err;

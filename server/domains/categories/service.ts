@@ -78,15 +78,17 @@ export async function create(ctx: TenantCtx, brandId: string, input: CreateCateg
     const sortOrder = input.sortOrder ?? (await nextSortOrder(tx, brand.id));
     let row: Category;
     try {
-      row = await Category.query(tx.db).insertAndFetch({
-        id: newId(ID_PREFIX.category),
-        ...scopeOf(tx),
-        brandId: brand.id,
-        name,
-        color: input.color ?? DEFAULT_CATEGORY_COLOR,
-        description: input.description ?? null,
-        sortOrder,
-      });
+      row = await Category.query(tx.db)
+        .insert({
+          id: newId(ID_PREFIX.category),
+          ...scopeOf(tx),
+          brandId: brand.id,
+          name,
+          color: input.color ?? DEFAULT_CATEGORY_COLOR,
+          description: input.description ?? null,
+          sortOrder,
+        })
+        .returning('*');
     } catch (err) {
       throw translate(err, name);
     }
@@ -108,7 +110,7 @@ export async function update(ctx: TenantCtx, brandId: string, categoryId: string
     if (input.sortOrder !== undefined) patch.sortOrder = input.sortOrder;
     let after: CategoryView;
     try {
-      after = toView(await ofBrand(tx, row.brandId).patchAndFetchById(row.id, patch));
+      after = toView((await ofBrand(tx, row.brandId).findById(row.id).patch(patch).returning('*').first())!);
     } catch (err) {
       throw translate(err, patch.name);
     }

@@ -52,17 +52,19 @@ export async function get(ctx: TenantCtx, id: string): Promise<FeatureRequestVie
 
 export async function create(ctx: TenantCtx, authorId: string, input: CreateFeatureRequestInput): Promise<FeatureRequestView> {
   return withTx(ctx, async (tx) => {
-    const row = await FeatureRequest.query(tx.db).insertAndFetch({
-      id: newId(ID_PREFIX.featureRequest),
-      accountId: tx.accountId,
-      title: input.title.trim(),
-      featureDetails: input.featureDetails,
-      currentBehavior: input.currentBehavior ?? null,
-      whyItMatters: input.whyItMatters ?? null,
-      category: input.category ?? null,
-      images: input.images ?? [],
-      authorId,
-    });
+    const row = await FeatureRequest.query(tx.db)
+      .insert({
+        id: newId(ID_PREFIX.featureRequest),
+        accountId: tx.accountId,
+        title: input.title.trim(),
+        featureDetails: input.featureDetails,
+        currentBehavior: input.currentBehavior ?? null,
+        whyItMatters: input.whyItMatters ?? null,
+        category: input.category ?? null,
+        images: input.images ?? [],
+        authorId,
+      })
+      .returning('*');
     await audit.record(tx, { brandId: null, entityType: 'feature_request', entityId: row.id, event: 'feature_request.created', metadata: { title: row.title } });
     return toView(Object.assign(row, { voteCount: 0 }));
   });

@@ -1,7 +1,8 @@
+import type { Knex } from 'knex';
 import type { BaseCtx, TenantCtx } from '../../core/context.js';
 import { tenantCtx } from '../../core/context.js';
 import { badRequest } from '../../core/errors.js';
-import { lockAcrossAccounts, sameTenant, tenantScope } from '../../core/model.js';
+import { sameTenant, tenantScope } from '../../core/model.js';
 import { hashSecret, randomBase62, TOKEN_RANDOM_LENGTH } from '../../core/secrets.js';
 import { TicketFeedback, type RatingType } from './model.js';
 
@@ -45,17 +46,21 @@ export interface TokenFeedback extends TicketFeedback {
 
 /**
  * The request a mailed link's token names, whatever its state (null for an unknown token): found by
- * the token's hash alone, across tenants. In a transaction, the row is locked for the rating.
+ * the token's hash alone, across tenants. Not locked: read before the rating's transaction (on
+ * Citus the lookup asks every shard), which locks it with lockFound.
  */
 export async function findByToken(ctx: BaseCtx, token: string): Promise<TokenFeedback | null> {
   if (!TOKEN_FORMAT.test(token)) return null;
-  const found = await readByToken(ctx, token);
-  if (!found || !ctx.db.isTransaction) return found;
-  await lockAcrossAccounts(ctx, 'ticket_feedback', [found]);
-  return readByToken(ctx, token);
+  return readOne(ctx, ctx.db.raw('f.token_hash = ?', [hashSecret(token)]));
 }
 
-async function readByToken(ctx: BaseCtx, token: string): Promise<TokenFeedback | null> {
+/** The request findByToken found, locked in the rating's transaction and read again in its tenant. */
+export async function lockFound(tx: TenantCtx, found: { id: string }): Promise<TokenFeedback | null> {
+  await TicketFeedback.scoped(tx).where('ticketFeedback.id', found.id).forUpdate();
+  return readOne(tx, tx.db.raw('? and f.id = ?', [tenantScope(tx, 'f'), found.id]));
+}
+
+async function readOne(ctx: BaseCtx, where: Knex.Raw): Promise<TokenFeedback | null> {
   const { rows } = (await ctx.db.raw(
     `select f.account_id as "accountId", f.livemode, f.brand_id as "brandId", f.id, f.ticket_id as "ticketId", f.contact_id as "contactId",
         f.resolver_id as "resolverId", f.rating_type as "ratingType", f.status, f.send_at as "sendAt", f.sent_at as "sentAt", f.expires_at as "expiresAt",
@@ -66,8 +71,8 @@ async function readByToken(ctx: BaseCtx, token: string): Promise<TokenFeedback |
       join tickets t on ${sameTenant('t', 'f')} and t.brand_id = f.brand_id and t.id = f.ticket_id
       join brands b on ${sameTenant('b', 'f')} and b.id = f.brand_id
       left join contacts c on ${sameTenant('c', 'f')} and c.brand_id = f.brand_id and c.id = f.contact_id
-      where f.token_hash = ?`,
-    [hashSecret(token)],
+      where ?`,
+    [where],
   )) as { rows: TokenFeedback[] };
   return rows[0] ?? null;
 }

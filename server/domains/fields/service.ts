@@ -236,28 +236,30 @@ export async function create(ctx: Ctx, brandId: string, entityType: string, inpu
     const now = new Date();
     try {
       const row = await tx.db.transaction(async (trx) =>
-        FieldDefinition.query(trx).insertAndFetch({
-          id: newId(ID_PREFIX.field),
-          ...scopeOf(tx),
-          brandId: brand.id,
-          entityType: entity,
-          key: input.key,
-          label: input.label,
-          type: input.type,
-          required: input.required ?? false,
-          defaultValue: input.defaultValue ?? null,
-          description: input.description ?? null,
-          placeholder: input.placeholder ?? null,
-          options: options?.length ? options : null,
-          visible: input.visible ?? true,
-          showOnCreate: input.showOnCreate ?? true,
-          showInTable: input.showInTable ?? true,
-          showInDetail: input.showInDetail ?? true,
-          sortOrder: input.sortOrder ?? (last.m === null ? 0 : last.m + 1),
-          source: input.source ?? null,
-          createdAt: now,
-          updatedAt: now,
-        }),
+        FieldDefinition.query(trx)
+          .insert({
+            id: newId(ID_PREFIX.field),
+            ...scopeOf(tx),
+            brandId: brand.id,
+            entityType: entity,
+            key: input.key,
+            label: input.label,
+            type: input.type,
+            required: input.required ?? false,
+            defaultValue: input.defaultValue ?? null,
+            description: input.description ?? null,
+            placeholder: input.placeholder ?? null,
+            options: options?.length ? options : null,
+            visible: input.visible ?? true,
+            showOnCreate: input.showOnCreate ?? true,
+            showInTable: input.showInTable ?? true,
+            showInDetail: input.showInDetail ?? true,
+            sortOrder: input.sortOrder ?? (last.m === null ? 0 : last.m + 1),
+            source: input.source ?? null,
+            createdAt: now,
+            updatedAt: now,
+          })
+          .returning('*'),
       );
       await refreshFieldRules(tx, brand.id);
       await audit.record(tx, { brandId: brand.id, entityType: 'field', entityId: row.id, event: 'field.created', metadata: { appliesTo: entity, key: row.key, label: row.label } });
@@ -283,7 +285,7 @@ export async function update(ctx: Ctx, brandId: string, entityType: string, key:
     const defaultValue = input.defaultValue !== undefined ? input.defaultValue : field.defaultValue;
     assertConsistent(ctx, { type, options, defaultValue });
     const patch = { ...input, options: options?.length ? options : null, defaultValue: defaultValue ?? null, updatedAt: new Date() };
-    const after = toView(await FieldDefinition.scoped(tx).patchAndFetchById(field.id, patch));
+    const after = toView((await FieldDefinition.scoped(tx).findById(field.id).patch(patch).returning('*').first())!);
     await refreshFieldRules(tx, brand.id);
     const changes = audit.changesBetween(toView(field), after, EDITABLE);
     if (changes.length)

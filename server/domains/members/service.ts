@@ -30,14 +30,16 @@ export function toView(row: Member): MemberView {
  * their audit entries are account-level (brandId null) and written in live mode (ctx is live).
  */
 export async function createOwner(ctx: TenantCtx, email: string, name: string | null): Promise<MemberView> {
-  const row = await Member.query(ctx.db).insertAndFetch({
-    id: newId(ID_PREFIX.member),
-    accountId: ctx.accountId,
-    email: normalizeEmail(email),
-    name,
-    role: 'owner',
-    status: 'active',
-  });
+  const row = await Member.query(ctx.db)
+    .insert({
+      id: newId(ID_PREFIX.member),
+      accountId: ctx.accountId,
+      email: normalizeEmail(email),
+      name,
+      role: 'owner',
+      status: 'active',
+    })
+    .returning('*');
   await audit.record(ctx, { brandId: null, entityType: 'member', entityId: row.id, event: 'member.created', metadata: { email: row.email, role: row.role } });
   return toView(row);
 }
@@ -135,16 +137,18 @@ export async function add(ctx: TenantCtx, input: NewMember): Promise<MemberView>
     const brandIds = [...new Set((input.brandIds ?? []).map(normalizeBrandId))];
     const allBrands = input.allBrands ?? input.brandIds === undefined;
     await assertBrandsExist(tx, brandIds);
-    const row = await Member.query(tx.db).insertAndFetch({
-      id: newId(ID_PREFIX.member),
-      accountId: tx.accountId,
-      email,
-      name: input.name ?? null,
-      role: input.role,
-      status: 'active',
-      allBrands,
-      brandIds: allBrands ? [] : brandIds,
-    });
+    const row = await Member.query(tx.db)
+      .insert({
+        id: newId(ID_PREFIX.member),
+        accountId: tx.accountId,
+        email,
+        name: input.name ?? null,
+        role: input.role,
+        status: 'active',
+        allBrands,
+        brandIds: allBrands ? [] : brandIds,
+      })
+      .returning('*');
     await audit.record(tx, {
       brandId: null,
       entityType: 'member',

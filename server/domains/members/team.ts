@@ -124,7 +124,9 @@ export async function invite(tx: TenantCtx, input: InviteInput): Promise<Invitat
     await audit.record(tx, memberFact(existing, 'member.invited', changes, { renewed: true, expiresAt: expiresAt.toISOString() }));
     return { memberId: existing.id, email, role: input.role, expiresAt, renewed: true };
   }
-  const row = await Member.query(tx.db).insertAndFetch({ id: newId(ID_PREFIX.member), accountId: tx.accountId, email, name: null, status: 'pending', ...fields });
+  const row = await Member.query(tx.db)
+    .insert({ id: newId(ID_PREFIX.member), accountId: tx.accountId, email, name: null, status: 'pending', ...fields })
+    .returning('*');
   await audit.record(tx, memberFact(row, 'member.invited', [], { role: row.role, ...scope, expiresAt: expiresAt.toISOString() }));
   return { memberId: row.id, email, role: row.role, expiresAt, renewed: false };
 }
@@ -180,7 +182,7 @@ export async function admitBySso(tx: TenantCtx, email: string, name: string | nu
   if (existing) return { memberId: existing.id, created: false };
   const id = newId(ID_PREFIX.member);
   const joined: TenantCtx = { ...tx, actor: { type: 'user', id, name: name ?? address } };
-  const row = await Member.query(tx.db).insertAndFetch({ id, accountId: tx.accountId, email: address, name, role, status: 'active', allBrands: true, brandIds: [] });
+  const row = await Member.query(tx.db).insert({ id, accountId: tx.accountId, email: address, name, role, status: 'active', allBrands: true, brandIds: [] }).returning('*');
   await audit.record(joined, memberFact(row, 'member.created', [], { role, allBrands: true, brandIds: [], via: 'sso' }));
   return { memberId: row.id, created: true };
 }

@@ -127,18 +127,20 @@ export async function open(
     gone.map((s) => s.id),
   );
   const token = `${SESSION_TOKEN_PREFIX}${randomBase62()}`;
-  const row = await Session.query(ctx.db).insertAndFetch({
-    id: newId(ID_PREFIX.session),
-    accountId: ctx.accountId,
-    memberId,
-    tokenHash: hashSecret(token),
-    ip: client.ip,
-    userAgent: client.userAgent?.slice(0, 500) ?? null,
-    lastUsedAt: now,
-    expiresAt: new Date(now.getTime() + idleMs),
-    maxExpiresAt: new Date(now.getTime() + maxMs),
-    sso: options.sso ?? false,
-  });
+  const row = await Session.query(ctx.db)
+    .insert({
+      id: newId(ID_PREFIX.session),
+      accountId: ctx.accountId,
+      memberId,
+      tokenHash: hashSecret(token),
+      ip: client.ip,
+      userAgent: client.userAgent?.slice(0, 500) ?? null,
+      lastUsedAt: now,
+      expiresAt: new Date(now.getTime() + idleMs),
+      maxExpiresAt: new Date(now.getTime() + maxMs),
+      sso: options.sso ?? false,
+    })
+    .returning('*');
   await audit.record(ctx, { brandId: null, entityType: 'session', entityId: row.id, event: 'session.created', metadata: { memberId, ...(options.sso ? { via: 'sso' } : {}) } });
   return { ...recordOf(row), token };
 }

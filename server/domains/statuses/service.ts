@@ -124,20 +124,22 @@ export async function create(ctx: TenantCtx, brandId: string, input: CreateStatu
     const now = new Date();
     try {
       const row = await tx.db.transaction(async (trx) =>
-        Status.query(trx).insertAndFetch({
-          id: newId(ID_PREFIX.status),
-          ...scopeOf(tx),
-          brandId: brand.id,
-          key: input.key,
-          name: input.name,
-          color: input.color,
-          description: input.description ?? null,
-          isSystem: false,
-          isActive: input.isActive ?? true,
-          sortOrder: input.sortOrder ?? (last.m === null ? 0 : last.m + 1),
-          createdAt: now,
-          updatedAt: now,
-        }),
+        Status.query(trx)
+          .insert({
+            id: newId(ID_PREFIX.status),
+            ...scopeOf(tx),
+            brandId: brand.id,
+            key: input.key,
+            name: input.name,
+            color: input.color,
+            description: input.description ?? null,
+            isSystem: false,
+            isActive: input.isActive ?? true,
+            sortOrder: input.sortOrder ?? (last.m === null ? 0 : last.m + 1),
+            createdAt: now,
+            updatedAt: now,
+          })
+          .returning('*'),
       );
       await audit.record(tx, { brandId: brand.id, entityType: 'status', entityId: row.id, event: 'status.created', metadata: { key: row.key, name: row.name } });
       return toView(row);
@@ -161,7 +163,16 @@ export async function update(ctx: TenantCtx, brandId: string, statusId: string, 
       throw forbidden(`"${status.key}" is a system status: its key cannot change`, 'system_status');
     }
     try {
-      const after = toView(await tx.db.transaction(async (trx) => Status.query(trx).patchAndFetchById(status.id, { ...input, updatedAt: new Date() })));
+      const after = toView(
+        await tx.db.transaction(
+          async (trx) =>
+            (await ofBrand({ ...tx, db: trx }, brand.id)
+              .findById(status.id)
+              .patch({ ...input, updatedAt: new Date() })
+              .returning('*')
+              .first())!,
+        ),
+      );
       const changes = audit.changesBetween(toView(status), after, ['key', 'name', 'color', 'description', 'isActive', 'sortOrder']);
       if (changes.length)
         await audit.record(tx, { brandId: brand.id, entityType: 'status', entityId: status.id, event: 'status.updated', changes, metadata: { key: after.key, name: after.name } });

@@ -71,13 +71,15 @@ export async function create(ctx: TenantCtx, brandId: string, input: CreateTagIn
     const brand = await requireBrand(tx, brandId);
     let row: Tag;
     try {
-      row = await Tag.query(tx.db).insertAndFetch({
-        id: newId(ID_PREFIX.tag),
-        ...scopeOf(tx),
-        brandId: brand.id,
-        name,
-        color: input.color ?? DEFAULT_TAG_COLOR,
-      });
+      row = await Tag.query(tx.db)
+        .insert({
+          id: newId(ID_PREFIX.tag),
+          ...scopeOf(tx),
+          brandId: brand.id,
+          name,
+          color: input.color ?? DEFAULT_TAG_COLOR,
+        })
+        .returning('*');
     } catch (err) {
       throw translate(err, name);
     }
@@ -138,7 +140,7 @@ export async function update(ctx: TenantCtx, brandId: string, tagId: string, inp
     if (input.color !== undefined) patch.color = input.color ?? DEFAULT_TAG_COLOR;
     let after: TagView;
     try {
-      after = toView(await ofBrand(tx, row.brandId).patchAndFetchById(row.id, patch));
+      after = toView((await ofBrand(tx, row.brandId).findById(row.id).patch(patch).returning('*').first())!);
     } catch (err) {
       throw translate(err, patch.name);
     }
@@ -194,7 +196,7 @@ export async function merge(ctx: TenantCtx, brandId: string, targetId: string, s
       },
       ...merged.map((t) => ({ brandId: t.brandId, entityType: 'tag', entityId: t.id, event: 'tag.deleted', metadata: { name: t.name, mergedInto: target.id } })),
     ]);
-    return toView(await ofBrand(tx, target.brandId).patchAndFetchById(target.id, { updatedAt: new Date() }));
+    return toView((await ofBrand(tx, target.brandId).findById(target.id).patch({ updatedAt: new Date() }).returning('*').first())!);
   });
 }
 

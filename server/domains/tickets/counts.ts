@@ -1,5 +1,6 @@
 import type { Knex } from 'knex';
 import { tenantCtx, withTx, type BaseCtx, type TenantCtx } from '../../core/context.js';
+import { setLocalLockTimeout } from '../../core/citus.js';
 import { accountScope, sameTenant, tenantScope } from '../../core/model.js';
 
 /**
@@ -70,7 +71,7 @@ export async function rollUp(ctx: BaseCtx): Promise<number> {
 async function rollUpBatch(tx: BaseCtx, accountId: string): Promise<number | null> {
   const lock = await tx.db.raw('select pg_try_advisory_xact_lock(hashtext(?)) as got', [LOCK]);
   if (!(lock as { rows: { got: boolean }[] }).rows[0]!.got) return null;
-  await tx.db.raw(`set local lock_timeout = '${LOCK_WAIT}'`);
+  await setLocalLockTimeout(tx, LOCK_WAIT);
   // The brands with changes, locked first by a statement of their own (a lock inside the statement
   // below makes Citus plan it in steps, which it then fails); only their changes move.
   const account = (alias: string) => accountScope(tenantCtx(tx, accountId, true), alias);

@@ -322,7 +322,7 @@ export function applyFilters(ctx: TenantCtx, q: TicketQuery, brand: BrandRef, in
   const customerEmail = input.customerEmail !== undefined ? normalizeEmail(input.customerEmail) : null;
   if (customerEmail !== null) {
     const scope = inScope(ctx, brand, 'c');
-    q.whereRaw(`tickets.customer_id = (select c.id from contacts c where ${scope.sql} and c.email = ?)`, [...scope.bindings, customerEmail]);
+    q.whereRaw(`tickets.customer_id = (select c.id from contacts c where ${scope.sql} and ${sameTenant('c', 'tickets')} and c.email = ?)`, [...scope.bindings, customerEmail]);
   }
   if (input.companyId) {
     const scope = inScope(ctx, brand, 'c');
