@@ -16,6 +16,7 @@
  *   npm run bench -- --sla             (service levels: dueAt at create, sort=dueAt, the overdue scan: see service-levels.ts)
  *   npm run bench -- --recurring [--schedules 10000]   (recurring tickets due in one minute, one dispatcher: see recurring.ts)
  *   npm run bench -- --commerce [--orders 100000] [--sync-orders 10000]   (a store's first full sync; a brand's orders on every ticket and contact page, with and without a store: see commerce.ts)
+ *   npm run bench -- --citus postgres://postgres@127.0.0.1:9700/postgres [--tickets 100000]   (creates, the first page and search on a Citus coordinator next to plain PostgreSQL: see citusComparison)
  *
  * Measured: create throughput (idempotency keys; concurrency 1, 16, 32 on one brand, 16 across 16
  * brands) next to the raw database floor (plain pg clients, one create at a time: in one statement,
@@ -39,7 +40,8 @@ import { runEventsBench } from './events.js';
 import { runRlsBench, type RlsRow } from './rls.js';
 import { listWithApiProcesses } from './scale.js';
 import { seed } from './seed.js';
-import { adminDatabase, sessionTokenFor, sql, startTicketd, withDatabase } from './server.js';
+import { adminDatabase, sessionTokenFor, sql, startTicketd, stop, withDatabase } from './server.js';
+import { createClusterDatabase } from '../test/citus/database.js';
 import { runSoak } from './soak.js';
 import { runMailBench } from './mail.js';
 import { runServiceLevelBench } from './service-levels.js';
@@ -67,6 +69,7 @@ const { values } = parseArgs({
     'sync-orders': { type: 'string', default: '10000' },
     minutes: { type: 'string', default: '30' },
     rate: { type: 'string', default: '50' },
+    citus: { type: 'string' },
   },
 });
 const quick = values.quick!;
@@ -509,6 +512,84 @@ function printRateLimitCost(cost: RateLimitCost): void {
   process.stdout.write(`cost of rate limiting (target: under 5%): ${cost.costPercent.throughput}% fewer requests/s, ${cost.costPercent.cpu}% more server CPU per request\n`);
 }
 
+interface TargetRows {
+  target: string;
+  rows: Row[];
+  seededSeconds: number;
+}
+
+/**
+ * The same requests on plain PostgreSQL (BENCH_DATABASE_URL, else an embedded cluster) and on a
+ * Citus coordinator (--citus: its administrator URL; the database is made on every node, 32
+ * shards per table): one account with N tickets, the list's first page, search for a common and
+ * a rare word, then creates at concurrency 1 and 16. Each target runs its own ticketd, one after
+ * the other; the table puts them side by side.
+ */
+async function citusComparison(citusAdminUrl: string): Promise<void> {
+  const targets: TargetRows[] = [];
+  const plain = await adminDatabase({ shared_buffers: '2GB', work_mem: '16MB', maintenance_work_mem: '512MB', max_connections: '200' });
+  try {
+    for (const target of ['PostgreSQL', 'Citus'] as const) {
+      const name = `ticketd_bench_${randomBytes(4).toString('hex')}`;
+      let dbUrl: string;
+      let drop: () => Promise<void>;
+      if (target === 'Citus') {
+        ({ url: dbUrl, drop } = await createClusterDatabase(citusAdminUrl, name, { 'citus.shard_count': '32' }));
+      } else {
+        await sql(plain.adminUrl, `CREATE DATABASE ${name}`);
+        dbUrl = withDatabase(plain.adminUrl, name);
+        drop = () => sql(plain.adminUrl, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`).then(() => undefined);
+      }
+      log(`${target}: starting ticketd (migrating${target === 'Citus' ? ' and placing the tables' : ''})…`);
+      const server = await startServer(dbUrl);
+      try {
+        log(`${target}: seeding ${ticketCount.toLocaleString('en')} tickets…`);
+        const seeded = await seed(dbUrl, { accountId: server.accountId, brandId: server.brandId, tickets: ticketCount, log });
+        const auth = { authorization: `Bearer ${server.liveKey}`, 'content-type': 'application/json' };
+        const base = `${server.url}/v1/brands/${server.brandId}`;
+        const w = seeded.words;
+        const rows: Row[] = [];
+        rows.push(await measure('list, first page', { url: `${base}/tickets`, headers: auth }, server.child.pid));
+        rows.push(await measure(`search common word "${w[0]}"`, { url: `${base}/tickets?search=${encodeURIComponent(w[0]!)}`, headers: auth }, server.child.pid));
+        rows.push(await measure(`search rare word "${w[12_000]}"`, { url: `${base}/tickets?search=${encodeURIComponent(w[12_000]!)}`, headers: auth }, server.child.pid));
+        rows.push(await measure('GET /v1/brands/:id', { url: `${server.url}/v1/brands/${server.brandId}`, headers: auth }, server.child.pid));
+        const emails = seeded.contactEmails.slice(0, 5000);
+        const text = (k: number) => Array.from({ length: k }, () => w[Math.floor(Math.exp(Math.random() * Math.log(w.length)))]).join(' ');
+        for (const c of [1, 16]) {
+          const body = () => ({ title: text(6), body: text(40), customerEmail: emails[Math.floor(Math.random() * emails.length)], tags: ['billing', 'bug'], priority: 'high' });
+          rows.push(await measure(`POST tickets c${c}`, createLoad(server.url, auth, [server.brandId], c, body), server.child.pid));
+        }
+        targets.push({ target, rows, seededSeconds: seeded.seconds });
+      } finally {
+        await stop([server.child]);
+        await drop();
+      }
+    }
+  } finally {
+    await plain.cleanup();
+  }
+  const [pg, citus] = targets as [TargetRows, TargetRows];
+  const table = pg.rows.map((r, i) => {
+    const c = citus.rows[i]!;
+    return {
+      scenario: r.scenario,
+      'PostgreSQL p50 ms': r['p50 ms'],
+      'Citus p50 ms': c['p50 ms'],
+      'Citus ÷ PostgreSQL p50': Math.round((c['p50 ms'] / r['p50 ms']) * 100) / 100,
+      'PostgreSQL p99 ms': r['p99 ms'],
+      'Citus p99 ms': c['p99 ms'],
+      'PostgreSQL req/s': r['req/s'],
+      'Citus req/s': c['req/s'],
+      'errors (pg/citus)': `${r.errors + r.non2xx}/${c.errors + c.non2xx}`,
+    };
+  });
+  process.stdout.write(
+    `\nticketd on plain PostgreSQL and on Citus: ${ticketCount.toLocaleString('en')} tickets in one account (seeded in ${pg.seededSeconds.toFixed(0)} s and ${citus.seededSeconds.toFixed(0)} s), ${duration} s per scenario, reads at ${readConnections} connections, loopback, ${os.cpus().length} cores\n`,
+  );
+  console.table(table);
+  process.stdout.write(`${JSON.stringify({ tickets: ticketCount, duration, readConnections, citus: table })}\n`);
+}
+
 async function main() {
   const { adminUrl, cleanup } = await adminDatabase({
     shared_buffers: '2GB',
@@ -779,7 +860,9 @@ async function main() {
           ? runCommerceBench({ orders: Number(values.orders), syncOrders: Number(values['sync-orders']) })
           : values.soak
             ? runSoak({ minutes: Number(values.minutes), rate: Number(values.rate) })
-            : main()
+            : values.citus
+              ? citusComparison(values.citus)
+              : main()
 ).catch((err) => {
   process.stderr.write(`bench failed: ${(err as Error).stack}\n`);
   process.exit(1);

@@ -1,6 +1,6 @@
 import type { TenantCtx } from './context.js';
 import type { SqlFragment } from './db.js';
-import { sameTenant, tenantScope } from './model.js';
+import { tenantIs, tenantScope } from './model.js';
 import { emailDomain } from './text.js';
 
 /**
@@ -20,11 +20,12 @@ export function blockedDomainsOf(address: string): string[] {
 /**
  * True when the address in `emailColumn` (a normalized email column of `table`, whose rows carry
  * the tenant and brand_id) is blocked. For list queries: blocked state is computed in the same
- * statement, not per row.
+ * statement, not per row. The tenant is the row's, or the bound one (BOUND_TENANT) of a statement
+ * whose own tenant is bound.
  */
-export function blockedCondition(table: string, emailColumn: string): string {
+export function blockedCondition(table: string, emailColumn: string, tenant = { account: `${table}.account_id`, livemode: `${table}.livemode` }): string {
   const domain = `substring(${table}.${emailColumn} from '@([^@]*)$')`;
-  return `exists (select 1 from blocked_sources bs where ${sameTenant('bs', table)} and bs.brand_id = ${table}.brand_id
+  return `exists (select 1 from blocked_sources bs where ${tenantIs('bs', tenant)} and bs.brand_id = ${table}.brand_id
     and ((bs.type = 'email' and bs.value = ${table}.${emailColumn})
       or (bs.type = 'domain' and (bs.value = ${domain} or right(${domain}, length(bs.value) + 1) = '.' || bs.value))))`;
 }

@@ -52,6 +52,24 @@ export function tenantIs(alias: string, tenant: { account: string; livemode: str
   return `${alias}.account_id = ${tenant.account} and ${alias}.livemode = ${tenant.livemode}`;
 }
 
+/**
+ * Named placeholders for tenantIs in a subquery of a select list (or of an UPDATE's SET), bound to
+ * the caller's tenant by boundToTenant. On Citus such a subquery is routed to the account's shard
+ * only when it names the account itself; correlated to the outer row alone, it asks every shard.
+ */
+export const BOUND_TENANT = { account: ':account', livemode: ':livemode' } as const;
+
+/** SQL written with tenantIs(alias, BOUND_TENANT) (or `alias.account_id = :account`), bound to ctx's tenant. */
+export function boundToTenant(ctx: TenantCtx, sql: string): Knex.Raw {
+  return ctx.db.raw(sql, { account: ctx.accountId, livemode: ctx.livemode });
+}
+
+/** tenantIs for account-wide tables without a mode (members, feature requests). */
+export function accountIs(alias: string, account: string): string {
+  if (!ALIAS.test(alias)) throw new Error(`accountIs: "${alias}" is not a plain table alias`);
+  return `${alias}.account_id = ${account}`;
+}
+
 /** sameTenant for account-wide tables without a mode (members, feature requests). */
 export function sameAccount(alias: string, other: string): string {
   if (!ALIAS.test(alias) || !ALIAS.test(other)) throw new Error(`sameAccount: "${alias}", "${other}" are not plain table aliases`);

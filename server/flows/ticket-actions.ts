@@ -1,4 +1,3 @@
-import objection from 'objection';
 import { withTx, type TenantCtx } from '../core/context.js';
 import { badRequest, notFound } from '../core/errors.js';
 import * as audit from '../core/audit.js';
@@ -13,7 +12,7 @@ import type { TicketView } from '../domains/tickets/schemas.js';
 import { fetchView } from '../domains/tickets/service.js';
 import { moveClocks } from '../domains/tickets/service-level.js';
 import { asFieldError, assertAssignee, resolveTags } from './ticket-create.js';
-import { sameTenant, scopeOf } from '../core/model.js';
+import { BOUND_TENANT, boundToTenant, scopeOf, tenantIs } from '../core/model.js';
 import { linkTags, updateTickets } from '../core/ticket-writes.js';
 
 /**
@@ -62,8 +61,11 @@ async function lockTickets(ctx: TenantCtx, brandId: string, ids: readonly string
       'tickets.assigneeId',
       'tickets.categoryId',
       'tickets.isSpam',
-      objection.raw(`(select c.email from contacts c where ${sameTenant('c', 'tickets')}
-        and c.brand_id = tickets.brand_id and c.id = tickets.customer_id) as customer_email`),
+      boundToTenant(
+        ctx,
+        `(select c.email from contacts c where ${tenantIs('c', BOUND_TENANT)}
+        and c.brand_id = tickets.brand_id and c.id = tickets.customer_id) as customer_email`,
+      ),
     )
     .orderBy('tickets.id');
   return rows as unknown as Locked[];

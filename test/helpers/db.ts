@@ -6,6 +6,7 @@ import type { Test } from 'tap';
 import { createDb, type Db } from '../../server/core/db.js';
 import { migrateLatest } from '../../server/core/migrate.js';
 import { distRoot } from '../../server/core/paths.js';
+import { createClusterDatabase } from '../citus/database.js';
 
 export function adminUrl(): string {
   const url = process.env.TICKETD_TEST_ADMIN_URL;
@@ -106,17 +107,6 @@ export function shippedMigrations(): string[] {
     .sort();
 }
 
-/** Runs statements on one connection to `url`, in order. */
-async function onConnection(url: string, statements: string[]): Promise<void> {
-  const client = new pg.Client({ connectionString: url });
-  await client.connect();
-  try {
-    for (const sql of statements) await client.query(sql);
-  } finally {
-    await client.end();
-  }
-}
-
 /**
  * The Citus mode (TEST_CITUS_URL): a database made on the cluster whose coordinator is the admin
  * URL, with the extension and the nodes registered in it, migrated (which distributes the tables)
@@ -124,36 +114,12 @@ async function onConnection(url: string, statements: string[]): Promise<void> {
  * per table keep the distribution short and still spread an account's neighbours over the workers.
  */
 async function citusDatabase(t: Test, name: string, migrated: boolean): Promise<{ url: string; name: string; db: Db }> {
-  const admin = new URL(adminUrl());
-  const nodes = (await adminQuery(`select nodename as host, nodeport as port, groupid as "group" from pg_dist_node where noderole = 'primary' order by groupid`)).rows as {
-    host: string;
-    port: number;
-    group: number;
-  }[];
-  const nodeUrl = (host: string, port: number) => {
-    const u = new URL(admin);
-    u.hostname = host;
-    u.port = String(port);
-    u.pathname = `/${name}`;
-    return u.toString();
-  };
-  const propagated = 'set citus.enable_create_database_propagation = on';
-  await onConnection(admin.toString(), [propagated, `create database "${name}"`]);
-  const url = urlFor(name);
+  const { url, drop } = await createClusterDatabase(adminUrl(), name, { 'citus.shard_count': '4', synchronous_commit: 'off' });
   const db = createDb(url, { poolMax: 5, poolMin: 0 });
   t.teardown(async () => {
     await db.destroy();
-    await onConnection(admin.toString(), [propagated, `drop database if exists "${name}" with (force)`]);
+    await drop();
   });
-  const workers = nodes.filter((n) => n.group !== 0);
-  for (const n of workers) await queryAt(nodeUrl(n.host, n.port), 'create extension if not exists citus');
-  await onConnection(url, [
-    'create extension if not exists citus',
-    `select citus_set_coordinator_host('${admin.hostname}', ${Number(admin.port || 5432)})`,
-    ...workers.map((n) => `select citus_add_node('${n.host}', ${n.port})`),
-    `alter database "${name}" set citus.shard_count = 4`,
-    `alter database "${name}" set synchronous_commit = off`,
-  ]);
   if (migrated) await migrateLatest(db);
   return { url, name, db };
 }

@@ -2,7 +2,7 @@
  * Keeps every join and correlation between tenant tables routable to one shard (decision 0086):
  * the source of server/ is read for SQL that joins a tenant table (raw `join <table> <alias> on …`,
  * knex's `.join('<table>', …)`) or correlates a subquery over one to an outer row, and each such
- * condition must carry the tenant key: `${sameTenant(…)}` / `${sameAccount(…)}` / `${tenantIs(…)}` (or, in core/, the
+ * condition must carry the tenant key: `${sameTenant(…)}` / `${sameAccount(…)}` / `${tenantIs(…)}` / `${accountIs(…)}` (or, in core/, the
  * typed-out `a.account_id = b.account_id`), knex's `accountId` pair, or `using (account_id, …)`.
  * A pragmatic reading of the text, not a SQL parser: the exceptions are listed with why.
  */
@@ -82,7 +82,7 @@ function conditionAt(text: string, from: number, knexCall = false): string {
 
 /** Whether a condition ties `alias` to another relation by the tenant key. */
 function carriesKey(condition: string, alias: string, inCore: boolean): boolean {
-  if (/\$\{\s*(same(Tenant|Account)|tenantIs)\(/.test(condition)) return true;
+  if (/\$\{\s*(same(Tenant|Account)|tenantIs|accountIs)\(/.test(condition)) return true;
   if (/\busing\s*\(\s*account_id\b/i.test(condition)) return true;
   if (/\baccountId'/.test(condition)) return true;
   const a = alias.replace(/[^\w]/g, '');

@@ -7,7 +7,7 @@ import { requestBaseUrl, type Config } from '../../core/config.js';
 import type { Db } from '../../core/db.js';
 import { badRequest, conflict, forbidden, HttpError, notFound } from '../../core/errors.js';
 import { newId, ID_PREFIX } from '../../core/ids.js';
-import { scopeOf, sameTenant, tenantScope } from '../../core/model.js';
+import { BOUND_TENANT, boundToTenant, scopeOf, tenantIs, tenantScope } from '../../core/model.js';
 import { deleteQueuingFiles, queueFileDeletions } from '../../core/file-deletions.js';
 import { cachedServerSecret } from '../../core/secrets.js';
 import { part, type Services } from '../../core/services.js';
@@ -141,16 +141,19 @@ async function bumpCount(ctx: TenantCtx, brandId: string, ticketId: string, by: 
 async function recount(ctx: TenantCtx, brandId: string, ticketIds: string[]): Promise<void> {
   await ctx.db.raw(
     `update tickets set attachment_count = (
-      select count(*) from attachments a where ${sameTenant('a', 'tickets')}
-        and a.brand_id = tickets.brand_id and a.ticket_id = tickets.id and a.status = 'UPLOADED')
-    where ? and tickets.brand_id = ? and tickets.id = any(?)`,
-    [tenantScope(ctx, 'tickets'), brandId, ticketIds],
+      select count(*) from attachments a where ${tenantIs('a', BOUND_TENANT)} and a.brand_id = tickets.brand_id and a.ticket_id = tickets.id and a.status = 'UPLOADED')
+    where :scope and tickets.brand_id = :brandId and tickets.id = any(:ticketIds)`,
+    { account: ctx.accountId, livemode: ctx.livemode, scope: tenantScope(ctx, 'tickets'), brandId, ticketIds },
   );
 }
 
 /** Attachments of a ticket that is not deleted, or pending ones: what may be read and served. */
-const ON_LIVE_TICKET = `(attachments.ticket_id is null or exists (select 1 from tickets t where ${sameTenant('t', 'attachments')}
-  and t.brand_id = attachments.brand_id and t.id = attachments.ticket_id and t.deleted_at is null))`;
+const onLiveTicket = (ctx: TenantCtx) =>
+  boundToTenant(
+    ctx,
+    `(attachments.ticket_id is null or exists (select 1 from tickets t where ${tenantIs('t', BOUND_TENANT)}
+  and t.brand_id = attachments.brand_id and t.id = attachments.ticket_id and t.deleted_at is null))`,
+  );
 
 function ofBrand(ctx: TenantCtx, brandId: string) {
   return Attachment.scoped(ctx).where('attachments.brandId', brandId);
@@ -449,8 +452,12 @@ export async function discardFiles(deps: AttachmentDeps, attachmentIds: readonly
 // Reads, delete, URLs.
 
 /** Attachments a customer may see: not on an internal note. */
-const NOT_ON_INTERNAL_NOTE = `not exists (select 1 from comments c where ${sameTenant('c', 'attachments')}
-  and c.brand_id = attachments.brand_id and c.id = attachments.comment_id and c.is_internal)`;
+const notOnInternalNote = (ctx: TenantCtx) =>
+  boundToTenant(
+    ctx,
+    `not exists (select 1 from comments c where ${tenantIs('c', BOUND_TENANT)}
+  and c.brand_id = attachments.brand_id and c.id = attachments.comment_id and c.is_internal)`,
+  );
 
 /** Who reads: the team (everything), or a customer in the portal (nothing on an internal note). */
 export type Audience = 'team' | 'customer';
@@ -460,14 +467,14 @@ export async function list(ctx: TenantCtx, brandId: string, ticketId: string, au
   const brand = await requireBrand(ctx, brandId);
   await requireTicket(ctx, brand.id, ticketId);
   const q = ofBrand(ctx, brand.id).where('attachments.ticketId', ticketId).orderBy('attachments.id');
-  if (audience === 'customer') q.whereRaw(NOT_ON_INTERNAL_NOTE);
+  if (audience === 'customer') q.where(notOnInternalNote(ctx));
   return (await q).map(toView);
 }
 
 async function requireOnTicket(ctx: TenantCtx, brandId: string, ticketId: string, attachmentId: string, lock = false, audience: Audience = 'team'): Promise<Attachment> {
   await requireTicket(ctx, brandId, ticketId);
   const q = ofBrand(ctx, brandId).where({ 'attachments.ticketId': ticketId, 'attachments.id': attachmentId }).first();
-  if (audience === 'customer') q.whereRaw(NOT_ON_INTERNAL_NOTE);
+  if (audience === 'customer') q.where(notOnInternalNote(ctx));
   const row = await (lock ? q.forUpdate() : q);
   if (!row) throw notFound('Attachment');
   return row;
@@ -514,7 +521,7 @@ export async function urls(ctx: TenantCtx, io: AttachmentIo, brandId: string, id
     ? await ofBrand(ctx, brand.id)
         .whereIn('attachments.id', [...new Set(ids)])
         .where('attachments.status', 'UPLOADED')
-        .whereRaw(ON_LIVE_TICKET)
+        .where(onLiveTicket(ctx))
     : [];
   const found = new Map<string, UrlsView[string]>();
   for (const row of rows) {
@@ -574,7 +581,7 @@ export interface Download {
 /** GET /v1/files/<token>: the bytes of an UPLOADED attachment whose ticket (if any) is not deleted. */
 export async function openDownload(base: BaseCtx, deps: AttachmentDeps, token: string): Promise<Download> {
   const { ctx, attachmentId } = await tenantOfGrant(base, deps, token, 'download');
-  const row = await Attachment.scoped(ctx).findById(attachmentId).where('attachments.status', 'UPLOADED').whereRaw(ON_LIVE_TICKET);
+  const row = await Attachment.scoped(ctx).findById(attachmentId).where('attachments.status', 'UPLOADED').where(onLiveTicket(ctx));
   if (!row) throw notFound('Attachment');
   const file = await deps.storage.open(row.id);
   if (!file) throw notFound('Attachment');

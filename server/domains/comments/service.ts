@@ -2,7 +2,7 @@ import { withTx, type TenantCtx } from '../../core/context.js';
 import { badRequest, notFound } from '../../core/errors.js';
 import { canonicalJson, claim as claimIdempotencyKey, requestFingerprint } from '../../core/idempotency.js';
 import { newId, ID_PREFIX } from '../../core/ids.js';
-import { scopeOf, sameTenant, tenantScope } from '../../core/model.js';
+import { BOUND_TENANT, scopeOf, tenantIs, tenantScope } from '../../core/model.js';
 import { isEmail, normalizeEmail } from '../../core/text.js';
 import * as audit from '../../core/audit.js';
 import type { Change } from '../../core/audit.js';
@@ -450,9 +450,9 @@ export async function moveToTicket(ctx: TenantCtx, brandId: string, fromTicketId
     await tx.db.raw(
       `
       update tickets t set comment_count = (select count(*) from comments c
-        where ${sameTenant('c', 't')} and c.brand_id = t.brand_id and c.ticket_id = t.id and c.deleted_at is null)
-      where ? and t.brand_id = ? and t.id = any(?)`,
-      [tenantScope(tx, 't'), brand.id, ids],
+        where ${tenantIs('c', BOUND_TENANT)} and c.brand_id = t.brand_id and c.ticket_id = t.id and c.deleted_at is null)
+      where :scope and t.brand_id = :brandId and t.id = any(:ids)`,
+      { account: tx.accountId, livemode: tx.livemode, scope: tenantScope(tx, 't'), brandId: brand.id, ids },
     );
     return { moved: moved.filter((c) => !c.deleted_at).length };
   });

@@ -5,7 +5,7 @@ import { canSeeBrand, withTx, type TenantCtx } from '../../core/context.js';
 import { pgErrorCode, prepared } from '../../core/db.js';
 import { notFound } from '../../core/errors.js';
 import { newId, normalizeBrandId, ID_PREFIX } from '../../core/ids.js';
-import { sameTenant, scopeOf, tenantScope } from '../../core/model.js';
+import { BOUND_TENANT, sameTenant, scopeOf, tenantIs, tenantScope } from '../../core/model.js';
 import { decodeCursor, encodeCursor, invalidCursor, keysetPage, PAGE_LIMIT_DEFAULT, type Page } from '../../core/pagination.js';
 import { escapeLike } from '../../core/text.js';
 import { CommerceOrderTicket, CommerceProduct, type OrderItem } from './model.js';
@@ -155,12 +155,12 @@ export async function byCustomer(ctx: TenantCtx, brandId: string, contactId: str
     ctx,
     `select ${ORDER_COLUMNS} from contacts c
      left join lateral (
-       select * from commerce_orders o1 where ${sameTenant('o1', 'c')} and o1.brand_id = c.brand_id and o1.customer_email = c.email
+       select * from commerce_orders o1 where ${tenantIs('o1', BOUND_TENANT)} and o1.brand_id = c.brand_id and o1.customer_email = c.email
        order by o1.platform_created_at desc, o1.id desc limit ${ORDERS_BESIDE_MAX}
      ) o on true
      where :scope and c.brand_id = :brandId and c.id = :contactId
      order by o.platform_created_at desc nulls first, o.id desc`,
-    { scope: tenantScope(ctx, 'c'), brandId: brand, contactId },
+    { scope: tenantScope(ctx, 'c'), account: ctx.accountId, livemode: ctx.livemode, brandId: brand, contactId },
     { prepared: true },
   );
   if (!rows.length) throw notFound('Contact');

@@ -1,9 +1,8 @@
-import objection from 'objection';
 import { withTx, type TenantCtx } from '../../core/context.js';
 import { isPgError, PG } from '../../core/db.js';
 import { badRequest, conflict, notFound } from '../../core/errors.js';
 import { newId, ID_PREFIX } from '../../core/ids.js';
-import { scopeOf, sameTenant, tenantScope } from '../../core/model.js';
+import { BOUND_TENANT, boundToTenant, scopeOf, tenantIs, tenantScope } from '../../core/model.js';
 import { keysetPage, type Page } from '../../core/pagination.js';
 import { escapeLike, foldText, isDomain, normalizeDomain } from '../../core/text.js';
 import * as audit from '../../core/audit.js';
@@ -22,8 +21,8 @@ import type { CompanyListInput, CompanyView, CreateCompanyInput, UpdateCompanyIn
  * Deleting a company unlinks its contacts (the foreign key sets their companyId to null).
  */
 
-const CUSTOMER_COUNT = objection.raw(`(select count(*) from contacts c where ${sameTenant('c', 'companies')}
-  and c.brand_id = companies.brand_id and c.company_id = companies.id)::int as customer_count`);
+const CUSTOMER_COUNT = `(select count(*) from contacts c where ${tenantIs('c', BOUND_TENANT)}
+  and c.brand_id = companies.brand_id and c.company_id = companies.id)::int as customer_count`;
 
 export function toView(row: Company): CompanyView {
   return {
@@ -51,7 +50,7 @@ function translate(err: unknown, domain: string | null | undefined): never {
 }
 
 function query(ctx: TenantCtx, brandId: string) {
-  return Company.scoped(ctx).where('companies.brandId', brandId).select('companies.*', CUSTOMER_COUNT);
+  return Company.scoped(ctx).where('companies.brandId', brandId).select('companies.*', boundToTenant(ctx, CUSTOMER_COUNT));
 }
 
 /** `lock`: for update, so the audit entry's `from` values are what the change replaced. */

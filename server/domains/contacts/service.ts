@@ -1,9 +1,8 @@
-import objection from 'objection';
 import { withTx, type TenantCtx } from '../../core/context.js';
 import { isPgError, PG } from '../../core/db.js';
 import { badRequest, conflict, notFound } from '../../core/errors.js';
 import { newId, ID_PREFIX } from '../../core/ids.js';
-import { sameTenant, scopeOf } from '../../core/model.js';
+import { BOUND_TENANT, boundToTenant, scopeOf, tenantIs } from '../../core/model.js';
 import { keysetPage, type Page } from '../../core/pagination.js';
 import { emailDomain, escapeLike, foldText, isEmail, normalizeEmail } from '../../core/text.js';
 import * as audit from '../../core/audit.js';
@@ -25,7 +24,7 @@ import type { ContactListInput, ContactView, CreateContactInput, UpdateContactIn
 
 const SORT_SQL = { createdAt: 'contacts.id', name: 'contacts.name_key', email: 'contacts.email' } as const;
 const SEARCH_LIMIT = 10;
-const TICKET_COUNT = `(select count(*)::int from tickets t where ${sameTenant('t', 'contacts')}
+const TICKET_COUNT = `(select count(*)::int from tickets t where ${tenantIs('t', BOUND_TENANT)}
   and t.brand_id = contacts.brand_id and t.customer_id = contacts.id and t.deleted_at is null) as ticket_count`;
 
 export function toView(row: Contact): ContactView {
@@ -57,7 +56,7 @@ function query(ctx: TenantCtx, brandId: string) {
         .andOn('companies.brandId', 'contacts.brandId')
         .andOn('companies.id', 'contacts.companyId'),
     )
-    .select('contacts.*', 'companies.name as companyName', objection.raw(`${blockedCondition('contacts', 'email')} as is_blocked`), objection.raw(TICKET_COUNT));
+    .select('contacts.*', 'companies.name as companyName', boundToTenant(ctx, `${blockedCondition('contacts', 'email', BOUND_TENANT)} as is_blocked, ${TICKET_COUNT}`));
 }
 
 async function fetch(ctx: TenantCtx, brandId: string, contactId: string): Promise<Contact> {
@@ -160,7 +159,7 @@ export async function list(ctx: TenantCtx, brandId: string, input: ContactListIn
     q.where((w) => w.where('contacts.email', 'like', lower).orWhere('contacts.nameKey', 'like', folded));
   }
   if (input.companyId) q.where('contacts.companyId', input.companyId);
-  if (hideBlocked) q.whereRaw(`not ${blockedCondition('contacts', 'email')}`);
+  if (hideBlocked) q.where(boundToTenant(ctx, `not ${blockedCondition('contacts', 'email', BOUND_TENANT)}`));
   return keysetPage(q, {
     sort: SORT_SQL[sort],
     id: 'contacts.id',

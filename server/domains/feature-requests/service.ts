@@ -1,13 +1,13 @@
 import { withTx, type TenantCtx } from '../../core/context.js';
 import { notFound } from '../../core/errors.js';
 import { newId, ID_PREFIX } from '../../core/ids.js';
-import { accountScope, sameAccount } from '../../core/model.js';
+import { accountIs, accountScope, BOUND_TENANT, boundToTenant } from '../../core/model.js';
 import * as audit from '../../core/audit.js';
 import { FeatureRequest } from './model.js';
 import type { CreateFeatureRequestInput, FeatureRequestListInput, FeatureRequestView } from './schemas.js';
 
 /** Each request with its vote count, counted as it is read. */
-const VOTE_COUNT = `(select count(*)::int from feature_request_votes v where ${sameAccount('v', 'feature_requests')} and v.feature_request_id = feature_requests.id)`;
+const VOTE_COUNT = `(select count(*)::int from feature_request_votes v where ${accountIs('v', BOUND_TENANT.account)} and v.feature_request_id = feature_requests.id)`;
 
 type Row = FeatureRequest & { voteCount: number };
 
@@ -31,7 +31,7 @@ function toView(row: Row): FeatureRequestView {
 }
 
 function withVotes(ctx: TenantCtx) {
-  return FeatureRequest.ofAccount(ctx).select('featureRequests.*', FeatureRequest.raw(`${VOTE_COUNT} as vote_count`));
+  return FeatureRequest.ofAccount(ctx).select('featureRequests.*', boundToTenant(ctx, `${VOTE_COUNT} as vote_count`));
 }
 
 /** The account's board; ties in votes go to the newer request. Ids sort by creation time. */
@@ -39,7 +39,7 @@ export async function list(ctx: TenantCtx, input: FeatureRequestListInput): Prom
   const q = withVotes(ctx).limit(input.limit ?? 50);
   if (input.status) q.where('featureRequests.status', input.status);
   const sortBy = input.sortBy ?? 'votes';
-  if (sortBy === 'votes') q.orderByRaw(`${VOTE_COUNT} desc, feature_requests.id desc`);
+  if (sortBy === 'votes') q.orderByRaw('? desc, feature_requests.id desc', [boundToTenant(ctx, VOTE_COUNT)]);
   else q.orderBy('featureRequests.id', sortBy === 'newest' ? 'desc' : 'asc');
   return ((await q) as Row[]).map(toView);
 }

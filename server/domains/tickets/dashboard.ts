@@ -1,16 +1,17 @@
+import type { Knex } from 'knex';
 import objection from 'objection';
 import { canSeeBrand, type TenantCtx } from '../../core/context.js';
 import { Brand } from '../../core/brand.js';
 import { badRequest, notFound } from '../../core/errors.js';
 import { normalizeBrandId } from '../../core/ids.js';
-import { accountScope, sameTenant, tenantScope } from '../../core/model.js';
+import { accountScope, BOUND_TENANT, boundToTenant, tenantIs, tenantScope } from '../../core/model.js';
 import { decodeCursor, encodeCursor, PAGE_LIMIT_DEFAULT, type Page } from '../../core/pagination.js';
 import { countsOf } from './counts.js';
 import { Ticket } from './model.js';
 import {
   applyFilters,
   commaList,
-  RELATED_BY_LINKS,
+  relatedByLinks,
   relevancePage,
   searchText,
   sortedPage,
@@ -77,8 +78,14 @@ function namedBrands(ctx: TenantCtx, input: { brandIds?: string; workspaceIds?: 
 }
 
 /** Each ticket's brand as the dashboard shows it, read with the page (a column `brand_summary` over a row named `tickets`). */
-const BRAND_SUMMARY = `(select json_build_object('id', b.id, 'name', b.name, 'slug', b.slug, 'ticketPrefix', b.ticket_prefix, 'iconUrl', b.icon_url)
-  from brands b where ${sameTenant('b', 'tickets')} and b.id = tickets.brand_id) as brand_summary`;
+/** Each ticket's brand, in the tenant bound (relatedByLinks says why). */
+function brandSummary(ctx: TenantCtx): Knex.Raw {
+  return boundToTenant(
+    ctx,
+    `(select json_build_object('id', b.id, 'name', b.name, 'slug', b.slug, 'ticketPrefix', b.ticket_prefix, 'iconUrl', b.icon_url)
+    from brands b where ${tenantIs('b', BOUND_TENANT)} and b.id = tickets.brand_id) as brand_summary`,
+  );
+}
 
 /**
  * A view with its brand, added to the view itself: a spread copy of a view (thirty-odd properties)
@@ -130,7 +137,7 @@ export async function listAcrossBrands(ctx: TenantCtx, input: CrossBrandListInpu
   // Every brand of the account: one range of its account-wide index, each ticket's brand read with
   // the page (one statement, like the brand list's), never the brands first.
   if (search === null && named === null && ctx.brandScope.allBrands) {
-    const q = Ticket.scoped(ctx).select(...TICKET_COLUMNS, objection.raw(RELATED_BY_LINKS), objection.raw(BRAND_SUMMARY));
+    const q = Ticket.scoped(ctx).select(...TICKET_COLUMNS, relatedByLinks(ctx), brandSummary(ctx));
     const applied = filter(q, OWN_BRAND);
     return sortedPage(q, applied.sort, applied.order, { limit, cursor: input.cursor }, applied.filters, (ticket, row) => withBrand(ticket, row.brandSummary as BrandSummary));
   }
@@ -153,7 +160,7 @@ export async function listAcrossBrands(ctx: TenantCtx, input: CrossBrandListInpu
   const base = () =>
     Ticket.scoped(ctx)
       .whereIn('tickets.brandId', brandIds)
-      .select(...TICKET_COLUMNS, objection.raw(RELATED_BY_LINKS));
+      .select(...TICKET_COLUMNS, relatedByLinks(ctx));
   if (input.sort === undefined) {
     const q = base();
     const { filters } = filter(q, OWN_BRAND);
@@ -215,11 +222,11 @@ async function merged(
     const result = await ctx.db.raw(
       `with m as (select p.*, row_number() over (order by p.sort_key ${direction}, p.id ${direction}) as pos from (?) as p),
        cut_short as (select 1 from m group by m.brand_id having count(*) = ? and max(m.pos) <= ?)
-       select ${TICKET_COLUMNS.join(', ')}, ${RELATED_BY_LINKS}, ${BRAND_SUMMARY}, m.sort_key, exists (select 1 from cut_short) as cut_short,
+       select ${TICKET_COLUMNS.join(', ')}, ?, ?, m.sort_key, exists (select 1 from cut_short) as cut_short,
          ${mustFind ? '(select count(*) from brands nb where ? and nb.id = any(?::text[]))::int' : 'null'} as brands_found
        from m join tickets on ? and tickets.brand_id = m.brand_id and tickets.id = m.id
        where m.pos <= ? order by m.pos`,
-      [matches, perBrand, limit, ...(mustFind ? [tenantScope(ctx, 'nb'), mustFind] : []), tenantScope(ctx, 'tickets'), limit + 1],
+      [matches, perBrand, limit, relatedByLinks(ctx), brandSummary(ctx), ...(mustFind ? [tenantScope(ctx, 'nb'), mustFind] : []), tenantScope(ctx, 'tickets'), limit + 1],
     );
     return (result as { rows: Record<string, unknown>[] }).rows;
   };

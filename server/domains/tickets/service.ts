@@ -1,3 +1,4 @@
+import type { Knex } from 'knex';
 import objection from 'objection';
 import { withTx, type TenantCtx } from '../../core/context.js';
 import { badRequest, notFound } from '../../core/errors.js';
@@ -9,7 +10,7 @@ import { VIEW_COLUMNS } from './columns.js';
 import { Ticket } from './model.js';
 import { decodeCursor, encodeCursor, keysetPage, PAGE_LIMIT_DEFAULT, type Page, type Position, type SortValue, invalidCursor } from '../../core/pagination.js';
 import { TICKET_SORTS, type TicketListInput, type TicketView } from './schemas.js';
-import { sameTenant, tenantIs, tenantScope } from '../../core/model.js';
+import { BOUND_TENANT, boundToTenant, sameTenant, tenantIs, tenantScope } from '../../core/model.js';
 import { updateTickets } from '../../core/ticket-writes.js';
 
 /**
@@ -104,7 +105,11 @@ export function relatedColumns(tagIdsSql: string | null, contactsRelation = 'con
       coalesce((select json_agg(json_build_object('id', tg.id, 'name', tg.name, 'color', tg.color) order by lower(tg.name), tg.id)
         from ${tagRows}), '[]'::json) as tag_list`;
 }
-export const RELATED_BY_LINKS = relatedColumns(null);
+
+/** relatedColumns for a statement over the tenant's own tickets, their tags read by their links. */
+export function relatedByLinks(ctx: TenantCtx): Knex.Raw {
+  return boundToTenant(ctx, relatedColumns(null, 'contacts', BOUND_TENANT));
+}
 
 export type TicketQuery = ReturnType<typeof query>;
 
@@ -112,7 +117,7 @@ export type TicketQuery = ReturnType<typeof query>;
 function query(ctx: TenantCtx, brandId: string) {
   return Ticket.scoped(ctx)
     .where('tickets.brandId', brandId)
-    .select(...TICKET_COLUMNS, objection.raw(RELATED_BY_LINKS));
+    .select(...TICKET_COLUMNS, relatedByLinks(ctx));
 }
 
 export async function fetchView(ctx: TenantCtx, brandId: string, ticketId: string, includeDeleted = false): Promise<TicketView> {
