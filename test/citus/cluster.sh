@@ -36,7 +36,9 @@ start() {
 port = $p
 listen_addresses = '127.0.0.1'
 unix_socket_directories = ''
-shared_preload_libraries = 'citus'
+shared_preload_libraries = 'citus,pg_stat_statements'
+# Statements per shard routing, for test/http/citus-routing.test.ts (citus_stat_statements).
+citus.stat_statements_track = 'all'
 max_connections = 300
 # Citus runs a maintenance daemon per database; the suite clones one database per test file.
 max_worker_processes = 64

@@ -47,21 +47,33 @@ export async function createClusterDatabase(adminUrl: string, name: string, sett
     ...workers.map((n) => `select citus_add_node('${n.host}', ${n.port})`),
     ...Object.entries(settings).map(([k, v]) => `alter database "${name}" set ${k} = '${v}'`),
   ]);
-  return { url, drop: () => dropClusterDatabase(adminUrl, name) };
+  const everyNode = [{ host: admin.hostname, port: Number(admin.port || 5432) }, ...workers];
+  return { url, drop: () => dropClusterDatabase(adminUrl, name, everyNode) };
 }
 
 /**
  * Drops a database of the cluster. FORCE ends the coordinator's sessions at once, but a worker may
- * still hold the coordinator's connections to it for a moment (55006): asked again until it is gone.
+ * still hold the coordinator's connections to it for a moment, and the propagated drop then
+ * leaves the worker's copy behind: that copy is dropped on the node itself, asked again while
+ * it is in use (55006).
  */
-async function dropClusterDatabase(adminUrl: string, name: string): Promise<void> {
-  for (let attempt = 0; ; attempt++) {
-    try {
-      await onConnection(adminUrl, [PROPAGATED, `drop database if exists "${name}" with (force)`]);
-      return;
-    } catch (err) {
-      if ((err as { code?: string }).code !== '55006' || attempt >= 50) throw err;
-      await new Promise((r) => setTimeout(r, 100));
+async function dropClusterDatabase(adminUrl: string, name: string, nodes: { host: string; port: number }[]): Promise<void> {
+  const drop = `drop database if exists "${name}" with (force)`;
+  try {
+    await onConnection(adminUrl, [PROPAGATED, drop]);
+    return;
+  } catch {
+    // dropped on some nodes only: the rest below
+  }
+  for (const node of nodes) {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await onConnection(at(adminUrl, node.host, node.port, 'postgres'), [drop]);
+        break;
+      } catch (err) {
+        if ((err as { code?: string }).code !== '55006' || attempt >= 100) throw err;
+        await new Promise((r) => setTimeout(r, 100));
+      }
     }
   }
 }

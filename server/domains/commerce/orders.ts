@@ -251,13 +251,13 @@ export async function get(ctx: TenantCtx, brandId: string, orderId: string): Pro
        (select json_build_object('id', s.id, 'brandId', s.brand_id, 'name', s.name, 'platform', s.platform, 'storeUrl', s.store_url,
           'storeHash', s.store_hash, 'status', s.status, 'lastSyncAt', s.last_sync_at, 'errorMessage', s.error_message,
           'errorCount', s.error_count, 'createdAt', s.created_at, 'updatedAt', s.updated_at)
-        from commerce_stores s where ${sameTenant('s', 'o')} and s.brand_id = o.brand_id and s.id = o.store_id) as store,
+        from commerce_stores s where ${tenantIs('s', BOUND_TENANT)} and s.brand_id = o.brand_id and s.id = o.store_id) as store,
        array(select json_build_object('id', l.id, 'orderId', l.order_id, 'ticketId', l.ticket_id, 'linkType', l.link_type,
           'createdBy', l.created_by, 'createdAt', l.created_at)
-        from commerce_order_tickets l where ${sameTenant('l', 'o')} and l.order_id = o.id order by l.created_at, l.id) as tickets
+        from commerce_order_tickets l where ${tenantIs('l', BOUND_TENANT)} and l.order_id = o.id order by l.created_at, l.id) as tickets
      from commerce_orders o ${CUSTOMER_JOIN}
      where :scope and o.brand_id = :brandId and o.id = :orderId`,
-    { scope: tenantScope(ctx, 'o'), brandId: brand, orderId },
+    { scope: tenantScope(ctx, 'o'), account: ctx.accountId, livemode: ctx.livemode, brandId: brand, orderId },
   );
   if (!row) throw notFound('Order');
   return {
