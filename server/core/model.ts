@@ -11,7 +11,7 @@ export class TenantModel extends objection.Model {
   declare accountId: string;
   declare livemode: boolean;
 
-  static scoped<T extends typeof TenantModel>(this: T, ctx: TenantCtx): objection.QueryBuilderType<InstanceType<T>> {
+  static scoped<T extends typeof TenantModel>(this: T, ctx: Pick<TenantCtx, 'db' | 'accountId' | 'livemode'>): objection.QueryBuilderType<InstanceType<T>> {
     return this.query(ctx.db).where(`${this.tableName}.accountId`, ctx.accountId).where(`${this.tableName}.livemode`, ctx.livemode) as objection.QueryBuilderType<InstanceType<T>>;
   }
 }

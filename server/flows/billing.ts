@@ -192,7 +192,7 @@ export async function confirmCheckoutPage(base: BaseCtx, token: string): Promise
   const found = await billing.checkoutByToken(base, token);
   if (!found) throw notFound('Checkout');
   return withTx(tenantCtx(base, found.accountId, true), async (btx) => {
-    const checkout = await billing.lockCheckout(btx, found);
+    const checkout = await billing.checkoutById(btx, found.id);
     if (!checkout) throw notFound('Checkout');
     const [member] = checkout.memberId ? await members.findMany(btx, [checkout.memberId]) : [];
     const actor = member ? { type: 'user' as const, id: member.id, name: member.name ?? member.email } : systemActor('checkout');

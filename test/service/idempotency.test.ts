@@ -2,7 +2,7 @@ import t from 'tap';
 import { systemCtx, tenantCtx, withTx, type TenantCtx } from '../../server/core/context.js';
 import { claim, purgeExpired, requestFingerprint } from '../../server/core/idempotency.js';
 import { Dispatcher } from '../../server/worker/dispatcher.js';
-import { freshDatabase } from '../helpers/db.js';
+import { aStatementWaitsForALock, freshDatabase } from '../helpers/db.js';
 import { createAccount } from '../../server/flows/accounts.js';
 import { servicesOf } from '../helpers/app.js';
 import { until } from '../helpers/wait.js';
@@ -80,10 +80,7 @@ t.test('purge: a key a request takes over while the purge runs stays (the delete
   });
   await tookOver;
   const purge = purgeExpired(systemCtx(servicesOf(db)));
-  await until('the purge waiting for the request', async () => {
-    const { rows } = await db.raw("select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'");
-    return rows[0].n > 0;
-  });
+  await until('the purge waiting for the request', () => aStatementWaitsForALock(db));
   commit();
   t.same(await request, { claimed: true });
   t.equal(await purge, 0, 'nothing purged');

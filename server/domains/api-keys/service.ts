@@ -250,9 +250,9 @@ export async function authenticate(services: Services, secret: string): Promise<
   if (now - lastWrite >= LAST_USED_RESOLUTION_MS) {
     const keyId = entry.keyId;
     lastUsedWrites.set(keyId, now);
-    // By account and id: on Citus, by the id alone it would ask every shard.
-    ApiKey.query(db)
-      .where({ accountId: entry.identity.accountId, id: keyId })
+    // In the key's tenant: on Citus, by the id alone it would ask every shard.
+    ApiKey.scoped({ db, accountId: entry.identity.accountId, livemode: entry.identity.livemode })
+      .findById(keyId)
       .patch({ lastUsedAt: new Date(now) })
       .catch(() => lastUsedWrites.delete(keyId));
   }

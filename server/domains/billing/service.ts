@@ -327,18 +327,12 @@ export async function createCheckout(
 
 /**
  * A checkout by its page's token, in any account; null when unknown. Not locked: it is read before
- * the transaction that completes it (on Citus the token lookup asks every shard, which a
- * transaction that then writes the coupons reference table may not do), and lockCheckout reads it
- * again there.
+ * the transaction that completes it (on Citus the token lookup asks every shard), and checkoutById
+ * locks and reads it again there, in its account.
  */
 export async function checkoutByToken(ctx: BaseCtx, token: string): Promise<CheckoutSession | null> {
   if (!CHECKOUT_FORMAT.test(token)) return null;
   return (await CheckoutSession.query(ctx.db).where('checkoutSessions.tokenHash', hashSecret(token)).first()) ?? null;
-}
-
-/** The checkout checkoutByToken found, read again in its account and locked (it is in a transaction). */
-export async function lockCheckout(tx: TenantCtx, found: { id: string }): Promise<CheckoutSession | null> {
-  return checkoutById(tx, found.id);
 }
 
 /** A checkout of the account by its id, locked (it is in a transaction); null when unknown. */
