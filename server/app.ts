@@ -60,6 +60,7 @@ import { dashboardRoutes } from './http/dashboard.js';
 import { watcherRoutes } from './http/watchers.js';
 import { webhookRoutes } from './http/webhooks.js';
 import { authenticateSession, startSessionCache } from './flows/sign-in.js';
+import { learnTheDatabase } from './core/citus.js';
 
 export interface AppDeps {
   config: Config;
@@ -130,6 +131,8 @@ export async function buildApp({ config, db, services: given, isShuttingDown = (
   });
 
   installRouteCatalog(app);
+  // Asked before the first request; with the database away then, the first request that needs it asks.
+  app.addHook('onReady', () => learnTheDatabase({ services }).catch(() => undefined));
   installValidators(app, lazySchemas);
   installJsonParser(app);
   installErrorHandling(app);

@@ -1,5 +1,7 @@
 import type { Knex } from 'knex';
-import type { BaseCtx } from './context.js';
+import pgUtils from 'pg/lib/utils.js';
+import type { BaseCtx, TenantCtx } from './context.js';
+import { pgErrorCode, prepared } from './db.js';
 import { part } from './services.js';
 import { COORDINATOR_TABLES, REFERENCE_TABLES } from './tenancy.js';
 
@@ -23,10 +25,23 @@ export interface TablePlacement {
 
 /** Whether this process's database is a Citus coordinator, asked once per Services. */
 const distributedDatabase = part('db.citus', () => ({ answer: null as Promise<boolean> | null }));
-export function onCitus(ctx: BaseCtx): Promise<boolean> {
+export function onCitus(ctx: Pick<BaseCtx, 'services'>): Promise<boolean> {
   const known = ctx.services.get(distributedDatabase);
-  known.answer ??= hasCitus(ctx.db);
+  known.answer ??= forgottenIfFailed(hasCitus(ctx.services.db), () => (known.answer = null));
   return known.answer;
+}
+
+/** A question's answer, kept unless it failed (the database away a moment): then asked again next time. */
+function forgottenIfFailed<T>(answer: Promise<T>, forget: () => void): Promise<T> {
+  return answer.catch((err: unknown) => {
+    forget();
+    throw err;
+  });
+}
+
+/** Asks what onCitus and runInAccount need to know of the database, so that no request pays for the questions. */
+export async function learnTheDatabase(ctx: Pick<BaseCtx, 'services'>): Promise<void> {
+  if (await onCitus(ctx)) await distributedTableNames(ctx);
 }
 
 /**
@@ -76,7 +91,12 @@ export async function distribute(db: Knex): Promise<TablePlacement[]> {
   if (!(await hasCitus(db))) return [];
   const placed = await placedTables(db);
   const todo = (await intendedPlacements(db)).filter((p) => p.placement !== 'coordinator' && !placed.has(p.table));
-  if (!todo.length) return [];
+  if (todo.length) await placeTables(db, todo);
+  await delegateFunctions(db);
+  return todo;
+}
+
+async function placeTables(db: Knex, todo: TablePlacement[]): Promise<void> {
   const names = todo.map((p) => p.table);
   await db.transaction(async (trx) => {
     // Citus adds foreign keys between shards over one connection per node.
@@ -98,8 +118,101 @@ export async function distribute(db: Knex): Promise<TablePlacement[]> {
     for (const k of keys) await trx.raw(`alter table ?? add constraint ?? ${k.definition}`, [k.table, k.name]);
   });
   for (const p of todo) await db.raw('select truncate_local_data_after_distributing_table(?)', [p.table]);
-  return todo;
 }
+
+/**
+ * Functions whose first argument is an account: distributed by it, co-located with `accounts`,
+ * with forced delegation, so that a call goes whole to the worker holding that account's shard
+ * group, inside the caller's transaction too (runInAccount).
+ */
+const DELEGATED_FUNCTIONS = ['ticketd_in_account(text,text[],text[],text[])'];
+
+async function delegateFunctions(db: Knex): Promise<void> {
+  for (const fn of await undelegatedFunctions(db)) await db.raw(`select create_distributed_function(?, '$1', colocate_with => 'accounts', force_delegation => true)`, [fn]);
+}
+
+async function undelegatedFunctions(db: Knex): Promise<string[]> {
+  const { rows } = await db.raw<{ rows: { fn: string }[] }>(
+    `select f as fn from unnest(?::text[]) f
+    where not exists (select 1 from pg_dist_object o where o.classid = 'pg_proc'::regclass and o.objid = to_regprocedure(f) and o.colocationid is not null)`,
+    [DELEGATED_FUNCTIONS],
+  );
+  return rows.map((r) => r.fn);
+}
+
+/** The distributed tables, asked once per Services (a migration that adds one restarts the process). */
+const distributedTables = part('db.citus.tables', () => ({ names: null as Promise<Set<string>> | null }));
+function distributedTableNames(ctx: Pick<BaseCtx, 'services'>): Promise<Set<string>> {
+  const known = ctx.services.get(distributedTables);
+  known.names ??= forgottenIfFailed(
+    ctx.services.db
+      .raw<{ rows: { name: string }[] }>(`select logicalrelid::regclass::text as name from pg_dist_partition where partmethod = 'h'`)
+      .then(({ rows }) => new Set(rows.map((r) => r.name))),
+    () => (known.names = null),
+  );
+  return known.names;
+}
+
+/** SQLSTATE of ticketd_in_account when the account's shards left the node the call reached. */
+const SHARDS_MOVED = 'TQ003';
+
+/**
+ * Runs a statement over the caller's account's rows and returns its rows. On one server it is a
+ * prepared statement like any other. On Citus it runs inside ticketd_in_account (decision 0092),
+ * on the worker holding the account's shards, against those shards, planned by PostgreSQL alone
+ * (once per statement and connection). So every table it names must be read or written in the
+ * caller's account only, by its bare name, and no column, function or output column may share a
+ * table's name (it would be renamed with the table); its rows arrive as JSON: timestamps as ISO
+ * strings, numbers as numbers.
+ */
+export async function runInAccount<Row>(ctx: TenantCtx, statement: Knex.Raw): Promise<Row[]> {
+  if (!(await onCitus(ctx))) return ((await prepared(ctx.db, statement)) as unknown as { rows: Row[] }).rows;
+  const { sql, bindings } = statement.toSQL().toNative();
+  const { parts, tables } = splitAtTables(sql, await distributedTableNames(ctx));
+  const run = () =>
+    ctx.db.raw<{ rows: { row: Row }[] }>('select r as "row" from ticketd_in_account(?, ?, ?, ?) r', [ctx.accountId, parts, tables, bindings.map(asText) as string[]]);
+  // A shard move that ended while the call was on its way: once more, to where the shards are now
+  // (inside a caller's transaction the error ends that transaction: it goes to the caller).
+  const { rows } = await run().catch((err: unknown) => {
+    if (pgErrorCode(err) !== SHARDS_MOVED || ctx.db.isTransaction) throw err;
+    return run();
+  });
+  return rows.map((r) => r.row);
+}
+
+/** A parameter's value as pg would send it (arrays as array literals, objects as JSON), for ticketd_in_account. */
+function asText(value: unknown): string | null {
+  const v = pgUtils.prepareValue(value);
+  if (v !== null && typeof v !== 'string') throw new Error('a binary value cannot be a parameter of ticketd_in_account');
+  return v;
+}
+
+/**
+ * A statement's text split at each bare name of a distributed table (not right after a dot, nor
+ * right before a parenthesis), which `tables` lists in order, for ticketd_in_account to put each
+ * table's shard in its place. Literals, quoted names, comments and dollar-quoted bodies are not
+ * looked into.
+ */
+export function splitAtTables(sql: string, distributed: ReadonlySet<string>): { parts: string[]; tables: string[] } {
+  const parts: string[] = [];
+  const tables: string[] = [];
+  let from = 0;
+  for (const m of sql.matchAll(STATEMENT_TOKEN)) {
+    const name = m[2];
+    if (name === undefined || !distributed.has(name) || sql[m.index - 1] === '.' || sql[m.index + name.length] === '(') continue;
+    parts.push(sql.slice(from, m.index));
+    tables.push(name);
+    from = m.index + name.length;
+  }
+  parts.push(sql.slice(from));
+  return { parts, tables };
+}
+
+/**
+ * What a statement's text is made of, for splitAtTables: a literal, a quoted name, a comment, a
+ * dollar-quoted body (its tag: group 1), or a bare name (group 2).
+ */
+const STATEMENT_TOKEN = /'(?:[^']|'')*'|"(?:[^"]|"")*"|--[^\n]*|\/\*[\s\S]*?\*\/|(\$[A-Za-z_]*\$)[\s\S]*?\1|([A-Za-z_][A-Za-z0-9_$]*)/g;
 
 /**
  * Triggers that only guard (they write nothing) and that Citus cannot keep on a distributed
@@ -126,7 +239,7 @@ const rank = (p: TablePlacement) => (p.table === 'accounts' ? 0 : p.placement ==
 export interface ClusterReport {
   nodes: { name: string; port: number; role: 'coordinator' | 'worker'; active: boolean; shards: number }[];
   tables: { distributed: number; reference: number; coordinator: number };
-  /** Tables not where intendedPlacements puts them (or not co-located with accounts). */
+  /** Tables not where intendedPlacements puts them (or not co-located with accounts), and functions not delegated by account. */
   misplaced: string[];
   unsafeTriggers: boolean;
   shardCount: number;
@@ -145,7 +258,10 @@ export async function clusterReport(db: Knex): Promise<ClusterReport | null> {
     from pg_dist_partition p where p.partmethod = 'h'`);
   const apart = new Set(colocation.filter((c) => !c.together).map((c) => c.table));
   const intended = await intendedPlacements(db);
-  const misplaced = intended.filter((p) => (p.placement === 'coordinator' ? placed.has(p.table) : placed.get(p.table) !== p.placement || apart.has(p.table))).map((p) => p.table);
+  const misplaced = [
+    ...intended.filter((p) => (p.placement === 'coordinator' ? placed.has(p.table) : placed.get(p.table) !== p.placement || apart.has(p.table))).map((p) => p.table),
+    ...(await undelegatedFunctions(db)),
+  ];
   const { rows: settings } = await db.raw<{ rows: { unsafe: string; shards: string }[] }>(
     `select current_setting('citus.enable_unsafe_triggers') as unsafe, current_setting('citus.shard_count') as shards`,
   );

@@ -1,6 +1,7 @@
 import type { Knex } from 'knex';
 import type { TenantCtx } from './context.js';
 import { accountScope, sameAccount, sameTenant, tenantScope } from './model.js';
+import { runInAccount } from './citus.js';
 
 /**
  * Every UPDATE of tickets that sets their status, priority, spam flag, deletion, assignee, category,
@@ -61,11 +62,16 @@ const contributions = (rows: string, sign: 1 | -1) => `
   ) as c (day, created, resolved, seconds)
   where r.deleted_at is null and not r.is_spam and c.day is not null`;
 
-/** The counts CTE of a statement whose written rows are `after` and whose rows before are `before` (either may be absent). */
+/**
+ * The counts CTE of a statement whose written rows are `after` and whose rows before are `before`
+ * (either may be absent). Each row's id is drawn from the column's own sequence by name: on Citus
+ * a statement run on a worker's shards (core/citus.ts runInAccount) writes a shard, which has no
+ * identity of its own.
+ */
 export function countChangesSql(parts: { after?: string; before?: string }): string {
   const sums = [parts.after && contributions(parts.after, 1), parts.before && contributions(parts.before, -1)].filter(Boolean);
-  return `insert into ticket_count_changes (account_id, livemode, brand_id, day, status, created, resolved, resolution_seconds)
-    select account_id, livemode, brand_id, day, status, sum(created), sum(resolved), sum(resolution_seconds)
+  return `insert into ticket_count_changes (id, account_id, livemode, brand_id, day, status, created, resolved, resolution_seconds) overriding system value
+    select nextval('ticket_count_changes_id_seq'), account_id, livemode, brand_id, day, status, sum(created), sum(resolved), sum(resolution_seconds)
     from (${sums.join(' union all ')}) as d
     group by account_id, livemode, brand_id, day, status
     having sum(created) <> 0 or sum(resolved) <> 0 or sum(resolution_seconds) <> 0`;
@@ -147,8 +153,10 @@ export async function updateTickets(tx: TenantCtx, brandId: string, ids: readonl
       where br.csat_enabled and ${resolvedNow})`);
     effectBindings.push(tenantScope(tx, 'f'));
   }
-  const result = await tx.db.raw<{ rows: { id: string; created_at: Date; is_spam: boolean; was_spam: boolean }[] }>(
-    `with b as (
+  const rows = await runInAccount<{ id: string; created_at: string; is_spam: boolean; was_spam: boolean }>(
+    tx,
+    tx.db.raw(
+      `with b as (
       select t.id, t.brand_id, t.account_id, t.livemode, t.status, t.priority, t.is_spam, t.deleted_at, t.resolved_at, t.created_at, now() as now
       from tickets t where ? and t.brand_id = ? and t.id = any(?::text[]) and t.deleted_at is null order by t.id for update
     ), a as (
@@ -158,14 +166,15 @@ export async function updateTickets(tx: TenantCtx, brandId: string, ids: readonl
         t.customer_id, t.assignee_id
     )${effects.map((e) => `, ${e}`).join('')}
     select a.id, a.created_at, a.is_spam, b.is_spam as was_spam from a join b on b.id = a.id`,
-    [tenantScope(tx, 't'), brandId, [...ids], ...bindings, tenantScope(tx, 't'), brandId, ...effectBindings],
+      [tenantScope(tx, 't'), brandId, [...ids], ...bindings, tenantScope(tx, 't'), brandId, ...effectBindings],
+    ),
   );
   if (has('isSpam') && tx.livemode)
     await adjustUsage(
       tx,
-      result.rows.filter((r) => r.is_spam !== r.was_spam),
+      rows.filter((r) => r.is_spam !== r.was_spam),
     );
-  return result.rows.map((r) => r.id);
+  return rows.map((r) => r.id);
 }
 
 /**
@@ -174,14 +183,15 @@ export async function updateTickets(tx: TenantCtx, brandId: string, ids: readonl
  * periods are read first (a few rows), so the update names its rows: on Citus it stays on the
  * account's worker.
  */
-async function adjustUsage(tx: TenantCtx, flipped: readonly { created_at: Date; is_spam: boolean }[]): Promise<void> {
+async function adjustUsage(tx: TenantCtx, flipped: readonly { created_at: Date | string; is_spam: boolean }[]): Promise<void> {
   if (!flipped.length) return;
   const periods = (
     await tx.db.raw<{ rows: { period_start: Date }[] }>('select u.period_start from ticket_usage u where ? order by u.period_start desc', [accountScope(tx, 'u')])
   ).rows.map((p) => p.period_start);
   const deltas = new Map<number, number>();
   for (const t of flipped) {
-    const period = periods.find((p) => p.getTime() <= t.created_at.getTime());
+    const created = new Date(t.created_at).getTime();
+    const period = periods.find((p) => p.getTime() <= created);
     if (period) deltas.set(period.getTime(), (deltas.get(period.getTime()) ?? 0) + (t.is_spam ? -1 : 1));
   }
   if (!deltas.size) return;

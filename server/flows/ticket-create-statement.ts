@@ -205,12 +205,12 @@ function countAgainstAllowance(way: 'usual' | 'usual, brands locked first' | 'ex
  *      and (only when its text names #1234) its links to those orders of its customer (order-links.ts);
  *   6. while metered, the tickets counted against the plan's allowance (countAgainstAllowance):
  *      over it, the statement raises and writes nothing.
- * Returns each created ticket as the response shows it, with its `ord`; its webhook deliveries
- * wake the dispatchers from the statement itself (`announced`: the NOTIFY of outboxAdded, without
- * a round trip of its own; delivered at its commit); a create that failed a
+ * Returns each created ticket as the response shows it, with its `ord`; `announced` when it queued
+ * webhook deliveries, which (with `notify`) wake the dispatchers from the statement itself (the
+ * NOTIFY of outboxAdded, without a round trip of its own; delivered at its commit); a create that failed a
  * check, or whose key was taken, is absent and wrote nothing.
  */
-export function createStatement(ctx: TenantCtx, writes: readonly TicketWrite[]): Knex.Raw {
+export function createStatement(ctx: TenantCtx, writes: readonly TicketWrite[], notify: boolean): Knex.Raw {
   // The plan pays for live mode: test-mode tickets are never counted.
   const metered = ctx.livemode && billing.ticketsMetered(ctx.services.config);
   // Inside a caller's transaction, the usual way's refusal to wait would end that transaction.
@@ -298,7 +298,7 @@ export function createStatement(ctx: TenantCtx, writes: readonly TicketWrite[]):
     ), announced as (:announced
       returning 1
     )${namedOrders.length ? ', order_links as (:orderLinks)' : ''}${metered ? countAgainstAllowance(counting) : ''}
-    select i.ord, (select 1 from announced, lateral (select pg_notify('${OUTBOX_CHANNEL}', 'new')::text) w limit 1) as "announced", tickets.*, ${tickets.relatedColumns('array(select g.id from given_tags g where g.ord = i.ord)', 'customer', { account: ':accountId', livemode: ':livemode' })}
+    select i.ord, (select 1 from announced${notify ? `, lateral (select pg_notify('${OUTBOX_CHANNEL}', 'new')::text) w` : ''} limit 1) as "announced", tickets.*, ${tickets.relatedColumns('array(select g.id from given_tags g where g.ord = i.ord)', 'customer', { account: ':accountId', livemode: ':livemode' })}
     from t as tickets join items i on i.id = tickets.id${metered ? ' where (select ok from counted_ok)' : ''}`;
 
   return ctx.db.raw(sql, {

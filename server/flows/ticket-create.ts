@@ -1,7 +1,6 @@
 import { canSeeBrand, withTx, type TenantCtx } from '../core/context.js';
 import { batcher } from '../core/batcher.js';
 import { forgetFound, requireBrand } from '../core/brand.js';
-import { prepared } from '../core/db.js';
 import { badRequest, HttpError, notFound } from '../core/errors.js';
 import { claim as claimIdempotencyKey, requestFingerprint } from '../core/idempotency.js';
 import { newId, normalizeBrandId, ID_PREFIX } from '../core/ids.js';
@@ -22,7 +21,7 @@ import * as watchers from './ticket-watchers.js';
 import { findOrCreateContact } from './customers.js';
 import { mailingBrand } from './brand-domains.js';
 import { createStatement, ticketWrite, type TicketWrite } from './ticket-create-statement.js';
-import { onCitus } from '../core/citus.js';
+import { onCitus, runInAccount } from '../core/citus.js';
 import { outboxAdded } from '../core/outbox/service.js';
 
 /**
@@ -129,14 +128,16 @@ function hasFieldSchema(ctx: TenantCtx, brandKey: string): boolean {
 
 /** The created tickets by their write's position; absent: that create wrote nothing. */
 async function runWrites(ctx: TenantCtx, writes: readonly TicketWrite[]): Promise<(TicketView | null)[]> {
-  const result = (await prepared(ctx.db, createStatement(ctx, writes)).catch((err: unknown) => {
+  // On Citus the statement runs on the worker that holds the account, where a NOTIFY would reach
+  // no dispatcher (and a transaction that sent one cannot commit in two phases): the dispatchers
+  // are woken from here (at the caller's commit, or now when the statement committed itself).
+  const citus = await onCitus(ctx);
+  const rows = await runInAccount<Record<string, unknown> & { ord: number; announced: unknown }>(ctx, createStatement(ctx, writes, !citus)).catch((err: unknown) => {
     throw billing.allowanceRefusal(err) ?? err;
-  })) as unknown as { rows: (Record<string, unknown> & { ord: number; announced: unknown })[] };
+  });
   const views: (TicketView | null)[] = writes.map(() => null);
-  for (const { ord, announced: _, ...row } of result.rows) views[ord] = tickets.viewOfColumns(row);
-  // On Citus the statement's own NOTIFY runs on the worker that holds the account: wake the
-  // dispatchers from here (at the caller's commit, or now when the statement committed itself).
-  if (result.rows.some((r) => r.announced) && (await onCitus(ctx))) await outboxAdded(ctx, 1);
+  for (const { ord, announced: _, ...row } of rows) views[ord] = tickets.viewOfColumns(row);
+  if (citus && rows.some((r) => r.announced)) await outboxAdded(ctx, 1);
   return views;
 }
 

@@ -182,10 +182,17 @@ export function assertNotFound(t: Test, res: Reply, label: string): void {
  * those no one request owns: the rate limiter's, which syncs on a timer of its own, and a key's
  * last-used time, written now and then whatever the request.
  */
+/** A query's statement: on Citus, runInAccount sends it as the text of a call (core/citus.ts), split at its tables. */
+export function statementOf(q: { sql: string; bindings?: unknown[] }): string {
+  if (!q.sql.includes('ticketd_in_account(')) return q.sql;
+  const [, parts, tables] = q.bindings as [string, string[], string[]];
+  return parts.reduce((sql, part, i) => sql + (i ? tables[i - 1] : '') + part, '');
+}
+
 export async function statementsDuring(db: Db, fn: () => Promise<unknown>): Promise<string[]> {
   const seen: string[] = [];
-  const listener = (q: { sql: string }) => {
-    if (!q.sql.includes('rate_limit_counters') && !q.sql.includes('last_used_at')) seen.push(q.sql);
+  const listener = (q: { sql: string; bindings?: unknown[] }) => {
+    if (!q.sql.includes('rate_limit_counters') && !q.sql.includes('last_used_at')) seen.push(statementOf(q));
   };
   db.on('query', listener);
   try {

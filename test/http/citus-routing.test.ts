@@ -1,6 +1,7 @@
 import t from 'tap';
-import { servicesOf, testApp } from '../helpers/app.js';
-import { onCitusCluster } from '../helpers/db.js';
+import { clusterReport } from '../../server/core/citus.js';
+import { mustCreate, servicesOf, testApp } from '../helpers/app.js';
+import { onCitusCluster, queryAt } from '../helpers/db.js';
 import { buildWorld, fillPath, INBOUND_SECRET, pathValues, routeKey } from '../helpers/world.js';
 
 /**
@@ -50,4 +51,54 @@ t.test('on a cluster, each GET route of a brand runs every statement on one shar
     t.ok(res.status < 500, `${key}: answered`, { got: res.status });
     t.same(await overSeveralShards(), [], `${key}: every statement on one shard group`);
   }
+
+  // Ticket create is one statement of many inserts: on a cluster it is a call of
+  // ticketd_in_account, which Citus hands whole to the node holding the account (the next test).
+  await db.raw('select citus_stat_statements_reset()');
+  const ticket = await mustCreate(owner.live, `${owner.base}/tickets`, { title: 'Routed', customerEmail: 'routed@example.com', priority: 'high' });
+  t.equal(ticket.title, 'Routed');
+  const statements = await overSeveralShards();
+  t.same(
+    statements.filter((q) => !q.includes('ticketd_in_account(')),
+    [],
+    'POST /v1/brands/:brandId/tickets: no statement over several shards but the call handed to one node',
+  );
+  t.equal(statements.length, 1, 'the create: one call');
 });
+
+t.test(
+  "on a cluster, an account's statement goes to the node holding the account; on another node it writes nothing and says so",
+  { skip: !onCitusCluster && 'not on a Citus cluster' },
+  async (t) => {
+    const { app, db, url } = await testApp(t, { TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: '10000', TICKETD_INBOUND_SECRET: INBOUND_SECRET });
+    const world = await buildWorld(app, servicesOf(db));
+    const account = world.owner.accountId;
+    const { rows: nodes } = await db.raw(
+      `select n.nodename as host, n.nodeport as port,
+      n.groupid = (select p.groupid from pg_dist_placement p where p.shardid = get_shard_id_for_distribution_column('accounts', ?::text)) as holder
+    from pg_dist_node n where n.noderole = 'primary' and n.groupid <> 0`,
+      [account],
+    );
+    t.same((await clusterReport(db))!.misplaced, [], "every table placed, and the function handed to the account's node delegated (doctor's check)");
+    const holder = nodes.find((n: { holder: boolean }) => n.holder);
+    const other = nodes.find((n: { holder: boolean }) => !n.holder);
+    const at = (node: { host: string; port: number }) => {
+      const u = new URL(url);
+      u.hostname = node.host;
+      u.port = String(node.port);
+      return u.toString();
+    };
+    const statement = ['select count(*) as n from ', ' where account_id = $1'];
+    const call = `select r from ticketd_in_account($1, $2, array['tickets'], array[$1]) r`;
+
+    const plan = (await queryAt(url, `explain ${call}`, [account, statement])).rows.map((r) => r['QUERY PLAN']).join('\n');
+    t.match(plan, /Task Count: 1/, 'the coordinator makes the call one task');
+    t.match(plan, new RegExp(`port=${holder.port}\\b`), 'sent to the node holding the account');
+    const counted = await queryAt(at(holder), call, [account, statement]);
+    t.ok(Number(counted.rows[0].r.n) > 0, "there: the account's tickets, read from that node's shard");
+    // A WHERE keeps Citus from handing the call on: it runs where it arrived, as when the account's
+    // shards moved away while the call was on its way.
+    const refused = await queryAt(at(other), `${call} where r is not null`, [account, statement]).catch((err: { code?: string }) => err);
+    t.equal((refused as { code?: string }).code, 'TQ003', 'on another node: TQ003, for the caller to call again');
+  },
+);

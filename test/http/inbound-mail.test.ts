@@ -7,7 +7,7 @@ import { packageRoot } from '../../server/core/paths.js';
 import { attachmentDeps } from '../../server/domains/attachments/service.js';
 import type { Storage } from '../../server/core/ports.js';
 import { storageFromConfig } from '../../server/integrations/storage.js';
-import { assertErrorShape, client, makeBrand, makeTicket, ownerWithBrand, signup, testApp, testConfig } from '../helpers/app.js';
+import { assertErrorShape, client, makeBrand, makeTicket, ownerWithBrand, signup, statementOf, testApp, testConfig } from '../helpers/app.js';
 
 /** Inbound mail through POST /v1/inbound/email with the MIME fixtures of test/fixtures/mail. */
 
@@ -105,8 +105,8 @@ t.test("a new email ticket's files are written before its statement takes the br
   });
   const traced = await buildApp({ config, db, attachments: attachmentDeps(config, db, storage) });
   t.teardown(() => traced.close());
-  const counter = (q: { sql: string }) => {
-    if (q.sql.includes('set next_ticket_number = b.next_ticket_number +')) order.push('brand row locked');
+  const counter = (q: { sql: string; bindings?: unknown[] }) => {
+    if (statementOf(q).includes('set next_ticket_number = b.next_ticket_number +')) order.push('brand row locked');
   };
   db.on('query', counter);
   try {

@@ -157,14 +157,14 @@ export function ticketsMetered(config: Pick<Config, 'plans'>): boolean {
  */
 export function allowanceSql(ctx: TenantCtx): SqlFragment {
   const { config } = ctx.services;
-  const plans = config.plans.map((p) => ({ slug: p.slug, name: p.name, tickets: p.ticketsPerPeriod }));
+  const plans = config.plans.map((p) => ({ slug: p.slug, name: p.name, allowance: p.ticketsPerPeriod }));
   return {
-    sql: `select pl.name as plan_name, pl.tickets as allowance,
+    sql: `select pl.name as plan_name, pl.allowance,
         coalesce(s.current_period_start, date_trunc('month', ?::timestamptz at time zone 'UTC') at time zone 'UTC') as period_start
       from accounts a
       left join subscriptions s on ? and s.ended_at is null
       cross join lateral (
-        select p.name, p.tickets from jsonb_to_recordset(?::jsonb) as p(slug text, name text, tickets int)
+        select p.name, p.allowance from jsonb_to_recordset(?::jsonb) as p(slug text, name text, allowance int)
         where p.slug in (a.plan_slug, s.plan_slug, ?)
         order by case p.slug when a.plan_slug then 0 when s.plan_slug then 1 else 2 end limit 1
       ) pl
