@@ -2,16 +2,19 @@ import t from 'tap';
 import { clusterReport } from '../../server/core/citus.js';
 import { mustCreate, servicesOf, testApp } from '../helpers/app.js';
 import { onCitusCluster, queryAt } from '../helpers/db.js';
-import { buildWorld, fillPath, INBOUND_SECRET, pathValues, routeKey } from '../helpers/world.js';
+import { buildWorld, fillPath, INBOUND_SECRET, pathValues, routeKey, type Payload } from '../helpers/world.js';
 
 /**
- * On a Citus cluster (the suite's Citus mode), an account's reads each touch one shard group:
- * every GET route under /v1/brands/:brandId, called with the owner's API key and the world's ids,
- * runs no statement over several shards. citus_stat_statements tells: a statement Citus routed to
- * one shard carries that shard's distribution value (partition_key). Authentication finds a key by
- * its hash in every account (decision 0091), so the key is read before the sweep and served from
- * the cache during it. Off a cluster, or on one that does not track statements (pg_stat_statements
- * not preloaded, as test/citus/cluster.sh does), the file is skipped.
+ * On a Citus cluster (the suite's Citus mode), an account's requests each touch one shard group.
+ * Reads: every GET route under /v1/brands/:brandId, called with the owner's API key and the
+ * world's ids, runs no statement over several shards; citus_stat_statements tells (a statement
+ * Citus routed to one shard carries that shard's distribution value, partition_key). Writes: every
+ * other route there, with Citus set to fail a statement it would run as several tasks
+ * (citus.multi_task_query_log_level). Ticket create and updateTickets go whole to the worker
+ * holding the account (decision 0092). Authentication finds a key by its hash in every account
+ * (decision 0091), so the key is read before each sweep and served from the cache during it. Off a
+ * cluster the file is skipped; so are the reads on a cluster that does not track statements
+ * (pg_stat_statements not preloaded, as test/citus/cluster.sh does).
  */
 
 t.test('on a cluster, each GET route of a brand runs every statement on one shard group', { skip: !onCitusCluster && 'not on a Citus cluster' }, async (t) => {
@@ -102,3 +105,32 @@ t.test(
     t.equal((refused as { code?: string }).code, 'TQ003', 'on another node: TQ003, for the caller to call again');
   },
 );
+
+t.test("on a cluster, each write route of a brand runs one task at a time, on the account's node", { skip: !onCitusCluster && 'not on a Citus cluster' }, async (t) => {
+  const { app, db } = await testApp(t, { TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: '10000', TICKETD_INBOUND_SECRET: INBOUND_SECRET });
+  const world = await buildWorld(app, servicesOf(db));
+  const { owner } = world;
+  await owner.live('GET', owner.base);
+  // From here on a statement Citus would run as several tasks fails instead (so the request
+  // answers 500): the pool's connections are made again with that setting.
+  await db.raw(`alter database "${(await db.raw('select current_database() as d')).rows[0].d}" set citus.multi_task_query_log_level = 'error'`);
+  await db.destroy();
+  db.initialize();
+  const acrossAccounts = await db.raw('select count(*) from tickets').catch((err: Error) => err);
+  t.type(acrossAccounts, Error, 'a statement over every shard now fails');
+
+  const BRAND_PATH = /^\/v1\/brands\/:brandId(\/|$)/;
+  // Deletions last, so that each write finds what the world made.
+  const order: Record<string, number> = { POST: 0, PUT: 1, PATCH: 2, DELETE: 3 };
+  const routes = [...new Map(app.routeCatalog.map((r) => [`${r.method} ${r.url}`, r])).values()]
+    .filter((r) => r.method in order && BRAND_PATH.test(r.url) && r.auth.includes('api-key') && r.url !== '/v1/brands/:brandId')
+    .sort((a, b) => order[a.method]! - order[b.method]!);
+  t.ok(routes.length > 60, `${routes.length} write routes of a brand`);
+  for (const r of routes) {
+    const key = routeKey(r.method, r.url);
+    const url = `${fillPath(r.url, pathValues(world, key, r.url))}${world.queries[key] ?? ''}`;
+    const payload: Payload = world.requests[key] ?? {};
+    const res = await owner.live(r.method, url, payload.body, { ...payload.headers });
+    t.ok(res.status < 500, `${key}: no statement over several shards`, { got: `${res.status} ${JSON.stringify(res.body).slice(0, 200)}` });
+  }
+});
