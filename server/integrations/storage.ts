@@ -64,8 +64,9 @@ export class LocalDiskStorage implements Storage {
         done(null, chunk);
       },
     });
+    const file = createWriteStream(temp, { flags: 'wx' });
     try {
-      const written = pipeline(meter, createWriteStream(temp, { flags: 'wx' }));
+      const written = pipeline(meter, file);
       // Plain pipe, not pipeline: past the limit the source is only unpiped, never destroyed, so an
       // HTTP request body stays readable and the client still gets the 413 (not a reset socket).
       source.once('error', (err) => meter.destroy(err));
@@ -75,6 +76,9 @@ export class LocalDiskStorage implements Storage {
       source.pipe(meter);
       await written;
     } catch (err) {
+      // A source failing at once fails the pipeline while the file is still being opened: once it
+      // is closed, nothing can make it again.
+      if (!file.closed) await new Promise<void>((closed) => file.once('close', () => closed()));
       await unlink(temp).catch(() => undefined);
       throw err;
     }
