@@ -51,6 +51,11 @@ export interface FakeStripe {
   requests: { method: string; path: string; params: Obj; idempotencyKey: string | null }[];
   /** The next `n` requests answer 500 (Stripe failing). */
   failNext(n?: number): void;
+  /**
+   * The next `count` requests to `method` `path…` wait for one another (at most `timeoutMs`), then
+   * are answered in the order they came: concurrent callers, made to overlap.
+   */
+  meetAt(count: number, method: string, path: string, timeoutMs?: number): void;
   /** The customer pays the checkout: a subscription to its price, a paid invoice, the card saved as the default. */
   completeCheckout(sessionId: string): Obj;
   /** The customer saves a card (as the default when `makeDefault`). */
@@ -78,6 +83,7 @@ export async function fakeStripe(options: { now?: () => number } = {}): Promise<
   const replies = new Map<string, { status: number; body: string }>();
   const requests: FakeStripe['requests'] = [];
   let failures = 0;
+  let meeting: { count: number; method: string; path: string; arrivals: number; done: Promise<void>; open: () => void } | null = null;
   const signer = new Stripe(FAKE_STRIPE_KEY);
 
   const list = (data: Obj[], url: string, limit = 10) => ({ object: 'list', data: data.slice(0, limit), has_more: data.length > limit, url });
@@ -232,6 +238,11 @@ export async function fakeStripe(options: { now?: () => number } = {}): Promise<
       failures--;
       return error(res, 500, 'api_error', 'Something went wrong on our end');
     }
+    if (meeting && req.method === meeting.method && url.pathname.startsWith(meeting.path)) {
+      const m = meeting;
+      if (++m.arrivals >= m.count) m.open();
+      await m.done;
+    }
     const replayKey = idempotencyKey && req.method === 'POST' ? `${url.pathname} ${idempotencyKey}` : null;
     const replayed = replayKey ? replies.get(replayKey) : undefined;
     if (replayed) {
@@ -261,6 +272,24 @@ export async function fakeStripe(options: { now?: () => number } = {}): Promise<
     requests,
     failNext(n = 1) {
       failures = n;
+    },
+    meetAt(count, method, path, timeoutMs = 3000) {
+      let release = () => undefined as void;
+      const done = new Promise<void>((resolve) => (release = resolve));
+      const timer = setTimeout(() => m.open(), timeoutMs);
+      const m = {
+        count,
+        method,
+        path,
+        arrivals: 0,
+        done,
+        open: () => {
+          clearTimeout(timer);
+          if (meeting === m) meeting = null;
+          release();
+        },
+      };
+      meeting = m;
     },
     attachCard(customer, card = {}, makeDefault = true) {
       const pm = {

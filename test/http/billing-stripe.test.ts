@@ -221,6 +221,8 @@ t.test('the completion notification alone subscribes the account, as the system'
 
 t.test('plan changes on a Stripe subscription: dearer now (prorated), cheaper at the period end, concurrent upgrades once', async (t) => {
   const { org, stripeId } = await subscribed('starter');
+  // Both upgrades reach Stripe before either is answered: concurrent however busy the machine.
+  stripe.meetAt(2, 'POST', `/v1/subscriptions/${stripeId}`);
   const [a, b] = await Promise.all([
     org.asOwner('POST', '/v1/auth/subscription/upgrade', { planId: 'pro', ...success }),
     org.asAdmin('POST', '/v1/auth/subscription/upgrade', { planId: 'pro', ...success }),
