@@ -153,7 +153,8 @@ export async function updateTickets(tx: TenantCtx, brandId: string, ids: readonl
       where br.csat_enabled and ${resolvedNow})`);
     effectBindings.push(tenantScope(tx, 'f'));
   }
-  const rows = await runInAccount<{ id: string; created_at: string; is_spam: boolean; was_spam: boolean }>(
+  // created_at: a Date on one server, an ISO string on Citus (runInAccount's rows are JSON there).
+  const rows = await runInAccount<{ id: string; created_at: Date | string; is_spam: boolean; was_spam: boolean }>(
     tx,
     tx.db.raw(
       `with b as (
