@@ -6,6 +6,7 @@ import type { Config } from './core/config.js';
 import type { Db } from './core/db.js';
 import { authKindsOf, installAuth, requireAuthDeclaration, SESSION_COOKIE, type AuthDeclaration } from './core/auth.js';
 import { isDashboardOrigin } from './core/origins.js';
+import { CONDITIONAL_CACHE_CONTROL, installConditionalReads } from './core/conditional-reads.js';
 import { installReadYourWrites } from './core/read-replica.js';
 import { clientErrorHandler, frameworkErrors, installErrorHandling, installJsonParser, installRouteCatalog, installValidators, LazySchemas, requestIdFor } from './core/http.js';
 import { ErrorResponse } from './core/schemas.js';
@@ -142,8 +143,8 @@ export async function buildApp({ config, db, services: given, isShuttingDown = (
   const corsOptions = {
     origin: config.corsOrigins.includes('*') ? '*' : [...config.corsOrigins],
     methods: ['GET', 'POST', 'PATCH', 'PUT', 'DELETE'],
-    allowedHeaders: ['Authorization', 'Content-Type', 'X-Idempotency-Key', 'X-Request-Id'],
-    exposedHeaders: ['X-Request-Id', 'Content-Disposition', 'X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', 'Retry-After'],
+    allowedHeaders: ['Authorization', 'Content-Type', 'X-Idempotency-Key', 'X-Request-Id', 'If-None-Match'],
+    exposedHeaders: ['X-Request-Id', 'ETag', 'Content-Disposition', 'X-RateLimit-Limit', 'X-RateLimit-Remaining', 'X-RateLimit-Reset', 'Retry-After'],
     maxAge: 600,
     // An OPTIONS without Origin is no browser's preflight: answered like one, not with a bare-text 400 outside the error shape.
     strictPreflight: false,
@@ -186,6 +187,9 @@ export async function buildApp({ config, db, services: given, isShuttingDown = (
       const responses: Record<string, unknown> = { ...(schema?.response as object) };
       for (const status of CLIENT_ERRORS) responses[status] ??= { $ref: 'Error#', description: 'Error' };
       responses['500'] ??= { $ref: 'Error#', description: 'Error' };
+      if ((route.config as { conditional?: true } | undefined)?.conditional) {
+        responses['304'] = { description: `Not Modified: If-None-Match named this caller's current ETag (a 200 carries a weak ETag and Cache-Control: ${CONDITIONAL_CACHE_CONTROL}); no body` };
+      }
       const security: Record<string, string[]>[] = [
         ...(kinds.includes('api-key') ? [{ apiKey: [] }] : []),
         ...(kinds.includes('session') ? [{ session: [] }, { sessionCookie: [] }] : []),
@@ -206,6 +210,7 @@ export async function buildApp({ config, db, services: given, isShuttingDown = (
     api.addHook('onRoute', requireAuthDeclaration);
     installAuth(api, services, { apiKey: authenticateApiKey, session: authenticateSession, portal: authenticatePortalToken });
     installReadYourWrites(api, services);
+    installConditionalReads(api);
 
     api.get('/v1/openapi.json', { config: { auth: 'none', permission: 'docs:read' }, schema: { hide: true } }, async () => app.swagger());
     await api.register(healthRoutes, { prefix: '/v1', db, version, isShuttingDown });

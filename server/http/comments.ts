@@ -29,7 +29,7 @@ export async function commentRoutes(app: FastifyInstance): Promise<void> {
   app.get<TicketRoute>(
     '/tickets/:ticketId/comments',
     {
-      config: read,
+      config: { ...read, conditional: true },
       schema: {
         tags,
         summary: 'List the comments of a ticket (bare array, oldest first): top-level comments, each with its thread in replies',

@@ -24,7 +24,7 @@ export async function dashboardRoutes(app: FastifyInstance): Promise<void> {
   app.get<{ Querystring: CrossBrandListInput }>(
     '/v1/tickets',
     {
-      config,
+      config: { ...config, conditional: true },
       schema: {
         tags,
         summary: "Tickets of every brand the credential may see (or of brandIds): the brand list's filters, sorts and cursor pages, each ticket with its brand",
@@ -38,7 +38,7 @@ export async function dashboardRoutes(app: FastifyInstance): Promise<void> {
   app.get<{ Querystring: StatsInput }>(
     '/v1/tickets/stats',
     {
-      config,
+      config: { ...config, conditional: true },
       schema: { tags, summary: 'Live, non-spam tickets counted by status and by brand, and the average resolution time', querystring: StatsQuery, response: { 200: StatsOut } },
     },
     async (req) => onReplica(req.ctx, (ctx) => dashboard.stats(ctx, req.query)),

@@ -33,7 +33,7 @@ export async function emailConnectionRoutes(app: FastifyInstance, options: { pol
   app.get<InBrand>(
     '/email-connections',
     {
-      config: read,
+      config: { ...read, conditional: true },
       schema: {
         tags,
         summary: "List the brand's mailboxes, the primary first (a bare array; [] without any)",

@@ -10,7 +10,7 @@ export async function mentionRoutes(app: FastifyInstance): Promise<void> {
   app.get(
     '/v1/auth/mentions/unread',
     {
-      config: { auth: 'session', permission: 'mentions:read' },
+      config: { auth: 'session', permission: 'mentions:read', conditional: true },
       schema: { tags, summary: "The caller's unacknowledged mentions in the brands they may see, newest first (bare array)", response: { 200: UnreadMentions } },
     },
     async (req) => mentions.unread(req.ctx, sessionMemberId(req.ctx)),

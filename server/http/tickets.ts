@@ -43,7 +43,7 @@ export async function ticketRoutes(app: FastifyInstance): Promise<void> {
   app.get<{ Params: { brandId: string; ticketId: string } }>(
     '/tickets/:ticketId',
     {
-      config: { auth: ['api-key', 'session'], permission: 'tickets:read' },
+      config: { auth: ['api-key', 'session'], permission: 'tickets:read', conditional: true },
       schema: { tags, summary: 'Get a ticket with its customer, category, tags and status', params: TicketParams, response: { 200: TicketOut } },
     },
     async (req) => tickets.get(req.ctx, req.params.brandId, req.params.ticketId),
@@ -52,7 +52,7 @@ export async function ticketRoutes(app: FastifyInstance): Promise<void> {
   app.get<{ Params: { brandId: string }; Querystring: TicketListInput }>(
     '/tickets',
     {
-      config: { auth: ['api-key', 'session'], permission: 'tickets:read' },
+      config: { auth: ['api-key', 'session'], permission: 'tickets:read', conditional: true },
       schema: {
         tags,
         summary: 'List tickets (filters of spec 4.8, keyset cursor pages; spam excluded unless isSpam is given)',
