@@ -17,6 +17,9 @@
  *   npm run bench -- --recurring [--schedules 10000]   (recurring tickets due in one minute, one dispatcher: see recurring.ts)
  *   npm run bench -- --commerce [--orders 100000] [--sync-orders 10000]   (a store's first full sync; a brand's orders on every ticket and contact page, with and without a store: see commerce.ts)
  *   npm run bench -- --citus postgres://postgres@127.0.0.1:9700/postgres [--tickets 100000]   (creates, the first page and search on a Citus coordinator next to plain PostgreSQL: see citusComparison)
+ *   npm run bench -- --agents [--tickets 1000000] [--agents-start 250] [--agents-step 250] [--step-seconds 60] [--agents-max 4000] [--sustain-minutes 5] [--no-etags]
+ *                                      (how many agents with the dashboard open one machine serves: a ramp of signed-in agents polling and writing, then the largest that passed sustained; see capacity.ts)
+ *   npm run bench -- --agents --quick  (20,000 tickets, 15 s steps, 30 s sustained: for development)
  *
  * Measured: create throughput (idempotency keys; concurrency 1, 16, 32 on one brand, 16 across 16
  * brands) next to the raw database floor (plain pg clients, one create at a time: in one statement,
@@ -28,7 +31,7 @@
  * and a deep page by cursor; three sorts with the 20 brands named), and stats, trends and team
  * metrics next to a list page.
  */
-import { execFileSync, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { randomBytes, randomUUID } from 'node:crypto';
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
@@ -47,6 +50,8 @@ import { runMailBench } from './mail.js';
 import { runServiceLevelBench } from './service-levels.js';
 import { runRecurringBench } from './recurring.js';
 import { runCommerceBench } from './commerce.js';
+import { runCapacityBench } from './capacity.js';
+import { cpuMicros } from './proc.js';
 
 const { values } = parseArgs({
   options: {
@@ -70,6 +75,13 @@ const { values } = parseArgs({
     minutes: { type: 'string', default: '30' },
     rate: { type: 'string', default: '50' },
     citus: { type: 'string' },
+    agents: { type: 'boolean', default: false },
+    'agents-start': { type: 'string', default: '250' },
+    'agents-step': { type: 'string', default: '250' },
+    'agents-max': { type: 'string', default: '4000' },
+    'step-seconds': { type: 'string' },
+    'sustain-minutes': { type: 'string' },
+    'no-etags': { type: 'boolean', default: false },
   },
 });
 const quick = values.quick!;
@@ -114,16 +126,8 @@ interface Row {
   'server CPU µs/req'?: number;
 }
 
-const CLOCK_TICKS_PER_SECOND = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
-
 /** The middle value (the upper one of an even count). */
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-
-/** User + system CPU time of a process so far, in µs (/proc/<pid>/stat, fields 14 and 15). */
-function cpuMicros(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return ((Number(fields[11]) + Number(fields[12])) * 1_000_000) / CLOCK_TICKS_PER_SECOND;
-}
 
 /** autocannon for `duration` seconds after a 1 s warm-up; latencies recorded to 0.01 ms; with `serverPid`, its CPU time per request. */
 async function measure(scenario: string, opts: autocannon.Options, serverPid?: number): Promise<Row> {
@@ -860,9 +864,19 @@ async function main() {
           ? runCommerceBench({ orders: Number(values.orders), syncOrders: Number(values['sync-orders']) })
           : values.soak
             ? runSoak({ minutes: Number(values.minutes), rate: Number(values.rate) })
-            : values.citus
-              ? citusComparison(values.citus)
-              : main()
+            : values.agents
+              ? runCapacityBench({
+                  tickets: ticketCount,
+                  agentsStart: Number(values['agents-start']),
+                  agentsStep: Number(values['agents-step']),
+                  agentsMax: Number(values['agents-max']),
+                  stepSeconds: Number(values['step-seconds'] ?? (quick ? 15 : 60)),
+                  sustainMinutes: Number(values['sustain-minutes'] ?? (quick ? 0.5 : 5)),
+                  etags: !values['no-etags'],
+                })
+              : values.citus
+                ? citusComparison(values.citus)
+                : main()
 ).catch((err) => {
   process.stderr.write(`bench failed: ${(err as Error).stack}\n`);
   process.exit(1);

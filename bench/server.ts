@@ -1,4 +1,4 @@
-/** What both benches share: database URLs, one-off SQL, and bin/ticketd as a child process. */
+/** What the benches share: database URLs, one-off SQL, bin/ticketd as a child process, and ticketd's own code in this process for fast set-up. */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
@@ -6,6 +6,12 @@ import path from 'node:path';
 import pg from 'pg';
 import { EmbeddedPostgres } from '../server/integrations/embedded-postgres.js';
 import { packageRoot } from '../server/core/paths.js';
+import { createServices } from '../server/compose.js';
+import { loadConfig } from '../server/core/config.js';
+import { systemCtx } from '../server/core/context.js';
+import { createDb } from '../server/core/db.js';
+import type { Services } from '../server/core/services.js';
+import { loginLink } from '../server/flows/sign-in.js';
 
 /** Webhooks to a receiver in the bench process: loopback, which webhooks may not target by default. */
 export const RECEIVER_ON_LOOPBACK = { TICKETD_WEBHOOK_ALLOW_PRIVATE: 'true' };
@@ -86,6 +92,41 @@ export async function sessionTokenFor(databaseUrl: string, serverUrl: string, em
   const res = await fetch(`${serverUrl}/v1/auth/verify`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ token }) });
   if (res.status !== 200) throw new Error(`verify: ${res.status} ${await res.text()}`);
   return ((await res.json()) as { sessionToken: string }).sessionToken;
+}
+
+/**
+ * ticketd's services in this process, on databaseUrl with a small pool: for set-up that calls the
+ * server's own code (members, sign-in links) where a CLI process per call would be too slow.
+ */
+export function inProcessServices(databaseUrl: string, env: Record<string, string> = {}): { services: Services; close: () => Promise<void> } {
+  const config = loadConfig({ env: { DATABASE_URL: databaseUrl, TICKETD_LOG_LEVEL: 'warn', ...env } });
+  const db = createDb(databaseUrl, { poolMax: 8, poolMin: 0, applicationName: 'ticketd-bench-setup' });
+  const services = createServices({ config, db });
+  return {
+    services,
+    close: async () => {
+      await services.close();
+      await db.destroy();
+    },
+  };
+}
+
+/**
+ * sessionTokenFor without a process per member: the sign-in link from the server's own code in
+ * this process (loginLink, what `ticketd members login-link` prints), spent at POST /v1/auth/verify
+ * as the dashboard does, so the running server opens the session.
+ */
+export async function sessionTokenInProcess(services: Services, serverUrl: string, accountId: string, email: string): Promise<string> {
+  const link = await loginLink(systemCtx(services, 'bench'), email, 'http://localhost:5173', accountId);
+  const token = new URL(link.url).searchParams.get('token');
+  const res = await fetch(`${serverUrl}/v1/auth/verify`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ token }) });
+  if (res.status !== 200) throw new Error(`verify: ${res.status} ${await res.text()}`);
+  return ((await res.json()) as { sessionToken: string }).sessionToken;
+}
+
+/** A sample's value in Prometheus text (the first series of that name), NaN when absent. */
+export function metricValue(body: string, name: string): number {
+  return Number(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(body)?.[1] ?? NaN);
 }
 
 /** POST a JSON body to a running ticketd (with an API key, or none); the 201's body, or an error. */

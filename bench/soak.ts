@@ -26,7 +26,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { dashboardTimetable } from './dashboard.js';
 import { percentile, pick, text } from './floor.js';
 import { Client, timetable, type Op, type Sample } from './open-loop.js';
-import { adminDatabase, RECEIVER_ON_LOOPBACK, sessionTokenFor, sql, startTicketd, withDatabase } from './server.js';
+import { adminDatabase, metricValue, RECEIVER_ON_LOOPBACK, sessionTokenFor, sql, startTicketd, withDatabase } from './server.js';
 import { FIRST_NAMES, LAST_NAMES, vocabulary } from './vocabulary.js';
 
 const OPS: readonly Op[] = ['create', 'comment', 'list', 'search', 'dashboard'];
@@ -86,7 +86,7 @@ async function scrape(url: string, at: number): Promise<Scrape | null> {
   const res = await fetch(`${url}/metrics`).catch(() => null);
   if (!res || res.status !== 200) return null;
   const body = await res.text();
-  const value = (name: string) => Number(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(body)?.[1] ?? NaN);
+  const value = (name: string) => metricValue(body, name);
   const MiB = 1024 * 1024;
   return {
     at,
