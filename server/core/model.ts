@@ -1,6 +1,7 @@
 import type { Knex } from 'knex';
 import objection from 'objection';
 import type { BaseCtx, TenantCtx } from './context.js';
+import { prepared } from './db.js';
 
 /**
  * Base of every tenant table: rows carry accountId and livemode, and services reach them only
@@ -14,6 +15,21 @@ export class TenantModel extends objection.Model {
   static scoped<T extends typeof TenantModel>(this: T, ctx: Pick<TenantCtx, 'db' | 'accountId' | 'livemode'>): objection.QueryBuilderType<InstanceType<T>> {
     return this.query(ctx.db).where(`${this.tableName}.accountId`, ctx.accountId).where(`${this.tableName}.livemode`, ctx.livemode) as objection.QueryBuilderType<InstanceType<T>>;
   }
+}
+
+const { parse: columnsToProperties } = objection.snakeCaseMappers();
+
+/**
+ * The rows of an objection query, run as a named statement (planned once per connection, see
+ * db.ts prepared) and given as plain objects with property names, without a model per row: for
+ * the reads a dashboard polls, whose rows only become views. JSON columns come as PostgreSQL
+ * gives them (a JSON string stays a string), as in the rows of raw statements.
+ */
+export async function preparedRows<R>(query: objection.QueryBuilder<objection.Model, unknown>): Promise<R[]> {
+  const knex = query.knex();
+  const { sql, bindings } = query.toKnexQuery().toSQL();
+  const result = (await prepared(knex, knex.raw(sql, bindings))) as unknown as { rows: Record<string, unknown>[] };
+  return result.rows.map((row) => columnsToProperties(row) as R);
 }
 
 /** The scope columns a new tenant row must carry. */

@@ -93,7 +93,7 @@ export function decodeCursor(cursor: string, filters: Record<string, unknown>): 
   return p as Position;
 }
 
-export interface KeysetOptions<M, V> {
+export interface KeysetOptions<M extends objection.Model, V> {
   /** SQL expression sorted on, e.g. `lower(contacts.email)`; `contacts.id` for creation order. */
   sort: string;
   /** The id column that breaks ties, e.g. `contacts.id`. */
@@ -106,6 +106,8 @@ export interface KeysetOptions<M, V> {
   /** The value of `sort` for a row, exactly as PostgreSQL compares it. */
   valueOf: (row: M) => SortValue;
   toView: (row: M) => V;
+  /** How the page's query runs: by default as objection runs it, into models. */
+  rowsOf?: (query: objection.QueryBuilder<M, M[]>) => Promise<M[]>;
 }
 
 /**
@@ -120,7 +122,12 @@ export async function keysetPage<M extends objection.Model & { id: string }, V>(
     const [value, id] = decodeCursor(options.cursor, options.filters);
     query.whereRaw(`(${options.sort}, ${options.id}) ${comparator} (?, ?)`, [value, id]);
   }
-  const rows = await query.orderByRaw(`${options.sort} ${direction}, ${options.id} ${direction}`).limit(limit + 1);
+  // A prepared page names its limit in the text, so that a generic plan (made once, see db.ts
+  // prepared) knows how few rows it reads; the limit is a checked integer.
+  const ordered = query.orderByRaw(`${options.sort} ${direction}, ${options.id} ${direction}`);
+  // objection's typings omit knex's second argument, which it passes on.
+  (ordered as unknown as { limit(n: number, o: { skipBinding: boolean }): void }).limit(limit + 1, { skipBinding: Boolean(options.rowsOf) });
+  const rows = options.rowsOf ? await options.rowsOf(ordered) : await ordered;
   const hasMore = rows.length > limit;
   const page = rows.slice(0, limit);
   const last = page[page.length - 1];

@@ -191,6 +191,18 @@ t.test('bad input is explained in words a client can act on, not in regular expr
   t.same(await said({ title: 'x', source: 'fax' }), [{ field: 'source', message: 'must be one of: api, web, email, slack, sms, discord, instagram, twitter, whatsapp, custom' }]);
 });
 
+t.test('customFields of any JSON reads back as given, alike from create, get and the list', async (t) => {
+  const { owner, base } = await setup();
+  for (const customFields of ['42', 'plain text', 7, [1, '2'], true, { a: '{"b":1}' }]) {
+    const made = await makeTicket(owner.live, base, { title: `fields ${JSON.stringify(customFields)}`, customFields });
+    t.same(made.customFields, customFields, `create: ${JSON.stringify(customFields)}`);
+    t.same((await owner.live('GET', `${base}/tickets/${made.id}`)).body.customFields, customFields, `get: ${JSON.stringify(customFields)}`);
+    const listed = (await owner.live('GET', `${base}/tickets?limit=1`)).body.data[0];
+    t.equal(listed.id, made.id);
+    t.same(listed.customFields, customFields, `list: ${JSON.stringify(customFields)}`);
+  }
+});
+
 t.test('customFields: too deep or too large is a 400; a brand schema is enforced with paths', async (t) => {
   const { owner, base } = await setup();
   let deep: unknown = 'leaf';

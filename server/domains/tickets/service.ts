@@ -10,7 +10,7 @@ import { VIEW_COLUMNS } from './columns.js';
 import { Ticket } from './model.js';
 import { decodeCursor, encodeCursor, keysetPage, PAGE_LIMIT_DEFAULT, type Page, type Position, type SortValue, invalidCursor } from '../../core/pagination.js';
 import { TICKET_SORTS, type TicketListInput, type TicketView } from './schemas.js';
-import { BOUND_TENANT, boundToTenant, sameTenant, tenantIs, tenantScope } from '../../core/model.js';
+import { BOUND_TENANT, boundToTenant, sameTenant, tenantIs, tenantScope, preparedRows } from '../../core/model.js';
 import { updateTickets } from '../../core/ticket-writes.js';
 
 /**
@@ -123,7 +123,7 @@ function query(ctx: TenantCtx, brandId: string) {
 export async function fetchView(ctx: TenantCtx, brandId: string, ticketId: string, includeDeleted = false): Promise<TicketView> {
   const q = query(ctx, brandId).where('tickets.id', ticketId);
   if (!includeDeleted) q.whereNull('tickets.deletedAt');
-  const row = (await q.first()) as Row | undefined;
+  const [row] = await preparedRows<Row>(q); // at most one: (account, id) is the primary key
   if (!row) throw notFound('Ticket');
   return toView(row);
 }
@@ -287,6 +287,7 @@ export function sortedPage<V>(
     filters,
     valueOf: (row) => (row as unknown as { sortKey: string | number }).sortKey,
     toView: (row) => view(toView(row as Row), row as unknown as Record<string, unknown>),
+    rowsOf: (page) => preparedRows(page),
   });
 }
 
