@@ -458,3 +458,32 @@ t.test("the server's connections plan without parallel workers (their start-up c
   );
   t.same(settings, ['0', '0', '0']);
 });
+
+t.test('the plain list and a ticket are named statements (planned once per connection); a filtered or searched list is not', async (t) => {
+  const { owner, base } = await setup();
+  const made = await makeTicket(owner.live, base, { title: 'Named statements' });
+  /** The name each statement over tickets was sent under ('' for none) while `url` was read. */
+  const namesDuring = async (url: string): Promise<string[]> => {
+    const names: string[] = [];
+    const listener = (q: { sql: string; options?: { name?: string } }) => {
+      if (/from "tickets"/.test(q.sql)) names.push(q.options?.name ?? '');
+    };
+    db.on('query', listener);
+    try {
+      const res = await owner.live('GET', url);
+      t.equal(res.status, 200, url);
+    } finally {
+      db.removeListener('query', listener);
+    }
+    return names;
+  };
+  const [page] = await namesDuring(`${base}/tickets?limit=20`);
+  t.match(page, /^ticketd_[0-9a-f]{32}$/, 'the plain page');
+  t.same(await namesDuring(`${base}/tickets?limit=20`), [page], 'the same name the next time: the same statement');
+  t.not((await namesDuring(`${base}/tickets?limit=21`))[0], page, 'another limit is another text (the limit is in it)');
+  t.match((await namesDuring(`${base}/tickets?sort=title`))[0], /^ticketd_/, 'another sort, unfiltered');
+  t.match((await namesDuring(`${base}/tickets/${made.id}`))[0], /^ticketd_/, 'one ticket');
+  for (const filtered of ['status=open', 'priority=high', 'search=named', 'search=named&sort=createdAt', `assigneeId=${owner.ownerId}`, 'isSpam=true']) {
+    t.same(await namesDuring(`${base}/tickets?${filtered}`), [''], `${filtered}: unnamed`);
+  }
+});

@@ -287,8 +287,17 @@ export function sortedPage<V>(
     filters,
     valueOf: (row) => (row as unknown as { sortKey: string | number }).sortKey,
     toView: (row) => view(toView(row as Row), row as unknown as Record<string, unknown>),
-    rowsOf: (page) => preparedRows(page),
+    rowsOf: isUnfiltered(filters) ? (page) => preparedRows(page) : undefined,
   });
+}
+
+/**
+ * Whether a list is a brand's (or the brands') plain list in some sort: the page a dashboard polls.
+ * Only that one runs prepared. A generic plan, made once for every value, cannot know how rare a
+ * tag, a status or a search word is, and the plan of a filtered list depends on just that.
+ */
+function isUnfiltered(filters: Record<string, unknown>): boolean {
+  return Object.entries(filters).every(([name, value]) => ['sort', 'order', 'brandId'].includes(name) || value === null || (name === 'isSpam' && value === false));
 }
 
 export type TicketSort = (typeof TICKET_SORTS)[number];
