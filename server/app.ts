@@ -188,7 +188,9 @@ export async function buildApp({ config, db, services: given, isShuttingDown = (
       for (const status of CLIENT_ERRORS) responses[status] ??= { $ref: 'Error#', description: 'Error' };
       responses['500'] ??= { $ref: 'Error#', description: 'Error' };
       if ((route.config as { conditional?: true } | undefined)?.conditional) {
-        responses['304'] = { description: `Not Modified: If-None-Match named this caller's current ETag (a 200 carries a weak ETag and Cache-Control: ${CONDITIONAL_CACHE_CONTROL}); no body` };
+        responses['304'] = {
+          description: `Not Modified: If-None-Match named this caller's current ETag (a 200 carries a weak ETag and Cache-Control: ${CONDITIONAL_CACHE_CONTROL}); no body`,
+        };
       }
       const security: Record<string, string[]>[] = [
         ...(kinds.includes('api-key') ? [{ apiKey: [] }] : []),

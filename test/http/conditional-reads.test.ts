@@ -60,7 +60,9 @@ async function assertChanges(t: Test, call: Call, changed: Read[], change: () =>
 }
 
 t.test('each polled read: a weak ETag, private no-cache, and 304 for the tag the caller holds', async (t) => {
-  const workspaceTwins = [reads.ticket, reads.comments, reads.brandList, reads.mailboxes].map((url) => url.replace(`/v1/brands/${org.first.id}`, `/v1/workspaces/ws_${org.first.id.slice(3)}`));
+  const workspaceTwins = [reads.ticket, reads.comments, reads.brandList, reads.mailboxes].map((url) =>
+    url.replace(`/v1/brands/${org.first.id}`, `/v1/workspaces/ws_${org.first.id.slice(3)}`),
+  );
   for (const url of [...Object.values(reads), ...workspaceTwins]) {
     const first = await org.asMember('GET', url);
     t.equal(first.status, 200, url);
@@ -89,9 +91,13 @@ t.test('each polled read: a weak ETag, private no-cache, and 304 for the tag the
 
 t.test('every change a reader would see changes the tags of the reads that show it, and only those', async (t) => {
   const comments = `${base}/tickets/${ticket.id}/comments`;
-  await t.test('a new comment', (t) => assertChanges(t, org.asMember, ['ticket', 'comments', 'brandList', 'crossBrandList'], () => org.owner.live('POST', comments, { body: 'Second look' })));
+  await t.test('a new comment', (t) =>
+    assertChanges(t, org.asMember, ['ticket', 'comments', 'brandList', 'crossBrandList'], () => org.owner.live('POST', comments, { body: 'Second look' })),
+  );
   const made = (await org.asMember('GET', comments)).body as { id: string }[];
-  await t.test('an edited comment', (t) => assertChanges(t, org.asMember, ['comments'], () => org.owner.live('PATCH', `${comments}/${made[0]!.id}`, { body: 'First look, edited' })));
+  await t.test('an edited comment', (t) =>
+    assertChanges(t, org.asMember, ['comments'], () => org.owner.live('PATCH', `${comments}/${made[0]!.id}`, { body: 'First look, edited' })),
+  );
   await t.test('a status change', (t) =>
     assertChanges(t, org.asMember, ['ticket', 'brandList', 'crossBrandList', 'stats'], () => org.owner.live('PATCH', `${base}/tickets/${ticket.id}`, { status: 'pending' })),
   );
@@ -105,7 +111,9 @@ t.test('every change a reader would see changes the tags of the reads that show 
     );
     await assertChanges(t, org.asMember, ['mentions'], () => org.asMember('POST', `/v1/auth/mentions/ack-ticket/${ticket.id}`));
   });
-  await t.test('a renamed mailbox', (t) => assertChanges(t, org.asMember, ['mailboxes'], () => org.owner.live('PATCH', `${base}/email-connections/${mailbox.body.id}`, { name: 'Desk' })));
+  await t.test('a renamed mailbox', (t) =>
+    assertChanges(t, org.asMember, ['mailboxes'], () => org.owner.live('PATCH', `${base}/email-connections/${mailbox.body.id}`, { name: 'Desk' })),
+  );
   await t.test('a new ticket in a brand the member does not see changes nothing they read', (t) =>
     assertChanges(t, org.asMember, [], () => org.owner.live('POST', `/v1/brands/${org.second.id}/tickets`, { title: 'Elsewhere' })),
   );
