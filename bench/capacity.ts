@@ -36,7 +36,7 @@ import { percentile, pick, text } from './floor.js';
 import { Client, type HttpCache, type Op, type Sample } from './open-loop.js';
 import { clusterCpuMicros, cpuMicros, findCluster, type Cluster } from './proc.js';
 import { seed } from './seed.js';
-import { adminDatabase, inProcessServices, metricValue, sessionTokenInProcess, sql, startTicketd, stop, withDatabase } from './server.js';
+import { adminDatabase, BENCH_POSTGRES_SETTINGS, inProcessServices, metricValue, sessionTokenInProcess, sql, startTicketd, stop, withDatabase } from './server.js';
 import { FIRST_NAMES, LAST_NAMES, vocabulary } from './vocabulary.js';
 
 export interface CapacityOptions {
@@ -249,14 +249,7 @@ export async function runCapacityBench(options: CapacityOptions): Promise<void> 
   if (!(agentsStart > 0 && agentsStep > 0 && agentsMax >= agentsStart && stepSeconds > 0 && sustainMinutes >= 0)) {
     throw new Error('--agents-start, --agents-step and --step-seconds must be positive, --agents-max at least --agents-start');
   }
-  const { adminUrl, cleanup } = await adminDatabase({
-    shared_buffers: '2GB',
-    work_mem: '16MB',
-    maintenance_work_mem: '512MB',
-    max_wal_size: '8GB',
-    checkpoint_timeout: '30min',
-    max_connections: '200',
-  });
+  const { adminUrl, cleanup } = await adminDatabase(BENCH_POSTGRES_SETTINGS);
   const database = `ticketd_capacity_${randomBytes(4).toString('hex')}`;
   await sql(adminUrl, `CREATE DATABASE ${database}`);
   const dbUrl = withDatabase(adminUrl, database);

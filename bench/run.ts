@@ -43,7 +43,7 @@ import { runEventsBench } from './events.js';
 import { runRlsBench, type RlsRow } from './rls.js';
 import { listWithApiProcesses } from './scale.js';
 import { seed } from './seed.js';
-import { adminDatabase, sessionTokenFor, sql, startTicketd, stop, withDatabase } from './server.js';
+import { adminDatabase, BENCH_POSTGRES_SETTINGS, sessionTokenFor, sql, startTicketd, stop, withDatabase } from './server.js';
 import { createClusterDatabase } from '../test/citus/database.js';
 import { runSoak } from './soak.js';
 import { runMailBench } from './mail.js';
@@ -595,14 +595,7 @@ async function citusComparison(citusAdminUrl: string): Promise<void> {
 }
 
 async function main() {
-  const { adminUrl, cleanup } = await adminDatabase({
-    shared_buffers: '2GB',
-    work_mem: '16MB',
-    maintenance_work_mem: '512MB',
-    max_wal_size: '8GB',
-    checkpoint_timeout: '30min',
-    max_connections: '200',
-  });
+  const { adminUrl, cleanup } = await adminDatabase(BENCH_POSTGRES_SETTINGS);
   const database = `ticketd_bench_${randomBytes(4).toString('hex')}`;
   await sql(adminUrl, `CREATE DATABASE ${database}`);
   const dbUrl = withDatabase(adminUrl, database);

@@ -16,6 +16,16 @@ import { loginLink } from '../server/flows/sign-in.js';
 /** Webhooks to a receiver in the bench process: loopback, which webhooks may not target by default. */
 export const RECEIVER_ON_LOOPBACK = { TICKETD_WEBHOOK_ALLOW_PRIVATE: 'true' };
 
+/** An embedded cluster sized for a 1M-ticket seed and a loaded server (the benches' default). */
+export const BENCH_POSTGRES_SETTINGS = {
+  shared_buffers: '2GB',
+  work_mem: '16MB',
+  maintenance_work_mem: '512MB',
+  max_wal_size: '8GB',
+  checkpoint_timeout: '30min',
+  max_connections: '200',
+};
+
 /** The admin URL of BENCH_DATABASE_URL, else of a fresh embedded cluster with these settings; cleanup stops and removes that one. */
 export async function adminDatabase(settings: Record<string, string>): Promise<{ adminUrl: string; cleanup: () => Promise<void> }> {
   if (process.env.BENCH_DATABASE_URL) return { adminUrl: process.env.BENCH_DATABASE_URL, cleanup: async () => undefined };

@@ -17,7 +17,8 @@ export class TenantModel extends objection.Model {
   }
 }
 
-const { parse: columnsToProperties } = objection.snakeCaseMappers();
+/** A row of a raw statement (snake_case column names) with the property names models use. */
+export const { parse: columnsToProperties } = objection.snakeCaseMappers();
 
 /**
  * The rows of an objection query, run as a named statement (planned once per connection, see

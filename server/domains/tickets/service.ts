@@ -10,7 +10,7 @@ import { VIEW_COLUMNS } from './columns.js';
 import { Ticket } from './model.js';
 import { decodeCursor, encodeCursor, keysetPage, PAGE_LIMIT_DEFAULT, type Page, type Position, type SortValue, invalidCursor } from '../../core/pagination.js';
 import { TICKET_SORTS, type TicketListInput, type TicketView } from './schemas.js';
-import { BOUND_TENANT, boundToTenant, sameTenant, tenantIs, tenantScope, preparedRows } from '../../core/model.js';
+import { BOUND_TENANT, boundToTenant, sameTenant, tenantIs, tenantScope, preparedRows, columnsToProperties } from '../../core/model.js';
 import { updateTickets } from '../../core/ticket-writes.js';
 
 /**
@@ -64,9 +64,6 @@ function toView(row: Row): TicketView {
     dueAt: row.dueAt ? new Date(row.dueAt).toISOString() : null,
   };
 }
-
-/** Rows of raw statements arrive with column names; views read model properties. */
-const { parse: columnsToProperties } = objection.snakeCaseMappers();
 
 /** A ticket row of a raw statement (snake_case columns, VIEW_COLUMNS and relatedColumns) as the response shows it. */
 export function viewOfColumns(row: Record<string, unknown>): TicketView {
