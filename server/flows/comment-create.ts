@@ -99,7 +99,7 @@ interface CreatedComment {
  */
 async function mailAboutComment(tx: TenantCtx, brandId: string, comment: CreatedComment, mentioned: readonly MemberView[]): Promise<void> {
   const toCustomer = comment.authorType === 'AGENT' && !comment.isInternal;
-  const notified = (await watchers.list(tx, brandId, comment.ticketId)).filter((w) => w.notifyOnComment);
+  const notified = (await watchers.watchersOf(tx, brandId, comment.ticketId)).filter((w) => w.notifyOnComment);
   const optedOut = await profiles.mailOptedOut(tx, [...notified.map((w) => w.memberId), ...mentioned.map((m) => m.id)]);
   const toMention = mentioned.filter((m) => !optedOut.has(m.id));
   const watching = notified.filter((w) => !optedOut.has(w.memberId) && !mentioned.some((m) => m.id === w.memberId));
@@ -110,7 +110,7 @@ async function mailAboutComment(tx: TenantCtx, brandId: string, comment: Created
 
   const common = {
     settings: mail.settingsOf(tx.services),
-    key: await mail.replyTokenKey(tx.db),
+    key: await mail.replyTokenKey(tx),
     brand: await mailingBrand(tx, await requireBrand(tx, brandId)),
     ticket: mail.ticketInfo(ticket),
     thread: { inboundMessageIds: await mail.inboundMessageIds(tx, brandId, ticket.id) },

@@ -52,7 +52,7 @@ export async function sendDueRequests(base: BaseCtx, now: Date): Promise<{ sent:
       const ticket = mail.ticketInfo({ id: due.ticketId, ticketNumber: due.ticketNumber, title: due.ticketTitle, source: due.ticketSource, sourceData: due.ticketSourceData });
       const message = messages.ratingRequest({
         settings: mail.settingsOf(tx.services),
-        key: await mail.replyTokenKey(tx.db),
+        key: await mail.replyTokenKey(tx),
         brand: await mailingBrand(ctx, brand),
         ticket,
         thread: { inboundMessageIds: await mail.inboundMessageIds(ctx, brand.id, ticket.id) },

@@ -204,7 +204,7 @@ async function parse(input: Buffer): Promise<ParsedMail> {
  * named, then the one it was merged into; the last is live. Null when it names no live ticket.
  */
 async function repliedThread(ctx: TenantCtx, brandId: string, token: string | null, parsed: ParsedMail): Promise<TicketView[] | null> {
-  let ticketId = token ? verifyReplyToken(await mail.replyTokenKey(ctx.db), brandId, token) : null;
+  let ticketId = token ? verifyReplyToken(await mail.replyTokenKey(ctx), brandId, token) : null;
   ticketId ??= await mail.ticketForMessageIds(ctx, brandId, referencedIds(parsed));
   const thread: TicketView[] = [];
   // A merged ticket's replies go to the ticket it was merged into (one step).

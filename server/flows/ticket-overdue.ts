@@ -80,7 +80,7 @@ async function mailOverdue(tx: TenantCtx, brand: Brand, overdue: readonly Marked
   );
   const admins = overdue.some((t) => !t.assigneeId || assignees.get(t.assigneeId)?.status !== 'active') ? await members.activeAdmins(tx) : [];
   const optedOut = await profiles.mailOptedOut(tx, [...assignees.keys(), ...admins.map((m) => m.id)]);
-  const common = { settings: mail.settingsOf(tx.services), key: await mail.replyTokenKey(tx.db), brand: await mailingBrand(tx, brand) };
+  const common = { settings: mail.settingsOf(tx.services), key: await mail.replyTokenKey(tx), brand: await mailingBrand(tx, brand) };
   for (const ticket of overdue) {
     const assignee = ticket.assigneeId ? assignees.get(ticket.assigneeId) : undefined;
     const to = (assignee?.status === 'active' ? [assignee] : admins).filter((m) => !optedOut.has(m.id)).map((m) => ({ name: m.name, address: m.email }));

@@ -111,7 +111,12 @@ export async function addToNewTicket(ctx: TenantCtx, brandId: string, ticketId: 
 export async function list(ctx: TenantCtx, brandId: string, ticketId: string): Promise<WatcherView[]> {
   const brand = await requireBrand(ctx, brandId);
   await requireTicket(ctx, brand.id, ticketId);
-  return (await TicketWatcher.scoped(ctx).where({ brandId: brand.id, ticketId }).orderBy('id')).map(toView);
+  return watchersOf(ctx, brand.id, ticketId);
+}
+
+/** The watchers of a ticket the caller has already found in a brand it checked (no 404 here). */
+export async function watchersOf(ctx: TenantCtx, brandId: string, ticketId: string): Promise<WatcherView[]> {
+  return (await TicketWatcher.scoped(ctx).where({ brandId, ticketId }).orderBy('id')).map(toView);
 }
 
 /** Adds a watcher; a member already watching is answered with the existing watcher (created: false). */

@@ -1,8 +1,7 @@
 import type { BaseCtx, TenantCtx } from '../../core/context.js';
-import type { Db } from '../../core/db.js';
 import { newId, ID_PREFIX } from '../../core/ids.js';
 import { scopeOf } from '../../core/model.js';
-import { serverSecret } from '../../core/secrets.js';
+import { cachedServerSecret } from '../../core/secrets.js';
 import { part, type Services } from '../../core/services.js';
 import type { MailMessage } from '../../core/ports.js';
 import * as outbox from '../../core/outbox/service.js';
@@ -24,9 +23,13 @@ export function settingsOf(services: Services): MailSettings {
   return services.get(settingsPart);
 }
 
-/** The key of reply tokens (server_secrets): shared by every process on the database. */
-export function replyTokenKey(db: Db): Promise<Buffer> {
-  return serverSecret(db, 'mail_reply_token_key');
+/**
+ * The key of reply tokens (server_secrets): shared by every process on the database, read once
+ * per process (outside the caller's transaction, so a rollback cannot take away a key in use).
+ */
+const replyTokenKeyPart = part('mail.replyTokenKey', (services) => cachedServerSecret(services.db, 'mail_reply_token_key'));
+export function replyTokenKey(ctx: Pick<BaseCtx, 'services'>): Promise<Buffer> {
+  return ctx.services.get(replyTokenKeyPart)();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -103,7 +106,7 @@ export function ticketInfo(ticket: { id: string; ticketNumber: number; title: st
 export async function queueAutoresponse(tx: TenantCtx, brand: BrandInfo, ticket: TicketInfo, customer: { name: string | null; address: string }): Promise<void> {
   const message = autoresponse({
     settings: settingsOf(tx.services),
-    key: await replyTokenKey(tx.db),
+    key: await replyTokenKey(tx),
     brand,
     ticket,
     thread: { inboundMessageIds: await inboundMessageIds(tx, brand.id, ticket.id) },
