@@ -1,7 +1,8 @@
 /**
  * `npm run bench -- --agents`: how many agents with the dashboard open one small machine serves.
  *
- * The real server (`bin/ticketd start --role all`, API and dispatcher in one process) on a fresh
+ * The real server (`bin/ticketd start --role all`, API and dispatcher in one process, or with
+ * --dispatcher-apart a `--role api` and a `--role dispatcher` process) on a fresh
  * database of N tickets over 5 brands (--tickets, default 1,000,000), and this process playing
  * the agents: each a member of the account signed in with a session of their own, with one ticket
  * page open, sending what the dashboard sends (dashboard.ts: mentions, the brands' email
@@ -48,6 +49,8 @@ export interface CapacityOptions {
   sustainMinutes: number;
   /** Emulate the browsers' HTTP caches (conditional GETs). */
   etags: boolean;
+  /** The dispatcher in a process of its own beside the API (`--role api` and `--role dispatcher`), not one `--role all`. */
+  dispatcherApart: boolean;
 }
 
 const BRANDS = 5;
@@ -257,21 +260,25 @@ export async function runCapacityBench(options: CapacityOptions): Promise<void> 
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'ticketd-capacity-'));
   chmodSync(dataDir, 0o755);
   let server: Awaited<ReturnType<typeof startTicketd>> | undefined;
+  let dispatcher: Awaited<ReturnType<typeof startTicketd>> | undefined;
   let setup: ReturnType<typeof inProcessServices> | undefined;
   let client: Client | undefined;
   const scheduler = new Scheduler();
   try {
-    server = await startTicketd('all', dbUrl, {
+    const env = {
       TICKETD_DATA_DIR: dataDir,
       TICKETD_RATE_LIMIT_PER_API_KEY: '1000000000',
       TICKETD_RATE_LIMIT_PER_IP: '1000000000',
       TICKETD_AUTH_RATE_LIMIT_PER_IP_PER_HOUR: '1000000000',
       TICKETD_AUTH_RATE_LIMIT_PER_EMAIL_PER_HOUR: '1000000000',
       TICKETD_DB_POOL_MAX: '20',
-    });
+    };
+    // The first process bootstraps the account; the dispatcher, when apart, starts on it.
+    server = await startTicketd(options.dispatcherApart ? 'api' : 'all', dbUrl, env);
+    if (options.dispatcherApart) dispatcher = await startTicketd('dispatcher', dbUrl, env);
     const { info } = server;
     const url = info.url as string;
-    const serverPid = server.child.pid!;
+    const serverPids = [server.child.pid!, ...(dispatcher ? [dispatcher.child.pid!] : [])];
     const liveKey = info.bootstrap.apiKeys.live.key as string;
     const accountId = info.bootstrap.account.id as string;
     client = new Client(url, { connections: CONNECTIONS, timeoutMs: REQUEST_TIMEOUT_MS });
@@ -384,7 +391,12 @@ export async function runCapacityBench(options: CapacityOptions): Promise<void> 
     };
     const readCpu = (): CpuReading => {
       const self = process.cpuUsage();
-      return { at: performance.now(), server: cpuMicros(serverPid), db: cluster ? clusterCpuMicros(cluster) : null, bench: self.user + self.system };
+      return {
+        at: performance.now(),
+        server: serverPids.reduce((sum, pid) => sum + cpuMicros(pid), 0),
+        db: cluster ? clusterCpuMicros(cluster) : null,
+        bench: self.user + self.system,
+      };
     };
     /** The load as it runs for `seconds` with the agents there are now; counted once every request of the window was answered. */
     const measure = async (seconds: number): Promise<Window> => {
@@ -468,7 +480,7 @@ export async function runCapacityBench(options: CapacityOptions): Promise<void> 
     await scheduler.stop();
     await client?.close();
     await setup?.close();
-    if (server) await stop([server.child]);
+    await stop([server, dispatcher].flatMap((p) => (p ? [p.child] : [])));
     await sql(adminUrl, `DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);
     await cleanup();
     rmSync(dataDir, { recursive: true, force: true });
@@ -490,7 +502,7 @@ function report(r: {
   const out = process.stdout;
   out.write(
     `\nticketd capacity: agents with the dashboard open, ${o.tickets.toLocaleString('en')} tickets over ${BRANDS} brands (${r.seeded.live.toLocaleString('en')} live; seeded in ${r.seeded.seconds.toFixed(0)} s), ` +
-      `${o.etags ? 'browser caches emulated (If-None-Match)' : 'no browser caches (--no-etags)'}, loopback, ${os.cpus().length} cores, load generator on the same machine\n`,
+      `${o.etags ? 'browser caches emulated (If-None-Match)' : 'no browser caches (--no-etags)'}, ${o.dispatcherApart ? 'the API and the dispatcher in two processes (server CPU: both)' : 'one --role all process'}, loopback, ${os.cpus().length} cores, load generator on the same machine\n`,
   );
   out.write(
     `Ramp: from ${o.agentsStart} agents by ${o.agentsStep} every ${o.stepSeconds} s, up to ${o.agentsMax}, until a route's p99 passes ${P99_LIMIT_MS} ms or a request fails. CPU as % of one core.\n\n`,

@@ -17,13 +17,13 @@
  *   npm run bench -- --recurring [--schedules 10000]   (recurring tickets due in one minute, one dispatcher: see recurring.ts)
  *   npm run bench -- --commerce [--orders 100000] [--sync-orders 10000]   (a store's first full sync; a brand's orders on every ticket and contact page, with and without a store: see commerce.ts)
  *   npm run bench -- --citus postgres://postgres@127.0.0.1:9700/postgres [--tickets 100000]   (creates, the first page and search on a Citus coordinator next to plain PostgreSQL: see citusComparison)
- *   npm run bench -- --agents [--tickets 1000000] [--agents-start 250] [--agents-step 250] [--step-seconds 60] [--agents-max 4000] [--sustain-minutes 5] [--no-etags]
+ *   npm run bench -- --agents [--tickets 1000000] [--agents-start 250] [--agents-step 250] [--step-seconds 60] [--agents-max 4000] [--sustain-minutes 5] [--no-etags] [--dispatcher-apart]
  *                                      (how many agents with the dashboard open one machine serves: a ramp of signed-in agents polling and writing, then the largest that passed sustained; see capacity.ts)
  *   npm run bench -- --agents --quick  (20,000 tickets, 15 s steps, 30 s sustained: for development)
  *
  * Measured: create throughput (idempotency keys; concurrency 1, 16, 32 on one brand, 16 across 16
  * brands) next to the raw database floor (plain pg clients, one create at a time: in one statement,
- * writes only, and step by step); list first page and page 2,000 by cursor for every sort key;
+ * writes only, and step by step) and, at concurrency 1, a trivial authenticated read; list first page and page 2,000 by cursor for every sort key;
  * the first page with 1 and 2 API processes (scale.ts);
  * a filtered list; search (common word, rare word, prefix); the cost of rate limiting on an API-key
  * read (limits off vs on); and the server's peak RSS. The cross-brand dashboard, in an account of its own
@@ -82,6 +82,7 @@ const { values } = parseArgs({
     'step-seconds': { type: 'string' },
     'sustain-minutes': { type: 'string' },
     'no-etags': { type: 'boolean', default: false },
+    'dispatcher-apart': { type: 'boolean', default: false },
   },
 });
 const quick = values.quick!;
@@ -786,8 +787,13 @@ async function main() {
         tags: tags[b]!.names,
         priority: 'high',
       }));
-      const row = await measure(`POST tickets c${c} b${brands}`, opts);
+      const row = await measure(`POST tickets c${c} b${brands}`, opts, pid);
       push('API create (idempotency key)', c, brands, row['req/s'], row['p50 ms'], row['p99 ms'], row.errors + row.non2xx);
+    };
+    /** What HTTP and authentication cost a lone request: a lone create is this plus its statement. */
+    const trivialRead = async () => {
+      const row = await measure('GET /v1/brands/:id c1', { url: `${server.url}/v1/brands/${server.brandId}`, headers: auth, connections: 1 }, pid);
+      push('API trivial read (GET a brand)', 1, 1, row['req/s'], row['p50 ms'], row['p99 ms'], row.errors + row.non2xx);
     };
     for (const [c, brands] of [
       [1, 1],
@@ -799,6 +805,7 @@ async function main() {
       await floor('one statement', c, brands);
       if (c === 1 || c === 16) await floor('step by step', c, brands);
       await create(c, brands);
+      if (c === 1) await trivialRead();
     }
 
     if (onlyCreates) return;
@@ -866,6 +873,7 @@ async function main() {
                   stepSeconds: Number(values['step-seconds'] ?? (quick ? 15 : 60)),
                   sustainMinutes: Number(values['sustain-minutes'] ?? (quick ? 0.5 : 5)),
                   etags: !values['no-etags'],
+                  dispatcherApart: values['dispatcher-apart'],
                 })
               : values.citus
                 ? citusComparison(values.citus)
