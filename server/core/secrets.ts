@@ -7,10 +7,21 @@ import type { Db } from './db.js';
  * the database shares it and it survives restarts. Never logged; callers cache the value.
  */
 export async function serverSecret(db: Db, name: string): Promise<Buffer> {
+  return (await readOrMakeServerSecret(db, name)).value;
+}
+
+/**
+ * serverSecret, and whether this call made it: then, inside a transaction, it is not committed
+ * yet (and a rollback takes it away).
+ */
+export async function readOrMakeServerSecret(db: Db, name: string): Promise<{ value: Buffer; made: boolean }> {
   // ON CONFLICT DO NOTHING: two processes racing on the first start both read the one winner.
-  await db.raw('insert into server_secrets (name, value) values (?, ?) on conflict (name) do nothing', [name, randomBytes(32).toString('base64')]);
+  const inserted = await db.raw<{ rows: unknown[] }>('insert into server_secrets (name, value) values (?, ?) on conflict (name) do nothing returning name', [
+    name,
+    randomBytes(32).toString('base64'),
+  ]);
   const row = (await db('server_secrets').where({ name }).first('value')) as { value: string };
-  return Buffer.from(row.value, 'base64');
+  return { value: Buffer.from(row.value, 'base64'), made: inserted.rows.length > 0 };
 }
 
 /** serverSecret, read once per process; a failed read (database down) is retried next time. */
