@@ -23,7 +23,8 @@
  *
  * Measured: create throughput (idempotency keys; concurrency 1, 16, 32 on one brand, 16 across 16
  * brands) next to the raw database floor (plain pg clients, one create at a time: in one statement,
- * writes only, and step by step) and, at concurrency 1, a trivial authenticated read; list first page and page 2,000 by cursor for every sort key;
+ * writes only, and step by step) and, at concurrency 1, a trivial authenticated read; list first
+ * page and page 2,000 by cursor for every sort key;
  * the first page with 1 and 2 API processes (scale.ts);
  * a filtered list; search (common word, rare word, prefix); the cost of rate limiting on an API-key
  * read (limits off vs on); and the server's peak RSS. The cross-brand dashboard, in an account of its own

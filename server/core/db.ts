@@ -92,7 +92,14 @@ export interface SqlFragment {
 export function prepared(db: Knex | Knex.Transaction, query: Knex.Raw): Knex.Raw {
   if ((db.client.config as DbConfig).namedStatements === false) return query;
   const { sql, bindings } = query.toSQL();
-  return db.raw(sql, bindings).options({ name: `ticketd_${createHash('sha1').update(sql).digest('hex').slice(0, 32)}` });
+  return preparedSql(db, sql, bindings);
+}
+
+/** prepared, for SQL already formatted (`?` placeholders, e.g. a query builder's toSQL()). */
+export function preparedSql(db: Knex | Knex.Transaction, sql: string, bindings: readonly Knex.Value[]): Knex.Raw {
+  const query = db.raw(sql, bindings);
+  if ((db.client.config as DbConfig).namedStatements === false) return query;
+  return query.options({ name: `ticketd_${createHash('sha1').update(sql).digest('hex').slice(0, 32)}` });
 }
 
 export const migrationConfig: Knex.MigratorConfig = {

@@ -1,4 +1,4 @@
-import { randomFillSync } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { BASE32_ALPHABET as ALPHABET } from './base32.js';
 
 /** Wire prefixes of every id kind. */
@@ -57,21 +57,6 @@ export const ID_PREFIX = {
 let lastTime = -1;
 let lastRandom: number[] = [];
 
-/**
- * Randomness is drawn 4 KiB at a time, 16 bytes an id: a call for each id cost about 50 µs on a
- * VM whose core had just been idle (a request's first id), against 4 µs in a busy loop.
- */
-const randomPool = Buffer.allocUnsafe(4096);
-let randomPoolOffset = randomPool.length;
-function sixteenRandomBytes(): Buffer {
-  if (randomPoolOffset === randomPool.length) {
-    randomFillSync(randomPool);
-    randomPoolOffset = 0;
-  }
-  randomPoolOffset += 16;
-  return randomPool.subarray(randomPoolOffset - 16, randomPoolOffset);
-}
-
 /** The next 80-bit random part: fresh in a new millisecond, incremented within the same one. */
 function randomPart(now: number): number[] {
   if (now === lastTime) {
@@ -83,7 +68,7 @@ function randomPart(now: number): number[] {
     }
   }
   lastTime = now;
-  lastRandom = [...sixteenRandomBytes()].map((b) => b % 32);
+  lastRandom = [...randomBytes(16)].map((b) => b % 32);
   lastRandom[0] = lastRandom[0]! % 16; // headroom: increments never wrap within a millisecond
   return lastRandom;
 }

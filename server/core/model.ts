@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import objection from 'objection';
 import type { BaseCtx, TenantCtx } from './context.js';
-import { prepared } from './db.js';
+import { preparedSql } from './db.js';
 
 /**
  * Base of every tenant table: rows carry accountId and livemode, and services reach them only
@@ -29,7 +29,7 @@ export const { parse: columnsToProperties } = objection.snakeCaseMappers();
 export async function preparedRows<R>(query: objection.QueryBuilder<objection.Model, unknown>): Promise<R[]> {
   const knex = query.knex();
   const { sql, bindings } = query.toKnexQuery().toSQL();
-  const result = (await prepared(knex, knex.raw(sql, bindings))) as unknown as { rows: Record<string, unknown>[] };
+  const result = (await preparedSql(knex, sql, bindings)) as unknown as { rows: Record<string, unknown>[] };
   return result.rows.map((row) => columnsToProperties(row) as R);
 }
 

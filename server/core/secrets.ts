@@ -1,5 +1,6 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { Db } from './db.js';
+import { part, type Services } from './services.js';
 
 /**
  * A server-wide secret (e.g. the key that signs attachment URLs): 32 random bytes generated once,
@@ -14,7 +15,7 @@ export async function serverSecret(db: Db, name: string): Promise<Buffer> {
  * serverSecret, and whether this call made it: then, inside a transaction, it is not committed
  * yet (and a rollback takes it away).
  */
-export async function readOrMakeServerSecret(db: Db, name: string): Promise<{ value: Buffer; made: boolean }> {
+async function readOrMakeServerSecret(db: Db, name: string): Promise<{ value: Buffer; made: boolean }> {
   // ON CONFLICT DO NOTHING: two processes racing on the first start both read the one winner.
   const inserted = await db.raw<{ rows: unknown[] }>('insert into server_secrets (name, value) values (?, ?) on conflict (name) do nothing returning name', [
     name,
@@ -22,6 +23,22 @@ export async function readOrMakeServerSecret(db: Db, name: string): Promise<{ va
   ]);
   const row = (await db('server_secrets').where({ name }).first('value')) as { value: string };
   return { value: Buffer.from(row.value, 'base64'), made: inserted.rows.length > 0 };
+}
+
+/**
+ * serverSecret read through the caller's connection (in its transaction: no second connection to
+ * wait for) and kept by the process once read as a committed row; a transaction that made it
+ * keeps nothing, since a rollback would take it away.
+ */
+export function keptServerSecret(name: string): (ctx: { db: Db; services: Services }) => Promise<Buffer> {
+  const keptPart = part(`secrets.${name}`, () => ({ value: null as Buffer | null }));
+  return async (ctx) => {
+    const kept = ctx.services.get(keptPart);
+    if (kept.value) return kept.value;
+    const { value, made } = await readOrMakeServerSecret(ctx.db, name);
+    if (!made) kept.value = value;
+    return value;
+  };
 }
 
 /** serverSecret, read once per process; a failed read (database down) is retried next time. */

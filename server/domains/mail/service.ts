@@ -1,7 +1,7 @@
 import type { BaseCtx, TenantCtx } from '../../core/context.js';
 import { newId, ID_PREFIX } from '../../core/ids.js';
 import { scopeOf } from '../../core/model.js';
-import { readOrMakeServerSecret } from '../../core/secrets.js';
+import { keptServerSecret } from '../../core/secrets.js';
 import { part, type Services } from '../../core/services.js';
 import type { MailMessage } from '../../core/ports.js';
 import * as outbox from '../../core/outbox/service.js';
@@ -23,20 +23,8 @@ export function settingsOf(services: Services): MailSettings {
   return services.get(settingsPart);
 }
 
-/**
- * The key of reply tokens (server_secrets): shared by every process on the database. Read through
- * the caller's connection (in its transaction: no second connection to wait for) and kept for the
- * process once read as a committed row; a transaction that made it (the database's first reply)
- * keeps nothing, since a rollback would take it away.
- */
-const replyTokenKeyPart = part('mail.replyTokenKey', () => ({ key: null as Buffer | null }));
-export async function replyTokenKey(ctx: Pick<BaseCtx, 'db' | 'services'>): Promise<Buffer> {
-  const kept = ctx.services.get(replyTokenKeyPart);
-  if (kept.key) return kept.key;
-  const { value, made } = await readOrMakeServerSecret(ctx.db, 'mail_reply_token_key');
-  if (!made) kept.key = value;
-  return value;
-}
+/** The key of reply tokens (server_secrets): shared by every process on the database, kept once read. */
+export const replyTokenKey: (ctx: Pick<BaseCtx, 'db' | 'services'>) => Promise<Buffer> = keptServerSecret('mail_reply_token_key');
 
 // ---------------------------------------------------------------------------------------------
 // Outbound.
