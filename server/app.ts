@@ -68,6 +68,8 @@ export interface AppDeps {
   db: Db;
   /** The process's services (main.ts shares them with the dispatcher); default: built here for this app, and closed with it. */
   services?: Services;
+  /** The clock of the services built here when none are given (tests pass theirs); default Date.now. */
+  clock?: () => number;
   isShuttingDown?: () => boolean;
   /** Attachment storage and URL signing; default: the services' (local disk under dataDir). */
   attachments?: AttachmentDeps;
@@ -99,8 +101,8 @@ const BRAND_SCOPED_ROUTES: FastifyPluginAsync[] = [
 const CLIENT_ERRORS = ['400', '401', '403', '404', '409', '413', '429'] as const;
 
 /** Builds the whole HTTP API without listening: tests inject into it, main.ts listens. */
-export async function buildApp({ config, db, services: given, isShuttingDown = () => false, attachments: givenAttachments }: AppDeps): Promise<FastifyInstance> {
-  const services = given ?? createServices({ config, db });
+export async function buildApp({ config, db, services: given, clock, isShuttingDown = () => false, attachments: givenAttachments }: AppDeps): Promise<FastifyInstance> {
+  const services = given ?? createServices({ config, db, clock });
   const attachments = givenAttachments ?? attachmentDepsOf(services);
   const lazySchemas = new LazySchemas();
   const app = Fastify({

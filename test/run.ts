@@ -3,6 +3,8 @@
  * - With TEST_DATABASE_URL (an administrator URL), tests use that server.
  * - Without it, an embedded cluster is started in a temporary directory for this run.
  * - With TEST_CITUS_URL (a Citus coordinator), the HTTP tests run on that cluster (citusMain).
+ * - With TICKETD_TEST_NOW (an ISO instant), the run happens on that day: see onAnotherDay.
+ * - With --dates, the date-sensitive files run once on each of test/dates.ts's days (datesMain).
  * A template database is migrated once; each test file clones it (see test/helpers/db.ts).
  * Ends with the failed tests (if any), the ten slowest test files, then the line
  * "N passed, N failed" (always the last), so a log cut to its tail still names what failed.
@@ -16,6 +18,8 @@ import { createDb } from '../server/core/db.js';
 import { migrateLatest } from '../server/core/migrate.js';
 import { packageRoot } from '../server/core/paths.js';
 import { EmbeddedPostgres } from '../server/integrations/embedded-postgres.js';
+import { DATE_FILES, DAYS } from './dates.js';
+import { fakeTimeEnv, libfaketime } from './helpers/faketime.js';
 
 function withDatabase(url: string, database: string): string {
   const u = new URL(url);
@@ -40,6 +44,8 @@ async function adminQuery(adminUrl: string, sql: string): Promise<void> {
 interface FileTime {
   file: string;
   ms: number;
+  /** Its assertions that passed. */
+  pass: number;
 }
 
 /** The slowest files and their seconds, so the suite's time is watched as it grows. */
@@ -164,7 +170,13 @@ function runFile(file: string, env: NodeJS.ProcessEnv, timeoutMs: number): Promi
  * a long one), and prints each file's TAP when it ends, indented under its own line as tap's
  * runner did, so FailureCollector reads it the same way.
  */
-async function runFiles(files: string[], env: NodeJS.ProcessEnv, jobs: number): Promise<{ pass: number; fail: number; files: FileTime[]; failures: FailureCollector }> {
+async function runFiles(
+  files: string[],
+  env: NodeJS.ProcessEnv,
+  jobs: number,
+  envOf: (file: string) => NodeJS.ProcessEnv = () => ({}),
+  options: { print: boolean } = { print: true },
+): Promise<{ pass: number; fail: number; files: FileTime[]; failures: FailureCollector }> {
   const known = readDurations();
   const queue = [...files].sort((a, b) => (known[testName(b)] ?? 60) - (known[testName(a)] ?? 60));
   const failures = new FailureCollector();
@@ -174,14 +186,14 @@ async function runFiles(files: string[], env: NodeJS.ProcessEnv, jobs: number): 
   let n = 0;
   const worker = async () => {
     for (let file = queue.shift(); file; file = queue.shift()) {
-      const run = await runFile(file, env, TIMEOUT_MS);
+      const run = await runFile(file, { ...env, ...envOf(file) }, TIMEOUT_MS);
       n += 1;
       pass += run.pass;
       fail += run.fail;
-      times.push({ file, ms: run.ms });
+      times.push({ file, ms: run.ms, pass: run.pass });
       const block = [`# Subtest: ${file}`, ...run.lines.map((l) => (l ? `    ${l}` : l)), `${run.ok ? 'ok' : 'not ok'} ${n} - ${file} # time=${run.ms.toFixed(3)}ms`, ''];
       for (const line of block) failures.line(line);
-      process.stdout.write(`${block.join('\n')}\n`);
+      if (options.print) process.stdout.write(`${block.join('\n')}\n`);
     }
   };
   await Promise.all(Array.from({ length: Math.max(1, jobs) }, worker));
@@ -239,7 +251,7 @@ async function citusMain(coordinatorUrl: string): Promise<number> {
   const env: NodeJS.ProcessEnv = { ...process.env, TICKETD_TEST_ADMIN_URL: coordinatorUrl, TICKETD_TEST_TEMPLATE: 'none', TICKETD_TEST_CITUS: '1' };
   delete env.DATABASE_URL;
   const args = process.argv.slice(2);
-  const jobs = Number(/^--jobs=(\d+)$/.exec(args.find((a) => a.startsWith('--jobs=')) ?? '')?.[1] ?? os.availableParallelism());
+  const jobs = jobsArg(args);
   const named = args.filter((a) => !a.startsWith('-'));
   const files = named.length ? named : testFiles().filter((f) => f.startsWith(path.join('dist', 'test', 'http') + path.sep));
   await buildTapIfStale();
@@ -252,59 +264,194 @@ async function citusMain(coordinatorUrl: string): Promise<number> {
   return result.fail === 0 ? 0 : 1;
 }
 
-async function main(): Promise<number> {
-  if (process.env.TEST_CITUS_URL) return citusMain(process.env.TEST_CITUS_URL);
-  let adminUrl = process.env.TEST_DATABASE_URL;
+/**
+ * A run on another day: the app's clock (test/helpers/clock.ts) and every process that reads the
+ * system's time, PostgreSQL first, stand on that day and run on at the real pace. PostgreSQL sees
+ * the same day as the app, as it does in production (the two agree within the skew `doctor`
+ * checks): now() and column defaults write rows the app then compares with its own clock. So the
+ * run needs its own embedded cluster, under libfaketime (an external server keeps its own date),
+ * which reads its offset from a file, again every second: one cluster serves each day in turn.
+ */
+class DayClock {
+  readonly library = libfaketime();
+  readonly offsetFile: string;
+
+  constructor(dir: string) {
+    this.offsetFile = path.join(dir, 'faketime');
+    writeFileSync(this.offsetFile, '+0\n');
+    chmodSync(dir, 0o755); // as root, the postgres user reads it
+  }
+
+  /** What the cluster runs under. */
+  clusterEnv(): Record<string, string> {
+    return { LD_PRELOAD: this.library, FAKETIME_TIMESTAMP_FILE: this.offsetFile, FAKETIME_CACHE_DURATION: '1', FAKETIME_DONT_FAKE_MONOTONIC: '1' };
+  }
+
+  /** Moves the cluster to `instant` and returns what each test file is told of it. */
+  async moveTo(instant: string, zone: string | undefined): Promise<Record<string, string>> {
+    const at = Date.parse(instant);
+    if (Number.isNaN(at)) throw new Error(`not a date: ${instant}`);
+    // Whole seconds: libfaketime's offset is in seconds, and the app's clock must match it.
+    const offsetMs = Math.round((at - Date.now()) / 1000) * 1000;
+    if (offsetMs > 0) process.stderr.write(`# ${instant} is ahead of today: PostgreSQL's own timers (lock_timeout, deadlock checks) may not fire under libfaketime\n`);
+    const env = fakeTimeEnv(this.library, offsetMs);
+    writeFileSync(this.offsetFile, `${env.FAKETIME}\n`);
+    await new Promise((r) => setTimeout(r, 2_000)); // every backend reads the file again within a second
+    return { TICKETD_TEST_CLOCK_OFFSET_MS: String(offsetMs), TICKETD_TEST_LIBFAKETIME: this.library, ...(zone ? { TZ: zone } : {}) };
+  }
+}
+
+interface TestDatabase {
+  adminUrl: string;
+  /** The migrated database each test file clones. */
+  template: string;
+  /** How the day is set, on a cluster of the run's own started under libfaketime. */
+  days: DayClock | null;
+  close(): Promise<void>;
+}
+
+/**
+ * The run's database server: a throwaway embedded cluster (under libfaketime with `onAnotherDay`)
+ * or TEST_DATABASE_URL's, with a template migrated once and cloned by each test file.
+ */
+async function testDatabase(options: { onAnotherDay: boolean; say: (line: string) => void }): Promise<TestDatabase> {
+  let adminUrl = options.onAnotherDay ? undefined : process.env.TEST_DATABASE_URL;
   let stopCluster = async () => undefined as void;
+  let days: DayClock | null = null;
   if (!adminUrl) {
     const dataDir = mkdtempSync(path.join(os.tmpdir(), 'ticketd-test-'));
     chmodSync(dataDir, 0o755); // as root, the postgres user must reach the cluster inside
+    days = options.onAnotherDay ? new DayClock(dataDir) : null;
     const cluster = new EmbeddedPostgres({
       dataDir,
       // A throwaway cluster: durability off, room for parallel test files and CLI processes.
       settings: { fsync: 'off', synchronous_commit: 'off', full_page_writes: 'off', max_connections: '300' },
+      env: days?.clusterEnv(),
     });
     const handle = await cluster.acquire();
     adminUrl = withDatabase(handle.url, 'postgres');
-    stopCluster = async () => {
-      await handle.release();
-      rmSync(dataDir, { recursive: true, force: true });
-    };
     // Interrupted (Ctrl-C, a kill, or a reader that closed the pipe): stop the throwaway cluster first.
     const interrupted = (code: number) => () => {
       void stopCluster().finally(() => process.exit(code));
     };
     for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.once(signal, interrupted(130));
     process.stdout.on('error', interrupted(1));
-    process.stdout.write(`# embedded PostgreSQL for this run in ${dataDir}\n`);
+    stopCluster = async () => {
+      await handle.release();
+      rmSync(dataDir, { recursive: true, force: true });
+    };
+    options.say(`# embedded PostgreSQL for this run in ${dataDir}\n`);
   } else {
-    process.stdout.write(`# tests use TEST_DATABASE_URL (${new URL(adminUrl).host})\n`);
+    options.say(`# tests use TEST_DATABASE_URL (${new URL(adminUrl).host})\n`);
   }
-
+  const url = adminUrl;
   const template = `ticketd_tpl_${process.pid}_${Date.now().toString(36)}`;
+  const close = async () => {
+    await adminQuery(url, `DROP DATABASE IF EXISTS "${template}" WITH (FORCE)`).catch(() => undefined);
+    await stopCluster();
+  };
   try {
-    await adminQuery(adminUrl, `CREATE DATABASE "${template}"`);
-    const db = createDb(withDatabase(adminUrl, template), { poolMin: 0 });
+    await adminQuery(url, `CREATE DATABASE "${template}"`);
+    const db = createDb(withDatabase(url, template), { poolMin: 0 });
     await migrateLatest(db);
     await db.destroy();
-
-    const env: NodeJS.ProcessEnv = { ...process.env, TICKETD_TEST_ADMIN_URL: adminUrl, TICKETD_TEST_TEMPLATE: template };
-    delete env.DATABASE_URL;
     await buildTapIfStale();
-    const args = process.argv.slice(2);
-    const jobs = Number(/^--jobs=(\d+)$/.exec(args.find((a) => a.startsWith('--jobs=')) ?? '')?.[1] ?? os.availableParallelism());
-    const files = args.filter((a) => !a.startsWith('-'));
+  } catch (err) {
+    await close();
+    throw err;
+  }
+  return { adminUrl: url, template, days, close };
+}
+
+/** What every test file is given: the database to clone, and no DATABASE_URL of the developer's. */
+function testEnv(database: TestDatabase): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...process.env, TICKETD_TEST_ADMIN_URL: database.adminUrl, TICKETD_TEST_TEMPLATE: database.template };
+  delete env.DATABASE_URL;
+  return env;
+}
+
+function jobsArg(args: string[]): number {
+  return Number(/^--jobs=(\d+)$/.exec(args.find((a) => a.startsWith('--jobs=')) ?? '')?.[1] ?? os.availableParallelism());
+}
+
+async function main(): Promise<number> {
+  if (process.env.TEST_CITUS_URL) return citusMain(process.env.TEST_CITUS_URL);
+  const args = process.argv.slice(2);
+  if (args.includes('--dates')) return datesMain(args);
+  const instant = process.env.TICKETD_TEST_NOW;
+  if (instant && process.env.TEST_DATABASE_URL) throw new Error('TICKETD_TEST_NOW runs the tests on their own embedded PostgreSQL, under libfaketime; unset TEST_DATABASE_URL');
+  const named = args.filter((a) => !a.startsWith('-'));
+  const database = await testDatabase({ onAnotherDay: Boolean(instant), say: (line) => process.stdout.write(line) });
+  try {
+    const day = instant ? await database.days!.moveTo(instant, process.env.TZ) : {};
+    if (instant) process.stdout.write(`# on another day: ${instant} (TZ=${process.env.TZ ?? 'unset'}), for the app's clock and PostgreSQL alike\n`);
     const started = performance.now();
-    const result = await runFiles(files.length ? files : testFiles(), env, jobs);
-    if (process.env.TICKETD_TEST_WRITE_DURATIONS === '1') writeDurations(result.files);
+    const result = await runFiles(named.length ? named : testFiles(), { ...testEnv(database), ...day }, jobsArg(args));
+    if (process.env.TICKETD_TEST_WRITE_DURATIONS === '1' && !instant) writeDurations(result.files);
     process.stdout.write(result.failures.report());
     process.stdout.write(`# time=${(performance.now() - started).toFixed(0)}ms\n`);
     process.stdout.write(slowest(result.files));
     process.stdout.write(`${result.pass} passed, ${result.fail} failed\n`);
     return result.fail === 0 ? 0 : 1;
   } finally {
-    await adminQuery(adminUrl, `DROP DATABASE IF EXISTS "${template}" WITH (FORCE)`).catch(() => undefined);
-    await stopCluster();
+    await database.close();
+  }
+}
+
+/**
+ * `npm run test:dates`: the date-sensitive files (test/dates.ts) once on each of its days, each
+ * day on its own cluster (libfaketime's offset is set when PostgreSQL starts), a line a day, the
+ * failures in full, and "N passed, N failed" last. Without libfaketime it skips, saying why.
+ */
+async function datesMain(args: string[]): Promise<number> {
+  try {
+    libfaketime();
+  } catch (err) {
+    process.stdout.write(`# date sweep skipped: ${(err as Error).message}\n0 passed, 0 failed\n`);
+    return 0;
+  }
+  const known = new Set(testFiles());
+  const files = DATE_FILES.map((f) => path.join('dist', 'test', f.file.replace(/\.ts$/, '.js')));
+  const missing = files.filter((f) => !known.has(f));
+  if (missing.length) throw new Error(`test/dates.ts names files that do not exist: ${missing.join(', ')}`);
+  const grepOf = new Map(DATE_FILES.map((f, i) => [files[i]!, f.grep]));
+  const envOf = (file: string): NodeJS.ProcessEnv => {
+    const grep = grepOf.get(file);
+    return grep ? { TAP_GREP: grep.toString() } : {};
+  };
+  const database = await testDatabase({ onAnotherDay: true, say: () => undefined });
+  try {
+    process.stdout.write(`# date sweep: ${files.length} files on ${DAYS.length} days (libfaketime: ${database.days!.library})\n`);
+    const started = performance.now();
+    let pass = 0;
+    let fail = 0;
+    const report: string[] = [];
+    const perFile = new Map<string, FileTime>();
+    for (const d of DAYS) {
+      const day = await database.days!.moveTo(d.at, d.zone);
+      const dayStarted = performance.now();
+      const result = await runFiles(files, { ...testEnv(database), ...day }, jobsArg(args), envOf, { print: false });
+      // A file whose filter matches no test any more (a test renamed) would pass having tested nothing.
+      const idle = result.files.filter((f) => f.pass === 0).map((f) => `#   ${f.file} > no test matched ${grepOf.get(f.file)}\n`);
+      pass += result.pass;
+      fail += result.fail + idle.length;
+      for (const f of result.files) perFile.set(f.file, { file: f.file, ms: (perFile.get(f.file)?.ms ?? 0) + f.ms, pass: 0 });
+      const seconds = ((performance.now() - dayStarted) / 1000).toFixed(0);
+      process.stdout.write(`# ${d.at} ${d.zone.padEnd(16)} ${String(result.pass).padStart(4)} passed, ${result.fail + idle.length} failed  (${seconds} s)  ${d.why}\n`);
+      const failures = (result.fail ? result.failures.report() : '') + (idle.length ? `# files that ran no test:\n${idle.join('')}` : '');
+      if (failures) {
+        // Printed now for whoever watches, and again at the end for a log cut to its tail.
+        process.stdout.write(failures);
+        report.push(`# on ${d.at} (${d.zone}):\n${failures}`);
+      }
+    }
+    process.stdout.write(report.join(''));
+    process.stdout.write(`# time=${(performance.now() - started).toFixed(0)}ms\n`);
+    process.stdout.write(slowest([...perFile.values()], 5).replace('# slowest test files:', '# slowest files, all days together:'));
+    process.stdout.write(`${pass} passed, ${fail} failed\n`);
+    return fail === 0 ? 0 : 1;
+  } finally {
+    await database.close();
   }
 }
 

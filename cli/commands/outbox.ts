@@ -70,7 +70,7 @@ export function registerOutbox(program: Command, globals: () => GlobalOptions): 
     .action(async (opts: { olderThan: string; yes?: boolean; json?: boolean }) => {
       const ms = parseDuration(opts.olderThan, '--older-than');
       if (!(await confirmOrFlag(opts.yes, `Delete finished outbox messages older than ${opts.olderThan}? Their delivery logs go with them.`))) return;
-      const purged = await withServices(config(), (services) => outbox.purge(adminCtx(services), new Date(Date.now() - ms)), { migrate: true });
+      const purged = await withServices(config(), (services) => outbox.purge(adminCtx(services), new Date(services.now() - ms)), { migrate: true });
       emit(Boolean(opts.json), { purged }, () => [`purged ${purged} message${purged === 1 ? '' : 's'}`]);
     });
 }

@@ -94,7 +94,7 @@ const { format: propertiesToColumns } = objection.snakeCaseMappers();
 
 /** The rows of these entries as insertRowsStatement takes them (each entry's id and time are fixed here). */
 export function entryRows(ctx: TenantCtx, facts: readonly AuditFact[]): Record<string, unknown>[] {
-  const now = Date.now();
+  const now = ctx.services.now();
   return facts.map((fact) => propertiesToColumns(rowOf(ctx, fact, now)));
 }
 

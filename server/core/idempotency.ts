@@ -68,7 +68,7 @@ export async function claim(ctx: TenantCtx, key: string, fingerprint: string, re
  * ticket create's statement, the keys of its requests that passed their checks. The keys in
  * `source` must be distinct (one statement cannot claim a key twice).
  */
-export function claimRowsStatement(ctx: TenantCtx, source: SqlFragment, at: Date = new Date()): SqlFragment {
+export function claimRowsStatement(ctx: TenantCtx, source: SqlFragment, at: Date = new Date(ctx.services.now())): SqlFragment {
   return {
     // The instant is bound, not now(): a distributed table's conflict predicate may call only IMMUTABLE functions.
     sql: `insert into idempotency_keys (account_id, livemode, key, fingerprint, resource_id, created_at, expires_at)

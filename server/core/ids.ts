@@ -54,23 +54,29 @@ export const ID_PREFIX = {
   event: 'evt',
 } as const;
 
-let lastTime = -1;
-let lastRandom: number[] = [];
+/**
+ * The last random part of each prefix, with its millisecond. Kept per prefix: audit entries take
+ * their time from the services' clock, other ids from the process's, and ids made in one
+ * millisecond of one clock must still sort in creation order when the other's come between.
+ */
+const last = new Map<string, { time: number; random: number[] }>();
 
 /** The next 80-bit random part: fresh in a new millisecond, incremented within the same one. */
-function randomPart(now: number): number[] {
-  if (now === lastTime) {
-    let i = lastRandom.length - 1;
-    while (i >= 0 && lastRandom[i] === 31) lastRandom[i--] = 0;
+function randomPart(prefix: string, now: number): number[] {
+  const previous = last.get(prefix);
+  if (previous?.time === now) {
+    const random = previous.random;
+    let i = random.length - 1;
+    while (i >= 0 && random[i] === 31) random[i--] = 0;
     if (i >= 0) {
-      lastRandom[i]!++;
-      return lastRandom;
+      random[i]!++;
+      return random;
     }
   }
-  lastTime = now;
-  lastRandom = [...randomBytes(16)].map((b) => b % 32);
-  lastRandom[0] = lastRandom[0]! % 16; // headroom: increments never wrap within a millisecond
-  return lastRandom;
+  const random = [...randomBytes(16)].map((b) => b % 32);
+  random[0] = random[0]! % 16; // headroom: increments never wrap within a millisecond
+  last.set(prefix, { time: now, random });
+  return random;
 }
 
 /**
@@ -79,7 +85,7 @@ function randomPart(now: number): number[] {
  * which keyset pagination and "oldest first" lists rely on.
  */
 export function newId(prefix: string, now = Date.now()): string {
-  return `${idTimePrefix(prefix, now)}${randomPart(now)
+  return `${idTimePrefix(prefix, now)}${randomPart(prefix, now)
     .map((d) => ALPHABET[d])
     .join('')}`;
 }

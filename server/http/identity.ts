@@ -39,7 +39,7 @@ export async function identityRoutes(app: FastifyInstance, { config }: { config:
       },
     },
     async (req) => {
-      verify(secretOf(config, req.params.provider), texts.get(req) ?? '', req.headers);
+      verify(secretOf(config, req.params.provider), texts.get(req) ?? '', req.headers, req.baseCtx.services.now());
       if (req.validationError) throw req.validationError;
       return receive(req.baseCtx, req.params.provider, String(req.headers['webhook-id']), req.body);
     },

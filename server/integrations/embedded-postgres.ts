@@ -21,6 +21,8 @@ export interface EmbeddedOptions {
   /** Extra postgres settings, e.g. fsync=off for throwaway test clusters. */
   settings?: Record<string, string>;
   log?: (line: string) => void;
+  /** Extra environment for the server's processes (tests run it under libfaketime on another day). */
+  env?: Record<string, string>;
   /** Other PostgreSQL (>= 15) programs than the embedded distribution's, e.g. a system install. */
   binaries?: Binaries;
 }
@@ -77,9 +79,9 @@ function runAs(): { uid: number; gid: number } | null {
   }
 }
 
-function run(file: string, args: string[], owner: { uid: number; gid: number } | null): Promise<string> {
+function run(file: string, args: string[], owner: { uid: number; gid: number } | null, env: Record<string, string> = {}): Promise<string> {
   return new Promise((resolve, reject) => {
-    const child = spawn(file, args, { ...(owner ?? {}), stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, LC_ALL: 'C' } });
+    const child = spawn(file, args, { ...(owner ?? {}), stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, LC_ALL: 'C', ...env } });
     let output = '';
     child.stdout.on('data', (d) => {
       output += d;
@@ -240,7 +242,7 @@ export class EmbeddedPostgres {
     const settings = { listen_addresses: '127.0.0.1', unix_socket_directories: "''", ...this.options.settings };
     const opts = [`-p ${port}`, ...Object.entries(settings).map(([k, v]) => `-c ${k}=${v}`)].join(' ');
     this.log(`starting embedded PostgreSQL on 127.0.0.1:${port}`);
-    await run(bin.pg_ctl, ['start', '-D', this.clusterDir, '-w', '-t', '60', '-l', path.join(this.clusterDir, 'server.log'), '-o', opts], owner);
+    await run(bin.pg_ctl, ['start', '-D', this.clusterDir, '-w', '-t', '60', '-l', path.join(this.clusterDir, 'server.log'), '-o', opts], owner, this.options.env);
     return port;
   }
 

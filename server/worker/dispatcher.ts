@@ -197,7 +197,7 @@ export class Dispatcher {
     options: OutboxOptions = {},
   ) {
     this.ctx = systemCtx(services, 'dispatcher');
-    this.now = options.now ?? Date.now;
+    this.now = options.now ?? services.now;
     this.random = options.random ?? Math.random;
     this.concurrency = options.concurrency ?? 16;
     this.accountConcurrency = options.accountConcurrency ?? services.config.dispatcherAccountConcurrency;

@@ -14,6 +14,7 @@ import { findTool, inspectDatabase, toolDirs, type PgTool } from '../../server/i
 import { client, makeTicket, ownerWithBrand, testConfig } from '../helpers/app.js';
 import { runCli, startServer, stopEmbedded, type CliResult, type Server } from '../helpers/cli.js';
 import { adminUrl, freshDatabase } from '../helpers/db.js';
+import { testNow } from '../helpers/clock.js';
 
 const work = mkdtempSync(path.join(os.tmpdir(), 'ticketd-backup-'));
 chmodSync(work, 0o755); // as root, the embedded clusters below run as the postgres user
@@ -321,7 +322,7 @@ async function roundTrip(t: Test, server: External): Promise<void> {
   /** An app on `url` with its files under `files`, for the length of fn: its pool and listener are gone when it returns. */
   async function withApp<T>(url: string, files: string, fn: (app: Awaited<ReturnType<typeof buildApp>>) => Promise<T>): Promise<T> {
     const db = createDb(url, { poolMin: 0 });
-    const app = await buildApp({ config: testConfig({ DATABASE_URL: url, TICKETD_DATA_DIR: files }), db });
+    const app = await buildApp({ clock: testNow, config: testConfig({ DATABASE_URL: url, TICKETD_DATA_DIR: files }), db });
     try {
       return await fn(app);
     } finally {

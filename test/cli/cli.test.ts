@@ -8,13 +8,14 @@ import { buildApp } from '../../server/app.js';
 import { client, testConfig } from '../helpers/app.js';
 import { runCli, type CliResult } from '../helpers/cli.js';
 import { adminQuery, adminUrl, freshDatabase, shippedMigrations } from '../helpers/db.js';
+import { testNow } from '../helpers/clock.js';
 
 // The real bin/ticketd against this file's own database (external PostgreSQL mode).
 const { url, db } = await freshDatabase(t);
 const env = { DATABASE_URL: url };
 const cli = (args: string[], extra: Record<string, string> = {}) => runCli(args, { ...env, ...extra });
 // The real app on the same database: keys the CLI prints must authenticate here.
-const app = await buildApp({ config: testConfig({ DATABASE_URL: url }), db });
+const app = await buildApp({ clock: testNow, config: testConfig({ DATABASE_URL: url }), db });
 t.teardown(() => app.close());
 
 const SECRET = /sk_(live|test)_[0-9A-Za-z]{43}/;
@@ -225,7 +226,7 @@ t.test('keys', (t) => {
 
   t.test('rotate with a grace period keeps the old key working', async (t) => {
     const old = (await cli(['keys', 'create', '--account', accountA, '--name', 'rotating', '--brands', brandA, '--json'])).json();
-    const before = Date.now();
+    const before = testNow();
     const res = await cli(['keys', 'rotate', old.id, '--grace', '10', '--json']);
     exits(t, res, 0, 'rotate --grace 10');
     const { newKey, oldKey } = res.json();
@@ -234,7 +235,7 @@ t.test('keys', (t) => {
     t.equal(newKey.name, 'rotating', 'same name');
     t.same(newKey.brandIds, [brandA], 'same scope');
     const expires = Date.parse(oldKey.expiresAt);
-    t.ok(expires >= before + 10 * 60_000 - 5_000 && expires <= Date.now() + 10 * 60_000 + 5_000, `old key expires in ~10 minutes (${oldKey.expiresAt})`);
+    t.ok(expires >= before + 10 * 60_000 - 5_000 && expires <= testNow() + 10 * 60_000 + 5_000, `old key expires in ~10 minutes (${oldKey.expiresAt})`);
     t.equal((await brandsSeenBy(newKey.key)).status, 200, 'the new key works');
     t.equal((await brandsSeenBy(old.key)).status, 200, 'the old key still works during the grace period');
   });
@@ -341,7 +342,7 @@ t.test('db provision creates a role and database and prints a working URL', asyn
 t.test('start refuses to start when migrations fail, and serves nothing', async (t) => {
   // A database whose migration history names a migration this ticketd does not have.
   const broken = await freshDatabase(t);
-  await broken.db('knex_migrations').insert({ name: '29990101000000_from_the_future.js', batch: 99, migrationTime: new Date() });
+  await broken.db('knex_migrations').insert({ name: '29990101000000_from_the_future.js', batch: 99, migrationTime: new Date(testNow()) });
   const res = await runCli(['start', '--port', '0', '--json'], { DATABASE_URL: broken.url });
   exits(t, res, 1, 'start on a database with an unknown migration');
   t.match(res.stderr, /29990101000000_from_the_future\.js/, 'stderr names the migration');

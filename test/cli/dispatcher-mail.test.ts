@@ -8,8 +8,9 @@ import { SMTPServer } from 'smtp-server';
 import t from 'tap';
 import { buildApp } from '../../server/app.js';
 import { emptyDir, makeTicket, ownerWithBrand, testConfig } from '../helpers/app.js';
-import { BIN } from '../helpers/cli.js';
+import { BIN, ticketdEnv } from '../helpers/cli.js';
 import { freshDatabase } from '../helpers/db.js';
+import { testNow } from '../helpers/clock.js';
 
 // A dispatcher-only process (`start --role dispatcher`) builds its own services from the
 // configuration: a reply queued by the API goes out through the SMTP relay it names.
@@ -34,7 +35,7 @@ t.teardown(() => new Promise<void>((resolve) => relay.close(() => resolve())));
 const relayPort = (relay.server.address() as AddressInfo).port;
 
 const env = { DATABASE_URL: url, TICKETD_DATA_DIR: dataDir, TICKETD_MAIL_FROM: 'help@dispatch.example' };
-const app = await buildApp({ config: testConfig(env), db });
+const app = await buildApp({ clock: testNow, config: testConfig(env), db });
 t.teardown(() => app.close());
 
 t.test('start --role dispatcher sends queued mail with the configured SMTP transport', async (t) => {
@@ -44,15 +45,7 @@ t.test('start --role dispatcher sends queued mail with the configured SMTP trans
 
   const child = spawn('env', ['-u', 'NODE_OPTIONS', process.execPath, BIN, 'start', '--role', 'dispatcher', '--json', '--dispatcher-port', '0'], {
     cwd: emptyDir,
-    env: {
-      PATH: process.env.PATH ?? '',
-      HOME: process.env.HOME ?? '/tmp',
-      TICKETD_LOG_LEVEL: 'silent',
-      ...env,
-      TICKETD_MAIL_TRANSPORT: 'smtp',
-      TICKETD_MAIL_SMTP_HOST: '127.0.0.1',
-      TICKETD_MAIL_SMTP_PORT: String(relayPort),
-    },
+    env: ticketdEnv({ ...env, TICKETD_MAIL_TRANSPORT: 'smtp', TICKETD_MAIL_SMTP_HOST: '127.0.0.1', TICKETD_MAIL_SMTP_PORT: String(relayPort) }),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const exited = new Promise<number | null>((resolve) => child.on('close', resolve));

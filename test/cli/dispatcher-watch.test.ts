@@ -6,6 +6,7 @@ import { runCli, startServer, type Server } from '../helpers/cli.js';
 import { freshDatabase } from '../helpers/db.js';
 import { receiver } from '../helpers/receiver.js';
 import { until } from '../helpers/wait.js';
+import { testNow } from '../helpers/clock.js';
 
 // Two `start --role dispatcher` processes of the real bin/ticketd, each serving health and metrics
 // on a port of its own: one without a metrics token (on every address, so a client that is not
@@ -63,7 +64,7 @@ t.test('the summary names the listener; live and ready answer in the API health 
 });
 
 t.test('a webhook delivered to a loopback receiver is counted by the dispatcher that delivered it', async (t) => {
-  const app = await buildApp({ config: testConfig(env), db });
+  const app = await buildApp({ clock: testNow, config: testConfig(env), db });
   t.teardown(() => app.close());
   const hook = await receiver(t);
   const { owner, base } = await ownerWithBrand(app);

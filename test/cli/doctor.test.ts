@@ -7,6 +7,7 @@ import { freePort } from '../../server/integrations/embedded-postgres.js';
 import { makeTicket, ownerWithBrand, testConfig } from '../helpers/app.js';
 import { runCli, type CliResult } from '../helpers/cli.js';
 import { freshDatabase } from '../helpers/db.js';
+import { testNow } from '../helpers/clock.js';
 
 // The real bin/ticketd against databases of this file; the app makes the data doctor looks at.
 const dataDir = mkdtempSync(path.join(os.tmpdir(), 'ticketd-doctor-'));
@@ -99,7 +100,7 @@ t.test('an invalid configuration fails and nothing else is checked', async (t) =
 
 t.test('dead deliveries and a stale backlog are warnings: exit 0', async (t) => {
   const { url, db } = await freshDatabase(t);
-  const app = await buildApp({ config: testConfig({ DATABASE_URL: url }), db });
+  const app = await buildApp({ clock: testNow, config: testConfig({ DATABASE_URL: url }), db });
   t.teardown(() => app.close());
   const { owner, base } = await ownerWithBrand(app);
   await owner.live('POST', `${base}/webhooks`, { url: 'https://93.184.215.14/hooks', events: ['ticket.created'] });

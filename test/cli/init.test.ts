@@ -6,6 +6,7 @@ import { buildApp } from '../../server/app.js';
 import { client, testConfig } from '../helpers/app.js';
 import { runCli, type CliResult } from '../helpers/cli.js';
 import { freshDatabase } from '../helpers/db.js';
+import { testNow } from '../helpers/clock.js';
 
 // `ticketd init` against an external PostgreSQL (this file's own database): the real bin/ticketd,
 // no terminal, so every missing answer is a usage error. The embedded choice is covered by
@@ -15,7 +16,7 @@ const dir = mkdtempSync(path.join(os.tmpdir(), 'ticketd-init-'));
 t.teardown(() => rmSync(dir, { recursive: true, force: true }));
 const configFile = path.join(dir, 'ticketd.config.json');
 const init = (args: string[]) => runCli(['--config', configFile, 'init', ...args]);
-const app = await buildApp({ config: testConfig({ DATABASE_URL: url }), db });
+const app = await buildApp({ clock: testNow, config: testConfig({ DATABASE_URL: url }), db });
 t.teardown(() => app.close());
 
 function exits(t: Test, res: CliResult, code: number, what: string) {

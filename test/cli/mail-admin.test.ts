@@ -5,12 +5,13 @@ import { runCli } from '../helpers/cli.js';
 import { freshDatabase } from '../helpers/db.js';
 import { dnsServer } from '../helpers/dns.js';
 import { imapServer, PASSWORD } from '../helpers/imap.js';
+import { testNow } from '../helpers/clock.js';
 
 // `ticketd domains …` and `ticketd mailboxes …`, through the real binary: for operators without the dashboard.
 const dns = await dnsServer(t);
 const { url, db } = await freshDatabase(t);
 const env = { DATABASE_URL: url, TICKETD_DNS_SERVERS: dns.address, TICKETD_WEBHOOK_ALLOW_PRIVATE: 'true' };
-const app = await buildApp({ config: testConfig(env), db });
+const app = await buildApp({ clock: testNow, config: testConfig(env), db });
 t.teardown(() => app.close());
 const account = await runCli(['accounts', 'create', '--email', 'mail-admin@example.com', '--brand', 'Desk', '--json'], env);
 const brandId = (account.json() as { brand: { id: string } }).brand.id;

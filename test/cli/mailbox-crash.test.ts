@@ -8,6 +8,7 @@ import { startServer } from '../helpers/cli.js';
 import { freshDatabase } from '../helpers/db.js';
 import { imapConnection, imapServer } from '../helpers/imap.js';
 import { until } from '../helpers/wait.js';
+import { testNow } from '../helpers/clock.js';
 
 // A dispatcher killed (SIGKILL) in the middle of a mailbox sync, then another one: every message
 // becomes one ticket, none twice, none lost.
@@ -17,7 +18,7 @@ const { url, db } = await freshDatabase(t);
 const dataDir = mkdtempSync(path.join(os.tmpdir(), 'ticketd-cli-mailbox-crash-'));
 t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
 const env = { DATABASE_URL: url, TICKETD_WEBHOOK_ALLOW_PRIVATE: 'true', TICKETD_DATA_DIR: dataDir, TICKETD_DNS_SERVERS: '127.0.0.1:9' };
-const app = await buildApp({ config: testConfig(env), db });
+const app = await buildApp({ clock: testNow, config: testConfig(env), db });
 t.teardown(() => app.close());
 
 const message = (n: number) =>

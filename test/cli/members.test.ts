@@ -3,11 +3,12 @@ import { buildApp } from '../../server/app.js';
 import { client, testConfig } from '../helpers/app.js';
 import { runCli } from '../helpers/cli.js';
 import { freshDatabase } from '../helpers/db.js';
+import { testNow } from '../helpers/clock.js';
 
 // `ticketd members login-link`: a sign-in link for servers that send no mail, through the real binary.
 const { url, db } = await freshDatabase(t);
 const env = { DATABASE_URL: url, TICKETD_DASHBOARD_ORIGINS: 'https://dash.example.com' };
-const app = await buildApp({ config: testConfig(env), db });
+const app = await buildApp({ clock: testNow, config: testConfig(env), db });
 t.teardown(() => app.close());
 
 const created = await runCli(['accounts', 'create', '--email', 'Ops@Example.com', '--account-name', 'Ops', '--json'], env);

@@ -5,10 +5,11 @@ import path from 'node:path';
 import t, { type Test } from 'tap';
 import { buildApp } from '../../server/app.js';
 import { makeTicket, ownerWithBrand, testConfig } from '../helpers/app.js';
-import { BIN, runCli, type CliResult } from '../helpers/cli.js';
+import { BIN, runCli, ticketdEnv, type CliResult } from '../helpers/cli.js';
 import { emptyDir } from '../helpers/app.js';
 import { freshDatabase } from '../helpers/db.js';
 import { receiver } from '../helpers/receiver.js';
+import { testNow } from '../helpers/clock.js';
 
 // The real bin/ticketd against this file's own database; the app creates the data it works on.
 const { url, db } = await freshDatabase(t);
@@ -16,7 +17,7 @@ const dataDir = mkdtempSync(path.join(os.tmpdir(), 'ticketd-cli-outbox-'));
 t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
 const env = { DATABASE_URL: url, TICKETD_WEBHOOK_ALLOW_PRIVATE: 'true', TICKETD_DATA_DIR: dataDir };
 const cli = (args: string[]) => runCli(args, env);
-const app = await buildApp({ config: testConfig(env), db });
+const app = await buildApp({ clock: testNow, config: testConfig(env), db });
 t.teardown(() => app.close());
 
 function exits(t: Test, res: CliResult, code: number, what: string) {
@@ -55,7 +56,7 @@ t.test('stats before delivery', async (t) => {
 t.test('start --role dispatcher delivers alone and stops on SIGTERM', async (t) => {
   const child = spawn('env', ['-u', 'NODE_OPTIONS', process.execPath, BIN, 'start', '--role', 'dispatcher', '--json', '--dispatcher-port', '0'], {
     cwd: emptyDir,
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', TICKETD_LOG_LEVEL: 'silent', ...env },
+    env: ticketdEnv(env),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stdout = '';

@@ -5,6 +5,7 @@ import { buildApp } from '../../server/app.js';
 import { emptyDir, testConfig } from '../helpers/app.js';
 import { runCli } from '../helpers/cli.js';
 import { freshDatabase } from '../helpers/db.js';
+import { testNow } from '../helpers/clock.js';
 
 // `ticketd plans list` and `ticketd accounts plan ACCOUNT PLAN`, through the real binary.
 const configFile = path.join(emptyDir, `plans-cli-${process.pid}.json`);
@@ -22,7 +23,7 @@ const plan = (slug: string, name: string, price: number, brands: number | null) 
 writeFileSync(configFile, JSON.stringify({ defaultPlan: 'solo', plans: [plan('team', 'Team', 4900, 5), plan('solo', 'Solo', 0, 1)] }));
 const { url, db } = await freshDatabase(t);
 const env = { DATABASE_URL: url, TICKETD_CONFIG: configFile };
-const app = await buildApp({ config: testConfig(env), db });
+const app = await buildApp({ clock: testNow, config: testConfig(env), db });
 t.teardown(() => app.close());
 
 t.test('plans list: cheapest first, the default marked', async (t) => {

@@ -4,6 +4,7 @@ import { makeBrand, mustCreate, ownerWithBrand, testConfig } from '../helpers/ap
 import { startServer, type Server } from '../helpers/cli.js';
 import { freshDatabase } from '../helpers/db.js';
 import { until } from '../helpers/wait.js';
+import { testNow } from '../helpers/clock.js';
 
 // Recurring tickets run by real dispatcher processes: two at once run each due schedule exactly
 // once, and one killed (SIGKILL) between a run's claim and its commit leaves nothing behind, so the
@@ -11,7 +12,7 @@ import { until } from '../helpers/wait.js';
 
 const { url, db } = await freshDatabase(t);
 const env = { DATABASE_URL: url, TICKETD_DNS_SERVERS: '127.0.0.1:9' };
-const app = await buildApp({ config: testConfig(env), db });
+const app = await buildApp({ clock: testNow, config: testConfig(env), db });
 t.teardown(() => app.close());
 
 const count = async (where: Record<string, unknown>) => Number((await db('tickets').where(where).count({ n: '*' }))[0]!.n);
@@ -58,7 +59,7 @@ t.test('two dispatcher processes, 200 schedules due at once: one ticket each', a
 t.test('kill -9 between the claim and the commit: nothing stays; the next dispatcher runs it once', async (t) => {
   const { owner, brand, base } = await ownerWithBrand(app);
   const rec = await mustCreate(owner.live, `${base}/recurring-tickets`, { title: 'Held', schedule: { frequency: 'daily', timeOfDay: '08:00', timezone: 'UTC' } });
-  const due = new Date(Date.now() - 60_000);
+  const due = new Date(testNow() - 60_000);
   await db('recurringTickets').where({ id: rec.id }).update({ nextRunAt: due });
   const numberBefore = (await db('brands').where({ id: brand.id }).first()).nextTicketNumber;
 
@@ -87,5 +88,5 @@ t.test('kill -9 between the claim and the commit: nothing stays; the next dispat
   t.equal(tickets[0].ticketNumber, numberBefore, 'numbered as if the killed run had never been: no gap');
   const row = await db('recurringTickets').where({ id: rec.id }).first();
   t.match(row, { runCount: 1, lastTicketId: tickets[0].id, failCount: 0 });
-  t.ok(row.nextRunAt > new Date(), 'and moved on');
+  t.ok(row.nextRunAt > new Date(testNow()), 'and moved on');
 });

@@ -3,12 +3,13 @@ import { buildApp } from '../../server/app.js';
 import { mustCreate, ownerWithBrand, testConfig } from '../helpers/app.js';
 import { runCli } from '../helpers/cli.js';
 import { freshDatabase } from '../helpers/db.js';
+import { testNow } from '../helpers/clock.js';
 
 // `ticketd recurring list|run`, through the real binary: an operator sees a brand's schedules and
 // opens one's ticket now. Four spawns in all.
 const { url, db } = await freshDatabase(t);
 const env = { DATABASE_URL: url };
-const app = await buildApp({ config: testConfig(env), db });
+const app = await buildApp({ clock: testNow, config: testConfig(env), db });
 t.teardown(() => app.close());
 
 t.test('recurring list and run: the schedules, then a ticket now with the schedule left as it was', async (t) => {

@@ -4,13 +4,14 @@ import { assertErrorShape, client, signup, testConfig } from '../helpers/app.js'
 import { runCli } from '../helpers/cli.js';
 import { freshDatabase } from '../helpers/db.js';
 import { startProvider } from '../helpers/oidc-provider.js';
+import { testNow } from '../helpers/clock.js';
 
 // `ticketd sso show|set|remove ACCOUNT`, through the real binary, against a real OpenID provider.
 const PUBLIC_URL = 'https://ticketd.example.com';
 const DASHBOARD = 'https://dash.example.com';
 const { url, db } = await freshDatabase(t);
 const env = { DATABASE_URL: url, TICKETD_PUBLIC_URL: PUBLIC_URL, TICKETD_DASHBOARD_ORIGINS: DASHBOARD, TICKETD_SSO_ALLOW_PRIVATE: 'true', TICKETD_SSO_TIMEOUT_MS: '2000' };
-const app = await buildApp({ config: testConfig(env), db });
+const app = await buildApp({ clock: testNow, config: testConfig(env), db });
 t.teardown(() => app.close());
 const idp = await startProvider(t, { redirectUri: `${PUBLIC_URL}/v1/auth/sso/callback` });
 

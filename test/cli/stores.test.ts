@@ -4,6 +4,7 @@ import { ownerWithBrand, testConfig } from '../helpers/app.js';
 import { fakeBigCommerceStore } from '../helpers/bigcommerce-store.js';
 import { runCli } from '../helpers/cli.js';
 import { freshDatabase } from '../helpers/db.js';
+import { testNow } from '../helpers/clock.js';
 
 // `ticketd stores list|sync`, through the real binary against a fake BigCommerce store: an operator
 // sees a brand's stores and syncs them now, in the CLI's own process. Four spawns in all.
@@ -11,7 +12,7 @@ const store = await fakeBigCommerceStore({ orders: 30, products: 4 });
 t.teardown(() => store.close());
 const { url, db } = await freshDatabase(t);
 const env = { DATABASE_URL: url, TICKETD_COMMERCE_BIGCOMMERCE_API_URL: store.url };
-const app = await buildApp({ config: testConfig(env), db });
+const app = await buildApp({ clock: testNow, config: testConfig(env), db });
 t.teardown(() => app.close());
 
 t.test('stores list and sync: the store, then its orders read now', async (t) => {

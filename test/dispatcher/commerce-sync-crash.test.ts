@@ -5,6 +5,7 @@ import { fakeBigCommerceStore } from '../helpers/bigcommerce-store.js';
 import { startServer, type Server } from '../helpers/cli.js';
 import { freshDatabase } from '../helpers/db.js';
 import { until } from '../helpers/wait.js';
+import { testNow } from '../helpers/clock.js';
 
 // A store's first full sync run by a real dispatcher process, killed (SIGKILL) in the middle of a
 // page's transaction: the pages committed before stay, the one being written leaves nothing, and
@@ -16,7 +17,7 @@ const store = await fakeBigCommerceStore({ orders: ORDERS, products: 40 });
 t.teardown(() => store.close());
 const { url, db } = await freshDatabase(t);
 const env = { DATABASE_URL: url, TICKETD_DNS_SERVERS: '127.0.0.1:9', TICKETD_COMMERCE_BIGCOMMERCE_API_URL: store.url };
-const app = await buildApp({ config: testConfig(env), db });
+const app = await buildApp({ clock: testNow, config: testConfig(env), db });
 t.teardown(() => app.close());
 
 const dispatcher = (extra: Record<string, string> = {}): Server => {
@@ -43,7 +44,7 @@ t.test('kill -9 in the middle of a full sync of 2,500 orders: resumed from its c
   t.notOk(await unlocked(storeId), 'the held page has the store row locked');
   let row = await db('commerceStores').where({ id: storeId }).first();
   t.match(row, { status: 'SYNCING', syncCursor: { mode: 'full', phase: 'orders', page: 5 } }, 'the cursor names the next page, committed with the fourth');
-  t.ok(row.syncLeaseUntil > new Date(), 'leased');
+  t.ok(row.syncLeaseUntil > new Date(testNow()), 'leased');
 
   held.child.kill('SIGKILL');
   await held.exited;
@@ -52,7 +53,7 @@ t.test('kill -9 in the middle of a full sync of 2,500 orders: resumed from its c
   // The lease would run out in minutes; the test does not wait for it.
   await db('commerceStores')
     .where({ id: storeId })
-    .update({ syncLeaseUntil: new Date(Date.now() - 1_000) });
+    .update({ syncLeaseUntil: new Date(testNow() - 1_000) });
 
   const next = dispatcher();
   t.ok(await next.ready, next.stderr());

@@ -9,6 +9,7 @@ import { loadConfig, type Config } from '../../server/core/config.js';
 import { createDb, type Db } from '../../server/core/db.js';
 import type { Services } from '../../server/core/services.js';
 import { createServices } from '../../server/compose.js';
+import { testNow } from './clock.js';
 import { freshDatabase } from './db.js';
 
 /** A directory with no ticketd.config.json in it, so a developer's own config never leaks into tests. */
@@ -50,7 +51,7 @@ export async function secondInstance(t: Test, first: TestApp): Promise<{ app: Fa
   return { app, db };
 }
 
-/** The real Fastify app on this file's own fresh database; `clock` replaces the services' Date.now. */
+/** The real Fastify app on this file's own fresh database; `clock` replaces the services' clock (default: testNow). */
 export async function testApp(t: Test, env: Record<string, string> = {}, options: { clock?: () => number } = {}): Promise<TestApp> {
   const { url, db } = await freshDatabase(t);
   const config = testConfig({ DATABASE_URL: url, ...env });
@@ -71,7 +72,7 @@ const servicesByDb = new WeakMap<Db, Services>();
  */
 export function servicesOf(db: Db, config: Config = testConfig({}), clock?: () => number): Services {
   let services = servicesByDb.get(db);
-  if (!services) servicesByDb.set(db, (services = createServices({ config, db, clock })));
+  if (!services) servicesByDb.set(db, (services = createServices({ config, db, clock: clock ?? testNow })));
   return services;
 }
 

@@ -1,6 +1,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { request } from 'undici';
+import { testNow } from './clock.js';
 
 /**
  * A BigCommerce store on a loopback port, answering the documented endpoints ticketd calls (v2
@@ -144,7 +145,7 @@ export class FakeBigCommerceStore {
 
   /** Changes an order as the store's staff would; it is modified now. */
   updateOrder(id: number, change: Partial<FakeOrder>): FakeOrder {
-    const order = { ...this.orders.get(id)!, ...change, date_modified: new Date().toUTCString() };
+    const order = { ...this.orders.get(id)!, ...change, date_modified: new Date(testNow()).toUTCString() };
     if (change.status_id !== undefined && change.status === undefined) order.status = STATUS_WORDS[change.status_id] ?? 'Pending';
     this.orders.set(id, order);
     return order;
@@ -172,7 +173,7 @@ export class FakeBigCommerceStore {
       store_id: '1001',
       data: { type: 'order', id: orderId },
       hash: 'x',
-      created_at: Math.floor(Date.now() / 1000),
+      created_at: Math.floor(testNow() / 1000),
       producer: `stores/${this.hash}`,
     });
     const answers = [];
@@ -287,7 +288,7 @@ export class FakeBigCommerceStore {
       const body = JSON.parse(raw || '{}') as Partial<Hook>;
       const hook: Hook = { id: this.nextHookId++, scope: body.scope ?? '', destination: body.destination ?? '', is_active: body.is_active ?? true, headers: body.headers ?? {} };
       this.hooks.set(hook.id, hook);
-      return send(200, { data: { ...hook, store_hash: this.hash, created_at: Math.floor(Date.now() / 1000) }, meta: {} });
+      return send(200, { data: { ...hook, store_hash: this.hash, created_at: Math.floor(testNow() / 1000) }, meta: {} });
     }
     if (req.method === 'GET' && path === 'v3/hooks') return send(200, { data: [...this.hooks.values()], meta: {} });
     if (req.method === 'DELETE' && (m = /^v3\/hooks\/(\d+)$/.exec(path))) {

@@ -4,6 +4,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { packageRoot } from '../../server/core/paths.js';
 import { emptyDir } from './app.js';
+import { processClockEnv } from './clock.js';
 
 export const BIN = path.join(packageRoot, 'bin', 'ticketd');
 
@@ -14,6 +15,11 @@ export interface CliResult {
   json(): any; // eslint-disable-line @typescript-eslint/no-explicit-any
 }
 
+/** A clean environment for a bin/ticketd a test starts: only `env`, PATH, HOME, quiet logs, and the test's day (clock.ts). */
+export function ticketdEnv(env: Record<string, string>): Record<string, string> {
+  return { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', TICKETD_LOG_LEVEL: 'silent', ...processClockEnv(), ...env };
+}
+
 /** Runs the real bin/ticketd with a clean environment (only what the test passes, plus PATH). */
 export function runCli(args: string[], env: Record<string, string> = {}, options: { cwd?: string; timeoutMs?: number } = {}): Promise<CliResult> {
   return new Promise((resolve, reject) => {
@@ -21,7 +27,7 @@ export function runCli(args: string[], env: Record<string, string> = {}, options
     // files CommonJS, so the ESM bin/ticketd fails to load (ERR_REQUIRE_CYCLE_MODULE). `env -u` drops it.
     const child = spawn('env', ['-u', 'NODE_OPTIONS', process.execPath, BIN, ...args], {
       cwd: options.cwd ?? emptyDir,
-      env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', TICKETD_LOG_LEVEL: 'silent', ...env },
+      env: ticketdEnv(env),
       stdio: ['ignore', 'pipe', 'pipe'],
     });
     let stdout = '';
@@ -56,7 +62,7 @@ export function startServer(env: Record<string, string>, args: string[] = []): S
   // `env -u NODE_OPTIONS`: see runCli.
   const child = spawn('env', ['-u', 'NODE_OPTIONS', process.execPath, BIN, 'start', '--json', '--port', '0', '--dispatcher-port', '0', ...args], {
     cwd: emptyDir,
-    env: { PATH: process.env.PATH ?? '', HOME: process.env.HOME ?? '/tmp', TICKETD_LOG_LEVEL: 'silent', ...env },
+    env: ticketdEnv(env),
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stdout = '';

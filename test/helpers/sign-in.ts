@@ -10,6 +10,7 @@ import { mailTransport } from '../../server/integrations/mail.js';
 import { Dispatcher } from '../../server/worker/dispatcher.js';
 import { mailHandler } from '../../server/worker/handlers/mail.js';
 import { client, makeBrand, signup, type Reply } from './app.js';
+import { testNow } from './clock.js';
 
 /** The dashboard origin the sign-in tests configure (TICKETD_DASHBOARD_ORIGINS). */
 export const DASHBOARD = 'https://dash.example.com';
@@ -66,7 +67,7 @@ const quietLog = { info: () => undefined, error: () => undefined };
 export async function deliverMail(services: Services): Promise<void> {
   const transport = mailTransport(services.config);
   // A second ahead of the database clock, so rows just committed are due.
-  const dispatcher = new Dispatcher(services, quietLog, null, { now: () => Date.now() + 1000, random: () => 0.5, handlers: { mail: mailHandler(transport) } });
+  const dispatcher = new Dispatcher(services, quietLog, null, { now: () => testNow() + 1000, random: () => 0.5, handlers: { mail: mailHandler(transport) } });
   try {
     await dispatcher.deliverDue();
   } finally {

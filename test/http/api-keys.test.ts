@@ -2,6 +2,7 @@ import t from 'tap';
 import { keyCacheOf, KEYS_CHANNEL } from '../../server/domains/api-keys/service.js';
 import { Dispatcher } from '../../server/worker/dispatcher.js';
 import { assertErrorShape, client, signup, testApp, type Signup, servicesOf } from '../helpers/app.js';
+import { testNow } from '../helpers/clock.js';
 
 // The signup limit is per app; this file signs up more accounts than the default 20 per hour.
 const { app, db } = await testApp(t, { TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: '1000' });
@@ -391,7 +392,7 @@ t.test('rotate with a grace period: the old key works until it expires, then the
   const a = await signup(app);
   const old = await a.live('POST', KEYS, { name: 'Graceful' });
   const oldCall = client(app, old.body.key);
-  const before = Date.now();
+  const before = testNow();
   const res = await a.live('POST', `${KEYS}/${old.body.id}/rotate`, { graceMinutes: 5 });
   t.equal(res.status, 200);
   const expiresAt = Date.parse(res.body.oldKey.expiresAt);
@@ -436,7 +437,7 @@ t.test('lastUsedAt is null until the key is used, then set', async (t) => {
   t.equal(made.body.lastUsedAt, null);
   t.equal((await listKeys(a.live)).find((k) => k.id === made.body.id)!.lastUsedAt, null, 'null in the list too');
 
-  const before = Date.now();
+  const before = testNow();
   t.equal((await client(app, made.body.key)('GET', '/v1/accounts/me')).status, 200);
   let lastUsedAt: string | null = null;
   for (let i = 0; i < 20 && !lastUsedAt; i++) {
@@ -445,7 +446,7 @@ t.test('lastUsedAt is null until the key is used, then set', async (t) => {
   }
   t.type(lastUsedAt, 'string', 'lastUsedAt is set after use');
   const at = Date.parse(lastUsedAt ?? '');
-  t.ok(at >= before - 1000 && at <= Date.now() + 1000, `lastUsedAt is the time of use (${lastUsedAt})`);
+  t.ok(at >= before - 1000 && at <= testNow() + 1000, `lastUsedAt is the time of use (${lastUsedAt})`);
 });
 
 t.test('10 concurrent key creations all succeed with distinct ids and secrets', async (t) => {

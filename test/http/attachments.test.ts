@@ -11,6 +11,7 @@ import { withoutGrantTokens } from '../../server/http/attachments.js';
 import { attachmentDeps } from '../../server/domains/attachments/service.js';
 import { Dispatcher } from '../../server/worker/dispatcher.js';
 import { assertErrorShape, assertNotFound, client, makeBrand, makeTicket, signup, type Signup, testApp, servicesOf } from '../helpers/app.js';
+import { testNow } from '../helpers/clock.js';
 
 const MAX = 1024;
 const dataDir = mkdtempSync(path.join(os.tmpdir(), 'ticketd-attachments-'));
@@ -145,7 +146,7 @@ for (const prefix of ['/v1/brands', '/v1/workspaces'] as const) {
     t.match(one.body, { id: g.id, filename: 'Q3 report.pdf', status: 'UPLOADED', attachment: { id: g.id, status: 'UPLOADED' } });
     t.match(one.body.downloadUrl, /^http:\/\/localhost\/v1\/files\//);
     t.match(one.body.expiresAt, ISO);
-    t.ok(Date.parse(one.body.expiresAt) - Date.now() > 3500_000, 'the download URL lives an hour');
+    t.ok(Date.parse(one.body.expiresAt) - testNow() > 3500_000, 'the download URL lives an hour');
 
     const dl = await send('GET', pathOf(one.body.downloadUrl));
     t.equal(dl.status, 200, 'the download needs no Authorization');
@@ -384,8 +385,8 @@ t.test('signed URLs: expired, tampered, wrong purpose and garbage tokens are ref
   const up = (await upload(owner.liveKey, `${base}/tickets/${ticket.id}/attachments/upload`, 'b.txt', 'text/plain', Buffer.from('bb'))).body;
 
   // The clock is injected: the same app logic an hour and a half later.
-  const deps = attachmentDeps(config, db);
-  const later = await buildApp({ config, db, attachments: { ...deps, now: () => Date.now() + 90 * 60_000 } });
+  const deps = attachmentDeps(config, db, testNow);
+  const later = await buildApp({ clock: testNow, config, db, attachments: { ...deps, now: () => testNow() + 90 * 60_000 } });
   t.teardown(() => later.close());
   const expiredUpload = await later.inject({ method: 'PUT', url: pathOf(g.uploadUrl), payload: 'aa' });
   t.equal(expiredUpload.statusCode, 403);
@@ -396,16 +397,16 @@ t.test('signed URLs: expired, tampered, wrong purpose and garbage tokens are ref
 
   // A grant signed with the real key, but already past its expiry.
   const key = await serverSecret(db, 'attachment_url_signing_key');
-  const past = signGrant(key, { attachmentId: up.attachment.id, accountId: owner.accountId, livemode: true, purpose: 'download', expiresAt: Math.floor(Date.now() / 1000) - 1 });
+  const past = signGrant(key, { attachmentId: up.attachment.id, accountId: owner.accountId, livemode: true, purpose: 'download', expiresAt: Math.floor(testNow() / 1000) - 1 });
   assertErrorShape(t, await send('GET', `/v1/files/${past}`), 403, 'url_expired');
-  const valid = signGrant(key, { attachmentId: up.attachment.id, accountId: owner.accountId, livemode: true, purpose: 'download', expiresAt: Math.floor(Date.now() / 1000) + 60 });
+  const valid = signGrant(key, { attachmentId: up.attachment.id, accountId: owner.accountId, livemode: true, purpose: 'download', expiresAt: Math.floor(testNow() / 1000) + 60 });
   t.equal((await send('GET', `/v1/files/${valid}`)).status, 200, 'the same grant in date works');
   const wrongMode = signGrant(key, {
     attachmentId: up.attachment.id,
     accountId: owner.accountId,
     livemode: false,
     purpose: 'download',
-    expiresAt: Math.floor(Date.now() / 1000) + 60,
+    expiresAt: Math.floor(testNow() / 1000) + 60,
   });
   assertNotFound(t, await send('GET', `/v1/files/${wrongMode}`), 'a grant for the other mode');
   const stranger = await signup(app);
@@ -414,14 +415,14 @@ t.test('signed URLs: expired, tampered, wrong purpose and garbage tokens are ref
     accountId: stranger.accountId,
     livemode: true,
     purpose: 'download',
-    expiresAt: Math.floor(Date.now() / 1000) + 60,
+    expiresAt: Math.floor(testNow() / 1000) + 60,
   });
   assertNotFound(t, await send('GET', `/v1/files/${otherAccount}`), 'a grant naming another account');
   for (const [label, grant] of [
     ['the other mode', { accountId: owner.accountId, livemode: false }],
     ['another account', { accountId: stranger.accountId, livemode: true }],
   ] as const) {
-    const upload = signGrant(key, { attachmentId: g.id, ...grant, purpose: 'upload', expiresAt: Math.floor(Date.now() / 1000) + 60 });
+    const upload = signGrant(key, { attachmentId: g.id, ...grant, purpose: 'upload', expiresAt: Math.floor(testNow() / 1000) + 60 });
     assertNotFound(t, await send('PUT', `/v1/uploads/${upload}`, 'aa'), `an upload grant for ${label}`);
   }
   t.equal((await db('attachments').where({ id: g.id }).first()).sha256, null, 'no refused upload stored anything');
@@ -441,7 +442,7 @@ t.test('signed URLs: expired, tampered, wrong purpose and garbage tokens are ref
     accountId: owner.accountId,
     livemode: true,
     purpose: 'download',
-    expiresAt: Math.floor(Date.now() / 1000) + 60,
+    expiresAt: Math.floor(testNow() / 1000) + 60,
   });
   assertErrorShape(t, await send('GET', `/v1/files/${forged}`), 403, 'invalid_signature');
 
@@ -568,7 +569,7 @@ t.test('deleting a ticket hides its attachments; deleting the brand removes thei
 
   t.equal((await owner.live('DELETE', `/v1/brands/${brand.id}?confirm=true`)).status, 200);
   t.ok(existsSync(fileOf(att.attachment.id)), 'the cascade queued the file');
-  const tick = await new Dispatcher(servicesOf(db), quietLog, attachmentDeps(config, db)).tick();
+  const tick = await new Dispatcher(servicesOf(db), quietLog, attachmentDeps(config, db, testNow)).tick();
   t.ok(tick.removedFiles >= 1);
   t.notOk(existsSync(fileOf(att.attachment.id)), 'the dispatcher removed it');
   t.same(await db('attachment_file_deletions').where({ attachmentId: att.attachment.id }), [], 'and its queue entry');
@@ -593,7 +594,7 @@ t.test('the dispatcher removes pending attachments never linked (24 h) and uploa
     .where({ id: inTime.id })
     .update({ createdAt: db.raw("now() - interval '14 minutes'") });
 
-  const dispatcher = new Dispatcher(servicesOf(db), quietLog, attachmentDeps(config, db));
+  const dispatcher = new Dispatcher(servicesOf(db), quietLog, attachmentDeps(config, db, testNow));
   const first = await dispatcher.tick();
   t.ok(first.abandonedAttachments >= 2, `removed ${first.abandonedAttachments}`);
   const left = (await db('attachments').whereIn('id', [stale.id, fresh.id, unfinished.id, inTime.id, linkedOld.id]).pluck('id')).sort();
@@ -614,9 +615,10 @@ t.test('links are built on publicUrl when it is configured', async (t) => {
   const { owner, base } = await setup();
   const ticket = await makeTicket(owner.live, base);
   const withPublic = await buildApp({
+    clock: testNow,
     config: { ...config, publicUrl: 'https://help.example.com/tickets/' },
     db,
-    attachments: { ...attachmentDeps(config, db), publicUrl: 'https://help.example.com/tickets/' },
+    attachments: { ...attachmentDeps(config, db, testNow), publicUrl: 'https://help.example.com/tickets/' },
   });
   t.teardown(() => withPublic.close());
   const res = await client(withPublic, owner.liveKey)('POST', `${base}/tickets/${ticket.id}/attachments`, { filename: 'a.txt', contentType: 'text/plain', size: 1 });
@@ -656,7 +658,7 @@ t.test('OpenAPI lists the attachment routes', async (t) => {
 t.test('over a real socket: fetch PUTs to the absolute uploadUrl; too many bytes get a clean 413, not a reset', async (t) => {
   const { owner, base } = await setup();
   const ticket = await makeTicket(owner.live, base);
-  const server = await buildApp({ config, db });
+  const server = await buildApp({ clock: testNow, config, db });
   t.teardown(async () => {
     // fetch may keep a connection the server counts as busy (an upload refused before its body was
     // read): closing only idle ones waited for the keep-alive timeout, 72 s, in about half the runs.

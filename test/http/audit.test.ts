@@ -5,6 +5,7 @@ import * as categories from '../../server/domains/categories/service.js';
 import { createContact, updateContact } from '../../server/flows/customers.js';
 import { assertErrorShape, assertNotFound, client, makeBrand, makeTicket, mustCreate, ownerWithBrand, signup, testApp, type Signup, servicesOf } from '../helpers/app.js';
 import { onCitusCluster } from '../helpers/db.js';
+import { testNow } from '../helpers/clock.js';
 
 const { app, db } = await testApp(t, { TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: '1000' });
 
@@ -51,7 +52,7 @@ t.test("the brand log: newest first, the dashboard's entry shape, pages like the
   });
   t.same(updated.changes, { color: { old: '#6b7280', new: '#ff0000' } }, 'changes as { field: { old, new } }');
   t.same(updated.changeList, [{ field: 'color', from: '#6b7280', to: '#ff0000' }], 'and as the stored list');
-  t.ok(Date.parse(updated.createdAt) <= Date.now(), 'createdAt is an ISO date-time');
+  t.ok(Date.parse(updated.createdAt) <= testNow(), 'createdAt is an ISO date-time');
 
   const ws = await owner.live('GET', `/v1/workspaces/ws_${brand.id.slice(3)}/logs`);
   t.equal(ws.status, 200, 'the workspaces path works');

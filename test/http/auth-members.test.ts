@@ -5,6 +5,7 @@ import t from 'tap';
 import { ID_PREFIX, newId } from '../../server/core/ids.js';
 import { assertErrorShape, assertNotFound, client, makeBrand, makeTicket, servicesOf, signup, testApp, type Reply } from '../helpers/app.js';
 import { DASHBOARD, deliverMail, linkIn, mailsTo, signIn, SIGN_IN_TEST_ENV, addressOf, teamOf } from '../helpers/sign-in.js';
+import { testNow } from '../helpers/clock.js';
 
 // Team management for signed-in members: GET /v1/auth/members, POST …/invite, POST
 // …/{memberId}/resend-invite, PATCH and DELETE …/{memberId}, GET and PUT …/{memberId}/brands,
@@ -13,7 +14,7 @@ import { DASHBOARD, deliverMail, linkIn, mailsTo, signIn, SIGN_IN_TEST_ENV, addr
 
 const dataDir = mkdtempSync(path.join(os.tmpdir(), 'ticketd-members-'));
 t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
-let now = Date.now();
+let now = testNow();
 const DAY = 24 * 60 * 60_000;
 const { app, db } = await testApp(
   t,

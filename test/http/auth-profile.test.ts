@@ -8,6 +8,7 @@ import { attachmentDeps } from '../../server/domains/attachments/service.js';
 import * as members from '../../server/domains/members/service.js';
 import { assertErrorShape, client, makeTicket, servicesOf, testApp, type Reply } from '../helpers/app.js';
 import { addressOf, deliverMail, mailsTo, sessionToken, teamOfThree } from '../helpers/sign-in.js';
+import { testNow } from '../helpers/clock.js';
 
 // GET, PATCH /v1/auth/profile; POST /v1/auth/profile/avatar/upload (multipart); POST
 // /v1/auth/profile/avatar, PUT /v1/avatars/{accountId}/{avatarId}, POST /v1/auth/profile/avatar/confirm
@@ -284,10 +285,11 @@ t.test('the upload URL flow checks the content on confirm, the declared type and
 
   const grant = (await a.asMember('POST', '/v1/auth/profile/avatar', { filename: 'late.png', contentType: 'image/png', size: PNG.length })).body;
   const later = await buildApp({
+    clock: testNow,
     config,
     db,
     services,
-    attachments: { ...attachmentDeps(config, db), now: () => Date.now() + (config.attachmentUploadUrlTtlSeconds + 60) * 1000 },
+    attachments: { ...attachmentDeps(config, db, testNow), now: () => testNow() + (config.attachmentUploadUrlTtlSeconds + 60) * 1000 },
   });
   t.teardown(() => later.close());
   const expired = await later.inject({ method: 'PUT', url: new URL(grant.uploadUrl).pathname, payload: PNG, headers: { 'content-type': 'image/png' } });

@@ -5,13 +5,14 @@ import path from 'node:path';
 import t from 'tap';
 import { assertErrorShape, client, servicesOf, signup as apiSignup, testApp } from '../helpers/app.js';
 import { DASHBOARD, deliverMail, from, linkIn, mailsTo, newestLinkToken, signIn } from '../helpers/sign-in.js';
+import { testNow } from '../helpers/clock.js';
 
 // POST /v1/auth/check-email, signup, magic-link, verify; GET /v1/auth/session; POST /v1/auth/logout:
 // a team member signs in with nothing but the mail file ticketd writes.
 
 const dataDir = mkdtempSync(path.join(os.tmpdir(), 'ticketd-sign-in-'));
 t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
-let now = Date.now();
+let now = testNow();
 const advance = (ms: number) => {
   now += ms;
 };

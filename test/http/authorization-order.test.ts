@@ -7,6 +7,7 @@ import { createDb } from '../../server/core/db.js';
 import { createServices } from '../../server/compose.js';
 import { assertErrorShape, assertNotFound, client, makeBrand, mustCreate, servicesOf, signup, statementsDuring, testApp, type Reply } from '../helpers/app.js';
 import { teamOfThree } from '../helpers/sign-in.js';
+import { testNow } from '../helpers/clock.js';
 
 /**
  * On a brand's routes the caller and the brand are checked before the body is read: 401 (no or
@@ -104,7 +105,7 @@ t.test('what the check costs: a brand once per process, then nothing', async (t)
 t.test('a deleted brand is 404 at once, in this process and in the others', async (t) => {
   // Another process's cache: its own pool and LISTEN connection on the same database.
   const anotherDb = createDb(first.url, { poolMax: 2, poolMin: 0 });
-  const another = createServices({ config: first.config, db: anotherDb });
+  const another = createServices({ clock: testNow, config: first.config, db: anotherDb });
   t.teardown(async () => {
     await another.close();
     await anotherDb.destroy();

@@ -3,6 +3,7 @@ import { buildApp } from '../../server/app.js';
 import { createDb } from '../../server/core/db.js';
 import { assertErrorShape, client, signup, testApp, testConfig } from '../helpers/app.js';
 import { cuttableProxy } from '../helpers/proxy.js';
+import { testNow } from '../helpers/clock.js';
 
 const { app, url } = await testApp(t, { TICKETD_BODY_LIMIT_BYTES: '2048', TICKETD_CORS_ORIGINS: 'https://app.example.com' });
 const owner = await signup(app);
@@ -131,7 +132,7 @@ t.test('ready fails with 503 while the database is unreachable, and recovers by 
   const proxy = await cuttableProxy(t, url);
   const db = createDb(proxy.url, { poolMax: 2, poolMin: 0, acquireTimeoutMs: 1500 });
   const config = testConfig({ DATABASE_URL: proxy.url });
-  const viaProxy = await buildApp({ config, db });
+  const viaProxy = await buildApp({ clock: testNow, config, db });
   t.teardown(async () => {
     await viaProxy.close();
     await db.destroy();

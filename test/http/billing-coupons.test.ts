@@ -5,6 +5,7 @@ import { systemCtx, tenantCtx } from '../../server/core/context.js';
 import * as members from '../../server/domains/members/service.js';
 import { assertErrorShape, client, emptyDir, servicesOf, signup, testApp } from '../helpers/app.js';
 import { DASHBOARD, SIGN_IN_TEST_ENV, sessionToken, teamOfThree } from '../helpers/sign-in.js';
+import { testNow } from '../helpers/clock.js';
 
 // Coupons: GET and PATCH /v1/auth/coupons for the installation's administrators (instanceAdmins),
 // couponCode on an upgrade, the discounted invoice, and the limit held under concurrent confirms.
@@ -34,7 +35,7 @@ writeFileSync(
       coupon('TENOFF', { amountOff: 1000, currency: 'usd', plans: ['pro'], maxRedemptions: 100 }),
       coupon('USD5', { amountOff: 500, currency: 'usd' }),
       coupon('OLD', { percentOff: 20, expiresAt: '2020-01-01T00:00:00Z' }),
-      coupon('SOON', { percentOff: 20, expiresAt: new Date(Date.now() + 30 * MINUTE).toISOString() }),
+      coupon('SOON', { percentOff: 20, expiresAt: new Date(testNow() + 30 * MINUTE).toISOString() }),
       coupon('GONE', { percentOff: 20, maxRedemptions: 0 }),
       coupon('LAST', { percentOff: 10, maxRedemptions: 1 }),
       coupon('RACE', { percentOff: 25, maxRedemptions: 2 }),
@@ -44,7 +45,7 @@ writeFileSync(
 );
 
 let ahead = 0;
-const clock = () => Date.now() + ahead;
+const clock = () => testNow() + ahead;
 // Matched in any case: the configuration may spell the address otherwise than the member's row.
 const { app, db } = await testApp(t, { ...SIGN_IN_TEST_ENV, TICKETD_CONFIG: configFile, TICKETD_INSTANCE_ADMINS: `someone-else@example.com, ${OPS.toUpperCase()}` }, { clock });
 const services = servicesOf(db);

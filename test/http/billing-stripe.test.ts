@@ -5,6 +5,7 @@ import { Dispatcher } from '../../server/worker/dispatcher.js';
 import { assertErrorShape, client, emptyDir, makeBrand, servicesOf, testApp, testConfig } from '../helpers/app.js';
 import { FAKE_STRIPE_KEY, FAKE_WEBHOOK_SECRET, fakeStripe } from '../helpers/fake-stripe.js';
 import { DASHBOARD, SIGN_IN_TEST_ENV, teamOfThree } from '../helpers/sign-in.js';
+import { testNow } from '../helpers/clock.js';
 
 // The stripe billing provider, driven through the real `stripe` client against a loopback server
 // that answers like Stripe's API: checkout, confirm and the completion notification racing, plan
@@ -31,7 +32,7 @@ const PLANS = [
 const configFile = path.join(emptyDir, `billing-stripe-${process.pid}.json`);
 writeFileSync(configFile, JSON.stringify({ defaultPlan: 'free', plans: PLANS }));
 
-const clock = () => Date.now();
+const clock = () => testNow();
 const stripe = await fakeStripe({ now: clock });
 t.teardown(() => stripe.close());
 const env = {
@@ -413,7 +414,7 @@ t.test("ticketd's renewal job leaves Stripe's subscriptions to Stripe", async (t
   const { org } = await subscribed('starter');
   const before = await db('subscriptions').where({ account_id: org.owner.accountId }).first();
   const quiet = { info: () => undefined, error: () => undefined };
-  const dispatcher = new Dispatcher(services, quiet, null, { now: () => Date.now() + 40 * 86_400_000 });
+  const dispatcher = new Dispatcher(services, quiet, null, { now: () => testNow() + 40 * 86_400_000 });
   try {
     await dispatcher.tick();
   } finally {

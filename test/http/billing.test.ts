@@ -4,6 +4,7 @@ import t from 'tap';
 import { Dispatcher } from '../../server/worker/dispatcher.js';
 import { assertErrorShape, client, emptyDir, makeBrand, makeTicket, servicesOf, testApp } from '../helpers/app.js';
 import { DASHBOARD, SIGN_IN_TEST_ENV, teamOfThree } from '../helpers/sign-in.js';
+import { testNow } from '../helpers/clock.js';
 
 // Plans and the local billing provider: GET /v1/auth/plans, /v1/billing/config, the subscription
 // routes under /v1/auth (subscription, usage, upgrade, confirm, cancel, reactivate,
@@ -36,7 +37,7 @@ writeFileSync(
 
 const DAY = 86_400_000;
 let ahead = 0;
-const clock = () => Date.now() + ahead;
+const clock = () => testNow() + ahead;
 const { app, db } = await testApp(t, { ...SIGN_IN_TEST_ENV, TICKETD_CONFIG: configFile }, { clock });
 const services = servicesOf(db);
 const anonymous = client(app);
@@ -97,7 +98,7 @@ t.test('on the default plan: no subscription; usage counts live tickets of the p
   await makeTicket(org.owner.test, `/v1/brands/${testBrand.id}`, { title: 'Test mode' });
   const usage = await org.asMember('GET', '/v1/auth/usage');
   t.equal(usage.status, 200);
-  const monthStart = new Date(Date.UTC(new Date().getUTCFullYear(), new Date().getUTCMonth(), 1)).toISOString();
+  const monthStart = new Date(Date.UTC(new Date(testNow()).getUTCFullYear(), new Date(testNow()).getUTCMonth(), 1)).toISOString();
   t.same(usage.body, {
     ticketCount: 1,
     brandCount: 1,

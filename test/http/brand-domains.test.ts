@@ -6,6 +6,7 @@ import * as brandDomains from '../../server/domains/brand-domains/service.js';
 import { assertErrorShape, assertNotFound, emptyDir, makeBrand, mustCreate, ownerWithBrand, servicesOf, signup, statementsDuring, testApp } from '../helpers/app.js';
 import { dnsServer } from '../helpers/dns.js';
 import { SIGN_IN_TEST_ENV, teamOf } from '../helpers/sign-in.js';
+import { testNow } from '../helpers/clock.js';
 
 /** A brand's own mail domains as the dashboard manages them: /v1/brands/{brandId}/domains (and the /v1/workspaces twin). */
 
@@ -25,7 +26,7 @@ const plan = (slug: string, customDomain: boolean) => ({
 });
 writeFileSync(configFile, JSON.stringify({ defaultPlan: 'self-hosted', plans: [plan('self-hosted', true), plan('basic', false)] }));
 let ahead = 0;
-const clock = () => Date.now() + ahead;
+const clock = () => testNow() + ahead;
 const { app, db } = await testApp(t, { ...SIGN_IN_TEST_ENV, TICKETD_CONFIG: configFile, TICKETD_DNS_SERVERS: dns.address }, { clock });
 const services = servicesOf(db);
 const DOMAIN_ID = /^dom_[0-9a-z]{26}$/;

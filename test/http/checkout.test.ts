@@ -9,6 +9,7 @@ import { purgeExpired } from '../../server/domains/billing/signup-checkouts.js';
 import { assertErrorShape, client, emptyDir, servicesOf, testApp, testConfig, type Reply } from '../helpers/app.js';
 import { FAKE_STRIPE_KEY, FAKE_WEBHOOK_SECRET, fakeStripe } from '../helpers/fake-stripe.js';
 import { addressOf, DASHBOARD, deliverMail, from, linkIn, mailsTo } from '../helpers/sign-in.js';
+import { testNow } from '../helpers/clock.js';
 
 // POST /v1/auth/checkout: a paid sign-up before any account exists, on the local provider (its
 // own checkout page) and on Stripe (a loopback server answering like Stripe's API, and its signed
@@ -44,7 +45,7 @@ writeFileSync(
 const PER_IP = 6;
 const PER_EMAIL = 3;
 let ahead = 0;
-const clock = () => Date.now() + ahead;
+const clock = () => testNow() + ahead;
 const stripe = await fakeStripe({ now: clock });
 t.teardown(() => stripe.close());
 const env = {
@@ -370,7 +371,7 @@ t.test('sign-up closed on the server: 403 signup_closed on both providers, nothi
 });
 
 t.test('checkouts are deleted 30 days after they expired, completed or not, and not before', async (t) => {
-  const now = Date.now();
+  const now = testNow();
   const day = 24 * 3_600_000;
   const row = (id: string, expiredDaysAgo: number, completed: boolean) => ({
     id,

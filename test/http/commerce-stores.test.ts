@@ -4,6 +4,7 @@ import { syncDue } from '../../server/flows/commerce-sync.js';
 import { assertErrorShape, assertNotFound, makeBrand, makeTicket, ownerWithBrand, servicesOf, signup, statementsDuring, testApp } from '../helpers/app.js';
 import { fakeBigCommerceStore, type FakeBigCommerceStore } from '../helpers/bigcommerce-store.js';
 import { SIGN_IN_TEST_ENV, teamOf } from '../helpers/sign-in.js';
+import { testNow } from '../helpers/clock.js';
 
 // Connected stores through the real app, against a fake BigCommerce store on a loopback port: connect
 // (credentials checked at the store, hooks registered), syncs run by the dispatcher's job in this
@@ -22,7 +23,7 @@ async function deliver(destination: string, headers: Record<string, string>, bod
   return { status: res.statusCode, body: res.body };
 }
 /** The dispatcher's job, once, in this process. */
-const sync = (options: { pageSize?: number } = {}) => syncDue(systemCtx(services), { now: () => Date.now(), ...options });
+const sync = (options: { pageSize?: number } = {}) => syncDue(systemCtx(services), { now: () => testNow(), ...options });
 /** The start of each test: no store connected anywhere (the syncs scan every account), the fake store as asked. */
 async function fresh(options: { orders?: number; products?: number }) {
   await db('commerceStores').delete();
@@ -91,7 +92,7 @@ t.test('connect: credentials checked at the store, the token sealed, the hooks r
   t.match(row.accessToken, /^v1:/, 'sealed at rest');
   t.notOk(row.accessToken.includes(store.token));
   t.match(row.notifySecretHash, /^[0-9a-f]{64}$/, 'only the SHA-256 of the notification secret');
-  t.ok(row.nextSyncAt <= new Date(), 'due a sync now');
+  t.ok(row.nextSyncAt <= new Date(testNow()), 'due a sync now');
   const [hook] = [...store.hooks.values()];
   t.equal(hook!.scope, 'store/order/*');
   t.equal(hook!.destination, `https://desk.example.com/v1/ecommerce/notifications/bigcommerce/${owner.accountId}/${res.body.id}`);
@@ -169,7 +170,7 @@ t.test('a full sync: every order and product, paged, a 429 waited out; then noti
   let row = await db('commerceStores').where({ id: connected.id }).first();
   t.match(row, { status: 'ACTIVE', syncCursor: null, errorCount: 0, syncLeaseUntil: null });
   t.ok(row.syncedThrough && row.lastSyncAt, 'synced through its start');
-  t.ok(row.nextSyncAt > new Date(Date.now() + 50 * 60_000), 'due again after commerceSyncMinutes');
+  t.ok(row.nextSyncAt > new Date(testNow() + 50 * 60_000), 'due again after commerceSyncMinutes');
   t.match((await owner.live('GET', `${base}/ecommerce/stores`)).body[0], { status: 'ACTIVE', lastSyncAt: String });
 
   t.test('a notification of a changed order: fetched from the store and written', async (t) => {
@@ -194,7 +195,7 @@ t.test('a full sync: every order and product, paged, a 429 waited out; then noti
     store.fail(/^v2\/orders\/4$/, 503);
     t.same(JSON.parse((await store.notify(4))[0]!.body), { received: true, action: 'deferred' });
     const due = await db('commerceStores').where({ id: connected.id }).first();
-    t.ok(due.nextSyncAt <= new Date(), 'due now');
+    t.ok(due.nextSyncAt <= new Date(testNow()), 'due now');
     await db('commerceStores').where({ id: connected.id }).update({ nextSyncAt: row.nextSyncAt });
   });
 
@@ -238,7 +239,7 @@ t.test('a full sync: every order and product, paged, a 429 waited out; then noti
     t.match(await sync(), { synced: 0, failed: 1 });
     row = await db('commerceStores').where({ id: connected.id }).first();
     t.match(row, { status: 'ERROR', errorCount: 1, errorMessage: /500/ });
-    t.ok(row.nextSyncAt > new Date(), 'tried again later');
+    t.ok(row.nextSyncAt > new Date(testNow()), 'tried again later');
     t.match((await owner.live('GET', `${base}/ecommerce/stores`)).body[0], { status: 'ERROR', errorCount: 1, errorMessage: /500/ });
 
     store.revoke();
@@ -248,7 +249,7 @@ t.test('a full sync: every order and product, paged, a 429 waited out; then noti
     assertErrorShape(t, await owner.live('POST', `${base}/ecommerce/stores/${connected.id}/sync`), 409, 'store_disconnected');
     await db('commerceStores')
       .where({ id: connected.id })
-      .update({ nextSyncAt: new Date(Date.now() - 1000) });
+      .update({ nextSyncAt: new Date(testNow() - 1000) });
     t.match(await sync(), { synced: 0, failed: 0 }, 'a DISCONNECTED store is not synced');
 
     // Connected again with the new token: CONNECTED, its orders kept, synced.

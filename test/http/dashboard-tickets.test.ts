@@ -3,6 +3,7 @@ import { systemCtx, tenantCtx } from '../../server/core/context.js';
 import * as members from '../../server/domains/members/service.js';
 import { assertErrorShape, client, makeBrand, makeTicket, mustCreate, servicesOf, signup, testApp, type Signup } from '../helpers/app.js';
 import { sessionToken } from '../helpers/sign-in.js';
+import { testNow } from '../helpers/clock.js';
 
 // GET /v1/tickets (cross-brand list), /v1/tickets/stats, /trends and /team-metrics.
 const { app, db } = await testApp(t, { TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: '10000' });
@@ -12,7 +13,7 @@ type Call = Signup['live'];
 type Any = any;
 
 const DAY = 86_400_000;
-const today = Math.floor(Date.now() / DAY) * DAY;
+const today = Math.floor(testNow() / DAY) * DAY;
 const dayOf = (ms: number) => new Date(ms).toISOString().slice(0, 10);
 
 async function addMember(accountId: string, name: string, email: string): Promise<string> {

@@ -5,6 +5,7 @@ import { secretOf } from '../../server/domains/email-connections/service.js';
 import { assertErrorShape, mustCreate, ownerWithBrand, servicesOf, testApp, testConfig } from '../helpers/app.js';
 import { imapServer } from '../helpers/imap.js';
 import { receiver, type Received } from '../helpers/receiver.js';
+import { testNow } from '../helpers/clock.js';
 
 /**
  * Google and Microsoft mailboxes (GMAIL, OUTLOOK): signed in to IMAP with AUTHENTICATE XOAUTH2,
@@ -132,7 +133,7 @@ t.test('bad input: the secret that does not fit the provider, a missing one, an 
 });
 
 t.test('a server without an OAuth client for the provider refuses GMAIL and OUTLOOK connections', async (t) => {
-  const plain = await buildApp({ config: testConfig({ TICKETD_WEBHOOK_ALLOW_PRIVATE: 'true' }), db });
+  const plain = await buildApp({ clock: testNow, config: testConfig({ TICKETD_WEBHOOK_ALLOW_PRIVATE: 'true' }), db });
   t.teardown(() => plain.close());
   const { owner, base } = await ownerWithBrand(plain);
   for (const provider of ['GMAIL', 'OUTLOOK']) {

@@ -5,6 +5,7 @@ import { Dispatcher } from '../../server/worker/dispatcher.js';
 import { mustCreate, ownerWithBrand, servicesOf, testApp } from '../helpers/app.js';
 import { until } from '../helpers/wait.js';
 import { customerMessage, imapConnection, imapServer, type StoredMessage } from '../helpers/imap.js';
+import { testNow } from '../helpers/clock.js';
 
 /**
  * A brand's mailboxes taken in over IMAP, against a real IMAP server (hoodiecrow-imap, in memory,
@@ -18,7 +19,7 @@ let clockOffset = 0;
 const { app, db } = await testApp(
   t,
   { TICKETD_WEBHOOK_ALLOW_PRIVATE: 'true', TICKETD_MAILBOX_TIMEOUT_MS: '1500', TICKETD_INBOUND_MAX_BYTES: '20000' },
-  { clock: () => Date.now() + clockOffset },
+  { clock: () => testNow() + clockOffset },
 );
 const services = servicesOf(db);
 const RUN = Math.random().toString(36).slice(2, 8);

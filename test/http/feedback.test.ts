@@ -6,6 +6,7 @@ import { Dispatcher } from '../../server/worker/dispatcher.js';
 import { mailHandler } from '../../server/worker/handlers/mail.js';
 import { assertErrorShape, client, makeBrand, makeTicket, mustCreate, servicesOf, signup, testApp } from '../helpers/app.js';
 import { DASHBOARD, mailsTo } from '../helpers/sign-in.js';
+import { testNow } from '../helpers/clock.js';
 
 // Satisfaction ratings: GET and POST /v1/feedback/{token} (the dashboard's /rate/[token] page calls
 // them), GET and POST /v1/portal/tickets/{ticketId}/feedback, ticketd's own /rate/{token} page,
@@ -15,7 +16,7 @@ const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
 /** How far the clock of the app and the dispatcher is moved forward. */
 let ahead = 0;
-const clock = () => Date.now() + ahead;
+const clock = () => testNow() + ahead;
 
 const { app, db } = await testApp(t, { TICKETD_DASHBOARD_ORIGINS: DASHBOARD, TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: '10000' }, { clock });
 const services = servicesOf(db);

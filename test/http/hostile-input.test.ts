@@ -11,6 +11,7 @@ import { createDb } from '../../server/core/db.js';
 import { assertErrorShape, client, makeTicket, mustCreate, ownerWithBrand, testApp, testConfig } from '../helpers/app.js';
 import { cuttableProxy } from '../helpers/proxy.js';
 import { aCommitSleeps, faultTriggerDdl } from '../helpers/db.js';
+import { testNow } from '../helpers/clock.js';
 
 const { app, db, url } = await testApp(t);
 const { owner, base } = await ownerWithBrand(app);
@@ -174,7 +175,7 @@ t.test('a TCP connection cut while COMMIT runs is 503 with Retry-After, and the 
   const proxy = await cuttableProxy(t, url);
   const viaProxy = createDb(proxy.url, { poolMax: 2, poolMin: 0, acquireTimeoutMs: 1500 });
   const config = testConfig({ DATABASE_URL: proxy.url });
-  const proxiedApp = await buildApp({ config, db: viaProxy });
+  const proxiedApp = await buildApp({ clock: testNow, config, db: viaProxy });
   t.teardown(async () => {
     await proxiedApp.close();
     await viaProxy.destroy();

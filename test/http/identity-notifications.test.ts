@@ -7,6 +7,7 @@ import { systemCtx, tenantCtx } from '../../server/core/context.js';
 import * as members from '../../server/domains/members/service.js';
 import { assertErrorShape, client, emptyDir, servicesOf, signup, testApp } from '../helpers/app.js';
 import { addressOf, sessionToken, SIGN_IN_TEST_ENV } from '../helpers/sign-in.js';
+import { testNow } from '../helpers/clock.js';
 
 // POST /v1/webhooks/{provider}: an identity provider's notifications, signed the Standard Webhooks
 // way, as the provider's own library signs them.
@@ -22,7 +23,7 @@ let messages = 0;
 async function notify(body: unknown, options: { provider?: string; secret?: string; at?: Date; id?: string; tamper?: (text: string) => string } = {}) {
   const text = JSON.stringify(body);
   const id = options.id ?? `msg_${++messages}_${process.pid}`;
-  const at = options.at ?? new Date();
+  const at = options.at ?? new Date(testNow());
   const signature = new Webhook(options.secret ?? SECRET).sign(id, at, text);
   const res = await app.inject({
     method: 'POST',
@@ -122,7 +123,13 @@ t.test('forged, stale, tampered and unsigned notifications are 400 and change no
   const body = user('user_5', person.email, 'Mallory', null);
   const forged = await notify(body, { secret: `whsec_${randomBytes(32).toString('base64')}` });
   assertErrorShape(t, { ...forged, headers: forged.headers }, 400, 'invalid_signature');
-  assertErrorShape(t, await notify(body, { at: new Date(Date.now() - 10 * 60_000) }), 400, 'invalid_signature');
+  const stale = await notify(body, { at: new Date(testNow() - 10 * 60_000) });
+  assertErrorShape(t, stale, 400, 'invalid_signature');
+  t.match(stale.body.message, /too old/);
+  const early = await notify(body, { at: new Date(testNow() + 10 * 60_000) });
+  assertErrorShape(t, early, 400, 'invalid_signature');
+  t.match(early.body.message, /too new/, 'judged by the server’s clock, either way');
+  t.match(await notify(user('user_6', addressOf('near'), 'Near', null), { at: new Date(testNow() - 4 * 60_000) }), { status: 200 }, 'four minutes late is in time');
   assertErrorShape(t, await notify(body, { tamper: (text) => text.replace('Mallory', 'Eve') }), 400, 'invalid_signature');
   const unsigned = await app.inject({ method: 'POST', url: '/v1/webhooks/clerk', headers: { 'content-type': 'application/json' }, payload: JSON.stringify(body) });
   t.equal(unsigned.statusCode, 400);

@@ -8,6 +8,7 @@ import { attachmentDeps } from '../../server/domains/attachments/service.js';
 import type { Storage } from '../../server/core/ports.js';
 import { storageFromConfig } from '../../server/integrations/storage.js';
 import { assertErrorShape, client, makeBrand, makeTicket, ownerWithBrand, signup, statementOf, testApp, testConfig } from '../helpers/app.js';
+import { testNow } from '../helpers/clock.js';
 
 /** Inbound mail through POST /v1/inbound/email with the MIME fixtures of test/fixtures/mail. */
 
@@ -103,7 +104,7 @@ t.test("a new email ticket's files are written before its statement takes the br
       return disk.stage(...args);
     },
   });
-  const traced = await buildApp({ config, db, attachments: attachmentDeps(config, db, storage) });
+  const traced = await buildApp({ clock: testNow, config, db, attachments: attachmentDeps(config, db, testNow, storage) });
   t.teardown(() => traced.close());
   const counter = (q: { sql: string; bindings?: unknown[] }) => {
     if (statementOf(q).includes('set next_ticket_number = b.next_ticket_number +')) order.push('brand row locked');
@@ -329,7 +330,7 @@ t.test('the inbound secret: missing or wrong is 401; none configured turns the r
   t.equal((await deliver(huge, { authorization: 'Bearer wrong' })).status, 401, 'the secret is checked before the body is read');
 
   const { TICKETD_INBOUND_SECRET: _omitted, ...withoutSecret } = env;
-  const off = await buildApp({ config: testConfig({ DATABASE_URL: url, ...withoutSecret }), db });
+  const off = await buildApp({ clock: testNow, config: testConfig({ DATABASE_URL: url, ...withoutSecret }), db });
   t.teardown(() => off.close());
   assertErrorShape(t, await deliver(raw, {}, off), 404, 'inbound_disabled');
   t.equal((await client(off)('GET', '/v1/health')).status, 200);

@@ -8,6 +8,7 @@ import { storageFromConfig } from '../../server/integrations/storage.js';
 import { client, makeBrand, servicesOf, signup, testApp } from '../helpers/app.js';
 import { postInbound } from '../helpers/inbound.js';
 import { sessionToken } from '../helpers/sign-in.js';
+import { testNow } from '../helpers/clock.js';
 
 /** The raw bytes of inbound messages: kept with the ticket, read by its readers, purged after rawMailRetentionDays. */
 
@@ -72,8 +73,8 @@ t.test('past rawMailRetentionDays the dispatcher deletes them, and their files',
   const [kept] = (await owner.live('GET', `${base}/tickets/${ticketId}/raw-mails`)).body;
   t.ok(await storage.exists(kept.id), 'the bytes are in storage');
   const base0 = systemCtx(servicesOf(db), 'test');
-  t.equal(await rawMails.purgeExpired(base0, 30, Date.now() + 29 * DAY_MS), 0, 'not yet');
-  t.ok((await rawMails.purgeExpired(base0, 30, Date.now() + 31 * DAY_MS)) >= 1);
+  t.equal(await rawMails.purgeExpired(base0, 30, testNow() + 29 * DAY_MS), 0, 'not yet');
+  t.ok((await rawMails.purgeExpired(base0, 30, testNow() + 31 * DAY_MS)) >= 1);
   t.same((await owner.live('GET', `${base}/tickets/${ticketId}/raw-mails`)).body, []);
   t.same(await db('attachmentFileDeletions').where({ attachmentId: kept.id }).select('attachmentId'), [{ attachmentId: kept.id }], 'its file is queued for removal');
 });

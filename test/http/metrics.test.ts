@@ -4,6 +4,7 @@ import { createDb } from '../../server/core/db.js';
 import { freePort } from '../../server/integrations/embedded-postgres.js';
 import { buildDispatcherHttp } from '../../server/dispatcher-http.js';
 import { assertErrorShape, client, makeTicket, ownerWithBrand, servicesOf, testApp, testConfig } from '../helpers/app.js';
+import { testNow } from '../helpers/clock.js';
 
 const { app, db, url } = await testApp(t);
 const TOKEN = 'metrics-token-0123456789';
@@ -125,7 +126,7 @@ t.test('without a token only loopback clients may scrape', async (t) => {
 });
 
 t.test('with a token every client must send it, loopback included', async (t) => {
-  const guarded = await buildApp({ config: testConfig({ DATABASE_URL: url, TICKETD_METRICS_TOKEN: TOKEN }), db });
+  const guarded = await buildApp({ clock: testNow, config: testConfig({ DATABASE_URL: url, TICKETD_METRICS_TOKEN: TOKEN }), db });
   t.teardown(() => guarded.close());
   const call = client(guarded);
   assertErrorShape(t, await call('GET', '/metrics'), 401, 'missing_credentials');
@@ -136,14 +137,14 @@ t.test('with a token every client must send it, loopback included', async (t) =>
 });
 
 t.test('switched off: 404', async (t) => {
-  const off = await buildApp({ config: testConfig({ DATABASE_URL: url, TICKETD_METRICS_ENABLED: 'false' }), db });
+  const off = await buildApp({ clock: testNow, config: testConfig({ DATABASE_URL: url, TICKETD_METRICS_ENABLED: 'false' }), db });
   t.teardown(() => off.close());
   assertErrorShape(t, await client(off)('GET', '/metrics'), 404, 'metrics_disabled');
 });
 
 t.test('the database away: the process figures still come, database_up says 0', async (t) => {
   const unreachable = createDb(`postgres://nobody:secret@127.0.0.1:${await freePort()}/none`, { poolMin: 0, acquireTimeoutMs: 2000 });
-  const away = await buildApp({ config: testConfig({ DATABASE_URL: url }), db: unreachable });
+  const away = await buildApp({ clock: testNow, config: testConfig({ DATABASE_URL: url }), db: unreachable });
   t.teardown(async () => {
     await away.close();
     await unreachable.destroy();

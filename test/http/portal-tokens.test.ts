@@ -7,6 +7,7 @@ import { systemCtx, tenantCtx } from '../../server/core/context.js';
 import * as members from '../../server/domains/members/service.js';
 import { assertErrorShape, client, makeBrand, makeTicket, mustCreate, servicesOf, signup, testApp } from '../helpers/app.js';
 import { deliverMail, from, mailsTo, sessionToken } from '../helpers/sign-in.js';
+import { testNow } from '../helpers/clock.js';
 
 // POST /v1/brands/{brandId}/portal/token and /portal/magic-link (and under /v1/workspaces),
 // POST /v1/portal/verify, POST /v1/portal/refresh: how a customer gets a portal token, what it
@@ -14,7 +15,7 @@ import { deliverMail, from, mailsTo, sessionToken } from '../helpers/sign-in.js'
 
 const dataDir = mkdtempSync(path.join(os.tmpdir(), 'ticketd-portal-tokens-'));
 t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
-let now = Date.now();
+let now = testNow();
 const { app, db } = await testApp(
   t,
   { TICKETD_DATA_DIR: dataDir, TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: '10000', TICKETD_AUTH_RATE_LIMIT_PER_IP_PER_HOUR: '10000' },

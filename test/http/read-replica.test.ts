@@ -5,6 +5,7 @@ import { readRoutingOf, type ReadRouting } from '../../server/core/read-replica.
 import { createServices } from '../../server/compose.js';
 import { client, makeBrand, makeTicket, signup, testConfig } from '../helpers/app.js';
 import { primaryWithStandby } from '../helpers/replica.js';
+import { testNow } from '../helpers/clock.js';
 
 // Real streaming replication: a primary and a hot standby of the embedded PostgreSQL. Pausing the
 // standby's replay makes "read from the replica" visible: what was written since is not there.
@@ -21,7 +22,7 @@ t.teardown(async () => {
 async function instance(): Promise<{ app: Awaited<ReturnType<typeof buildApp>>; routing: ReadRouting }> {
   const db = createDb(replication.primaryUrl, { poolMax: 4, poolMin: 0 });
   const readDb = createDb(replication.standbyUrl, { poolMax: 4, poolMin: 0, applicationName: 'ticketd-read' });
-  const services = createServices({ config, db, readDb });
+  const services = createServices({ clock: testNow, config, db, readDb });
   const app = await buildApp({ config, db, services });
   closing.push(async () => {
     await app.close();

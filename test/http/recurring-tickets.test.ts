@@ -5,6 +5,7 @@ import t from 'tap';
 import { Dispatcher } from '../../server/worker/dispatcher.js';
 import { assertErrorShape, assertNotFound, client, emptyDir, makeBrand, mustCreate, ownerWithBrand, servicesOf, signup, testApp } from '../helpers/app.js';
 import { SIGN_IN_TEST_ENV, teamOf } from '../helpers/sign-in.js';
+import { testNow } from '../helpers/clock.js';
 
 /** A brand's recurring tickets as the dashboard's Recurring page uses them: /v1/brands/{brandId}/recurring-tickets (and the /v1/workspaces twin). */
 
@@ -44,7 +45,7 @@ const daily = (timeOfDay = '08:00', timezone = 'UTC') => ({ frequency: 'daily', 
 const makeDue = (id: string, ago = 60_000) =>
   db('recurringTickets')
     .where({ id })
-    .update({ nextRunAt: new Date(Date.now() - ago) });
+    .update({ nextRunAt: new Date(testNow() - ago) });
 const rowOf = (id: string) => db('recurringTickets').where({ id }).first();
 const ticketsOf = (brandId: string) => db('tickets').where({ brandId }).orderBy('id');
 /** The instant as the zone's clock reads it. */
@@ -57,7 +58,7 @@ for (const prefix of ['/v1/brands', '/v1/workspaces']) {
     t.same((await owner.live('GET', base)).body, { data: [], total: 0 }, 'none yet: an empty list and total 0');
     const category = await mustCreate(owner.live, `/v1/brands/${brand.id}/categories`, { name: 'Maintenance' });
     const members = (await owner.live('GET', '/v1/accounts/me/members')).body.data;
-    const before = Date.now();
+    const before = testNow();
     const created = await owner.live('POST', base, {
       title: ' Weekly backup check ',
       body: 'Check the backups ran.',
@@ -111,7 +112,7 @@ t.test('a yearly schedule without a month takes the month it is in its zone; cro
     title: 'Renew the certificate',
     schedule: { frequency: 'yearly', dayOfMonth: 1, timeOfDay: '10:00', timezone: 'Pacific/Kiritimati', dayOfWeek: 3 },
   });
-  const month = DateTime.now().setZone('Pacific/Kiritimati').month;
+  const month = DateTime.fromMillis(testNow()).setZone('Pacific/Kiritimati').month;
   t.same(
     yearly.schedule,
     { frequency: 'yearly', dayOfMonth: 1, month, timeOfDay: '10:00', timezone: 'Pacific/Kiritimati', skipWeekends: false },
@@ -122,7 +123,7 @@ t.test('a yearly schedule without a month takes the month it is in its zone; cro
   const cron = await mustCreate(owner.live, `${base}/recurring-tickets`, { title: 'Standup notes', cronExpr: ' 30  9 * * 1-5 ', timezone: 'America/New_York' });
   t.match(cron, { schedule: null, cronExpr: '30 9 * * 1-5', timezone: 'America/New_York' });
   const at = local(cron.nextRunAt, 'America/New_York');
-  t.ok(at.weekday <= 5 && at.toFormat('HH:mm') === '09:30' && at.toMillis() > Date.now(), `a weekday at 09:30 in New York (${cron.nextRunAt})`);
+  t.ok(at.weekday <= 5 && at.toFormat('HH:mm') === '09:30' && at.toMillis() > testNow(), `a weekday at 09:30 in New York (${cron.nextRunAt})`);
 });
 
 t.test('bad input gets a clear 400 on its field and creates nothing', async (t) => {
@@ -234,7 +235,7 @@ t.test('pause, resume and delete: pausing twice is fine; resuming counts from no
   const resumed = (await owner.live('POST', `${url}/${rec.id}/resume`)).body;
   t.match(resumed, { enabled: true });
   const next = Date.parse(resumed.nextRunAt);
-  t.ok(next > Date.now() && next <= Date.now() + 24 * HOUR, `due next at its first time after now, the missed runs not made up (${resumed.nextRunAt})`);
+  t.ok(next > testNow() && next <= testNow() + 24 * HOUR, `due next at its first time after now, the missed runs not made up (${resumed.nextRunAt})`);
   t.same((await owner.live('POST', `${url}/${rec.id}/resume`)).body, resumed, 'resuming an enabled one changes nothing');
 
   const listed = async (status: string) => (await owner.live('GET', `${url}?status=${status}`)).body;
@@ -398,7 +399,7 @@ t.test('a plan entitlement: without it create, run and resume are 403; reading, 
   await db('accounts').where({ id: owner.accountId }).update({ planSlug: null });
   await dispatcher.tick();
   t.equal((await ticketsOf(brand.id)).length, 1, 'the upgrade restores it: it runs once');
-  t.ok((await rowOf(rec.id)).nextRunAt > new Date(), 'and moves on');
+  t.ok((await rowOf(rec.id)).nextRunAt > new Date(testNow()), 'and moves on');
 });
 
 t.test('the dispatcher runs a due one once, as the schedule, and moves nextRunAt on', async (t) => {
@@ -415,7 +416,7 @@ t.test('the dispatcher runs a due one once, as the schedule, and moves nextRunAt
   t.match(ticket, { title: 'Daily standup', priority: 'low', createdBy: `recurring:${rec.id}`, sourceId: rec.id, sourceData: { recurringTicketId: rec.id, scheduledFor } });
   const row = await rowOf(rec.id);
   t.match(row, { runCount: 1, failCount: 0, lastTicketId: ticket.id, enabled: true });
-  t.ok(row.nextRunAt > new Date() && row.nextRunAt <= new Date(Date.now() + 24 * HOUR), 'due next at its next 08:00 UTC');
+  t.ok(row.nextRunAt > new Date(testNow()) && row.nextRunAt <= new Date(testNow() + 24 * HOUR), 'due next at its next 08:00 UTC');
   t.equal(row.nextRunAt.toISOString().slice(11, 16), '08:00');
   t.match(
     await db('auditLog').where({ entityId: ticket.id, event: 'ticket.created' }).first(),
@@ -433,7 +434,7 @@ t.test('missed several times (the dispatcher was down): one ticket, then the fir
   await dispatcher.tick();
   t.equal((await ticketsOf(brand.id)).length, 1, '72 missed runs make one ticket');
   const row = await rowOf(rec.id);
-  t.ok(row.nextRunAt > new Date() && row.nextRunAt <= new Date(Date.now() + HOUR), 'due next at the coming full hour');
+  t.ok(row.nextRunAt > new Date(testNow()) && row.nextRunAt <= new Date(testNow() + HOUR), 'due next at the coming full hour');
   t.equal(row.runCount, 1);
 });
 
@@ -456,7 +457,7 @@ t.test('a failing run opens nothing, records why, and moves on; the next good ru
   ] as const) {
     const row = await rowOf(rec.id);
     t.match(row, { failCount: 1, lastError: why, runCount: 0, enabled: true }, rec.title);
-    t.ok(row.nextRunAt > new Date(), `${rec.title}: moved on to its next time`);
+    t.ok(row.nextRunAt > new Date(testNow()), `${rec.title}: moved on to its next time`);
   }
   const shown = (await team.owner.live('GET', `${base}/recurring-tickets/${byCategory.id}`)).body;
   t.match(shown, { failCount: 1, lastError: /not a category/ }, 'the dashboard shows why');
@@ -484,7 +485,7 @@ t.test('two dispatchers ticking at once: exactly one ticket per due schedule', a
   }
   await db('recurringTickets')
     .whereIn('id', ids)
-    .update({ nextRunAt: new Date(Date.now() - 60_000) });
+    .update({ nextRunAt: new Date(testNow() - 60_000) });
   const other = new Dispatcher(services, quiet, null);
   await Promise.all([dispatcher.tick(), other.tick(), dispatcher.tick()]);
   const made = await db('tickets').whereIn('brandId', [brand.id, second.id]).select('sourceId');
@@ -500,7 +501,7 @@ t.test('a run by hand while the dispatcher runs the same ones: both open their t
   for (let i = 0; i < 10; i++) ids.push((await mustCreate(owner.live, `${base}/recurring-tickets`, { title: `Both ${i}`, schedule: daily() })).id);
   await db('recurringTickets')
     .whereIn('id', ids)
-    .update({ nextRunAt: new Date(Date.now() - 60_000) });
+    .update({ nextRunAt: new Date(testNow() - 60_000) });
   const [, ...byHand] = await Promise.all([dispatcher.tick(), ...ids.map((id) => owner.live('POST', `${base}/recurring-tickets/${id}/run`))]);
   t.same(
     byHand.map((r) => r.status),

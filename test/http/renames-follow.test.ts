@@ -5,6 +5,7 @@ import t from 'tap';
 import { Webhook } from 'standardwebhooks';
 import { emptyDir, makeBrand, makeTicket, ownerWithBrand, signup, type Signup, testApp } from '../helpers/app.js';
 import { addressOf, SIGN_IN_TEST_ENV } from '../helpers/sign-in.js';
+import { testNow } from '../helpers/clock.js';
 
 // Tickets are listed and searched by the names of the rows they point at (customer, company,
 // assignee, category), and ticket create validates customFields by the brand's field rules. No
@@ -148,7 +149,7 @@ t.test('a category renamed: its tickets sort by the new name; another brand’s 
 let messages = 0;
 async function notifyUser(userId: string, email: string, first: string, last: string | null) {
   const id = `msg_${++messages}_${process.pid}`;
-  const at = new Date();
+  const at = new Date(testNow());
   const text = JSON.stringify({
     type: 'user.updated',
     data: { id: userId, first_name: first, last_name: last, primary_email_address_id: 'idn_1', email_addresses: [{ id: 'idn_1', email_address: email }] },

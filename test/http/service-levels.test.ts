@@ -4,6 +4,7 @@ import { announceOverdue } from '../../server/flows/ticket-overdue.js';
 import { systemCtx } from '../../server/core/context.js';
 import { assertErrorShape, makeTicket, mustCreate, secondInstance, servicesOf, testApp } from '../helpers/app.js';
 import { teamOfThree } from '../helpers/sign-in.js';
+import { testNow } from '../helpers/clock.js';
 
 // Service levels: ticket.dueAt from the brand's slaByPriority / slaDefaultHours counted in its
 // business hours (dashboard-client-facts sections 4 and 21), the rule for a dueAt set by hand, the
@@ -13,7 +14,7 @@ import { teamOfThree } from '../helpers/sign-in.js';
 const HOUR = 3_600_000;
 /** The app's and dispatcher's clock: real time unless a test pins it. */
 let pinned: number | null = null;
-const clock = () => pinned ?? Date.now();
+const clock = () => pinned ?? testNow();
 
 const env = { TICKETD_WEBHOOK_ALLOW_PRIVATE: 'true', TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: '10000' };
 const { app, db, url } = await testApp(t, env, { clock });
@@ -205,7 +206,7 @@ t.test('a service level changed in another process applies to the next create he
 /** One dispatcher tick at the real clock plus `ahead`. */
 async function tick(ahead = 0) {
   const quiet = { info: () => undefined, error: () => undefined };
-  const dispatcher = new Dispatcher(services, quiet, null, { now: () => Date.now() + ahead });
+  const dispatcher = new Dispatcher(services, quiet, null, { now: () => testNow() + ahead });
   try {
     return await dispatcher.tick();
   } finally {
@@ -221,11 +222,11 @@ const overdueMails = async (ticketId: string) => (await db('mail_messages').wher
 t.test('a ticket past its dueAt unresolved: ticket.overdue once (audit, webhook), and mail to its assignee', async (t) => {
   await settings({ ...SLA, slaNotifyOverdue: true });
   await mustCreate(owner.live, `${base}/webhooks`, { url: 'http://127.0.0.1:9/hook', events: ['ticket.overdue'] });
-  const past = new Date(Date.now() - 60_000).toISOString();
+  const past = new Date(testNow() - 60_000).toISOString();
   const assigned = await makeTicket(owner.live, base, { title: 'Assigned', dueAt: past, assigneeId: team.member.id });
   const unassigned = await makeTicket(owner.live, base, { title: 'Nobody', dueAt: past });
   const resolved = await makeTicket(owner.live, base, { title: 'Done', dueAt: past, status: 'resolved' });
-  const future = await makeTicket(owner.live, base, { title: 'Later', dueAt: new Date(Date.now() + HOUR).toISOString() });
+  const future = await makeTicket(owner.live, base, { title: 'Later', dueAt: new Date(testNow() + HOUR).toISOString() });
 
   const ticked = await tick();
   t.ok(ticked.overdueTickets >= 2, 'the tick announced them');
@@ -253,7 +254,7 @@ t.test('a ticket past its dueAt unresolved: ticket.overdue once (audit, webhook)
   t.equal((await overdueEntries(future.id)).length, 1, 'the later one, once its time comes');
 
   // A new deadline is a new announcement; reopening keeps the old one announced.
-  await owner.live('PATCH', `${base}/tickets/${assigned.id}`, { dueAt: new Date(Date.now() - 1000).toISOString() });
+  await owner.live('PATCH', `${base}/tickets/${assigned.id}`, { dueAt: new Date(testNow() - 1000).toISOString() });
   await tick();
   t.equal((await overdueEntries(assigned.id)).length, 2, 'a new dueAt that passes is announced again');
   t.equal((await overdueMails(assigned.id)).length, 2, 'and mailed again');
@@ -261,19 +262,19 @@ t.test('a ticket past its dueAt unresolved: ticket.overdue once (audit, webhook)
 
 t.test('without slaNotifyOverdue: the event and webhook, no mail', async (t) => {
   await settings({ ...SLA, slaNotifyOverdue: false });
-  const ticket = await makeTicket(owner.live, base, { title: 'Quiet', dueAt: new Date(Date.now() - 1000).toISOString() });
+  const ticket = await makeTicket(owner.live, base, { title: 'Quiet', dueAt: new Date(testNow() - 1000).toISOString() });
   await tick();
   t.equal((await overdueEntries(ticket.id)).length, 1);
   t.equal((await overdueMails(ticket.id)).length, 0);
 });
 
 t.test('dispatchers racing over the same overdue tickets announce each exactly once', async (t) => {
-  const past = new Date(Date.now() - 1000).toISOString();
+  const past = new Date(testNow() - 1000).toISOString();
   const made = await Promise.all(Array.from({ length: 30 }, (_, i) => makeTicket(owner.live, base, { title: `Race ${i}`, dueAt: past })));
   const others = [await secondInstance(t, { app, db, url, config: services.config }), await secondInstance(t, { app, db, url, config: services.config })];
   const counts = await Promise.all([
-    announceOverdue(systemCtx(services), new Date()),
-    ...others.map((o) => announceOverdue(systemCtx(servicesOf(o.db, services.config)), new Date())),
+    announceOverdue(systemCtx(services), new Date(testNow())),
+    ...others.map((o) => announceOverdue(systemCtx(servicesOf(o.db, services.config)), new Date(testNow()))),
   ]);
   t.ok(counts.reduce((a, b) => a + b, 0) >= made.length, 'between them every ticket was announced');
   for (const ticket of made) t.equal((await overdueEntries(ticket.id)).length, 1, `${ticket.title}: once`);
@@ -281,7 +282,7 @@ t.test('dispatchers racing over the same overdue tickets announce each exactly o
 
 t.test('lists: sort=dueAt, overdue, dueBefore and dueAfter, on the brand list and the cross-brand list', async (t) => {
   const { owner: o, base: b } = await teamOfThree(app, services);
-  const now = Date.now();
+  const now = testNow();
   const make = (title: string, dueAt: number | null, extra: Record<string, unknown> = {}) =>
     makeTicket(o.live, b, { title, ...(dueAt === null ? {} : { dueAt: new Date(dueAt).toISOString() }), ...extra });
   const late = await make('late', now - 2 * HOUR);
@@ -318,7 +319,7 @@ t.test('lists: sort=dueAt, overdue, dueBefore and dueAfter, on the brand list an
 
 t.test('team metrics: SLA attainment per member and for the team', async (t) => {
   const { owner: o, base: b, member, admin } = await teamOfThree(app, services);
-  const now = Date.now();
+  const now = testNow();
   const resolve = async (dueAt: number, assigneeId: string | null) => {
     const ticket = await makeTicket(o.live, b, { title: 'Metric', dueAt: new Date(dueAt).toISOString(), ...(assigneeId ? { assigneeId } : {}) });
     await o.live('PATCH', `${b}/tickets/${ticket.id}`, { status: 'resolved' });

@@ -10,6 +10,7 @@ import { assertErrorShape, client, emptyDir, makeBrand, makeTicket, mustCreate, 
 import { imapConnection, imapServer } from '../helpers/imap.js';
 import { aStatementWaitsForALock } from '../helpers/db.js';
 import { SIGN_IN_TEST_ENV, teamOfThree } from '../helpers/sign-in.js';
+import { movableClock, testNow } from '../helpers/clock.js';
 
 // The ticket allowance of a plan (tickets per billing period) at ticket create: POST
 // /v1/brands/{id}/tickets (one statement, batched, and step by step), inbound mail (held over the
@@ -38,8 +39,23 @@ writeFileSync(
 
 const SECRET = 'inbound-secret-for-quota-tests-0123';
 const DOMAIN = 'inbound.quota.example';
-let ahead = 0;
-const clock = () => Date.now() + ahead;
+const clock = movableClock();
+
+/**
+ * Noon on the 28th of next month: a fixed instant of these tests' own, late in a billing period
+ * (a calendar month) and two to five days before the next, so a session opened there is still
+ * alive on the 2nd (its idle limit is 7 days), whatever today's date.
+ */
+function lateInAPeriod(): number {
+  const now = new Date(testNow());
+  return Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 28, 12);
+}
+
+/** Noon on the 2nd of the month after `at`'s. */
+function nextPeriod(at: number): number {
+  const d = new Date(at);
+  return Date.UTC(d.getUTCFullYear(), d.getUTCMonth() + 1, 2, 12);
+}
 const { app, db } = await testApp(
   t,
   {
@@ -217,6 +233,8 @@ t.test('a brand budget taken back while a create waits for it: the create counts
 });
 
 t.test('the next billing period has room again; a bigger plan has room at once', async (t) => {
+  clock.setTo(lateInAPeriod());
+  t.teardown(() => clock.reset());
   const { live, base, owner, asOwner } = await account();
   await fill(live, base, ALLOWANCE);
   assertRefused(t, await live('POST', `${base}/tickets`, { title: 'Over' }), 'Small', ALLOWANCE);
@@ -230,13 +248,9 @@ t.test('the next billing period has room again; a bigger plan has room at once',
 
   await setAccountPlan(operator, owner.accountId, null);
   assertRefused(t, await live('POST', `${base}/tickets`, { title: 'Back on Small' }), 'Small', ALLOWANCE);
-  const now = new Date(clock());
-  ahead += Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 2) - now.getTime();
-  t.teardown(() => {
-    ahead = 0;
-  });
-  const nextPeriod = await usage(asOwner);
-  t.equal(nextPeriod.ticketCount, 0, 'a new calendar month starts at zero');
+  clock.setTo(nextPeriod(clock()));
+  const next = await usage(asOwner);
+  t.equal(next.ticketCount, 0, 'a new calendar month starts at zero');
   t.equal((await live('POST', `${base}/tickets`, { title: 'Next month' })).status, 201, 'and has room');
 });
 
@@ -324,16 +338,14 @@ t.test('inbound mail beyond the allowance is held, and becomes tickets, in order
 });
 
 t.test('held mail waits for the next billing period when the plan stays the same', async (t) => {
+  clock.setTo(lateInAPeriod());
+  t.teardown(() => clock.reset());
   const { live, base, brand, owner } = await account();
   await fill(live, base, ALLOWANCE);
   const run = `${process.pid}-${Math.random().toString(36).slice(2)}`;
   t.match((await deliver(message(brand.id, `${run}-wait`, 'Next month please'))).body, { action: 'held' });
   t.equal(await tick(), 0);
-  const now = new Date(clock());
-  ahead += Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 2) - now.getTime();
-  t.teardown(() => {
-    ahead = 0;
-  });
+  clock.setTo(nextPeriod(clock()));
   t.equal(await tick(), 1, 'the new period has room');
   t.equal(await liveTickets(owner.accountId), ALLOWANCE + 1);
 });

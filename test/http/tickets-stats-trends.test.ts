@@ -4,6 +4,7 @@ import { updateTickets } from '../../server/core/ticket-writes.js';
 import { rollUp } from '../../server/domains/tickets/counts.js';
 import { Dispatcher } from '../../server/worker/dispatcher.js';
 import { makeBrand, makeTicket, mustCreate, servicesOf, signup, testApp } from '../helpers/app.js';
+import { testNow } from '../helpers/clock.js';
 
 // GET /v1/tickets/stats and /v1/tickets/trends read the counts kept as tickets change (ticket_counts
 // plus the changes not rolled up yet). Every check compares each answer, whole, with a direct count
@@ -16,7 +17,7 @@ const system = systemCtx(servicesOf(db));
 type Any = any;
 
 const DAY = 86_400_000;
-const today = Math.floor(Date.now() / DAY) * DAY;
+const today = Math.floor(testNow() / DAY) * DAY;
 const dayOf = (ms: number) => new Date(ms).toISOString().slice(0, 10);
 
 const owner = await signup(app);
@@ -234,7 +235,7 @@ t.test('a change counts once it commits, not before; the roll-up leaves it alone
   const total = (await owner.live('GET', '/v1/tickets/stats')).body.total;
   const trx = await db.transaction();
   try {
-    await updateTickets(tenantCtx({ ...system, db: trx }, owner.accountId, true), A, [a1!], { deletedAt: new Date() });
+    await updateTickets(tenantCtx({ ...system, db: trx }, owner.accountId, true), A, [a1!], { deletedAt: new Date(testNow()) });
     t.equal(await rollUp(system), 0, 'the uncommitted change is not moved (nor waited for)');
     t.equal((await owner.live('GET', '/v1/tickets/stats')).body.total, total, 'not counted before it commits');
     await trx.commit();

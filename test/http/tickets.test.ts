@@ -1,6 +1,7 @@
 import t from 'tap';
 import { assertErrorShape, assertNotFound, client, makeBrand, makeTicket, ownerWithBrand, type Reply, servicesOf, signup, testApp } from '../helpers/app.js';
 import { deliverMail, mailsTo } from '../helpers/sign-in.js';
+import { testNow } from '../helpers/clock.js';
 
 // Every test signs up its own accounts: lift the per-hour signup limit for this file.
 const { app, db } = await testApp(t, { TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: '10000' });
@@ -318,7 +319,9 @@ t.test('GET is 404 across account, mode, brand and for unknown ids; 401 without 
   const testBrand = await makeBrand(owner.test);
   assertNotFound(t, await owner.test('GET', `/v1/brands/${testBrand.id}/tickets/${tk.id}`), 'the other mode (own brand)');
   assertNotFound(t, await owner.live('GET', `${base}/tickets/tkt_nope`), 'unknown id');
-  await db('tickets').where({ id: tk.id }).update({ deletedAt: new Date() });
+  await db('tickets')
+    .where({ id: tk.id })
+    .update({ deletedAt: new Date(testNow()) });
   assertNotFound(t, await owner.live('GET', `${base}/tickets/${tk.id}`), 'deleted');
   assertErrorShape(t, await anonymous('GET', `${base}/tickets/${tk.id}`), 401, 'missing_credentials');
   assertErrorShape(t, await anonymous('POST', `${base}/tickets`, { title: 'x' }), 401, 'missing_credentials');
@@ -332,7 +335,9 @@ t.test('stats count live tickets per status, category and tag; tag merge relinks
   await makeTicket(owner.live, base, { title: 'b', categoryId: cat.id, status: 'pending', tags: ['x'] });
   await makeTicket(owner.live, base, { title: 'c', status: 'pending', tags: ['y'] });
   const gone = await makeTicket(owner.live, base, { title: 'd', categoryId: cat.id, tags: ['x'], customerEmail: 'z@example.com' });
-  await db('tickets').where({ id: gone.id }).update({ deletedAt: new Date() });
+  await db('tickets')
+    .where({ id: gone.id })
+    .update({ deletedAt: new Date(testNow()) });
 
   const byStatus = Object.fromEntries((await owner.live('GET', `${base}/statuses/stats`)).body.map((s: { key: string; ticketCount: number }) => [s.key, s.ticketCount]));
   t.same(byStatus, { open: 1, pending: 2, resolved: 0, closed: 0 });

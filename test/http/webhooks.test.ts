@@ -3,10 +3,11 @@ import { buildApp } from '../../server/app.js';
 import { assertErrorShape, assertNotFound, client, makeBrand, makeTicket, ownerWithBrand, signup, testApp, testConfig, servicesOf } from '../helpers/app.js';
 import { Dispatcher } from '../../server/worker/dispatcher.js';
 import { receiver } from '../helpers/receiver.js';
+import { testNow } from '../helpers/clock.js';
 
 // Loopback receivers need webhookAllowPrivate; a second app on the same database keeps the default (refuse).
 const { app, db, url } = await testApp(t, { TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: '10000', TICKETD_WEBHOOK_ALLOW_PRIVATE: 'true' });
-const strict = await buildApp({ config: testConfig({ DATABASE_URL: url, TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: '10000' }), db });
+const strict = await buildApp({ clock: testNow, config: testConfig({ DATABASE_URL: url, TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: '10000' }), db });
 t.teardown(() => strict.close());
 
 const quietLog = { info: () => undefined, error: () => undefined };

@@ -11,11 +11,12 @@ import { freshDatabase } from '../helpers/db.js';
 import { createBrand } from '../../server/flows/brands.js';
 import { createAccount } from '../../server/flows/accounts.js';
 import { createTicket } from '../../server/flows/ticket-create.js';
+import { testNow } from '../helpers/clock.js';
 
 const { db, url } = await freshDatabase(t);
 const dataDir = mkdtempSync(path.join(os.tmpdir(), 'ticketd-attachments-svc-'));
 t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
-const deps = attachments.attachmentDeps(testConfig({ DATABASE_URL: url, TICKETD_DATA_DIR: dataDir }), db);
+const deps = attachments.attachmentDeps(testConfig({ DATABASE_URL: url, TICKETD_DATA_DIR: dataDir }), db, testNow);
 const io = attachments.forRequest(deps, 'http', 'localhost');
 
 async function setup(): Promise<{ ctx: TenantCtx; brandId: string }> {

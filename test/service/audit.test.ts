@@ -12,6 +12,7 @@ import { createAccount } from '../../server/flows/accounts.js';
 import { servicesOf } from '../helpers/app.js';
 import { updateTicket } from '../../server/flows/ticket-update.js';
 import { createTicket } from '../../server/flows/ticket-create.js';
+import { testNow } from '../helpers/clock.js';
 
 const { db, name } = await freshDatabase(t);
 
@@ -104,7 +105,7 @@ t.test("keys changed by other operations: a rotation with grace, its expiry by t
   const { newKey } = await apiKeys.rotate(ctx, limited.id, 5);
   await db('apiKeys')
     .where({ id: limited.id })
-    .update({ expiresAt: new Date(Date.now() - 1000) });
+    .update({ expiresAt: new Date(testNow() - 1000) });
   t.equal(await apiKeys.revokeExpired(systemCtx(servicesOf(db), 'dispatcher')), 1);
   const old = await audit.forEntity(ctx, 'api_key', limited.id);
   t.same(

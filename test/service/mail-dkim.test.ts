@@ -14,6 +14,7 @@ import { mailHandler } from '../../server/worker/handlers/mail.js';
 import { makeTicket, mustCreate, ownerWithBrand, servicesOf, testApp, type client, type Reply } from '../helpers/app.js';
 import { dnsServer } from '../helpers/dns.js';
 import { until } from '../helpers/wait.js';
+import { testNow } from '../helpers/clock.js';
 
 /**
  * Mail of a brand with its own verified domain, through the real dispatcher to a loopback SMTP
@@ -87,7 +88,7 @@ async function relay(t: Test) {
 async function sendDue(t: Test, count: number): Promise<Received[]> {
   const { received, transport } = await relay(t);
   const d = new Dispatcher(servicesOf(db), { info: () => undefined, error: () => undefined }, null, {
-    now: () => Date.now() + 1000,
+    now: () => testNow() + 1000,
     random: () => 0.5,
     concurrency: 2,
     handlers: { mail: mailHandler(transport) },

@@ -14,6 +14,7 @@ import { mailHandler } from '../../server/worker/handlers/mail.js';
 import * as outbox from '../../server/core/outbox/service.js';
 import { makeTicket, mustCreate, ownerWithBrand, testApp, servicesOf } from '../helpers/app.js';
 import { createComment } from '../../server/flows/comment-create.js';
+import { testNow } from '../helpers/clock.js';
 
 /** Outbound mail through the outbox: queued with the change, delivered by the dispatcher's mail handler. */
 
@@ -38,7 +39,7 @@ t.afterEach(async () => {
 
 /** A clock tests move by hand, starting a second ahead so rows just committed are due. */
 function clock() {
-  let now = Date.now() + 1000;
+  let now = testNow() + 1000;
   return {
     now: () => now,
     advance: (ms: number) => {

@@ -23,6 +23,7 @@ import { attachmentDepsOf } from '../../server/domains/attachments/service.js';
 import { updateTicket } from '../../server/flows/ticket-update.js';
 import { createTicket } from '../../server/flows/ticket-create.js';
 import { createComment } from '../../server/flows/comment-create.js';
+import { onTestDay, testNow } from '../helpers/clock.js';
 
 const { db, name, url } = await freshDatabase(t);
 const quietLog = { info: () => undefined, error: () => undefined };
@@ -45,7 +46,7 @@ async function withHook(t: Test, subscribed: string[] = ['ticket.created'], answ
 
 /** A clock tests move by hand, starting a second ahead so rows just committed are due. */
 function clock() {
-  let now = Date.now() + 1000;
+  let now = testNow() + 1000;
   return {
     now: () => now,
     advance: (ms: number) => {
@@ -146,8 +147,8 @@ t.test('fan-out: one row per subscribed, enabled webhook of the brand and mode, 
         authorType: 'AGENT',
         parentId: null,
         isInternal: false,
-        createdAt: new Date(),
-        updatedAt: new Date(),
+        createdAt: new Date(testNow()),
+        updatedAt: new Date(testNow()),
         deletedAt: null,
       });
       await events.ticketsUpdated(tx, brandId, [{ ticketId: ticket.id, changes: ['title'] }]);
@@ -243,12 +244,16 @@ t.test('a delivery is one signed POST that independent verifiers accept', async 
   t.equal(got.headers['content-type'], 'application/json');
   t.equal(got.headers['user-agent'], 'ticketd');
   t.equal(got.headers['webhook-id'], row.id, 'webhook-id is the delivery id');
-  t.ok(Math.abs(Number(got.headers['webhook-timestamp']) - Date.now() / 1000) < 60, 'webhook-timestamp is now, in seconds');
+  t.ok(Math.abs(Number(got.headers['webhook-timestamp']) - testNow() / 1000) < 60, 'webhook-timestamp is now, in seconds');
   t.same(JSON.parse(got.body), row.payload, 'the stored body');
 
   // Standard Webhooks, by the reference library, with the secret as given.
-  t.same(new StandardWebhook(webhook.secret).verify(got.body, got.headers as Record<string, string>), row.payload, 'standardwebhooks verifies');
-  t.throws(() => new StandardWebhook(webhook.secret).verify(`${got.body} `, got.headers as Record<string, string>), 'a changed body does not verify');
+  t.same(
+    onTestDay(() => new StandardWebhook(webhook.secret).verify(got.body, got.headers as Record<string, string>)),
+    row.payload,
+    'standardwebhooks verifies',
+  );
+  t.throws(() => onTestDay(() => new StandardWebhook(webhook.secret).verify(`${got.body} `, got.headers as Record<string, string>)), 'a changed body does not verify');
   // X-Dispatch-Signature, from its description: sha256=<hex HMAC-SHA256 of the raw body, keyed by the secret>.
   const expected = Buffer.from(`sha256=${createHmac('sha256', webhook.secret).update(got.body).digest('hex')}`);
   const sent = Buffer.from(String(got.headers['x-dispatch-signature']));
@@ -256,7 +261,7 @@ t.test('a delivery is one signed POST that independent verifiers accept', async 
 
   const ownGot = hook.received.find((r) => r.path === '/own')!;
   t.ok(
-    new StandardWebhook('plain-ascii-secret-42', { format: 'raw' }).verify(ownGot.body, ownGot.headers as Record<string, string>),
+    onTestDay(() => new StandardWebhook('plain-ascii-secret-42', { format: 'raw' }).verify(ownGot.body, ownGot.headers as Record<string, string>)),
     "a secret of the client's own verifies in raw format",
   );
   t.equal(ownGot.headers['x-dispatch-signature'], `sha256=${createHmac('sha256', own.secret).update(ownGot.body).digest('hex')}`);
@@ -301,14 +306,14 @@ t.test('a dispatcher that claimed a batch and died loses nothing: its leases exp
   );
   t.equal(
     await outbox
-      .settle(systemCtx(servicesOf(db)), dead[0]!, { status: 'failed', availableAt: null, error: 'late', responseCode: null, responseBody: null, attemptedAt: new Date() })
+      .settle(systemCtx(servicesOf(db)), dead[0]!, { status: 'failed', availableAt: null, error: 'late', responseCode: null, responseBody: null, attemptedAt: new Date(testNow()) })
       .catch((e: Error) => e.message),
     "outbox message ticket.created must be enqueued inside the change's transaction",
     'settle needs a transaction',
   );
   t.equal(
     await withTx(systemCtx(servicesOf(db)), (tx) =>
-      outbox.settle(tx, dead[0]!, { status: 'failed', availableAt: null, error: 'late', responseCode: null, responseBody: null, attemptedAt: new Date() }),
+      outbox.settle(tx, dead[0]!, { status: 'failed', availableAt: null, error: 'late', responseCode: null, responseBody: null, attemptedAt: new Date(testNow()) }),
     ),
     false,
     'a late settle by the old owner changes nothing',
@@ -397,7 +402,7 @@ t.test('the messages of a dispatcher that is gone are due at once; those of one 
 t.test('start(): a dispatcher that starts after another died delivers its messages at once, not after their leases', async (t) => {
   const { ctx, brandId, hook } = await withHook(t);
   await enqueue(ctx, brandId, 2);
-  const claimed = await outbox.claim(systemCtx(servicesOf(db)), 'killed-dispatcher', new Date(), new Date(Date.now() + 30_000), 10);
+  const claimed = await outbox.claim(systemCtx(servicesOf(db)), 'killed-dispatcher', new Date(testNow()), new Date(testNow() + 30_000), 10);
   t.equal(claimed.length, 2);
   dispatcher(t).start();
   await until('the deliveries', () => hook.received.length === 2);
@@ -462,7 +467,7 @@ t.test('a delivery that ends while a claim runs frees its share for the next cla
   };
   const { ctx, brandId } = await withHook(t);
   await enqueue(ctx, brandId, 2);
-  const d = new Dispatcher(createServices({ config: testConfig({}), db: oneConnection }), quietLog, null, {
+  const d = new Dispatcher(createServices({ clock: testNow, config: testConfig({}), db: oneConnection }), quietLog, null, {
     concurrency: 2,
     accountConcurrency: 1,
     handlers: { webhook: handler },
@@ -707,8 +712,14 @@ t.test('redeliver sends the same body again under a new id; rotation signs with 
   t.equal(second!.body, first!.body, 'the same bytes');
   t.equal(second!.headers['webhook-id'], copy.id);
   t.equal(String(second!.headers['webhook-signature']).split(' ').length, 2, 'two signatures during the grace period');
-  t.ok(new StandardWebhook(rotated.secret).verify(second!.body, second!.headers as Record<string, string>), 'the new secret verifies');
-  t.ok(new StandardWebhook(webhook.secret).verify(second!.body, second!.headers as Record<string, string>), 'the old one still does');
+  t.ok(
+    onTestDay(() => new StandardWebhook(rotated.secret).verify(second!.body, second!.headers as Record<string, string>)),
+    'the new secret verifies',
+  );
+  t.ok(
+    onTestDay(() => new StandardWebhook(webhook.secret).verify(second!.body, second!.headers as Record<string, string>)),
+    'the old one still does',
+  );
   t.equal(second!.headers['x-dispatch-signature'], `sha256=${createHmac('sha256', rotated.secret).update(second!.body).digest('hex')}`, 'X-Dispatch-Signature uses the new secret');
   const views = await webhooks.deliveries(ctx, brandId, webhook.id);
   t.same(
@@ -732,7 +743,7 @@ t.test('stop() interrupts deliveries in flight and gives them back', async (t) =
   await d.stop(50);
   t.match(await run, { claimed: 1, released: 1, success: 0 });
   t.match((await rowsOf(webhook.id))[0], { status: 'pending', leaseOwner: null, leaseExpiresAt: null, attempts: 1 });
-  t.ok(new Date((await rowsOf(webhook.id))[0].availableAt).getTime() <= Date.now(), 'due at once for any dispatcher');
+  t.ok(new Date((await rowsOf(webhook.id))[0].availableAt).getTime() <= testNow(), 'due at once for any dispatcher');
 });
 
 t.test('start(): a commit wakes the dispatcher through LISTEN/NOTIFY', async (t) => {
@@ -746,7 +757,7 @@ t.test('start(): a commit wakes the dispatcher through LISTEN/NOTIFY', async (t)
 
 t.test('delivery reads its webhook through the tenant of the message: another account or mode finds nothing', async (t) => {
   const { ctx, webhook } = await withHook(t);
-  const now = new Date();
+  const now = new Date(testNow());
   t.ok(await webhooks.deliveryTarget(ctx, webhook.id, now), 'its own tenant finds it');
   const other = await setup();
   t.equal(await webhooks.deliveryTarget(other.ctx, webhook.id, now), null, 'another account does not');
@@ -755,7 +766,7 @@ t.test('delivery reads its webhook through the tenant of the message: another ac
 
 t.test("the dispatcher's metrics: deliveries by kind and outcome, their time, claims, jobs and ticks, its LISTEN connection", async (t) => {
   // Its own services: a registry of its own, whatever the other tests counted.
-  const services = createServices({ config: testConfig({}), db });
+  const services = createServices({ clock: testNow, config: testConfig({}), db });
   t.teardown(() => services.close());
   const answers = [200, 500, 400, 502];
   const { ctx, brandId, webhook } = await withHook(t, ['ticket.created'], (r) => ({ status: answers[JSON.parse(r.body).data.n]! }));

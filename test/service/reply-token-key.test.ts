@@ -5,6 +5,7 @@ import { createServices } from '../../server/compose.js';
 import { replyTokenKey } from '../../server/domains/mail/service.js';
 import { testConfig } from '../helpers/app.js';
 import { freshDatabase } from '../helpers/db.js';
+import { testNow } from '../helpers/clock.js';
 
 /**
  * The key that signs reply addresses (domains/mail/service.ts replyTokenKey): one per database,
@@ -13,7 +14,7 @@ import { freshDatabase } from '../helpers/db.js';
 
 const { db } = await freshDatabase(t);
 /** A process of its own: services of their own on the one database. */
-const aProcess = () => systemCtx(createServices({ config: testConfig({}), db }));
+const aProcess = () => systemCtx(createServices({ clock: testNow, config: testConfig({}), db }));
 const storedKey = async (): Promise<Buffer | null> => {
   const row = (await db('server_secrets').where({ name: 'mail_reply_token_key' }).first('value')) as { value: string } | undefined;
   return row ? Buffer.from(row.value, 'base64') : null;

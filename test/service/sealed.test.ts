@@ -9,6 +9,7 @@ import { createBrand } from '../../server/flows/brands.js';
 import { rotateKey } from '../../server/flows/secrets.js';
 import { servicesOf, testConfig } from '../helpers/app.js';
 import { freshDatabase } from '../helpers/db.js';
+import { testNow } from '../helpers/clock.js';
 
 /** Secrets ticketd uses itself, sealed: a data key each, wrapped by a key-encryption key (core/sealed.ts). */
 
@@ -64,8 +65,8 @@ t.test('rotate-key: a new key in the database; every secret re-wrapped, its ciph
   t.equal(after.split(':')[3], before.split(':')[3], 'the secret’s own ciphertext is kept: only its key is re-wrapped');
   const sealedLegacy = (await db('webhooks').where({ id: legacy.id }).first()).secret as string;
   t.equal(kekIdOf(sealedLegacy), rotation.keyId, 'plain text is sealed');
-  t.same((await webhooks.deliveryTarget(tenant, hook.id, new Date()))!.secrets, [hook.secret], 'still signs with the same secret');
-  t.same((await webhooks.deliveryTarget(tenant, legacy.id, new Date()))!.secrets, ['whsec_stored-in-plain-text']);
+  t.same((await webhooks.deliveryTarget(tenant, hook.id, new Date(testNow())))!.secrets, [hook.secret], 'still signs with the same secret');
+  t.same((await webhooks.deliveryTarget(tenant, legacy.id, new Date(testNow())))!.secrets, ['whsec_stored-in-plain-text']);
   t.equal(
     await oldProcess.open(after, { purpose: 'webhook.secret', accountId: created.account.id }),
     hook.secret,
@@ -77,7 +78,7 @@ t.test('rotate-key: a new key in the database; every secret re-wrapped, its ciph
 t.test('configured keys: the first seals, the rest open; the database’s keys still open; rotate-key moves everything to the first', async (t) => {
   const [k1, k2] = [randomBytes(32).toString('base64'), randomBytes(32).toString('base64')];
   const fromTable = await keyring().seal('kept-in-table-key', A);
-  const withKeys = (keys: string[]) => createServices({ config: testConfig({ TICKETD_ENCRYPTION_KEYS: keys.join(',') }), db });
+  const withKeys = (keys: string[]) => createServices({ clock: testNow, config: testConfig({ TICKETD_ENCRYPTION_KEYS: keys.join(',') }), db });
   const first = withKeys([k1]);
   t.teardown(() => first.close());
   const ring = first.get(keyringPart);

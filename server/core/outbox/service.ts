@@ -99,7 +99,7 @@ export async function enqueueEvents(tx: TenantCtx, events: readonly EventSpec[])
  * row in the tickets CTE, no delivery. Its caller counts the rows it inserted for outboxAdded.
  */
 export function eventsInsert(tx: TenantCtx, events: readonly EventSpec[], ticketsRelation = 'tickets', contactsRelation = 'contacts'): SqlFragment {
-  const timestamp = new Date().toISOString();
+  const timestamp = new Date(tx.services.now()).toISOString();
   const specs = events.map((e, ord) => ({
     ord,
     event_id: newId(ID_PREFIX.event),
@@ -386,7 +386,7 @@ export interface OutboxStats {
   oldestPendingAgeSeconds: number | null;
 }
 
-export async function stats(ctx: BaseCtx, now = new Date()): Promise<OutboxStats> {
+export async function stats(ctx: BaseCtx, now = new Date(ctx.services.now())): Promise<OutboxStats> {
   const counts = (await ctx.db('outbox').groupBy('kind', 'status').orderBy(['kind', 'status']).select('kind', 'status').count({ count: '*' })) as {
     kind: string;
     status: string;

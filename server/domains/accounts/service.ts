@@ -42,7 +42,9 @@ export async function namesOf(ctx: BaseCtx, accountIds: readonly string[]): Prom
 export async function rename(ctx: TenantCtx, name: string): Promise<{ from: string; to: string }> {
   const row = await Account.query(ctx.db).findById(ctx.accountId).forUpdate();
   if (!row) throw notFound('Account');
-  await Account.query(ctx.db).findById(ctx.accountId).patch({ name, updatedAt: new Date() });
+  await Account.query(ctx.db)
+    .findById(ctx.accountId)
+    .patch({ name, updatedAt: new Date(ctx.services.now()) });
   return { from: row.name, to: name };
 }
 

@@ -108,7 +108,7 @@ export async function updateScope(ctx: TenantCtx, keyId: string, input: UpdateSc
     const scope = await resolveScope(tx, input);
     const row = (await ApiKey.scoped(tx)
       .findById(keyId)
-      .patch({ ...scope, updatedAt: new Date() })
+      .patch({ ...scope, updatedAt: new Date(ctx.services.now()) })
       .returning('*')
       .first())!;
     const changes = audit.changesBetween(toView(before), toView(row), ['allBrands', 'brandIds']);
@@ -121,7 +121,7 @@ export async function updateScope(ctx: TenantCtx, keyId: string, input: UpdateSc
 
 /** Revoked keys stop working on the next request, in this process and (through NOTIFY) in every other. */
 export async function revoke(ctx: TenantCtx, keyId: string): Promise<{ success: true; id: string; revokedAt: string }> {
-  const now = new Date();
+  const now = new Date(ctx.services.now());
   await withTx(ctx, async (tx) => {
     // Compare and set: of two concurrent revokes, one succeeds and the other finds nothing (404).
     const revoked = (await activeKeys(tx).findById(keyId).patch({ revokedAt: now, updatedAt: now }).returning('*').first()) as unknown as ApiKey | undefined;
@@ -139,7 +139,7 @@ export async function rotate(ctx: TenantCtx, keyId: string, graceMinutes = 0): P
     if (old.expiresAt) throw conflict(`API key ${keyId} was already rotated; it stops working at ${old.expiresAt.toISOString()}`, 'key_already_rotated');
     // The scope is copied as it is: deleting a brand may have left a limited key with no brand.
     const newKey = await insertKey(tx, old.name, { allBrands: old.allBrands, brandIds: old.allBrands ? [] : [...old.brandIds] }, old.id);
-    const now = new Date();
+    const now = new Date(ctx.services.now());
     const patch = graceMinutes > 0 ? { expiresAt: new Date(now.getTime() + graceMinutes * 60_000), updatedAt: now } : { revokedAt: now, updatedAt: now };
     const oldKey = (await ApiKey.scoped(tx).findById(keyId).patch(patch).returning('*').first())!;
     // With a grace period the key is revoked later, by the clock (revokeExpired records that).

@@ -59,7 +59,8 @@ export interface AttachmentIo extends AttachmentDeps {
   baseUrl: string;
 }
 
-export function attachmentDeps(config: Config, db: Db, storage: Storage = storageFromConfig(config)): AttachmentDeps {
+/** `now`: the services' clock (attachmentDepsOf), or a test's. */
+export function attachmentDeps(config: Config, db: Db, now: () => number, storage: Storage = storageFromConfig(config)): AttachmentDeps {
   return {
     storage,
     maxBytes: config.attachmentMaxBytes,
@@ -67,13 +68,13 @@ export function attachmentDeps(config: Config, db: Db, storage: Storage = storag
     downloadTtlSeconds: config.attachmentDownloadUrlTtlSeconds,
     publicUrl: config.publicUrl,
     signingKey: cachedServerSecret(db, 'attachment_url_signing_key'),
-    now: Date.now,
+    now,
     staging: { lastSweep: -Infinity },
   };
 }
 
 /** The process's attachment deps, made once with its services (storage and config from them). */
-const depsPart = part('attachments.deps', (services) => attachmentDeps(services.config, services.db, services.storage));
+const depsPart = part('attachments.deps', (services) => attachmentDeps(services.config, services.db, services.now, services.storage));
 export function attachmentDepsOf(services: Services): AttachmentDeps {
   return services.get(depsPart);
 }

@@ -197,7 +197,10 @@ export async function update(ctx: TenantCtx, brandId: string, domainId: string, 
     if (input.replyMode !== undefined) patch.replyMode = input.replyMode;
     if (input.isPrimary !== undefined && input.isPrimary !== current.isPrimary) {
       patch.isPrimary = input.isPrimary;
-      if (input.isPrimary) await BrandDomain.scoped(tx).where({ brandId: brand, isPrimary: true }).patch({ isPrimary: false, updatedAt: new Date() });
+      if (input.isPrimary)
+        await BrandDomain.scoped(tx)
+          .where({ brandId: brand, isPrimary: true })
+          .patch({ isPrimary: false, updatedAt: new Date(ctx.services.now()) });
     }
     const changes: Change[] = Object.entries(patch)
       .filter(([k, v]) => current[k as keyof typeof patch] !== v)
@@ -205,7 +208,7 @@ export async function update(ctx: TenantCtx, brandId: string, domainId: string, 
     if (!changes.length) return toView(current, tx.services.config);
     const row = (await BrandDomain.scoped(tx)
       .where({ brandId: brand, id: current.id })
-      .patch({ ...patch, updatedAt: new Date() })
+      .patch({ ...patch, updatedAt: new Date(ctx.services.now()) })
       .returning('*')
       .first()) as unknown as BrandDomain;
     await audit.record(tx, { brandId: brand, entityType: 'brand_domain', entityId: row.id, event: 'brand_domain.updated', changes, metadata: { domain: row.domain } });
@@ -225,7 +228,10 @@ export async function remove(ctx: TenantCtx, brandId: string, domainId: string):
         .orderBy([{ column: 'verified', order: 'desc' }, { column: 'id' }])
         .select('id')
         .first();
-      if (next) await BrandDomain.scoped(tx).where({ brandId: brand, id: next.id }).patch({ isPrimary: true, updatedAt: new Date() });
+      if (next)
+        await BrandDomain.scoped(tx)
+          .where({ brandId: brand, id: next.id })
+          .patch({ isPrimary: true, updatedAt: new Date(ctx.services.now()) });
     }
     await audit.record(tx, { brandId: brand, entityType: 'brand_domain', entityId: row.id, event: 'brand_domain.deleted', metadata: { domain: row.domain, type: row.type } });
     return toView(row, tx.services.config);

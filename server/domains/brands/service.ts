@@ -166,7 +166,7 @@ export async function update(ctx: TenantCtx, brandId: string, input: UpdateBrand
     const brand = (await Brand.scoped(tx).findById(id).forUpdate())!;
     const { ticketNumberStart, ticketPrefix, ...rest } = input;
     // The revision tells ticket creates that remembered the brand's service level to read it again.
-    const patch: Partial<Brand> = { ...rest, updatedAt: new Date(), settingsRevision: tx.db.raw('settings_revision + 1') as unknown as number };
+    const patch: Partial<Brand> = { ...rest, updatedAt: new Date(ctx.services.now()), settingsRevision: tx.db.raw('settings_revision + 1') as unknown as number };
     if (ticketPrefix !== undefined) patch.ticketPrefix = ticketPrefix.toUpperCase();
     if (ticketNumberStart !== undefined) {
       // Compare and set in one statement: a ticket created meanwhile cannot be numbered twice.

@@ -103,7 +103,7 @@ export async function update(ctx: TenantCtx, brandId: string, categoryId: string
     // Locked, so the audit entry's `from` values are what this update replaced.
     const row = await ofBrand(tx, brand.id).findById(categoryId).forUpdate();
     if (!row) throw notFound('Category');
-    const patch: Partial<Category> = { updatedAt: new Date() };
+    const patch: Partial<Category> = { updatedAt: new Date(ctx.services.now()) };
     if (input.name !== undefined) patch.name = input.name.trim();
     if (input.color !== undefined) patch.color = input.color ?? DEFAULT_CATEGORY_COLOR;
     if (input.description !== undefined) patch.description = input.description;
@@ -156,7 +156,7 @@ export async function reorder(ctx: TenantCtx, brandId: string, input: ReorderCat
         [{ field: 'categoryIds', message: 'must list every category of the brand exactly once' }],
         'invalid_reorder',
       );
-    const now = new Date();
+    const now = new Date(ctx.services.now());
     for (const [i, id] of input.categoryIds.entries()) await ofBrand(tx, brand.id).findById(id).patch({ sortOrder: i, updatedAt: now });
     await audit.recordReorder(tx, brand.id, 'category', audit.displayOrder(rows), input.categoryIds);
     return (await ofBrand(tx, brand.id).orderBy([{ column: 'sortOrder' }, { column: 'id' }])).map(toView);

@@ -118,7 +118,7 @@ export async function update(ctx: TenantCtx, brandId: string, companyId: string,
   return withTx(ctx, async (tx) => {
     const brand = await requireBrand(tx, brandId);
     const before = await fetch(tx, brand.id, companyId, true);
-    const patch: Partial<Company> = { updatedAt: new Date() };
+    const patch: Partial<Company> = { updatedAt: new Date(ctx.services.now()) };
     if (input.name !== undefined) Object.assign(patch, { name: input.name, nameKey: foldText(input.name) });
     if (domain !== undefined) patch.domain = domain;
     if (input.metadata !== undefined) patch.metadata = input.metadata;

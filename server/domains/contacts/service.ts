@@ -197,7 +197,7 @@ export async function update(ctx: TenantCtx, brandId: string, contactId: string,
     // Locked first (the read joins companies), so the audit entry's `from` values are what this update replaced.
     await Contact.scoped(tx).where({ brandId: brand.id, id: contactId }).forUpdate().select('id');
     const before = await fetch(tx, brand.id, contactId);
-    const patch: Partial<Contact> = { updatedAt: new Date() };
+    const patch: Partial<Contact> = { updatedAt: new Date(ctx.services.now()) };
     if (email !== undefined) patch.email = email;
     if (input.name !== undefined) Object.assign(patch, { name: input.name, nameKey: foldText(input.name ?? '') });
     if (input.avatarUrl !== undefined) patch.avatarUrl = input.avatarUrl;
@@ -237,7 +237,7 @@ export async function linkUnlinkedByDomain(ctx: TenantCtx, brandId: string, comp
     .where({ brandId })
     .whereNull('companyId')
     .where('email', 'like', `%@${escapeLike(domain)}`)
-    .patch({ companyId, updatedAt: new Date() })
+    .patch({ companyId, updatedAt: new Date(ctx.services.now()) })
     .returning('contacts.id')) as unknown as { id: string }[];
   await ticketNames.contactsChanged(
     ctx,

@@ -193,7 +193,7 @@ export async function update(ctx: TenantCtx, brandId: string, connectionId: stri
     const reconnected = secret ? { secret, status: 'ACTIVE' as const, errorMessage: null, failures: 0, retryAt: null } : {};
     const row = (await ofBrand(tx, brand.id)
       .where('id', current.id)
-      .patch({ name, ...reconnected, updatedAt: new Date() })
+      .patch({ name, ...reconnected, updatedAt: new Date(ctx.services.now()) })
       .returning('*')
       .first()) as unknown as EmailConnection;
     await audit.record(tx, {
@@ -213,8 +213,14 @@ export async function makePrimary(ctx: TenantCtx, brandId: string, connectionId:
     const brand = await lockBrand(tx, brandId);
     const current = await requireConnection(tx, brand, connectionId, true);
     if (current.isPrimary) return toView(current);
-    await ofBrand(tx, brand).where('isPrimary', true).patch({ isPrimary: false, updatedAt: new Date() });
-    const row = (await ofBrand(tx, brand).where('id', current.id).patch({ isPrimary: true, updatedAt: new Date() }).returning('*').first()) as unknown as EmailConnection;
+    await ofBrand(tx, brand)
+      .where('isPrimary', true)
+      .patch({ isPrimary: false, updatedAt: new Date(ctx.services.now()) });
+    const row = (await ofBrand(tx, brand)
+      .where('id', current.id)
+      .patch({ isPrimary: true, updatedAt: new Date(ctx.services.now()) })
+      .returning('*')
+      .first()) as unknown as EmailConnection;
     await audit.record(tx, {
       brandId: brand,
       entityType: 'email_connection',
@@ -234,7 +240,10 @@ export async function remove(ctx: TenantCtx, brandId: string, connectionId: stri
     await ofBrand(tx, brand).where('id', row.id).delete();
     if (row.isPrimary) {
       const next = await ofBrand(tx, brand).orderBy('id').select('id').first();
-      if (next) await ofBrand(tx, brand).where('id', next.id).patch({ isPrimary: true, updatedAt: new Date() });
+      if (next)
+        await ofBrand(tx, brand)
+          .where('id', next.id)
+          .patch({ isPrimary: true, updatedAt: new Date(ctx.services.now()) });
     }
     await audit.record(tx, { brandId: brand, entityType: 'email_connection', entityId: row.id, event: 'email_connection.deleted', metadata: { email: row.email } });
     return toView(row);

@@ -111,7 +111,9 @@ export async function setStatus(ctx: TenantCtx, id: string, status: string): Pro
   return withTx(ctx, async (tx) => {
     const before = await get(tx, id);
     if (before.status === status) return before;
-    await FeatureRequest.ofAccount(tx).where('featureRequests.id', id).patch({ status, updatedAt: new Date() });
+    await FeatureRequest.ofAccount(tx)
+      .where('featureRequests.id', id)
+      .patch({ status, updatedAt: new Date(ctx.services.now()) });
     await audit.record(tx, {
       brandId: null,
       entityType: 'feature_request',

@@ -233,7 +233,7 @@ export async function create(ctx: Ctx, brandId: string, entityType: string, inpu
     const brand = await requireBrand(tx, brandId);
     forgetFound(tx, brand.id); // the change below rewrites its fieldRules (refreshFieldRules)
     const last = (await ofBrand(tx, brand.id, entity).max('sortOrder as m').first()) as unknown as { m: number | null };
-    const now = new Date();
+    const now = new Date(ctx.services.now());
     try {
       const row = await tx.db.transaction(async (trx) =>
         FieldDefinition.query(trx)
@@ -284,7 +284,7 @@ export async function update(ctx: Ctx, brandId: string, entityType: string, key:
     if (!choice && input.options === undefined) options = null;
     const defaultValue = input.defaultValue !== undefined ? input.defaultValue : field.defaultValue;
     assertConsistent(ctx, { type, options, defaultValue });
-    const patch = { ...input, options: options?.length ? options : null, defaultValue: defaultValue ?? null, updatedAt: new Date() };
+    const patch = { ...input, options: options?.length ? options : null, defaultValue: defaultValue ?? null, updatedAt: new Date(ctx.services.now()) };
     const after = toView((await FieldDefinition.scoped(tx).findById(field.id).patch(patch).returning('*').first())!);
     await refreshFieldRules(tx, brand.id);
     const changes = audit.changesBetween(toView(field), after, EDITABLE);
@@ -338,7 +338,7 @@ export async function reorder(ctx: Ctx, brandId: string, entityType: string, inp
     });
     for (const r of rows) if (!seen.has(r.key)) errors.push({ field: 'keys', message: `"${r.key}" is missing` });
     if (errors.length) throw badRequest(`keys must list every ${entity} field of the brand exactly once`, errors, 'invalid_reorder');
-    const now = new Date();
+    const now = new Date(ctx.services.now());
     for (const [i, k] of input.keys.entries()) {
       await ofBrand(tx, brand.id, entity).findById(byKey.get(k)!.id).patch({ sortOrder: i, updatedAt: now });
     }

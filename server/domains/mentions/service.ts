@@ -72,7 +72,10 @@ export async function acknowledge(ctx: TenantCtx, memberId: string, mentionId: s
   const mention = await Mention.scoped(ctx).where({ 'mentions.id': mentionId, 'mentions.memberId': memberId }).select('id', 'brandId', 'acknowledgedAt').first();
   if (!mention || !canSeeBrand(ctx.brandScope, mention.brandId)) throw notFound('Mention');
   if (mention.acknowledgedAt) return 0;
-  return Mention.scoped(ctx).where('mentions.id', mentionId).whereNull('acknowledgedAt').patch({ acknowledgedAt: new Date() });
+  return Mention.scoped(ctx)
+    .where('mentions.id', mentionId)
+    .whereNull('acknowledgedAt')
+    .patch({ acknowledgedAt: new Date(ctx.services.now()) });
 }
 
 /** Acknowledges every mention of the member on one ticket (the ticket must be visible to the caller). */
@@ -84,5 +87,8 @@ export async function acknowledgeTicket(ctx: TenantCtx, memberId: string, ticket
     ...brands.bindings,
   ] as never[]);
   if (!visible.rows.length) throw notFound('Ticket');
-  return Mention.scoped(ctx).where({ 'mentions.ticketId': ticketId, 'mentions.memberId': memberId }).whereNull('acknowledgedAt').patch({ acknowledgedAt: new Date() });
+  return Mention.scoped(ctx)
+    .where({ 'mentions.ticketId': ticketId, 'mentions.memberId': memberId })
+    .whereNull('acknowledgedAt')
+    .patch({ acknowledgedAt: new Date(ctx.services.now()) });
 }

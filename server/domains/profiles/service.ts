@@ -98,7 +98,7 @@ async function write(tx: TenantCtx, io: AvatarIo, me: Me, patch: Partial<Row>, m
   const after: Row = { ...before, ...patch };
   await MemberProfile.ofAccount(tx)
     .where('memberProfiles.memberId', me.memberId)
-    .patch({ ...patch, updatedAt: new Date() });
+    .patch({ ...patch, updatedAt: new Date(tx.services.now()) });
   const removed = before.avatarId && before.avatarId !== after.avatarId ? [before.avatarId] : [];
   if (removed.length) await deleteQueuingFiles(tx, 'avatars', { sql: '? and f.id = any(?)', bindings: [accountScope(tx, 'f'), removed] });
   const [from, to] = [toView(io, tx.accountId, me, before), toView(io, tx.accountId, me, after)];
@@ -248,7 +248,9 @@ export async function receiveUpload(
   try {
     await withTx(ctx, async (tx) => {
       await pendingAvatar(tx, deps, avatarId, true);
-      await Avatar.ofAccount(tx).where('avatars.id', avatarId).patch({ updatedAt: new Date() });
+      await Avatar.ofAccount(tx)
+        .where('avatars.id', avatarId)
+        .patch({ updatedAt: new Date(ctx.services.now()) });
       await staged.commit(avatarId);
     });
   } finally {
@@ -290,7 +292,9 @@ export async function confirm(ctx: TenantCtx, io: AvatarIo, me: Me, storageKey?:
     if (!stored) throw badRequest('The file has not been uploaded yet: PUT its bytes to the uploadUrl first, then confirm', [], 'upload_incomplete');
     const type: AvatarType | null = imageTypeOf(stored.head);
     if (!type) throw notAnImage('body');
-    await Avatar.ofAccount(tx).where('avatars.id', row.id).patch({ status: 'UPLOADED', contentType: type, size: stored.size, expiresAt: null, updatedAt: new Date() });
+    await Avatar.ofAccount(tx)
+      .where('avatars.id', row.id)
+      .patch({ status: 'UPLOADED', contentType: type, size: stored.size, expiresAt: null, updatedAt: new Date(ctx.services.now()) });
     return makeCurrent(tx, io, me, { id: row.id, contentType: type, size: stored.size });
   });
 }

@@ -61,7 +61,7 @@ async function ordered(ctx: TenantCtx, brandId: string): Promise<Status[]> {
  * brand that was just inserted in ctx's scope (the composite foreign key refuses any other).
  */
 export async function createSystemStatuses(ctx: TenantCtx, brandId: string): Promise<void> {
-  const now = new Date();
+  const now = new Date(ctx.services.now());
   await Status.query(ctx.db).insert(
     SYSTEM_STATUSES.map((s, i) => ({
       id: newId(ID_PREFIX.status),
@@ -121,7 +121,7 @@ export async function create(ctx: TenantCtx, brandId: string, input: CreateStatu
     const brand = await requireBrand(tx, brandId);
     // New statuses go last unless a place was given.
     const last = (await ofBrand(tx, brand.id).max('sortOrder as m').first()) as unknown as { m: number | null };
-    const now = new Date();
+    const now = new Date(ctx.services.now());
     try {
       const row = await tx.db.transaction(async (trx) =>
         Status.query(trx)
@@ -168,7 +168,7 @@ export async function update(ctx: TenantCtx, brandId: string, statusId: string, 
           async (trx) =>
             (await ofBrand({ ...tx, db: trx }, brand.id)
               .findById(status.id)
-              .patch({ ...input, updatedAt: new Date() })
+              .patch({ ...input, updatedAt: new Date(ctx.services.now()) })
               .returning('*')
               .first())!,
         ),
@@ -212,7 +212,7 @@ export async function reorder(ctx: TenantCtx, brandId: string, input: ReorderSta
     });
     for (const r of rows) if (!seen.has(r.id)) errors.push({ field: 'statusIds', message: `${r.id} (${r.key}) is missing` });
     if (errors.length) throw badRequest('statusIds must list every status of the brand exactly once', errors, 'invalid_reorder');
-    const now = new Date();
+    const now = new Date(ctx.services.now());
     for (const [i, id] of input.statusIds.entries()) {
       await ofBrand(tx, brand.id).findById(id).patch({ sortOrder: i, updatedAt: now });
     }

@@ -135,7 +135,7 @@ export async function update(ctx: TenantCtx, brandId: string, tagId: string, inp
   return withTx(ctx, async (tx) => {
     // Locked, so the audit entry's `from` values are what this update replaced.
     const [row] = await requireTags(tx, brandId, [tagId], true);
-    const patch: Partial<Tag> = { updatedAt: new Date() };
+    const patch: Partial<Tag> = { updatedAt: new Date(ctx.services.now()) };
     if (input.name !== undefined) patch.name = input.name.trim();
     if (input.color !== undefined) patch.color = input.color ?? DEFAULT_TAG_COLOR;
     let after: TagView;
@@ -196,7 +196,13 @@ export async function merge(ctx: TenantCtx, brandId: string, targetId: string, s
       },
       ...merged.map((t) => ({ brandId: t.brandId, entityType: 'tag', entityId: t.id, event: 'tag.deleted', metadata: { name: t.name, mergedInto: target.id } })),
     ]);
-    return toView((await ofBrand(tx, target.brandId).findById(target.id).patch({ updatedAt: new Date() }).returning('*').first())!);
+    return toView(
+      (await ofBrand(tx, target.brandId)
+        .findById(target.id)
+        .patch({ updatedAt: new Date(ctx.services.now()) })
+        .returning('*')
+        .first())!,
+    );
   });
 }
 
