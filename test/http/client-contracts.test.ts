@@ -1,5 +1,5 @@
 import t from 'tap';
-import { assertNotFound, client, makeBrand, makeTicket, mustCreate, servicesOf, signup, testApp } from '../helpers/app.js';
+import { assertErrorShape, assertNotFound, client, makeBrand, makeTicket, mustCreate, servicesOf, signup, testApp } from '../helpers/app.js';
 import { sessionToken } from '../helpers/sign-in.js';
 
 /**
@@ -64,12 +64,46 @@ for (const [what, path] of [
   });
 }
 
+t.test('POST …/tickets/bulk: the dashboard reads { success, failed } as numbers, the SDK { success: boolean, count }', async (t) => {
+  const { sdk, dashboard, base } = await bothClients();
+  const [a, b, c] = [await makeTicket(sdk, base), await makeTicket(sdk, base), await makeTicket(sdk, base)];
+  const gone = 'tkt_00000000000000000000000000';
+
+  // dashboard facts §8.5: both counts are toasted.
+  const shown = await dashboard('POST', `${base}/tickets/bulk`, { action: 'resolve', ticketIds: [a.id, b.id, gone] });
+  t.equal(shown.status, 200);
+  t.same(shown.body, { success: 2, count: 2, failed: 1, failedIds: [gone] }, 'dashboard (session): success and failed are numbers');
+
+  // compat contract §4: { success, count }; the SDK tests success === true.
+  const all = await sdk('POST', `${base}/tickets/bulk`, { action: 'close', ticketIds: [a.id, c.id] });
+  t.same(all.body, { success: true, count: 2, failed: 0, failedIds: [] }, 'SDK (API key): every ticket acted on, success is true');
+  const some = await sdk('POST', `${base}/tickets/bulk`, { action: 'close', ticketIds: [b.id, gone] });
+  t.same(some.body, { success: false, count: 1, failed: 1, failedIds: [gone] }, 'SDK (API key): an id it could not act on makes success false');
+
+  for (const [who, call] of [
+    ['dashboard', dashboard],
+    ['SDK', sdk],
+  ] as const) {
+    assertErrorShape(t, await call('POST', `${base}/tickets/bulk`, { action: 'explode', ticketIds: [a.id] }), 400, 'validation_failed');
+    const stranger = await signup(app);
+    assertNotFound(
+      t,
+      await call('POST', `/v1/brands/${(await makeBrand(stranger.live)).id}/tickets/bulk`, { action: 'resolve', ticketIds: [a.id] }),
+      `${who}: another account's brand`,
+    );
+  }
+});
+
 t.test('the OpenAPI document names the credential of each shape of a two-shape response', async (t) => {
   const doc = (await client(app)('GET', '/v1/openapi.json')).body;
-  for (const path of ['/v1/brands/{brandId}/categories/stats', '/v1/brands/{brandId}/tags/stats']) {
-    const schema = doc.paths[path].get.responses['200'].content['application/json'].schema;
+  for (const [method, path] of [
+    ['get', '/v1/brands/{brandId}/categories/stats'],
+    ['get', '/v1/brands/{brandId}/tags/stats'],
+    ['post', '/v1/brands/{brandId}/tickets/bulk'],
+  ]) {
+    const schema = doc.paths[path][method].responses['200'].content['application/json'].schema;
     t.equal(schema.oneOf?.length, 2, `${path}: oneOf two shapes`);
-    t.match(schema.oneOf[0], { type: 'array', description: /session/ }, `${path}: the list, to a session`);
-    t.match(schema.oneOf[1], { type: 'object', description: /API key/ }, `${path}: the keyed object, to an API key`);
+    t.match(schema.oneOf[0], { description: /^To a session \(the dashboard\)/ }, `${path}: the dashboard's shape, to a session`);
+    t.match(schema.oneOf[1], { description: /^To an API key \(the SDK, integrations\)/ }, `${path}: the SDK's shape, to an API key`);
   }
 });
