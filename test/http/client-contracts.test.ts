@@ -94,12 +94,49 @@ t.test('POST …/tickets/bulk: the dashboard reads { success, failed } as number
   }
 });
 
+t.test('comments: the dashboard reads metadata.authorName and one flat list, the SDK authorName and threads', async (t) => {
+  const { sdk, dashboard, base } = await bothClients();
+  const comments = `${base}/tickets/${(await makeTicket(sdk, base)).id}/comments`;
+  // dashboard facts §9: what the dashboard sends; compat contract §3: what the SDK sends.
+  const fromDashboard = await mustCreate(dashboard, comments, { body: 'On it', authorType: 'AGENT', authorName: 'Ann', metadata: { authorName: 'Ann' } });
+  const fromSdk = await mustCreate(sdk, comments, { body: 'Synced from the CRM', authorName: 'CRM bot' });
+  const reply = await mustCreate(sdk, comments, { body: 'Customer answered', authorType: 'CUSTOMER', authorName: 'Cleo', parentId: fromDashboard.id });
+
+  // dashboard facts §9: a bare array, oldest first, the last element the newest; labelled by metadata.authorName.
+  const shown = (await dashboard('GET', comments)).body;
+  t.same(
+    shown.map((c: { id: string; metadata: { authorName: string } }) => [c.id, c.metadata.authorName]),
+    [
+      [fromDashboard.id, 'Ann'],
+      [fromSdk.id, 'CRM bot'],
+      [reply.id, 'Cleo'],
+    ],
+    'dashboard (session): every comment in one list, the newest last, each named in metadata',
+  );
+  t.match(shown[0], { authorId: String, authorType: 'AGENT', body: 'On it', createdAt: String }, 'dashboard (session): the comment it posted names the member');
+  t.equal(fromSdk.metadata.authorName, 'CRM bot', 'dashboard: the create answer of an SDK comment carries metadata.authorName');
+
+  // compat contract §3: authorName at the top level, replies? nested.
+  const read = (await sdk('GET', comments)).body;
+  t.same(
+    read.map((c: { id: string; authorName: string }) => [c.id, c.authorName]),
+    [
+      [fromDashboard.id, 'Ann'],
+      [fromSdk.id, 'CRM bot'],
+    ],
+    'SDK (API key): top-level comments with authorName',
+  );
+  t.match(read[0].replies, [{ id: reply.id, parentId: fromDashboard.id, authorName: 'Cleo' }], 'SDK (API key): the reply in its thread');
+  t.match(await sdk('DELETE', `${base}/comments/${reply.id}`), { status: 200, body: { id: reply.id, deletedAt: String, authorName: 'Cleo' } }, 'SDK: delete returns the comment');
+});
+
 t.test('the OpenAPI document names the credential of each shape of a two-shape response', async (t) => {
   const doc = (await client(app)('GET', '/v1/openapi.json')).body;
   for (const [method, path] of [
     ['get', '/v1/brands/{brandId}/categories/stats'],
     ['get', '/v1/brands/{brandId}/tags/stats'],
     ['post', '/v1/brands/{brandId}/tickets/bulk'],
+    ['get', '/v1/brands/{brandId}/tickets/{ticketId}/comments'],
   ]) {
     const schema = doc.paths[path][method].responses['200'].content['application/json'].schema;
     t.equal(schema.oneOf?.length, 2, `${path}: oneOf two shapes`);
