@@ -72,8 +72,8 @@ export async function bootstrapIfEmpty(ctx: BaseCtx, input: CreateAccountInput &
 
 /**
  * Usage as the caller sees it (its mode, its brands): tickets from the counts kept per brand and
- * day, as the dashboard's stats read them (live, not spam, not deleted), all told and since the
- * first of this UTC month; its brands; and the account's plan.
+ * day, as the dashboard's stats read them (not spam, not deleted), all told and since the first
+ * of this UTC month by the services' clock; its brands; and the account's plan.
  */
 export async function usage(ctx: TenantCtx): Promise<UsageView> {
   const dayOfMonth = new Date(ctx.services.now()).getUTCDate();

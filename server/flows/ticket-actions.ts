@@ -283,8 +283,8 @@ function checkBulkParams(input: BulkInput): void {
 /**
  * POST /tickets/bulk: one action over up to 100 tickets, in one transaction. Ids that are missing,
  * deleted, or of another brand, account or mode are reported as failed; bad parameters fail the
- * whole request (400) and change nothing. `success` counts the tickets acted on, including those
- * already in the asked state.
+ * whole request (400) and change nothing. `count` is the tickets acted on, including those already
+ * in the asked state; the route tells it in the caller's shape.
  */
 export async function bulk(ctx: TenantCtx, brandId: string, input: BulkInput): Promise<BulkOutcome> {
   checkBulkParams(input);
