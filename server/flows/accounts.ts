@@ -9,8 +9,10 @@ import { accountScope } from '../core/model.js';
 import type { DeleteAccountResultView } from '../domains/organizations/schemas.js';
 import type { CreateAccountInput, CreatedAccountView, UsageView } from '../domains/accounts/schemas.js';
 import * as apiKeys from '../domains/api-keys/service.js';
+import * as billing from '../domains/billing/service.js';
 import * as brands from '../domains/brands/service.js';
 import * as members from '../domains/members/service.js';
+import * as dashboard from '../domains/tickets/dashboard.js';
 import { createBrand, deleteBrand } from './brands.js';
 
 export interface FirstBrand {
@@ -68,13 +70,19 @@ export async function bootstrapIfEmpty(ctx: BaseCtx, input: CreateAccountInput &
   });
 }
 
-/** Usage of the caller's mode. Self-hosted: no plan limits. Ticket counts are not kept yet (0). */
+/**
+ * Usage as the caller sees it (its mode, its brands): tickets from the counts kept per brand and
+ * day, as the dashboard's stats read them (not spam, not deleted), all told and since the first
+ * of this UTC month by the services' clock; its brands; and the account's plan.
+ */
 export async function usage(ctx: TenantCtx): Promise<UsageView> {
+  const dayOfMonth = new Date(ctx.services.now()).getUTCDate();
+  const plan = await billing.effectivePlan(ctx, await billing.current(ctx));
   return {
-    ticketsThisMonth: 0,
-    ticketsTotal: 0,
+    ticketsThisMonth: (await dashboard.stats(ctx, { days: dayOfMonth })).total,
+    ticketsTotal: (await dashboard.stats(ctx, {})).total,
     brandsCount: await brands.count(ctx),
-    plan: { name: 'self-hosted', ticketLimit: null, brandLimit: null },
+    plan: { name: plan.name, ticketLimit: plan.ticketsPerPeriod, brandLimit: plan.brands },
   };
 }
 

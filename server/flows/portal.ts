@@ -206,13 +206,12 @@ function portalComment(c: CommentFields, me: { contactId: string }, brand: Brand
   };
 }
 
-/** A ticket of the caller's with its public comments (threads flattened), oldest first. */
+/** A ticket of the caller's with its public comments, replies in their place, oldest first. */
 export async function getTicket(ctx: TenantCtx, ticketId: string): Promise<PortalTicketDetailView> {
   const me = portalCaller(ctx);
   const ticket = await ownTicket(ctx, ticketId);
   const brand = await requireBrand(ctx, me.brandId);
-  const all: CommentFields[] = (await comments.list(ctx, brand.id, ticket.id)).flatMap((c) => [c, ...c.replies]);
-  const visible = all.filter((c) => !c.isInternal).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+  const visible = (await comments.list(ctx, brand.id, ticket.id, 'flat')).filter((c) => !c.isInternal);
   return { ...portalView(ticket, brand), comments: visible.map((c) => portalComment(c, me, brand)) };
 }
 

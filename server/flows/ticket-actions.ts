@@ -6,7 +6,7 @@ import * as blockedSources from '../domains/blocked-sources/service.js';
 import { requireBrand } from '../core/brand.js';
 import * as categories from '../domains/categories/service.js';
 import type { AuditFact, Change } from '../core/audit.js';
-import { BULK_ACTIONS, type BulkInput, type BulkResultView, type SpamInput } from '../domains/tickets/actions-schemas.js';
+import { BULK_ACTIONS, type BulkInput, type BulkOutcome, type SpamInput } from '../domains/tickets/actions-schemas.js';
 import { Ticket } from '../domains/tickets/model.js';
 import type { TicketView } from '../domains/tickets/schemas.js';
 import { fetchView } from '../domains/tickets/service.js';
@@ -283,10 +283,10 @@ function checkBulkParams(input: BulkInput): void {
 /**
  * POST /tickets/bulk: one action over up to 100 tickets, in one transaction. Ids that are missing,
  * deleted, or of another brand, account or mode are reported as failed; bad parameters fail the
- * whole request (400) and change nothing. `success` counts the tickets acted on, including those
- * already in the asked state.
+ * whole request (400) and change nothing. `count` is the tickets acted on, including those already
+ * in the asked state; the route tells it in the caller's shape.
  */
-export async function bulk(ctx: TenantCtx, brandId: string, input: BulkInput): Promise<BulkResultView> {
+export async function bulk(ctx: TenantCtx, brandId: string, input: BulkInput): Promise<BulkOutcome> {
   checkBulkParams(input);
   return withTx(ctx, async (tx) => {
     const brand = await requireBrand(tx, brandId);
@@ -332,6 +332,6 @@ export async function bulk(ctx: TenantCtx, brandId: string, input: BulkInput): P
         break;
       }
     }
-    return { success: rows.length, count: rows.length, failed: failedIds.length, failedIds };
+    return { count: rows.length, failedIds };
   });
 }

@@ -14,6 +14,7 @@ import {
 } from '../domains/categories/schemas.js';
 import * as categories from '../domains/categories/service.js';
 import { onReplica } from '../core/read-replica.js';
+import { isDashboardCaller, keyedById } from '../core/client-shapes.js';
 
 type BrandRoute<B = undefined> = { Params: { brandId: string }; Body: B };
 type CategoryRoute<B = undefined> = { Params: { brandId: string; categoryId: string }; Body: B };
@@ -47,9 +48,17 @@ export async function categoryRoutes(app: FastifyInstance): Promise<void> {
     '/categories/stats',
     {
       config: read,
-      schema: { tags, summary: 'Ticket count per category: { [categoryId]: { ticketCount } }', params: BrandParams, response: { 200: CategoryStats } },
+      schema: {
+        tags,
+        summary: 'Ticket count per category: a list [{ id, name, color, ticketCount }] to a session, { [categoryId]: { … } } to an API key',
+        params: BrandParams,
+        response: { 200: CategoryStats },
+      },
     },
-    async (req) => onReplica(req.ctx, (ctx) => categories.stats(ctx, req.params.brandId)),
+    async (req) => {
+      const rows = await onReplica(req.ctx, (ctx) => categories.stats(ctx, req.params.brandId));
+      return isDashboardCaller(req.ctx) ? rows : keyedById(rows);
+    },
   );
 
   app.post<BrandRoute<ReorderCategoriesInput>>(

@@ -13,6 +13,7 @@ import {
 } from '../domains/comments/schemas.js';
 import * as comments from '../domains/comments/service.js';
 import { createComment } from '../flows/comment-create.js';
+import { isDashboardCaller } from '../core/client-shapes.js';
 
 type TicketRoute<B = undefined> = { Params: { brandId: string; ticketId: string }; Body: B };
 type CommentRoute<B = undefined> = { Params: { brandId: string; ticketId?: string; commentId: string }; Body: B };
@@ -32,12 +33,12 @@ export async function commentRoutes(app: FastifyInstance): Promise<void> {
       config: { ...read, conditional: true },
       schema: {
         tags,
-        summary: 'List the comments of a ticket (bare array, oldest first): top-level comments, each with its thread in replies',
+        summary: 'List the comments of a ticket (bare array, oldest first): every comment to a session, threads (top-level comments with their replies) to an API key',
         params: CommentTicketParams,
         response: { 200: CommentList },
       },
     },
-    async (req) => comments.list(req.ctx, req.params.brandId, req.params.ticketId),
+    async (req) => comments.list(req.ctx, req.params.brandId, req.params.ticketId, isDashboardCaller(req.ctx) ? 'flat' : 'threads'),
   );
 
   app.post<TicketRoute<CreateCommentInput> & { Headers: { 'x-idempotency-key'?: string } }>(

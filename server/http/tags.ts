@@ -17,6 +17,7 @@ import {
 } from '../domains/tags/schemas.js';
 import * as tagService from '../domains/tags/service.js';
 import { onReplica } from '../core/read-replica.js';
+import { isDashboardCaller, keyedById } from '../core/client-shapes.js';
 
 type BrandRoute<B = undefined> = { Params: { brandId: string }; Body: B };
 type TagRoute<B = undefined> = { Params: { brandId: string; tagId: string }; Body: B };
@@ -50,9 +51,17 @@ export async function tagRoutes(app: FastifyInstance): Promise<void> {
     '/tags/stats',
     {
       config: read,
-      schema: { tags, summary: 'Ticket count per tag: { [tagId]: { ticketCount } }', params: BrandParams, response: { 200: TagStats } },
+      schema: {
+        tags,
+        summary: 'Ticket count per tag: a list [{ id, name, color, ticketCount }] to a session, { [tagId]: { … } } to an API key',
+        params: BrandParams,
+        response: { 200: TagStats },
+      },
     },
-    async (req) => onReplica(req.ctx, (ctx) => tagService.stats(ctx, req.params.brandId)),
+    async (req) => {
+      const rows = await onReplica(req.ctx, (ctx) => tagService.stats(ctx, req.params.brandId));
+      return isDashboardCaller(req.ctx) ? rows : keyedById(rows);
+    },
   );
 
   app.post<BrandRoute<MergeInput>>(

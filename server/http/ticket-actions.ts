@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { BrandParams } from '../core/schemas.js';
+import { isDashboardCaller } from '../core/client-shapes.js';
 import { BulkBody, BulkResult, MergeBody, MergeResult, SpamBody, type BulkInput, type MergeInput, type SpamInput } from '../domains/tickets/actions-schemas.js';
 import * as actions from '../flows/ticket-actions.js';
 import * as merging from '../flows/ticket-merge.js';
@@ -45,12 +46,17 @@ export async function ticketActionRoutes(app: FastifyInstance): Promise<void> {
       config: { auth: ['api-key', 'session'], permission: 'tickets:write' },
       schema: {
         tags,
-        summary: 'Apply one action to up to 100 tickets in one transaction; unknown, deleted or foreign ids are counted as failed',
+        summary:
+          'Apply one action to up to 100 tickets in one transaction; unknown, deleted or foreign ids are counted as failed. success is the number acted on to a session, whether all were to an API key',
         params: BrandParams,
         body: BulkBody,
         response: { 200: BulkResult },
       },
     },
-    async (req) => actions.bulk(req.ctx, req.params.brandId, req.body),
+    async (req) => {
+      const { count, failedIds } = await actions.bulk(req.ctx, req.params.brandId, req.body);
+      const failed = failedIds.length;
+      return { success: isDashboardCaller(req.ctx) ? count : failed === 0, count, failed, failedIds };
+    },
   );
 }

@@ -1,6 +1,9 @@
 import { createHash } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
+import path from 'node:path';
 import t from 'tap';
-import { assertErrorShape, client, signup, testApp } from '../helpers/app.js';
+import { assertErrorShape, client, emptyDir, makeBrand, makeTicket, servicesOf, signup, testApp } from '../helpers/app.js';
+import { sessionToken } from '../helpers/sign-in.js';
 
 // The signup limit is per app; this file signs up more than the default 20 accounts per hour.
 const { app, db } = await testApp(t, { TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: '1000' });
@@ -137,11 +140,61 @@ t.test('GET /v1/accounts/me/usage counts the brands of the caller mode only', as
   t.equal(live.body.brandsCount, 2, 'live key counts the two live brands');
   t.equal(live.body.ticketsTotal, 0);
   t.equal(live.body.ticketsThisMonth, 0);
-  t.equal(live.body.plan.brandLimit, null, 'no brand limit');
-  t.type(live.body.plan.name, 'string');
+  t.same(live.body.plan, { name: 'Self-hosted', ticketLimit: null, brandLimit: null }, 'the default plan: no limits');
   const test = await a.test('GET', '/v1/accounts/me/usage');
   t.equal(test.body.brandsCount, 1, 'test key counts the one test brand');
   t.equal((await other.live('GET', '/v1/accounts/me/usage')).body.brandsCount, 1, 'another account counts only its own');
+});
+
+t.test('GET /v1/accounts/me/usage counts the tickets the caller sees, this month and in all, from the kept counts, and names the plan', async (t) => {
+  // Its own app: a plan with limits, and a clock fixed in mid-March 2031.
+  const config = path.join(emptyDir, `usage-${process.pid}.json`);
+  const plan = { currency: 'usd', interval: 'month', members: null, customDomain: false };
+  writeFileSync(config, JSON.stringify({ defaultPlan: 'free', plans: [{ ...plan, slug: 'free', name: 'Free', price: 0, ticketsPerPeriod: 50, brands: 3 }] }));
+  const now = Date.parse('2031-03-15T12:00:00Z');
+  const { app, db } = await testApp(t, { TICKETD_CONFIG: config }, { clock: () => now });
+  const email = `usage-${process.pid}@example.com`;
+  const owner = await signup(app, email);
+  const [a, b] = [await makeBrand(owner.live, 'Alpha'), await makeBrand(owner.live, 'Beta')];
+  const testBrand = await makeBrand(owner.test, 'Test mode');
+  const limited = client(app, (await owner.live('POST', '/v1/accounts/me/api-keys', { name: 'Alpha only', brandIds: [a.id] })).body.key);
+  const session = client(app, await sessionToken(app, servicesOf(db), owner.accountId, email));
+  const usage = async (call: typeof owner.live) => (await call('GET', '/v1/accounts/me/usage')).body;
+  t.same(await usage(owner.live), { ticketsThisMonth: 0, ticketsTotal: 0, brandsCount: 2, plan: { name: 'Free', ticketLimit: 50, brandLimit: 3 } }, 'nothing yet');
+
+  // Tickets made now, then moved to fixed instants around the first of March and counted again.
+  const at = async (call: typeof owner.live, brandId: string, createdAt: string) => {
+    const ticket = await makeTicket(call, `/v1/brands/${brandId}`);
+    await db('tickets').where({ id: ticket.id }).update({ createdAt });
+    return ticket;
+  };
+  await at(owner.live, a.id, '2031-03-01T00:00:00Z');
+  await at(owner.live, a.id, '2031-02-28T23:59:59Z');
+  await at(owner.live, a.id, '2031-03-15T11:00:00Z');
+  await at(owner.live, b.id, '2030-12-01T08:00:00Z');
+  const spam = await at(owner.live, a.id, '2031-03-10T00:00:00Z');
+  const deleted = await at(owner.live, b.id, '2031-03-10T00:00:00Z');
+  await at(owner.test, testBrand.id, '2031-03-02T00:00:00Z');
+  await db.raw('select ticketd_rebuild_ticket_counts()');
+  t.equal((await owner.live('POST', `/v1/brands/${a.id}/tickets/${spam.id}/spam`, { isSpam: true })).status, 200);
+  t.equal((await owner.live('DELETE', `/v1/brands/${b.id}/tickets/${deleted.id}`)).status, 200);
+
+  const live = await usage(owner.live);
+  t.same(
+    live,
+    { ticketsThisMonth: 2, ticketsTotal: 4, brandsCount: 2, plan: { name: 'Free', ticketLimit: 50, brandLimit: 3 } },
+    'live key: March from its first instant; spam and deleted tickets left out',
+  );
+  t.same(await usage(session), live, 'a session counts what the live key does');
+  t.match(await usage(limited), { ticketsThisMonth: 2, ticketsTotal: 3, brandsCount: 1 }, 'a key limited to Alpha counts Alpha only');
+  t.match(await usage(owner.test), { ticketsThisMonth: 1, ticketsTotal: 1, brandsCount: 1 }, 'the test key counts test mode only');
+  const billing = (await session('GET', '/v1/auth/usage')).body;
+  t.same(
+    [billing.planName, billing.planLimit, billing.brandLimit],
+    [live.plan.name, live.plan.ticketLimit, live.plan.brandLimit],
+    "the plan is the one the dashboard's billing page shows",
+  );
+  t.equal((await client(app)('GET', '/v1/accounts/me/usage')).status, 401, 'no credentials');
 });
 
 t.test('GET /v1/accounts/me/members lists the owner, and only members of the caller account', async (t) => {

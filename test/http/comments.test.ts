@@ -1,5 +1,6 @@
 import t from 'tap';
-import { assertErrorShape, assertNotFound, client, makeBrand, makeTicket, type Reply, type Signup, signup, testApp } from '../helpers/app.js';
+import { assertErrorShape, assertNotFound, client, makeBrand, makeTicket, type Reply, servicesOf, type Signup, signup, testApp } from '../helpers/app.js';
+import { sessionToken } from '../helpers/sign-in.js';
 
 // Every test signs up its own accounts: lift the per-hour signup limit for this file.
 const { app, db } = await testApp(t, { TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: '10000' });
@@ -75,7 +76,11 @@ for (const prefix of ['/v1/brands', '/v1/workspaces'] as const) {
       deletedAt: null,
     });
     t.same(c.links, [{ url: 'https://kb.example.com/42', title: 'KB 42' }]);
-    t.same(c.metadata, { isInternal: false, mentions: [{ memberId: 'mem_x', displayName: 'X', email: 'x@example.com' }], extra: { n: 1 } }, 'metadata stored as given');
+    t.same(
+      c.metadata,
+      { authorName: 'Ann Agent', isInternal: false, mentions: [{ memberId: 'mem_x', displayName: 'X', email: 'x@example.com' }], extra: { n: 1 } },
+      'metadata as given, with the author name the dashboard reads there',
+    );
     t.same(c.sourceData, { inbox: 'support' });
     t.same(c.cc, ['boss@example.com', 'other@example.org'], 'cc trimmed, lower-cased, deduplicated');
     t.same(c.replies, []);
@@ -103,7 +108,7 @@ t.test('defaults; authorName from metadata; isInternal from metadata', async (t)
   const plain = await comment(owner.live, comments, { body: 'hello' });
   t.match(plain, { authorType: 'AGENT', authorId: null, authorName: null, parentId: null, isInternal: false, source: 'api', sourceId: null, sourceData: null, connectionId: null });
   t.same(plain.links, []);
-  t.same(plain.metadata, {});
+  t.same(plain.metadata, { authorName: null }, 'no author name: null in metadata too');
   t.same(plain.cc, []);
 
   const note = await comment(owner.live, comments, { body: 'internal note', authorType: 'AGENT', metadata: { isInternal: true, authorName: 'Dana Desk' } });
@@ -275,6 +280,31 @@ t.test('threads: oldest first, replies (to replies too) under their top-level co
   t.equal((await ticketOf(owner.live, base, a.ticketId)).commentCount, 3, 'commentCount counts live comments, replies included');
 });
 
+t.test('to a session (the dashboard) the list is every comment, replies in their place, so the last one is the newest', async (t) => {
+  const email = `flat-${process.pid}@example.com`;
+  const owner = await signup(app, email);
+  const dashboard = client(app, await sessionToken(app, servicesOf(db), owner.accountId, email));
+  const base = `/v1/brands/${(await makeBrand(owner.live)).id}`;
+  const comments = `${base}/tickets/${(await makeTicket(owner.live, base)).id}/comments`;
+  const a = await comment(owner.live, comments, { body: 'A' });
+  const c = await comment(dashboard, comments, { body: 'C, from the dashboard' });
+  const reply = await comment(owner.live, comments, { body: 'Reply to A, through the SDK', parentId: a.id });
+
+  const flat = (await dashboard('GET', comments)).body;
+  t.same(ids(flat), [a.id, c.id, reply.id], 'oldest first, the reply in its place');
+  t.equal(flat[2].parentId, a.id, 'the reply names its parent');
+  t.ok(
+    flat.every((x: { replies: unknown[] }) => x.replies.length === 0),
+    'no threads: nothing is listed twice',
+  );
+  t.same(ids((await owner.live('GET', comments)).body), [a.id, c.id], 'an API key still reads threads');
+
+  const stranger = await signup(app);
+  const elsewhere = `/v1/brands/${(await makeBrand(stranger.live)).id}`;
+  assertNotFound(t, await dashboard('GET', `${elsewhere}/tickets/${reply.ticketId}/comments`), "another account's brand");
+  assertNotFound(t, await dashboard('GET', `${base}/tickets/tkt_00000000000000000000000000/comments`), 'an unknown ticket');
+});
+
 t.test('setStatus changes the ticket status with the comment, atomically, with its audit entry', async (t) => {
   const { owner, base, ticket, comments } = await setup();
   const c = await comment(owner.live, comments, { body: 'Waiting for you', setStatus: 'pending' });
@@ -310,6 +340,24 @@ t.test('setStatus changes the ticket status with the comment, atomically, with i
   t.equal((await auditEvents(ticket.id)).length, events.length + 2, 'no entry from the failed request');
 });
 
+t.test('every comment carries its author name at the top (the SDK) and in metadata (the dashboard), unless its metadata names someone', async (t) => {
+  const { owner, base, comments } = await setup();
+  const named = await comment(owner.live, comments, { body: 'On it', authorName: 'Ann Agent', metadata: { isInternal: false } });
+  t.equal(named.authorName, 'Ann Agent', 'SDK: authorName');
+  t.same(named.metadata, { authorName: 'Ann Agent', isInternal: false }, "dashboard: metadata.authorName, beside the comment's own keys");
+  const own = await comment(owner.live, comments, { body: 'Signed', authorName: 'Ann Agent', metadata: { authorName: 'Support team' } });
+  t.equal(own.authorName, 'Ann Agent');
+  t.equal(own.metadata.authorName, 'Support team', "the comment's own metadata.authorName stays");
+
+  const [listed] = (await owner.live('GET', comments)).body as { id: string; metadata: Record<string, unknown> }[];
+  t.equal(listed!.metadata.authorName, 'Ann Agent', 'the list carries it');
+  t.equal((await owner.live('GET', `${base}/comments/${named.id}`)).body.metadata.authorName, 'Ann Agent', 'a single read carries it');
+  const edited = await owner.live('PATCH', `${base}/comments/${named.id}`, { metadata: { pinned: true } });
+  t.same(edited.body.metadata, { authorName: 'Ann Agent', pinned: true }, 'metadata replaced on PATCH still carries the name');
+  t.same((await owner.live('DELETE', `${base}/comments/${named.id}`)).body.metadata.authorName, 'Ann Agent', 'so does the deleted comment DELETE returns');
+  t.same((await db('comments').where({ id: named.id }).first('metadata')).metadata, { pinned: true }, 'stored metadata is left as sent: the name is added when read');
+});
+
 t.test('PATCH changes body, links, metadata; an internal note stays internal unless told otherwise', async (t) => {
   const { owner, base, ticket, comments } = await setup();
   const c = await comment(owner.live, comments, { body: 'first', metadata: { isInternal: true, tag: 1 } });
@@ -326,7 +374,7 @@ t.test('PATCH changes body, links, metadata; an internal note stays internal unl
 
   const meta = await owner.live('PATCH', `${comments}/${c.id}`, { metadata: { tag: 2 }, links: [{ url: 'https://x.example' }] });
   t.equal(meta.status, 200, 'the long path works too');
-  t.same(meta.body.metadata, { tag: 2, isInternal: true }, 'metadata replaced; isInternal carried over');
+  t.same(meta.body.metadata, { authorName: null, tag: 2, isInternal: true }, 'metadata replaced; isInternal carried over');
   t.equal(meta.body.isInternal, true);
   t.same(meta.body.links, [{ url: 'https://x.example' }]);
   const published = await owner.live('PATCH', short, { metadata: { isInternal: false } });

@@ -178,7 +178,7 @@ t.test('bulk resolve and close: counts, only changed tickets get an entry, close
 
   const res = await bulk(owner.live, base, { action: 'resolve', ticketIds: [c.id, a.id, b.id] });
   t.equal(res.status, 200);
-  t.same(res.body, { success: 3, count: 3, failed: 0, failedIds: [] });
+  t.same(res.body, { success: true, count: 3, failed: 0, failedIds: [] });
   for (const tk of [a, b, c]) t.equal((await owner.live('GET', `${base}/tickets/${tk.id}`)).body.status, 'resolved');
   t.same(await events(a.id), ['ticket.created', 'ticket.updated']);
   t.same(await events(b.id), ['ticket.created'], 'already resolved: no entry');
@@ -188,7 +188,7 @@ t.test('bulk resolve and close: counts, only changed tickets get an entry, close
   t.equal((await owner.live('GET', `${base}/tickets/${b.id}`)).body.updatedAt, b.updatedAt, 'unchanged ticket keeps updatedAt');
 
   const closed = await bulk(owner.live, base, { action: 'close', ticketIds: [a.id, b.id], closeReason: 'duplicate' });
-  t.same(closed.body, { success: 2, count: 2, failed: 0, failedIds: [] });
+  t.same(closed.body, { success: true, count: 2, failed: 0, failedIds: [] });
   const got = (await owner.live('GET', `${base}/tickets/${a.id}`)).body;
   t.match(got, { status: 'closed', closeReason: 'duplicate' });
   t.same((await entries(a.id))[2]!.changes, [
@@ -212,7 +212,7 @@ t.test('bulk assign, setCategory, setTags (names or ids, full replacement), null
   const ids = [a.id, b.id];
   const get = async (id: string) => (await owner.live('GET', `${base}/tickets/${id}`)).body;
 
-  t.same((await bulk(owner.live, base, { action: 'assign', ticketIds: ids, assigneeId: agent })).body, { success: 2, count: 2, failed: 0, failedIds: [] });
+  t.same((await bulk(owner.live, base, { action: 'assign', ticketIds: ids, assigneeId: agent })).body, { success: true, count: 2, failed: 0, failedIds: [] });
   t.equal((await get(a.id)).assigneeId, agent);
   t.same(await events(b.id), ['ticket.created'], 'already assigned: no entry');
   t.same((await entries(a.id))[1]!.changes, [{ field: 'assigneeId', from: null, to: agent }]);
@@ -263,7 +263,7 @@ t.test('bulk delete and spam; missing, deleted, other brand, other account and o
 
   const spam = await bulk(owner.live, base, { action: 'spam', ticketIds: [a.id, ...strangers, b.id, c.id] });
   t.equal(spam.status, 200);
-  t.same(spam.body, { success: 3, count: 3, failed: 5, failedIds: strangers });
+  t.same(spam.body, { success: false, count: 3, failed: 5, failedIds: strangers });
   t.same(await blocked(owner.live, base), ['email:one@example.com', 'email:two@example.com'], 'each sender blocked once');
   t.same(await listIds(owner.live, `${base}/tickets`), [], 'all three left the default list');
   t.same(await events(a.id), ['ticket.created', 'ticket.spam_marked']);
@@ -279,13 +279,13 @@ t.test('bulk delete and spam; missing, deleted, other brand, other account and o
   }
 
   const deleted = await bulk(owner.live, base, { action: 'delete', ticketIds: [a.id, b.id, gone.id] });
-  t.same(deleted.body, { success: 2, count: 2, failed: 1, failedIds: [gone.id] });
+  t.same(deleted.body, { success: false, count: 2, failed: 1, failedIds: [gone.id] });
   assertNotFound(t, await owner.live('GET', `${base}/tickets/${a.id}`), 'deleted by bulk');
   t.same(await events(b.id), ['ticket.created', 'ticket.spam_marked', 'ticket.deleted']);
   t.equal((await owner.live('GET', `${base}/tickets/${c.id}`)).status, 200, 'not named: still there');
 
   const none = await bulk(owner.live, base, { action: 'resolve', ticketIds: strangers });
-  t.same(none.body, { success: 0, count: 0, failed: 5, failedIds: strangers }, 'nothing found is still a 200');
+  t.same(none.body, { success: false, count: 0, failed: 5, failedIds: strangers }, 'nothing found is still a 200');
 });
 
 t.test('bulk: bad parameters are a 400 for the whole request and change nothing', async (t) => {
@@ -360,7 +360,7 @@ t.test('bulk is one transaction: a failure midway leaves every ticket and the lo
   for (const id of ids) t.same(await events(id), ['ticket.created'], 'no entries');
   t.same(await blocked(owner.live, base), [], 'no sender was blocked');
   t.notOk((await owner.live('GET', `${base}/tags`)).body.length, 'no tag was created');
-  t.same((await bulk(owner.live, base, { action: 'resolve', ticketIds: ids })).body.success, 3, 'works again without the trigger');
+  t.same((await bulk(owner.live, base, { action: 'resolve', ticketIds: ids })).body.count, 3, 'works again without the trigger');
 });
 
 t.test('concurrent bulks over overlapping tickets, named in any order, all succeed (no deadlock)', async (t) => {
@@ -399,7 +399,7 @@ t.test('bulk via the workspaces path', async (t) => {
   const { owner, brand, base } = await setup();
   const a = await makeTicket(owner.live, base, { title: 'a' });
   const res = await bulk(owner.live, `/v1/workspaces/ws_${brand.id.slice(3)}`, { action: 'close', ticketIds: [a.id], closeReason: 'customer_left' });
-  t.same(res.body, { success: 1, count: 1, failed: 0, failedIds: [] });
+  t.same(res.body, { success: true, count: 1, failed: 0, failedIds: [] });
   t.match((await owner.live('GET', `${base}/tickets/${a.id}`)).body, { status: 'closed', closeReason: 'customer_left' });
 });
 

@@ -95,7 +95,7 @@ t.test('addSystemComment adds a counted, audited SYSTEM comment', async (t) => {
   const ticket = await newTicket(ctx, brandId);
   const note = await comments.addSystemComment(ctx, brandId, ticket.id, 'Merged into #1001', { mergedIntoId: 'tkt_x', isInternal: true });
   t.match(note, { authorType: 'SYSTEM', authorId: null, body: 'Merged into #1001', isInternal: true, source: 'api', ticketId: ticket.id });
-  t.same(note.metadata, { mergedIntoId: 'tkt_x', isInternal: true });
+  t.same(note.metadata, { authorName: null, mergedIntoId: 'tkt_x', isInternal: true });
   const after = await tickets.get(ctx, brandId, ticket.id);
   t.equal(after.commentCount, 1);
   t.ok(after.updatedAt >= ticket.updatedAt);

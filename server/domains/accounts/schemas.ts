@@ -30,12 +30,12 @@ export const CreatedAccount = Type.Object({
 });
 
 export const UsageOut = Type.Object({
-  ticketsThisMonth: Type.Integer(),
-  ticketsTotal: Type.Integer(),
-  brandsCount: Type.Integer(),
+  ticketsThisMonth: Type.Integer({ description: 'Tickets created since the first of this month (UTC), in the brands and mode the caller sees: live, not spam, not deleted' }),
+  ticketsTotal: Type.Integer({ description: 'The same tickets, all told' }),
+  brandsCount: Type.Integer({ description: 'Brands the caller sees, in its mode' }),
   plan: Type.Object({
-    name: Type.String(),
-    ticketLimit: Nullable(Type.Integer()),
+    name: Type.String({ description: "The account's plan" }),
+    ticketLimit: Nullable(Type.Integer({ description: 'Tickets per billing period (GET /v1/auth/usage counts them); null = unlimited' })),
     brandLimit: Nullable(Type.Integer({ description: 'null = unlimited' })),
   }),
 });

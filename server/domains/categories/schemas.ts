@@ -1,4 +1,5 @@
 import { Type, type Static } from 'typebox';
+import { ByCredential } from '../../core/client-shapes.js';
 import { BrandParams, DisplayName, HexColor, Nullable, Timestamp } from '../../core/schemas.js';
 
 const Description = Type.String({ maxLength: 1000 });
@@ -46,12 +47,17 @@ export const ReorderCategoriesBody = Type.Object(
   { additionalProperties: false },
 );
 
-export const CategoryStats = Type.Record(Type.String(), Type.Object({ id: Type.String(), name: Type.String(), color: HexColor, ticketCount: Type.Integer() }), {
-  description: 'Keyed by category id; every category of the brand appears, with 0 when it has no tickets',
-});
+const CategoryCount = Type.Object({ id: Type.String(), name: Type.String(), color: HexColor, ticketCount: Type.Integer() });
+
+/** Every category of the brand, with 0 when it has no tickets: a list to a session, keyed by id to an API key. */
+export const CategoryStats = ByCredential(
+  Type.Array(CategoryCount, { description: '[{ id, name, color, ticketCount }] by sortOrder' }),
+  Type.Record(Type.String(), CategoryCount, { description: '{ [categoryId]: { id, name, color, ticketCount } }' }),
+  'Ticket count per category; every category of the brand appears, with 0 when it has no tickets',
+);
 
 export type CategoryView = Static<typeof CategoryOut>;
 export type CreateCategoryInput = Static<typeof CreateCategoryBody>;
 export type UpdateCategoryInput = Static<typeof UpdateCategoryBody>;
 export type ReorderCategoriesInput = Static<typeof ReorderCategoriesBody>;
-export type CategoryStatsView = Static<typeof CategoryStats>;
+export type CategoryCountView = Static<typeof CategoryCount>;

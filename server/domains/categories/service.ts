@@ -7,7 +7,7 @@ import * as audit from '../../core/audit.js';
 import { requireBrand } from '../../core/brand.js';
 import * as ticketNames from '../../core/ticket-names.js';
 import { Category } from './model.js';
-import type { CategoryStatsView, CategoryView, CreateCategoryInput, ReorderCategoriesInput, UpdateCategoryInput } from './schemas.js';
+import type { CategoryCountView, CategoryView, CreateCategoryInput, ReorderCategoriesInput, UpdateCategoryInput } from './schemas.js';
 
 export const DEFAULT_CATEGORY_COLOR = '#6b7280';
 
@@ -176,11 +176,11 @@ export async function ticketCountsByCategory(ctx: TenantCtx, brandId: string): P
 }
 
 /** Every category of the brand, with its ticket count (0 when it has none). */
-export async function stats(ctx: TenantCtx, brandId: string): Promise<CategoryStatsView> {
+export async function stats(ctx: TenantCtx, brandId: string): Promise<CategoryCountView[]> {
   const brand = await requireBrand(ctx, brandId);
   const rows = await ofBrand(ctx, brand.id).orderBy([{ column: 'sortOrder' }, { column: 'id' }]);
   const counts = await ticketCountsByCategory(ctx, brand.id);
-  return Object.fromEntries(rows.map((r) => [r.id, { id: r.id, name: r.name, color: r.color, ticketCount: counts[r.id] ?? 0 }]));
+  return rows.map((r) => ({ id: r.id, name: r.name, color: r.color, ticketCount: counts[r.id] ?? 0 }));
 }
 
 /** How many categories a brand has; for the brand delete preview (the caller has checked the brand). */

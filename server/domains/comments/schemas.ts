@@ -1,4 +1,5 @@
 import { Type, type Static } from 'typebox';
+import { ByCredential } from '../../core/client-shapes.js';
 import { BrandParams, EmailAddress, FreeObject, MAX_FREE_JSON_BYTES, Nullable, PATTERNS, Timestamp } from '../../core/schemas.js';
 import { Link, SOURCES } from '../tickets/schemas.js';
 
@@ -52,7 +53,12 @@ export const CommentOut = Type.Object({
   }),
 });
 
-export const CommentList = Type.Array(CommentOut, { description: 'Top-level comments, oldest first, each with its thread in replies' });
+/** The dashboard reads every comment in one list and takes the last as the newest; the SDK reads threads. */
+export const CommentList = ByCredential(
+  Type.Array(ReplyOut, { description: 'every live comment, oldest first, each reply in its place with its parentId (replies always empty)' }),
+  Type.Array(CommentOut, { description: 'top-level comments, oldest first, each with its thread in replies' }),
+  'The comments of the ticket, oldest first, without the ticket body',
+);
 
 export const CreateCommentBody = Type.Object(
   {

@@ -54,7 +54,9 @@ function toView(row: Comment): CommentView {
     parentId: row.parentId,
     isInternal: row.isInternal,
     links: row.links ?? [],
-    metadata: row.metadata ?? {},
+    // The dashboard labels a comment by metadata.authorName, the SDK by authorName: both carry it,
+    // unless the comment's own metadata names someone.
+    metadata: { authorName: row.authorName, ...row.metadata },
     source: row.source,
     sourceId: row.sourceId,
     sourceData: row.sourceData ?? null,
@@ -224,10 +226,11 @@ async function insert(
   return row;
 }
 
-export async function list(ctx: TenantCtx, brandId: string, ticketId: string): Promise<CommentView[]> {
+export async function list(ctx: TenantCtx, brandId: string, ticketId: string, shape: 'threads' | 'flat' = 'threads'): Promise<CommentView[]> {
   const brand = await requireBrand(ctx, brandId);
   const ticket = await ticketOf(ctx, brand.id, ticketId);
-  return threads(await liveComments(ctx, brand.id, ticket.id));
+  const rows = await liveComments(ctx, brand.id, ticket.id);
+  return shape === 'flat' ? rows.map(toView) : threads(rows);
 }
 
 /**

@@ -1,4 +1,5 @@
 import { Type, type Static } from 'typebox';
+import { ByCredential } from '../../core/client-shapes.js';
 import { BrandParams, DisplayName, HexColor, Nullable, Timestamp } from '../../core/schemas.js';
 
 const TagId = Type.String({ minLength: 1, maxLength: 64, description: 'Tag id (`tag_…`)' });
@@ -27,13 +28,18 @@ export const MergeIntoBody = Type.Object({ sourceTagIds: SourceTagIds }, { addit
 /** POST …/tags/merge, as the dashboard sends it. */
 export const MergeBody = Type.Object({ targetTagId: TagId, sourceTagIds: SourceTagIds }, { additionalProperties: false });
 
-export const TagStats = Type.Record(Type.String(), Type.Object({ id: Type.String(), name: Type.String(), color: HexColor, ticketCount: Type.Integer() }), {
-  description: 'Keyed by tag id; every tag of the brand appears, with 0 when no ticket carries it',
-});
+const TagCount = Type.Object({ id: Type.String(), name: Type.String(), color: HexColor, ticketCount: Type.Integer() });
+
+/** Every tag of the brand, with 0 when no ticket carries it: a list to a session, keyed by id to an API key. */
+export const TagStats = ByCredential(
+  Type.Array(TagCount, { description: '[{ id, name, color, ticketCount }] by name' }),
+  Type.Record(Type.String(), TagCount, { description: '{ [tagId]: { id, name, color, ticketCount } }' }),
+  'Ticket count per tag; every tag of the brand appears, with 0 when no ticket carries it',
+);
 
 export type TagView = Static<typeof TagOut>;
 export type CreateTagInput = Static<typeof CreateTagBody>;
 export type UpdateTagInput = Static<typeof UpdateTagBody>;
 export type MergeIntoInput = Static<typeof MergeIntoBody>;
 export type MergeInput = Static<typeof MergeBody>;
-export type TagStatsView = Static<typeof TagStats>;
+export type TagCountView = Static<typeof TagCount>;

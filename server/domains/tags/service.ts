@@ -6,7 +6,7 @@ import { scopeOf, tenantScope } from '../../core/model.js';
 import * as audit from '../../core/audit.js';
 import { requireBrand } from '../../core/brand.js';
 import { Tag } from './model.js';
-import type { CreateTagInput, TagStatsView, TagView, UpdateTagInput } from './schemas.js';
+import type { CreateTagInput, TagCountView, TagView, UpdateTagInput } from './schemas.js';
 
 export const DEFAULT_TAG_COLOR = '#6b7280';
 export const MAX_TAG_NAME_LENGTH = 100;
@@ -231,11 +231,11 @@ export async function ticketCountsByTag(ctx: TenantCtx, brandId: string): Promis
 }
 
 /** Every tag of the brand, with the number of tickets carrying it (0 when none). */
-export async function stats(ctx: TenantCtx, brandId: string): Promise<TagStatsView> {
+export async function stats(ctx: TenantCtx, brandId: string): Promise<TagCountView[]> {
   const brand = await requireBrand(ctx, brandId);
   const rows = await ofBrand(ctx, brand.id).orderByRaw('lower(tags.name), tags.id');
   const counts = await ticketCountsByTag(ctx, brand.id);
-  return Object.fromEntries(rows.map((r) => [r.id, { id: r.id, name: r.name, color: r.color, ticketCount: counts[r.id] ?? 0 }]));
+  return rows.map((r) => ({ id: r.id, name: r.name, color: r.color, ticketCount: counts[r.id] ?? 0 }));
 }
 
 /** How many tags a brand has; for the brand delete preview (the caller has checked the brand). */

@@ -1,4 +1,5 @@
 import { Type, type Static } from 'typebox';
+import { ByCredential } from '../../core/client-shapes.js';
 import { Nullable } from '../../core/schemas.js';
 import { CloseReason, TicketOut } from './schemas.js';
 
@@ -34,12 +35,21 @@ export const BulkBody = Type.Object(
   { additionalProperties: false },
 );
 
-export const BulkResult = Type.Object({
-  success: Type.Integer({ description: 'Tickets the action was applied to (including those it left unchanged)' }),
-  count: Type.Integer({ description: 'The same number as success (the SDK reads count)' }),
+const bulkCounts = {
+  count: Type.Integer({ description: 'Tickets the action was applied to (including those it left unchanged)' }),
   failed: Type.Integer({ description: 'Ticket ids that are missing, deleted, or of another brand, account or mode' }),
   failedIds: Type.Array(Type.String()),
-});
+};
+
+/** What a bulk action did: the dashboard toasts two numbers, the SDK tests a boolean. */
+export const BulkResult = ByCredential(
+  Type.Object(
+    { success: Type.Integer({ description: 'The same number as count: the tickets acted on' }), ...bulkCounts },
+    { description: '{ success, failed } as numbers, as the dashboard shows them' },
+  ),
+  Type.Object({ success: Type.Boolean({ description: 'true when every ticket named was acted on (failed is 0)' }), ...bulkCounts }, { description: '{ success: boolean, count }' }),
+  'What the action did, with the ids it could not act on',
+);
 
 export const MAX_MERGE_SOURCES = 50;
 const MergeSources = (description: string) =>
@@ -65,4 +75,8 @@ export type MergeInput = Static<typeof MergeBody>;
 export type MergeResultView = Static<typeof MergeResult>;
 export type SpamInput = Static<typeof SpamBody>;
 export type BulkInput = Static<typeof BulkBody>;
-export type BulkResultView = Static<typeof BulkResult>;
+/** What bulk did, before it is told in the caller's shape. */
+export interface BulkOutcome {
+  count: number;
+  failedIds: string[];
+}
