@@ -29,7 +29,7 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
 fi
 
 echo "install.sh: building"
-npm run build --silent
+npm run build:if-stale --silent # nothing to do when dist is newer than every source
 
 # The embedded PostgreSQL binaries must run (their package restores library symlinks on install).
 if ! node --input-type=module -e "
