@@ -21,6 +21,7 @@ import { attachmentFileRoutes, attachmentRoutes, withoutGrantTokens } from './ht
 import { attachmentDepsOf, type AttachmentDeps } from './domains/attachments/service.js';
 import { rawMailRoutes } from './http/raw-mails.js';
 import { recurringTicketRoutes } from './http/recurring-tickets.js';
+import { ruleRoutes } from './http/rules.js';
 import { commerceOrderRoutes } from './http/commerce-orders.js';
 import { commerceStoreRoutes } from './http/commerce-stores.js';
 import { commerceNotificationRoutes } from './http/commerce-notifications.js';
@@ -89,6 +90,7 @@ const BRAND_SCOPED_ROUTES: FastifyPluginAsync[] = [
   formRoutes,
   brandDomainRoutes,
   recurringTicketRoutes,
+  ruleRoutes, // /triggers… and /automations…
   commerceStoreRoutes, // /ecommerce/stores…
   commerceOrderRoutes, // /ecommerce/orders… and /ecommerce/products
   commentRoutes, // /tickets/:ticketId/comments… and the short /comments/:commentId

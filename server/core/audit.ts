@@ -55,6 +55,9 @@ export interface AuditFact {
 /** Where a performer's changes come from unless its actor says otherwise (Actor.source). */
 const DEFAULT_SOURCE: Record<PerformerType, string> = { api: 'api', user: 'dashboard', customer: 'portal', system: 'system' };
 
+/** Where the changes of the ctx's actor come from: its audit entries' source, and its events'. */
+export const sourceOf = (ctx: Pick<TenantCtx, 'actor'>): string => ctx.actor.source ?? DEFAULT_SOURCE[ctx.actor.type];
+
 /**
  * Records one audit entry: who (ctx.actor) did what, under which request. It must run inside the
  * transaction of the change it describes, so the change and its entry commit or roll back
@@ -127,7 +130,7 @@ function rowOf(ctx: TenantCtx, fact: AuditFact, now: number): Partial<AuditEntry
     performerType: ctx.actor.type,
     performerId: ctx.actor.id,
     performerName: ctx.actor.name,
-    source: ctx.actor.source ?? DEFAULT_SOURCE[ctx.actor.type],
+    source: sourceOf(ctx),
     changes: fact.changes ?? [],
     metadata: fact.metadata ?? {},
     requestId: ctx.requestId,

@@ -76,6 +76,10 @@ export const PERMISSIONS = {
   'recurring:read': { accountWide: false },
   'recurring:write': { accountWide: false, minRole: 'admin' },
   'recurring:run': { accountWide: false },
+  // Triggers and automations change tickets on their own, for everyone: owners and admins set them
+  // up; any member within their brands reads them and dry-runs one on a ticket.
+  'rules:read': { accountWide: false },
+  'rules:write': { accountWide: false, minRole: 'admin' },
   // A brand's connected stores hold a token that reads its customers' orders: owners and admins
   // connect, sync and remove them; any member within their brands reads the orders and links them
   // to tickets.

@@ -57,6 +57,8 @@ export class Brand extends TenantModel {
   declare slaPauseOnPending: boolean;
   /** Bumped by every settings update: a create that remembered the brand's service level checks it (domains/tickets/service-level.ts). */
   declare settingsRevision: number;
+  /** Bumped by every change of the brand's triggers and automations (domains/rules). */
+  declare rulesRevision: number;
   declare createdAt: Date;
   declare updatedAt: Date;
 }

@@ -38,6 +38,10 @@ export const ID_PREFIX = {
   ssoAttempt: 'ssa',
   form: 'form',
   recurringTicket: 'rec',
+  /** Triggers and automations (one table, by kind), macros and shared views. */
+  rule: 'rule',
+  macro: 'mac',
+  view: 'view',
   /** A brand's connected online store, and the orders and products its sync keeps. */
   commerceStore: 'store',
   commerceOrder: 'ord',

@@ -42,7 +42,7 @@ export interface MailAddress {
   address: string;
 }
 
-export type MailKind = 'agent_reply' | 'autoresponse' | 'watcher_notification' | 'mention' | 'overdue' | 'sign_in' | 'invitation' | 'portal_link' | 'csat' | 'test';
+export type MailKind = 'agent_reply' | 'autoresponse' | 'watcher_notification' | 'mention' | 'overdue' | 'sign_in' | 'invitation' | 'portal_link' | 'csat' | 'rule' | 'test';
 
 export interface MailMessage {
   kind: MailKind;

@@ -14,12 +14,13 @@ import { moveClocks } from '../domains/tickets/service-level.js';
 import * as tickets from '../domains/tickets/service.js';
 import * as watchers from './ticket-watchers.js';
 import { mailingBrand } from './brand-domains.js';
+import { runTriggersAfter } from './ticket-update.js';
 
 /**
  * Comment create: the comment (comments), a status it may set (statuses), and in the same
  * transaction the members it mentions (mentions), the customer's copy of a public agent comment,
  * the watchers' notification and one mail to each member mentioned (mail), each member's mail as
- * their profile's notifyEmail allows (profiles).
+ * their profile's notifyEmail allows (profiles); then the brand's comment.created triggers.
  */
 export async function createComment(
   ctx: TenantCtx,
@@ -29,17 +30,20 @@ export async function createComment(
   idempotencyKey?: string,
   options: { reopenFrom?: readonly string[] } = {},
 ): Promise<comments.CreateResult> {
+  let statusBefore: string | null = null;
   return comments.create(ctx, brandId, ticketId, input, idempotencyKey, {
     reopenFrom: options.reopenFrom,
     check: async (tx, brand) => {
       if (input.setStatus !== undefined) await statuses.assertStatusKey(tx, brand, input.setStatus, 'setStatus');
     },
-    statusChanging: async (tx, brand, ticketId, from, to) => [
-      ...(await moveClocks(tx, await requireBrand(tx, brand), [{ ticketId, fromStatus: from, to: { status: to } }])).values(),
-    ],
+    statusChanging: async (tx, brand, ticketId, from, to) => {
+      statusBefore = from;
+      return [...(await moveClocks(tx, await requireBrand(tx, brand), [{ ticketId, fromStatus: from, to: { status: to } }])).values()];
+    },
     then: async (tx, brand, row) => {
       const mentioned = await recordMentions(tx, brand, row);
       await mailAboutComment(tx, brand, row, mentioned);
+      await runTriggersAfter(tx, await requireBrand(tx, brand), row.ticketId, { event: 'comment.created', statusBefore, comment: row });
     },
   });
 }

@@ -41,6 +41,10 @@ export interface TicketWrite {
   dueAtManual: boolean;
   /** The brand's settings revision the service level was read at; null: read in this transaction. */
   slaRevision: number | null;
+  /** The brand's rules revision its triggers were run at; null: read in this transaction. */
+  rulesRevision: number | null;
+  /** The triggers that fired on it (each counted once), their entries after its own. */
+  firedRuleIds: readonly string[];
   /** Audit rows made before the statement (so their ids order them before later entries). */
   contactEntry: Record<string, unknown>[];
   ticketEntry: Record<string, unknown>[];
@@ -61,6 +65,7 @@ export function ticketWrite(
     fieldsChecked?: boolean;
     spam?: boolean;
     due: { dueAt: string | null; dueAtManual: boolean; slaRevision: number | null };
+    rules: { revision: number | null; firedRuleIds: readonly string[]; entries: Record<string, unknown>[] };
   },
 ): TicketWrite {
   const id = given.id ?? newId(ID_PREFIX.ticket);
@@ -81,7 +86,9 @@ export function ticketWrite(
     spam: given.spam ?? false,
     ...given.due,
     contactEntry: email ? audit.entryRows(ctx, [{ brandId, entityType: 'contact', entityId: contactId, event: 'contact.created', metadata: { email } }]) : [],
-    ticketEntry: audit.entryRows(ctx, [{ brandId, ticketId: id, entityType: 'ticket', entityId: id, event: 'ticket.created', metadata: { title } }]),
+    rulesRevision: given.rules.revision,
+    firedRuleIds: given.rules.firedRuleIds,
+    ticketEntry: [...audit.entryRows(ctx, [{ brandId, ticketId: id, entityType: 'ticket', entityId: id, event: 'ticket.created', metadata: { title } }]), ...given.rules.entries],
   };
 }
 
@@ -112,7 +119,7 @@ function givenValues(w: TicketWrite): Record<string, unknown> {
 }
 
 /** What else each create carries into the statement, beside its ticket columns. */
-const REQUEST_COLUMNS = `ord int, tag_ids text[], tag_names text[], fields_checked boolean, sla_revision int, spam boolean, key text, fingerprint text,
+const REQUEST_COLUMNS = `ord int, tag_ids text[], tag_names text[], fields_checked boolean, sla_revision int, rules_revision int, rule_ids text[], spam boolean, key text, fingerprint text,
   email text, email_domain text, blocked_domains text[], contact_id text, customer_name text, customer_name_key text`;
 const ITEM_COLUMNS = `${REQUEST_COLUMNS}, ${GIVEN_COLUMNS.map((c) => `${c.column} ${c.type}`).join(', ')}`;
 
@@ -126,6 +133,8 @@ function itemOf(w: TicketWrite, ord: number, contactId: string | null): Record<s
     tag_names: w.tagNames,
     fields_checked: w.fieldsChecked,
     sla_revision: w.slaRevision,
+    rules_revision: w.rulesRevision,
+    rule_ids: w.firedRuleIds,
     spam: w.spam,
     key: w.idempotency?.key ?? null,
     fingerprint: w.idempotency?.fingerprint ?? null,
@@ -190,7 +199,8 @@ function countAgainstAllowance(way: 'usual' | 'usual, brands locked first' | 'ex
  * createInOneStatement) or for one (the last step of createStepByStep, in its transaction). Per
  * create, in order:
  *   1. checks: the brand (visible; no ticket schema or field rules unless fieldsChecked; still
- *      the service level its dueAt was computed with: its settings revision, or none), the
+ *      the service level its dueAt was computed with: its settings revision, or none; still the
+ *      rules revision its triggers ran at), the
  *      status, category, assignee, and every tag by id or lower-cased name;
  *   2. its idempotency key claimed (keys are distinct within a batch);
  *   3. its customer contact found, or made in the company of its email's domain with its
@@ -201,7 +211,8 @@ function countAgainstAllowance(way: 'usual' | 'usual, brands locked first' | 'ex
  *      bumped once per brand; the tickets numbered in batch order; nothing under those locks waits
  *      on another create;
  *   5. the ticket (spam if the sender is blocked) with its derived columns and resolved_at, its
- *      count changes (core/ticket-writes.ts), its tag links, its ticket.created entry and webhook deliveries,
+ *      count changes (core/ticket-writes.ts), its tag links, its ticket.created entry (and those of
+ *      the triggers that fired on it, which are counted) and webhook deliveries,
  *      and (only when its text names #1234) its links to those orders of its customer (order-links.ts);
  *   6. while metered, the tickets counted against the plan's allowance (countAgainstAllowance):
  *      over it, the statement raises and writes nothing.
@@ -221,6 +232,7 @@ export function createStatement(ctx: TenantCtx, writes: readonly TicketWrite[], 
   for (const w of writes) if (w.email && !contactIds.has(emailKey(w))) contactIds.set(emailKey(w), w.contactId);
   const madeContactEntries = writes.filter((w) => w.email && contactIds.get(emailKey(w)) === w.contactId).flatMap((w) => w.contactEntry);
   const raw = (fragment: SqlFragment) => ctx.db.raw(fragment.sql, fragment.bindings as Knex.RawBinding[]);
+  const fired = writes.some((w) => w.firedRuleIds.length);
   // Only a create whose text names an order number (#1234) carries the order-links part.
   const namedOrders: NamedOrders[] = [];
   for (const w of writes) {
@@ -237,7 +249,8 @@ export function createStatement(ctx: TenantCtx, writes: readonly TicketWrite[], 
     ), checks as materialized (
       select i.ord, exists (select 1 from brands b where :brandScope and b.id = i.brand_id
             and (i.fields_checked or (b.ticket_schema is null and jsonb_array_length(coalesce(b.field_rules -> 'ticket', '[]'::jsonb)) = 0))
-            and (i.sla_revision is null or b.settings_revision = i.sla_revision or (i.sla_revision = ${NO_LEVEL_ASSUMED} and not b.sla_enabled)))
+            and (i.sla_revision is null or b.settings_revision = i.sla_revision or (i.sla_revision = ${NO_LEVEL_ASSUMED} and not b.sla_enabled))
+            and (i.rules_revision is null or b.rules_revision = i.rules_revision))
         and exists (select 1 from statuses s where :statusScope and s.brand_id = i.brand_id and s.key = i.status)
         and (i.category_id is null or exists (select 1 from categories ca where :categoryScope and ca.brand_id = i.brand_id and ca.id = i.category_id))
         and (i.assignee_id is null or exists (select 1 from members m where :memberScope and m.id = i.assignee_id and m.status = 'active'))
@@ -295,7 +308,15 @@ export function createStatement(ctx: TenantCtx, writes: readonly TicketWrite[], 
       after: `(select t.account_id, t.livemode, t.brand_id, t.status, t.created_at, ${resolvedAtSql('t.status')} as resolved_at, t.deleted_at, t.is_spam from t)`,
     })}
     ), entry as (:ticketEntry
-    ), announced as (:announced
+    )${
+      fired
+        ? `, fired as (
+      update rules r set fired_count = r.fired_count + f.n, last_fired_at = now()
+      from (select t.brand_id, x.id, count(*)::int as n from t join items i on i.id = t.id cross join unnest(i.rule_ids) as x (id) group by t.brand_id, x.id) f
+      where :ruleScope and r.brand_id = f.brand_id and r.id = f.id
+    )`
+        : ''
+    }, announced as (:announced
       returning 1
     )${namedOrders.length ? ', order_links as (:orderLinks)' : ''}${metered ? countAgainstAllowance(counting) : ''}
     select i.ord, (select 1 from announced${notify ? `, lateral (select pg_notify('${OUTBOX_CHANNEL}', 'new')::text) w` : ''} limit 1) as "announced", tickets.*, ${tickets.relatedColumns('array(select g.id from given_tags g where g.ord = i.ord)', 'customer', { account: ':accountId', livemode: ':livemode' })}
@@ -327,6 +348,7 @@ export function createStatement(ctx: TenantCtx, writes: readonly TicketWrite[], 
       ),
     ),
     ...(namedOrders.length ? { orderLinks: autoLinkStatement(ctx, namedOrders) } : {}),
+    ...(fired ? { ruleScope: tenantScope(ctx, 'r') } : {}),
     ...(metered ? { allowance: raw(billing.allowanceSql(ctx)), usageScope: accountScope(ctx, 'u') } : {}),
     announced: raw(
       events.ticketsCreated(

@@ -22,6 +22,9 @@ import { findOrCreateContact } from './customers.js';
 import { mailingBrand } from './brand-domains.js';
 import { createStatement, ticketWrite, type TicketWrite } from './ticket-create-statement.js';
 import { onCitus, runInAccount } from '../core/citus.js';
+import { stateCopy, type Firing } from '../domains/rules/engine.js';
+import * as rules from '../domains/rules/service.js';
+import { fireInMemory, fireTriggers, firingEntries, foldIntoCreate, isAutoSubmitted, recordFirings, stateOfCreate } from './triggers.js';
 import { outboxAdded } from '../core/outbox/service.js';
 
 /**
@@ -193,11 +196,35 @@ async function createInOneStatement(
   if (input.watchers?.length || input.attachmentIds?.length) return null;
   const given = input.tags ?? [];
   const tagIds = [...new Set(given.filter((t) => tickets.TAG_ID.test(t)))];
-  const tagNames = [...new Set(given.filter((t) => !tickets.TAG_ID.test(t)).map((t) => t.trim().toLowerCase()))];
+  let tagNames = [...new Set(given.filter((t) => !tickets.TAG_ID.test(t)).map((t) => t.trim().toLowerCase()))];
   if (tagNames.some((n) => !n || n.length > tags.MAX_TAG_NAME_LENGTH)) return null;
+  const id = newId(ID_PREFIX.ticket);
+  const known = rules.rememberedRules(ctx, brandId);
+  let firings: Firing[] = [];
+  if (known.triggers.some((r) => r.on.includes('ticket.created'))) {
+    // Rules compare tags by name: tags given by id are named step by step.
+    if (tagIds.length) return null;
+    const state = stateOfCreate(input, title, email, tagNames, spam);
+    const initial = stateCopy(state);
+    const fired = await fireInMemory(known, state);
+    if (fired === null) return null;
+    firings = fired;
+    input = foldIntoCreate(input, initial, state);
+    tagNames = state.tags;
+    spam = state.isSpam;
+  }
   const sla = rememberedServiceLevel(ctx, brandId);
   const due = dueOnCreate(ctx, input, sla.level, sla.revision);
-  const w = ticketWrite(ctx, brandId, title, email, input, { tagIds, tagNames, idempotency, spam, due });
+  const entries = firingEntries(ctx, firings, brandId, { id, title });
+  const w = ticketWrite(ctx, brandId, title, email, input, {
+    id,
+    tagIds,
+    tagNames,
+    idempotency,
+    spam,
+    due,
+    rules: { revision: known.revision, firedRuleIds: firings.map((f) => f.rule.id), entries },
+  });
   if (ctx.db.isTransaction) return (await runWrites(ctx, [w]))[0]!;
   return ctx.services.get(createBatches)(`${ctx.accountId}:${ctx.livemode}`, w);
 }
@@ -243,17 +270,39 @@ async function createStepByStep(
     if (input.assigneeId) await assertAssignee(tx, input.assigneeId);
     await fields.validateCustomFields(tx, brand.id, input.customFields);
 
-    const tagIds = await resolveTags(tx, brand.id, input.tags ?? []);
+    let tagIds = await resolveTags(tx, brand.id, input.tags ?? []);
+    let spam = options.spam ?? false;
+    let firings: Firing[] = [];
+    if ((await rules.rulesOf(tx, brand)).triggers.some((r) => r.on.includes('ticket.created'))) {
+      const names = tagIds.size ? (await tags.requireTags(tx, brand.id, [...tagIds])).map((g) => g.name) : [];
+      const state = stateOfCreate(input, title, email, names, spam);
+      const initial = stateCopy(state);
+      firings = await fireTriggers(tx, brand, state, { event: 'ticket.created', before: null, comment: null });
+      input = foldIntoCreate(input, initial, state);
+      if (firings.some((f) => f.changes.some((c) => c.field.startsWith('customFields.')))) await fields.validateCustomFields(tx, brand.id, input.customFields);
+      if (firings.some((f) => f.changes.some((c) => c.field === 'tags'))) tagIds = await resolveTags(tx, brand.id, state.tags);
+      spam = state.isSpam;
+    }
     if (email) await findOrCreateContact(tx, brand.id, email, input.customerName ?? null);
     const attachmentCount = await attachments.linkPending(tx, brand.id, id, input.attachmentIds ?? [], options.pendingUploadsOf ?? null);
     // Its entry is made (and so ordered) before the watchers' entries, though written by the last statement.
     const due = dueOnCreate(tx, input, serviceLevelOfRow(tx, brand), null);
-    const w = ticketWrite(tx, brand.id, title, email, input, { id, tagIds: [...tagIds], tagNames: [], attachmentCount, fieldsChecked: true, spam: options.spam, due });
+    const w = ticketWrite(tx, brand.id, title, email, input, {
+      id,
+      tagIds: [...tagIds],
+      tagNames: [],
+      attachmentCount,
+      fieldsChecked: true,
+      spam,
+      due,
+      rules: { revision: null, firedRuleIds: firings.map((f) => f.rule.id), entries: firingEntries(tx, firings, brand.id, { id, title }) },
+    });
     if (input.watchers?.length) await watchers.addToNewTicket(tx, brand.id, id, input.watchers);
 
     const [ticket] = await runWrites(tx, [w]);
     if (!ticket) throw notFound('Brand');
     forgetFound(tx, brand.id); // its next_ticket_number moved
+    await recordFirings(tx, firings, { brand, ticket, autoSubmitted: isAutoSubmitted(input.metadata) }, true);
     if (input.notifyCustomer && email) {
       await mail.queueAutoresponse(tx, await mailingBrand(tx, brand), mail.ticketInfo(ticket), { name: input.customerName ?? null, address: email });
     }

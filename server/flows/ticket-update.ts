@@ -1,13 +1,15 @@
 import { withTx, type TenantCtx } from '../core/context.js';
 import * as audit from '../core/audit.js';
 import type { Change } from '../core/audit.js';
-import { requireBrand } from '../core/brand.js';
+import { requireBrand, type Brand } from '../core/brand.js';
 import { badRequest, notFound } from '../core/errors.js';
 import { canonicalJson } from '../core/idempotency.js';
 import * as events from '../core/outbox/events.js';
 import * as categories from '../domains/categories/service.js';
 import * as fields from '../domains/fields/service.js';
+import type { Firing } from '../domains/rules/engine.js';
 import * as statuses from '../domains/statuses/service.js';
+import * as tags from '../domains/tags/service.js';
 import type { TicketView, UpdateTicketInput } from '../domains/tickets/schemas.js';
 import { Ticket } from '../domains/tickets/model.js';
 import * as tickets from '../domains/tickets/service.js';
@@ -15,20 +17,153 @@ import { clockPatches } from '../domains/tickets/service-level.js';
 import { asFieldError, assertAssignee, resolveTags } from './ticket-create.js';
 import { scopeOf } from '../core/model.js';
 import { linkTags, updateTickets, type TicketSet } from '../core/ticket-writes.js';
+import { fireTriggers, isAutoSubmitted, recordFirings, stateChanges, stateOfView, type AfterWrite, type StatePatch } from './triggers.js';
 
-/** Ticket update: it checks the brand's statuses, categories, members, tags and custom fields. */
+/**
+ * Ticket update: it checks the brand's statuses, categories, members, tags and custom fields, then
+ * runs the brand's triggers on the ticket as it will be; what they set is written by the same
+ * statement as the caller's change.
+ */
 
 export interface UpdateResult {
   ticket: TicketView;
-  /** The fields that really changed (the same list the ticket.updated audit entry records). */
+  /** The fields the caller's change really changed (the same list the ticket.updated audit entry records). */
   changes: Change[];
 }
 
 const same = (a: unknown, b: unknown) => canonicalJson(a) === canonicalJson(b);
 
+/** What one write will set, gathered from the caller's input and then from the triggers'. */
+interface Plan {
+  before: TicketView;
+  /** The values as they will be (before's, then each accepted change's), by field. */
+  current: Record<string, unknown>;
+  patch: Record<string, unknown>;
+  /** The tag ids the ticket will have, when they change. */
+  newTags?: string[];
+}
+
+const newPlan = (before: TicketView): Plan => ({ before, current: { ...before, tags: before.tags.map((g) => g.id).sort() }, patch: {}, newTags: undefined });
+
+/** Checks and adds `input` to the plan; `changes` receives what it changes. */
+async function planInput(tx: TenantCtx, brand: Brand, plan: Plan, input: UpdateTicketInput & { title?: string }, changes: Change[]): Promise<void> {
+  const consider = (field: string, to: unknown) => {
+    if (to === undefined || same(plan.current[field], to)) return;
+    changes.push({ field, from: plan.current[field] ?? null, to });
+    plan.current[field] = to;
+    plan.patch[field] = to;
+  };
+  consider('title', input.title);
+  consider('body', input.body);
+  if (input.status !== undefined) await statuses.assertStatusKey(tx, brand.id, input.status);
+  consider('status', input.status);
+  consider('priority', input.priority);
+  if (input.assigneeId) await assertAssignee(tx, input.assigneeId);
+  consider('assigneeId', input.assigneeId);
+  if (input.categoryId) {
+    await asFieldError('categoryId', 'invalid_category', `categoryId ${input.categoryId} is not a category of this brand`, () =>
+      categories.requireCategory(tx, brand.id, input.categoryId!),
+    );
+  }
+  consider('categoryId', input.categoryId);
+  consider('links', input.links);
+  if (input.customFields !== undefined) await fields.validateCustomFields(tx, brand.id, input.customFields);
+  consider('customFields', input.customFields);
+  consider('metadata', input.metadata);
+  consider('isSpam', input.isSpam);
+  consider('closeReason', input.closeReason);
+  if (input.tags !== undefined) {
+    const to = [...(await resolveTags(tx, brand.id, input.tags))].sort();
+    if (!same(plan.current.tags, to)) {
+      changes.push({ field: 'tags', from: plan.current.tags, to });
+      plan.current.tags = to;
+      plan.newTags = to;
+    }
+  }
+}
+
+/** The service-level clock the planned change moves (dueAt given by hand, a new priority, pending and back). */
+async function planClock(tx: TenantCtx, brand: Brand, plan: Plan, dueAt: string | null | undefined, changes: Change[]): Promise<void> {
+  const { before } = plan;
+  const clock = (
+    await clockPatches(tx, brand, [
+      {
+        ticketId: before.id,
+        fromStatus: before.status ?? 'open',
+        to: {
+          status: (plan.current.status as string) ?? 'open',
+          ...('priority' in plan.patch ? { priority: plan.patch.priority as string | null } : {}),
+          ...(dueAt === undefined ? {} : { dueAt: dueAt === null ? null : new Date(dueAt) }),
+        },
+      },
+    ])
+  ).get(before.id);
+  if (!clock) return;
+  const { dueAt: due, ...columns } = clock.patch;
+  if ('dueAt' in clock.patch) {
+    const to = due ? due.toISOString() : null;
+    if (!same(before.dueAt, to)) changes.push({ field: 'dueAt', from: before.dueAt, to });
+  }
+  Object.assign(plan.patch, columns, 'dueAt' in clock.patch ? { dueAt: due } : {});
+}
+
+/** The state rules see after the caller's change (tag ids named back). */
+async function stateOfPlan(tx: TenantCtx, brand: Brand, plan: Plan) {
+  const state = stateOfView({ ...plan.before, ...(plan.patch as Partial<TicketView>), tags: plan.before.tags });
+  if (plan.newTags) state.tags = (await tags.requireTags(tx, brand.id, plan.newTags)).map((g) => g.name.toLowerCase());
+  return state;
+}
+
+/** The triggers' fields as an update's input (their tags by name: new names make tags). */
+const inputOfRules = (patch: StatePatch): UpdateTicketInput => ({ ...patch });
+
+/**
+ * Writes a planned change with its audit entry and event (none when `changes` is empty) and the
+ * triggers' firings after it.
+ */
+async function writePlan(
+  tx: TenantCtx,
+  brand: Brand,
+  plan: Plan,
+  changes: Change[],
+  ruleChanges: Change[],
+  firings: readonly Firing[],
+  after: Pick<AfterWrite, 'autoSubmitted' | 'comment'> = { autoSubmitted: false },
+): Promise<TicketView> {
+  const { before } = plan;
+  const all = [...changes, ...ruleChanges];
+  if (!all.length && !firings.length) return before;
+  if (all.length) {
+    await updateTickets(tx, brand.id, [before.id], { ...(plan.patch as TicketSet), updatedAt: tx.db.raw('now()') });
+    if (plan.newTags) {
+      await tx
+        .db('ticket_tags')
+        .where({ ...scopeOf(tx), brandId: brand.id, ticketId: before.id })
+        .whereNotIn('tagId', plan.newTags)
+        .delete();
+      await linkTags(tx, brand.id, [before.id], plan.newTags);
+    }
+  }
+  if (changes.length) {
+    await audit.record(tx, {
+      brandId: brand.id,
+      ticketId: before.id,
+      entityType: 'ticket',
+      entityId: before.id,
+      event: 'ticket.updated',
+      changes,
+      metadata: { ticketNumber: before.ticketNumber, title: (plan.current.title as string) ?? before.title },
+    });
+    await events.ticketsUpdated(tx, brand.id, [{ ticketId: before.id, changes: changes.map((c) => c.field) }]);
+  }
+  const ticket = all.length ? await tickets.fetchView(tx, brand.id, before.id) : before;
+  await recordFirings(tx, firings, { brand, ticket, ...after });
+  return ticket;
+}
+
 /**
  * PATCH: only the fields given; `changes` lists those whose value really changed (tags as sorted
- * id lists). Nothing changed: nothing is written and updatedAt stays.
+ * id lists). Nothing changed: nothing is written, no trigger runs, and updatedAt stays.
  */
 export async function updateTicket(ctx: TenantCtx, brandId: string, ticketId: string, input: UpdateTicketInput): Promise<UpdateResult> {
   if (Object.keys(input).length === 0) throw badRequest('Send at least one field to change', [], 'empty_update');
@@ -39,90 +174,50 @@ export async function updateTicket(ctx: TenantCtx, brandId: string, ticketId: st
   }
   tickets.checkCustomFieldsShape(input.customFields);
 
-  const outcome = await withTx(ctx, async (tx) => {
+  return withTx(ctx, async (tx) => {
     const brand = await requireBrand(tx, brandId);
     const locked = await Ticket.scoped(tx).where({ 'tickets.brandId': brand.id, 'tickets.id': ticketId }).whereNull('tickets.deletedAt').forUpdate().select('tickets.id').first();
     if (!locked) throw notFound('Ticket');
     const before = await tickets.fetchView(tx, brand.id, locked.id);
-
-    const patch: Record<string, unknown> = {};
+    const plan = newPlan(before);
     const changes: Change[] = [];
-    const consider = (field: string, from: unknown, to: unknown) => {
-      if (to === undefined || same(from, to)) return;
-      changes.push({ field, from, to });
-      patch[field] = to;
-    };
-    consider('title', before.title, title);
-    consider('body', before.body, input.body);
-    if (input.status !== undefined) await statuses.assertStatusKey(tx, brand.id, input.status);
-    consider('status', before.status, input.status);
-    consider('priority', before.priority, input.priority);
-    if (input.assigneeId) await assertAssignee(tx, input.assigneeId);
-    consider('assigneeId', before.assigneeId, input.assigneeId);
-    if (input.categoryId) {
-      await asFieldError('categoryId', 'invalid_category', `categoryId ${input.categoryId} is not a category of this brand`, () =>
-        categories.requireCategory(tx, brand.id, input.categoryId!),
-      );
-    }
-    consider('categoryId', before.categoryId, input.categoryId);
-    consider('links', before.links, input.links);
-    if (input.customFields !== undefined) await fields.validateCustomFields(tx, brand.id, input.customFields);
-    consider('customFields', before.customFields, input.customFields);
-    consider('metadata', before.metadata, input.metadata);
-    consider('isSpam', before.isSpam, input.isSpam);
-    consider('closeReason', before.closeReason, input.closeReason);
-    // dueAt: given by hand, or moved by the brand's service level (a new priority, pending and back).
-    const clock = (
-      await clockPatches(tx, brand, [
-        {
-          ticketId: locked.id,
-          fromStatus: before.status ?? 'open',
-          to: {
-            status: input.status ?? before.status ?? 'open',
-            ...(input.priority === undefined ? {} : { priority: input.priority }),
-            ...(input.dueAt === undefined ? {} : { dueAt: input.dueAt === null ? null : new Date(input.dueAt) }),
-          },
-        },
-      ])
-    ).get(locked.id);
-    if (clock) {
-      const { dueAt, ...columns } = clock.patch;
-      if ('dueAt' in clock.patch) consider('dueAt', before.dueAt, dueAt ? dueAt.toISOString() : null);
-      Object.assign(patch, columns);
-    }
-
-    let newTags: string[] | undefined;
-    if (input.tags !== undefined) {
-      const from = before.tags.map((g) => g.id).sort();
-      const to = [...(await resolveTags(tx, brand.id, input.tags))].sort();
-      if (!same(from, to)) {
-        changes.push({ field: 'tags', from, to });
-        newTags = to;
-      }
-    }
-
+    await planInput(tx, brand, plan, { ...input, title }, changes);
+    const ruleChanges: Change[] = [];
+    let firings: Firing[] = [];
     if (changes.length) {
-      await updateTickets(tx, brand.id, [locked.id], { ...(patch as TicketSet), updatedAt: tx.db.raw('now()') });
-      await audit.record(tx, {
-        brandId: brand.id,
-        ticketId: locked.id,
-        entityType: 'ticket',
-        entityId: locked.id,
-        event: 'ticket.updated',
-        changes,
-        metadata: { ticketNumber: before.ticketNumber, title: title ?? before.title },
-      });
-      await events.ticketsUpdated(tx, brand.id, [{ ticketId: locked.id, changes: changes.map((c) => c.field) }]);
-      if (newTags) {
-        await tx
-          .db('ticket_tags')
-          .where({ ...scopeOf(tx), brandId: brand.id, ticketId: locked.id })
-          .whereNotIn('tagId', newTags)
-          .delete();
-        await linkTags(tx, brand.id, [locked.id], newTags);
-      }
+      const state = await stateOfPlan(tx, brand, plan);
+      const asChanged = { ...state, tags: [...state.tags], customFields: { ...state.customFields } };
+      firings = await fireTriggers(tx, brand, state, { event: 'ticket.updated', before: stateOfView(before), comment: null });
+      if (firings.length) await planInput(tx, brand, plan, inputOfRules(stateChanges(asChanged, state)), ruleChanges);
     }
-    return { ticket: changes.length ? await tickets.fetchView(tx, brand.id, locked.id) : before, changes };
+    await planClock(tx, brand, plan, input.dueAt, changes);
+    const ticket = await writePlan(tx, brand, plan, changes, ruleChanges, firings);
+    return { ticket, changes };
   });
-  return outcome;
+}
+
+/**
+ * The triggers of a change another flow wrote (a comment): run on the ticket as that change left
+ * it, their fields written by one more statement, their firings recorded.
+ */
+export async function runTriggersAfter(
+  tx: TenantCtx,
+  brand: Brand,
+  ticketId: string,
+  run: { event: 'comment.created'; statusBefore: string | null; comment: { body: string; authorType: string; isInternal: boolean; authorName: string | null; metadata: unknown } },
+): Promise<void> {
+  const before = await tickets.fetchView(tx, brand.id, ticketId);
+  const state = stateOfView(before);
+  const was = { ...state, status: run.statusBefore ?? state.status };
+  const facts = { body: run.comment.body, authorType: run.comment.authorType, isInternal: run.comment.isInternal };
+  const firings = await fireTriggers(tx, brand, state, { event: run.event, before: was, comment: facts });
+  if (!firings.length) return;
+  const plan = newPlan(before);
+  const ruleChanges: Change[] = [];
+  await planInput(tx, brand, plan, inputOfRules(stateChanges(stateOfView(before), state)), ruleChanges);
+  await planClock(tx, brand, plan, undefined, ruleChanges);
+  await writePlan(tx, brand, plan, [], ruleChanges, firings, {
+    autoSubmitted: isAutoSubmitted(run.comment.metadata),
+    comment: { body: run.comment.body, authorName: run.comment.authorName, isInternal: run.comment.isInternal },
+  });
 }

@@ -158,6 +158,23 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
     body: `${MARKER} what to look at`,
     schedule: { frequency: 'weekly', dayOfWeek: 1, timeOfDay: '09:00', timezone: 'Europe/Paris' },
   });
+  // Rules that never match (their condition names text no ticket has), so the world's tickets stay as made.
+  const trigger = await mustCreate(live, `${base}/triggers`, {
+    name: `${MARKER} VIP`,
+    on: ['ticket.created'],
+    conditions: { all: [{ field: 'title', operator: 'contains', value: 'no ticket says this' }] },
+    actions: [{ type: 'add_note', value: `${MARKER} {{ ticket.title }}` }],
+  });
+  const automation = await mustCreate(live, `${base}/automations`, {
+    name: `${MARKER} close resolved`,
+    conditions: {
+      all: [
+        { field: 'status', operator: 'is', value: 'resolved' },
+        { field: 'hoursSinceResolved', operator: 'gte', value: 100000 },
+      ],
+    },
+    actions: [{ type: 'set_status', value: 'closed' }],
+  });
   const mailDomain = await mustCreate(live, `${base}/domains`, { domain: `${MARKER.toLowerCase()}-mail.example` });
   // A public IP literal: accepted without DNS; a sync's connection to it fails fast (testConfig's mailboxTimeoutMs).
   const mailbox = await mustCreate(live, `${base}/email-connections`, {
@@ -323,6 +340,19 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
     [`POST ${B}/recurring-tickets/{recurringId}/pause`]: null,
     [`POST ${B}/recurring-tickets/{recurringId}/resume`]: null,
     [`POST ${B}/recurring-tickets/{recurringId}/run`]: null,
+    [`POST ${B}/triggers`]: json({ name: 'Another trigger', on: ['ticket.updated'], conditions: {}, actions: [{ type: 'set_priority', value: 'high' }] }),
+    [`PATCH ${B}/triggers/{triggerId}`]: json({ name: 'Renamed' }),
+    [`DELETE ${B}/triggers/{triggerId}`]: null,
+    [`POST ${B}/triggers/reorder`]: json({ ids: [trigger.id] }),
+    [`POST ${B}/triggers/{triggerId}/test`]: json({ ticketId: ticket.id }),
+    [`POST ${B}/automations`]: json({
+      name: 'Another automation',
+      conditions: { all: [{ field: 'hoursSinceCreated', operator: 'gt', value: 1000 }] },
+      actions: [{ type: 'set_priority', value: 'low' }],
+    }),
+    [`PATCH ${B}/automations/{automationId}`]: json({ name: 'Renamed' }),
+    [`DELETE ${B}/automations/{automationId}`]: null,
+    [`POST ${B}/automations/reorder`]: json({ ids: [automation.id] }),
     [`POST ${B}/ecommerce/orders/{orderId}/link`]: json({ ticketId: ticket.id, linkType: 'MANUAL' }),
     [`DELETE ${B}/ecommerce/orders/{orderId}/link/{ticketId}`]: null,
     [`POST ${B}/domains`]: json({ domain: 'other-mail.example' }),
@@ -465,6 +495,8 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
       avatarId: `av_${'0'.repeat(43)}`,
       formId: form.id,
       recurringId: recurring.id,
+      triggerId: trigger.id,
+      automationId: automation.id,
       domainId: mailDomain.id,
       connectionId: mailbox.id,
       storeId: commerceStoreId,
@@ -516,6 +548,8 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
       form.id,
       form.token,
       recurring.id,
+      trigger.id,
+      automation.id,
       mailDomain.id,
       mailbox.id,
       commerceStoreId,

@@ -1,5 +1,6 @@
 import type { BaseCtx, TenantCtx } from '../context.js';
 import type { SqlFragment } from '../db.js';
+import { sourceOf } from '../audit.js';
 import { notFound, conflict } from '../errors.js';
 import { eachAtOnce } from '../each-at-once.js';
 import { newId, ID_PREFIX } from '../ids.js';
@@ -67,6 +68,8 @@ export interface EventSpec {
   ticketFields: readonly string[];
   /** The rest of data; wins over ticket fields of the same name. */
   data: Record<string, unknown>;
+  /** Sent to this webhook of the brand alone, under its first name, whatever it subscribes to (a rule's webhook action). */
+  webhookId?: string;
 }
 
 const iso = (column: string) => `to_char(${column} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
@@ -81,8 +84,10 @@ const TICKET_JSON = `jsonb_build_object(
  * Fans events out: one outbox row per (event, enabled webhook of its brand and mode subscribed to
  * one of its names), in ONE statement that also builds each body and reads the ticket's fields.
  * An event nobody subscribes to costs that one indexed statement and inserts nothing. Each body is
- * `{ id, event, brand_id, data, timestamp }`, with the name the webhook subscribed to as `event`,
- * and the event's id shared by all its deliveries. The insert wakes the dispatchers (outboxAdded).
+ * `{ id, event, brand_id, data, timestamp, source }`, with the name the webhook subscribed to as
+ * `event`, the event's id shared by all its deliveries, and `source` the change's (its audit
+ * entry's: api, dashboard, portal, email, system, automation). The insert wakes the dispatchers
+ * (outboxAdded).
  */
 export async function enqueueEvents(tx: TenantCtx, events: readonly EventSpec[]): Promise<void> {
   if (!events.length) return;
@@ -108,16 +113,18 @@ export function eventsInsert(tx: TenantCtx, events: readonly EventSpec[], ticket
     ticket_id: e.ticketId,
     ticket_fields: e.ticketFields,
     data: e.data,
+    webhook_id: e.webhookId ?? null,
   }));
   return {
     sql: `
       insert into outbox (id, account_id, livemode, brand_id, kind, event, webhook_id, payload)
       select ticketd_new_id('dlv'), w.account_id, w.livemode, w.brand_id, 'webhook', s.name, w.id,
-        jsonb_build_object('id', ev.event_id, 'event', s.name, 'brand_id', w.brand_id, 'timestamp', ?::text,
+        jsonb_build_object('id', ev.event_id, 'event', s.name, 'brand_id', w.brand_id, 'timestamp', ?::text, 'source', ?::text,
           'data', coalesce((select jsonb_object_agg(k, coalesce(tk.fields -> k, 'null'::jsonb)) from unnest(ev.ticket_fields) as k), '{}'::jsonb) || ev.data)
-      from jsonb_to_recordset(?::jsonb) as ev(ord int, event_id text, brand_id text, names text[], ticket_id text, ticket_fields text[], data jsonb)
-      join webhooks w on ? and w.brand_id = ev.brand_id and w.enabled and w.events && ev.names
-      cross join lateral (select n as name from unnest(ev.names) with ordinality as a(n, i) where n = any(w.events) order by i limit 1) s
+      from jsonb_to_recordset(?::jsonb) as ev(ord int, event_id text, brand_id text, names text[], ticket_id text, ticket_fields text[], data jsonb, webhook_id text)
+      join webhooks w on ? and w.brand_id = ev.brand_id and w.enabled and (w.events && ev.names or w.id = ev.webhook_id)
+        and (ev.webhook_id is null or w.id = ev.webhook_id)
+      cross join lateral (select n as name from unnest(ev.names) with ordinality as a(n, i) where ev.webhook_id is not null or n = any(w.events) order by i limit 1) s
       left join lateral (
         select ${TICKET_JSON} as fields from ${ticketsRelation} t
         left join ${contactsRelation} c on ${sameTenant('c', 't')} and c.brand_id = t.brand_id and c.id = t.customer_id
@@ -129,7 +136,7 @@ export function eventsInsert(tx: TenantCtx, events: readonly EventSpec[], ticket
       where ev.ticket_id is null or tk.fields is not null`
       }
       order by ev.ord, w.id`,
-    bindings: [timestamp, JSON.stringify(specs), tenantScope(tx, 'w')],
+    bindings: [timestamp, sourceOf(tx), JSON.stringify(specs), tenantScope(tx, 'w')],
   };
 }
 

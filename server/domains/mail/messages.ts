@@ -254,6 +254,26 @@ export function mentionNotification(
   };
 }
 
+/**
+ * A mail a rule sends (a trigger's, an automation's), its subject and text rendered already: to the
+ * ticket's customer in the ticket's thread, or to members. Marked as a machine's (RFC 3834), so
+ * responders never answer it; its Message-ID is the firing's, so a retry cannot send it twice.
+ */
+export function ruleMail(c: Common & { firingId: string; to: MailAddress[]; subject: string; text: string }): MailMessage {
+  const b = base(c);
+  return {
+    kind: 'rule',
+    ...b,
+    to: c.to,
+    cc: [],
+    subject: subjectLine(c.subject),
+    text: c.text,
+    html: htmlOf(c.text),
+    messageId: `<${c.firingId}@${messageIdDomain(c.settings)}>`,
+    headers: { ...b.headers, 'Auto-Submitted': 'auto-generated', 'X-Auto-Response-Suppress': 'All' },
+  };
+}
+
 export const DEFAULT_CSAT_SUBJECT = 'How did we do? [#{{ticketNumber}}] {{ticketTitle}}';
 export const DEFAULT_CSAT_BODY = `Hello,
 

@@ -1,0 +1,385 @@
+import { withTx, type Actor, type TenantCtx } from '../core/context.js';
+import * as audit from '../core/audit.js';
+import { requireBrand, type Brand } from '../core/brand.js';
+import { tenantScope } from '../core/model.js';
+import * as events from '../core/outbox/events.js';
+import { enqueueEvents } from '../core/outbox/service.js';
+import { ALWAYS_OPEN, BusinessHours, businessHoursProblem, type BusinessHoursSpec, type WorkingTime } from '../core/working-time.js';
+import * as comments from '../domains/comments/service.js';
+import * as mail from '../domains/mail/service.js';
+import * as messages from '../domains/mail/messages.js';
+import * as members from '../domains/members/service.js';
+import * as profiles from '../domains/profiles/service.js';
+import { compile, explain, runRules, stateCopy, type CommentFacts, type CompiledRule, type Firing, type Subject, type TicketState } from '../domains/rules/engine.js';
+import type { Action, TriggerEvent } from '../domains/rules/schemas.js';
+import * as rules from '../domains/rules/service.js';
+import { render, type TemplateData } from '../domains/rules/templates.js';
+import type { CreateTicketInput, TicketView } from '../domains/tickets/schemas.js';
+import * as tickets from '../domains/tickets/service.js';
+import { mailingBrand } from './brand-domains.js';
+import { referenceProblems } from './rules.js';
+import * as watchers from './ticket-watchers.js';
+
+/**
+ * Triggers, as the flows that write tickets run them (ticket create, ticket update, comment
+ * create): on the ticket as it will be, in the change's transaction. The fields they set are
+ * folded into the change's own write by its flow; what this file adds after the write is each
+ * firing's audit entry (source `automation`, performer the rule), its count, and its side effects
+ * (watchers, notes, mail, webhooks). Automations share all of it but the evaluation's start
+ * (flows/automations.ts).
+ */
+
+/** A ticket as rules see it. */
+export function stateOfView(t: TicketView): TicketState {
+  return {
+    title: t.title,
+    body: t.body,
+    status: t.status,
+    priority: t.priority,
+    assigneeId: t.assigneeId,
+    categoryId: t.categoryId,
+    tags: t.tags.map((g) => g.name.toLowerCase()),
+    source: t.source,
+    customerEmail: t.customer?.email ?? null,
+    customFields: customFieldsOf(t.customFields),
+    isSpam: t.isSpam,
+  };
+}
+
+export const customFieldsOf = (v: unknown): Record<string, unknown> => (v !== null && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : {});
+
+/** A ticket about to be created, as rules see it. */
+export function stateOfCreate(input: CreateTicketInput, title: string, email: string | null, tagNames: readonly string[], spam: boolean): TicketState {
+  return {
+    title,
+    body: input.body ?? null,
+    status: input.status ?? 'open',
+    priority: input.priority ?? null,
+    assigneeId: input.assigneeId ?? null,
+    categoryId: input.categoryId ?? null,
+    tags: tagNames.map((t) => t.toLowerCase()),
+    source: input.source ?? 'api',
+    customerEmail: email,
+    customFields: customFieldsOf(input.customFields),
+    isSpam: spam,
+  };
+}
+
+/** A create's input with the fields its triggers set (their tags and spam flag are the caller's to carry). */
+export function foldIntoCreate(input: CreateTicketInput, from: TicketState, to: TicketState): CreateTicketInput {
+  const { tags: _tags, isSpam: _spam, ...fields } = stateChanges(from, to);
+  return { ...input, ...fields };
+}
+
+/** The brand's business hours (those of its service level), or every hour when it has none. */
+export function workingTimeOf(brand: Pick<Brand, 'slaBusinessHours'>): WorkingTime {
+  const spec = brand.slaBusinessHours as BusinessHoursSpec | null;
+  return spec && !businessHoursProblem(spec) ? new BusinessHours(spec) : ALWAYS_OPEN;
+}
+
+export const isWithin = (working: WorkingTime, now: number) => working.between(now, now + 1000) > 0;
+
+/** Round robin: the active member among `memberIds` with the fewest unresolved tickets of the brand; ties in list order. */
+export async function leastLoaded(tx: TenantCtx, brandId: string, memberIds: readonly string[]): Promise<string | null> {
+  const active = new Set((await members.findMany(tx, memberIds)).filter((m) => m.status === 'active').map((m) => m.id));
+  const candidates = memberIds.filter((m) => active.has(m));
+  if (!candidates.length) return null;
+  const { rows } = await tx.db.raw<{ rows: { assignee_id: string; n: string }[] }>(
+    `select t.assignee_id, count(*) as n from tickets t
+    where ? and t.brand_id = ? and t.assignee_id = any(?::text[]) and t.deleted_at is null and t.status not in ('resolved', 'closed')
+    group by t.assignee_id`,
+    [tenantScope(tx, 't'), brandId, candidates],
+  );
+  const load = new Map(rows.map((r) => [r.assignee_id, Number(r.n)]));
+  return candidates.reduce((best, m) => ((load.get(m) ?? 0) < (load.get(best) ?? 0) ? m : best));
+}
+
+export interface TriggerRun {
+  event: TriggerEvent;
+  /** The ticket before the change; null while it is created. */
+  before: TicketState | null;
+  comment: CommentFacts | null;
+}
+
+/**
+ * Runs the brand's enabled triggers on `event` over `state` (changed in place) and returns their
+ * firings. None fires on a ticket that was closed before the change. A fired rule that names
+ * something the brand no longer has is disabled (saying why), and the run starts again without it.
+ */
+export async function fireTriggers(tx: TenantCtx, brand: Brand, state: TicketState, run: TriggerRun): Promise<Firing[]> {
+  if (run.before?.status === 'closed') return [];
+  const all = (await rules.rulesOf(tx, brand)).triggers.filter((r) => r.on.includes(run.event));
+  if (!all.length) return [];
+  return fireChecked(tx, brand, all, state, subjectOf(tx, brand, run.before, run.comment));
+}
+
+export function subjectOf(tx: TenantCtx, brand: Brand, before: TicketState | null, comment: CommentFacts | null, hours?: Subject['hours']): Subject {
+  const now = tx.services.now();
+  let within: boolean | undefined;
+  return {
+    before,
+    comment,
+    withinBusinessHours: () => (within ??= isWithin(workingTimeOf(brand), now)),
+    ...(hours ? { hours } : {}),
+  };
+}
+
+/** Runs `candidates` (see fireTriggers), leaving out and disabling the fired ones whose references are gone. */
+export async function fireChecked(tx: TenantCtx, brand: Brand, candidates: readonly CompiledRule[], state: TicketState, subject: Subject): Promise<Firing[]> {
+  let usable = [...candidates];
+  const start = stateCopy(state);
+  for (;;) {
+    const trial = stateCopy(start);
+    const firings = await runRules(usable, trial, subject, (ids) => leastLoaded(tx, brand.id, ids));
+    const broken = await brokenRules(tx, brand, firings);
+    if (!broken.size) {
+      Object.assign(state, trial);
+      return firings;
+    }
+    for (const [rule, reason] of broken) await rules.disable(tx, brand.id, rule, reason);
+    usable = usable.filter((r) => ![...broken.keys()].some((b) => b.id === r.id));
+  }
+}
+
+async function brokenRules(tx: TenantCtx, brand: Brand, firings: readonly Firing[]): Promise<Map<CompiledRule, string>> {
+  const broken = new Map<CompiledRule, string>();
+  for (const f of firings) {
+    const problems = await referenceProblems(tx, brand, null, f.rule.actions);
+    if (problems.length) broken.set(f.rule, `${problems[0]!.field}: ${problems[0]!.message}`);
+  }
+  return broken;
+}
+
+/** The actor of a rule's changes: the audit log's performer is the rule, its source `automation`. */
+export function ruleActor(rule: Pick<CompiledRule, 'id' | 'name'>): Actor {
+  return { type: 'system', id: rule.id, name: rule.name, source: 'automation' };
+}
+const asRule = (tx: TenantCtx, rule: CompiledRule): TenantCtx => ({ ...tx, actor: ruleActor(rule) });
+
+export interface AfterWrite {
+  brand: Brand;
+  /** The ticket as written (the rules' fields included). */
+  ticket: TicketView;
+  /** The change answered a message that was itself sent by a machine: no rule mails its customer. */
+  autoSubmitted: boolean;
+  comment?: { body: string; authorName: string | null; isInternal: boolean } | null;
+  kind?: 'trigger' | 'automation';
+}
+
+/** Each firing's audit entry (source automation, performed by the rule) as audit rows. */
+export function firingEntries(
+  tx: TenantCtx,
+  firings: readonly Firing[],
+  brandId: string,
+  ticket: { id: string; ticketNumber?: number; title: string },
+  kind: 'trigger' | 'automation' = 'trigger',
+) {
+  return firings.flatMap((f) =>
+    audit.entryRows(asRule(tx, f.rule), [
+      {
+        brandId,
+        ticketId: ticket.id,
+        entityType: 'ticket',
+        entityId: ticket.id,
+        event: 'ticket.updated',
+        changes: f.changes,
+        metadata: {
+          ...(ticket.ticketNumber === undefined ? {} : { ticketNumber: ticket.ticketNumber }),
+          title: ticket.title,
+          rule: { id: f.rule.id, name: f.rule.name, kind },
+          ...(f.sideEffects.length ? { actions: f.sideEffects.map((a) => a.type) } : {}),
+        },
+      },
+    ]),
+  );
+}
+
+/**
+ * After the change's write, in its transaction: each firing's audit entry, the rules' counts, one
+ * ticket.updated event (source automation) when they changed fields, and their side effects in
+ * firing order. A ticket create's statement writes the entries and counts itself, and the fields
+ * the rules set are the created ticket's (`created`): only the side effects are left.
+ */
+export async function recordFirings(tx: TenantCtx, firings: readonly Firing[], after: AfterWrite, created = false): Promise<void> {
+  if (!firings.length) return;
+  const { brand, ticket } = after;
+  if (!created) {
+    const rows = firingEntries(tx, firings, brand.id, ticket, after.kind);
+    const { sql, bindings } = audit.insertRowsStatement(rows);
+    await tx.db.raw(sql, bindings as never[]);
+    await rules.countFirings(
+      tx,
+      brand.id,
+      firings.map((f) => f.rule.id),
+    );
+    const changed = [...new Set(firings.flatMap((f) => f.changes.map((c) => (c.field.startsWith('customFields.') ? 'customFields' : c.field))))];
+    if (changed.length) await events.ticketsUpdated(asRule(tx, firings[0]!.rule), brand.id, [{ ticketId: ticket.id, changes: changed }]);
+  }
+  const withEffects = firings.filter((f) => f.sideEffects.length);
+  if (!withEffects.length) return;
+  const data = await templateData(tx, brand, ticket, after.comment ?? null);
+  for (const f of withEffects) for (const action of f.sideEffects) await carryOut(asRule(tx, f.rule), f.rule, action, after, data);
+}
+
+/** A rule's evaluation needs what only a transaction reads (the brand's business hours, the members' loads). */
+class NeedsTheDatabase extends Error {}
+
+/**
+ * A create's triggers run on what this process remembers of the brand's rules, without a round
+ * trip: their firings, or null when they need the database or have side effects (the create then
+ * goes step by step, where fireTriggers runs them). `state` is changed in place.
+ */
+export async function fireInMemory(known: rules.BrandRules, state: TicketState): Promise<Firing[] | null> {
+  const created = known.triggers.filter((r) => r.on.includes('ticket.created'));
+  if (!created.length) return [];
+  const subject: Subject = {
+    before: null,
+    comment: null,
+    withinBusinessHours: () => {
+      throw new NeedsTheDatabase();
+    },
+  };
+  try {
+    const firings = await runRules(created, state, subject, () => Promise.reject(new NeedsTheDatabase()));
+    return firings.some((f) => f.sideEffects.length) ? null : firings;
+  } catch (err) {
+    if (err instanceof NeedsTheDatabase) return null;
+    throw err;
+  }
+}
+
+async function templateData(tx: TenantCtx, brand: Brand, ticket: TicketView, comment: TemplateData['comment']): Promise<TemplateData> {
+  const assignee = ticket.assigneeId ? (await members.findMany(tx, [ticket.assigneeId]))[0] : undefined;
+  return {
+    ticket: {
+      id: ticket.id,
+      number: ticket.ticketNumber,
+      ticketNumber: ticket.ticketNumber,
+      title: ticket.title,
+      body: ticket.body,
+      status: ticket.status,
+      priority: ticket.priority,
+      tags: ticket.tags.map((g) => g.name),
+      source: ticket.source,
+      dueAt: ticket.dueAt,
+      createdAt: ticket.createdAt,
+      customFields: customFieldsOf(ticket.customFields),
+      category: ticket.category?.name ?? null,
+    },
+    customer: ticket.customer ? { name: ticket.customer.name, email: ticket.customer.email } : null,
+    brand: { id: brand.id, name: brand.name },
+    assignee: assignee ? { id: assignee.id, name: assignee.name, email: assignee.email } : null,
+    comment,
+  };
+}
+
+/** One side effect of a firing, as the rule (its ctx). */
+async function carryOut(tx: TenantCtx, rule: CompiledRule, action: Action, after: AfterWrite, data: TemplateData): Promise<void> {
+  const { brand, ticket } = after;
+  switch (action.type) {
+    case 'add_watchers':
+      for (const memberId of action.value) await watchers.add(tx, brand.id, ticket.id, { memberId });
+      return;
+    case 'add_note':
+      await comments.create(tx, brand.id, ticket.id, {
+        body: await render(tx.services, action.value, data),
+        metadata: { isInternal: true, automation: { ruleId: rule.id, ruleName: rule.name } },
+      });
+      return;
+    case 'mail_customer': {
+      // Never to a machine (an out-of-office would answer, and the two would talk forever), nor to spam.
+      if (after.autoSubmitted || ticket.isSpam || !ticket.customer?.email) return;
+      const to = [{ name: ticket.customer.name, address: ticket.customer.email }];
+      return queueRuleMail(tx, rule, after, data, to, action.value);
+    }
+    case 'mail_members': {
+      const ids = action.value.to ?? (ticket.assigneeId ? [ticket.assigneeId] : []);
+      const optedOut = await profiles.mailOptedOut(tx, ids);
+      const to = (await members.findMany(tx, ids)).filter((m) => m.status === 'active' && !optedOut.has(m.id)).map((m) => ({ name: m.name, address: m.email }));
+      if (!to.length) return;
+      return queueRuleMail(tx, rule, after, data, to, action.value);
+    }
+    case 'webhook':
+      await enqueueEvents(tx, [
+        {
+          brandId: brand.id,
+          names: ['rule.fired'],
+          ticketId: ticket.id,
+          ticketFields: ['id', 'ticketNumber', 'title', 'status', 'priority', 'assigneeId', 'updatedAt', 'customerId', 'customerEmail', 'customerName'],
+          data: { rule: { id: rule.id, name: rule.name, kind: after.kind ?? 'trigger' } },
+          webhookId: action.value,
+        },
+      ]);
+      return;
+    default:
+      return;
+  }
+}
+
+async function queueRuleMail(
+  tx: TenantCtx,
+  rule: CompiledRule,
+  after: AfterWrite,
+  data: TemplateData,
+  to: { name: string | null; address: string }[],
+  template: { subject: string; body: string },
+): Promise<void> {
+  const { brand, ticket } = after;
+  const message = messages.ruleMail({
+    settings: mail.settingsOf(tx.services),
+    key: await mail.replyTokenKey(tx),
+    brand: await mailingBrand(tx, brand),
+    ticket: mail.ticketInfo(ticket),
+    thread: { inboundMessageIds: await mail.inboundMessageIds(tx, brand.id, ticket.id) },
+    firingId: `${ticket.id}.${rule.id}.${tx.services.now()}`,
+    to,
+    subject: await render(tx.services, template.subject, data),
+    text: await render(tx.services, template.body, data),
+  });
+  await mail.queueMail(tx, brand.id, ticket.id, message);
+}
+
+/** Whether the message that made the change was sent by a machine (inbound mail marks it so). */
+export function isAutoSubmitted(metadata: unknown): boolean {
+  const email = (metadata as { email?: { autoReply?: unknown } } | null)?.email;
+  return email?.autoReply === true;
+}
+
+/** The fields a ticket's state differs in from another's, as an update's input (tags as names). */
+export function stateChanges(from: TicketState, to: TicketState): StatePatch {
+  const patch: StatePatch = {};
+  if (from.status !== to.status) patch.status = to.status;
+  if (from.priority !== to.priority) patch.priority = to.priority as StatePatch['priority'];
+  if (from.assigneeId !== to.assigneeId) patch.assigneeId = to.assigneeId;
+  if (from.categoryId !== to.categoryId) patch.categoryId = to.categoryId;
+  if (from.isSpam !== to.isSpam) patch.isSpam = to.isSpam;
+  if (JSON.stringify([...from.tags].sort()) !== JSON.stringify([...to.tags].sort())) patch.tags = to.tags;
+  if (from.customFields !== to.customFields) patch.customFields = to.customFields;
+  return patch;
+}
+
+export interface StatePatch {
+  status?: string;
+  priority?: 'low' | 'normal' | 'medium' | 'high' | 'urgent' | null;
+  assigneeId?: string | null;
+  categoryId?: string | null;
+  isSpam?: boolean;
+  tags?: string[];
+  customFields?: Record<string, unknown>;
+}
+
+/**
+ * A trigger's dry run on a real ticket, as on a ticket.updated that changed nothing: each
+ * condition's result and, when it matches, the actions that would apply. Writes nothing.
+ */
+export async function testTrigger(ctx: TenantCtx, brandId: string, ruleId: string, ticketId: string) {
+  return withTx(ctx, async (tx) => {
+    const brand = await requireBrand(tx, brandId);
+    const rule = compile(await rules.requireRule(tx, brand.id, 'trigger', ruleId));
+    const ticket = await tickets.fetchView(tx, brand.id, ticketId);
+    const state = stateOfView(ticket);
+    const subject = subjectOf(tx, brand, stateCopy(state), null);
+    const result = explain(rule, state, subject);
+    return { ...result, actions: result.matched ? [...rule.actions] : [] };
+  });
+}
