@@ -36,9 +36,20 @@ export async function up(knex: Knex): Promise<void> {
   await knex.schema.alterTable('brands', (t) => {
     t.integer('rules_revision').notNullable().defaultTo(0);
   });
+  await setMailKinds(knex, [...MAIL_KINDS, 'rule']);
+}
+
+/** The kinds of queued mail before this migration; it adds the mail rules send. */
+const MAIL_KINDS = ['agent_reply', 'autoresponse', 'watcher_notification', 'mention', 'overdue'];
+
+async function setMailKinds(knex: Knex, kinds: readonly string[]): Promise<void> {
+  await knex.raw('ALTER TABLE mail_messages DROP CONSTRAINT mail_messages_kind_check');
+  await knex.raw(`ALTER TABLE mail_messages ADD CONSTRAINT mail_messages_kind_check CHECK (kind in (${kinds.map((k) => `'${k}'`).join(', ')}))`);
 }
 
 export async function down(knex: Knex): Promise<void> {
+  await knex.raw("DELETE FROM mail_messages WHERE kind = 'rule'");
+  await setMailKinds(knex, MAIL_KINDS);
   await knex.schema.alterTable('brands', (t) => {
     t.dropColumn('rules_revision');
   });
