@@ -61,7 +61,11 @@ t.test('CRUD under both paths: create, list in the order they run, get, patch, r
 
 t.test('bad input: schema errors, unknown operators and fields, durations on a trigger', async (t) => {
   const { owner, base } = await ownerWithBrand(app);
-  const bad = async (body: Record<string, unknown>, label: string) => assertErrorShape(t, await owner.live('POST', `${base}/triggers`, body), 400, 'validation_failed');
+  const bad = async (body: Record<string, unknown>, label: string) => {
+    const res = await owner.live('POST', `${base}/triggers`, body);
+    t.equal(res.status, 400, label);
+    assertErrorShape(t, res, 400, 'validation_failed');
+  };
   await bad({ name: 'x', on: ['ticket.created'], conditions: {}, actions: [] }, 'no action');
   await bad({ name: 'x', on: ['ticket.deleted'], conditions: {}, actions: [{ type: 'mark_spam' }] }, 'unknown event');
   await bad({ name: 'x', on: ['ticket.created'], conditions: { all: [{ field: 'title', operator: 'resembles', value: 'a' }] }, actions: [{ type: 'mark_spam' }] }, 'operator');
