@@ -24,7 +24,7 @@ import { createStatement, ticketWrite, type TicketWrite } from './ticket-create-
 import { onCitus, runInAccount } from '../core/citus.js';
 import { stateCopy, type Firing } from '../domains/rules/engine.js';
 import * as rules from '../domains/rules/service.js';
-import { fireInMemory, fireTriggers, firingEntries, foldIntoCreate, isAutoSubmitted, recordFirings, stateOfCreate } from './triggers.js';
+import { carryOutFirings, fireInMemory, fireTriggers, firingEntries, foldIntoCreate, isAutoSubmitted, stateOfCreate } from './triggers.js';
 import { outboxAdded } from '../core/outbox/service.js';
 
 /**
@@ -302,7 +302,7 @@ async function createStepByStep(
     const [ticket] = await runWrites(tx, [w]);
     if (!ticket) throw notFound('Brand');
     forgetFound(tx, brand.id); // its next_ticket_number moved
-    await recordFirings(tx, firings, { brand, ticket, autoSubmitted: isAutoSubmitted(input.metadata) }, true);
+    await carryOutFirings(tx, firings, { brand, ticket, autoSubmitted: isAutoSubmitted(input.metadata) });
     if (input.notifyCustomer && email) {
       await mail.queueAutoresponse(tx, await mailingBrand(tx, brand), mail.ticketInfo(ticket), { name: input.customerName ?? null, address: email });
     }

@@ -17,7 +17,19 @@ import { clockPatches } from '../domains/tickets/service-level.js';
 import { asFieldError, assertAssignee, resolveTags } from './ticket-create.js';
 import { scopeOf } from '../core/model.js';
 import { linkTags, updateTickets, type TicketSet } from '../core/ticket-writes.js';
-import { fireTriggers, isAutoSubmitted, recordFirings, stateChanges, stateOfView, type AfterWrite, type StatePatch } from './triggers.js';
+import { enqueueEvents } from '../core/outbox/service.js';
+import {
+  carryOutFirings,
+  fireTriggers,
+  firingEntries,
+  firingEvent,
+  isAutoSubmitted,
+  recordEntries,
+  stateChanges,
+  stateOfView,
+  type AfterWrite,
+  type StatePatch,
+} from './triggers.js';
 
 /**
  * Ticket update: it checks the brand's statuses, categories, members, tags and custom fields, then
@@ -128,7 +140,7 @@ async function writePlan(
   changes: Change[],
   ruleChanges: Change[],
   firings: readonly Firing[],
-  after: Pick<AfterWrite, 'autoSubmitted' | 'comment'> = { autoSubmitted: false },
+  after: Pick<AfterWrite, 'autoSubmitted' | 'comment' | 'kind'> = { autoSubmitted: false },
 ): Promise<TicketView> {
   const { before } = plan;
   const all = [...changes, ...ruleChanges];
@@ -144,20 +156,28 @@ async function writePlan(
       await linkTags(tx, brand.id, [before.id], plan.newTags);
     }
   }
-  if (changes.length) {
-    await audit.record(tx, {
-      brandId: brand.id,
-      ticketId: before.id,
-      entityType: 'ticket',
-      entityId: before.id,
-      event: 'ticket.updated',
-      changes,
-      metadata: { ticketNumber: before.ticketNumber, title: (plan.current.title as string) ?? before.title },
-    });
-    await events.ticketsUpdated(tx, brand.id, [{ ticketId: before.id, changes: changes.map((c) => c.field) }]);
-  }
+  const own = changes.length
+    ? audit.entryRows(tx, [
+        {
+          brandId: brand.id,
+          ticketId: before.id,
+          entityType: 'ticket',
+          entityId: before.id,
+          event: 'ticket.updated',
+          changes,
+          metadata: { ticketNumber: before.ticketNumber, title: (plan.current.title as string) ?? before.title },
+        },
+      ])
+    : [];
+  const title = (plan.current.title as string) ?? before.title;
+  await recordEntries(tx, brand.id, [...own, ...firingEntries(tx, firings, brand.id, { id: before.id, ticketNumber: before.ticketNumber, title }, after.kind)], firings);
+  const announced = firingEvent(brand.id, before.id, firings);
+  await enqueueEvents(tx, [
+    ...(changes.length ? events.ticketsUpdatedEvents(brand.id, [{ ticketId: before.id, changes: changes.map((c) => c.field) }]) : []),
+    ...(announced ? [announced] : []),
+  ]);
   const ticket = all.length ? await tickets.fetchView(tx, brand.id, before.id) : before;
-  await recordFirings(tx, firings, { brand, ticket, ...after });
+  await carryOutFirings(tx, firings, { brand, ticket, ...after });
   return ticket;
 }
 

@@ -55,10 +55,19 @@ export function ticketsCreated(tx: TenantCtx, tickets: readonly { brandId: strin
 
 /** `changes` are the names of the changed fields, per ticket. */
 export function ticketsUpdated(tx: TenantCtx, brandId: string, updates: readonly { ticketId: string; changes: readonly string[] }[]): Promise<void> {
-  return enqueueEvents(
-    tx,
-    updates.map((u) => ({ brandId, names: ['ticket.updated'], ticketId: u.ticketId, ticketFields: TICKET_UPDATED_FIELDS, data: { changes: u.changes } })),
-  );
+  return enqueueEvents(tx, ticketsUpdatedEvents(brandId, updates));
+}
+
+/** ticket.updated as events to enqueue with others (a change and its rules' in one statement); `source`: when not the ctx's actor's. */
+export function ticketsUpdatedEvents(brandId: string, updates: readonly { ticketId: string; changes: readonly string[] }[], source?: string): EventSpec[] {
+  return updates.map((u) => ({
+    brandId,
+    names: ['ticket.updated'],
+    ticketId: u.ticketId,
+    ticketFields: TICKET_UPDATED_FIELDS,
+    data: { changes: u.changes },
+    ...(source ? { source } : {}),
+  }));
 }
 
 /** Tickets that passed their dueAt unresolved (announced once per deadline). */

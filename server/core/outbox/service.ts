@@ -70,6 +70,8 @@ export interface EventSpec {
   data: Record<string, unknown>;
   /** Sent to this webhook of the brand alone, under its first name, whatever it subscribes to (a rule's webhook action). */
   webhookId?: string;
+  /** Where the change came from when not from the ctx's actor (a rule's change announced with its caller's). */
+  source?: string;
 }
 
 const iso = (column: string) => `to_char(${column} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
@@ -114,14 +116,15 @@ export function eventsInsert(tx: TenantCtx, events: readonly EventSpec[], ticket
     ticket_fields: e.ticketFields,
     data: e.data,
     webhook_id: e.webhookId ?? null,
+    source: e.source ?? sourceOf(tx),
   }));
   return {
     sql: `
       insert into outbox (id, account_id, livemode, brand_id, kind, event, webhook_id, payload)
       select ticketd_new_id('dlv'), w.account_id, w.livemode, w.brand_id, 'webhook', s.name, w.id,
-        jsonb_build_object('id', ev.event_id, 'event', s.name, 'brand_id', w.brand_id, 'timestamp', ?::text, 'source', ?::text,
+        jsonb_build_object('id', ev.event_id, 'event', s.name, 'brand_id', w.brand_id, 'timestamp', ?::text, 'source', ev.source,
           'data', coalesce((select jsonb_object_agg(k, coalesce(tk.fields -> k, 'null'::jsonb)) from unnest(ev.ticket_fields) as k), '{}'::jsonb) || ev.data)
-      from jsonb_to_recordset(?::jsonb) as ev(ord int, event_id text, brand_id text, names text[], ticket_id text, ticket_fields text[], data jsonb, webhook_id text)
+      from jsonb_to_recordset(?::jsonb) as ev(ord int, event_id text, brand_id text, names text[], ticket_id text, ticket_fields text[], data jsonb, webhook_id text, source text)
       join webhooks w on ? and w.brand_id = ev.brand_id and w.enabled and (w.events && ev.names or w.id = ev.webhook_id)
         and (ev.webhook_id is null or w.id = ev.webhook_id)
       cross join lateral (select n as name from unnest(ev.names) with ordinality as a(n, i) where ev.webhook_id is not null or n = any(w.events) order by i limit 1) s
@@ -136,7 +139,7 @@ export function eventsInsert(tx: TenantCtx, events: readonly EventSpec[], ticket
       where ev.ticket_id is null or tk.fields is not null`
       }
       order by ev.ord, w.id`,
-    bindings: [timestamp, sourceOf(tx), JSON.stringify(specs), tenantScope(tx, 'w')],
+    bindings: [timestamp, JSON.stringify(specs), tenantScope(tx, 'w')],
   };
 }
 

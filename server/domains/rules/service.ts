@@ -2,6 +2,7 @@ import type { TenantCtx } from '../../core/context.js';
 import { withTx } from '../../core/context.js';
 import * as audit from '../../core/audit.js';
 import { forgetFound, requireBrand, type Brand } from '../../core/brand.js';
+import type { SqlFragment } from '../../core/db.js';
 import { badRequest, conflict, notFound } from '../../core/errors.js';
 import { ID_PREFIX, newId, normalizeBrandId } from '../../core/ids.js';
 import { tenantScope } from '../../core/model.js';
@@ -275,16 +276,18 @@ export async function rulesOf(ctx: TenantCtx, brand: Pick<Brand, 'id' | 'rulesRe
   return entry;
 }
 
-/** Counts the firings of rules (each rule once per ticket it fired on), in the firing's transaction. */
-export async function countFirings(tx: TenantCtx, brandId: string, ruleIds: readonly string[]): Promise<void> {
-  if (!ruleIds.length) return;
+/**
+ * The UPDATE that counts the firings of rules (each rule once per ticket it fired on), for the
+ * statement that also writes the firings' audit entries.
+ */
+export function countFiringsStatement(tx: TenantCtx, brandId: string, ruleIds: readonly string[]): SqlFragment {
   const counts = new Map<string, number>();
   for (const id of ruleIds) counts.set(id, (counts.get(id) ?? 0) + 1);
-  await tx.db.raw(
-    `update rules r set fired_count = r.fired_count + c.n, last_fired_at = ?
+  return {
+    sql: `update rules r set fired_count = r.fired_count + c.n, last_fired_at = ?
     from unnest(?::text[], ?::int[]) as c (id, n) where ? and r.brand_id = ? and r.id = c.id`,
-    [new Date(tx.services.now()), [...counts.keys()], [...counts.values()], tenantScope(tx, 'r'), brandId],
-  );
+    bindings: [new Date(tx.services.now()), [...counts.keys()], [...counts.values()], tenantScope(tx, 'r'), brandId],
+  };
 }
 
 /** Disables a rule that names something since deleted, saying why, instead of failing the tickets it runs on. */

@@ -1,0 +1,179 @@
+/**
+ * `npm run bench -- --rules [--tickets 1000000]`: what a brand's rules cost. Prints tables; asserts nothing.
+ *
+ *  - Ticket create and ticket update in brands with 50 enabled triggers, of which 5 match every
+ *    create and update, next to brands with none, on one API process, at concurrency 1 and 16 (16
+ *    brands of each kind), in turns; the cost is the median of the turns' ratios.
+ */
+import { randomBytes, randomUUID } from 'node:crypto';
+import type { ChildProcess } from 'node:child_process';
+import autocannon from 'autocannon';
+import { seed } from './seed.js';
+import { adminDatabase, sql, startTicketd, stop, withDatabase } from './server.js';
+
+const log = (s: string) => process.stderr.write(`${s}\n`);
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+
+const TURNS = 5;
+const BRANDS = 16;
+const TRIGGERS = 50;
+const MATCHING = 5;
+const TICKETS_PER_BRAND = 200;
+const PRIORITIES = ['urgent', 'high', 'normal', 'low'];
+
+/**
+ * The rules of a busy brand: 50 triggers on ticket.created and ticket.updated, in position order;
+ * the first 45 test text no ticket has, the last 5 match every create and update (a priority set
+ * or changed): one tags the ticket, the others set what it already has (a firing all the same,
+ * with its audit entry and count).
+ */
+function triggers(): Record<string, unknown>[] {
+  const rules: Record<string, unknown>[] = [];
+  for (let i = 0; i < TRIGGERS - MATCHING; i++) {
+    rules.push({
+      name: `Never ${i}`,
+      on: ['ticket.created', 'ticket.updated'],
+      conditions: {
+        all: [{ field: 'title', operator: 'contains', value: `no ticket says ${i}` }],
+        any: [{ field: 'customerDomain', operator: 'is', value: `nowhere-${i}.example` }],
+      },
+      actions: [{ type: 'set_priority', value: 'low' }],
+    });
+  }
+  const matching: [Record<string, unknown>, Record<string, unknown>][] = [
+    [
+      { field: 'customerDomain', operator: 'ends_with', value: '.example' },
+      { type: 'add_tags', value: ['customer'] },
+    ],
+    [
+      { field: 'priority', operator: 'in', value: ['urgent', 'high'] },
+      { type: 'set_status', value: 'open' },
+    ],
+    [
+      { field: 'priority', operator: 'changed' },
+      { type: 'set_category', value: null },
+    ],
+    [
+      { field: 'status', operator: 'is', value: 'open' },
+      { type: 'remove_tags', value: ['cold'] },
+    ],
+    [
+      { field: 'title', operator: 'contains', value: 'printer' },
+      { type: 'assign', value: null },
+    ],
+  ];
+  matching.forEach(([condition, action], i) => rules.push({ name: `Match ${i}`, on: ['ticket.created', 'ticket.updated'], conditions: { all: [condition] }, actions: [action] }));
+  return rules;
+}
+
+type Brands = { plain: string[]; rules: string[] };
+
+/** Requests per second over `seconds`, `connections` at once, each connection keeping to one of `brandIds`. */
+function perSecond(
+  url: string,
+  headers: Record<string, string>,
+  connections: number,
+  seconds: number,
+  request: (brand: string, n: number) => { method: 'POST' | 'PATCH'; path: string; body: unknown },
+  brandIds: readonly string[],
+): Promise<number> {
+  let dealt = 0;
+  return new Promise((resolve, reject) =>
+    autocannon(
+      {
+        url,
+        connections,
+        duration: seconds,
+        initialContext: {},
+        requests: [
+          {
+            setupRequest: (req, context) => {
+              const c = context as { brand?: string };
+              c.brand ??= brandIds[dealt++ % brandIds.length];
+              const r = request(c.brand!, Math.floor(Math.random() * 1_000_000));
+              return { ...req, method: r.method, path: r.path, headers: { ...headers, 'x-idempotency-key': randomUUID() }, body: JSON.stringify(r.body) };
+            },
+          },
+        ],
+      },
+      (err, result) => (err ? reject(err) : result.non2xx ? reject(new Error(`${result.non2xx} requests failed`)) : resolve(Math.round(result.requests.average))),
+    ),
+  );
+}
+
+export async function runRulesBench(opts: { tickets: number; duration: number }): Promise<void> {
+  const { adminUrl, cleanup } = await adminDatabase({ shared_buffers: '2GB', work_mem: '16MB', maintenance_work_mem: '512MB', max_wal_size: '8GB', max_connections: '200' });
+  const database = `ticketd_bench_rules_${randomBytes(4).toString('hex')}`;
+  await sql(adminUrl, `CREATE DATABASE ${database}`);
+  const dbUrl = withDatabase(adminUrl, database);
+  const children: ChildProcess[] = [];
+  try {
+    const api = await startTicketd('api', dbUrl, { TICKETD_DB_POOL_MAX: '20', TICKETD_RATE_LIMIT_PER_API_KEY: '1000000000', TICKETD_RATE_LIMIT_PER_IP: '1000000000' });
+    children.push(api.child);
+    const { url } = api.info;
+    const headers = { authorization: `Bearer ${api.info.bootstrap.apiKeys.live.key}`, 'content-type': 'application/json' };
+    log(`seeding ${opts.tickets.toLocaleString('en')} tickets…`);
+    const seeded = await seed(dbUrl, { accountId: api.info.bootstrap.account.id, brandId: api.info.bootstrap.brand.id, tickets: opts.tickets, log });
+    log(`seeded in ${seeded.seconds.toFixed(1)} s`);
+
+    const call = async (method: string, p: string, body: unknown) => {
+      const res = await fetch(`${url}${p}`, { method, headers, body: JSON.stringify(body) });
+      if (res.status >= 300) throw new Error(`${method} ${p}: ${res.status} ${await res.text()}`);
+      return (await res.json()) as { id: string };
+    };
+    const brands: Brands = { plain: [], rules: [] };
+    for (let i = 0; i < BRANDS; i++) {
+      for (const kind of ['plain', 'rules'] as const)
+        brands[kind].push((await call('POST', '/v1/brands', { name: `${kind} ${i}`, slug: `${kind}-${i}-${randomBytes(3).toString('hex')}` })).id);
+      for (const rule of triggers()) await call('POST', `/v1/brands/${brands.rules[i]}/triggers`, rule);
+    }
+    // Tickets to update: every brand's own, made through the API.
+    const ticketsOf = new Map<string, string[]>();
+    for (const brand of [...brands.plain, ...brands.rules]) {
+      const ids: string[] = [];
+      for (let n = 0; n < TICKETS_PER_BRAND; n++) ids.push((await call('POST', `/v1/brands/${brand}/tickets`, { title: `Printer ${n}`, customerEmail: `c${n}@rules.example` })).id);
+      ticketsOf.set(brand, ids);
+    }
+    const create = (brand: string, n: number) => ({
+      method: 'POST' as const,
+      path: `/v1/brands/${brand}/tickets`,
+      body: { title: `Printer ${n % 200} is on fire`, customerEmail: `customer${n % 200}@rules.example`, priority: PRIORITIES[n % 4] },
+    });
+    const update = (brand: string, n: number) => {
+      const ids = ticketsOf.get(brand)!;
+      return { method: 'PATCH' as const, path: `/v1/brands/${brand}/tickets/${ids[n % ids.length]}`, body: { priority: PRIORITIES[n % 4] } };
+    };
+
+    const rows: Record<string, string | number>[] = [];
+    const ratios: Record<string, number[]> = {};
+    for (let turn = 0; turn <= TURNS; turn++) {
+      for (const [op, request] of [
+        ['create', create],
+        ['update', update],
+      ] as const) {
+        for (const c of [1, 16]) {
+          const scenario = `${op} c${c}`;
+          const rate: Record<string, number> = {};
+          for (const kind of turn % 2 ? (['rules', 'plain'] as const) : (['plain', 'rules'] as const)) {
+            rate[kind] = await perSecond(url, headers, c, opts.duration, request, brands[kind].slice(0, c === 1 ? 1 : BRANDS));
+          }
+          log(`  ${scenario} (${turn ? `turn ${turn}` : 'warm-up'}): ${rate.plain}/s without rules, ${rate.rules}/s with 50 (5 matching)`);
+          if (!turn) continue;
+          rows.push({ scenario, turn, 'no rules /s': rate.plain!, '50 triggers /s': rate.rules! });
+          (ratios[scenario] ??= []).push(rate.rules! / rate.plain!);
+        }
+      }
+    }
+    const cost = Object.fromEntries(Object.entries(ratios).map(([k, v]) => [k, `${Math.round((1 - median(v)) * 1000) / 10}%`]));
+    const fired = await sql<{ n: string }>(dbUrl, "SELECT sum(fired_count) AS n FROM rules WHERE kind = 'trigger'");
+
+    const out = process.stdout;
+    out.write(`\nRules, ${opts.tickets.toLocaleString('en')} tickets (${seeded.liveTickets.toLocaleString('en')} live), ${new Date().toISOString()}\n`);
+    out.write(`\nCreate and update in brands with ${TRIGGERS} enabled triggers (${MATCHING} matching each request) and in brands with none, ${opts.duration} s each, in turns:\n`);
+    console.table(rows);
+    out.write(`cost of the triggers (target: within 10%), fewer requests/s: ${JSON.stringify(cost)}; firings counted: ${fired[0]?.n}\n`);
+  } finally {
+    await stop(children);
+    await cleanup();
+  }
+}
