@@ -22,6 +22,8 @@ import { attachmentDepsOf, type AttachmentDeps } from './domains/attachments/ser
 import { rawMailRoutes } from './http/raw-mails.js';
 import { recurringTicketRoutes } from './http/recurring-tickets.js';
 import { ruleRoutes } from './http/rules.js';
+import { macroRoutes } from './http/macros.js';
+import { viewRoutes } from './http/views.js';
 import { commerceOrderRoutes } from './http/commerce-orders.js';
 import { commerceStoreRoutes } from './http/commerce-stores.js';
 import { commerceNotificationRoutes } from './http/commerce-notifications.js';
@@ -91,6 +93,8 @@ const BRAND_SCOPED_ROUTES: FastifyPluginAsync[] = [
   brandDomainRoutes,
   recurringTicketRoutes,
   ruleRoutes, // /triggers… and /automations…
+  macroRoutes,
+  viewRoutes,
   commerceStoreRoutes, // /ecommerce/stores…
   commerceOrderRoutes, // /ecommerce/orders… and /ecommerce/products
   commentRoutes, // /tickets/:ticketId/comments… and the short /comments/:commentId

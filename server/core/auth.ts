@@ -80,6 +80,14 @@ export const PERMISSIONS = {
   // up; any member within their brands reads them and dry-runs one on a ticket.
   'rules:read': { accountWide: false },
   'rules:write': { accountWide: false, minRole: 'admin' },
+  // Macros and views are shared in a brand or personal to a member: any member reads and applies
+  // them and manages their personal ones; the brand's ones take an admin, checked by the service
+  // on the row's visibility (core/saved-items.ts). API keys manage the brand's ones only.
+  'macros:read': { accountWide: false },
+  'macros:write': { accountWide: false },
+  'macros:apply': { accountWide: false },
+  'views:read': { accountWide: false },
+  'views:write': { accountWide: false },
   // A brand's connected stores hold a token that reads its customers' orders: owners and admins
   // connect, sync and remove them; any member within their brands reads the orders and links them
   // to tickets.

@@ -114,6 +114,27 @@ export async function withTx<C extends BaseCtx, T>(ctx: C, fn: (ctx: C) => Promi
   return result;
 }
 
+/** Thrown to end a dry run's transaction: knex rolls back a transaction whose function throws. */
+class DryRunOver extends Error {}
+
+/**
+ * Runs fn in a transaction that is always rolled back: a dry run sees its own writes, and nothing
+ * of it stays (its audit rows, events, mail and afterCommit work go too). Not inside another one.
+ */
+export async function dryRun<C extends BaseCtx, T>(ctx: C, fn: (ctx: C) => Promise<T>): Promise<T> {
+  if (ctx.db.isTransaction) throw new Error('dryRun: a dry run needs a transaction of its own');
+  let value: T | undefined;
+  try {
+    await ctx.db.transaction(async (trx) => {
+      value = await fn({ ...ctx, db: trx, txBrands: new Map(), txCommitted: [], txNotify: new Map() });
+      throw new DryRunOver();
+    });
+  } catch (err) {
+    if (!(err instanceof DryRunOver)) throw err;
+  }
+  return value as T;
+}
+
 /** Runs `done` once the transaction of withTx that ctx is in commits (never if it rolls back); outside one, now. */
 export function afterCommit(ctx: BaseCtx, done: () => void): void {
   if (ctx.txCommitted) ctx.txCommitted.push(done);

@@ -181,6 +181,13 @@ async function writePlan(
   return ticket;
 }
 
+/** Locks a live ticket of the brand against other changes until the transaction ends; its id (404 when there is none). */
+export async function lockLiveTicket(tx: TenantCtx, brandId: string, ticketId: string): Promise<string> {
+  const locked = await Ticket.scoped(tx).where({ 'tickets.brandId': brandId, 'tickets.id': ticketId }).whereNull('tickets.deletedAt').forUpdate().select('tickets.id').first();
+  if (!locked) throw notFound('Ticket');
+  return locked.id;
+}
+
 /**
  * PATCH: only the fields given; `changes` lists those whose value really changed (tags as sorted
  * id lists). Nothing changed: nothing is written, no trigger runs, and updatedAt stays.
@@ -196,9 +203,7 @@ export async function updateTicket(ctx: TenantCtx, brandId: string, ticketId: st
 
   return withTx(ctx, async (tx) => {
     const brand = await requireBrand(tx, brandId);
-    const locked = await Ticket.scoped(tx).where({ 'tickets.brandId': brand.id, 'tickets.id': ticketId }).whereNull('tickets.deletedAt').forUpdate().select('tickets.id').first();
-    if (!locked) throw notFound('Ticket');
-    const before = await tickets.fetchView(tx, brand.id, locked.id);
+    const before = await tickets.fetchView(tx, brand.id, await lockLiveTicket(tx, brand.id, ticketId));
     const plan = newPlan(before);
     const changes: Change[] = [];
     await planInput(tx, brand, plan, { ...input, title }, changes);

@@ -233,7 +233,24 @@ export async function carryOutFirings(tx: TenantCtx, firings: readonly Firing[],
   const withEffects = firings.filter((f) => f.sideEffects.length);
   if (!withEffects.length) return;
   const data = await templateData(tx, after.brand, after.ticket, after.comment ?? null);
-  for (const f of withEffects) for (const action of f.sideEffects) await carryOut(asRule(tx, f.rule), f.rule, action, after, data);
+  for (const f of withEffects) {
+    const origin: ActionOrigin = { id: f.rule.id, name: f.rule.name, kind: after.kind ?? 'trigger' };
+    for (const action of f.sideEffects) await carryOut(asRule(tx, f.rule), origin, action, after, data);
+  }
+}
+
+/** What side effects are carried out for: a rule that fired, or a macro a member applied. */
+export interface ActionOrigin {
+  id: string;
+  name: string;
+  kind: 'trigger' | 'automation' | 'macro';
+}
+
+/** Side effects (watchers, notes, mail, webhooks) of `origin` on the ticket as written, as the ctx's actor. */
+export async function carryOutActions(tx: TenantCtx, origin: ActionOrigin, actions: readonly Action[], after: AfterWrite): Promise<void> {
+  if (!actions.length) return;
+  const data = await templateData(tx, after.brand, after.ticket, after.comment ?? null);
+  for (const action of actions) await carryOut(tx, origin, action, after, data);
 }
 
 /** A rule's evaluation needs what only a transaction reads (the brand's business hours, the members' loads). */
@@ -263,7 +280,8 @@ export async function fireInMemory(known: rules.BrandRules, state: TicketState):
   }
 }
 
-async function templateData(tx: TenantCtx, brand: Brand, ticket: TicketView, comment: TemplateData['comment']): Promise<TemplateData> {
+/** What a template sees of a ticket, its brand, customer and assignee (and the comment that started a rule). */
+export async function templateData(tx: TenantCtx, brand: Brand, ticket: TicketView, comment: TemplateData['comment']): Promise<TemplateData> {
   const assignee = ticket.assigneeId ? (await members.findMany(tx, [ticket.assigneeId]))[0] : undefined;
   return {
     ticket: {
@@ -288,8 +306,8 @@ async function templateData(tx: TenantCtx, brand: Brand, ticket: TicketView, com
   };
 }
 
-/** One side effect of a firing, as the rule (its ctx). */
-async function carryOut(tx: TenantCtx, rule: CompiledRule, action: Action, after: AfterWrite, data: TemplateData): Promise<void> {
+/** One side effect, as the ctx's actor (a rule's firing: the rule). */
+async function carryOut(tx: TenantCtx, origin: ActionOrigin, action: Action, after: AfterWrite, data: TemplateData): Promise<void> {
   const { brand, ticket } = after;
   switch (action.type) {
     case 'add_watchers':
@@ -298,21 +316,24 @@ async function carryOut(tx: TenantCtx, rule: CompiledRule, action: Action, after
     case 'add_note':
       await comments.create(tx, brand.id, ticket.id, {
         body: await render(tx.services, action.value, data),
-        metadata: { isInternal: true, automation: { ruleId: rule.id, ruleName: rule.name } },
+        metadata: {
+          isInternal: true,
+          ...(origin.kind === 'macro' ? { macro: { id: origin.id, name: origin.name } } : { automation: { ruleId: origin.id, ruleName: origin.name } }),
+        },
       });
       return;
     case 'mail_customer': {
       // Never to a machine (an out-of-office would answer, and the two would talk forever), nor to spam.
       if (after.autoSubmitted || ticket.isSpam || !ticket.customer?.email) return;
       const to = [{ name: ticket.customer.name, address: ticket.customer.email }];
-      return queueRuleMail(tx, rule, after, data, to, action.value);
+      return queueRuleMail(tx, origin, after, data, to, action.value);
     }
     case 'mail_members': {
       const ids = action.value.to ?? (ticket.assigneeId ? [ticket.assigneeId] : []);
       const optedOut = await profiles.mailOptedOut(tx, ids);
       const to = (await members.findMany(tx, ids)).filter((m) => m.status === 'active' && !optedOut.has(m.id)).map((m) => ({ name: m.name, address: m.email }));
       if (!to.length) return;
-      return queueRuleMail(tx, rule, after, data, to, action.value);
+      return queueRuleMail(tx, origin, after, data, to, action.value);
     }
     case 'webhook':
       await enqueueEvents(tx, [
@@ -321,7 +342,7 @@ async function carryOut(tx: TenantCtx, rule: CompiledRule, action: Action, after
           names: ['rule.fired'],
           ticketId: ticket.id,
           ticketFields: ['id', 'ticketNumber', 'title', 'status', 'priority', 'assigneeId', 'updatedAt', 'customerId', 'customerEmail', 'customerName'],
-          data: { rule: { id: rule.id, name: rule.name, kind: after.kind ?? 'trigger' } },
+          data: { rule: { id: origin.id, name: origin.name, kind: origin.kind } },
           webhookId: action.value,
         },
       ]);
@@ -333,7 +354,7 @@ async function carryOut(tx: TenantCtx, rule: CompiledRule, action: Action, after
 
 async function queueRuleMail(
   tx: TenantCtx,
-  rule: CompiledRule,
+  origin: ActionOrigin,
   after: AfterWrite,
   data: TemplateData,
   to: { name: string | null; address: string }[],
@@ -346,7 +367,7 @@ async function queueRuleMail(
     brand: await mailingBrand(tx, brand),
     ticket: mail.ticketInfo(ticket),
     thread: { inboundMessageIds: await mail.inboundMessageIds(tx, brand.id, ticket.id) },
-    firingId: `${ticket.id}.${rule.id}.${tx.services.now()}`,
+    firingId: `${ticket.id}.${origin.id}.${tx.services.now()}`,
     to,
     subject: await render(tx.services, template.subject, data),
     text: await render(tx.services, template.body, data),

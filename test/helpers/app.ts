@@ -203,3 +203,20 @@ export async function statementsDuring(db: Db, fn: () => Promise<unknown>): Prom
   }
   return seen;
 }
+
+/**
+ * Who may not reach the objects of `owner`'s brand at `base`, each with the brand path it asks
+ * under: another account (under the owner's brand and under its own), another brand of the same
+ * account, and the other mode. Each must get 404 for the owner's ids.
+ */
+export async function outsiders(app: FastifyInstance, owner: Signup, base: string): Promise<[string, ReturnType<typeof client>, string][]> {
+  const stranger = await ownerWithBrand(app);
+  const side = await makeBrand(owner.live, 'Side');
+  const testBrand = await makeBrand(owner.test, 'Test desk');
+  return [
+    ['another account, the owner’s brand', stranger.owner.live, base],
+    ['another account, its own brand', stranger.owner.live, stranger.base],
+    ['another brand of the account', owner.live, `/v1/brands/${side.id}`],
+    ['the other mode', owner.test, `/v1/brands/${testBrand.id}`],
+  ];
+}

@@ -175,6 +175,19 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
     },
     actions: [{ type: 'set_status', value: 'closed' }],
   });
+  // A macro and a view shared in the brand (an API key's are the brand's: personal ones are a member's).
+  const macro = await mustCreate(live, `${base}/macros`, {
+    name: `${MARKER} canned reply`,
+    visibility: 'brand',
+    actions: [{ type: 'set_priority', value: 'normal' }],
+    comment: { body: `${MARKER} hello {{ customer.name }}`, isInternal: true },
+  });
+  const view = await mustCreate(live, `${base}/views`, {
+    name: `${MARKER} urgent and unassigned`,
+    visibility: 'brand',
+    filters: { priority: 'urgent', assigneeId: 'unassigned' },
+    sort: { field: 'updatedAt', order: 'asc' },
+  });
   const mailDomain = await mustCreate(live, `${base}/domains`, { domain: `${MARKER.toLowerCase()}-mail.example` });
   // A public IP literal: accepted without DNS; a sync's connection to it fails fast (testConfig's mailboxTimeoutMs).
   const mailbox = await mustCreate(live, `${base}/email-connections`, {
@@ -353,6 +366,14 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
     [`PATCH ${B}/automations/{automationId}`]: json({ name: 'Renamed' }),
     [`DELETE ${B}/automations/{automationId}`]: null,
     [`POST ${B}/automations/reorder`]: json({ ids: [automation.id] }),
+    [`POST ${B}/macros`]: json({ name: 'Another macro', visibility: 'brand', actions: [{ type: 'add_tags', value: ['macro'] }] }),
+    [`PATCH ${B}/macros/{macroId}`]: json({ name: 'Renamed' }),
+    [`DELETE ${B}/macros/{macroId}`]: null,
+    [`POST ${B}/macros/{macroId}/apply`]: json({ ticketId: ticket.id }),
+    [`POST ${B}/macros/{macroId}/preview`]: json({ ticketId: ticket.id }),
+    [`POST ${B}/views`]: json({ name: 'Another view', visibility: 'brand', filters: { status: 'open' } }),
+    [`PATCH ${B}/views/{viewId}`]: json({ name: 'Renamed' }),
+    [`DELETE ${B}/views/{viewId}`]: null,
     [`POST ${B}/ecommerce/orders/{orderId}/link`]: json({ ticketId: ticket.id, linkType: 'MANUAL' }),
     [`DELETE ${B}/ecommerce/orders/{orderId}/link/{ticketId}`]: null,
     [`POST ${B}/domains`]: json({ domain: 'other-mail.example' }),
@@ -497,6 +518,8 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
       recurringId: recurring.id,
       triggerId: trigger.id,
       automationId: automation.id,
+      macroId: macro.id,
+      viewId: view.id,
       domainId: mailDomain.id,
       connectionId: mailbox.id,
       storeId: commerceStoreId,
@@ -550,6 +573,8 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
       recurring.id,
       trigger.id,
       automation.id,
+      macro.id,
+      view.id,
       mailDomain.id,
       mailbox.id,
       commerceStoreId,

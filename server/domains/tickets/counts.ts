@@ -146,6 +146,16 @@ export function countsOf(ctx: TenantCtx, brandIds: string[], days: { from?: stri
   return ctx.db.raw('(? union all ?)', [part('ticket_counts', ` and k.day = '${EVERY_DAY}'`), part('ticket_count_changes', '')]);
 }
 
+/** The brand's live, non-spam tickets in these statuses now (null: in any), as the kept counts say. */
+export async function countInStatuses(ctx: TenantCtx, brandId: string, statuses: readonly string[] | null): Promise<number> {
+  const { rows } = (await ctx.db.raw('select coalesce(sum(k.created), 0) as n from ? k where ?::text[] is null or k.status = any(?::text[])', [
+    countsOf(ctx, [brandId]),
+    statuses && [...statuses],
+    statuses && [...statuses],
+  ])) as { rows: { n: string }[] };
+  return Number(rows[0]!.n);
+}
+
 /**
  * A brand being deleted: the changes its tickets' deletion has just appended go in the same
  * transaction (the roll-up would drop them later), so nothing of the brand is left behind.

@@ -12,6 +12,7 @@ import { decodeCursor, encodeCursor, keysetPage, PAGE_LIMIT_DEFAULT, type Page, 
 import { TICKET_SORTS, type TicketListInput, type TicketView } from './schemas.js';
 import { BOUND_TENANT, boundToTenant, sameTenant, tenantIs, tenantScope, preparedRows, columnsToProperties } from '../../core/model.js';
 import { updateTickets } from '../../core/ticket-writes.js';
+import { countInStatuses } from './counts.js';
 
 /**
  * Tickets of a brand: create, get, update, soft delete and the list with full-text search.
@@ -306,6 +307,13 @@ export interface AppliedFilters {
   order: 'asc' | 'desc';
 }
 
+/** The status keys a status filter selects (`active`: open and pending), sorted; null: every status. */
+function statusesOf(filter: string | undefined): string[] | null {
+  if (filter === undefined) return null;
+  const keys = commaList(filter);
+  return keys.includes('all') ? null : [...new Set(keys.flatMap((k) => (k === 'active' ? ['open', 'pending'] : [k])))].sort();
+}
+
 /**
  * Adds the list filters of spec 4.8 to q, a query over `tickets` of the brand `brand`: live
  * tickets, spam excluded unless isSpam is given, the search condition when there is text to
@@ -316,11 +324,7 @@ export function applyFilters(ctx: TenantCtx, q: TicketQuery, brand: BrandRef, in
   const order = input.order ?? 'desc';
   q.whereNull('tickets.deletedAt');
 
-  let status: string[] | null = null;
-  if (input.status !== undefined) {
-    const keys = commaList(input.status);
-    if (!keys.includes('all')) status = [...new Set(keys.flatMap((k) => (k === 'active' ? ['open', 'pending'] : [k])))].sort();
-  }
+  const status = statusesOf(input.status);
   if (status) q.whereIn('tickets.status', status);
   const priority = input.priority && input.priority !== 'all' ? input.priority : null;
   if (priority) q.where('tickets.priority', priority);
@@ -370,10 +374,8 @@ export function applyFilters(ctx: TenantCtx, q: TicketQuery, brand: BrandRef, in
     if (category === 'null') q.whereNull('tickets.categoryId');
     else q.where('tickets.categoryId', category);
   }
+  checkListFilters(input);
   const tagIds = input.tagIds !== undefined ? commaList(input.tagIds).sort() : null;
-  if (tagIds && tagIds.length > MAX_TAG_FILTER) {
-    throw badRequest(`tagIds may name at most ${MAX_TAG_FILTER} tags`, [{ field: 'tagIds', message: `must name at most ${MAX_TAG_FILTER} tags` }]);
-  }
   for (const [i, tagId] of (tagIds ?? []).entries()) {
     // A join, not EXISTS: (scope, ticket, tag) is ticket_tags' primary key, so a ticket never comes
     // twice, and the planner may walk a rare tag's index in ticket order and stop at the page's end.
@@ -417,6 +419,31 @@ export function applyFilters(ctx: TenantCtx, q: TicketQuery, brand: BrandRef, in
   const search = searchText(input.search);
   if (search !== null) q.whereRaw('tickets.search_vector @@ ticketd_search_query(?)', [search]);
   return { filters, search, sort, order };
+}
+
+/** What the list's schema cannot say of its filters (400 naming the field, after `prefix`). */
+export function checkListFilters(input: Pick<TicketListInput, 'tagIds'>, prefix = ''): void {
+  if (input.tagIds !== undefined && commaList(input.tagIds).length > MAX_TAG_FILTER) {
+    throw badRequest(`${prefix}tagIds may name at most ${MAX_TAG_FILTER} tags`, [{ field: `${prefix}tagIds`, message: `must name at most ${MAX_TAG_FILTER} tags` }]);
+  }
+}
+
+/**
+ * Whether the list with these filters is counted from the brand's kept counts (counts.ts): a filter
+ * on status alone, spam left out. Those hold the live, non-spam tickets of each status as every
+ * ticket write commits: exact, and a few rows to read whatever the brand's size.
+ */
+export function countedFromRollUps(input: TicketListInput): boolean {
+  return Object.entries(input).every(([name, value]) => name === 'status' || (name === 'isSpam' && value === false) || ['sort', 'order', 'limit', 'cursor'].includes(name));
+}
+
+/** How many tickets of the brand the list with these filters holds: the list's own conditions, counted. */
+export async function countMatching(ctx: TenantCtx, brandId: string, input: TicketListInput): Promise<number> {
+  if (countedFromRollUps(input)) return countInStatuses(ctx, brandId, statusesOf(input.status));
+  const q = Ticket.scoped(ctx).where('tickets.brandId', brandId);
+  applyFilters(ctx, q, boundBrand(brandId), input);
+  const row = (await q.count({ n: '*' }).first()) as unknown as { n: string };
+  return Number(row.n);
 }
 
 /** The search text if it has a letter or digit to look for; otherwise the list is not filtered. */
