@@ -20,6 +20,11 @@ export function emit(json: boolean, data: unknown, human: () => string[]): void 
   else process.stdout.write(`${human().join('\n')}\n`);
 }
 
+/** A document as it is (one a command exports), for a file or a pipe. */
+export function emitText(text: string): void {
+  process.stdout.write(text);
+}
+
 /** Progress and notices go to stderr, so stdout stays machine-readable. */
 export function note(line: string): void {
   process.stderr.write(`${line}\n`);

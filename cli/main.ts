@@ -15,6 +15,7 @@ import { registerMembers } from './commands/members.js';
 import { registerOutbox } from './commands/outbox.js';
 import { registerPlans } from './commands/plans.js';
 import { registerRecurring } from './commands/recurring.js';
+import { registerRules } from './commands/rules.js';
 import { registerStores } from './commands/stores.js';
 import { registerSecrets } from './commands/secrets.js';
 import { registerSso } from './commands/sso.js';
@@ -52,6 +53,7 @@ Every command takes --json for scripts. Environment: DATABASE_URL, PORT, TICKETD
   registerDomains(program, globals);
   registerMailboxes(program, globals);
   registerRecurring(program, globals);
+  registerRules(program, globals);
   registerStores(program, globals);
   registerWebhooks(program, globals);
   registerSecrets(program, globals);
