@@ -4,10 +4,14 @@
  *  - Ticket create and ticket update in brands with 50 enabled triggers, of which 5 match every
  *    create and update, next to brands with none, on one API process, at concurrency 1 and 16 (16
  *    brands of each kind), in turns; the cost is the median of the turns' ratios.
+ *  - GET …/views/counts for 20 views of the brand holding the N tickets (statuses alone, and
+ *    priority, assignee, tag, search and date filters) next to a trivial authenticated read (GET
+ *    the brand), one request at a time, in turns; goal: within 3x at p50.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { ChildProcess } from 'node:child_process';
 import autocannon from 'autocannon';
+import { readLatency } from './floor.js';
 import { seed } from './seed.js';
 import { adminDatabase, sql, startTicketd, stop, withDatabase } from './server.js';
 
@@ -20,6 +24,34 @@ const TRIGGERS = 50;
 const MATCHING = 5;
 const TICKETS_PER_BRAND = 200;
 const PRIORITIES = ['urgent', 'high', 'normal', 'low'];
+const VIEW_TURNS = 5;
+
+/** 20 views a team keeps: queues by status, by priority and owner, by tag, by words, by age. */
+function views(tagId: string): Record<string, unknown>[] {
+  const filters: Record<string, unknown>[] = [
+    { status: 'open' },
+    { status: 'pending' },
+    { status: 'active' },
+    { status: 'resolved,closed' },
+    { status: 'all' },
+    { status: 'open', priority: 'urgent' },
+    { status: 'open', priority: 'high' },
+    { status: 'active', assigneeId: 'unassigned' },
+    { status: 'active', priority: 'urgent', assigneeId: 'unassigned' },
+    { status: 'pending', priority: 'low' },
+    { tagIds: tagId },
+    { status: 'open', tagIds: tagId },
+    { search: 'printer' },
+    { status: 'open', search: 'invoice' },
+    { createdAfter: '2026-01-01T00:00:00Z' },
+    { status: 'active', createdBefore: '2025-06-01T00:00:00Z' },
+    { priority: 'normal' },
+    { status: 'closed', priority: 'urgent' },
+    { hasAttachments: true },
+    { isSpam: true },
+  ];
+  return filters.map((f, i) => ({ name: `View ${i}`, visibility: 'brand', filters: f }));
+}
 
 /**
  * The rules of a busy brand: 50 triggers on ticket.created and ticket.updated, in position order;
@@ -165,6 +197,25 @@ export async function runRulesBench(opts: { tickets: number; duration: number })
       }
     }
     const cost = Object.fromEntries(Object.entries(ratios).map(([k, v]) => [k, `${Math.round((1 - median(v)) * 1000) / 10}%`]));
+
+    // ---- view counts at N tickets ----
+    const big = api.info.bootstrap.brand.id as string;
+    const tag = await call('POST', `/v1/brands/${big}/tags`, { name: `bench-${randomBytes(3).toString('hex')}` });
+    for (const view of views(tag.id)) await call('POST', `/v1/brands/${big}/views`, view);
+    const reads = { 'trivial read (GET the brand)': `${url}/v1/brands/${big}`, 'GET …/views/counts (20 views)': `${url}/v1/brands/${big}/views/counts` };
+    const names = Object.keys(reads) as (keyof typeof reads)[];
+    const measured = new Map(names.map((n) => [n, [] as { p50: number; p99: number }[]]));
+    for (let turn = 0; turn < VIEW_TURNS; turn++) {
+      for (const name of turn % 2 ? [...names].reverse() : names) measured.get(name)!.push(await readLatency(reads[name], headers));
+      log(`  view counts, turn ${turn + 1} of ${VIEW_TURNS} done`);
+    }
+    const mid = (name: (typeof names)[number], key: 'p50' | 'p99') => median(measured.get(name)!.map((x) => x[key]));
+    const viewRows = names.map((name) => ({
+      read: name,
+      'p50 ms': mid(name, 'p50'),
+      'p99 ms': mid(name, 'p99'),
+      'p50 / trivial': Math.round((mid(name, 'p50') / mid(names[0]!, 'p50')) * 100) / 100,
+    }));
     const fired = await sql<{ n: string }>(dbUrl, "SELECT sum(fired_count) AS n FROM rules WHERE kind = 'trigger'");
 
     const out = process.stdout;
@@ -172,6 +223,10 @@ export async function runRulesBench(opts: { tickets: number; duration: number })
     out.write(`\nCreate and update in brands with ${TRIGGERS} enabled triggers (${MATCHING} matching each request) and in brands with none, ${opts.duration} s each, in turns:\n`);
     console.table(rows);
     out.write(`cost of the triggers (target: within 10%), fewer requests/s: ${JSON.stringify(cost)}; firings counted: ${fired[0]?.n}\n`);
+    out.write(
+      `\nThe counts of 20 views of the brand of ${opts.tickets.toLocaleString('en')} tickets, one request at a time, medians of ${VIEW_TURNS} turns of 300 (goal: within 3x of the trivial read at p50):\n`,
+    );
+    console.table(viewRows);
   } finally {
     await stop(children);
     await cleanup();
