@@ -1,5 +1,5 @@
 import t from 'tap';
-import { assertErrorShape, assertNotFound, makeBrand, makeTicket, mustCreate, ownerWithBrand, servicesOf, signup, testApp } from '../helpers/app.js';
+import { assertErrorShape, assertNotFound, client, makeBrand, makeTicket, mustCreate, ownerWithBrand, secondInstance, servicesOf, signup, testApp } from '../helpers/app.js';
 import { movableClock } from '../helpers/clock.js';
 import { postInbound } from '../helpers/inbound.js';
 import { SIGN_IN_TEST_ENV, teamOfThree } from '../helpers/sign-in.js';
@@ -9,7 +9,8 @@ import { SIGN_IN_TEST_ENV, teamOfThree } from '../helpers/sign-in.js';
 const SECRET = 'inbound-secret-for-triggers-0123456789';
 const DOMAIN = 'inbound.triggers.example';
 const clock = movableClock();
-const { app, db } = await testApp(t, { ...SIGN_IN_TEST_ENV, TICKETD_INBOUND_SECRET: SECRET, TICKETD_INBOUND_DOMAIN: DOMAIN }, { clock });
+const first = await testApp(t, { ...SIGN_IN_TEST_ENV, TICKETD_INBOUND_SECRET: SECRET, TICKETD_INBOUND_DOMAIN: DOMAIN }, { clock });
+const { app, db } = first;
 const services = servicesOf(db);
 
 type Call = Awaited<ReturnType<typeof ownerWithBrand>>['owner']['live'];
@@ -515,4 +516,16 @@ t.test('at most 500 enabled rules a brand', async (t) => {
   );
   assertErrorShape(t, await owner.live('POST', `${base}/triggers`, onUpdate('one too many', {}, [{ type: 'mark_spam' }])), 400, 'too_many_rules');
   t.equal((await owner.live('POST', `${base}/triggers`, { ...onUpdate('disabled is fine', {}, [{ type: 'mark_spam' }]), enabled: false })).status, 201);
+});
+
+t.test('a rule changed in another process is obeyed by the next create here, though this one remembered the old rules', async (t) => {
+  const other = await secondInstance(t, first);
+  const { owner, base } = await ownerWithBrand(app);
+  const rule = await trigger(owner.live, base, { name: 'Tag', on: ['ticket.created'], conditions: {}, actions: [{ type: 'add_tags', value: ['first'] }] });
+  for (const title of ['learns the rules', 'one statement on what it learned']) t.same(tagNames(await makeTicket(owner.live, base, { title })), ['first'], title);
+  const elsewhere = client(other.app, owner.liveKey);
+  t.equal((await elsewhere('PATCH', `${base}/triggers/${rule.id}`, { actions: [{ type: 'add_tags', value: ['second'] }] })).status, 200);
+  t.same(tagNames(await makeTicket(owner.live, base, { title: 'after the change' })), ['second'], 'the brand’s rules revision moved: the create read them again');
+  t.equal((await elsewhere('DELETE', `${base}/triggers/${rule.id}`)).status, 200);
+  t.same(tagNames(await makeTicket(owner.live, base, { title: 'after the delete' })), [], 'and a deleted rule no longer runs');
 });
