@@ -817,6 +817,7 @@ t.test("the dispatcher's metrics: deliveries by kind and outcome, their time, cl
     'renew_subscriptions',
     'revoke_api_keys',
     'roll_up_ticket_counts',
+    'run_automations',
     'run_recurring_tickets',
     'sync_commerce_stores',
     'sync_mailboxes',
