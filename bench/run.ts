@@ -15,6 +15,7 @@
  *   npm run bench -- --mail            (DKIM signing cost and the mail lists the dashboard polls: see mail.ts)
  *   npm run bench -- --sla             (service levels: dueAt at create, sort=dueAt, the overdue scan: see service-levels.ts)
  *   npm run bench -- --recurring [--schedules 10000]   (recurring tickets due in one minute, one dispatcher: see recurring.ts)
+ *   npm run bench -- --rules [--tickets 1000000] [--sweep-tickets 100000]   (a brand's rules: one dispatcher's automation sweep of that many matching tickets; see rules.ts)
  *   npm run bench -- --commerce [--orders 100000] [--sync-orders 10000]   (a store's first full sync; a brand's orders on every ticket and contact page, with and without a store: see commerce.ts)
  *   npm run bench -- --citus postgres://postgres@127.0.0.1:9700/postgres [--tickets 100000]   (creates, the first page and search on a Citus coordinator next to plain PostgreSQL: see citusComparison)
  *   npm run bench -- --agents [--tickets 1000000] [--agents-start 250] [--agents-step 250] [--step-seconds 60] [--agents-max 4000] [--sustain-minutes 5] [--no-etags] [--dispatcher-apart]
@@ -50,6 +51,7 @@ import { runSoak } from './soak.js';
 import { runMailBench } from './mail.js';
 import { runServiceLevelBench } from './service-levels.js';
 import { runRecurringBench } from './recurring.js';
+import { runRulesBench } from './rules.js';
 import { runCommerceBench } from './commerce.js';
 import { runCapacityBench } from './capacity.js';
 import { cpuMicros } from './proc.js';
@@ -70,6 +72,8 @@ const { values } = parseArgs({
     sla: { type: 'boolean', default: false },
     recurring: { type: 'boolean', default: false },
     schedules: { type: 'string', default: '10000' },
+    rules: { type: 'boolean', default: false },
+    'sweep-tickets': { type: 'string', default: '100000' },
     commerce: { type: 'boolean', default: false },
     orders: { type: 'string', default: '100000' },
     'sync-orders': { type: 'string', default: '10000' },
@@ -861,24 +865,26 @@ async function main() {
       ? runServiceLevelBench({ tickets: ticketCount, duration })
       : values.recurring
         ? runRecurringBench(Number(values.schedules))
-        : values.commerce
-          ? runCommerceBench({ orders: Number(values.orders), syncOrders: Number(values['sync-orders']) })
-          : values.soak
-            ? runSoak({ minutes: Number(values.minutes), rate: Number(values.rate) })
-            : values.agents
-              ? runCapacityBench({
-                  tickets: ticketCount,
-                  agentsStart: Number(values['agents-start']),
-                  agentsStep: Number(values['agents-step']),
-                  agentsMax: Number(values['agents-max']),
-                  stepSeconds: Number(values['step-seconds'] ?? (quick ? 15 : 60)),
-                  sustainMinutes: Number(values['sustain-minutes'] ?? (quick ? 0.5 : 5)),
-                  etags: !values['no-etags'],
-                  dispatcherApart: values['dispatcher-apart'],
-                })
-              : values.citus
-                ? citusComparison(values.citus)
-                : main()
+        : values.rules
+          ? runRulesBench({ tickets: ticketCount, sweepTickets: Number(values['sweep-tickets']) })
+          : values.commerce
+            ? runCommerceBench({ orders: Number(values.orders), syncOrders: Number(values['sync-orders']) })
+            : values.soak
+              ? runSoak({ minutes: Number(values.minutes), rate: Number(values.rate) })
+              : values.agents
+                ? runCapacityBench({
+                    tickets: ticketCount,
+                    agentsStart: Number(values['agents-start']),
+                    agentsStep: Number(values['agents-step']),
+                    agentsMax: Number(values['agents-max']),
+                    stepSeconds: Number(values['step-seconds'] ?? (quick ? 15 : 60)),
+                    sustainMinutes: Number(values['sustain-minutes'] ?? (quick ? 0.5 : 5)),
+                    etags: !values['no-etags'],
+                    dispatcherApart: values['dispatcher-apart'],
+                  })
+                : values.citus
+                  ? citusComparison(values.citus)
+                  : main()
 ).catch((err) => {
   process.stderr.write(`bench failed: ${(err as Error).stack}\n`);
   process.exit(1);
