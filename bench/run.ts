@@ -15,7 +15,7 @@
  *   npm run bench -- --mail            (DKIM signing cost and the mail lists the dashboard polls: see mail.ts)
  *   npm run bench -- --sla             (service levels: dueAt at create, sort=dueAt, the overdue scan: see service-levels.ts)
  *   npm run bench -- --recurring [--schedules 10000]   (recurring tickets due in one minute, one dispatcher: see recurring.ts)
- *   npm run bench -- --rules           (a brand's triggers on create and update next to none: see rules.ts)
+ *   npm run bench -- --rules [--tickets 1000000] [--sweep-tickets 100000]   (a brand's rules: create and update with 50 triggers next to none, the counts of 20 views, then one dispatcher's automation sweep of that many matching tickets; see rules.ts and automations.ts)
  *   npm run bench -- --commerce [--orders 100000] [--sync-orders 10000]   (a store's first full sync; a brand's orders on every ticket and contact page, with and without a store: see commerce.ts)
  *   npm run bench -- --citus postgres://postgres@127.0.0.1:9700/postgres [--tickets 100000]   (creates, the first page and search on a Citus coordinator next to plain PostgreSQL: see citusComparison)
  *   npm run bench -- --agents [--tickets 1000000] [--agents-start 250] [--agents-step 250] [--step-seconds 60] [--agents-max 4000] [--sustain-minutes 5] [--no-etags] [--dispatcher-apart]
@@ -52,6 +52,7 @@ import { runMailBench } from './mail.js';
 import { runServiceLevelBench } from './service-levels.js';
 import { runRecurringBench } from './recurring.js';
 import { runRulesBench } from './rules.js';
+import { runAutomationSweepBench } from './automations.js';
 import { runCommerceBench } from './commerce.js';
 import { runCapacityBench } from './capacity.js';
 import { cpuMicros } from './proc.js';
@@ -73,6 +74,7 @@ const { values } = parseArgs({
     recurring: { type: 'boolean', default: false },
     rules: { type: 'boolean', default: false },
     schedules: { type: 'string', default: '10000' },
+    'sweep-tickets': { type: 'string', default: '100000' },
     commerce: { type: 'boolean', default: false },
     orders: { type: 'string', default: '100000' },
     'sync-orders': { type: 'string', default: '10000' },
@@ -865,7 +867,7 @@ async function main() {
       : values.recurring
         ? runRecurringBench(Number(values.schedules))
         : values.rules
-          ? runRulesBench({ tickets: ticketCount, duration })
+          ? runRulesBench({ tickets: ticketCount, duration }).then(() => runAutomationSweepBench({ tickets: ticketCount, sweepTickets: Number(values['sweep-tickets']) }))
           : values.commerce
             ? runCommerceBench({ orders: Number(values.orders), syncOrders: Number(values['sync-orders']) })
             : values.soak

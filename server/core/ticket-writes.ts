@@ -9,6 +9,7 @@ import { runInAccount } from './citus.js';
  * What database triggers used to keep up to date as tickets change is written by the same
  * statement, because Citus runs no trigger on a distributed table (decision 0090):
  * - resolved_at: set when the status becomes resolved or closed, cleared when it leaves them;
+ * - status_changed_at: set when the status changes (automations count hours from it);
  * - the sort keys and search vector of an assignee, a category, a title or a body set;
  * - ticket_count_changes: what the rows written contribute to the counts now minus before
  *   (the roll-up in server/domains/tickets/counts.ts; migration 20261125020000 defines the sums);
@@ -42,7 +43,9 @@ export type TicketSet = Partial<
     | 'overdueAt'
     | 'links'
     | 'customFields'
-    | 'metadata',
+    | 'metadata'
+    | 'lastCustomerMessageAt'
+    | 'lastAgentReplyAt',
     unknown
   >
 >;
@@ -114,7 +117,10 @@ export async function updateTickets(tx: TenantCtx, brandId: string, ids: readonl
     return v.sql;
   };
   // now() read in `b`: Citus refuses a STABLE function in a CASE of an UPDATE.
-  if (has('status')) sets.push(`resolved_at = ${resolvedAtSql(`${given('status')}::text`, { status: 'b.status', resolvedAt: 't.resolved_at', now: 'b.now' })}`);
+  if (has('status')) {
+    sets.push(`resolved_at = ${resolvedAtSql(`${given('status')}::text`, { status: 'b.status', resolvedAt: 't.resolved_at', now: 'b.now' })}`);
+    sets.push(`status_changed_at = case when ${given('status')}::text is distinct from b.status then b.now else t.status_changed_at end`);
+  }
   if (has('assigneeId')) {
     sets.push(`assignee_sort = coalesce((select ticketd_person_sort(m.name, m.email) from members m
       where ${sameAccount('m', 't')} and m.id = ${given('assigneeId')}::text), '')`);

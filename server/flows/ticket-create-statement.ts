@@ -120,7 +120,7 @@ function givenValues(w: TicketWrite): Record<string, unknown> {
 
 /** What else each create carries into the statement, beside its ticket columns. */
 const REQUEST_COLUMNS = `ord int, tag_ids text[], tag_names text[], fields_checked boolean, sla_revision int, rules_revision int, rule_ids text[], spam boolean, key text, fingerprint text,
-  email text, email_domain text, blocked_domains text[], contact_id text, customer_name text, customer_name_key text`;
+  by_customer boolean, email text, email_domain text, blocked_domains text[], contact_id text, customer_name text, customer_name_key text`;
 const ITEM_COLUMNS = `${REQUEST_COLUMNS}, ${GIVEN_COLUMNS.map((c) => `${c.column} ${c.type}`).join(', ')}`;
 
 /** A write's row of the statement's `items` relation; `contactId`: the id its new customer would take. */
@@ -138,6 +138,8 @@ function itemOf(w: TicketWrite, ord: number, contactId: string | null): Record<s
     spam: w.spam,
     key: w.idempotency?.key ?? null,
     fingerprint: w.idempotency?.fingerprint ?? null,
+    // The customer opened it (inbound mail, the portal, a form): its body is their first message.
+    by_customer: w.ctx.actor.type === 'customer',
     email: w.email,
     email_domain: w.email ? emailDomain(w.email) : null,
     blocked_domains: w.email ? blockedDomainsOf(w.email) : [],
@@ -210,7 +212,9 @@ function countAgainstAllowance(way: 'usual' | 'usual, brands locked first' | 'ex
  *   4. only then the brand counters (the rows locked in id order, so two batches cannot deadlock),
  *      bumped once per brand; the tickets numbered in batch order; nothing under those locks waits
  *      on another create;
- *   5. the ticket (spam if the sender is blocked) with its derived columns and resolved_at, its
+ *   5. the ticket (spam if the sender is blocked) with its derived columns, resolved_at and the
+ *      moments automations count from (status_changed_at; last_customer_message_at when the
+ *      customer opened it), its
  *      count changes (core/ticket-writes.ts), its tag links, its ticket.created entry (and those of
  *      the triggers that fired on it, which are counted) and webhook deliveries,
  *      and (only when its text names #1234) its links to those orders of its customer (order-links.ts);
@@ -294,11 +298,11 @@ export function createStatement(ctx: TenantCtx, writes: readonly TicketWrite[], 
       returning b.id as brand_id, b.next_ticket_number - counted.n as first
     ), t as (
       insert into tickets (${GIVEN_COLUMNS.map((c) => c.column).join(', ')}, account_id, livemode, ticket_number, customer_id, is_spam,
-        customer_sort, customer_text, company_sort, assignee_sort, category_sort, search_vector, resolved_at)
+        customer_sort, customer_text, company_sort, assignee_sort, category_sort, search_vector, resolved_at, status_changed_at, last_customer_message_at)
       select ${GIVEN_COLUMNS.map((c) => `r.${c.column}`).join(', ')}, :accountId, :livemode,
         n.first + row_number() over (partition by r.brand_id order by r.ord) - 1, r.customer_id, r.spam or (r.email is not null and :blocked),
         r.customer_sort, r.customer_text, r.company_sort, r.assignee_sort, r.category_sort, ticketd_ticket_vector(r.title, r.customer_text, r.body),
-        ${resolvedAtSql('r.status')}
+        ${resolvedAtSql('r.status')}, now(), case when r.by_customer then now() end
       from ready r join n on n.brand_id = r.brand_id
       returning ${VIEW_COLUMNS.join(', ')}
     ), tt as (

@@ -7,13 +7,13 @@ import { canonicalJson } from '../core/idempotency.js';
 import * as events from '../core/outbox/events.js';
 import * as categories from '../domains/categories/service.js';
 import * as fields from '../domains/fields/service.js';
-import type { Firing } from '../domains/rules/engine.js';
+import type { Firing, TicketState } from '../domains/rules/engine.js';
 import * as statuses from '../domains/statuses/service.js';
 import * as tags from '../domains/tags/service.js';
 import type { TicketView, UpdateTicketInput } from '../domains/tickets/schemas.js';
 import { Ticket } from '../domains/tickets/model.js';
 import * as tickets from '../domains/tickets/service.js';
-import { clockPatches } from '../domains/tickets/service-level.js';
+import { clockPatches, moveClocks } from '../domains/tickets/service-level.js';
 import { asFieldError, assertAssignee, resolveTags } from './ticket-create.js';
 import { scopeOf } from '../core/model.js';
 import { linkTags, updateTickets, type TicketSet } from '../core/ticket-writes.js';
@@ -25,6 +25,7 @@ import {
   firingEvent,
   isAutoSubmitted,
   recordEntries,
+  recordFired,
   stateChanges,
   stateOfView,
   type AfterWrite,
@@ -57,8 +58,21 @@ interface Plan {
 
 const newPlan = (before: TicketView): Plan => ({ before, current: { ...before, tags: before.tags.map((g) => g.id).sort() }, patch: {}, newTags: undefined });
 
+/** Checks that what `input` names is the brand's (its status, assignee, category) and its custom fields fit the brand's schema. */
+async function checkInput(tx: TenantCtx, brand: Brand, input: Pick<UpdateTicketInput, 'status' | 'assigneeId' | 'categoryId' | 'customFields'>): Promise<void> {
+  if (input.status !== undefined) await statuses.assertStatusKey(tx, brand.id, input.status);
+  if (input.assigneeId) await assertAssignee(tx, input.assigneeId);
+  if (input.categoryId) {
+    await asFieldError('categoryId', 'invalid_category', `categoryId ${input.categoryId} is not a category of this brand`, () =>
+      categories.requireCategory(tx, brand.id, input.categoryId!),
+    );
+  }
+  if (input.customFields !== undefined) await fields.validateCustomFields(tx, brand.id, input.customFields);
+}
+
 /** Checks and adds `input` to the plan; `changes` receives what it changes. */
 async function planInput(tx: TenantCtx, brand: Brand, plan: Plan, input: UpdateTicketInput & { title?: string }, changes: Change[]): Promise<void> {
+  await checkInput(tx, brand, input);
   const consider = (field: string, to: unknown) => {
     if (to === undefined || same(plan.current[field], to)) return;
     changes.push({ field, from: plan.current[field] ?? null, to });
@@ -67,19 +81,11 @@ async function planInput(tx: TenantCtx, brand: Brand, plan: Plan, input: UpdateT
   };
   consider('title', input.title);
   consider('body', input.body);
-  if (input.status !== undefined) await statuses.assertStatusKey(tx, brand.id, input.status);
   consider('status', input.status);
   consider('priority', input.priority);
-  if (input.assigneeId) await assertAssignee(tx, input.assigneeId);
   consider('assigneeId', input.assigneeId);
-  if (input.categoryId) {
-    await asFieldError('categoryId', 'invalid_category', `categoryId ${input.categoryId} is not a category of this brand`, () =>
-      categories.requireCategory(tx, brand.id, input.categoryId!),
-    );
-  }
   consider('categoryId', input.categoryId);
   consider('links', input.links);
-  if (input.customFields !== undefined) await fields.validateCustomFields(tx, brand.id, input.customFields);
   consider('customFields', input.customFields);
   consider('metadata', input.metadata);
   consider('isSpam', input.isSpam);
@@ -133,15 +139,7 @@ const inputOfRules = (patch: StatePatch): UpdateTicketInput => ({ ...patch });
  * Writes a planned change with its audit entry and event (none when `changes` is empty) and the
  * triggers' firings after it.
  */
-async function writePlan(
-  tx: TenantCtx,
-  brand: Brand,
-  plan: Plan,
-  changes: Change[],
-  ruleChanges: Change[],
-  firings: readonly Firing[],
-  after: Pick<AfterWrite, 'autoSubmitted' | 'comment' | 'kind'> = { autoSubmitted: false },
-): Promise<TicketView> {
+async function writePlan(tx: TenantCtx, brand: Brand, plan: Plan, changes: Change[], ruleChanges: Change[], firings: readonly Firing[]): Promise<TicketView> {
   const { before } = plan;
   const all = [...changes, ...ruleChanges];
   if (!all.length && !firings.length) return before;
@@ -170,14 +168,14 @@ async function writePlan(
       ])
     : [];
   const title = (plan.current.title as string) ?? before.title;
-  await recordEntries(tx, brand.id, [...own, ...firingEntries(tx, firings, brand.id, { id: before.id, ticketNumber: before.ticketNumber, title }, after.kind)], firings);
+  await recordEntries(tx, brand.id, [...own, ...firingEntries(tx, firings, brand.id, { id: before.id, ticketNumber: before.ticketNumber, title })], firings);
   const announced = firingEvent(brand.id, before.id, firings);
   await enqueueEvents(tx, [
     ...(changes.length ? events.ticketsUpdatedEvents(brand.id, [{ ticketId: before.id, changes: changes.map((c) => c.field) }]) : []),
     ...(announced ? [announced] : []),
   ]);
   const ticket = all.length ? await tickets.fetchView(tx, brand.id, before.id) : before;
-  await carryOutFirings(tx, firings, { brand, ticket, ...after });
+  await carryOutFirings(tx, firings, { brand, ticket, autoSubmitted: false });
   return ticket;
 }
 
@@ -236,13 +234,118 @@ export async function runTriggersAfter(
   const was = { ...state, status: run.statusBefore ?? state.status };
   const facts = { body: run.comment.body, authorType: run.comment.authorType, isInternal: run.comment.isInternal };
   const firings = await fireTriggers(tx, brand, state, { event: run.event, before: was, comment: facts });
-  if (!firings.length) return;
-  const plan = newPlan(before);
-  const ruleChanges: Change[] = [];
-  await planInput(tx, brand, plan, inputOfRules(stateChanges(stateOfView(before), state)), ruleChanges);
-  await planClock(tx, brand, plan, undefined, ruleChanges);
-  await writePlan(tx, brand, plan, [], ruleChanges, firings, {
+  await applyRuleChanges(tx, brand, [{ before, after: state, firings }], {
     autoSubmitted: isAutoSubmitted(run.comment.metadata),
     comment: { body: run.comment.body, authorName: run.comment.authorName, isInternal: run.comment.isInternal },
   });
+}
+
+/** What rules did to a ticket: the ticket before them (locked by the caller), the state they left it in, and their firings. */
+export interface RuleOutcome {
+  before: TicketView;
+  after: TicketState;
+  firings: readonly Firing[];
+}
+
+/** What rules changed on a ticket, as a write that is the same for every ticket they changed alike. */
+interface RuleDelta {
+  set: Omit<StatePatch, 'tags' | 'customFields'>;
+  /** Tag names, lower-cased. */
+  addTags: string[];
+  removeTags: string[];
+  /** The custom fields set, by key. */
+  customFields: Record<string, unknown> | null;
+}
+
+function deltaOf(from: TicketState, to: TicketState): RuleDelta | null {
+  const { tags: _tags, customFields, ...set } = stateChanges(from, to);
+  const delta: RuleDelta = {
+    set,
+    addTags: to.tags.filter((t) => !from.tags.includes(t)).sort(),
+    removeTags: from.tags.filter((t) => !to.tags.includes(t)).sort(),
+    customFields: customFields ? Object.fromEntries(Object.entries(to.customFields).filter(([k, v]) => !same(from.customFields[k] ?? null, v ?? null))) : null,
+  };
+  if (delta.customFields && !Object.keys(delta.customFields).length) delta.customFields = null;
+  return Object.keys(set).length || delta.addTags.length || delta.removeTags.length || delta.customFields ? delta : null;
+}
+
+/**
+ * Writes one delta to the tickets it is the delta of, set-wise: its checks once (each ticket's
+ * custom fields whole), the service-level clocks it moves, one update, the tags' links. Returns
+ * the dueAt each ticket's clock moved to, for its audit entry.
+ */
+async function writeDelta(tx: TenantCtx, brand: Brand, delta: RuleDelta, outcomes: readonly RuleOutcome[]): Promise<Map<string, Change>> {
+  const { set } = delta;
+  await checkInput(tx, brand, set);
+  if (delta.customFields) for (const o of outcomes) await checkInput(tx, brand, { customFields: o.after.customFields });
+  const ids = outcomes.map((o) => o.before.id);
+  const moves = 'status' in set || 'priority' in set;
+  const dueChanges = moves
+    ? await moveClocks(
+        tx,
+        brand,
+        outcomes.map((o) => ({
+          ticketId: o.before.id,
+          fromStatus: o.before.status,
+          to: { status: set.status ?? o.before.status, ...('priority' in set ? { priority: set.priority } : {}) },
+        })),
+      )
+    : new Map<string, Change>();
+  const customFields =
+    delta.customFields && tx.db.raw(`(case when jsonb_typeof(t.custom_fields) = 'object' then t.custom_fields else '{}' end) || ?::jsonb`, [JSON.stringify(delta.customFields)]);
+  await updateTickets(tx, brand.id, ids, { ...set, ...(customFields ? { customFields } : {}), updatedAt: tx.db.raw('now()') });
+  if (delta.addTags.length) await linkTags(tx, brand.id, ids, [...(await resolveTags(tx, brand.id, delta.addTags))]);
+  if (delta.removeTags.length) {
+    await tx
+      .db('ticket_tags')
+      .where({ ...scopeOf(tx), brandId: brand.id })
+      .whereIn('ticketId', ids)
+      .whereIn('tagId', [...(await resolveTags(tx, brand.id, delta.removeTags))])
+      .delete();
+  }
+  return dueChanges;
+}
+
+/**
+ * Writes what rules changed on tickets of the brand (locked by the caller) and records their
+ * firings: the tickets the rules changed alike in one write (writeDelta), every firing's audit
+ * entry in one statement, one ticket.updated event per ticket changed, the side effects on each
+ * ticket as written (the counts go with the entries). A ticket-update PATCH folds its triggers into its own
+ * write instead (updateTicket).
+ */
+export async function applyRuleChanges(
+  tx: TenantCtx,
+  brand: Brand,
+  outcomes: readonly RuleOutcome[],
+  after: Pick<AfterWrite, 'autoSubmitted' | 'comment'> = { autoSubmitted: false },
+): Promise<void> {
+  const fired = outcomes.filter((o) => o.firings.length);
+  if (!fired.length) return;
+  const alike = new Map<string, { delta: RuleDelta; outcomes: RuleOutcome[] }>();
+  const changed = new Set<string>();
+  for (const o of fired) {
+    const delta = deltaOf(stateOfView(o.before), o.after);
+    if (!delta) continue;
+    changed.add(o.before.id);
+    const key = canonicalJson(delta);
+    (alike.get(key) ?? alike.set(key, { delta, outcomes: [] }).get(key)!).outcomes.push(o);
+  }
+  const dueChanges = new Map<string, Change>();
+  for (const group of alike.values()) for (const [id, change] of await writeDelta(tx, brand, group.delta, group.outcomes)) dueChanges.set(id, change);
+  await recordFired(
+    tx,
+    brand.id,
+    fired.map((o) => ({ ticket: o.before, firings: o.firings, alsoChanged: dueChanges.has(o.before.id) ? [dueChanges.get(o.before.id)!] : [] })),
+  );
+  const withEffects = fired.filter((o) => o.firings.some((f) => f.sideEffects.length));
+  const written = new Map(
+    (
+      await tickets.fetchViews(
+        tx,
+        brand.id,
+        withEffects.map((o) => o.before.id).filter((id) => changed.has(id)),
+      )
+    ).map((v) => [v.id, v]),
+  );
+  for (const o of withEffects) await carryOutFirings(tx, o.firings, { brand, ticket: written.get(o.before.id) ?? o.before, ...after });
 }

@@ -1,5 +1,6 @@
 import { withTx, type Actor, type TenantCtx } from '../core/context.js';
 import * as audit from '../core/audit.js';
+import type { Change } from '../core/audit.js';
 import { requireBrand, type Brand } from '../core/brand.js';
 import { tenantScope } from '../core/model.js';
 import * as events from '../core/outbox/events.js';
@@ -106,15 +107,15 @@ export interface TriggerRun {
  * firings. None fires on a ticket that was closed before the change. A fired rule that names
  * something the brand no longer has is disabled (saying why), and the run starts again without it.
  */
-export async function fireTriggers(tx: TenantCtx, brand: Brand, state: TicketState, run: TriggerRun): Promise<Firing[]> {
+export async function fireTriggers(tx: TenantCtx, brand: Brand, state: TicketState, run: TriggerRun, checks?: ReferenceChecks): Promise<Firing[]> {
   if (run.before?.status === 'closed') return [];
   const all = (await rules.rulesOf(tx, brand)).triggers.filter((r) => r.on.includes(run.event));
   if (!all.length) return [];
-  return fireChecked(tx, brand, all, state, subjectOf(tx, brand, run.before, run.comment));
+  return fireChecked(tx, brand, all, state, subjectOf(tx, brand, run.before, run.comment), checks);
 }
 
-export function subjectOf(tx: TenantCtx, brand: Brand, before: TicketState | null, comment: CommentFacts | null, hours?: Subject['hours']): Subject {
-  const now = tx.services.now();
+/** What rules are evaluated on; `now`: the instant they are evaluated at (the services' clock by default). */
+export function subjectOf(tx: TenantCtx, brand: Brand, before: TicketState | null, comment: CommentFacts | null, hours?: Subject['hours'], now = tx.services.now()): Subject {
   let within: boolean | undefined;
   return {
     before,
@@ -124,30 +125,43 @@ export function subjectOf(tx: TenantCtx, brand: Brand, before: TicketState | nul
   };
 }
 
+/**
+ * The references of the rules a run has checked: each rule's id, and why it is broken (null: it is
+ * not). A run over many tickets passes the same map to each, so each rule is checked once.
+ */
+export type ReferenceChecks = Map<string, string | null>;
+
 /** Runs `candidates` (see fireTriggers), leaving out and disabling the fired ones whose references are gone. */
-export async function fireChecked(tx: TenantCtx, brand: Brand, candidates: readonly CompiledRule[], state: TicketState, subject: Subject): Promise<Firing[]> {
-  let usable = [...candidates];
+export async function fireChecked(
+  tx: TenantCtx,
+  brand: Brand,
+  candidates: readonly CompiledRule[],
+  state: TicketState,
+  subject: Subject,
+  checks: ReferenceChecks = new Map(),
+): Promise<Firing[]> {
+  let usable = candidates.filter((r) => !checks.get(r.id));
   const start = stateCopy(state);
   for (;;) {
     const trial = stateCopy(start);
     const firings = await runRules(usable, trial, subject, (ids) => leastLoaded(tx, brand.id, ids));
-    const broken = await brokenRules(tx, brand, firings);
-    if (!broken.size) {
+    const broken = await brokenRules(tx, brand, firings, checks);
+    if (!broken.length) {
       Object.assign(state, trial);
       return firings;
     }
-    for (const [rule, reason] of broken) await rules.disable(tx, brand.id, rule, reason);
-    usable = usable.filter((r) => ![...broken.keys()].some((b) => b.id === r.id));
+    for (const rule of broken) await rules.disable(tx, brand.id, rule, checks.get(rule.id)!);
+    usable = usable.filter((r) => !broken.includes(r));
   }
 }
 
-async function brokenRules(tx: TenantCtx, brand: Brand, firings: readonly Firing[]): Promise<Map<CompiledRule, string>> {
-  const broken = new Map<CompiledRule, string>();
+async function brokenRules(tx: TenantCtx, brand: Brand, firings: readonly Firing[], checks: ReferenceChecks): Promise<CompiledRule[]> {
   for (const f of firings) {
+    if (checks.has(f.rule.id)) continue;
     const problems = await referenceProblems(tx, brand, null, f.rule.actions);
-    if (problems.length) broken.set(f.rule, `${problems[0]!.field}: ${problems[0]!.message}`);
+    checks.set(f.rule.id, problems.length ? `${problems[0]!.field}: ${problems[0]!.message}` : null);
   }
-  return broken;
+  return firings.map((f) => f.rule).filter((r) => checks.get(r.id));
 }
 
 /** The actor of a rule's changes: the audit log's performer is the rule, its source `automation`. */
@@ -163,18 +177,14 @@ export interface AfterWrite {
   /** The change answered a message that was itself sent by a machine: no rule mails its customer. */
   autoSubmitted: boolean;
   comment?: { body: string; authorName: string | null; isInternal: boolean } | null;
-  kind?: 'trigger' | 'automation';
 }
 
-/** Each firing's audit entry (source automation, performed by the rule) as audit rows. */
-export function firingEntries(
-  tx: TenantCtx,
-  firings: readonly Firing[],
-  brandId: string,
-  ticket: { id: string; ticketNumber?: number; title: string },
-  kind: 'trigger' | 'automation' = 'trigger',
-) {
-  return firings.flatMap((f) =>
+/** A ticket as a firing's audit entry names it. */
+type EntryTicket = { id: string; ticketNumber?: number; title: string };
+
+/** Each firing's audit entry (source automation, performed by the rule) as audit rows; `alsoChanged` (the write's dueAt) goes with the first. */
+export function firingEntries(tx: TenantCtx, firings: readonly Firing[], brandId: string, ticket: EntryTicket, alsoChanged: readonly Change[] = []) {
+  return firings.flatMap((f, i) =>
     audit.entryRows(asRule(tx, f.rule), [
       {
         brandId,
@@ -182,11 +192,11 @@ export function firingEntries(
         entityType: 'ticket',
         entityId: ticket.id,
         event: 'ticket.updated',
-        changes: f.changes,
+        changes: i === 0 ? [...f.changes, ...alsoChanged] : f.changes,
         metadata: {
           ...(ticket.ticketNumber === undefined ? {} : { ticketNumber: ticket.ticketNumber }),
           title: ticket.title,
-          rule: { id: f.rule.id, name: f.rule.name, kind },
+          rule: { id: f.rule.id, name: f.rule.name, kind: f.rule.kind },
           ...(f.sideEffects.length ? { actions: f.sideEffects.map((a) => a.type) } : {}),
         },
       },
@@ -194,9 +204,14 @@ export function firingEntries(
   );
 }
 
+/** What firings changed on a ticket, as a ticket.updated's `changes` (custom fields as customFields). */
+const changedFields = (firings: readonly Firing[], alsoChanged: readonly Change[] = []) => [
+  ...new Set([...firings.flatMap((f) => f.changes), ...alsoChanged].map((c) => (c.field.startsWith('customFields.') ? 'customFields' : c.field))),
+];
+
 /** The ticket.updated event (source automation) for the fields firings changed, or none. */
-export function firingEvent(brandId: string, ticketId: string, firings: readonly Firing[]): EventSpec | null {
-  const changed = [...new Set(firings.flatMap((f) => f.changes.map((c) => (c.field.startsWith('customFields.') ? 'customFields' : c.field))))];
+export function firingEvent(brandId: string, ticketId: string, firings: readonly Firing[], alsoChanged: readonly Change[] = []): EventSpec | null {
+  const changed = changedFields(firings, alsoChanged);
   return changed.length ? events.ticketsUpdatedEvents(brandId, [{ ticketId, changes: changed }], 'automation')[0]! : null;
 }
 
@@ -218,14 +233,31 @@ export async function recordEntries(tx: TenantCtx, brandId: string, rows: readon
   await tx.db.raw(sql, [...(counts?.bindings ?? []), ...insert.bindings] as never[]);
 }
 
-/** The firings of a change rules made on their own (an automation's): entries, counts, event and side effects. */
-export async function recordFirings(tx: TenantCtx, firings: readonly Firing[], after: AfterWrite): Promise<void> {
-  if (!firings.length) return;
-  const { brand, ticket } = after;
-  await recordEntries(tx, brand.id, firingEntries(tx, firings, brand.id, ticket, after.kind), firings);
-  const announced = firingEvent(brand.id, ticket.id, firings);
-  if (announced) await enqueueEvents(tx, [announced]);
-  await carryOutFirings(tx, firings, after);
+/** One ticket's firings, as recordFired writes them. */
+export interface FiredTicket {
+  ticket: EntryTicket;
+  firings: readonly Firing[];
+  /** What the write changed beside the rules' fields (the service-level clock's dueAt). */
+  alsoChanged?: readonly Change[];
+}
+
+/**
+ * After the writes, for tickets of the brand at once: each firing's audit entry and the rules'
+ * counts (one statement), and a ticket.updated event (source automation) for each ticket whose
+ * fields they changed (one more).
+ */
+export async function recordFired(tx: TenantCtx, brandId: string, fired: readonly FiredTicket[]): Promise<void> {
+  const rows = fired.flatMap((f) => firingEntries(tx, f.firings, brandId, f.ticket, f.alsoChanged));
+  await recordEntries(
+    tx,
+    brandId,
+    rows,
+    fired.flatMap((f) => f.firings),
+  );
+  await enqueueEvents(
+    tx,
+    fired.flatMap((f) => firingEvent(brandId, f.ticket.id, f.firings, f.alsoChanged) ?? []),
+  );
 }
 
 /** The firings' side effects (watchers, notes, mail, webhooks), in firing order, after the change is written. */
@@ -234,7 +266,7 @@ export async function carryOutFirings(tx: TenantCtx, firings: readonly Firing[],
   if (!withEffects.length) return;
   const data = await templateData(tx, after.brand, after.ticket, after.comment ?? null);
   for (const f of withEffects) {
-    const origin: ActionOrigin = { id: f.rule.id, name: f.rule.name, kind: after.kind ?? 'trigger' };
+    const origin: ActionOrigin = { id: f.rule.id, name: f.rule.name, kind: f.rule.kind };
     for (const action of f.sideEffects) await carryOut(asRule(tx, f.rule), origin, action, after, data);
   }
 }

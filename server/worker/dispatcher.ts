@@ -14,6 +14,7 @@ import * as ticketCounts from '../domains/tickets/counts.js';
 import { renewDue as renewDueSubscriptions } from '../flows/billing.js';
 import { sendDueRequests as sendDueRatingRequests } from '../flows/feedback.js';
 import { announceOverdue } from '../flows/ticket-overdue.js';
+import { runAutomations, type AutomationStats } from '../flows/automations.js';
 import { receiveHeld as receiveHeldMail } from '../flows/inbound-mail.js';
 import { RunInterrupted, runDue as runDueRecurringTickets, type DueRunStats } from '../flows/recurring-tickets.js';
 import { SyncInterrupted, syncDue as syncDueStores, type StoreSyncStats } from '../flows/commerce-sync.js';
@@ -65,6 +66,8 @@ export interface OutboxOptions {
    * kill the process there (main.ts reads it from TICKETD_TEST_HOLD_COMMERCE_PAGE).
    */
   holdCommercePage?: number;
+  /** Tests only: tickets per automation transaction (flows/automations.ts), small so two dispatchers interleave. */
+  automationBatchSize?: number;
 }
 
 export interface DeliveryStats {
@@ -104,6 +107,8 @@ export interface PeriodicStats {
   domains: { checked: number; unverified: number };
   /** Recurring tickets due: their tickets opened, or their runs failed (recorded on them, moved on). */
   recurringTickets: DueRunStats;
+  /** Automations (once a minute; skipped in the same minute): the tickets they fired on, or could not be applied to. */
+  automations: AutomationStats;
 }
 
 /** Connected IMAP mailboxes due a sync: read (synced) or not (failed), and the tickets their mail created. */
@@ -187,6 +192,9 @@ export class Dispatcher {
   private readonly metrics: DispatcherMetrics;
   private readonly holdRecurringRun: string | undefined;
   private readonly holdCommercePage: number | undefined;
+  private readonly automationBatchSize: number | undefined;
+  /** The minute (of the clock) the last automation sweep began in: one sweep a minute. */
+  private automationsMinute: number | null = null;
   readonly instanceId: string;
 
   /** attachmentDeps: without them (tests of other jobs) the attachment cleanup is skipped. */
@@ -208,6 +216,7 @@ export class Dispatcher {
     this.mailboxRoundMs = options.mailboxRoundMs;
     this.holdRecurringRun = options.holdRecurringRun;
     this.holdCommercePage = options.holdCommercePage;
+    this.automationBatchSize = options.automationBatchSize;
     this.handlers = { webhook: webhookHandler(options.webhooks ?? { allowPrivate: false, timeoutMs: 10_000 }), ...options.handlers };
     this.instanceId = options.instanceId ?? `${os.hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
     this.metrics = services.get(dispatcherMetricsPart);
@@ -355,6 +364,12 @@ export class Dispatcher {
       (r) => r.created + r.failed,
     );
     if (recurringTickets.created || recurringTickets.failed) this.log.info(recurringTickets, 'recurring tickets due: tickets opened, or failures recorded');
+    const automations = await this.job(
+      'run_automations',
+      () => this.runAutomationsOncePerMinute(),
+      (a) => a.fired + a.failed,
+    );
+    if (automations.fired || automations.failed) this.log.info(automations, 'automations fired on tickets, or could not be applied');
     return {
       revokedKeys,
       purgedIdempotencyKeys,
@@ -370,7 +385,25 @@ export class Dispatcher {
       receivedHeldMail,
       domains,
       recurringTickets,
+      automations,
     };
+  }
+
+  /**
+   * Every enabled automation of every brand (flows/automations.ts), at the first tick of each
+   * minute: the ticks come every few seconds, and a duration counted in hours gains nothing from
+   * more sweeps. Another dispatcher sweeping the same minute finds the tickets fired on or locked.
+   */
+  private async runAutomationsOncePerMinute(): Promise<AutomationStats> {
+    const minute = Math.floor(this.now() / 60_000);
+    if (minute === this.automationsMinute) return { fired: 0, failed: 0 };
+    this.automationsMinute = minute;
+    return runAutomations(this.ctx, {
+      now: () => this.now(),
+      stopping: () => this.stopping,
+      batchSize: this.automationBatchSize,
+      onFailure: (failure) => this.log.error(failure, 'an automation could not be applied to a ticket: left until the ticket changes'),
+    });
   }
 
   /** Every recurring ticket due now, a few at once, until none is left (or the rest are another dispatcher's right now). */

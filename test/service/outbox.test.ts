@@ -179,8 +179,8 @@ t.test('bodies follow the contract; each subscriber gets the event under the nam
     (await rowsOf(id)).map((r) => r.payload as { id: string; event: string; brand_id: string; data: Record<string, unknown>; timestamp: string });
   const [created, updated, deleted] = await bodies(ticketHook.id);
   const customer = { customerId: ticket.customerId, customerEmail: 'zoe@example.com', customerName: 'Zoë' };
-  t.same(Object.keys(created!).sort(), ['brand_id', 'data', 'event', 'id', 'timestamp']);
-  t.match(created!, { event: 'ticket.created', brand_id: brandId, id: /^evt_/ });
+  t.same(Object.keys(created!).sort(), ['brand_id', 'data', 'event', 'id', 'source', 'timestamp']);
+  t.match(created!, { event: 'ticket.created', brand_id: brandId, id: /^evt_/, source: 'api' }, 'source: where the change came from, as its audit entry says');
   t.same(created!.data, {
     id: ticket.id,
     ticketNumber: ticket.ticketNumber,
@@ -817,6 +817,7 @@ t.test("the dispatcher's metrics: deliveries by kind and outcome, their time, cl
     'renew_subscriptions',
     'revoke_api_keys',
     'roll_up_ticket_counts',
+    'run_automations',
     'run_recurring_tickets',
     'sync_commerce_stores',
     'sync_mailboxes',

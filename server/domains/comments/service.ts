@@ -174,8 +174,9 @@ type NewComment = Pick<
 /**
  * The write shared by create and system notes, inside the caller's transaction: lock the ticket,
  * check the parent, bump comment_count and updated_at (and the status when setStatus changes
- * it), insert the comment, record the audit entries. The ticket is written before the comment
- * is inserted; one transaction makes both happen or neither.
+ * it; a public comment's moment, see messageMoment), insert the comment, record the audit
+ * entries. The ticket is written before the comment is inserted; one transaction makes both
+ * happen or neither.
  */
 async function insert(
   tx: TenantCtx,
@@ -197,7 +198,12 @@ async function insert(
   }
   const statusChange = setStatus !== undefined && setStatus !== ticket.status ? { status: setStatus } : {};
   const alsoChanged = statusChange.status && statusChanging ? await statusChanging(tx, brandId, ticket.id, ticket.status, statusChange.status) : [];
-  await updateTickets(tx, brandId, [ticket.id], { commentCount: tx.db.raw('comment_count + 1'), updatedAt: tx.db.raw('now()'), ...statusChange });
+  await updateTickets(tx, brandId, [ticket.id], {
+    commentCount: tx.db.raw('comment_count + 1'),
+    updatedAt: tx.db.raw('now()'),
+    ...statusChange,
+    ...messageMoment(tx, comment),
+  });
   const row = (await Comment.query(tx.db)
     .insert({ ...scopeOf(tx), brandId, ticketId: ticket.id, ...comment })
     .returning('*')) as unknown as Comment;
@@ -224,6 +230,14 @@ async function insert(
     await events.ticketsUpdated(tx, brandId, [{ ticketId: ticket.id, changes: ['status', ...alsoChanged.map((c) => c.field)] }]);
   }
   return row;
+}
+
+/** A public message is a moment automations count from: the customer's last message, or an agent's last reply. */
+function messageMoment(tx: TenantCtx, comment: Pick<NewComment, 'isInternal' | 'authorType'>) {
+  if (comment.isInternal) return {};
+  if (comment.authorType === 'CUSTOMER') return { lastCustomerMessageAt: tx.db.raw('now()') };
+  if (comment.authorType === 'AGENT') return { lastAgentReplyAt: tx.db.raw('now()') };
+  return {};
 }
 
 export async function list(ctx: TenantCtx, brandId: string, ticketId: string, shape: 'threads' | 'flat' = 'threads'): Promise<CommentView[]> {

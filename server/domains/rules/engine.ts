@@ -1,6 +1,6 @@
 import { canonicalJson } from '../../core/idempotency.js';
 import { emailDomain } from '../../core/text.js';
-import { CUSTOM_FIELD_PREFIX, PRIORITIES, type Action, type Condition, type Conditions, type DurationField, type TriggerEvent } from './schemas.js';
+import { CUSTOM_FIELD_PREFIX, PRIORITIES, type Action, type Condition, type Conditions, type DurationField, type RuleKind, type TriggerEvent } from './schemas.js';
 
 /**
  * The rules engine, in memory and free of I/O: rules are compiled once per brand revision into
@@ -42,6 +42,7 @@ export interface Subject {
 
 export interface CompiledRule {
   id: string;
+  kind: RuleKind;
   name: string;
   position: number;
   on: readonly TriggerEvent[];
@@ -56,6 +57,8 @@ type Predicate = (state: TicketState, subject: Subject) => boolean;
 
 export interface RuleRow {
   id: string;
+  /** Default: trigger. */
+  kind?: RuleKind;
   name: string;
   position: number;
   onEvents?: readonly string[];
@@ -68,6 +71,7 @@ export function compile(row: RuleRow): CompiledRule {
   const any = row.conditions.any ?? [];
   return {
     id: row.id,
+    kind: row.kind ?? 'trigger',
     name: row.name,
     position: row.position,
     on: (row.onEvents ?? []) as TriggerEvent[],

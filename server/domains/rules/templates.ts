@@ -34,7 +34,7 @@ const engine = part(
       strictFilters: true,
       cache: 500,
       parseLimit: 40_000,
-      renderLimit: 200,
+      renderLimit: 1_000,
       memoryLimit: 4_000_000,
     }),
 );

@@ -126,6 +126,16 @@ export async function fetchView(ctx: TenantCtx, brandId: string, ticketId: strin
   return toView(row);
 }
 
+/** The brand's live tickets among `ticketIds`, in id order (missing and deleted ones left out). */
+export async function fetchViews(ctx: TenantCtx, brandId: string, ticketIds: readonly string[]): Promise<TicketView[]> {
+  if (!ticketIds.length) return [];
+  const q = query(ctx, brandId)
+    .whereRaw('tickets.id = any(?::text[])', [[...ticketIds]])
+    .whereNull('tickets.deletedAt')
+    .orderBy('tickets.id');
+  return (await preparedRows<Row>(q)).map(toView);
+}
+
 export async function get(ctx: TenantCtx, brandId: string, ticketId: string): Promise<TicketView> {
   const brand = await requireBrand(ctx, brandId);
   return fetchView(ctx, brand.id, ticketId);
