@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import t from 'tap';
+import { onCitusCluster } from '../helpers/db.js';
 import { packageRoot } from '../../server/core/paths.js';
 import { systemCtx, tenantCtx } from '../../server/core/context.js';
 import { candidateQuery } from '../../server/flows/automations.js';
@@ -189,7 +190,7 @@ t.test('every duration in calendar and in business hours: a weekend counts in th
   }
   const fired = async () => {
     const rows = (await db('ticketTags as tt')
-      .join('tags as g', 'g.id', 'tt.tagId')
+      .join('tags as g', (j) => j.on('g.accountId', 'tt.accountId').andOn('g.id', 'tt.tagId'))
       .whereIn('tt.ticketId', Object.values(tickets))
       .where('g.name', 'fired')
       .select('tt.ticketId')) as {
@@ -330,7 +331,9 @@ t.test('the moments automations count from are kept by the writes that change th
   t.ok((await ticketRow(ticket.id)).statusChangedAt.getTime() > ago(HOUR).getTime(), 'a new status: now');
 });
 
-t.test('each candidate query reads one range of an index, never the whole table', async (t) => {
+// On Citus a worker plans each shard's statement: the coordinator's EXPLAIN is not the one to read.
+const distributedPlans = onCitusCluster && 'on a Citus cluster the plan of a shard is its worker’s';
+t.test('each candidate query reads one range of an index, never the whole table', { skip: distributedPlans }, async (t) => {
   const { owner, brand } = await ownerWithBrand(app);
   // A brand of 4,000 tickets over a year, a quarter in each system status, so the planner weighs its choices.
   const hoursAgo = (prime: number) => `now() - ((i * ${prime}) % 8760) * interval '1 hour'`;
