@@ -6,7 +6,8 @@
  *    brands of each kind), in turns; the cost is the median of the turns' ratios.
  *  - GET …/views/counts for 20 views of the brand holding the N tickets (statuses alone, and
  *    priority, assignee, tag, search and date filters) next to a trivial authenticated read (GET
- *    the brand), one request at a time, in turns; goal: within 3x at p50.
+ *    the brand), one request at a time, in turns, with a dispatcher running (it rolls the count
+ *    changes up, as in production); goal: within 3x at p50. `BENCH_ONLY=views` measures these alone.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import type { ChildProcess } from 'node:child_process';
@@ -153,52 +154,63 @@ export async function runRulesBench(opts: { tickets: number; duration: number })
       if (res.status >= 300) throw new Error(`${method} ${p}: ${res.status} ${await res.text()}`);
       return (await res.json()) as { id: string };
     };
-    const brands: Brands = { plain: [], rules: [] };
-    for (let i = 0; i < BRANDS; i++) {
-      for (const kind of ['plain', 'rules'] as const)
-        brands[kind].push((await call('POST', '/v1/brands', { name: `${kind} ${i}`, slug: `${kind}-${i}-${randomBytes(3).toString('hex')}` })).id);
-      for (const rule of triggers()) await call('POST', `/v1/brands/${brands.rules[i]}/triggers`, rule);
-    }
-    // Tickets to update: every brand's own, made through the API.
-    const ticketsOf = new Map<string, string[]>();
-    for (const brand of [...brands.plain, ...brands.rules]) {
-      const ids: string[] = [];
-      for (let n = 0; n < TICKETS_PER_BRAND; n++) ids.push((await call('POST', `/v1/brands/${brand}/tickets`, { title: `Printer ${n}`, customerEmail: `c${n}@rules.example` })).id);
-      ticketsOf.set(brand, ids);
-    }
-    const create = (brand: string, n: number) => ({
-      method: 'POST' as const,
-      path: `/v1/brands/${brand}/tickets`,
-      body: { title: `Printer ${n % 200} is on fire`, customerEmail: `customer${n % 200}@rules.example`, priority: PRIORITIES[n % 4] },
-    });
-    const update = (brand: string, n: number) => {
-      const ids = ticketsOf.get(brand)!;
-      return { method: 'PATCH' as const, path: `/v1/brands/${brand}/tickets/${ids[n % ids.length]}`, body: { priority: PRIORITIES[n % 4] } };
-    };
-
+    // BENCH_ONLY=views: the view counts alone (the seed, then the counts).
+    const viewsOnly = process.env.BENCH_ONLY === 'views';
     const rows: Record<string, string | number>[] = [];
-    const ratios: Record<string, number[]> = {};
-    for (let turn = 0; turn <= TURNS; turn++) {
-      for (const [op, request] of [
-        ['create', create],
-        ['update', update],
-      ] as const) {
-        for (const c of [1, 16]) {
-          const scenario = `${op} c${c}`;
-          const rate: Record<string, number> = {};
-          for (const kind of turn % 2 ? (['rules', 'plain'] as const) : (['plain', 'rules'] as const)) {
-            rate[kind] = await perSecond(url, headers, c, opts.duration, request, brands[kind].slice(0, c === 1 ? 1 : BRANDS));
+    let cost: Record<string, string> = {};
+    if (!viewsOnly) {
+      const brands: Brands = { plain: [], rules: [] };
+      for (let i = 0; i < BRANDS; i++) {
+        for (const kind of ['plain', 'rules'] as const)
+          brands[kind].push((await call('POST', '/v1/brands', { name: `${kind} ${i}`, slug: `${kind}-${i}-${randomBytes(3).toString('hex')}` })).id);
+        for (const rule of triggers()) await call('POST', `/v1/brands/${brands.rules[i]}/triggers`, rule);
+      }
+      // Tickets to update: every brand's own, made through the API.
+      const ticketsOf = new Map<string, string[]>();
+      for (const brand of [...brands.plain, ...brands.rules]) {
+        const ids: string[] = [];
+        for (let n = 0; n < TICKETS_PER_BRAND; n++)
+          ids.push((await call('POST', `/v1/brands/${brand}/tickets`, { title: `Printer ${n}`, customerEmail: `c${n}@rules.example` })).id);
+        ticketsOf.set(brand, ids);
+      }
+      const create = (brand: string, n: number) => ({
+        method: 'POST' as const,
+        path: `/v1/brands/${brand}/tickets`,
+        body: { title: `Printer ${n % 200} is on fire`, customerEmail: `customer${n % 200}@rules.example`, priority: PRIORITIES[n % 4] },
+      });
+      const update = (brand: string, n: number) => {
+        const ids = ticketsOf.get(brand)!;
+        return { method: 'PATCH' as const, path: `/v1/brands/${brand}/tickets/${ids[n % ids.length]}`, body: { priority: PRIORITIES[n % 4] } };
+      };
+
+      const ratios: Record<string, number[]> = {};
+      for (let turn = 0; turn <= TURNS; turn++) {
+        for (const [op, request] of [
+          ['create', create],
+          ['update', update],
+        ] as const) {
+          for (const c of [1, 16]) {
+            const scenario = `${op} c${c}`;
+            const rate: Record<string, number> = {};
+            for (const kind of turn % 2 ? (['rules', 'plain'] as const) : (['plain', 'rules'] as const)) {
+              rate[kind] = await perSecond(url, headers, c, opts.duration, request, brands[kind].slice(0, c === 1 ? 1 : BRANDS));
+            }
+            log(`  ${scenario} (${turn ? `turn ${turn}` : 'warm-up'}): ${rate.plain}/s without rules, ${rate.rules}/s with 50 (5 matching)`);
+            if (!turn) continue;
+            rows.push({ scenario, turn, 'no rules /s': rate.plain!, '50 triggers /s': rate.rules! });
+            (ratios[scenario] ??= []).push(rate.rules! / rate.plain!);
           }
-          log(`  ${scenario} (${turn ? `turn ${turn}` : 'warm-up'}): ${rate.plain}/s without rules, ${rate.rules}/s with 50 (5 matching)`);
-          if (!turn) continue;
-          rows.push({ scenario, turn, 'no rules /s': rate.plain!, '50 triggers /s': rate.rules! });
-          (ratios[scenario] ??= []).push(rate.rules! / rate.plain!);
         }
       }
+      cost = Object.fromEntries(Object.entries(ratios).map(([k, v]) => [k, `${Math.round((1 - median(v)) * 1000) / 10}%`]));
     }
-    const cost = Object.fromEntries(Object.entries(ratios).map(([k, v]) => [k, `${Math.round((1 - median(v)) * 1000) / 10}%`]));
 
     // ---- view counts at N tickets ----
+    // As in production, a dispatcher rolls the count changes the writes appended into the kept counts.
+    const dispatcher = await startTicketd('dispatcher', dbUrl, { TICKETD_DB_POOL_MAX: '5' });
+    children.push(dispatcher.child);
+    const pending = async () => Number((await sql<{ n: string }>(dbUrl, 'SELECT count(*) AS n FROM ticket_count_changes'))[0]!.n);
+    for (let waited = 0; (await pending()) > 1000 && waited < 600; waited++) await new Promise((r) => setTimeout(r, 1000));
     const big = api.info.bootstrap.brand.id as string;
     const tag = await call('POST', `/v1/brands/${big}/tags`, { name: `bench-${randomBytes(3).toString('hex')}` });
     for (const view of views(tag.id)) await call('POST', `/v1/brands/${big}/views`, view);
@@ -221,7 +233,7 @@ export async function runRulesBench(opts: { tickets: number; duration: number })
     const out = process.stdout;
     out.write(`\nRules, ${opts.tickets.toLocaleString('en')} tickets (${seeded.liveTickets.toLocaleString('en')} live), ${new Date().toISOString()}\n`);
     out.write(`\nCreate and update in brands with ${TRIGGERS} enabled triggers (${MATCHING} matching each request) and in brands with none, ${opts.duration} s each, in turns:\n`);
-    console.table(rows);
+    if (!viewsOnly) console.table(rows);
     out.write(`cost of the triggers (target: within 10%), fewer requests/s: ${JSON.stringify(cost)}; firings counted: ${fired[0]?.n}\n`);
     out.write(
       `\nThe counts of 20 views of the brand of ${opts.tickets.toLocaleString('en')} tickets, one request at a time, medians of ${VIEW_TURNS} turns of 300 (goal: within 3x of the trivial read at p50):\n`,

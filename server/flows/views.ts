@@ -2,6 +2,7 @@ import { requireBrand } from '../core/brand.js';
 import type { TenantCtx } from '../core/context.js';
 import type { Page } from '../core/pagination.js';
 import type { TicketListInput, TicketView } from '../domains/tickets/schemas.js';
+import { countsByStatus } from '../domains/tickets/counts.js';
 import * as tickets from '../domains/tickets/service.js';
 import type { CreateViewInput, UpdateViewInput, ViewCount, ViewTicketsInput, ViewView } from '../domains/views/schemas.js';
 import * as views from '../domains/views/service.js';
@@ -56,6 +57,8 @@ export async function viewCounts(ctx: TenantCtx, brandId: string): Promise<{ dat
     cached.map((v) => v.id),
     new Date(now - COUNT_MAX_AGE_MS),
   );
+  // The views on status alone are counted from one read of the brand's counts by status.
+  const byStatus = visible.length > cached.length ? await countsByStatus(ctx, brand.id) : undefined;
   const taken: views.KeptCount[] = [];
   const data: ViewCount[] = [];
   for (const view of visible) {
@@ -64,7 +67,7 @@ export async function viewCounts(ctx: TenantCtx, brandId: string): Promise<{ dat
       data.push({ id: view.id, count: known.count, fresh: false, countedAt: known.countedAt.toISOString() });
       continue;
     }
-    const count = await tickets.countMatching(ctx, brand.id, inputs.get(view.id)!);
+    const count = await tickets.countMatching(ctx, brand.id, inputs.get(view.id)!, byStatus);
     if (cached.includes(view)) taken.push({ viewId: view.id, count, countedAt: new Date(now) });
     data.push({ id: view.id, count, fresh: true, countedAt: new Date(now).toISOString() });
   }

@@ -146,15 +146,17 @@ export function countsOf(ctx: TenantCtx, brandIds: string[], days: { from?: stri
   return ctx.db.raw('(? union all ?)', [part('ticket_counts', ` and k.day = '${EVERY_DAY}'`), part('ticket_count_changes', '')]);
 }
 
-/** The brand's live, non-spam tickets in these statuses now (null: in any), as the kept counts say. */
-export async function countInStatuses(ctx: TenantCtx, brandId: string, statuses: readonly string[] | null): Promise<number> {
-  const { rows } = (await ctx.db.raw('select coalesce(sum(k.created), 0) as n from ? k where ?::text[] is null or k.status = any(?::text[])', [
-    countsOf(ctx, [brandId]),
-    statuses && [...statuses],
-    statuses && [...statuses],
-  ])) as { rows: { n: string }[] };
-  return Number(rows[0]!.n);
+/** The brand's live, non-spam tickets by status now, as the kept counts say: one read for any number of status filters. */
+export async function countsByStatus(ctx: TenantCtx, brandId: string): Promise<Map<string, number>> {
+  const { rows } = (await ctx.db.raw('select k.status, coalesce(sum(k.created), 0) as n from ? k group by k.status', [countsOf(ctx, [brandId])])) as {
+    rows: { status: string; n: string }[];
+  };
+  return new Map(rows.map((r) => [r.status, Number(r.n)]));
 }
+
+/** The tickets in these statuses (null: in any) of counts by status. */
+export const countInStatuses = (byStatus: ReadonlyMap<string, number>, statuses: readonly string[] | null): number =>
+  [...byStatus].reduce((sum, [status, n]) => (statuses === null || statuses.includes(status) ? sum + n : sum), 0);
 
 /**
  * A brand being deleted: the changes its tickets' deletion has just appended go in the same

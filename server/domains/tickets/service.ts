@@ -12,7 +12,7 @@ import { decodeCursor, encodeCursor, keysetPage, PAGE_LIMIT_DEFAULT, type Page, 
 import { TICKET_SORTS, type TicketListInput, type TicketView } from './schemas.js';
 import { BOUND_TENANT, boundToTenant, sameTenant, tenantIs, tenantScope, preparedRows, columnsToProperties } from '../../core/model.js';
 import { updateTickets } from '../../core/ticket-writes.js';
-import { countInStatuses } from './counts.js';
+import { countInStatuses, countsByStatus } from './counts.js';
 
 /**
  * Tickets of a brand: create, get, update, soft delete and the list with full-text search.
@@ -447,9 +447,13 @@ export function countedFromRollUps(input: TicketListInput): boolean {
   return Object.entries(input).every(([name, value]) => name === 'status' || (name === 'isSpam' && value === false) || ['sort', 'order', 'limit', 'cursor'].includes(name));
 }
 
-/** How many tickets of the brand the list with these filters holds: the list's own conditions, counted. */
-export async function countMatching(ctx: TenantCtx, brandId: string, input: TicketListInput): Promise<number> {
-  if (countedFromRollUps(input)) return countInStatuses(ctx, brandId, statusesOf(input.status));
+/**
+ * How many tickets of the brand the list with these filters holds: the list's own conditions,
+ * counted; a list on status alone from the brand's kept counts by status (`byStatus`, read once by
+ * a caller counting several lists, else here).
+ */
+export async function countMatching(ctx: TenantCtx, brandId: string, input: TicketListInput, byStatus?: ReadonlyMap<string, number>): Promise<number> {
+  if (countedFromRollUps(input)) return countInStatuses(byStatus ?? (await countsByStatus(ctx, brandId)), statusesOf(input.status));
   const q = Ticket.scoped(ctx).where('tickets.brandId', brandId);
   applyFilters(ctx, q, boundBrand(brandId), input);
   const row = (await q.count({ n: '*' }).first()) as unknown as { n: string };
