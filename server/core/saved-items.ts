@@ -4,6 +4,7 @@ import * as audit from './audit.js';
 import { requireBrand, type Brand } from './brand.js';
 import { hasRole, withTx, type TenantCtx } from './context.js';
 import { badRequest, conflict, forbidden, notFound } from './errors.js';
+import { isPgError, PG } from './db.js';
 import { newId } from './ids.js';
 import type { TenantModel } from './model.js';
 
@@ -81,8 +82,6 @@ export interface SavedInput {
 /** A check of the kind's own columns against the brand, once the caller may write them (400 after 404 and 403). */
 export type SavedCheck<R> = (tx: TenantCtx, brand: Brand, fields: Partial<R>) => Promise<void>;
 
-const isUniqueViolation = (err: unknown) => (err as { code?: string }).code === '23505' || (err as { nativeError?: { code?: string } }).nativeError?.code === '23505';
-
 /** The reads and writes of one kind of saved item, under a brand, as the caller may see and manage them. */
 export function savedItems<R extends SavedRow, V>(kind: SavedKind<R, V>) {
   const table = kind.model.tableName;
@@ -91,7 +90,7 @@ export function savedItems<R extends SavedRow, V>(kind: SavedKind<R, V>) {
     try {
       return await write;
     } catch (err) {
-      throw isUniqueViolation(err) ? nameTaken(name) : err;
+      throw isPgError(err, PG.uniqueViolation) ? nameTaken(name) : err;
     }
   };
 

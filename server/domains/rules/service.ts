@@ -2,7 +2,7 @@ import type { TenantCtx } from '../../core/context.js';
 import { withTx } from '../../core/context.js';
 import * as audit from '../../core/audit.js';
 import { forgetFound, requireBrand, type Brand } from '../../core/brand.js';
-import type { SqlFragment } from '../../core/db.js';
+import { isPgError, PG, type SqlFragment } from '../../core/db.js';
 import { badRequest, conflict, notFound } from '../../core/errors.js';
 import { ID_PREFIX, newId, normalizeBrandId } from '../../core/ids.js';
 import { tenantScope } from '../../core/model.js';
@@ -102,8 +102,6 @@ async function checkEnabledRoom(tx: TenantCtx, brandId: string, exceptId: string
 }
 
 const nameTaken = (kind: RuleKind, name: string) => conflict(`A ${kind} named "${name}" already exists in this brand`, 'rule_name_taken');
-const isUniqueViolation = (err: unknown) =>
-  (err as { code?: string; nativeError?: { code?: string } }).code === '23505' || (err as { nativeError?: { code?: string } }).nativeError?.code === '23505';
 
 /** Creates a rule whose references the caller checked. Its position: the one given (the others move down), else last. */
 export async function create(ctx: TenantCtx, brandId: string, kind: RuleKind, input: RuleInput): Promise<RuleView> {
@@ -135,7 +133,7 @@ export async function create(ctx: TenantCtx, brandId: string, kind: RuleKind, in
       })
       .returning('*')
       .catch((err: unknown) => {
-        throw isUniqueViolation(err) ? nameTaken(kind, input.name.trim()) : err;
+        throw isPgError(err, PG.uniqueViolation) ? nameTaken(kind, input.name.trim()) : err;
       })) as unknown as Rule;
     await bumpRevision(tx, brand.id);
     await audit.record(tx, { brandId: brand.id, entityType: kind, entityId: row.id, event: `${kind}.created`, metadata: { name: row.name } });
@@ -178,7 +176,7 @@ export async function update(ctx: TenantCtx, brandId: string, kind: RuleKind, id
       .patch(patch)
       .returning('*')
       .catch((err: unknown) => {
-        throw isUniqueViolation(err) ? nameTaken(kind, patch.name!) : err;
+        throw isPgError(err, PG.uniqueViolation) ? nameTaken(kind, patch.name!) : err;
       })) as unknown as Rule[];
     if (!updated) throw notFound(KIND_NAME[kind]);
     await bumpRevision(tx, brand.id);
