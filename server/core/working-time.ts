@@ -122,3 +122,8 @@ export class BusinessHours implements WorkingTime {
     return window;
   }
 }
+
+/** Working time by these business hours; none, or hours saved before they were checked: every hour counts. */
+export function workingTimeOf(spec: BusinessHoursSpec | null): WorkingTime {
+  return spec && !businessHoursProblem(spec) ? new BusinessHours(spec) : ALWAYS_OPEN;
+}

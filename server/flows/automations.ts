@@ -11,7 +11,7 @@ import * as rules from '../domains/rules/service.js';
 import * as statuses from '../domains/statuses/service.js';
 import * as tickets from '../domains/tickets/service.js';
 import { applyRuleChanges, type RuleOutcome } from './ticket-update.js';
-import { fireChecked, fireTriggers, stateOfView, subjectOf, workingTimeOf, type ReferenceChecks } from './triggers.js';
+import { fireChecked, fireTriggers, stateOfView, subjectOf, brandWorkingTime, type ReferenceChecks } from './triggers.js';
 
 /**
  * Automations: a brand's time rules, which the dispatcher runs every minute (decision 0097).
@@ -156,7 +156,7 @@ async function fireOnBatch(tx: TenantCtx, brandId: string, ruleId: string, ids: 
   if (!moments.size) return 0;
   const fired = await firings.firedOnCurrent(tx, brand.id, [...moments.keys()]);
   const todo = [...moments.keys()].filter((id) => !fired.get(id)?.includes(rule.id));
-  const working = workingTimeOf(brand);
+  const working = brandWorkingTime(brand);
   const outcomes: RuleOutcome[] = [];
   for (const before of await tickets.fetchViews(tx, brand.id, todo)) {
     const state = stateOfView(before);

@@ -5,7 +5,7 @@ import { requireBrand, type Brand } from '../core/brand.js';
 import { tenantScope } from '../core/model.js';
 import * as events from '../core/outbox/events.js';
 import { enqueueEvents, type EventSpec } from '../core/outbox/service.js';
-import { ALWAYS_OPEN, BusinessHours, businessHoursProblem, type BusinessHoursSpec, type WorkingTime } from '../core/working-time.js';
+import { workingTimeOf, type BusinessHoursSpec, type WorkingTime } from '../core/working-time.js';
 import * as comments from '../domains/comments/service.js';
 import * as mail from '../domains/mail/service.js';
 import * as messages from '../domains/mail/messages.js';
@@ -73,10 +73,7 @@ export function foldIntoCreate(input: CreateTicketInput, from: TicketState, to: 
 }
 
 /** The brand's business hours (those of its service level), or every hour when it has none. */
-export function workingTimeOf(brand: Pick<Brand, 'slaBusinessHours'>): WorkingTime {
-  const spec = brand.slaBusinessHours as BusinessHoursSpec | null;
-  return spec && !businessHoursProblem(spec) ? new BusinessHours(spec) : ALWAYS_OPEN;
-}
+export const brandWorkingTime = (brand: Pick<Brand, 'slaBusinessHours'>): WorkingTime => workingTimeOf(brand.slaBusinessHours as BusinessHoursSpec | null);
 
 export const isWithin = (working: WorkingTime, now: number) => working.between(now, now + 1000) > 0;
 
@@ -120,7 +117,7 @@ export function subjectOf(tx: TenantCtx, brand: Brand, before: TicketState | nul
   return {
     before,
     comment,
-    withinBusinessHours: () => (within ??= isWithin(workingTimeOf(brand), now)),
+    withinBusinessHours: () => (within ??= isWithin(brandWorkingTime(brand), now)),
     ...(hours ? { hours } : {}),
   };
 }

@@ -2,7 +2,7 @@ import t from 'tap';
 import { assertErrorShape, assertNotFound, client, makeBrand, makeTicket, mustCreate, ownerWithBrand, secondInstance, servicesOf, signup, testApp } from '../helpers/app.js';
 import { movableClock } from '../helpers/clock.js';
 import { postInbound } from '../helpers/inbound.js';
-import { SIGN_IN_TEST_ENV, teamOfThree } from '../helpers/sign-in.js';
+import { SIGN_IN_TEST_ENV, teamOf, teamOfThree } from '../helpers/sign-in.js';
 
 /** Triggers: /v1/brands/{brandId}/triggers (and the /v1/workspaces twin), and what they do to the tickets they run on. */
 
@@ -535,4 +535,14 @@ t.test('a rule changed in another process is obeyed by the next create here, tho
   t.same(tagNames(await makeTicket(owner.live, base, { title: 'after the change' })), ['second'], 'the brand’s rules revision moved: the create read them again');
   t.equal((await elsewhere('DELETE', `${base}/triggers/${rule.id}`)).status, 200);
   t.same(tagNames(await makeTicket(owner.live, base, { title: 'after the delete' })), [], 'and a deleted rule no longer runs');
+});
+
+t.test('a member’s session outside its brands: the brand’s triggers are 404, as the brand is', async (t) => {
+  const team = await teamOf(app, services);
+  const other = `/v1/brands/${team.second.id}`;
+  const rule = await trigger(team.owner.live, other, onUpdate('Elsewhere', {}, [{ type: 'mark_spam' }]));
+  assertNotFound(t, await team.asMember('GET', `${other}/triggers`), 'list');
+  assertNotFound(t, await team.asMember('GET', `${other}/triggers/${rule.id}`), 'get');
+  assertNotFound(t, await team.asMember('POST', `${other}/triggers/${rule.id}/test`, { ticketId: 'tkt_x' }), 'dry run');
+  t.equal((await team.asMember('GET', `/v1/brands/${team.first.id}/triggers`)).status, 200, 'its own brand answers');
 });

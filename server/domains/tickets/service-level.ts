@@ -5,7 +5,7 @@ import { normalizeBrandId } from '../../core/ids.js';
 import { part } from '../../core/services.js';
 import { updateTickets } from '../../core/ticket-writes.js';
 import { Ticket } from './model.js';
-import { ALWAYS_OPEN, BusinessHours, businessHoursProblem, type BusinessHoursSpec, type WorkingTime } from '../../core/working-time.js';
+import { ALWAYS_OPEN, workingTimeOf, type BusinessHoursSpec, type WorkingTime } from '../../core/working-time.js';
 
 /**
  * A brand's service level: how long a ticket of each priority may stay unresolved, counted in
@@ -48,7 +48,7 @@ export function serviceLevelOf(brand: ServiceLevelRow): ServiceLevel | null {
   if (defaultHours === null && Object.keys(byPriority).length === 0) return null;
   const spec = brand.slaBusinessHours as BusinessHoursSpec | null;
   // Business hours saved before they were checked (or none) cannot be counted in: every hour counts.
-  const working = brand.slaBusinessHoursOnly && spec && !businessHoursProblem(spec) ? new BusinessHours(spec) : ALWAYS_OPEN;
+  const working = brand.slaBusinessHoursOnly ? workingTimeOf(spec) : ALWAYS_OPEN;
   return {
     revision: brand.settingsRevision,
     pauseOnPending: brand.slaPauseOnPending,
