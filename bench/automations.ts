@@ -87,7 +87,8 @@ export async function runAutomationSweepBench(opts: { tickets: number; sweepTick
       dbUrl,
       `select min(t.updated_at) as first, max(t.updated_at) as last,
          (select count(*) from audit_log a where a.performer_id = $1 and a.event = 'ticket.updated') as entries,
-         (select r.fired_count from rules r where r.id = $1) as fired,
+         (select r.fired_count from rules r where r.id = $1)
+           + (select count(*) from rule_firing_tallies f, unnest(f.rule_ids) as x (id) where x.id = $1) as fired,
          (select count(*) from tickets o where o.status <> 'closed' and o.updated_at > now() - interval '1 hour') as others
        from tickets t where t.status = 'closed' and t.updated_at > now() - interval '1 hour'`,
       [rule.id],

@@ -15,6 +15,7 @@ import type { CreateTicketInput } from '../domains/tickets/schemas.js';
 import * as tickets from '../domains/tickets/service.js';
 import { NO_LEVEL_ASSUMED } from '../domains/tickets/service-level.js';
 import * as billing from '../domains/billing/service.js';
+import * as rules from '../domains/rules/tallies.js';
 import { autoLinkStatement, orderNumbersNamed, type NamedOrders } from './order-links.js';
 
 /** One ticket for the create statement to write, with what its request asked for. */
@@ -216,7 +217,7 @@ function countAgainstAllowance(way: 'usual' | 'usual, brands locked first' | 'ex
  *      moments automations count from (status_changed_at; last_customer_message_at when the
  *      customer opened it), its
  *      count changes (core/ticket-writes.ts), its tag links, its ticket.created entry (and those of
- *      the triggers that fired on it, which are counted) and webhook deliveries,
+ *      the triggers that fired on it, with their tally: domains/rules/tallies.ts) and webhook deliveries,
  *      and (only when its text names #1234) its links to those orders of its customer (order-links.ts);
  *   6. while metered, the tickets counted against the plan's allowance (countAgainstAllowance):
  *      over it, the statement raises and writes nothing.
@@ -314,10 +315,7 @@ export function createStatement(ctx: TenantCtx, writes: readonly TicketWrite[], 
     ), entry as (:ticketEntry
     )${
       fired
-        ? `, fired as (
-      update rules r set fired_count = r.fired_count + f.n, last_fired_at = now()
-      from (select t.brand_id, x.id, count(*)::int as n from t join items i on i.id = t.id cross join unnest(i.rule_ids) as x (id) group by t.brand_id, x.id) f
-      where :ruleScope and r.brand_id = f.brand_id and r.id = f.id
+        ? `, fired as (${rules.insertTalliesSql('(select t.account_id, t.livemode, t.brand_id, x.id as rule_id, t.created_at as fired_at from t join items i on i.id = t.id cross join unnest(i.rule_ids) as x (id))')}
     )`
         : ''
     }, announced as (:announced
@@ -352,7 +350,6 @@ export function createStatement(ctx: TenantCtx, writes: readonly TicketWrite[], 
       ),
     ),
     ...(namedOrders.length ? { orderLinks: autoLinkStatement(ctx, namedOrders) } : {}),
-    ...(fired ? { ruleScope: tenantScope(ctx, 'r') } : {}),
     ...(metered ? { allowance: raw(billing.allowanceSql(ctx)), usageScope: accountScope(ctx, 'u') } : {}),
     announced: raw(
       events.ticketsCreated(

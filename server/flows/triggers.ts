@@ -14,6 +14,7 @@ import * as profiles from '../domains/profiles/service.js';
 import { compile, explain, runRules, stateCopy, type CommentFacts, type CompiledRule, type Firing, type Subject, type TicketState } from '../domains/rules/engine.js';
 import type { Action, TriggerEvent } from '../domains/rules/schemas.js';
 import * as rules from '../domains/rules/service.js';
+import * as tallies from '../domains/rules/tallies.js';
 import { render, type TemplateData } from '../domains/rules/templates.js';
 import type { CreateTicketInput, TicketView } from '../domains/tickets/schemas.js';
 import * as tickets from '../domains/tickets/service.js';
@@ -213,14 +214,14 @@ export function firingEvent(brandId: string, ticketId: string, firings: readonly
 }
 
 /**
- * A change's audit rows and its firings' in ONE statement, which also counts the firings: a
+ * A change's audit rows and its firings' in ONE statement, which also tallies the firings: a
  * change its triggers fired on costs no more round trips than one they did not.
  */
 export async function recordEntries(tx: TenantCtx, brandId: string, rows: readonly Record<string, unknown>[], firings: readonly Firing[]): Promise<void> {
   if (!rows.length) return;
   const insert = audit.insertRowsStatement(rows);
   const counts = firings.length
-    ? rules.countFiringsStatement(
+    ? tallies.tallyStatement(
         tx,
         brandId,
         firings.map((f) => f.rule.id),

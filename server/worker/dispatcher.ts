@@ -11,6 +11,7 @@ import * as attachments from '../domains/attachments/service.js';
 import * as rawMails from '../domains/raw-mails/service.js';
 import * as signupCheckouts from '../domains/billing/signup-checkouts.js';
 import * as ticketCounts from '../domains/tickets/counts.js';
+import * as ruleTallies from '../domains/rules/tallies.js';
 import { renewDue as renewDueSubscriptions } from '../flows/billing.js';
 import { sendDueRequests as sendDueRatingRequests } from '../flows/feedback.js';
 import { announceOverdue } from '../flows/ticket-overdue.js';
@@ -95,6 +96,8 @@ export interface PeriodicStats {
   purgedOutbox: number;
   /** Ticket count changes rolled up into ticket_counts (0 when another dispatcher was rolling up). */
   rolledUpCounts: number;
+  /** Rule firing tallies moved into the rules' counts. */
+  rolledUpFirings: number;
   /** Satisfaction rating requests due: mailed, or cancelled (the ticket was reopened meanwhile). */
   ratingRequests: { sent: number; cancelled: number };
   /** Tickets that passed their dueAt unresolved, announced (ticket.overdue). */
@@ -338,6 +341,8 @@ export class Dispatcher {
     if (purgedOutbox) this.log.info({ purgedOutbox, retentionDays: this.retentionDays }, 'purged finished outbox messages past their retention');
     // Readers also sum the changes not rolled up yet: rolling up keeps their reads short; the counts are exact either way.
     const rolledUpCounts = await this.job('roll_up_ticket_counts', () => ticketCounts.rollUp(ctx));
+    // The same for the rules' firing counts.
+    const rolledUpFirings = await this.job('roll_up_rule_firings', () => ruleTallies.rollUp(ctx));
     const ratingRequests = await this.job(
       'rating_requests',
       () => sendDueRatingRequests(ctx, new Date(this.now())),
@@ -379,6 +384,7 @@ export class Dispatcher {
       reclaimed,
       purgedOutbox,
       rolledUpCounts,
+      rolledUpFirings,
       ratingRequests,
       overdueTickets,
       renewedSubscriptions,

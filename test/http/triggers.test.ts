@@ -3,6 +3,7 @@ import { assertErrorShape, assertNotFound, client, makeBrand, makeTicket, mustCr
 import { movableClock } from '../helpers/clock.js';
 import { postInbound } from '../helpers/inbound.js';
 import { SIGN_IN_TEST_ENV, teamOf, teamOfThree } from '../helpers/sign-in.js';
+import { Dispatcher } from '../../server/worker/dispatcher.js';
 
 /** Triggers: /v1/brands/{brandId}/triggers (and the /v1/workspaces twin), and what they do to the tickets they run on. */
 
@@ -535,6 +536,31 @@ t.test('a rule changed in another process is obeyed by the next create here, tho
   t.same(tagNames(await makeTicket(owner.live, base, { title: 'after the change' })), ['second'], 'the brand’s rules revision moved: the create read them again');
   t.equal((await elsewhere('DELETE', `${base}/triggers/${rule.id}`)).status, 200);
   t.same(tagNames(await makeTicket(owner.live, base, { title: 'after the delete' })), [], 'and a deleted rule no longer runs');
+});
+
+t.test('firing counts: tallied by the writes, exact before the roll-up, moved once by two dispatchers, a deleted rule’s with the rest', async (t) => {
+  const { owner, base } = await ownerWithBrand(app);
+  const tag = await trigger(owner.live, base, { name: 'Tag', on: ['ticket.created', 'ticket.updated'], conditions: {}, actions: [{ type: 'add_tags', value: ['seen'] }] });
+  const gone = await trigger(owner.live, base, { name: 'Gone', on: ['ticket.created'], conditions: {}, actions: [{ type: 'set_priority', value: 'low' }] });
+  const made = await Promise.all([1, 2, 3].map((i) => makeTicket(owner.live, base, { title: `counted ${i}` })));
+  await patch(owner.live, base, made[0]!.id, { priority: 'high' });
+  const { accountId } = owner;
+  const tallies = () => db('ruleFiringTallies').where({ accountId });
+  t.equal((await tallies()).length, 4, 'one tally a write: three creates and an update');
+  t.equal((await db('rules').where({ id: tag.id }).first()).firedCount, 0, 'the rule’s row is not written by the writes');
+  const before = (await owner.live('GET', `${base}/triggers/${tag.id}`)).body;
+  t.match(before, { firedCount: 4 }, 'the read adds the firings not rolled up yet');
+  t.ok(before.lastFiredAt, 'and when it last fired');
+  t.equal((await owner.live('GET', `${base}/triggers`)).body.data.find((r: { id: string }) => r.id === tag.id).firedCount, 4, 'the list too');
+  t.equal((await owner.live('DELETE', `${base}/triggers/${gone.id}`)).status, 200);
+
+  const quiet = { info: () => undefined, error: () => undefined };
+  const dispatchers = [new Dispatcher(services, quiet), new Dispatcher(services, quiet)];
+  t.teardown(() => Promise.all(dispatchers.map((d) => d.stop())));
+  await Promise.all(dispatchers.map((d) => d.tick()));
+  t.equal((await tallies()).length, 0, 'every tally moved');
+  t.equal((await db('rules').where({ id: tag.id }).first()).firedCount, 4, 'into the rule’s row, once with two dispatchers');
+  t.same((await owner.live('GET', `${base}/triggers/${tag.id}`)).body, before, 'the rule reads the same after the roll-up');
 });
 
 t.test('a member’s session outside its brands: the brand’s triggers are 404, as the brand is', async (t) => {

@@ -816,6 +816,7 @@ t.test("the dispatcher's metrics: deliveries by kind and outcome, their time, cl
     'reclaim_outbox',
     'renew_subscriptions',
     'revoke_api_keys',
+    'roll_up_rule_firings',
     'roll_up_ticket_counts',
     'run_automations',
     'run_recurring_tickets',

@@ -2,13 +2,14 @@ import type { TenantCtx } from '../../core/context.js';
 import { withTx } from '../../core/context.js';
 import * as audit from '../../core/audit.js';
 import { forgetFound, requireBrand, type Brand } from '../../core/brand.js';
-import { isPgError, PG, type SqlFragment } from '../../core/db.js';
+import { isPgError, PG } from '../../core/db.js';
 import { badRequest, conflict, notFound } from '../../core/errors.js';
 import { ID_PREFIX, newId, normalizeBrandId } from '../../core/ids.js';
 import { tenantScope } from '../../core/model.js';
 import { part } from '../../core/services.js';
 import { compile, type CompiledRule } from './engine.js';
 import { Rule } from './model.js';
+import { pendingOf, type Pending } from './tallies.js';
 import {
   MAX_ENABLED_RULES,
   MAX_RULE_BYTES,
@@ -33,8 +34,10 @@ export type RuleInput = CreateTriggerInput | CreateAutomationInput;
 export type RuleChange = UpdateTriggerInput | UpdateAutomationInput;
 
 const iso = (d: Date | null) => (d ? new Date(d).toISOString() : null);
+const latest = (a: Date | null, b: Date | undefined) => (a && b ? (a > b ? a : b) : (a ?? b ?? null));
 
-export function toView(row: Rule): RuleView {
+/** The rule as clients see it; `pending`: its firings not rolled up into its row yet. */
+export function toView(row: Rule, pending?: Pending): RuleView {
   return {
     id: row.id,
     object: row.kind,
@@ -45,8 +48,8 @@ export function toView(row: Rule): RuleView {
     ...(row.kind === 'trigger' ? { on: row.onEvents as TriggerEvent[] } : {}),
     conditions: { all: row.conditions.all ?? [], any: row.conditions.any ?? [] },
     actions: row.actions,
-    firedCount: row.firedCount,
-    lastFiredAt: iso(row.lastFiredAt),
+    firedCount: row.firedCount + (pending?.count ?? 0),
+    lastFiredAt: iso(latest(row.lastFiredAt, pending?.lastFiredAt)),
     disabledReason: row.disabledReason,
     createdAt: new Date(row.createdAt).toISOString(),
     updatedAt: new Date(row.updatedAt).toISOString(),
@@ -55,6 +58,12 @@ export function toView(row: Rule): RuleView {
 
 const KIND_NAME: Record<RuleKind, string> = { trigger: 'Trigger', automation: 'Automation' };
 const ofBrand = (ctx: TenantCtx, brandId: string, kind: RuleKind) => Rule.scoped(ctx).where({ 'rules.brandId': brandId, 'rules.kind': kind });
+
+/** The brand's rules as clients see them, their counts exact: the firings not rolled up yet added. */
+async function viewsOf(ctx: TenantCtx, brandId: string, rows: readonly Rule[]): Promise<RuleView[]> {
+  const pending = rows.length ? await pendingOf(ctx, brandId) : new Map<string, Pending>();
+  return rows.map((r) => toView(r, pending.get(r.id)));
+}
 
 export async function requireRule(ctx: TenantCtx, brandId: string, kind: RuleKind, id: string, lock = false): Promise<Rule> {
   const query = ofBrand(ctx, normalizeBrandId(brandId), kind).findById(id);
@@ -66,12 +75,13 @@ export async function requireRule(ctx: TenantCtx, brandId: string, kind: RuleKin
 export async function list(ctx: TenantCtx, brandId: string, kind: RuleKind): Promise<{ data: RuleView[] }> {
   const brand = await requireBrand(ctx, brandId);
   const rows = await ofBrand(ctx, brand.id, kind).orderBy([{ column: 'position' }, { column: 'id' }]);
-  return { data: rows.map(toView) };
+  return { data: await viewsOf(ctx, brand.id, rows) };
 }
 
 export async function get(ctx: TenantCtx, brandId: string, kind: RuleKind, id: string): Promise<RuleView> {
   const brand = await requireBrand(ctx, brandId);
-  return toView(await requireRule(ctx, brand.id, kind, id));
+  const [view] = await viewsOf(ctx, brand.id, [await requireRule(ctx, brand.id, kind, id)]);
+  return view!;
 }
 
 /** Every rule write moves the brand's rules revision: creates that remembered the old rules check it. */
@@ -182,7 +192,8 @@ export async function update(ctx: TenantCtx, brandId: string, kind: RuleKind, id
     await bumpRevision(tx, brand.id);
     const changes = audit.changesBetween(toView(row), toView(updated), ['name', 'enabled', 'position', 'on', 'conditions', 'actions']);
     await audit.record(tx, { brandId: brand.id, entityType: kind, entityId: row.id, event: `${kind}.updated`, changes, metadata: { name: updated.name } });
-    return toView(updated);
+    const [view] = await viewsOf(tx, brand.id, [updated]);
+    return view!;
   });
 }
 
@@ -194,7 +205,8 @@ export async function remove(ctx: TenantCtx, brandId: string, kind: RuleKind, id
     await ofBrand(tx, brand.id, kind).where('position', '>', row.position).decrement('position', 1);
     await bumpRevision(tx, brand.id);
     await audit.record(tx, { brandId: brand.id, entityType: kind, entityId: row.id, event: `${kind}.deleted`, metadata: { name: row.name } });
-    return toView(row);
+    const [view] = await viewsOf(tx, brand.id, [row]);
+    return view!;
   });
 }
 
@@ -230,7 +242,7 @@ export async function reorder(ctx: TenantCtx, brandId: string, kind: RuleKind, i
       event: `${kind}.reordered`,
       changes: [{ field: 'order', from: rows.map((r) => r.id), to: [...ids] }],
     });
-    return { data: (await ofBrand(tx, brand.id, kind).orderBy([{ column: 'position' }, { column: 'id' }])).map(toView) };
+    return { data: await viewsOf(tx, brand.id, await ofBrand(tx, brand.id, kind).orderBy([{ column: 'position' }, { column: 'id' }])) };
   });
 }
 
@@ -272,20 +284,6 @@ export async function rulesOf(ctx: TenantCtx, brand: Pick<Brand, 'id' | 'rulesRe
   if (known.size >= MAX_BRANDS_REMEMBERED) known.clear();
   known.set(key, entry);
   return entry;
-}
-
-/**
- * The UPDATE that counts the firings of rules (each rule once per ticket it fired on), for the
- * statement that also writes the firings' audit entries.
- */
-export function countFiringsStatement(tx: TenantCtx, brandId: string, ruleIds: readonly string[]): SqlFragment {
-  const counts = new Map<string, number>();
-  for (const id of ruleIds) counts.set(id, (counts.get(id) ?? 0) + 1);
-  return {
-    sql: `update rules r set fired_count = r.fired_count + c.n, last_fired_at = ?
-    from unnest(?::text[], ?::int[]) as c (id, n) where ? and r.brand_id = ? and r.id = c.id`,
-    bindings: [new Date(tx.services.now()), [...counts.keys()], [...counts.values()], tenantScope(tx, 'r'), brandId],
-  };
 }
 
 /** Disables a rule that names something since deleted, saying why, instead of failing the tickets it runs on. */
