@@ -1,5 +1,5 @@
 import t from 'tap';
-import { SEARCH_RANK_WINDOW } from '../../server/domains/tickets/service.js';
+import { emailPrefixOf, SEARCH_RANK_WINDOW } from '../../server/domains/tickets/service.js';
 import { assertErrorShape, client, makeBrand, makeTicket, ownerWithBrand, signup, type Signup, testApp } from '../helpers/app.js';
 
 // Every test signs up its own accounts: lift the per-hour signup limit for this file.
@@ -187,4 +187,135 @@ t.test('search stays in its brand, account and mode', async (t) => {
   t.equal((await stranger.live('GET', `${base}/tickets?search=zanzibar`)).status, 404, 'another account: 404');
   t.equal((await owner.test('GET', `${base}/tickets?search=zanzibar`)).status, 404, 'test key on a live brand: 404');
   t.equal((await client(app)('GET', `${base}/tickets?search=zanzibar`)).status, 401);
+});
+
+t.test('what looks like an email: one token with an @ after something, or a local part with . _ or +', async (t) => {
+  for (const [text, prefix] of [
+    ['ann.lee1', 'ann.lee1'],
+    ['Ann.Lee1', 'ann.lee1'],
+    ['ann.', 'ann.'],
+    ['john_doe', 'john_doe'],
+    ['jane+billing', 'jane+billing'],
+    ['mary-jo.smith', 'mary-jo.smith'],
+    ['zoë.müller', 'zoë.müller'],
+    ['ann.lee1@', 'ann.lee1@'],
+    ['ann.lee1@company2.ex', 'ann.lee1@company2.ex'],
+    ["o'brien@x", "o'brien@x"],
+    ['a%b@', 'a%b@'],
+    ['ann', null],
+    ['follow-up', null],
+    ['ann lee1', null],
+    ['ann.lee1 refund', null],
+    ['@acme.com', null],
+    ['a@b@c', null],
+    ['.ann', null],
+    ['ann..lee', null],
+    ['c++', null],
+    [`${'x'.repeat(249)}.abcd`, `${'x'.repeat(249)}.abcd`],
+    [`${'x'.repeat(250)}.abcd`, null],
+  ] as const) {
+    t.equal(emailPrefixOf(text), prefix, JSON.stringify(text.slice(0, 30)));
+  }
+});
+
+t.test('an email or its start also finds the customer through the contacts, OR-ed with the words', async (t) => {
+  const { owner, base } = await setup();
+  const lee12 = await makeTicket(owner.live, base, { title: 'Refund', customerEmail: 'ann.lee12@acme.example', customerName: 'Ann Lee' });
+  const lee1 = await makeTicket(owner.live, base, { title: 'Login', customerEmail: 'Ann.Lee1@beta.example' });
+  await makeTicket(owner.live, base, { title: 'Other Ann', customerEmail: 'ann.leeds@gamma.example' });
+  const mention = await makeTicket(owner.live, base, { title: 'Forwarded', body: 'first written to ann.lee1 yesterday', customerEmail: 'john.doe@delta.example' });
+  const longer = await makeTicket(owner.live, base, { title: 'Typo', body: 'ann lee100 wrote', customerEmail: 'bob@delta.example' });
+  const S = (s: string, extra = '') => found(owner.live, base, s, extra).then(sorted);
+
+  t.same(await S('ann.lee1'), sorted([lee12.id, lee1.id, mention.id]), 'customers whose email starts so, and the words whole');
+  t.same(await S('ANN.LEE1'), sorted([lee12.id, lee1.id, mention.id]), 'any case');
+  t.same(await S('ann.lee1', '&sort=createdAt'), sorted([lee12.id, lee1.id, mention.id]), 'with a sort, the same matches');
+  t.same(await S('ann.lee12@acme.ex'), [lee12.id], 'an email being typed: its start');
+  t.same(await S('ann.lee12@acme.example'), [lee12.id], 'the whole email');
+  t.same(await S('ann.lee1@'), sorted([lee1.id, mention.id]), 'up to the @');
+  t.same(await S('lee1'), sorted([lee12.id, lee1.id, mention.id, longer.id]), 'other text as before: the last word a prefix');
+  t.same(await S('ann lee1'), sorted([lee12.id, lee1.id, mention.id, longer.id]), 'two words: as before');
+  t.same(await S('ann.lee1', '&status=pending'), [], 'filters still apply');
+
+  // Relevance: the tickets with both words whole rank above those of the email's start alone.
+  const ids = (res: { body: { data: { id: string }[] } }) => res.body.data.map((x) => x.id);
+  const first = await owner.live('GET', `${base}/tickets?search=ann.lee1&limit=2`);
+  t.equal(first.status, 200);
+  t.same(sorted(ids(first)), sorted([lee1.id, mention.id]), 'the words first');
+  const next = await owner.live('GET', `${base}/tickets?search=ann.lee1&limit=2&cursor=${q(first.body.pagination.nextCursor)}`);
+  t.same(ids(next), [lee12.id], 'then the email alone, on the next page');
+  t.equal(next.body.pagination.hasMore, false);
+
+  // LIKE's wildcards in an email are matched literally.
+  const underscore = await makeTicket(owner.live, base, { title: 'U', customerEmail: 'q_r@under.example' });
+  await makeTicket(owner.live, base, { title: 'X', customerEmail: 'qxr@under.example' });
+  const percent = await makeTicket(owner.live, base, { title: 'P', customerEmail: 'q%r@under.example' });
+  await makeTicket(owner.live, base, { title: 'Z', customerEmail: 'qzzr@under.example' });
+  t.same(await S('q_r@'), sorted([underscore.id, percent.id]), '_ is no wildcard (q%r@ matches the words q and r)');
+  t.same(await S('q%r@under'), sorted([underscore.id, percent.id]), '% is no wildcard');
+  t.same(await S('q%r@under.example'), sorted([underscore.id, percent.id]));
+});
+
+t.test('an email search stays in its brand, account and mode, on the brand list and across brands', async (t) => {
+  const { owner, base, brand } = await setup();
+  const mine = await makeTicket(owner.live, base, { title: 'Mine', customerEmail: 'ann.lee1@acme.example' });
+  const otherBrand = await makeBrand(owner.live, 'Other');
+  const sibling = await makeTicket(owner.live, `/v1/brands/${otherBrand.id}`, { title: 'Sibling', customerEmail: 'ann.lee1@acme.example' });
+  const stranger = await signup(app);
+  const strangerBrand = await makeBrand(stranger.live);
+  const theirs = await makeTicket(stranger.live, `/v1/brands/${strangerBrand.id}`, { title: 'Theirs', customerEmail: 'ann.lee1@acme.example' });
+  const testBrand = await makeBrand(owner.test);
+  const inTest = await makeTicket(owner.test, `/v1/brands/${testBrand.id}`, { title: 'Test mode', customerEmail: 'ann.lee1@acme.example' });
+
+  // `…@acme.ex`: found by the email's start alone (`ex` is no whole word of it).
+  const typed = 'ann.lee1@acme.ex';
+  t.same(await found(owner.live, base, 'ann.lee1'), [mine.id], 'only this brand');
+  t.same(await found(owner.live, base, typed), [mine.id], 'only this brand, by the email alone');
+  t.same(await found(owner.live, `/v1/workspaces/${brand.id}`, typed), [mine.id], 'workspaces alias');
+  t.same(await found(stranger.live, `/v1/brands/${strangerBrand.id}`, typed), [theirs.id], 'the other account sees its own');
+  t.same(await found(owner.test, `/v1/brands/${testBrand.id}`, typed), [inTest.id], 'test mode sees its own');
+  t.equal((await stranger.live('GET', `${base}/tickets?search=${q(typed)}`)).status, 404, 'another account: 404');
+
+  const across = async (extra: string) => {
+    const res = await owner.live('GET', `/v1/tickets?search=${q(typed)}${extra}`);
+    t.equal(res.status, 200);
+    return sorted(res.body.data.map((x: { id: string }) => x.id));
+  };
+  t.same(await across(''), sorted([mine.id, sibling.id]), 'across brands: both brands, no other account or mode');
+  t.same(await across('&sort=createdAt'), sorted([mine.id, sibling.id]), 'across brands with a sort');
+  t.same(await across(`&brandIds=${otherBrand.id}`), [sibling.id], 'the brands named');
+});
+
+t.test('odd email-like input never fails', async (t) => {
+  const { owner, base } = await setup();
+  const a = await makeTicket(owner.live, base, { title: 'Odd', customerEmail: 'zoë.müller@exämple.com' });
+  for (const s of [
+    '@',
+    'a@',
+    '@a',
+    'a@@b',
+    'a%@%',
+    '%@%',
+    'a_@_',
+    '_',
+    '%',
+    '\\',
+    'a\\b@c',
+    "a'b@c",
+    'a.b\u0000c',
+    `${'x.'.repeat(127)}`,
+    `${'x'.repeat(254)}@`,
+    `${'é.'.repeat(150)}`,
+    '東京.大阪',
+    '🎉.x',
+    'x.🎉',
+    'ǅ.ǆ@İ',
+  ]) {
+    const res = await owner.live('GET', `${base}/tickets?search=${q(s)}`);
+    t.equal(res.status, 200, `${JSON.stringify(s.slice(0, 20))}: ${res.status}`);
+    const across = await owner.live('GET', `/v1/tickets?search=${q(s)}`);
+    t.equal(across.status, 200, `across brands ${JSON.stringify(s.slice(0, 20))}: ${across.status}`);
+  }
+  t.same(await found(owner.live, base, 'ZOË.MÜLLER@exä'), [a.id], 'a non-ASCII email by its start, any case');
+  t.same(await found(owner.live, base, 'zoe.muller'), [a.id], 'and by its words, accents folded');
 });

@@ -157,20 +157,21 @@ export async function listAcrossBrands(ctx: TenantCtx, input: CrossBrandListInpu
   const { brands } = await brandsOf(ctx, input);
   const brandIds = brands.map((b) => b.id);
   if (brandIds.length === 0) return EMPTY_PAGE;
+  const searched: BrandRef = { ...OWN_BRAND, ids: brandIds };
   const base = () =>
     Ticket.scoped(ctx)
       .whereIn('tickets.brandId', brandIds)
       .select(...TICKET_COLUMNS, relatedByLinks(ctx));
   if (input.sort === undefined) {
     const q = base();
-    const { filters } = filter(q, OWN_BRAND);
+    const { filters } = filter(q, searched);
     const page = await relevancePage(q, base, search, listInput, { ...filters, search, sort: 'relevance', order: 'desc' });
     return { ...page, data: page.data.map(withBrandOf(brands)) };
   }
   const q = Ticket.scoped(ctx)
     .whereIn('tickets.brandId', brandIds)
     .select(...MATCH_COLUMNS);
-  const applied = filter(q, OWN_BRAND);
+  const applied = filter(q, searched);
   return merged(ctx, q, applied.sort, applied.order, limit, input.cursor, { ...applied.filters, search }, { lateralBrands: null, mustFind: null });
 }
 

@@ -168,7 +168,7 @@ export const TicketListQuery = Type.Object(
       Type.String({
         maxLength: MAX_SEARCH_LENGTH,
         description:
-          "Full-text search over title, body and the customer's name and email: every word must match, the last one as a prefix; case and accents are ignored. Without `sort`, results come by relevance (the newest 200 matches ranked, older ones after them, newest first); text without a letter or digit does not filter",
+          "Full-text search over title, body and the customer's name and email: every word must match, the last one as a prefix; case and accents are ignored. Text that looks like an email or its start (one token of at most 254 characters: one `@` after something, or letters and digits joined by single `.`, `_`, `+` or `-` with at least one `.`, `_` or `+`, such as `ann.lee1`) matches its words whole, or a customer whose email starts with it. Without `sort`, results come by relevance (the newest 200 matches ranked, older ones after them, newest first); text without a letter or digit does not filter",
       }),
     ),
     sort: Type.Optional(

@@ -2,7 +2,7 @@ import type { Knex } from 'knex';
 import objection from 'objection';
 import { withTx, type TenantCtx } from '../../core/context.js';
 import { badRequest, notFound } from '../../core/errors.js';
-import { normalizeEmail } from '../../core/text.js';
+import { escapeLike, normalizeEmail } from '../../core/text.js';
 import * as audit from '../../core/audit.js';
 import { requireBrand } from '../../core/brand.js';
 import * as events from '../../core/outbox/events.js';
@@ -208,8 +208,10 @@ const PRIORITY_RANK = `(case tickets.priority when 'low' then 1 when 'normal' th
 export interface BrandRef {
   sql: string;
   bindings: unknown[];
+  /** The brands as values, where the caller knows them: what a lookup made once per statement is bounded by. */
+  ids?: readonly string[];
 }
-export const boundBrand = (brandId: string): BrandRef => ({ sql: '?', bindings: [brandId] });
+export const boundBrand = (brandId: string): BrandRef => ({ sql: '?', bindings: [brandId], ids: [brandId] });
 
 /**
  * A filter subquery's scope as bound values, not as columns of the ticket row: PostgreSQL folds
@@ -427,8 +429,64 @@ export function applyFilters(ctx: TenantCtx, q: TicketQuery, brand: BrandRef, in
     order,
   };
   const search = searchText(input.search);
-  if (search !== null) q.whereRaw('tickets.search_vector @@ ticketd_search_query(?)', [search]);
+  if (search !== null) matchSearch(ctx, q, brand, search);
   return { filters, search, sort, order };
+}
+
+/**
+ * The search condition (decision 0100). Words: every one must match, the last as a prefix. Text
+ * that looks like an email (emailPrefixOf): its words whole, or a customer whose email starts with
+ * it, read from contacts_email_prefix (index only) within the list's brands. The customers come
+ * twice: as an array, read once, that probes tickets_customer_idx (a bitmap OR-ed with the
+ * full-text index's, for a rare match), and as a hashed set a row is checked against when the
+ * plan walks the tickets instead (a common one): PostgreSQL searches an array that is not a
+ * constant one element after another, for every row. A ticket's customer is a contact of its
+ * own brand (tickets_customer_fk).
+ */
+function matchSearch(ctx: TenantCtx, q: TicketQuery, brand: BrandRef, search: string): void {
+  const email = emailPrefixOf(search);
+  if (email === null) {
+    q.whereRaw(`tickets.search_vector @@ ${wordsQuery(search)}`, [search]);
+    return;
+  }
+  const brands = brand.ids === undefined ? null : brand.ids.length === 1 ? boundBrand(brand.ids[0]!) : { sql: 'any(?::text[])', bindings: [brand.ids] };
+  const scope = brands === null ? { sql: '?', bindings: [tenantScope(ctx, 'c')] } : inScope(ctx, brands, 'c');
+  const customers = `select c.id from contacts c where ${scope.sql} and c.email like ?`;
+  const bindings = [...scope.bindings, `${escapeLike(email)}%`];
+  q.whereRaw(`(tickets.search_vector @@ ${wordsQuery(search)} or (tickets.customer_id in (${customers}) and tickets.customer_id = any(array(${customers}))))`, [
+    search,
+    ...bindings,
+    ...bindings,
+  ]);
+}
+
+/** The longest text taken for an email (RFC 5321 allows 254 characters in a path). */
+const MAX_EMAIL_SEARCH = 254;
+/** One token with a single `@` after something: an email, or its start. */
+const EMAIL_START = /^[^\s@]+@[^\s@]*$/u;
+/** A local part as typed: runs of letters and digits joined by single `.`, `_`, `+` or `-`. */
+const LOCAL_PART = /^[\p{L}\p{N}]+(?:[._+-][\p{L}\p{N}]+)*[._+-]?$/u;
+
+/**
+ * The start of an email a search text looks like, lower-cased as contacts keep emails; null for any
+ * other text. Email-like: one token of at most 254 characters that either holds one `@` after
+ * something (`ann.lee1@`, `ann.lee1@company2.ex`), or has the shape of a local part with a `.`,
+ * `_` or `+` in it (`ann.lee1`, `john_doe`, `jane+billing`). A hyphen alone does not make one:
+ * hyphenated words are common in prose.
+ */
+export function emailPrefixOf(search: string): string | null {
+  if (search.length > MAX_EMAIL_SEARCH) return null;
+  if (EMAIL_START.test(search) || (LOCAL_PART.test(search) && /[._+]/.test(search))) return normalizeEmail(search);
+  return null;
+}
+
+/**
+ * The search's words as a tsquery, with `?` for the search text: the last word a prefix, or every
+ * word whole for an email-like text, whose last word as a prefix (`lee1:*` of `ann.lee1`) would
+ * gather every indexed word starting so before anything is intersected.
+ */
+function wordsQuery(search: string): string {
+  return emailPrefixOf(search) === null ? 'ticketd_search_query(?)' : 'ticketd_search_words(?)';
 }
 
 /** What the list's schema cannot say of its filters (400 naming the field, after `prefix`). */
@@ -473,7 +531,7 @@ export function searchText(raw: string | undefined): string | null {
  * A search with fewer matches is ranked entirely.
  */
 export const SEARCH_RANK_WINDOW = 200;
-const RANK_SQL = 'ts_rank(tickets.search_vector, ticketd_search_query(?), 1)';
+const rankSql = (search: string) => `ts_rank(tickets.search_vector, ${wordsQuery(search)}, 1)`;
 
 /**
  * A page of search results in relevance order. The window is fixed by the first page: its oldest
@@ -483,6 +541,7 @@ const RANK_SQL = 'ts_rank(tickets.search_vector, ticketd_search_query(?), 1)';
  */
 export async function relevancePage(q: TicketQuery, base: () => TicketQuery, search: string, input: TicketListInput, filters: Record<string, unknown>): Promise<Page<TicketView>> {
   const limit = input.limit ?? PAGE_LIMIT_DEFAULT;
+  const rank = rankSql(search);
   const rows: { row: Row; key: SortValue }[] = [];
   let anchor = '';
   let position: Position | null = null;
@@ -493,10 +552,10 @@ export async function relevancePage(q: TicketQuery, base: () => TicketQuery, sea
       .with('search_window', window)
       .whereRaw('tickets.id in (select id from search_window)')
       .select(
-        objection.raw(`${RANK_SQL} as sort_key`, [search]),
+        objection.raw(`${rank} as sort_key`, [search]),
         objection.raw(`(select case when count(*) = ? then min(id) else '' end from search_window) as anchor`, [SEARCH_RANK_WINDOW]),
       )
-      .orderByRaw(`${RANK_SQL} desc, tickets.id desc`, [search])
+      .orderByRaw(`${rank} desc, tickets.id desc`, [search])
       .limit(limit + 1)) as unknown as (Row & { sortKey: number; anchor: string })[];
     anchor = found[0]?.anchor ?? '';
     rows.push(...found.map((row) => ({ row, key: row.sortKey })));
@@ -508,9 +567,9 @@ export async function relevancePage(q: TicketQuery, base: () => TicketQuery, sea
       const found = (await q
         .clone()
         .where('tickets.id', '>=', anchor)
-        .select(objection.raw(`${RANK_SQL} as sort_key`, [search]))
-        .whereRaw(`(${RANK_SQL}, tickets.id) < (?, ?)`, [search, position[0], position[1]])
-        .orderByRaw(`${RANK_SQL} desc, tickets.id desc`, [search])
+        .select(objection.raw(`${rank} as sort_key`, [search]))
+        .whereRaw(`(${rank}, tickets.id) < (?, ?)`, [search, position[0], position[1]])
+        .orderByRaw(`${rank} desc, tickets.id desc`, [search])
         .limit(limit + 1)) as unknown as (Row & { sortKey: number })[];
       rows.push(...found.map((row) => ({ row, key: row.sortKey })));
     }
