@@ -867,7 +867,9 @@ async function main() {
       : values.recurring
         ? runRecurringBench(Number(values.schedules))
         : values.rules
-          ? runRulesBench({ tickets: ticketCount, duration }).then(() => runAutomationSweepBench({ tickets: ticketCount, sweepTickets: Number(values['sweep-tickets']) }))
+          ? runRulesBench({ tickets: ticketCount, duration }).then(() =>
+              process.env.BENCH_ONLY ? undefined : runAutomationSweepBench({ tickets: ticketCount, sweepTickets: Number(values['sweep-tickets']) }),
+            )
           : values.commerce
             ? runCommerceBench({ orders: Number(values.orders), syncOrders: Number(values['sync-orders']) })
             : values.soak
