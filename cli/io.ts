@@ -1,6 +1,7 @@
-import { confirm, input, password, select } from '@inquirer/prompts';
-
 /** The only place the CLI writes output or asks questions. */
+
+// The prompts' modules load on a terminal only, when a question is asked: scripts never need them.
+const prompts = () => import('@inquirer/prompts');
 
 /** Wrong or missing arguments: exit code 2. */
 export class UsageError extends Error {}
@@ -43,7 +44,7 @@ export async function need(value: string | undefined, flag: string, question: st
     if (fallback !== undefined) return fallback;
     throw new UsageError(`missing ${flag} (no terminal to ask on)`);
   }
-  return input({ message: question, default: fallback, required: true });
+  return (await prompts()).input({ message: question, default: fallback, required: true });
 }
 
 /** A secret: the flag, else the environment variable, else asked without echo on a terminal. */
@@ -51,17 +52,17 @@ export async function needSecret(value: string | undefined, flag: string, envNam
   const given = value ?? process.env[envName];
   if (given !== undefined && given !== '') return given;
   if (!canPrompt()) throw new UsageError(`missing ${flag} (or ${envName}; no terminal to ask on)`);
-  return password({ message: question, mask: true, validate: (v) => v.length > 0 || 'required' });
+  return (await prompts()).password({ message: question, mask: true, validate: (v) => v.length > 0 || 'required' });
 }
 
 export async function choose<T extends string>(question: string, choices: { name: string; value: T }[]): Promise<T> {
-  return select({ message: question, choices });
+  return (await prompts()).select({ message: question, choices });
 }
 
 export async function confirmOrFlag(yes: boolean | undefined, question: string): Promise<boolean> {
   if (yes) return true;
   if (!canPrompt()) throw new UsageError('this changes data: pass --yes to confirm');
-  return confirm({ message: question, default: false });
+  return (await prompts()).confirm({ message: question, default: false });
 }
 
 export function table(rows: Record<string, unknown>[], columns: string[]): string[] {

@@ -40,6 +40,8 @@ Every command takes --json for scripts. Environment: DATABASE_URL, PORT, TICKETD
     .exitOverride()
     .showSuggestionAfterError();
   const globals = () => program.opts<GlobalOptions>();
+  // Commands import what they run inside their actions (dynamic import), not at the top of their
+  // files: every start of the CLI (each script's call, --help) would otherwise load the whole server.
   registerStart(program, globals);
   registerInit(program, globals);
   registerDb(program, globals);

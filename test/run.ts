@@ -1,5 +1,5 @@
 /**
- * `npm test`: prepares PostgreSQL, then runs the compiled test files (tap tests), one per core.
+ * `npm test`: prepares PostgreSQL, then runs the compiled test files (tap tests), one more than the cores.
  * - With TEST_DATABASE_URL (an administrator URL), tests use that server.
  * - Without it, an embedded cluster is started in a temporary directory for this run.
  * - With TEST_CITUS_URL (a Citus coordinator), the HTTP tests run on that cluster (citusMain).
@@ -370,8 +370,12 @@ function testEnv(database: TestDatabase): NodeJS.ProcessEnv {
   return env;
 }
 
+/**
+ * --jobs=N, else one file more than the cores: a file keeps a core busy only in turns (its process,
+ * then PostgreSQL or a process it started), so as many files as cores leave them idle at times.
+ */
 function jobsArg(args: string[]): number {
-  return Number(/^--jobs=(\d+)$/.exec(args.find((a) => a.startsWith('--jobs=')) ?? '')?.[1] ?? os.availableParallelism());
+  return Number(/^--jobs=(\d+)$/.exec(args.find((a) => a.startsWith('--jobs=')) ?? '')?.[1] ?? os.availableParallelism() + 1);
 }
 
 async function main(): Promise<number> {

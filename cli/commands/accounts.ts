@@ -1,12 +1,10 @@
 import { Option, type Command } from 'commander';
 import { loadConfig } from '../../server/core/config.js';
-import * as accounts from '../../server/domains/accounts/service.js';
 import type { CreatedAccountView } from '../../server/domains/accounts/schemas.js';
 import { withServices } from '../database.js';
 import { adminCtx } from '../context.js';
 import { emit, need, table } from '../io.js';
 import type { GlobalOptions } from '../globals.js';
-import { createAccount } from '../../server/flows/accounts.js';
 import { registerAccountPlan } from './plans.js';
 
 export function describeCreated(result: CreatedAccountView): string[] {
@@ -35,6 +33,7 @@ export function registerAccounts(program: Command, globals: () => GlobalOptions)
     .action(async (opts: { email?: string; name?: string; accountName?: string; brand?: string; brandSlug?: string; brandMode: 'live' | 'test'; json?: boolean }) => {
       const email = await need(opts.email, '--email', "Owner's email");
       const brand = opts.brand ? { name: opts.brand, slug: opts.brandSlug, livemode: opts.brandMode === 'live' } : undefined;
+      const { createAccount } = await import('../../server/flows/accounts.js');
       const result = await withServices(
         loadConfig({ configFile: globals().config }),
         (services) => createAccount(adminCtx(services), { email, name: opts.name, accountName: opts.accountName }, brand),
@@ -48,6 +47,7 @@ export function registerAccounts(program: Command, globals: () => GlobalOptions)
     .description('list accounts')
     .option('--json', 'JSON output')
     .action(async (opts: { json?: boolean }) => {
+      const accounts = await import('../../server/domains/accounts/service.js');
       const rows = await withServices(loadConfig({ configFile: globals().config }), (services) => accounts.listAll(adminCtx(services)), { migrate: true });
       emit(Boolean(opts.json), rows, () => table(rows, ['id', 'name', 'createdAt']));
     });

@@ -1,11 +1,9 @@
 import { Option, type Command } from 'commander';
 import { loadConfig } from '../../server/core/config.js';
-import * as brands from '../../server/domains/brands/service.js';
 import { withServices } from '../database.js';
 import { accountCtx, type Mode } from '../context.js';
 import { emit, need, table, UsageError } from '../io.js';
 import type { GlobalOptions } from '../globals.js';
-import { createBrand } from '../../server/flows/brands.js';
 
 const modeOption = () => new Option('--mode <mode>', 'live or test data').choices(['live', 'test']).default('live');
 
@@ -26,6 +24,7 @@ export function registerBrands(program: Command, globals: () => GlobalOptions): 
       const name = await need(opts.name, '--name', 'Brand name');
       const start = opts.ticketNumberStart === undefined ? undefined : Number(opts.ticketNumberStart);
       if (start !== undefined && !(Number.isInteger(start) && start >= 1)) throw new UsageError('--ticket-number-start must be a positive integer');
+      const { createBrand } = await import('../../server/flows/brands.js');
       const brand = await withServices(
         loadConfig({ configFile: globals().config }),
         async (services) => createBrand(await accountCtx(services, opts.account, opts.mode), { name, slug: opts.slug, ticketPrefix: opts.ticketPrefix, ticketNumberStart: start }),
@@ -43,6 +42,7 @@ export function registerBrands(program: Command, globals: () => GlobalOptions): 
     .addOption(modeOption())
     .option('--json', 'JSON output')
     .action(async (opts: { account?: string; mode: Mode; json?: boolean }) => {
+      const brands = await import('../../server/domains/brands/service.js');
       const rows = await withServices(loadConfig({ configFile: globals().config }), async (services) => brands.list(await accountCtx(services, opts.account, opts.mode)), {
         migrate: true,
       });

@@ -2,15 +2,13 @@ import { existsSync } from 'node:fs';
 import path from 'node:path';
 import type { Command } from 'commander';
 import { loadConfig, type Config } from '../../server/core/config.js';
-import { distribute, hasCitus } from '../../server/core/citus.js';
-import { migrateLatest, migrationStatus, rollback } from '../../server/core/migrate.js';
-import { provisionDatabase } from '../../server/core/provision.js';
-import { embeddedTargetExists, openBackup, restoreDump, restoreEmbedded, verifyBackup, writeBackup, type Backup, type RestoreResult } from '../../server/integrations/backups.js';
-import { embeddedClusterExists } from '../../server/integrations/embedded-postgres.js';
-import { inspectDatabase } from '../../server/integrations/pg-tools.js';
+import type { Backup, RestoreResult } from '../../server/integrations/backups.js';
 import { withDatabase, withServices } from '../database.js';
 import { confirmOrFlag, emit, fail, need, note, ReportedFailure } from '../io.js';
 import type { GlobalOptions } from '../globals.js';
+
+const migrations = () => import('../../server/core/migrate.js');
+const backups = () => import('../../server/integrations/backups.js');
 
 export function registerDb(program: Command, globals: () => GlobalOptions): void {
   const db = program.command('db').description('database schema, provisioning, backup and restore');
@@ -19,6 +17,7 @@ export function registerDb(program: Command, globals: () => GlobalOptions): void
     .description('apply pending migrations')
     .option('--json', 'JSON output')
     .action(async (opts: { json?: boolean }) => {
+      const { migrateLatest } = await migrations();
       const applied = await withServices(loadConfig({ configFile: globals().config }), (services) => migrateLatest(services.db, services.directUrl));
       emit(Boolean(opts.json), { applied }, () => (applied.length ? applied.map((m) => `applied ${m}`) : ['already up to date']));
     });
@@ -29,6 +28,7 @@ export function registerDb(program: Command, globals: () => GlobalOptions): void
     )
     .option('--json', 'JSON output')
     .action(async (opts: { json?: boolean }) => {
+      const { distribute, hasCitus } = await import('../../server/core/citus.js');
       const placed = await withServices(loadConfig({ configFile: globals().config }), async (services) => {
         if (!(await hasCitus(services.db))) {
           fail('the database has no citus extension: CREATE EXTENSION citus and add the workers first (docs/operations.md)', opts.json ? { code: 'no_citus' } : undefined);
@@ -48,6 +48,7 @@ export function registerDb(program: Command, globals: () => GlobalOptions): void
     .option('--json', 'JSON output')
     .action(async (opts: { all?: boolean; yes?: boolean; json?: boolean }) => {
       if (!(await confirmOrFlag(opts.yes, `Roll back ${opts.all ? 'ALL migrations' : 'the last batch'}? Tables and their data will be dropped.`))) return;
+      const { rollback } = await migrations();
       const rolledBack = await withServices(loadConfig({ configFile: globals().config }), (services) => rollback(services.db, Boolean(opts.all)));
       emit(Boolean(opts.json), { rolledBack }, () => (rolledBack.length ? rolledBack.map((m) => `rolled back ${m}`) : ['nothing to roll back']));
     });
@@ -56,6 +57,7 @@ export function registerDb(program: Command, globals: () => GlobalOptions): void
     .description('list applied and pending migrations')
     .option('--json', 'JSON output')
     .action(async (opts: { json?: boolean }) => {
+      const { migrationStatus } = await migrations();
       const status = await withServices(loadConfig({ configFile: globals().config }), (services) => migrationStatus(services.db));
       emit(Boolean(opts.json), status, () => [
         ...status.completed.map((m) => `applied  ${m}`),
@@ -80,6 +82,7 @@ pg_backup_stop) and the WAL written meanwhile: nothing else needs installing. An
     )
     .action(async (file: string, opts: { withFiles?: boolean; yes?: boolean; json?: boolean }) => {
       const config = loadConfig({ configFile: globals().config });
+      const [{ embeddedClusterExists }, { writeBackup }] = await Promise.all([import('../../server/integrations/embedded-postgres.js'), backups()]);
       if (!config.databaseUrl && !embeddedClusterExists(config.dataDir)) throw new Error(`no embedded database under ${config.dataDir} yet: nothing to back up`);
       if (!existsSync(path.dirname(path.resolve(file)))) throw new Error(`${path.dirname(path.resolve(file))} does not exist: nowhere to write ${file}`);
       if (existsSync(file) && !(await confirmOrFlag(opts.yes, `${file} exists. Replace it?`))) return;
@@ -93,6 +96,7 @@ pg_backup_stop) and the WAL written meanwhile: nothing else needs installing. An
     .description('check a backup without restoring it: its manifest, every checksum, and what a restore needs')
     .option('--json', 'JSON output')
     .action(async (file: string, opts: { json?: boolean }) => {
+      const { verifyBackup } = await backups();
       const { manifest: _manifest, ...result } = await verifyBackup(file);
       emit(Boolean(opts.json), result, () =>
         result.ok
@@ -123,6 +127,7 @@ Start ticketd afterwards: it applies any migration the backup predates.`,
     )
     .action(async (file: string, opts: { yes?: boolean; json?: boolean }) => {
       const config = loadConfig({ configFile: globals().config });
+      const { openBackup } = await backups();
       const backup = await openBackup(file);
       const result = backup.kind === 'embedded' ? await restoreEmbeddedCommand(config, backup, opts.yes) : await restoreDumpCommand(config, backup, opts.yes);
       if (!result) return;
@@ -142,6 +147,7 @@ Start ticketd afterwards: it applies any migration the backup predates.`,
     .option('--json', 'JSON output')
     .action(async (opts: { adminUrl?: string; roleName: string; databaseName: string; resetPassword?: boolean; json?: boolean }) => {
       const adminUrl = await need(opts.adminUrl ?? process.env.TICKETD_ADMIN_URL, '--admin-url', 'Administrator connection URL');
+      const { provisionDatabase } = await import('../../server/core/provision.js');
       const result = await provisionDatabase(adminUrl, { role: opts.roleName, database: opts.databaseName, resetPassword: opts.resetPassword });
       emit(Boolean(opts.json), result, () => [
         `${result.createdRole ? 'created' : 'updated'} role ${result.role}; database ${result.database} ${result.createdDatabase ? 'created' : 'already existed'}`,
@@ -156,11 +162,13 @@ async function restoreEmbeddedCommand(config: Config, backup: Backup, yes: boole
       `${backup.file} is a copy of an embedded database: it restores only as the embedded one (without DATABASE_URL); to move to an external database, restore it embedded, then back up and restore that with DATABASE_URL set`,
     );
   }
+  const { embeddedTargetExists, restoreEmbedded } = await backups();
   if (embeddedTargetExists(config.dataDir) && !(await confirmOrFlag(yes, `${config.dataDir} already holds a database. Move it aside and restore ${backup.file}?`))) return null;
   return restoreEmbedded(config.dataDir, backup, note);
 }
 
 async function restoreDumpCommand(config: Config, backup: Backup, yes: boolean | undefined): Promise<RestoreResult | null> {
+  const [{ inspectDatabase }, { restoreDump }] = await Promise.all([import('../../server/integrations/pg-tools.js'), backups()]);
   return withDatabase(config, async (handle) => {
     const target = await inspectDatabase(handle.url);
     const replace = target.relations > 0;

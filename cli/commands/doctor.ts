@@ -1,10 +1,6 @@
 import type { Command } from 'commander';
 import { ConfigError, loadConfig, type Config } from '../../server/core/config.js';
 import { databaseClock, diskSpace, type DatabaseClock } from '../../server/core/diagnostics.js';
-import { clusterReport } from '../../server/core/citus.js';
-import { migrationStatus } from '../../server/core/migrate.js';
-import { embeddedClusterExists } from '../../server/integrations/embedded-postgres.js';
-import * as outbox from '../../server/core/outbox/service.js';
 import { adminCtx } from '../context.js';
 import { withServices } from '../database.js';
 import { emit, ReportedFailure } from '../io.js';
@@ -82,6 +78,7 @@ const failed =
   (err: Error): Check => ({ name, status: 'fail', message: err.message });
 
 async function migrationsCheck(services: Services): Promise<Check> {
+  const { migrationStatus } = await import('../../server/core/migrate.js');
   const { completed, pending } = await migrationStatus(services.db);
   const details = { applied: completed.length, pending };
   if (!pending.length) return { name: 'migrations', status: 'ok', message: `${completed.length} applied, none pending`, details };
@@ -90,6 +87,7 @@ async function migrationsCheck(services: Services): Promise<Check> {
 }
 
 async function outboxChecks(services: Services): Promise<Check[]> {
+  const outbox = await import('../../server/core/outbox/service.js');
   const stats = await outbox.stats(adminCtx(services));
   const count = (statuses: string[]) => stats.counts.filter((c) => statuses.includes(c.status)).reduce((sum, c) => sum + c.count, 0);
   const backlog = count(['pending', 'retrying']);
@@ -114,6 +112,7 @@ async function outboxChecks(services: Services): Promise<Check[]> {
 
 /** On a Citus coordinator: its nodes, where the tables are, and no setting that lets unsafe triggers in. */
 async function clusterCheck(services: Services): Promise<Check> {
+  const { clusterReport } = await import('../../server/core/citus.js');
   const report = await clusterReport(services.db);
   if (!report) return { name: 'cluster', status: 'ok', message: 'one PostgreSQL server (no citus extension)' };
   const workers = report.nodes.filter((n) => n.role === 'worker');
@@ -136,6 +135,7 @@ async function clusterCheck(services: Services): Promise<Check> {
 async function databaseChecks(config: Config): Promise<Check[]> {
   const checks: Check[] = [];
   const where = describeDatabase(config);
+  const { embeddedClusterExists } = await import('../../server/integrations/embedded-postgres.js');
   if (!config.databaseUrl && !embeddedClusterExists(config.dataDir)) {
     checks.push({ name: 'database', status: 'fail', message: `no embedded database under ${config.dataDir} yet: run \`ticketd init\` or \`ticketd start\`` });
   } else {

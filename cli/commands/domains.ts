@@ -2,12 +2,12 @@ import type { Command } from 'commander';
 import { Option } from 'commander';
 import { loadConfig } from '../../server/core/config.js';
 import type { BrandDomainView } from '../../server/domains/brand-domains/schemas.js';
-import * as brandDomains from '../../server/domains/brand-domains/service.js';
-import { createDomain } from '../../server/flows/brand-domains.js';
 import { withServices } from '../database.js';
 import { brandCtx } from '../context.js';
 import { emit, ReportedFailure, table, UsageError } from '../io.js';
 import type { GlobalOptions } from '../globals.js';
+
+const service = () => import('../../server/domains/brand-domains/service.js');
 
 /** The records to publish, one line each. */
 const recordLines = (d: BrandDomainView) =>
@@ -26,6 +26,7 @@ export function registerDomains(program: Command, globals: () => GlobalOptions):
     .description("the brand's domains, verified or not")
     .option('--json', 'JSON output')
     .action(async (brandId: string, opts: { json?: boolean }) => {
+      const brandDomains = await service();
       const rows = await run(brandId, (ctx) => brandDomains.list(ctx, brandId));
       emit(Boolean(opts.json), rows, () => table(rows as unknown as Record<string, unknown>[], ['id', 'domain', 'type', 'verified', 'isPrimary', 'fromEmail', 'checkedAt']));
     });
@@ -36,6 +37,7 @@ export function registerDomains(program: Command, globals: () => GlobalOptions):
     .addOption(new Option('--type <type>', 'OUTBOUND sends the brand’s mail; INBOUND receives it').choices(['OUTBOUND', 'INBOUND']).default('OUTBOUND'))
     .option('--json', 'JSON output')
     .action(async (brandId: string, domain: string, opts: { type: 'OUTBOUND' | 'INBOUND'; json?: boolean }) => {
+      const { createDomain } = await import('../../server/flows/brand-domains.js');
       const created = await run(brandId, (ctx) => createDomain(ctx, brandId, { domain, type: opts.type }));
       emit(Boolean(opts.json), created, () => [
         `domain ${created.id} ${created.domain} (${created.type}${created.isPrimary ? ', primary' : ''}): publish these records, then run \`ticketd domains verify ${brandId} ${created.domain}\``,
@@ -48,6 +50,7 @@ export function registerDomains(program: Command, globals: () => GlobalOptions):
     .description('look the records of a domain (its id or name) up in DNS now; exit 1 unless verified')
     .option('--json', 'JSON output')
     .action(async (brandId: string, domain: string, opts: { json?: boolean }) => {
+      const brandDomains = await service();
       const { result, view } = await run(brandId, async (ctx) => {
         const all = await brandDomains.list(ctx, brandId);
         const matches = all.filter((d) => d.id === domain || d.domain === domain.toLowerCase());

@@ -7,7 +7,6 @@ import { adminCtx } from '../context.js';
 import { canPrompt, choose, emit, need, UsageError } from '../io.js';
 import type { GlobalOptions } from '../globals.js';
 import { describeCreated } from './accounts.js';
-import { bootstrapIfEmpty } from '../../server/flows/accounts.js';
 
 interface InitOptions {
   database?: 'embedded' | 'external';
@@ -65,6 +64,7 @@ export function registerInit(program: Command, globals: () => GlobalOptions): vo
       const file = path.resolve(globals().config ?? process.env.TICKETD_CONFIG ?? DEFAULT_CONFIG_FILE);
       saveDatabaseChoice(file, databaseUrl, opts.dataDir);
       const config = loadConfig({ configFile: file });
+      const { bootstrapIfEmpty } = await import('../../server/flows/accounts.js');
       const created = await withServices(config, (services) => bootstrapIfEmpty(adminCtx(services), { email: ownerEmail, name: ownerName, accountName, brandName }), {
         migrate: true,
       });

@@ -2,14 +2,16 @@ import { Option, type Command } from 'commander';
 import { loadConfig } from '../../server/core/config.js';
 import { tenantCtx } from '../../server/core/context.js';
 import type { Services } from '../../server/core/services.js';
-import * as apiKeys from '../../server/domains/api-keys/service.js';
 import { withServices } from '../database.js';
 import { accountCtx, adminCtx, type Mode } from '../context.js';
 import { confirmOrFlag, emit, table, UsageError } from '../io.js';
 import type { GlobalOptions } from '../globals.js';
 
+const service = () => import('../../server/domains/api-keys/service.js');
+
 /** A key is named by id alone: its account and mode are looked up. */
 async function keyCtx(services: Services, keyId: string) {
+  const apiKeys = await service();
   const { accountId, livemode } = await apiKeys.ownerOf(adminCtx(services), keyId);
   return tenantCtx(adminCtx(services), accountId, livemode);
 }
@@ -31,6 +33,7 @@ export function registerKeys(program: Command, globals: () => GlobalOptions): vo
         ?.split(',')
         .map((s) => s.trim())
         .filter(Boolean);
+      const apiKeys = await service();
       const key = await withServices(
         config(),
         async (services) => apiKeys.create(await accountCtx(services, opts.account, opts.mode), { name: opts.name, ...(brandIds?.length ? { brandIds } : {}) }),
@@ -46,6 +49,7 @@ export function registerKeys(program: Command, globals: () => GlobalOptions): vo
     .addOption(new Option('--mode <mode>', 'live or test keys').choices(['live', 'test']).default('live'))
     .option('--json', 'JSON output')
     .action(async (opts: { account?: string; mode: Mode; json?: boolean }) => {
+      const apiKeys = await service();
       const rows = await withServices(config(), async (services) => apiKeys.list(await accountCtx(services, opts.account, opts.mode)), { migrate: true });
       emit(Boolean(opts.json), rows, () =>
         table(
@@ -62,6 +66,7 @@ export function registerKeys(program: Command, globals: () => GlobalOptions): vo
     .option('--json', 'JSON output')
     .action(async (keyId: string, opts: { yes?: boolean; json?: boolean }) => {
       if (!(await confirmOrFlag(opts.yes, `Revoke ${keyId}? Integrations using it stop working at once.`))) return;
+      const apiKeys = await service();
       const result = await withServices(config(), async (services) => apiKeys.revoke(await keyCtx(services, keyId), keyId), { migrate: true });
       emit(Boolean(opts.json), result, () => [`revoked ${keyId}`]);
     });
@@ -74,6 +79,7 @@ export function registerKeys(program: Command, globals: () => GlobalOptions): vo
     .action(async (keyId: string, opts: { grace: string; json?: boolean }) => {
       const grace = Number(opts.grace);
       if (!Number.isInteger(grace) || grace < 0 || grace > 43_200) throw new UsageError('--grace must be a whole number of minutes from 0 to 43200');
+      const apiKeys = await service();
       const result = await withServices(config(), async (services) => apiKeys.rotate(await keyCtx(services, keyId), keyId, grace), { migrate: true });
       emit(Boolean(opts.json), result, () => [
         `new key ${result.newKey.id}; secret, shown this once: ${result.newKey.key}`,

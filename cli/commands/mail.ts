@@ -1,8 +1,6 @@
 import type { Command } from 'commander';
 import { loadConfig } from '../../server/core/config.js';
 import { isEmail, normalizeEmail } from '../../server/core/text.js';
-import { mailSettings, testMessage } from '../../server/domains/mail/messages.js';
-import { mailTransport, sendMail } from '../../server/integrations/mail.js';
 import { emit, note, UsageError } from '../io.js';
 import type { GlobalOptions } from '../globals.js';
 
@@ -17,6 +15,10 @@ export function registerMail(program: Command, globals: () => GlobalOptions): vo
       const address = normalizeEmail(to);
       if (!isEmail(address)) throw new UsageError(`${to} is not an email address`);
       const config = loadConfig({ configFile: globals().config });
+      const [{ mailSettings, testMessage }, { mailTransport, sendMail }] = await Promise.all([
+        import('../../server/domains/mail/messages.js'),
+        import('../../server/integrations/mail.js'),
+      ]);
       const transport = mailTransport(config, note);
       try {
         const sent = await sendMail(transport, testMessage(mailSettings(config), address));

@@ -1,7 +1,5 @@
 import type { Command } from 'commander';
 import { loadConfig } from '../../server/core/config.js';
-import { attachmentDepsOf } from '../../server/domains/attachments/service.js';
-import * as emailConnections from '../../server/domains/email-connections/service.js';
 import { withServices } from '../database.js';
 import { brandCtx } from '../context.js';
 import { emit, need, needSecret, ReportedFailure, table, UsageError } from '../io.js';
@@ -9,6 +7,7 @@ import type { GlobalOptions } from '../globals.js';
 
 /** Inbound mail's modules (parsing, authentication), loaded by the commands that read a mailbox only. */
 const loadMailboxSync = () => import('../../server/flows/mailbox-sync.js');
+const loadEmailConnections = () => import('../../server/domains/email-connections/service.js');
 
 export function registerMailboxes(program: Command, globals: () => GlobalOptions): void {
   const cmd = program.command('mailboxes').description("a brand's mailboxes, taken in over IMAP (email connections)");
@@ -19,6 +18,7 @@ export function registerMailboxes(program: Command, globals: () => GlobalOptions
     .description("the brand's mailboxes, the primary first, with their state")
     .option('--json', 'JSON output')
     .action(async (brandId: string, opts: { json?: boolean }) => {
+      const emailConnections = await loadEmailConnections();
       const rows = await withServices(config(), async (services) => emailConnections.list(await brandCtx(services, brandId), brandId), { migrate: true });
       emit(Boolean(opts.json), rows, () =>
         table(rows as unknown as Record<string, unknown>[], ['id', 'email', 'host', 'port', 'status', 'isPrimary', 'lastSyncAt', 'errorMessage']),
@@ -69,6 +69,7 @@ export function registerMailboxes(program: Command, globals: () => GlobalOptions
         const port = opts.port === undefined ? undefined : Number(opts.port);
         if (port !== undefined && !(Number.isInteger(port) && port >= 1 && port <= 65535)) throw new UsageError('--port must be a port number (1-65535)');
         const loaded = config();
+        const emailConnections = await loadEmailConnections();
         const created = await withServices(
           loaded,
           async (services) =>
@@ -110,7 +111,7 @@ export function registerMailboxes(program: Command, globals: () => GlobalOptions
     .option('--full', 'read the folder from its first message again (what was taken in already is known by Message-ID)')
     .option('--json', 'JSON output')
     .action(async (brandId: string, opts: { connection?: string; full?: boolean; json?: boolean }) => {
-      const mailboxSync = await loadMailboxSync();
+      const [mailboxSync, { attachmentDepsOf }] = await Promise.all([loadMailboxSync(), import('../../server/domains/attachments/service.js')]);
       const result = await withServices(
         config(),
         async (services) => {

@@ -1,7 +1,6 @@
 import type { Command } from 'commander';
 import { loadConfig } from '../../server/core/config.js';
 import { dashboardOriginCheck, normalizeOrigin } from '../../server/core/origins.js';
-import { loginLink } from '../../server/flows/sign-in.js';
 import { withServices } from '../database.js';
 import { adminCtx } from '../context.js';
 import { emit, UsageError } from '../io.js';
@@ -23,6 +22,7 @@ export function registerMembers(program: Command, globals: () => GlobalOptions):
       if (!dashboardOriginCheck(config)(origin)) {
         throw new UsageError(`${origin} is not a dashboard origin of this server: add it to dashboardOrigins (TICKETD_DASHBOARD_ORIGINS)`);
       }
+      const { loginLink } = await import('../../server/flows/sign-in.js');
       const link = await withServices(config, (services) => loginLink(adminCtx(services), email, origin, opts.account), { migrate: true });
       emit(Boolean(opts.json), link, () => [link.url, `for ${link.email} (${link.memberId}) in ${link.organizationId}; works once, until ${link.expiresAt}`]);
     });

@@ -1,7 +1,6 @@
 import { Option, type Command } from 'commander';
 import { loadConfig } from '../../server/core/config.js';
-import * as outbox from '../../server/core/outbox/service.js';
-import { OUTBOX_STATUSES, type OutboxStatus } from '../../server/core/outbox/service.js';
+import { OUTBOX_STATUSES, type OutboxStatus } from '../../server/core/outbox/statuses.js';
 import { withServices } from '../database.js';
 import { adminCtx } from '../context.js';
 import { confirmOrFlag, emit, table, UsageError } from '../io.js';
@@ -25,12 +24,14 @@ export function parseLimit(text: string): number {
 export function registerOutbox(program: Command, globals: () => GlobalOptions): void {
   const cmd = program.command('outbox').description('messages waiting for delivery, delivered and failed (webhooks and mail; every account)');
   const config = () => loadConfig({ configFile: globals().config });
+  const service = () => import('../../server/core/outbox/service.js');
 
   cmd
     .command('stats')
     .description('message counts by kind and status, and the age of the oldest one still to deliver')
     .option('--json', 'JSON output')
     .action(async (opts: { json?: boolean }) => {
+      const outbox = await service();
       const stats = await withServices(config(), (services) => outbox.stats(adminCtx(services)), { migrate: true });
       emit(Boolean(opts.json), stats, () => [
         ...table(stats.counts, ['kind', 'status', 'count']),
@@ -46,6 +47,7 @@ export function registerOutbox(program: Command, globals: () => GlobalOptions): 
     .option('--json', 'JSON output')
     .action(async (opts: { status?: OutboxStatus; limit: string; json?: boolean }) => {
       const limit = parseLimit(opts.limit);
+      const outbox = await service();
       const rows = await withServices(config(), (services) => outbox.listAll(adminCtx(services), { status: opts.status, limit }), { migrate: true });
       emit(Boolean(opts.json), rows, () =>
         table(rows as unknown as Record<string, unknown>[], ['id', 'kind', 'event', 'status', 'attempts', 'nextAttemptAt', 'lastError', 'createdAt']),
@@ -57,6 +59,7 @@ export function registerOutbox(program: Command, globals: () => GlobalOptions): 
     .description('send a failed or dead message again: back to pending, due now, with a fresh set of attempts')
     .option('--json', 'JSON output')
     .action(async (id: string, opts: { json?: boolean }) => {
+      const outbox = await service();
       const row = await withServices(config(), (services) => outbox.retry(adminCtx(services), id), { migrate: true });
       emit(Boolean(opts.json), row, () => [`${row.id} is pending again; a running dispatcher sends it now`]);
     });
@@ -70,6 +73,7 @@ export function registerOutbox(program: Command, globals: () => GlobalOptions): 
     .action(async (opts: { olderThan: string; yes?: boolean; json?: boolean }) => {
       const ms = parseDuration(opts.olderThan, '--older-than');
       if (!(await confirmOrFlag(opts.yes, `Delete finished outbox messages older than ${opts.olderThan}? Their delivery logs go with them.`))) return;
+      const outbox = await service();
       const purged = await withServices(config(), (services) => outbox.purge(adminCtx(services), new Date(services.now() - ms)), { migrate: true });
       emit(Boolean(opts.json), { purged }, () => [`purged ${purged} message${purged === 1 ? '' : 's'}`]);
     });

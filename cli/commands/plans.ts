@@ -1,7 +1,6 @@
 import type { Command } from 'commander';
 import { loadConfig } from '../../server/core/config.js';
 import { notFound } from '../../server/core/errors.js';
-import * as billing from '../../server/domains/billing/service.js';
 import { withServices } from '../database.js';
 import { adminCtx } from '../context.js';
 import { emit, table, UsageError } from '../io.js';
@@ -16,8 +15,9 @@ export function registerPlans(program: Command, globals: () => GlobalOptions): v
     .command('list')
     .description('list the plans, cheapest first; the default plan is marked')
     .option('--json', 'JSON output')
-    .action((opts: { json?: boolean }) => {
+    .action(async (opts: { json?: boolean }) => {
       const config = loadConfig({ configFile: globals().config });
+      const billing = await import('../../server/domains/billing/service.js');
       const plans = [...config.plans].sort((a, b) => a.price - b.price).map((p) => ({ ...billing.planView(p), default: p.slug === config.defaultPlan }));
       emit(Boolean(opts.json), plans, () =>
         table(
@@ -47,6 +47,7 @@ export function registerAccountPlan(accounts: Command, globals: () => GlobalOpti
     .option('--json', 'JSON output')
     .action(async (accountId: string, planSlug: string, opts: { json?: boolean }) => {
       const config = loadConfig({ configFile: globals().config });
+      const billing = await import('../../server/domains/billing/service.js');
       const plan = planSlug === 'none' ? null : billing.findPlan(config, planSlug);
       if (planSlug !== 'none' && !plan) throw new UsageError(`there is no plan ${planSlug}: plans are ${config.plans.map((p) => p.slug).join(', ')}`);
       const found = await withServices(config, (services) => billing.setAccountPlan(adminCtx(services), accountId, plan?.slug ?? null), { migrate: true });

@@ -1,8 +1,6 @@
 import { Option, type Command } from 'commander';
 import { loadConfig } from '../../server/core/config.js';
 import type { RecurringTicketView } from '../../server/domains/recurring-tickets/schemas.js';
-import * as recurring from '../../server/domains/recurring-tickets/service.js';
-import { runNow } from '../../server/flows/recurring-tickets.js';
 import { withServices } from '../database.js';
 import { brandCtx } from '../context.js';
 import { emit, table } from '../io.js';
@@ -28,6 +26,7 @@ export function registerRecurring(program: Command, globals: () => GlobalOptions
     .addOption(new Option('--status <status>', 'active: enabled; paused: not').choices(['all', 'active', 'paused']).default('all'))
     .option('--json', 'JSON output: { data, total }, as GET /v1/brands/{brandId}/recurring-tickets')
     .action(async (brandId: string, opts: { status: 'all' | 'active' | 'paused'; json?: boolean }) => {
+      const recurring = await import('../../server/domains/recurring-tickets/service.js');
       const page = await withServices(config(), async (services) => recurring.list(await brandCtx(services, brandId), brandId, { status: opts.status }), { migrate: true });
       const rows = page.data.map((r) => ({ ...r, rule: ruleText(r), status: r.enabled ? 'active' : 'paused' }));
       emit(Boolean(opts.json), page, () => [
@@ -41,6 +40,7 @@ export function registerRecurring(program: Command, globals: () => GlobalOptions
     .description('open its ticket now, as POST …/recurring-tickets/{id}/run does: its schedule stays; it counts as a run')
     .option('--json', 'JSON output: the ticket')
     .action(async (brandId: string, recurringId: string, opts: { json?: boolean }) => {
+      const { runNow } = await import('../../server/flows/recurring-tickets.js');
       const ticket = await withServices(config(), async (services) => runNow(await brandCtx(services, brandId), brandId, recurringId), { migrate: true });
       emit(Boolean(opts.json), ticket, () => [`ticket ${ticket.id} #${ticket.ticketNumber} "${ticket.title}" opened from ${recurringId}`]);
     });

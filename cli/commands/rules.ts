@@ -1,7 +1,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import type { Command } from 'commander';
 import { loadConfig } from '../../server/core/config.js';
-import { applyRules, exportRules, type ApplyReport } from '../../server/flows/rules-as-code.js';
+import type { ApplyReport } from '../../server/flows/rules-as-code.js';
 import { withServices } from '../database.js';
 import { brandCtx } from '../context.js';
 import { emit, emitText, UsageError } from '../io.js';
@@ -43,6 +43,7 @@ export function registerRules(program: Command, globals: () => GlobalOptions): v
     .description('write the brand’s rules as one JSON document without ids (triggers and automations in the order they run)')
     .option('--file <file>', 'write it to this file instead of stdout')
     .action(async (brandId: string, opts: { file?: string }) => {
+      const { exportRules } = await import('../../server/flows/rules-as-code.js');
       const doc = await withServices(config(), async (services) => exportRules(await brandCtx(services, brandId), brandId), { migrate: true });
       const text = `${JSON.stringify(doc, null, 2)}\n`;
       if (opts.file) writeFileSync(opts.file, text);
@@ -57,6 +58,7 @@ export function registerRules(program: Command, globals: () => GlobalOptions): v
     .option('--json', 'JSON output: { dryRun, added, changed, removed, reordered, unchanged }')
     .action(async (brandId: string, file: string, opts: { dryRun?: boolean; prune?: boolean; json?: boolean }) => {
       const doc = readDocument(file);
+      const { applyRules } = await import('../../server/flows/rules-as-code.js');
       const report = await withServices(
         config(),
         async (services) => applyRules(await brandCtx(services, brandId), brandId, doc, { dryRun: Boolean(opts.dryRun), prune: Boolean(opts.prune) }),

@@ -4,7 +4,6 @@ import { loadConfig, publicBaseUrl, type Config } from '../../server/core/config
 import type { TenantCtx } from '../../server/core/context.js';
 import { HttpError } from '../../server/core/errors.js';
 import type { SsoConfigView } from '../../server/domains/sso/schemas.js';
-import * as sso from '../../server/domains/sso/service.js';
 import { accountCtx } from '../context.js';
 import { withServices } from '../database.js';
 import type { GlobalOptions } from '../globals.js';
@@ -20,6 +19,8 @@ const describe = (c: SsoConfigView) => [
   `  redirect URI:     ${c.redirectUri} (register it at the provider)`,
 ];
 
+const service = () => import('../../server/domains/sso/service.js');
+
 const collect = (value: string, previous: string[] = []) => [...previous, value];
 
 interface SetOptions {
@@ -34,9 +35,9 @@ interface SetOptions {
 
 export function registerSso(program: Command, globals: () => GlobalOptions): void {
   const cmd = program.command('sso').description("an organization's single sign-on with its OpenID Connect provider (the owner's PUT /v1/auth/organization/sso)");
-  const run = <T>(accountId: string, fn: (ctx: TenantCtx, redirectUri: string) => Promise<T>) => {
+  const run = async <T>(accountId: string, fn: (ctx: TenantCtx, redirectUri: string) => Promise<T>) => {
     const config: Config = loadConfig({ configFile: globals().config });
-    const redirectUri = `${publicBaseUrl(config)}${sso.CALLBACK_PATH}`;
+    const redirectUri = `${publicBaseUrl(config)}${(await service()).CALLBACK_PATH}`;
     return withServices(config, async (services) => fn(await accountCtx(services, accountId, 'live'), redirectUri), { migrate: true });
   };
 
@@ -45,6 +46,7 @@ export function registerSso(program: Command, globals: () => GlobalOptions): voi
     .description("the organization's single sign-on, without its secret; exit 1 when it has none")
     .option('--json', 'JSON output')
     .action(async (accountId: string, opts: { json?: boolean }) => {
+      const sso = await service();
       const view = await run(accountId, (ctx, redirectUri) => sso.get(ctx, redirectUri));
       emit(Boolean(opts.json), view, () => describe(view));
     });
@@ -61,6 +63,7 @@ export function registerSso(program: Command, globals: () => GlobalOptions): voi
     .option('--no-allow-magic-links', 'single sign-on is required: magic links are refused (sso_required)')
     .option('--json', 'JSON output')
     .action(async (accountId: string, opts: SetOptions) => {
+      const sso = await service();
       const view = await run(accountId, async (ctx, redirectUri) => {
         const current = await sso.get(ctx, redirectUri).catch((err: unknown) => {
           if (err instanceof HttpError && err.code === 'sso_not_configured') return null;
@@ -92,6 +95,7 @@ export function registerSso(program: Command, globals: () => GlobalOptions): voi
     .option('--json', 'JSON output')
     .action(async (accountId: string, opts: { yes?: boolean; json?: boolean }) => {
       if (!(await confirmOrFlag(opts.yes, `Remove the single sign-on of ${accountId}? Its members sign in by magic link again.`))) return;
+      const sso = await service();
       const result = await run(accountId, (ctx) => sso.remove(ctx));
       emit(Boolean(opts.json), result, () => [`single sign-on of ${accountId} removed: its members sign in by magic link`]);
     });

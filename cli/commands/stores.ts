@@ -1,7 +1,5 @@
 import type { Command } from 'commander';
 import { loadConfig } from '../../server/core/config.js';
-import * as stores from '../../server/domains/commerce/stores.js';
-import { syncNow } from '../../server/flows/commerce-sync.js';
 import { withServices } from '../database.js';
 import { brandCtx } from '../context.js';
 import { emit, table } from '../io.js';
@@ -16,6 +14,7 @@ export function registerStores(program: Command, globals: () => GlobalOptions): 
     .description('the brand’s connected stores, oldest first, with the state of their syncs')
     .option('--json', 'JSON output: the stores, as GET /v1/brands/{brandId}/ecommerce/stores')
     .action(async (brandId: string, opts: { json?: boolean }) => {
+      const stores = await import('../../server/domains/commerce/stores.js');
       const rows = await withServices(config(), async (services) => stores.list(await brandCtx(services, brandId), brandId), { migrate: true });
       emit(Boolean(opts.json), rows, () =>
         rows.length ? table(rows, ['id', 'name', 'platform', 'storeId', 'status', 'lastSyncAt', 'errorCount', 'errorMessage']) : ['no store is connected to this brand'],
@@ -27,6 +26,7 @@ export function registerStores(program: Command, globals: () => GlobalOptions): 
     .description('sync the brand’s stores (or one) now, in this process, as the dispatcher would: what changed since the last sync, everything the first time')
     .option('--json', 'JSON output: one result per store (outcome synced, failed or busy; orders and products written)')
     .action(async (brandId: string, storeId: string | undefined, opts: { json?: boolean }) => {
+      const { syncNow } = await import('../../server/flows/commerce-sync.js');
       const results = await withServices(config(), async (services) => syncNow(await brandCtx(services, brandId), brandId, storeId), { migrate: true });
       emit(Boolean(opts.json), results, () =>
         results.length

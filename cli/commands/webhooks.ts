@@ -1,7 +1,6 @@
 import type { Command } from 'commander';
 import { loadConfig } from '../../server/core/config.js';
 import { tenantCtx } from '../../server/core/context.js';
-import * as webhooks from '../../server/domains/webhooks/service.js';
 import { withServices } from '../database.js';
 import { adminCtx } from '../context.js';
 import { emit, table } from '../io.js';
@@ -19,6 +18,7 @@ export function registerWebhooks(program: Command, globals: () => GlobalOptions)
     .option('--json', 'JSON output')
     .action(async (webhookId: string, opts: { limit: string; json?: boolean }) => {
       const limit = Math.min(parseLimit(opts.limit), 100);
+      const webhooks = await import('../../server/domains/webhooks/service.js');
       const rows = await withServices(
         config(),
         async (services) => {

@@ -43,7 +43,8 @@ function startServer(dataDir: string, env: Record<string, string> = {}): Server 
 
 /** The exit code, or 'timeout' if the process is still running after ms. */
 function exitWithin(server: Server, ms: number): Promise<number | null | 'timeout'> {
-  return Promise.race([server.exited, sleep(ms).then(() => 'timeout' as const)]);
+  // Unref'd: a deadline that was not needed must not keep the file's process alive until it passes.
+  return Promise.race([server.exited, sleep(ms, 'timeout' as const, { ref: false })]);
 }
 
 async function waitUntil(check: () => boolean, ms = 5_000): Promise<boolean> {

@@ -70,9 +70,9 @@ const servicesByDb = new WeakMap<Db, Services>();
  * The services tests call with a system ctx on `db`: one instance per pool, the same one the
  * test's app serves with (so a test sees the app's caches).
  */
-export function servicesOf(db: Db, config: Config = testConfig({}), clock?: () => number): Services {
+export function servicesOf(db: Db, config?: Config, clock?: () => number): Services {
   let services = servicesByDb.get(db);
-  if (!services) servicesByDb.set(db, (services = createServices({ config, db, clock: clock ?? testNow })));
+  if (!services) servicesByDb.set(db, (services = createServices({ config: config ?? testConfig({}), db, clock: clock ?? testNow })));
   return services;
 }
 

@@ -1,9 +1,9 @@
 import { TenantModel } from '../model.js';
+import type { OutboxStatus } from './statuses.js';
 
 export const OUTBOX_KINDS = ['webhook', 'mail'] as const;
 export type OutboxKind = (typeof OUTBOX_KINDS)[number];
-export const OUTBOX_STATUSES = ['pending', 'retrying', 'success', 'failed', 'dead'] as const;
-export type OutboxStatus = (typeof OUTBOX_STATUSES)[number];
+export { OUTBOX_STATUSES, type OutboxStatus } from './statuses.js';
 
 /** One message to deliver (see the outbox migration). */
 export class OutboxMessage extends TenantModel {
