@@ -1,6 +1,6 @@
 import { tenantCtx, withTx, type BaseCtx, type TenantCtx } from '../../core/context.js';
 import type { SqlFragment } from '../../core/db.js';
-import { accountScope, tenantScope } from '../../core/model.js';
+import { accountScope, sameTenant, tenantScope } from '../../core/model.js';
 
 /**
  * Rules' firedCount and lastFiredAt (migration 20261203020000): a write that fired rules appends a
@@ -80,13 +80,13 @@ async function rollUpBatch(tx: BaseCtx, accountId: string): Promise<number | nul
   const { rows } = (await tx.db.raw(
     `with moved as (
        delete from rule_firing_tallies d where ? and d.id in (select c.id from rule_firing_tallies c where ? order by c.id limit ?)
-       returning d.livemode, d.brand_id, d.rule_ids, d.fired_at),
+       returning d.account_id, d.livemode, d.brand_id, d.rule_ids, d.fired_at),
      per_rule as (
-       select m.livemode, m.brand_id, x.id, count(*)::int as n, max(m.fired_at) as last
-       from moved m cross join unnest(m.rule_ids) as x (id) group by m.livemode, m.brand_id, x.id),
+       select m.account_id, m.livemode, m.brand_id, x.id, count(*)::int as n, max(m.fired_at) as last
+       from moved m cross join unnest(m.rule_ids) as x (id) group by m.account_id, m.livemode, m.brand_id, x.id),
      counted as (
        update rules r set fired_count = r.fired_count + p.n, last_fired_at = greatest(r.last_fired_at, p.last)
-       from per_rule p where ? and r.livemode = p.livemode and r.brand_id = p.brand_id and r.id = p.id)
+       from per_rule p where ? and ${sameTenant('r', 'p')} and r.brand_id = p.brand_id and r.id = p.id)
      select count(*)::int as moved from moved`,
     [account('d'), account('c'), BATCH, account('r')],
   )) as { rows: { moved: number }[] };
