@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { AddressInfo } from 'node:net';
 import { buildApp } from './app.js';
-import { listenUrl, publicBaseUrl, type Config } from './core/config.js';
+import { dispatcherPoolShare, listenUrl, publicBaseUrl, type Config } from './core/config.js';
 import { createDb, type Db } from './core/db.js';
 import type { Services } from './core/services.js';
 import { createServices } from './compose.js';
@@ -45,6 +45,7 @@ export async function startServer(config: Config, role: Role, log: Log = () => u
   const handle: DatabaseHandle = await openDatabase(config, log);
   let db: Db | null = null;
   let readDb: Db | null = null;
+  let dispatcherDb: Db | null = null;
   let services: Services | null = null;
   let app: FastifyInstance | null = null;
   let dispatcher: Dispatcher | null = null;
@@ -63,6 +64,7 @@ export async function startServer(config: Config, role: Role, log: Log = () => u
       await services?.close();
       await db?.destroy();
       await readDb?.destroy();
+      await dispatcherDb?.destroy();
     })();
     let drained = true;
     if (drainDeadlineMs === undefined) await drain;
@@ -81,7 +83,11 @@ export async function startServer(config: Config, role: Role, log: Log = () => u
   try {
     const transactionPooling = config.databaseTransactionPooling;
     const directUrl = handle.embedded ? null : config.databaseDirectUrl;
-    db = createDb(handle.url, { poolMax: config.dbPoolMax, transactionPooling });
+    // With the API beside it, the dispatcher has connections of its own, so however many requests
+    // hold or wait for the API's, its claims and settles go on (the two add up to dbPoolMax).
+    const share = role === 'all' ? dispatcherPoolShare(config) : 0;
+    db = createDb(handle.url, { poolMax: config.dbPoolMax - share, transactionPooling });
+    if (share) dispatcherDb = createDb(handle.url, { poolMax: share, transactionPooling, applicationName: 'ticketd-dispatcher' });
     // The replica serves some of the API's reads (core/read-replica.ts); a dispatcher reads none.
     if (config.databaseReadUrl && role !== 'dispatcher')
       readDb = createDb(config.databaseReadUrl, { poolMax: config.dbPoolMax, transactionPooling, applicationName: 'ticketd-read' });
@@ -130,6 +136,7 @@ export async function startServer(config: Config, role: Role, log: Log = () => u
     if (role !== 'api') {
       const dispatcherLog = app?.log ?? lines;
       dispatcher = new Dispatcher(svc, dispatcherLog, attachments, {
+        db: dispatcherDb ?? db,
         concurrency: config.dispatcherConcurrency,
         webhooks: { allowPrivate: config.webhookAllowPrivate, timeoutMs: config.webhookTimeoutMs },
         handlers: { mail: mailHandler(svc.mailTransport) },

@@ -14,6 +14,11 @@ export interface Config {
   readonly databaseTransactionPooling: boolean;
   readonly dataDir: string;
   readonly dbPoolMax: number;
+  /**
+   * With the API in the same process (role all), the connections of dbPoolMax the dispatcher keeps
+   * in a pool of its own; null: dispatcherPoolShare's default; 0: one pool for both.
+   */
+  readonly dispatcherDbPoolMax: number | null;
   readonly bodyLimitBytes: number;
   readonly requestTimeoutMs: number;
   readonly headersTimeoutMs: number;
@@ -166,6 +171,7 @@ export const ENV_KEYS: Record<string, [string, Kind]> = {
   TICKETD_PUBLIC_URL: ['publicUrl', 'string'],
   TICKETD_DATA_DIR: ['dataDir', 'string'],
   TICKETD_DB_POOL_MAX: ['dbPoolMax', 'integer'],
+  TICKETD_DISPATCHER_DB_POOL_MAX: ['dispatcherDbPoolMax', 'integer'],
   TICKETD_BODY_LIMIT_BYTES: ['bodyLimitBytes', 'integer'],
   TICKETD_REQUEST_TIMEOUT_MS: ['requestTimeoutMs', 'integer'],
   TICKETD_HEADERS_TIMEOUT_MS: ['headersTimeoutMs', 'integer'],
@@ -325,7 +331,7 @@ export function loadConfig(options: LoadConfigOptions = {}): Config {
       problems.push(`${where}${envName ? ` (${envName})` : ''}: ${e.message}${extra}`);
     }
   }
-  if (!problems.length) problems.push(...planProblems(merged as unknown as Config), ...couponProblems(merged as unknown as Config));
+  if (!problems.length) problems.push(...planProblems(merged as unknown as Config), ...couponProblems(merged as unknown as Config), ...poolProblems(merged as unknown as Config));
   if (problems.length) throw new ConfigError(problems);
   const config = merged as unknown as { dataDir: string };
   config.dataDir = path.resolve(cwd, config.dataDir);
@@ -361,6 +367,27 @@ function couponProblems(config: Pick<Config, 'plans' | 'coupons'>): string[] {
     for (const slug of c.plans ?? []) if (!slugs.has(slug)) problems.push(`coupons: ${c.code} names the plan ${slug}, which is not one of plans`);
   });
   return problems;
+}
+
+/** The API keeps at least one connection of dbPoolMax when the dispatcher takes its share. */
+function poolProblems(config: Pick<Config, 'dbPoolMax' | 'dispatcherDbPoolMax'>): string[] {
+  const share = config.dispatcherDbPoolMax;
+  if (share === null || share === 0 || share < config.dbPoolMax) return [];
+  return [
+    `dispatcherDbPoolMax (TICKETD_DISPATCHER_DB_POOL_MAX): ${share} leaves the API none of dbPoolMax (${config.dbPoolMax}); at most ${config.dbPoolMax - 1}, or 0 for one shared pool`,
+  ];
+}
+
+/**
+ * In a process that runs the API and the dispatcher (role all), the connections of dbPoolMax the
+ * dispatcher gets in a pool of its own, the API keeping the rest: a busy API then cannot queue
+ * the dispatcher's claims and settles behind its own requests. Default a quarter, at least 2, the
+ * API keeping one or more; 0 (configured, or a dbPoolMax of 1): one pool shared by both.
+ */
+export function dispatcherPoolShare(config: Pick<Config, 'dbPoolMax' | 'dispatcherDbPoolMax'>): number {
+  if (config.dispatcherDbPoolMax !== null) return config.dispatcherDbPoolMax;
+  if (config.dbPoolMax < 2) return 0;
+  return Math.min(config.dbPoolMax - 1, Math.max(2, Math.ceil(config.dbPoolMax / 4)));
 }
 
 /** Whether the person with this email runs the installation (instanceAdmins, matched in any case). */

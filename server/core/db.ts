@@ -51,6 +51,11 @@ export function createDb(connectionString: string, options: DbOptions = {}): Db 
   return knexFactory.default(config);
 }
 
+/** The most connections a pool opens. */
+export function poolMaxOf(db: Knex): number {
+  return (db.client.config as DbConfig).pool?.max ?? 10;
+}
+
 /** The connection string a pool was made with. */
 export function connectionStringOf(db: Knex): string {
   return (db.client.config as DbConfig & { connection: { connectionString: string } }).connection.connectionString;

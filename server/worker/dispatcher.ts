@@ -4,6 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import cron, { type ScheduledTask } from 'node-cron';
 import { systemCtx, withTx, type BaseCtx } from '../core/context.js';
 import type { Services } from '../core/services.js';
+import { poolMaxOf, type Db } from '../core/db.js';
 import { purgeExpired as purgeExpiredIdempotencyKeys } from '../core/idempotency.js';
 import { Listener } from '../core/notify.js';
 import * as apiKeys from '../domains/api-keys/service.js';
@@ -40,6 +41,11 @@ export interface OutboxOptions {
   now?: () => number;
   /** [0, 1) for the backoff jitter. */
   random?: () => number;
+  /**
+   * The pool its work runs on; default the services' own. main.ts gives it one of its own beside
+   * the API (role all), so requests holding every API connection never hold up a claim or a settle.
+   */
+  db?: Db;
   /** Messages delivered at once by this process. */
   concurrency?: number;
   /** The most messages of one account delivered at once by this process; default config dispatcherAccountConcurrency. */
@@ -142,8 +148,8 @@ const STATS_OF: Readonly<Record<Exclude<DeliveryOutcome, 'unsettled'>, Exclude<k
   released: 'released',
 };
 const DAY_MS = 86_400_000;
-/** Recurring runs at once, each a transaction holding a connection: at most 8, and two of the pool left to the rest. */
-const recurringRunsAtOnce = (dbPoolMax: number) => Math.max(1, Math.min(8, dbPoolMax - 2));
+/** Recurring runs at once, each a transaction holding a connection: at most 8, and two of the dispatcher's pool left to the rest. */
+const recurringRunsAtOnce = (poolMax: number) => Math.max(1, Math.min(8, poolMax - 2));
 /** A settle that failed (the database away for a moment) is tried again after these pauses, doubling. */
 const SETTLE_RETRY_FIRST_MS = 50;
 const SETTLE_RETRY_MAX_MS = 2_000;
@@ -207,7 +213,7 @@ export class Dispatcher {
     private readonly attachmentDeps: attachments.AttachmentDeps | null = null,
     options: OutboxOptions = {},
   ) {
-    this.ctx = systemCtx(services, 'dispatcher');
+    this.ctx = { ...systemCtx(services, 'dispatcher'), db: options.db ?? services.db };
     this.now = options.now ?? services.now;
     this.random = options.random ?? Math.random;
     this.concurrency = options.concurrency ?? 16;
@@ -417,7 +423,7 @@ export class Dispatcher {
     const hold = this.holdRecurringRun;
     return runDueRecurringTickets(this.ctx, {
       now: () => this.now(),
-      concurrency: recurringRunsAtOnce(this.services.config.dbPoolMax),
+      concurrency: recurringRunsAtOnce(poolMaxOf(this.ctx.db)),
       stopping: () => this.stopping,
       beforeCommit: hold
         ? async (row) => {

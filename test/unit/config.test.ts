@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
-import { ConfigError, listenUrl, loadConfig, publicBaseUrl } from '../../server/core/config.js';
+import { ConfigError, dispatcherPoolShare, listenUrl, loadConfig, publicBaseUrl } from '../../server/core/config.js';
 
 const dir = mkdtempSync(path.join(os.tmpdir(), 'ticketd-config-'));
 t.teardown(() => rmSync(dir, { recursive: true, force: true }));
@@ -51,6 +51,20 @@ t.test('every problem is listed at once, naming the setting and its variable', a
   t.match(text, /unknownKey/);
   t.match(text, /dbPoolMax/);
   t.equal(err.problems.length, 5);
+});
+
+t.test("role all: the dispatcher's pool is a share of dbPoolMax, the API keeping the rest", async (t) => {
+  const share = (env: Record<string, string>) => dispatcherPoolShare(loadConfig({ env, cwd: dir }));
+  t.equal(loadConfig({ env: {}, cwd: dir }).dispatcherDbPoolMax, null);
+  t.equal(share({}), 3, 'a quarter of the default 10');
+  t.equal(share({ TICKETD_DB_POOL_MAX: '20' }), 5);
+  t.equal(share({ TICKETD_DB_POOL_MAX: '4' }), 2, 'at least 2');
+  t.equal(share({ TICKETD_DB_POOL_MAX: '2' }), 1, 'the API keeps one');
+  t.equal(share({ TICKETD_DB_POOL_MAX: '1' }), 0, 'nothing to split: one pool');
+  t.equal(share({ TICKETD_DISPATCHER_DB_POOL_MAX: '6' }), 6, 'as configured');
+  t.equal(share({ TICKETD_DISPATCHER_DB_POOL_MAX: '0' }), 0, '0: one shared pool');
+  t.throws(() => loadConfig({ env: { TICKETD_DISPATCHER_DB_POOL_MAX: '10' }, cwd: dir }), /dispatcherDbPoolMax \(TICKETD_DISPATCHER_DB_POOL_MAX\): 10 leaves the API none/);
+  t.throws(() => loadConfig({ env: { TICKETD_DISPATCHER_DB_POOL_MAX: '-1' }, cwd: dir }), /dispatcherDbPoolMax/);
 });
 
 t.test('a missing or unparseable config file is an error', async (t) => {

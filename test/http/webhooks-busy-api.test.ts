@@ -1,0 +1,95 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import pg from 'pg';
+import t from 'tap';
+import { createServices } from '../../server/compose.js';
+import { dispatcherPoolShare } from '../../server/core/config.js';
+import { systemCtx } from '../../server/core/context.js';
+import * as outbox from '../../server/core/outbox/service.js';
+import { startServer } from '../../server/main.js';
+import { testConfig } from '../helpers/app.js';
+import { freshDatabase } from '../helpers/db.js';
+import { receiver } from '../helpers/receiver.js';
+import { until } from '../helpers/wait.js';
+
+/**
+ * One `--role all` process (startServer: API and dispatcher) whose API has every connection held
+ * by requests waiting on a lock, and more requests queued for one: a webhook delivery made due
+ * meanwhile still goes out and is settled, on the dispatcher's own connections. With one pool for
+ * both, its claim waits behind every queued request.
+ */
+
+const POOL_MAX = 6;
+const dataDir = mkdtempSync(path.join(os.tmpdir(), 'ticketd-busy-api-'));
+t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
+const { url, db } = await freshDatabase(t);
+const config = testConfig({ DATABASE_URL: url, PORT: '0', TICKETD_DATA_DIR: dataDir, TICKETD_DB_POOL_MAX: String(POOL_MAX), TICKETD_WEBHOOK_ALLOW_PRIVATE: 'true' });
+const running = await startServer(config, 'all');
+t.teardown(() => running.stop());
+const base = `${running.baseUrl}/v1/brands/${running.bootstrap!.brand!.id}`;
+const key = running.bootstrap!.apiKeys.live.key;
+
+async function call(method: string, route: string, body?: unknown): Promise<{ status: number; body: { id: string } }> {
+  const res = await fetch(`${base}${route}`, {
+    method,
+    headers: { authorization: `Bearer ${key}`, ...(body ? { 'content-type': 'application/json' } : {}) },
+    body: body ? JSON.stringify(body) : undefined,
+  });
+  return { status: res.status, body: (await res.json()) as { id: string } };
+}
+
+/** Statements of this database waiting for a lock: requests that hold an API connection. */
+async function lockWaiters(): Promise<number> {
+  const { rows } = await db.raw(`select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`);
+  return (rows as { n: number }[])[0]!.n;
+}
+
+t.test('with every API connection held, a webhook delivery still goes out within a bound', async (t) => {
+  const share = dispatcherPoolShare(config);
+  t.equal(share, 2, 'by default the dispatcher keeps 2 of the 6 connections');
+  const apiPool = POOL_MAX - share;
+
+  const hook = await receiver(t, () => ({ status: 400 }));
+  t.equal((await call('POST', '/webhooks', { url: `${hook.url}/in`, events: ['ticket.created'] })).status, 201);
+  const ticket = await call('POST', '/tickets', { title: 'Held', customerEmail: 'ann@example.com', customerName: 'Ann' });
+  t.equal(ticket.status, 201);
+  // End to end in the one process: the event reaches the receiver, whose 400 fails it for good.
+  await until('the first delivery', async () => (await db('outbox').where({ status: 'failed' })).length === 1);
+  t.equal(hook.received.length, 1, 'the event went out');
+  const [failed] = await db('outbox').where({ status: 'failed' });
+  hook.setAnswer(() => ({ status: 200 }));
+
+  // The ticket's row locked: every update of it waits, holding an API connection; the rest queue for one.
+  const holder = new pg.Client({ connectionString: url });
+  await holder.connect();
+  await holder.query('begin');
+  await holder.query('select 1 from tickets where id = $1 for update', [ticket.body.id]);
+  const updates = Array.from({ length: 3 * apiPool }, (_, i) => call('PATCH', `/tickets/${ticket.body.id}`, { title: `Held ${i}` }));
+  let released = false;
+  const release = async () => {
+    if (!released) await holder.query('rollback');
+    released = true;
+  };
+  t.teardown(async () => {
+    await release();
+    await holder.end();
+  });
+  await until('the API pool held', async () => (await lockWaiters()) >= apiPool, 5_000);
+
+  // Made due again from another process (as `ticketd outbox retry` does): its NOTIFY wakes the dispatcher.
+  await outbox.retry(systemCtx(createServices({ config, db }), 'cli'), failed.id);
+  const asked = Date.now();
+  await until('the delivery settled while the API is held', async () => (await db('outbox').where({ id: failed.id }).first()).status === 'success', 3_000);
+  t.ok(Date.now() - asked < 3_000, 'delivered and settled within 3 s');
+  t.equal(hook.received.length, 2, 'sent again');
+  t.ok((await lockWaiters()) >= apiPool, 'the API connections were held all along');
+
+  await release();
+  const answered = await Promise.all(updates);
+  t.same(
+    answered.map((a) => a.status),
+    answered.map(() => 200),
+    'the held requests finish once the lock is gone',
+  );
+});
