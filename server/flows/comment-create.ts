@@ -31,6 +31,8 @@ export async function createComment(
   options: { reopenFrom?: readonly string[] } = {},
 ): Promise<comments.CreateResult> {
   let statusBefore: string | null = null;
+  // Read (or made) before the transaction, so its first reading is kept and no reply reads it in one.
+  await mail.replyTokenKey(ctx);
   return comments.create(ctx, brandId, ticketId, input, idempotencyKey, {
     reopenFrom: options.reopenFrom,
     check: async (tx, brand) => {

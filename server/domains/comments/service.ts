@@ -204,21 +204,18 @@ async function insert(
     ...statusChange,
     ...messageMoment(tx, comment),
   });
-  const row = (await Comment.query(tx.db)
-    .insert({ ...scopeOf(tx), brandId, ticketId: ticket.id, ...comment })
-    .returning('*')) as unknown as Comment;
-
-  await audit.record(tx, {
-    brandId,
-    ticketId: ticket.id,
-    entityType: 'comment',
-    entityId: row.id,
-    event: 'comment.created',
-    metadata: { ticketNumber: ticket.ticketNumber, isInternal: row.isInternal },
-  });
-  await events.commentCreated(tx, brandId, row);
+  const entries: audit.AuditFact[] = [
+    {
+      brandId,
+      ticketId: ticket.id,
+      entityType: 'comment',
+      entityId: comment.id,
+      event: 'comment.created',
+      metadata: { ticketNumber: ticket.ticketNumber, isInternal: comment.isInternal },
+    },
+  ];
   if (statusChange.status) {
-    await audit.record(tx, {
+    entries.push({
       brandId,
       ticketId: ticket.id,
       entityType: 'ticket',
@@ -227,8 +224,17 @@ async function insert(
       changes: [{ field: 'status', from: ticket.status, to: statusChange.status }, ...alsoChanged],
       metadata: { ticketNumber: ticket.ticketNumber, title: ticket.title },
     });
-    await events.ticketsUpdated(tx, brandId, [{ ticketId: ticket.id, changes: ['status', ...alsoChanged.map((c) => c.field)] }]);
   }
+  // The comment and its audit entries in one statement (a data-modifying CTE), its events in one more.
+  const recorded = audit.insertRowsStatement(audit.entryRows(tx, entries));
+  const row = (await Comment.query(tx.db)
+    .with('entries', tx.db.raw(recorded.sql, recorded.bindings as never[]))
+    .insert({ ...scopeOf(tx), brandId, ticketId: ticket.id, ...comment })
+    .returning('*')) as unknown as Comment;
+  await events.enqueue(tx, [
+    events.commentCreatedEvent(brandId, row),
+    ...(statusChange.status ? events.ticketsUpdatedEvents(brandId, [{ ticketId: ticket.id, changes: ['status', ...alsoChanged.map((c) => c.field)] }]) : []),
+  ]);
   return row;
 }
 
