@@ -14,7 +14,7 @@ const { app, db } = await testApp(t, { TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: '1000
 const services = servicesOf(db);
 
 /** Statements of the reply at most: what it takes today (see server/flows/comment-create.ts). */
-const REPLY_STATEMENTS = 24;
+const REPLY_STATEMENTS = 16;
 
 const mailsOf = (ticketId: string) => db('mailMessages').where({ ticketId }).orderBy('id').select('kind', 'message');
 const outboxOf = (brandId: string, kind: string) => db('outbox').where({ brandId, kind }).orderBy('id').select('event', 'payload');
