@@ -72,7 +72,11 @@ t.test('a public agent reply to a customer, with a watcher and a mention: every 
     'one mail each, in this order',
   );
   t.same(to(mails[0]), ['cust@example.com'], 'the reply goes to the customer');
-  t.same(mails[0].message.cc?.map((a: { address: string }) => a.address), ['boss@example.com'], 'with the CC');
+  t.same(
+    mails[0].message.cc?.map((a: { address: string }) => a.address),
+    ['boss@example.com'],
+    'with the CC',
+  );
   t.same(to(mails[1]), [admin.email], 'the watcher is told');
   t.same(to(mails[2]), [member.email], 'the member mentioned is told');
   const mailRows = await outboxOf(brand.id, 'mail');

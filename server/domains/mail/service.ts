@@ -51,7 +51,13 @@ export async function queueMails(tx: TenantCtx, brandId: string, ticketId: strin
     if (!tx.db.isTransaction) throw new Error(`mail ${message.messageId} must be queued inside the change's transaction`);
     if (message.kind === 'test') throw new Error('test messages are sent directly, never queued');
   }
-  const rows = messages.map((message) => ({ id: newId(ID_PREFIX.mailMessage), delivery_id: newId(ID_PREFIX.delivery), kind: message.kind, message, message_id: message.messageId }));
+  const rows = messages.map((message) => ({
+    id: newId(ID_PREFIX.mailMessage),
+    delivery_id: newId(ID_PREFIX.delivery),
+    kind: message.kind,
+    message,
+    message_id: message.messageId,
+  }));
   const { accountId, livemode } = scopeOf(tx);
   const result = (await tx.db.raw(
     `with given as (

@@ -178,13 +178,15 @@ export async function clockPatches(
   const moving = moves.filter((m) => mayMove(level, m));
   const result = new Map<string, { before: Clock; patch: ClockPatch }>();
   if (!moving.length) return result;
-  const rows = known ?? ((await Ticket.scoped(tx)
-    .where('brandId', brand.id)
-    .whereIn(
-      'id',
-      moving.map((m) => m.ticketId),
-    )
-    .select(...CLOCK_COLUMNS)) as (Clock & { id: string })[]);
+  const rows =
+    known ??
+    ((await Ticket.scoped(tx)
+      .where('brandId', brand.id)
+      .whereIn(
+        'id',
+        moving.map((m) => m.ticketId),
+      )
+      .select(...CLOCK_COLUMNS)) as (Clock & { id: string })[]);
   const byId = new Map(rows.map((r) => [r.id, r]));
   const now = tx.services.now();
   for (const move of moving) {
