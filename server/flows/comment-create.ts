@@ -8,9 +8,11 @@ import * as mentions from '../domains/mentions/service.js';
 import * as messages from '../domains/mail/messages.js';
 import * as mail from '../domains/mail/service.js';
 import type { MemberView } from '../domains/members/schemas.js';
+import type { MailMessage } from '../core/ports.js';
+import type { TicketView } from '../domains/tickets/schemas.js';
 import * as profiles from '../domains/profiles/service.js';
 import * as statuses from '../domains/statuses/service.js';
-import { moveClocks } from '../domains/tickets/service-level.js';
+import { clockMoveOf } from '../domains/tickets/service-level.js';
 import * as tickets from '../domains/tickets/service.js';
 import * as watchers from './ticket-watchers.js';
 import { mailingBrand } from './brand-domains.js';
@@ -31,19 +33,22 @@ export async function createComment(
   options: { reopenFrom?: readonly string[] } = {},
 ): Promise<comments.CreateResult> {
   let statusBefore: string | null = null;
+  // Read (or made) before the transaction, so its first reading is kept and no reply reads it in one.
+  await mail.replyTokenKey(ctx);
   return comments.create(ctx, brandId, ticketId, input, idempotencyKey, {
     reopenFrom: options.reopenFrom,
     check: async (tx, brand) => {
       if (input.setStatus !== undefined) await statuses.assertStatusKey(tx, brand, input.setStatus, 'setStatus');
     },
-    statusChanging: async (tx, brand, ticketId, from, to) => {
-      statusBefore = from;
-      return [...(await moveClocks(tx, await requireBrand(tx, brand), [{ ticketId, fromStatus: from, to: { status: to } }])).values()];
+    statusChanging: async (tx, brand, ticket, to) => {
+      statusBefore = ticket.status;
+      return clockMoveOf(tx, await requireBrand(tx, brand), { ticketId: ticket.id, fromStatus: ticket.status, to: { status: to } }, ticket);
     },
     then: async (tx, brand, row) => {
       const mentioned = await recordMentions(tx, brand, row);
-      await mailAboutComment(tx, brand, row, mentioned);
-      await runTriggersAfter(tx, await requireBrand(tx, brand), row.ticketId, { event: 'comment.created', statusBefore, comment: row });
+      const ticket = await mailAboutComment(tx, brand, row, mentioned);
+      // The ticket the mail was built from is the one the triggers start from: nothing wrote it since.
+      await runTriggersAfter(tx, await requireBrand(tx, brand), row.ticketId, { event: 'comment.created', statusBefore, comment: row }, ticket);
     },
   });
 }
@@ -99,18 +104,18 @@ interface CreatedComment {
  * customer (with the comment's CCs) unless the ticket is spam; watchers who asked for comment
  * notifications get one message about any comment, and each member mentioned a message of their
  * own (which stands for the watchers' one: a mentioned watcher gets one mail). A member whose
- * profile turned mail off (notifyEmail false) gets neither.
+ * profile turned mail off (notifyEmail false) gets neither. Returns the ticket if it was read.
  */
-async function mailAboutComment(tx: TenantCtx, brandId: string, comment: CreatedComment, mentioned: readonly MemberView[]): Promise<void> {
+async function mailAboutComment(tx: TenantCtx, brandId: string, comment: CreatedComment, mentioned: readonly MemberView[]): Promise<TicketView | undefined> {
   const toCustomer = comment.authorType === 'AGENT' && !comment.isInternal;
   const notified = (await watchers.watchersOf(tx, brandId, comment.ticketId)).filter((w) => w.notifyOnComment);
   const optedOut = await profiles.mailOptedOut(tx, [...notified.map((w) => w.memberId), ...mentioned.map((m) => m.id)]);
   const toMention = mentioned.filter((m) => !optedOut.has(m.id));
   const watching = notified.filter((w) => !optedOut.has(w.memberId) && !mentioned.some((m) => m.id === w.memberId));
-  if (!toCustomer && !watching.length && !toMention.length) return;
+  if (!toCustomer && !watching.length && !toMention.length) return undefined;
   const ticket = await tickets.fetchView(tx, brandId, comment.ticketId);
   const customer = ticket.customer?.email && !ticket.isSpam ? { name: ticket.customer.name, address: ticket.customer.email } : null;
-  if (!watching.length && !toMention.length && !(toCustomer && customer)) return;
+  if (!watching.length && !toMention.length && !(toCustomer && customer)) return ticket;
 
   const common = {
     settings: mail.settingsOf(tx.services),
@@ -119,14 +124,17 @@ async function mailAboutComment(tx: TenantCtx, brandId: string, comment: Created
     ticket: mail.ticketInfo(ticket),
     thread: { inboundMessageIds: await mail.inboundMessageIds(tx, brandId, ticket.id) },
   };
-  if (toCustomer && customer) await mail.queueMail(tx, brandId, ticket.id, messages.agentReply({ ...common, comment, customer }));
+  const queued: MailMessage[] = [];
+  if (toCustomer && customer) queued.push(messages.agentReply({ ...common, comment, customer }));
   if (watching.length) {
     const to = watching.map((w) => ({ name: w.memberName, address: w.memberEmail }));
-    await mail.queueMail(tx, brandId, ticket.id, messages.watcherNotification({ ...common, comment, watchers: to }));
+    queued.push(messages.watcherNotification({ ...common, comment, watchers: to }));
   }
   const authorName = comment.authorName ?? tx.actor.name;
   for (const m of toMention) {
     const member = { id: m.id, name: m.name, address: m.email };
-    await mail.queueMail(tx, brandId, ticket.id, messages.mentionNotification({ ...common, comment: { ...comment, authorName }, member }));
+    queued.push(messages.mentionNotification({ ...common, comment: { ...comment, authorName }, member }));
   }
+  await mail.queueMails(tx, brandId, ticket.id, queued);
+  return ticket;
 }

@@ -221,15 +221,17 @@ export async function updateTicket(ctx: TenantCtx, brandId: string, ticketId: st
 
 /**
  * The triggers of a change another flow wrote (a comment): run on the ticket as that change left
- * it, their fields written by one more statement, their firings recorded.
+ * it, their fields written by one more statement, their firings recorded. `ticket`: the ticket as
+ * that change left it, when the caller read it already.
  */
 export async function runTriggersAfter(
   tx: TenantCtx,
   brand: Brand,
   ticketId: string,
   run: { event: 'comment.created'; statusBefore: string | null; comment: { body: string; authorType: string; isInternal: boolean; authorName: string | null; metadata: unknown } },
+  ticket?: TicketView,
 ): Promise<void> {
-  const before = await tickets.fetchView(tx, brand.id, ticketId);
+  const before = ticket ?? (await tickets.fetchView(tx, brand.id, ticketId));
   const state = stateOfView(before);
   const was = { ...state, status: run.statusBefore ?? state.status };
   const facts = { body: run.comment.body, authorType: run.comment.authorType, isInternal: run.comment.isInternal };

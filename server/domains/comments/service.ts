@@ -7,7 +7,7 @@ import { isEmail, normalizeEmail } from '../../core/text.js';
 import * as audit from '../../core/audit.js';
 import type { Change } from '../../core/audit.js';
 import { requireBrand } from '../../core/brand.js';
-import { updateTickets } from '../../core/ticket-writes.js';
+import { updateTickets, type TicketSet } from '../../core/ticket-writes.js';
 import * as events from '../../core/outbox/events.js';
 import { Comment } from './model.js';
 import type { CommentView, CreateCommentInput, UpdateCommentInput } from './schemas.js';
@@ -33,6 +33,18 @@ interface TicketRow {
   title: string;
   status: string;
 }
+
+/** A ticket as insert locks it: with its service-level clock, which a status it sets may move. */
+export interface LockedTicket extends TicketRow {
+  createdAt: Date;
+  priority: string | null;
+  dueAt: Date | null;
+  dueAtManual: boolean;
+  slaPausedAt: Date | null;
+  slaPausedSeconds: number;
+}
+
+const LOCKED_COLUMNS = ['id', 'ticketNumber', 'title', 'status', 'createdAt', 'priority', 'dueAt', 'dueAtManual', 'slaPausedAt', 'slaPausedSeconds'];
 
 interface CommentWithTicket extends Comment {
   ticketNumber: number;
@@ -114,13 +126,15 @@ async function present(ctx: TenantCtx, row: Comment): Promise<CommentView> {
   return threads(await liveComments(ctx, row.brandId, row.ticketId)).find((c) => c.id === row.id) ?? toView(row);
 }
 
-/** A live ticket of the brand, optionally locked (see the file comment), or 404. */
+/** A live ticket of the brand, optionally locked (see the file comment; then with its clock), or 404. */
+async function ticketOf(ctx: TenantCtx, brandId: string, ticketId: string, lock: true): Promise<LockedTicket>;
+async function ticketOf(ctx: TenantCtx, brandId: string, ticketId: string, lock?: false): Promise<TicketRow>;
 async function ticketOf(ctx: TenantCtx, brandId: string, ticketId: string, lock = false): Promise<TicketRow> {
   const q = ctx
     .db('tickets')
     .where({ ...scopeOf(ctx), brandId, id: ticketId })
     .whereNull('deletedAt')
-    .first('id', 'ticketNumber', 'title', 'status');
+    .first(...(lock ? LOCKED_COLUMNS : ['id', 'ticketNumber', 'title', 'status']));
   if (lock) q.forUpdate();
   const row = (await q) as TicketRow | undefined;
   if (!row) throw notFound('Ticket');
@@ -197,28 +211,27 @@ async function insert(
     }
   }
   const statusChange = setStatus !== undefined && setStatus !== ticket.status ? { status: setStatus } : {};
-  const alsoChanged = statusChange.status && statusChanging ? await statusChanging(tx, brandId, ticket.id, ticket.status, statusChange.status) : [];
+  const moved = statusChange.status && statusChanging ? await statusChanging(tx, brandId, ticket, statusChange.status) : { set: {}, changes: [] };
+  const alsoChanged = moved.changes;
   await updateTickets(tx, brandId, [ticket.id], {
+    ...moved.set,
     commentCount: tx.db.raw('comment_count + 1'),
     updatedAt: tx.db.raw('now()'),
     ...statusChange,
     ...messageMoment(tx, comment),
   });
-  const row = (await Comment.query(tx.db)
-    .insert({ ...scopeOf(tx), brandId, ticketId: ticket.id, ...comment })
-    .returning('*')) as unknown as Comment;
-
-  await audit.record(tx, {
-    brandId,
-    ticketId: ticket.id,
-    entityType: 'comment',
-    entityId: row.id,
-    event: 'comment.created',
-    metadata: { ticketNumber: ticket.ticketNumber, isInternal: row.isInternal },
-  });
-  await events.commentCreated(tx, brandId, row);
+  const entries: audit.AuditFact[] = [
+    {
+      brandId,
+      ticketId: ticket.id,
+      entityType: 'comment',
+      entityId: comment.id,
+      event: 'comment.created',
+      metadata: { ticketNumber: ticket.ticketNumber, isInternal: comment.isInternal },
+    },
+  ];
   if (statusChange.status) {
-    await audit.record(tx, {
+    entries.push({
       brandId,
       ticketId: ticket.id,
       entityType: 'ticket',
@@ -227,8 +240,17 @@ async function insert(
       changes: [{ field: 'status', from: ticket.status, to: statusChange.status }, ...alsoChanged],
       metadata: { ticketNumber: ticket.ticketNumber, title: ticket.title },
     });
-    await events.ticketsUpdated(tx, brandId, [{ ticketId: ticket.id, changes: ['status', ...alsoChanged.map((c) => c.field)] }]);
   }
+  // The comment and its audit entries in one statement (a data-modifying CTE), its events in one more.
+  const recorded = audit.insertRowsStatement(audit.entryRows(tx, entries));
+  const row = (await Comment.query(tx.db)
+    .with('entries', tx.db.raw(recorded.sql, recorded.bindings as never[]))
+    .insert({ ...scopeOf(tx), brandId, ticketId: ticket.id, ...comment })
+    .returning('*')) as unknown as Comment;
+  await events.enqueue(tx, [
+    events.commentCreatedEvent(brandId, row),
+    ...(statusChange.status ? events.ticketsUpdatedEvents(brandId, [{ ticketId: ticket.id, changes: ['status', ...alsoChanged.map((c) => c.field)] }]) : []),
+  ]);
   return row;
 }
 
@@ -286,8 +308,11 @@ export interface CreateSteps {
   then?: (tx: TenantCtx, brandId: string, row: Comment) => Promise<void>;
   /** Statuses the comment sets back to open (a customer's reply); not part of the request, so a replay matches. */
   reopenFrom?: readonly string[];
-  /** Before the ticket's new status is written: what else that changes (its service-level clock), for its audit entry. */
-  statusChanging?: (tx: TenantCtx, brandId: string, ticketId: string, from: string, to: string) => Promise<Change[]>;
+  /**
+   * Before the ticket's new status is written: what else that changes (its service-level clock),
+   * written by the same statement, and those changes for its audit entry.
+   */
+  statusChanging?: (tx: TenantCtx, brandId: string, ticket: LockedTicket, to: string) => Promise<{ set: TicketSet; changes: Change[] }>;
 }
 
 export async function create(

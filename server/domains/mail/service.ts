@@ -38,16 +38,43 @@ export const replyTokenKey: (ctx: Pick<BaseCtx, 'db' | 'services'>) => Promise<B
  * Message-ID (the same event) records and enqueues nothing.
  */
 export async function queueMail(tx: TenantCtx, brandId: string, ticketId: string | null, message: MailMessage): Promise<void> {
-  if (!tx.db.isTransaction) throw new Error(`mail ${message.messageId} must be queued inside the change's transaction`);
-  if (message.kind === 'test') throw new Error('test messages are sent directly, never queued');
-  const inserted = (await tx
-    .db('mailMessages')
-    .insert({ id: newId(ID_PREFIX.mailMessage), ...scopeOf(tx), brandId, ticketId, kind: message.kind, message, messageId: message.messageId })
-    .onConflict(['accountId', 'livemode', 'brandId', 'messageId'])
-    .ignore()
-    .returning('id')) as { id: string }[];
-  if (!inserted.length) return;
-  await outbox.enqueue(tx, { kind: 'mail', brandId, event: `mail.${message.kind}`, payload: { mailMessageId: inserted[0]!.id, message } });
+  await queueMails(tx, brandId, ticketId, [message]);
+}
+
+/**
+ * queueMail for several messages of one change, in ONE statement: each recorded in mail_messages
+ * and, if it was new there, enqueued in the outbox, in the order given.
+ */
+export async function queueMails(tx: TenantCtx, brandId: string, ticketId: string | null, messages: readonly MailMessage[]): Promise<void> {
+  if (!messages.length) return;
+  for (const message of messages) {
+    if (!tx.db.isTransaction) throw new Error(`mail ${message.messageId} must be queued inside the change's transaction`);
+    if (message.kind === 'test') throw new Error('test messages are sent directly, never queued');
+  }
+  const rows = messages.map((message) => ({
+    id: newId(ID_PREFIX.mailMessage),
+    delivery_id: newId(ID_PREFIX.delivery),
+    kind: message.kind,
+    message,
+    message_id: message.messageId,
+  }));
+  const { accountId, livemode } = scopeOf(tx);
+  const result = (await tx.db.raw(
+    `with given as (
+      select * from jsonb_to_recordset(?::jsonb) as r(id text, delivery_id text, kind text, message jsonb, message_id text)
+    ), recorded as (
+      insert into mail_messages (id, account_id, livemode, brand_id, ticket_id, kind, message, message_id)
+      select id, ?, ?, ?, ?, kind, message, message_id from given
+      on conflict (account_id, livemode, brand_id, message_id) do nothing
+      returning id, kind, message
+    )
+    insert into outbox (id, account_id, livemode, brand_id, kind, event, payload)
+    select g.delivery_id, ?, ?, ?, 'mail', 'mail.' || r.kind, jsonb_build_object('mailMessageId', r.id, 'message', r.message)
+    from recorded r, given g where g.id = r.id
+    order by g.delivery_id`,
+    [JSON.stringify(rows), accountId, livemode, brandId, ticketId, accountId, livemode, brandId],
+  )) as { rowCount: number | null };
+  await outbox.outboxAdded(tx, result.rowCount ?? 0);
 }
 
 /** `sendingDomain`: the brand's verified primary OUTBOUND domain (brand_domains), read by the caller; null for none. */

@@ -160,24 +160,33 @@ function mayMove(level: ServiceLevel | null, move: ClockMove): boolean {
   return (move.fromStatus === 'pending') !== (move.to.status === 'pending');
 }
 
-const CLOCK_COLUMNS = ['id', 'createdAt', 'status', 'priority', 'dueAt', 'dueAtManual', 'slaPausedAt', 'slaPausedSeconds'] as const;
+/** The columns of a Clock, with the ticket's id. */
+export const CLOCK_COLUMNS = ['id', 'createdAt', 'status', 'priority', 'dueAt', 'dueAtManual', 'slaPausedAt', 'slaPausedSeconds'] as const;
 
 /**
  * What a change does to the clocks of tickets of `brand`, locked by the caller and not written
  * yet: per ticket it moves, the clock before and the columns to write. A ticket absent moves not.
  */
-export async function clockPatches(tx: TenantCtx, brand: ServiceLevelRow, moves: readonly ClockMove[]): Promise<Map<string, { before: Clock; patch: ClockPatch }>> {
+export async function clockPatches(
+  tx: TenantCtx,
+  brand: ServiceLevelRow,
+  moves: readonly ClockMove[],
+  /** The clocks, when the caller read them under its lock already. */
+  known?: readonly (Clock & { id: string })[],
+): Promise<Map<string, { before: Clock; patch: ClockPatch }>> {
   const level = serviceLevelOfRow(tx, brand);
   const moving = moves.filter((m) => mayMove(level, m));
   const result = new Map<string, { before: Clock; patch: ClockPatch }>();
   if (!moving.length) return result;
-  const rows = (await Ticket.scoped(tx)
-    .where('brandId', brand.id)
-    .whereIn(
-      'id',
-      moving.map((m) => m.ticketId),
-    )
-    .select(...CLOCK_COLUMNS)) as (Clock & { id: string })[];
+  const rows =
+    known ??
+    ((await Ticket.scoped(tx)
+      .where('brandId', brand.id)
+      .whereIn(
+        'id',
+        moving.map((m) => m.ticketId),
+      )
+      .select(...CLOCK_COLUMNS)) as (Clock & { id: string })[]);
   const byId = new Map(rows.map((r) => [r.id, r]));
   const now = tx.services.now();
   for (const move of moving) {
@@ -198,9 +207,20 @@ export async function moveClocks(tx: TenantCtx, brand: ServiceLevelRow, moves: r
   const changes = new Map<string, Change>();
   for (const [ticketId, { before, patch }] of await clockPatches(tx, brand, moves)) {
     await updateTickets(tx, brand.id, [ticketId], patch);
-    if ('dueAt' in patch) changes.set(ticketId, { field: 'dueAt', from: isoOf(before.dueAt), to: isoOf(patch.dueAt ?? null) });
+    for (const change of dueChange(before, patch)) changes.set(ticketId, change);
   }
   return changes;
 }
+
+/**
+ * moveClocks for one ticket whose clock the caller read under its lock, not written: the columns
+ * for the caller to write with its own change, and the dueAt change for its audit entry.
+ */
+export async function clockMoveOf(tx: TenantCtx, brand: ServiceLevelRow, move: ClockMove, clock: Clock): Promise<{ set: ClockPatch; changes: Change[] }> {
+  const moved = (await clockPatches(tx, brand, [move], [{ ...clock, id: move.ticketId }])).get(move.ticketId);
+  return moved ? { set: moved.patch, changes: dueChange(moved.before, moved.patch) } : { set: {}, changes: [] };
+}
+
+const dueChange = (before: Clock, patch: ClockPatch): Change[] => ('dueAt' in patch ? [{ field: 'dueAt', from: isoOf(before.dueAt), to: isoOf(patch.dueAt ?? null) }] : []);
 
 const isoOf = (d: Date | null) => (d ? d.toISOString() : null);
