@@ -138,19 +138,21 @@ t.test('fan-out: one row per subscribed, enabled webhook of the brand and mode, 
   await withTx(ctx, async (tx) => {
     db.on('query', spy);
     try {
-      await events.commentCreated(tx, brandId, {
-        id: 'cmt_x',
-        ticketId: ticket.id,
-        body: 'x',
-        authorId: null,
-        authorName: null,
-        authorType: 'AGENT',
-        parentId: null,
-        isInternal: false,
-        createdAt: new Date(testNow()),
-        updatedAt: new Date(testNow()),
-        deletedAt: null,
-      });
+      await outbox.enqueueEvents(tx, [
+        events.commentCreatedEvent(brandId, {
+          id: 'cmt_x',
+          ticketId: ticket.id,
+          body: 'x',
+          authorId: null,
+          authorName: null,
+          authorType: 'AGENT',
+          parentId: null,
+          isInternal: false,
+          createdAt: new Date(testNow()),
+          updatedAt: new Date(testNow()),
+          deletedAt: null,
+        }),
+      ]);
       await events.ticketsUpdated(tx, brandId, [{ ticketId: ticket.id, changes: ['title'] }]);
     } finally {
       db.off('query', spy);

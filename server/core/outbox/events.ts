@@ -115,17 +115,10 @@ function commentEvent(brandId: string, names: readonly string[], c: CommentFacts
   return { brandId, names, ticketId: c.ticketId, ticketFields: PART_FIELDS, data: { ticketId: c.ticketId, comment, ...extra } };
 }
 
-export function commentCreated(tx: TenantCtx, brandId: string, comment: CommentFacts): Promise<void> {
-  return enqueueEvents(tx, [commentCreatedEvent(brandId, comment)]);
-}
-
 /** comment.created as an event to enqueue with others (a comment and the status it set, in one statement). */
 export function commentCreatedEvent(brandId: string, comment: CommentFacts): EventSpec {
   return commentEvent(brandId, COMMENT_CREATED, comment);
 }
-
-/** Events built by the functions above, in one statement. */
-export const enqueue = enqueueEvents;
 
 export function commentUpdated(tx: TenantCtx, brandId: string, comment: CommentFacts, changes: readonly string[]): Promise<void> {
   return enqueueEvents(tx, [commentEvent(brandId, ['comment.updated'], comment, { changes })]);

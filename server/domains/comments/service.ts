@@ -9,6 +9,7 @@ import type { Change } from '../../core/audit.js';
 import { requireBrand } from '../../core/brand.js';
 import { updateTickets, type TicketSet } from '../../core/ticket-writes.js';
 import * as events from '../../core/outbox/events.js';
+import { enqueueEvents } from '../../core/outbox/service.js';
 import { Comment } from './model.js';
 import type { CommentView, CreateCommentInput, UpdateCommentInput } from './schemas.js';
 
@@ -247,7 +248,7 @@ async function insert(
     .with('entries', tx.db.raw(recorded.sql, recorded.bindings as never[]))
     .insert({ ...scopeOf(tx), brandId, ticketId: ticket.id, ...comment })
     .returning('*')) as unknown as Comment;
-  await events.enqueue(tx, [
+  await enqueueEvents(tx, [
     events.commentCreatedEvent(brandId, row),
     ...(statusChange.status ? events.ticketsUpdatedEvents(brandId, [{ ticketId: ticket.id, changes: ['status', ...alsoChanged.map((c) => c.field)] }]) : []),
   ]);

@@ -47,10 +47,8 @@ export async function queueMail(tx: TenantCtx, brandId: string, ticketId: string
  */
 export async function queueMails(tx: TenantCtx, brandId: string, ticketId: string | null, messages: readonly MailMessage[]): Promise<void> {
   if (!messages.length) return;
-  for (const message of messages) {
-    if (!tx.db.isTransaction) throw new Error(`mail ${message.messageId} must be queued inside the change's transaction`);
-    if (message.kind === 'test') throw new Error('test messages are sent directly, never queued');
-  }
+  if (!tx.db.isTransaction) throw new Error(`mail ${messages[0]!.messageId} must be queued inside the change's transaction`);
+  if (messages.some((m) => m.kind === 'test')) throw new Error('test messages are sent directly, never queued');
   const rows = messages.map((message) => ({
     id: newId(ID_PREFIX.mailMessage),
     delivery_id: newId(ID_PREFIX.delivery),

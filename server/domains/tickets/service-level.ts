@@ -160,8 +160,7 @@ function mayMove(level: ServiceLevel | null, move: ClockMove): boolean {
   return (move.fromStatus === 'pending') !== (move.to.status === 'pending');
 }
 
-/** The columns of a Clock, with the ticket's id. */
-export const CLOCK_COLUMNS = ['id', 'createdAt', 'status', 'priority', 'dueAt', 'dueAtManual', 'slaPausedAt', 'slaPausedSeconds'] as const;
+const CLOCK_COLUMNS = ['id', 'createdAt', 'status', 'priority', 'dueAt', 'dueAtManual', 'slaPausedAt', 'slaPausedSeconds'] as const;
 
 /**
  * What a change does to the clocks of tickets of `brand`, locked by the caller and not written
