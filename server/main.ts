@@ -8,6 +8,7 @@ import { createServices } from './compose.js';
 import { buildDispatcherHttp } from './dispatcher-http.js';
 import { systemCtx } from './core/context.js';
 import { migrateLatest } from './core/migrate.js';
+import { watchPool } from './core/metrics.js';
 import { openDatabase, type DatabaseHandle } from './integrations/embedded-postgres.js';
 import { startSmtpListener, type SmtpListener } from './integrations/smtp-listener.js';
 import { Dispatcher } from './worker/dispatcher.js';
@@ -106,6 +107,7 @@ export async function startServer(config: Config, role: Role, log: Log = () => u
       error: (o: object, m: string) => (app?.log ?? lines).error(o, m),
     };
     const svc = (services = createServices({ config, db, readDb, directUrl, logger }));
+    if (dispatcherDb) watchPool(svc, 'dispatcher', dispatcherDb);
     const bootstrap =
       role === 'dispatcher'
         ? null

@@ -20,10 +20,12 @@ export interface Metrics {
   readonly outboxOldestPendingAge: Gauge;
   readonly outboxOldestDueAge: Gauge;
   readonly databaseUp: Gauge;
-  readonly poolConnections: Gauge<'state'>;
-  readonly poolPendingAcquires: Gauge;
-  readonly poolPendingCreates: Gauge;
-  readonly poolMax: Gauge;
+  readonly poolConnections: Gauge<'pool' | 'state'>;
+  readonly poolPendingAcquires: Gauge<'pool'>;
+  readonly poolPendingCreates: Gauge<'pool'>;
+  readonly poolMax: Gauge<'pool'>;
+  /** Pools of this process besides the services' own (`main`), by label: the dispatcher's in `--role all`. */
+  readonly otherPools: Map<string, Db>;
 }
 
 function makeMetrics(): Metrics {
@@ -59,10 +61,11 @@ function makeMetrics(): Metrics {
       'ticketd_database_up',
       '1 when the database answered this scrape; 0 when it did not, and the outbox figures are those of the last scrape that could read them',
     ),
-    poolConnections: gauge('ticketd_db_pool_connections', 'Database connections of this process, by state (used, free)', ['state']),
-    poolPendingAcquires: gauge('ticketd_db_pool_pending_acquires', 'Queries waiting for a free database connection'),
-    poolPendingCreates: gauge('ticketd_db_pool_pending_creates', 'Database connections being opened'),
-    poolMax: gauge('ticketd_db_pool_max', 'Most database connections this process opens (dbPoolMax)'),
+    poolConnections: gauge('ticketd_db_pool_connections', 'Database connections of this process, by pool (main, dispatcher) and state (used, free)', ['pool', 'state']),
+    poolPendingAcquires: gauge('ticketd_db_pool_pending_acquires', 'Queries waiting for a free database connection, by pool', ['pool']),
+    poolPendingCreates: gauge('ticketd_db_pool_pending_creates', 'Database connections being opened, by pool', ['pool']),
+    poolMax: gauge('ticketd_db_pool_max', 'Most database connections a pool of this process opens, by pool', ['pool']),
+    otherPools: new Map(),
   };
 }
 
@@ -87,14 +90,22 @@ interface TarnPool {
   numPendingCreates(): number;
 }
 
-function readPool(metrics: Metrics, db: Db): void {
+/**
+ * Shows a pool of this process other than the services' own in the pool metrics, labelled `name`
+ * (the dispatcher's pool in `--role all`, whose waits the API's figures would not show).
+ */
+export function watchPool(services: Services, name: string, db: Db): void {
+  services.get(metricsPart).otherPools.set(name, db);
+}
+
+function readPool(metrics: Metrics, name: string, db: Db): void {
   const pool = (db.client as { pool?: TarnPool }).pool;
   if (!pool) return; // destroyed
-  metrics.poolMax.set(pool.max);
-  metrics.poolConnections.set({ state: 'used' }, pool.numUsed());
-  metrics.poolConnections.set({ state: 'free' }, pool.numFree());
-  metrics.poolPendingAcquires.set(pool.numPendingAcquires());
-  metrics.poolPendingCreates.set(pool.numPendingCreates());
+  metrics.poolMax.set({ pool: name }, pool.max);
+  metrics.poolConnections.set({ pool: name, state: 'used' }, pool.numUsed());
+  metrics.poolConnections.set({ pool: name, state: 'free' }, pool.numFree());
+  metrics.poolPendingAcquires.set({ pool: name }, pool.numPendingAcquires());
+  metrics.poolPendingCreates.set({ pool: name }, pool.numPendingCreates());
 }
 
 const UNFINISHED: readonly OutboxStatus[] = ['pending', 'retrying', 'failed', 'dead'];
@@ -133,9 +144,12 @@ async function readOutbox(metrics: Metrics, db: Db, now: number): Promise<void> 
 /** The exposition text of this process's metrics, the database-wide figures read now. */
 export async function scrape(services: Services): Promise<{ contentType: string; body: string }> {
   const metrics = services.get(metricsPart);
-  readPool(metrics, services.db);
+  readPool(metrics, 'main', services.db);
+  for (const [name, db] of metrics.otherPools) readPool(metrics, name, db);
   try {
-    await readOutbox(metrics, services.db, services.now());
+    // On the dispatcher's connections where it has its own: a scrape still answers while
+    // requests hold every connection of the API, which is when it is wanted most.
+    await readOutbox(metrics, metrics.otherPools.get('dispatcher') ?? services.db, services.now());
     metrics.databaseUp.set(1);
   } catch (err) {
     // The process's own figures are still worth serving while the database is away.

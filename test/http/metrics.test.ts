@@ -107,9 +107,10 @@ t.test('outbox backlog, oldest age and messages by status, read at scrape time',
 
 t.test('pool use of this process', async (t) => {
   const { samples } = await scrape();
-  t.equal(one(samples, 'ticketd_db_pool_max'), 5, "the test pool's maximum");
-  for (const state of ['used', 'free']) t.type(one(samples, 'ticketd_db_pool_connections', { state }), 'number', `${state} connections`);
-  t.equal(one(samples, 'ticketd_db_pool_pending_acquires'), 0, 'nobody waits for a connection');
+  t.equal(one(samples, 'ticketd_db_pool_max', { pool: 'main' }), 5, "the test pool's maximum");
+  for (const state of ['used', 'free']) t.type(one(samples, 'ticketd_db_pool_connections', { pool: 'main', state }), 'number', `${state} connections`);
+  t.equal(one(samples, 'ticketd_db_pool_pending_acquires', { pool: 'main' }), 0, 'nobody waits for a connection');
+  t.same(find(samples, 'ticketd_db_pool_max', { pool: 'dispatcher' }), [], 'no dispatcher pool of its own in an API alone');
   t.type(one(samples, 'process_resident_memory_bytes'), 'number', "and the process's own figures");
 });
 

@@ -24,7 +24,14 @@ const POOL_MAX = 6;
 const dataDir = mkdtempSync(path.join(os.tmpdir(), 'ticketd-busy-api-'));
 t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
 const { url, db } = await freshDatabase(t);
-const config = testConfig({ DATABASE_URL: url, PORT: '0', TICKETD_DATA_DIR: dataDir, TICKETD_DB_POOL_MAX: String(POOL_MAX), TICKETD_WEBHOOK_ALLOW_PRIVATE: 'true' });
+const config = testConfig({
+  DATABASE_URL: url,
+  PORT: '0',
+  TICKETD_DATA_DIR: dataDir,
+  TICKETD_DB_POOL_MAX: String(POOL_MAX),
+  TICKETD_WEBHOOK_ALLOW_PRIVATE: 'true',
+  TICKETD_METRICS_ENABLED: 'true',
+});
 const running = await startServer(config, 'all');
 t.teardown(() => running.stop());
 const base = `${running.baseUrl}/v1/brands/${running.bootstrap!.brand!.id}`;
@@ -84,6 +91,15 @@ t.test('with every API connection held, a webhook delivery still goes out within
   t.ok(Date.now() - asked < 3_000, 'delivered and settled within 3 s');
   t.equal(hook.received.length, 2, 'sent again');
   t.ok((await lockWaiters()) >= apiPool, 'the API connections were held all along');
+
+  // A scrape answers meanwhile, and shows each pool apart: the API's queue, the dispatcher's none.
+  const metrics = await (await fetch(`${running.baseUrl}/metrics`)).text();
+  const gauge = (name: string, pool: string) => Number(new RegExp(`^${name}\\{pool="${pool}"\\} (\\S+)$`, 'm').exec(metrics)?.[1]);
+  t.equal(gauge('ticketd_db_pool_max', 'main'), apiPool, "the API's pool");
+  t.equal(gauge('ticketd_db_pool_max', 'dispatcher'), share, "the dispatcher's pool");
+  t.ok(gauge('ticketd_db_pool_pending_acquires', 'main') > 0, 'requests wait for an API connection');
+  t.equal(gauge('ticketd_db_pool_pending_acquires', 'dispatcher'), 0, 'nothing waits for a dispatcher connection');
+  t.match(metrics, /^ticketd_database_up 1$/m, "the outbox figures were read, on the dispatcher's connections");
 
   await release();
   const answered = await Promise.all(updates);
