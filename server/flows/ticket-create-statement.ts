@@ -225,6 +225,10 @@ function countAgainstAllowance(way: Counting): string {
  * webhook deliveries, which (with `notify`) wake the dispatchers from the statement itself (the
  * NOTIFY of outboxAdded, without a round trip of its own; delivered at its commit); a create that failed a
  * check, or whose key was taken, is absent and wrote nothing.
+ *
+ * Its text depends on the batch's shape alone (Shape: metered, the way of counting, notify, rules
+ * fired, orders named), everything else being a value: made once per shape, it comes back in
+ * PostgreSQL's `$n` form with this batch's values, for runInAccount.
  */
 export function createStatement(ctx: TenantCtx, writes: readonly TicketWrite[], notify: boolean): NativeStatement {
   // Every create of the batch naming one email makes (at most) one contact: the first one's.
