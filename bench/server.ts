@@ -70,10 +70,15 @@ export async function stop(children: readonly ChildProcess[]): Promise<void> {
   );
 }
 
-/** `bin/ticketd start` in a role on databaseUrl; resolves with its start-up JSON line once it serves. */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any
-export async function startTicketd(role: 'all' | 'api' | 'dispatcher', databaseUrl: string, env: Record<string, string> = {}): Promise<{ child: ChildProcess; info: any }> {
-  const child = spawn(process.execPath, [path.join(packageRoot, 'bin', 'ticketd'), 'start', '--role', role, '--json', '--port', '0', '--dispatcher-port', '0'], {
+/** `bin/ticketd start` in a role on databaseUrl (`nodeArgs`: node's own, e.g. --cpu-prof); resolves with its start-up JSON line once it serves. */
+export async function startTicketd(
+  role: 'all' | 'api' | 'dispatcher',
+  databaseUrl: string,
+  env: Record<string, string> = {},
+  nodeArgs: readonly string[] = [],
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any
+): Promise<{ child: ChildProcess; info: any }> {
+  const child = spawn(process.execPath, [...nodeArgs, path.join(packageRoot, 'bin', 'ticketd'), 'start', '--role', role, '--json', '--port', '0', '--dispatcher-port', '0'], {
     env: { ...process.env, DATABASE_URL: databaseUrl, TICKETD_LOG_LEVEL: 'warn', ...env },
     stdio: ['ignore', 'pipe', 'inherit'],
   });

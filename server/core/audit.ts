@@ -108,10 +108,12 @@ export function entryRows(ctx: TenantCtx, facts: readonly AuditFact[]): Record<s
  * (e.g. "the statement inserted this entry's ticket"): no change, no entry.
  */
 export function insertRowsStatement(rows: readonly Record<string, unknown>[], when?: SqlFragment): SqlFragment {
-  return {
-    sql: `insert into audit_log (${AUDIT_COLUMNS}) select ${AUDIT_COLUMNS} from jsonb_populate_recordset(null::audit_log, ?::jsonb) entry${when ? ` where ${when.sql}` : ''}`,
-    bindings: [JSON.stringify(rows), ...(when?.bindings ?? [])],
-  };
+  return { sql: insertRowsSql('?', when?.sql), bindings: [JSON.stringify(rows), ...(when?.bindings ?? [])] };
+}
+
+/** insertRowsStatement's text, with `rows` the SQL expression of the rows' JSON (a statement's placeholder). */
+export function insertRowsSql(rows: string, when?: string): string {
+  return `insert into audit_log (${AUDIT_COLUMNS}) select ${AUDIT_COLUMNS} from jsonb_populate_recordset(null::audit_log, ${rows}::jsonb) entry${when ? ` where ${when}` : ''}`;
 }
 
 /**

@@ -36,9 +36,15 @@ export function blockedCondition(table: string, emailColumn: string, tenant = { 
  * decides inside the database (ticket create sets is_spam with it). The bindings are the scope.
  */
 export function isBlockedSql(ctx: TenantCtx, brandIdSql: string, addressSql: string, domainsSql: string): SqlFragment {
-  return {
-    sql: `exists (select 1 from blocked_sources bs where ? and bs.brand_id = ${brandIdSql}
-      and ((bs.type = 'email' and bs.value = ${addressSql}) or (bs.type = 'domain' and bs.value = any(${domainsSql}))))`,
-    bindings: [tenantScope(ctx, 'bs')],
-  };
+  return { sql: blockedTest('?', brandIdSql, addressSql, domainsSql), bindings: [tenantScope(ctx, 'bs')] };
+}
+
+/** isBlockedSql's text alone, for a statement whose tenant is given as SQL (its named placeholders: tenantIs). */
+export function isBlockedText(tenant: { account: string; livemode: string }, brandIdSql: string, addressSql: string, domainsSql: string): string {
+  return blockedTest(tenantIs('bs', tenant), brandIdSql, addressSql, domainsSql);
+}
+
+function blockedTest(scope: string, brandIdSql: string, addressSql: string, domainsSql: string): string {
+  return `exists (select 1 from blocked_sources bs where ${scope} and bs.brand_id = ${brandIdSql}
+      and ((bs.type = 'email' and bs.value = ${addressSql}) or (bs.type = 'domain' and bs.value = any(${domainsSql}))))`;
 }

@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import pgUtils from 'pg/lib/utils.js';
 import type { BaseCtx, TenantCtx } from './context.js';
-import { pgErrorCode, prepared } from './db.js';
+import { nativeQuery, pgErrorCode, prepared, type NativeStatement } from './db.js';
 import { part } from './services.js';
 import { COORDINATOR_TABLES, REFERENCE_TABLES } from './tenancy.js';
 
@@ -163,11 +163,12 @@ const SHARDS_MOVED = 'TQ003';
  * (once per statement and connection). So every table it names must be read or written in the
  * caller's account only, by its bare name, and no column, function or output column may share a
  * table's name (it would be renamed with the table); its rows arrive as JSON: timestamps as ISO
- * strings, numbers as numbers.
+ * strings, numbers as numbers. `statement`: a knex query, or one in PostgreSQL's form already.
  */
-export async function runInAccount<Row>(ctx: TenantCtx, statement: Knex.Raw): Promise<Row[]> {
-  if (!(await onCitus(ctx))) return ((await prepared(ctx.db, statement)) as unknown as { rows: Row[] }).rows;
-  const { sql, bindings } = statement.toSQL().toNative();
+export async function runInAccount<Row>(ctx: TenantCtx, statement: Knex.Raw | NativeStatement): Promise<Row[]> {
+  const native = !('toSQL' in statement);
+  if (!(await onCitus(ctx))) return ((await (native ? nativeQuery(ctx.db, statement) : prepared(ctx.db, statement))) as unknown as { rows: Row[] }).rows;
+  const { sql, bindings } = native ? { sql: statement.sql, bindings: statement.values } : statement.toSQL().toNative();
   const { parts, tables } = splitAtTables(sql, await distributedTableNames(ctx));
   const run = () =>
     ctx.db.raw<{ rows: { row: Row }[] }>('select r as "row" from ticketd_in_account(?, ?, ?, ?) r', [ctx.accountId, parts, tables, bindings.map(asText) as string[]]);

@@ -104,8 +104,60 @@ export function prepared(db: Knex | Knex.Transaction, query: Knex.Raw): Knex.Raw
 export function preparedSql(db: Knex | Knex.Transaction, sql: string, bindings: readonly Knex.Value[]): Knex.Raw {
   const query = db.raw(sql, bindings);
   if ((db.client.config as DbConfig).namedStatements === false) return query;
-  return query.options({ name: `ticketd_${createHash('sha1').update(sql).digest('hex').slice(0, 32)}` });
+  return query.options({ name: statementName(sql) });
 }
+
+/** A statement in PostgreSQL's own form, ready to send: `$n` placeholders, their values, the name it is prepared under. */
+export interface NativeStatement {
+  sql: string;
+  values: readonly unknown[];
+  name: string;
+}
+
+/**
+ * A statement's text made once for many runs (ticket create's, per shape): SQL with knex's named
+ * placeholders (`:name`) turned into PostgreSQL's `$n` form by knex (as it would on every run),
+ * with the slot each `$n` takes its value from, and its prepared statement's name (see prepared).
+ */
+export interface StatementText {
+  sql: string;
+  slots: readonly string[];
+  name: string;
+}
+
+export function statementText(db: Knex | Knex.Transaction, namedSql: string, slots: readonly string[]): StatementText {
+  // Each slot bound to a marker naming it: the markers come back in the order of their `$n`.
+  const markers = Object.fromEntries(slots.map((s) => [s, `\u0000${s}`]));
+  const { sql, bindings } = db.raw(namedSql, markers).toSQL().toNative();
+  // knex.raw would take a literal `?` for a placeholder when the text runs (nativeQuery).
+  if (sql.includes('?')) throw new Error('statementText: the text holds a `?`');
+  return { sql, slots: bindings.map((b) => String(b).slice(1)), name: statementName(sql) };
+}
+
+/** The text with these values for its slots; every slot it names must have one (null included). */
+export function withValues(text: StatementText, values: Readonly<Record<string, unknown>>): NativeStatement {
+  return {
+    sql: text.sql,
+    name: text.name,
+    values: text.slots.map((slot) => {
+      const value = values[slot];
+      if (value === undefined) throw new Error(`withValues: no value for :${slot}`);
+      return value;
+    }),
+  };
+}
+
+/**
+ * A NativeStatement as a knex query, so that it runs on the caller's connection or transaction and
+ * shows in knex's query events, without knex formatting its text again: the values go to pg as its
+ * query config (knex's `options`), named as prepared unless behind a transaction pooler.
+ */
+export function nativeQuery(db: Knex | Knex.Transaction, statement: NativeStatement): Knex.Raw {
+  const named = (db.client.config as DbConfig).namedStatements !== false;
+  return db.raw(statement.sql).options({ values: statement.values, ...(named ? { name: statement.name } : {}) });
+}
+
+const statementName = (sql: string) => `ticketd_${createHash('sha1').update(sql).digest('hex').slice(0, 32)}`;
 
 export const migrationConfig: Knex.MigratorConfig = {
   directory: path.join(distRoot, 'migrations'),

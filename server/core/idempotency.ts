@@ -69,17 +69,23 @@ export async function claim(ctx: TenantCtx, key: string, fingerprint: string, re
  * `source` must be distinct (one statement cannot claim a key twice).
  */
 export function claimRowsStatement(ctx: TenantCtx, source: SqlFragment, at: Date = new Date(ctx.services.now())): SqlFragment {
-  return {
-    // The instant is bound, not now(): a distributed table's conflict predicate may call only IMMUTABLE functions.
-    sql: `insert into idempotency_keys (account_id, livemode, key, fingerprint, resource_id, created_at, expires_at)
-      select ?, ?, claim_source.key, claim_source.fingerprint, claim_source.resource_id, ?::timestamptz, ?::timestamptz + make_interval(hours => ?)
-      from (${source.sql}) claim_source
+  return { sql: claimRowsSql(source.sql, { account: '?', livemode: '?', at: '?' }), bindings: [ctx.accountId, ctx.livemode, at, at, ...source.bindings] };
+}
+
+/**
+ * claimRowsStatement's text, with SQL expressions for the tenant and the claim's instant (`at`,
+ * written twice): placeholders of the statement it goes into.
+ */
+export function claimRowsSql(source: string, given: { account: string; livemode: string; at: string }): string {
+  // The instant is bound, not now(): a distributed table's conflict predicate may call only IMMUTABLE functions.
+  return `insert into idempotency_keys (account_id, livemode, key, fingerprint, resource_id, created_at, expires_at)
+      select ${given.account}, ${given.livemode}, claim_source.key, claim_source.fingerprint, claim_source.resource_id, ${given.at}::timestamptz,
+        ${given.at}::timestamptz + make_interval(hours => ${IDEMPOTENCY_TTL_HOURS})
+      from (${source}) claim_source
       on conflict (account_id, livemode, key) do update
         set fingerprint = excluded.fingerprint, resource_id = excluded.resource_id, created_at = excluded.created_at, expires_at = excluded.expires_at
         where idempotency_keys.expires_at <= excluded.created_at
-      returning key`,
-    bindings: [ctx.accountId, ctx.livemode, at, at, IDEMPOTENCY_TTL_HOURS, ...source.bindings],
-  };
+      returning key`;
 }
 
 function claimStatement(ctx: TenantCtx, key: string, fingerprint: string, resourceId: string): SqlFragment {

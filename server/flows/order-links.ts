@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import type { TenantCtx } from '../core/context.js';
 import { ID_PREFIX } from '../core/ids.js';
-import { sameTenant, tenantScope } from '../core/model.js';
+import { sameTenant, tenantIs } from '../core/model.js';
 
 /**
  * Automatic order links: a new ticket whose subject or body names an order (`#1234`) of its own
@@ -46,13 +46,19 @@ export interface NamedOrders {
  * nothing links nothing.
  */
 export function autoLinkStatement(ctx: TenantCtx, named: readonly NamedOrders[]): Knex.Raw {
-  return ctx.db.raw(
-    `insert into commerce_order_tickets (id, account_id, livemode, brand_id, order_id, ticket_id, link_type)
+  return ctx.db.raw(autoLinkSql('?', { account: '?', livemode: '?' }), [namedOrdersJson(named), ctx.accountId, ctx.livemode]);
+}
+
+/** autoLinkStatement's text, with SQL expressions for the named orders' JSON (namedOrdersJson) and the tenant. */
+export function autoLinkSql(named: string, tenant: { account: string; livemode: string }): string {
+  return `insert into commerce_order_tickets (id, account_id, livemode, brand_id, order_id, ticket_id, link_type)
      select ticketd_new_id('${ID_PREFIX.orderLink}'), o.account_id, o.livemode, o.brand_id, o.id, t.id, 'AUTOMATIC'
-     from jsonb_to_recordset(?::jsonb) as named(ticket_id text, email text, numbers text[])
+     from jsonb_to_recordset(${named}::jsonb) as named(ticket_id text, email text, numbers text[])
      join t on t.id = named.ticket_id
-     join commerce_orders o on ? and ${sameTenant('o', 't')} and o.brand_id = t.brand_id
-       and o.order_number = any(named.numbers) and o.customer_email = named.email`,
-    [JSON.stringify(named.map((n) => ({ ticket_id: n.ticketId, email: n.email, numbers: n.numbers }))), tenantScope(ctx, 'o')],
-  );
+     join commerce_orders o on ${tenantIs('o', tenant)} and ${sameTenant('o', 't')} and o.brand_id = t.brand_id
+       and o.order_number = any(named.numbers) and o.customer_email = named.email`;
+}
+
+export function namedOrdersJson(named: readonly NamedOrders[]): string {
+  return JSON.stringify(named.map((n) => ({ ticket_id: n.ticketId, email: n.email, numbers: n.numbers })));
 }

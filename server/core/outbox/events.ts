@@ -45,12 +45,12 @@ const iso = (d: Date | string | null | undefined) => (d ? new Date(d).toISOStrin
  * there (not created) is not announced.
  */
 export function ticketsCreated(tx: TenantCtx, tickets: readonly { brandId: string; ticketId: string }[], ticketsRelation: string, contactsRelation: string): SqlFragment {
-  return eventsInsert(
-    tx,
-    tickets.map(({ brandId, ticketId }) => ({ brandId, names: ['ticket.created'], ticketId, ticketFields: TICKET_CREATED_FIELDS, data: {} })),
-    ticketsRelation,
-    contactsRelation,
-  );
+  return eventsInsert(tx, ticketsCreatedEvents(tickets), ticketsRelation, contactsRelation);
+}
+
+/** ticket.created of each ticket, for eventsJson (ticket create's statement made once per shape: eventsInsertSql). */
+export function ticketsCreatedEvents(tickets: readonly { brandId: string; ticketId: string }[]): EventSpec[] {
+  return tickets.map(({ brandId, ticketId }) => ({ brandId, names: ['ticket.created'], ticketId, ticketFields: TICKET_CREATED_FIELDS, data: {} }));
 }
 
 /** `changes` are the names of the changed fields, per ticket. */

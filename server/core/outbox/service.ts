@@ -4,7 +4,7 @@ import { sourceOf } from '../audit.js';
 import { notFound, conflict } from '../errors.js';
 import { eachAtOnce } from '../each-at-once.js';
 import { newId, ID_PREFIX } from '../ids.js';
-import { sameTenant, scopeOf, tenantScope } from '../model.js';
+import { sameTenant, scopeOf, tenantIs, tenantScope } from '../model.js';
 import { notifyAtCommit } from '../notify.js';
 import { OutboxMessage, type OutboxKind, type OutboxStatus } from './model.js';
 
@@ -106,7 +106,14 @@ export async function enqueueEvents(tx: TenantCtx, events: readonly EventSpec[])
  * row in the tickets CTE, no delivery. Its caller counts the rows it inserted for outboxAdded.
  */
 export function eventsInsert(tx: TenantCtx, events: readonly EventSpec[], ticketsRelation = 'tickets', contactsRelation = 'contacts'): SqlFragment {
-  const timestamp = new Date(tx.services.now()).toISOString();
+  return {
+    sql: eventsInsertSql({ timestamp: '?', events: '?', tenant: { account: '?', livemode: '?' } }, ticketsRelation, contactsRelation),
+    bindings: [new Date(tx.services.now()).toISOString(), eventsJson(tx, events), tx.accountId, tx.livemode],
+  };
+}
+
+/** The events as eventsInsertSql reads them (each event's id fixed now), as JSON text. */
+export function eventsJson(tx: TenantCtx, events: readonly EventSpec[]): string {
   const specs = events.map((e, ord) => ({
     ord,
     event_id: newId(ID_PREFIX.event),
@@ -118,14 +125,25 @@ export function eventsInsert(tx: TenantCtx, events: readonly EventSpec[], ticket
     webhook_id: e.webhookId ?? null,
     source: e.source ?? sourceOf(tx),
   }));
-  return {
-    sql: `
+  return JSON.stringify(specs);
+}
+
+/**
+ * eventsInsert's text, with SQL expressions for the bodies' timestamp (ISO text), the events'
+ * JSON (eventsJson) and the tenant: placeholders of the statement it goes into.
+ */
+export function eventsInsertSql(
+  given: { timestamp: string; events: string; tenant: { account: string; livemode: string } },
+  ticketsRelation = 'tickets',
+  contactsRelation = 'contacts',
+): string {
+  return `
       insert into outbox (id, account_id, livemode, brand_id, kind, event, webhook_id, payload)
       select ticketd_new_id('dlv'), w.account_id, w.livemode, w.brand_id, 'webhook', s.name, w.id,
-        jsonb_build_object('id', ev.event_id, 'event', s.name, 'brand_id', w.brand_id, 'timestamp', ?::text, 'source', ev.source,
+        jsonb_build_object('id', ev.event_id, 'event', s.name, 'brand_id', w.brand_id, 'timestamp', ${given.timestamp}::text, 'source', ev.source,
           'data', coalesce((select jsonb_object_agg(k, coalesce(tk.fields -> k, 'null'::jsonb)) from unnest(ev.ticket_fields) as k), '{}'::jsonb) || ev.data)
-      from jsonb_to_recordset(?::jsonb) as ev(ord int, event_id text, brand_id text, names text[], ticket_id text, ticket_fields text[], data jsonb, webhook_id text, source text)
-      join webhooks w on ? and w.brand_id = ev.brand_id and w.enabled and (w.events && ev.names or w.id = ev.webhook_id)
+      from jsonb_to_recordset(${given.events}::jsonb) as ev(ord int, event_id text, brand_id text, names text[], ticket_id text, ticket_fields text[], data jsonb, webhook_id text, source text)
+      join webhooks w on ${tenantIs('w', given.tenant)} and w.brand_id = ev.brand_id and w.enabled and (w.events && ev.names or w.id = ev.webhook_id)
         and (ev.webhook_id is null or w.id = ev.webhook_id)
       cross join lateral (select n as name from unnest(ev.names) with ordinality as a(n, i) where ev.webhook_id is not null or n = any(w.events) order by i limit 1) s
       left join lateral (
@@ -138,9 +156,7 @@ export function eventsInsert(tx: TenantCtx, events: readonly EventSpec[], ticket
           : `
       where ev.ticket_id is null or tk.fields is not null`
       }
-      order by ev.ord, w.id`,
-    bindings: [timestamp, JSON.stringify(specs), tenantScope(tx, 'w')],
-  };
+      order by ev.ord, w.id`;
 }
 
 // ---------------------------------------------------------------------------------------------

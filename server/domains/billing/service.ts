@@ -5,7 +5,7 @@ import type { Config, CouponConfig, PlanConfig } from '../../core/config.js';
 import { pgErrorCode, type SqlFragment } from '../../core/db.js';
 import { badRequest, conflict, HttpError } from '../../core/errors.js';
 import { newId, ID_PREFIX } from '../../core/ids.js';
-import { accountScope, sameAccount, tenantScope } from '../../core/model.js';
+import { accountIs, accountScope, sameAccount, tenantScope } from '../../core/model.js';
 import { hashSecret, randomBase62, TOKEN_RANDOM_LENGTH } from '../../core/secrets.js';
 import * as coupons from './coupons.js';
 import { CheckoutSession, Invoice, Subscription } from './model.js';
@@ -156,21 +156,29 @@ export function ticketsMetered(config: Pick<Config, 'plans'>): boolean {
  * ticket create statement). A subscription to a plan that left the configuration counts as the default.
  */
 export function allowanceSql(ctx: TenantCtx): SqlFragment {
+  const { now, plans, defaultPlan } = allowanceValues(ctx);
+  return { sql: allowanceText({ now: '?', account: '?', plans: '?', defaultPlan: '?' }), bindings: [now, ctx.accountId, plans, defaultPlan, ctx.accountId] };
+}
+
+/** allowanceSql's values beside the account: the instant (ISO), the configured plans (JSON) and the default plan's slug. */
+export function allowanceValues(ctx: TenantCtx): { now: string; plans: string; defaultPlan: string } {
   const { config } = ctx.services;
   const plans = config.plans.map((p) => ({ slug: p.slug, name: p.name, allowance: p.ticketsPerPeriod }));
-  return {
-    sql: `select pl.name as plan_name, pl.allowance,
-        coalesce(s.current_period_start, date_trunc('month', ?::timestamptz at time zone 'UTC') at time zone 'UTC') as period_start
+  return { now: new Date(ctx.services.now()).toISOString(), plans: JSON.stringify(plans), defaultPlan: config.defaultPlan };
+}
+
+/** allowanceSql's text, with SQL expressions for its values (allowanceValues) and the account (the account's first). */
+export function allowanceText(given: { now: string; account: string; plans: string; defaultPlan: string }): string {
+  return `select pl.name as plan_name, pl.allowance,
+        coalesce(s.current_period_start, date_trunc('month', ${given.now}::timestamptz at time zone 'UTC') at time zone 'UTC') as period_start
       from accounts a
-      left join subscriptions s on ? and s.ended_at is null
+      left join subscriptions s on ${accountIs('s', given.account)} and s.ended_at is null
       cross join lateral (
-        select p.name, p.allowance from jsonb_to_recordset(?::jsonb) as p(slug text, name text, allowance int)
-        where p.slug in (a.plan_slug, s.plan_slug, ?)
+        select p.name, p.allowance from jsonb_to_recordset(${given.plans}::jsonb) as p(slug text, name text, allowance int)
+        where p.slug in (a.plan_slug, s.plan_slug, ${given.defaultPlan})
         order by case p.slug when a.plan_slug then 0 when s.plan_slug then 1 else 2 end limit 1
       ) pl
-      where a.id = ?`,
-    bindings: [new Date(ctx.services.now()).toISOString(), accountScope(ctx, 's'), JSON.stringify(plans), config.defaultPlan, ctx.accountId],
-  };
+      where a.id = ${given.account}`;
 }
 
 /** Tickets created in the period: the count kept at create when metered (see ticketsMetered), else counted now. */
