@@ -17,7 +17,7 @@
  *   npm run bench -- --recurring [--schedules 10000]   (recurring tickets due in one minute, one dispatcher: see recurring.ts)
  *   npm run bench -- --rules [--tickets 1000000] [--sweep-tickets 100000]   (a brand's rules: create and update with 50 triggers next to none, the counts of 20 views, then one dispatcher's automation sweep of that many matching tickets; see rules.ts and automations.ts)
  *   npm run bench -- --commerce [--orders 100000] [--sync-orders 10000]   (a store's first full sync; a brand's orders on every ticket and contact page, with and without a store: see commerce.ts)
- *   npm run bench -- --citus postgres://postgres@127.0.0.1:9700/postgres [--tickets 100000]   (creates, the first page and search on a Citus coordinator next to plain PostgreSQL: see citusComparison)
+ *   npm run bench -- --citus postgres://postgres@127.0.0.1:9700/postgres [--tickets 100000]   (creates, the first page, search and the capacity mix's GETs on a Citus coordinator next to plain PostgreSQL: see citusComparison)
  *   npm run bench -- --agents [--tickets 1000000] [--agents-start 250] [--agents-step 250] [--step-seconds 60] [--agents-max 4000] [--sustain-minutes 5] [--no-etags] [--dispatcher-apart]
  *                                      (how many agents with the dashboard open one machine serves: a ramp of signed-in agents polling and writing, then the largest that passed sustained; see capacity.ts)
  *   npm run bench -- --agents --quick  (20,000 tickets, 15 s steps, 30 s sustained: for development)
@@ -536,6 +536,36 @@ interface TargetRows {
  * a rare word, then creates at concurrency 1 and 16. Each target runs its own ticketd, one after
  * the other; the table puts them side by side.
  */
+/**
+ * The GETs of the capacity mix (dashboard.ts), as the bootstrap owner signed in to the dashboard:
+ * the brand's 20 newest tickets, a ticket and its comments (five, added here), the unread mentions,
+ * the brand's mailboxes.
+ */
+async function capacityGets(server: { url: string; brandId: string; child: ChildProcess }, dbUrl: string, auth: Record<string, string>): Promise<Row[]> {
+  const base = `${server.url}/v1/brands/${server.brandId}`;
+  const page = (await (await fetch(`${base}/tickets?limit=1`, { headers: auth })).json()) as { data: { id: string }[] };
+  const ticket = `${base}/tickets/${page.data[0]!.id}`;
+  for (let i = 0; i < 5; i++) {
+    const res = await fetch(`${ticket}/comments`, {
+      method: 'POST',
+      headers: auth,
+      body: JSON.stringify({ body: `A comment of the bench, number ${i + 1}.`, authorType: 'AGENT', authorName: 'Bench' }),
+    });
+    if (res.status !== 201) throw new Error(`comment: ${res.status} ${await res.text()}`);
+  }
+  const session = { authorization: `Bearer ${await sessionTokenFor(dbUrl, server.url, 'owner@example.com')}` };
+  const rows: Row[] = [];
+  for (const [scenario, url] of [
+    ['dashboard: 20 newest tickets', `${base}/tickets?limit=20`],
+    ['dashboard: a ticket', ticket],
+    ['dashboard: its comments', `${ticket}/comments`],
+    ['dashboard: unread mentions', `${server.url}/v1/auth/mentions/unread`],
+    ['dashboard: mailboxes', `${base}/email-connections`],
+  ] as const)
+    rows.push(await measure(scenario, { url, headers: session }, server.child.pid));
+  return rows;
+}
+
 async function citusComparison(citusAdminUrl: string): Promise<void> {
   const targets: TargetRows[] = [];
   const plain = await adminDatabase({ shared_buffers: '2GB', work_mem: '16MB', maintenance_work_mem: '512MB', max_connections: '200' });
@@ -564,6 +594,7 @@ async function citusComparison(citusAdminUrl: string): Promise<void> {
         rows.push(await measure(`search common word "${w[0]}"`, { url: `${base}/tickets?search=${encodeURIComponent(w[0]!)}`, headers: auth }, server.child.pid));
         rows.push(await measure(`search rare word "${w[12_000]}"`, { url: `${base}/tickets?search=${encodeURIComponent(w[12_000]!)}`, headers: auth }, server.child.pid));
         rows.push(await measure('GET /v1/brands/:id', { url: `${server.url}/v1/brands/${server.brandId}`, headers: auth }, server.child.pid));
+        rows.push(...(await capacityGets(server, dbUrl, auth)));
         const emails = seeded.contactEmails.slice(0, 5000);
         const text = (k: number) => Array.from({ length: k }, () => w[Math.floor(Math.exp(Math.random() * Math.log(w.length)))]).join(' ');
         for (const c of [1, 16]) {

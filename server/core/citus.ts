@@ -189,31 +189,33 @@ function asText(value: unknown): string | null {
 }
 
 /**
- * A statement's text split at each bare name of a distributed table (not right after a dot, nor
- * right before a parenthesis), which `tables` lists in order, for ticketd_in_account to put each
- * table's shard in its place. Literals, quoted names, comments and dollar-quoted bodies are not
- * looked into.
+ * A statement's text split at each name of a distributed table (not right after a dot, nor right
+ * before a parenthesis), which `tables` lists in order as written, for ticketd_in_account to put
+ * each table's shard in its place. A name is bare or quoted exactly (`"tickets"`: knex quotes
+ * every name of the statements it builds). Literals, other quoted names, comments and
+ * dollar-quoted bodies are not looked into.
  */
 export function splitAtTables(sql: string, distributed: ReadonlySet<string>): { parts: string[]; tables: string[] } {
   const parts: string[] = [];
   const tables: string[] = [];
   let from = 0;
   for (const m of sql.matchAll(STATEMENT_TOKEN)) {
-    const name = m[2];
-    if (name === undefined || !distributed.has(name) || sql[m.index - 1] === '.' || sql[m.index + name.length] === '(') continue;
+    const name = m[3] ?? m[1];
+    const end = m.index + m[0].length;
+    if (name === undefined || !distributed.has(name) || sql[m.index - 1] === '.' || sql[end] === '(') continue;
     parts.push(sql.slice(from, m.index));
-    tables.push(name);
-    from = m.index + name.length;
+    tables.push(m[0]); // as written: a quoted name is a regclass too
+    from = end;
   }
   parts.push(sql.slice(from));
   return { parts, tables };
 }
 
 /**
- * What a statement's text is made of, for splitAtTables: a literal, a quoted name, a comment, a
- * dollar-quoted body (its tag: group 1), or a bare name (group 2).
+ * What a statement's text is made of, for splitAtTables: a literal, a quoted name (group 1 when
+ * it holds no quote), a comment, a dollar-quoted body (its tag: group 2), or a bare name (group 3).
  */
-const STATEMENT_TOKEN = /'(?:[^']|'')*'|"(?:[^"]|"")*"|--[^\n]*|\/\*[\s\S]*?\*\/|(\$[A-Za-z_]*\$)[\s\S]*?\1|([A-Za-z_][A-Za-z0-9_$]*)/g;
+const STATEMENT_TOKEN = /'(?:[^']|'')*'|"([^"]*)"(?!")|"(?:[^"]|"")*"|--[^\n]*|\/\*[\s\S]*?\*\/|(\$[A-Za-z_]*\$)[\s\S]*?\2|([A-Za-z_][A-Za-z0-9_$]*)/g;
 
 /**
  * Triggers that only guard (they write nothing) and that Citus cannot keep on a distributed

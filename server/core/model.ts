@@ -1,7 +1,7 @@
 import type { Knex } from 'knex';
 import objection from 'objection';
 import type { BaseCtx, TenantCtx } from './context.js';
-import { preparedSql } from './db.js';
+import { runInAccount } from './citus.js';
 
 /**
  * Base of every tenant table: rows carry accountId and livemode, and services reach them only
@@ -21,16 +21,20 @@ export class TenantModel extends objection.Model {
 export const { parse: columnsToProperties } = objection.snakeCaseMappers();
 
 /**
- * The rows of an objection query, run as a named statement (planned once per connection, see
- * db.ts prepared) and given as plain objects with property names, without a model per row: for
- * the reads a dashboard polls, whose rows only become views. JSON columns come as PostgreSQL
- * gives them (a JSON string stays a string), as in the rows of raw statements.
+ * The rows of a read of the caller's account (an objection or knex query, or raw SQL), planned
+ * once per connection and given as plain objects with property names, without a model per row:
+ * for the reads a dashboard polls, whose rows only become views. On one server a named statement
+ * (db.ts prepared); on Citus it runs on the worker holding the account's shards (runInAccount,
+ * decision 0106), where the coordinator would plan it and the worker plan it again. So the
+ * statement keeps to runInAccount's rules (the caller's account only, its tables named bare or
+ * quoted whole), and its rows are JSON there: a view reads a timestamp with `new Date(v)` (a Date
+ * on one server, an ISO string on Citus), and a bigint the response shows is selected as text.
+ * JSON columns come as PostgreSQL gives them (a JSON string stays a string).
  */
-export async function preparedRows<R>(query: objection.QueryBuilder<objection.Model, unknown>): Promise<R[]> {
-  const knex = query.knex();
-  const { sql, bindings } = query.toKnexQuery().toSQL();
-  const result = (await preparedSql(knex, sql, bindings)) as unknown as { rows: Record<string, unknown>[] };
-  return result.rows.map((row) => columnsToProperties(row) as R);
+export async function preparedRows<R>(ctx: TenantCtx, query: objection.QueryBuilder<objection.Model, unknown> | Knex.QueryBuilder | Knex.Raw): Promise<R[]> {
+  const { sql, bindings } = 'toKnexQuery' in query ? query.toKnexQuery().toSQL() : query.toSQL();
+  const rows = await runInAccount<Record<string, unknown>>(ctx, ctx.db.raw(sql, bindings));
+  return rows.map((row) => columnsToProperties(row) as R);
 }
 
 /** The scope columns a new tenant row must carry. */

@@ -8,7 +8,9 @@ import { buildWorld, fillPath, INBOUND_SECRET, pathValues, routeKey, type Payloa
  * On a Citus cluster (the suite's Citus mode), an account's requests each touch one shard group.
  * Reads: every GET route under /v1/brands/:brandId, called with the owner's API key and the
  * world's ids, runs no statement over several shards; citus_stat_statements tells (a statement
- * Citus routed to one shard carries that shard's distribution value, partition_key). Writes: every
+ * Citus routed to one shard carries that shard's distribution value, partition_key; a call of
+ * ticketd_in_account, which the polled reads are (decision 0106), carries none, and the second
+ * test shows it goes to the node holding the account). Writes: every
  * other route there, with Citus set to fail a statement it would run as several tasks
  * (citus.multi_task_query_log_level). Ticket create and updateTickets go whole to the worker
  * holding the account (decision 0092). Authentication finds a key by its hash in every account
@@ -52,7 +54,11 @@ t.test('on a cluster, each GET route of a brand runs every statement on one shar
     await db.raw('select citus_stat_statements_reset()');
     const res = await owner.live('GET', url);
     t.ok(res.status < 500, `${key}: answered`, { got: res.status });
-    t.same(await overSeveralShards(), [], `${key}: every statement on one shard group`);
+    t.same(
+      (await overSeveralShards()).filter((q) => !q.includes('ticketd_in_account(')),
+      [],
+      `${key}: every statement on one shard group (but calls handed to the account's node, the next test)`,
+    );
   }
 
   // Ticket create is one statement of many inserts: on a cluster it is a call of

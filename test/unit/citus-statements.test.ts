@@ -22,10 +22,18 @@ t.test('every bare name of a table is a place for its shard, aliases and qualifi
   t.same(splitAtTables('select * from ticket_tags', TABLES), { parts: ['select * from ', ''], tables: ['ticket_tags'] }, 'a longer name is not its prefix');
 });
 
+t.test('a quoted name of a table, as knex writes every name, is a place for its shard too', async (t) => {
+  t.equal(
+    rejoined('select "tickets"."id", "tags".* from "tickets" join "tags" on "tags"."id" = "tickets"."tag_id" where "tickets"."account_id" = ?'),
+    'select <"tickets">."id", <"tags">.* from <"tickets"> join <"tags"> on <"tags">."id" = <"tickets">."tag_id" where <"tickets">."account_id" = ?',
+  );
+  t.same(splitAtTables('select * from "ticket_tags"', TABLES), { parts: ['select * from ', ''], tables: ['"ticket_tags"'] }, 'the name as written, a regclass all the same');
+});
+
 t.test('literals, quoted names, comments, dollar-quoted bodies, columns and functions keep their text', async (t) => {
   const untouched = [
     `select 'my tickets are broken', 'it''s tags' from x`,
-    `select "tickets" from x`,
+    `select "Tickets", "tic""kets", x."tickets", "my tickets" from x`,
     `select 1 -- from tickets\n`,
     `select 1 /* join tags */`,
     `select $body$ update tickets $body$, $$ tags $$`,

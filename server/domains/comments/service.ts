@@ -2,7 +2,7 @@ import { withTx, type TenantCtx } from '../../core/context.js';
 import { badRequest, notFound } from '../../core/errors.js';
 import { canonicalJson, claim as claimIdempotencyKey, requestFingerprint } from '../../core/idempotency.js';
 import { newId, ID_PREFIX } from '../../core/ids.js';
-import { BOUND_TENANT, scopeOf, tenantIs, tenantScope } from '../../core/model.js';
+import { BOUND_TENANT, preparedRows, scopeOf, tenantIs, tenantScope } from '../../core/model.js';
 import { isEmail, normalizeEmail } from '../../core/text.js';
 import * as audit from '../../core/audit.js';
 import type { Change } from '../../core/audit.js';
@@ -265,8 +265,10 @@ function messageMoment(tx: TenantCtx, comment: Pick<NewComment, 'isInternal' | '
 
 export async function list(ctx: TenantCtx, brandId: string, ticketId: string, shape: 'threads' | 'flat' = 'threads'): Promise<CommentView[]> {
   const brand = await requireBrand(ctx, brandId);
-  const ticket = await ticketOf(ctx, brand.id, ticketId);
-  const rows = await liveComments(ctx, brand.id, ticket.id);
+  // Both reads planned once per connection (on Citus, on the account's worker): the dashboard polls them.
+  const [ticket] = await preparedRows<{ id: string }>(ctx, ticketRow(ctx, brand.id, ticketId).whereNull('deletedAt').select('id'));
+  if (!ticket) throw notFound('Ticket');
+  const rows = await preparedRows<Comment>(ctx, liveComments(ctx, brand.id, ticket.id));
   return shape === 'flat' ? rows.map(toView) : threads(rows);
 }
 

@@ -5,7 +5,7 @@ import { lockBrand, requireBrand } from '../../core/brand.js';
 import { isPgError, PG } from '../../core/db.js';
 import { badRequest, conflict, notFound } from '../../core/errors.js';
 import { ID_PREFIX, newId, normalizeBrandId } from '../../core/ids.js';
-import { scopeOf } from '../../core/model.js';
+import { preparedRows, scopeOf } from '../../core/model.js';
 import { assertPublicHost, OutboundRefused } from '../../core/outbound.js';
 import { keyringPart, type SealContext, type SealedColumn } from '../../core/sealed.js';
 import { oauthClientOf, type OAuthProvider } from '../../integrations/oauth-token.js';
@@ -26,7 +26,12 @@ export interface ConnectionPolicy {
 export const SEALED_SECRETS: readonly SealedColumn[] = [{ table: 'email_connections', column: 'secret', purpose: 'email_connection.secret' }];
 const SECRET_SEAL = (accountId: string): SealContext => ({ purpose: SEALED_SECRETS[0]!.purpose, accountId });
 
-const iso = (d: Date | null) => (d ? new Date(d).toISOString() : null);
+/** A timestamp of a row: a Date, or an ISO string in preparedRows' rows on Citus. */
+function iso(d: Date | string): string;
+function iso(d: Date | string | null): string | null;
+function iso(d: Date | string | null): string | null {
+  return d ? new Date(d).toISOString() : null;
+}
 
 export function toView(row: EmailConnection): EmailConnectionView {
   return {
@@ -47,8 +52,8 @@ export function toView(row: EmailConnection): EmailConnectionView {
     status: row.status,
     lastSyncAt: iso(row.lastSyncAt),
     errorMessage: row.errorMessage,
-    createdAt: row.createdAt.toISOString(),
-    updatedAt: row.updatedAt.toISOString(),
+    createdAt: iso(row.createdAt),
+    updatedAt: iso(row.updatedAt),
   };
 }
 
@@ -59,7 +64,7 @@ const ofBrand = (ctx: TenantCtx, brandId: string) => EmailConnection.scoped(ctx)
  * request got here (core/auth.ts): this is the one read, on the brand's index, even for a brand with none.
  */
 export async function list(ctx: TenantCtx, brandId: string): Promise<EmailConnectionView[]> {
-  const rows = await ofBrand(ctx, brandId).orderBy([{ column: 'isPrimary', order: 'desc' }, { column: 'id' }]);
+  const rows = await preparedRows<EmailConnection>(ctx, ofBrand(ctx, brandId).orderBy([{ column: 'isPrimary', order: 'desc' }, { column: 'id' }]));
   return rows.map(toView);
 }
 

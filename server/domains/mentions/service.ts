@@ -1,7 +1,7 @@
 import { canSeeBrand, type TenantCtx } from '../../core/context.js';
 import { notFound } from '../../core/errors.js';
 import { newId, ID_PREFIX } from '../../core/ids.js';
-import { sameTenant, scopeOf, tenantScope } from '../../core/model.js';
+import { preparedRows, sameTenant, scopeOf, tenantScope } from '../../core/model.js';
 import { Mention } from './model.js';
 import type { MentionView } from './schemas.js';
 
@@ -41,8 +41,10 @@ function visibleBrands(ctx: TenantCtx, alias: string): { sql: string; bindings: 
 /** The member's unread mentions in live comments of live tickets, newest first, with what the notification shows. */
 export async function unread(ctx: TenantCtx, memberId: string): Promise<MentionView[]> {
   const brands = visibleBrands(ctx, 'm');
-  const { rows } = await ctx.db.raw<{ rows: Record<string, unknown>[] }>(
-    `select m.id, m.ticket_id, m.brand_id, m.comment_id, m.mentioned_by, m.created_at,
+  const rows = await preparedRows<Record<string, unknown>>(
+    ctx,
+    ctx.db.raw(
+      `select m.id, m.ticket_id, m.brand_id, m.comment_id, m.mentioned_by, m.created_at,
             t.ticket_number, t.title, b.name as brand_name, b.ticket_prefix
        from mentions m
        join comments c on ${sameTenant('c', 'm')} and c.id = m.comment_id and c.deleted_at is null
@@ -51,19 +53,20 @@ export async function unread(ctx: TenantCtx, memberId: string): Promise<MentionV
       where ? and m.member_id = ? and m.acknowledged_at is null and ${brands.sql}
       order by m.created_at desc, m.id desc
       limit ?`,
-    [tenantScope(ctx, 'm'), memberId, ...brands.bindings, UNREAD_LIMIT] as never[],
+      [tenantScope(ctx, 'm'), memberId, ...brands.bindings, UNREAD_LIMIT] as never[],
+    ),
   );
   return rows.map((r) => ({
     id: r.id as string,
-    ticketId: r.ticket_id as string,
-    brandId: r.brand_id as string,
-    commentId: r.comment_id as string,
-    ticketNumber: Number(r.ticket_number),
+    ticketId: r.ticketId as string,
+    brandId: r.brandId as string,
+    commentId: r.commentId as string,
+    ticketNumber: Number(r.ticketNumber),
     ticketTitle: r.title as string,
-    brandName: r.brand_name as string,
-    ticketPrefix: r.ticket_prefix as string,
-    mentionedBy: (r.mentioned_by as string | null) ?? null,
-    createdAt: new Date(r.created_at as string).toISOString(),
+    brandName: r.brandName as string,
+    ticketPrefix: r.ticketPrefix as string,
+    mentionedBy: (r.mentionedBy as string | null) ?? null,
+    createdAt: new Date(r.createdAt as string).toISOString(),
   }));
 }
 

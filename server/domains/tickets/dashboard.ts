@@ -139,7 +139,7 @@ export async function listAcrossBrands(ctx: TenantCtx, input: CrossBrandListInpu
   if (search === null && named === null && ctx.brandScope.allBrands) {
     const q = Ticket.scoped(ctx).select(...TICKET_COLUMNS, relatedByLinks(ctx), brandSummary(ctx));
     const applied = filter(q, OWN_BRAND);
-    return sortedPage(q, applied.sort, applied.order, { limit, cursor: input.cursor }, applied.filters, (ticket, row) => withBrand(ticket, row.brandSummary as BrandSummary));
+    return sortedPage(ctx, q, applied.sort, applied.order, { limit, cursor: input.cursor }, applied.filters, (ticket, row) => withBrand(ticket, row.brandSummary as BrandSummary));
   }
 
   if (search === null) {

@@ -121,7 +121,7 @@ function query(ctx: TenantCtx, brandId: string) {
 export async function fetchView(ctx: TenantCtx, brandId: string, ticketId: string, includeDeleted = false): Promise<TicketView> {
   const q = query(ctx, brandId).where('tickets.id', ticketId);
   if (!includeDeleted) q.whereNull('tickets.deletedAt');
-  const [row] = await preparedRows<Row>(q); // at most one: (account, id) is the primary key
+  const [row] = await preparedRows<Row>(ctx, q); // at most one: (account, id) is the primary key
   if (!row) throw notFound('Ticket');
   return toView(row);
 }
@@ -133,7 +133,7 @@ export async function fetchViews(ctx: TenantCtx, brandId: string, ticketIds: rea
     .whereRaw('tickets.id = any(?::text[])', [[...ticketIds]])
     .whereNull('tickets.deletedAt')
     .orderBy('tickets.id');
-  return (await preparedRows<Row>(q)).map(toView);
+  return (await preparedRows<Row>(ctx, q)).map(toView);
 }
 
 export async function get(ctx: TenantCtx, brandId: string, ticketId: string): Promise<TicketView> {
@@ -247,6 +247,8 @@ export const SORT_SQL: Record<(typeof TICKET_SORTS)[number], string> = {
   // No due date sorts after every date (the largest bigint), like NULLS LAST ascending.
   dueAt: `coalesce((extract(epoch from (tickets.due_at at time zone 'UTC')) * 1000000)::bigint, 9223372036854775807)`,
 };
+/** The sorts whose key is a bigint. */
+const BIGINT_SORTS: ReadonlySet<TicketSort> = new Set(['updatedAt', 'dueAt']);
 const MAX_TAG_FILTER = 20;
 
 export const commaList = (s: string) => [
@@ -271,7 +273,7 @@ export async function list(ctx: TenantCtx, brandId: string, input: TicketListInp
   const listed = { brandId: brand.id, ...filters };
   if (search !== null && input.sort === undefined) return relevancePage(q, () => query(ctx, brand.id), search, input, { ...listed, search, sort: 'relevance', order: 'desc' });
 
-  return sortedPage(q, sort, order, input, search === null ? listed : { ...listed, search }, (view) => view);
+  return sortedPage(ctx, q, sort, order, input, search === null ? listed : { ...listed, search }, (view) => view);
 }
 
 /**
@@ -279,6 +281,7 @@ export async function list(ctx: TenantCtx, brandId: string, input: TicketListInp
  * brand list's read, and the cross-brand list's for a caller who sees every brand.
  */
 export function sortedPage<V>(
+  ctx: TenantCtx,
   q: TicketQuery,
   sort: TicketSort,
   order: 'asc' | 'desc',
@@ -287,7 +290,8 @@ export function sortedPage<V>(
   view: (ticket: TicketView, row: Record<string, unknown>) => V,
 ): Promise<Page<V>> {
   const sortSql = SORT_SQL[sort];
-  q.select(objection.raw(`${sortSql} as sort_key`));
+  // A bigint key as text, as PostgreSQL's client gives it: the JSON rows of Citus (preparedRows) would make it a number, and round it.
+  q.select(objection.raw(BIGINT_SORTS.has(sort) ? `(${sortSql})::text as sort_key` : `${sortSql} as sort_key`));
   return keysetPage(q, {
     sort: sortSql,
     id: 'tickets.id',
@@ -297,7 +301,7 @@ export function sortedPage<V>(
     filters,
     valueOf: (row) => (row as unknown as { sortKey: string | number }).sortKey,
     toView: (row) => view(toView(row as Row), row as unknown as Record<string, unknown>),
-    rowsOf: isUnfiltered(filters) ? (page) => preparedRows(page) : undefined,
+    rowsOf: isUnfiltered(filters) ? (page) => preparedRows(ctx, page) : undefined,
   });
 }
 
