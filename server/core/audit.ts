@@ -114,6 +114,12 @@ export function insertRowsStatement(rows: readonly Record<string, unknown>[], wh
   };
 }
 
+/** These entries as a part (a CTE named `entries`) of a statement that writes more of the same change (outbox enqueueEventsWith). */
+export function entriesPart(ctx: TenantCtx, facts: readonly AuditFact[]): SqlFragment & { name: string } {
+  if (!ctx.db.isTransaction) throw new Error(`audit entry ${facts[0]?.event} must run inside the change's transaction`);
+  return { name: 'entries', ...insertRowsStatement(entryRows(ctx, facts)) };
+}
+
 /**
  * createdAt is the time in the entry's id (not the database clock): the id orders the log and the
  * date filters are id ranges, so a date range selects exactly the entries whose createdAt is in it.
