@@ -116,6 +116,12 @@ export function insertRowsSql(rows: string, when?: string): string {
   return `insert into audit_log (${AUDIT_COLUMNS}) select ${AUDIT_COLUMNS} from jsonb_populate_recordset(null::audit_log, ${rows}::jsonb) entry${when ? ` where ${when}` : ''}`;
 }
 
+/** These entries as a part (a CTE named `entries`) of a statement that writes more of the same change (outbox enqueueEventsWith). */
+export function entriesPart(ctx: TenantCtx, facts: readonly AuditFact[]): SqlFragment & { name: string } {
+  if (!ctx.db.isTransaction) throw new Error(`audit entry ${facts[0]?.event} must run inside the change's transaction`);
+  return { name: 'entries', ...insertRowsStatement(entryRows(ctx, facts)) };
+}
+
 /**
  * createdAt is the time in the entry's id (not the database clock): the id orders the log and the
  * date filters are id ranges, so a date range selects exactly the entries whose createdAt is in it.

@@ -2,6 +2,7 @@ import type { Knex } from 'knex';
 import type { TenantCtx } from './context.js';
 import { accountScope, sameAccount, sameTenant, tenantScope } from './model.js';
 import { runInAccount } from './citus.js';
+import type { SqlFragment } from './db.js';
 
 /**
  * Every UPDATE of tickets that sets their status, priority, spam flag, deletion, assignee, category,
@@ -95,8 +96,34 @@ export function resolvedAtSql(status: string, was?: { status: string; resolvedAt
  * everything that follows from it, and returns the ids written. The rows are locked first, in id order.
  */
 export async function updateTickets(tx: TenantCtx, brandId: string, ids: readonly string[], set: TicketSet): Promise<string[]> {
+  const parts = ticketUpdateParts(tx, brandId, ids, set);
+  if (!parts) return [];
+  // created_at: a Date on one server, an ISO string on Citus (runInAccount's rows are JSON there).
+  const rows = await runInAccount<{ id: string; created_at: Date | string; is_spam: boolean; was_spam: boolean }>(
+    tx,
+    tx.db.raw(
+      `with ${parts.sql}
+    select a.id, a.created_at, a.is_spam, b.is_spam as was_spam from a join b on b.id = a.id`,
+      parts.bindings as Knex.RawBinding[],
+    ),
+  );
+  if (set.isSpam !== undefined && tx.livemode)
+    await adjustUsage(
+      tx,
+      rows.filter((r) => r.is_spam !== r.was_spam),
+    );
+  return rows.map((r) => r.id);
+}
+
+/**
+ * updateTickets' CTEs (`b`: the rows before, locked; `a`: the rows written; then what follows),
+ * for a statement that also makes the change they are part of (a comment: flows/comment-create-statement.ts).
+ * `guard` is ANDed to the selection of `b` (a condition on `t`, the ticket): false, nothing is
+ * written. Not for isSpam (its allowance adjustment is a statement of its own). Null: nothing to set.
+ */
+export function ticketUpdateParts(tx: TenantCtx, brandId: string, ids: readonly string[], set: TicketSet, guard?: SqlFragment): SqlFragment | null {
   const columns = Object.keys(set).filter((c) => set[c as keyof TicketSet] !== undefined) as (keyof TicketSet)[];
-  if (!ids.length || !columns.length) return [];
+  if (!ids.length || !columns.length) return null;
   const sets: string[] = [];
   const bindings: Knex.RawBinding[] = [];
   const value = (c: keyof TicketSet) => {
@@ -159,29 +186,18 @@ export async function updateTickets(tx: TenantCtx, brandId: string, ids: readonl
       where br.csat_enabled and ${resolvedNow})`);
     effectBindings.push(tenantScope(tx, 'f'));
   }
-  // created_at: a Date on one server, an ISO string on Citus (runInAccount's rows are JSON there).
-  const rows = await runInAccount<{ id: string; created_at: Date | string; is_spam: boolean; was_spam: boolean }>(
-    tx,
-    tx.db.raw(
-      `with b as (
+  return {
+    sql: `b as (
       select t.id, t.brand_id, t.account_id, t.livemode, t.status, t.priority, t.is_spam, t.deleted_at, t.resolved_at, t.created_at, now() as now
-      from tickets t where ? and t.brand_id = ? and t.id = any(?::text[]) and t.deleted_at is null order by t.id for update
+      from tickets t where ? and t.brand_id = ? and t.id = any(?::text[]) and t.deleted_at is null${guard ? ` and ${guard.sql}` : ''} order by t.id for update
     ), a as (
       update tickets t set ${sets.join(', ')}
       from b where ? and t.brand_id = ? and t.id = b.id
       returning t.id, t.brand_id, t.account_id, t.livemode, t.status, t.priority, t.is_spam, t.deleted_at, t.resolved_at, t.created_at,
-        t.customer_id, t.assignee_id
-    )${effects.map((e) => `, ${e}`).join('')}
-    select a.id, a.created_at, a.is_spam, b.is_spam as was_spam from a join b on b.id = a.id`,
-      [tenantScope(tx, 't'), brandId, [...ids], ...bindings, tenantScope(tx, 't'), brandId, ...effectBindings],
-    ),
-  );
-  if (has('isSpam') && tx.livemode)
-    await adjustUsage(
-      tx,
-      rows.filter((r) => r.is_spam !== r.was_spam),
-    );
-  return rows.map((r) => r.id);
+        t.customer_id, t.assignee_id, t.ticket_number, t.title, t.source, t.updated_at, t.due_at
+    )${effects.map((e) => `, ${e}`).join('')}`,
+    bindings: [tenantScope(tx, 't'), brandId, [...ids], ...((guard?.bindings ?? []) as Knex.RawBinding[]), ...bindings, tenantScope(tx, 't'), brandId, ...effectBindings],
+  };
 }
 
 /**

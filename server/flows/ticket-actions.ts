@@ -1,6 +1,7 @@
 import { withTx, type TenantCtx } from '../core/context.js';
 import { badRequest, notFound } from '../core/errors.js';
 import * as audit from '../core/audit.js';
+import { enqueueEventsWith } from '../core/outbox/service.js';
 import * as events from '../core/outbox/events.js';
 import * as blockedSources from '../domains/blocked-sources/service.js';
 import { requireBrand } from '../core/brand.js';
@@ -71,6 +72,11 @@ async function lockTickets(ctx: TenantCtx, brandId: string, ids: readonly string
   return rows as unknown as Locked[];
 }
 
+/** A change's audit entries and its ticket.updated events, in one statement. */
+async function recordUpdated(ctx: TenantCtx, brandId: string, facts: readonly AuditFact[], updates: readonly { ticketId: string; changes: readonly string[] }[]): Promise<void> {
+  await enqueueEventsWith(ctx, [audit.entriesPart(ctx, facts)], events.ticketsUpdatedEvents(brandId, updates));
+}
+
 const ticketMeta = (t: Locked, bulk: boolean) => ({ ticketNumber: t.ticketNumber, title: t.title, ...(bulk ? { bulk: true } : {}) });
 
 /** The flag a spam request asks for: `{ isSpam }` or `{ action: 'mark' | 'unmark' }`, exactly one. */
@@ -102,8 +108,9 @@ async function applySpam(ctx: TenantCtx, brandId: string, rows: readonly Locked[
   const emails = changed.map((r) => r.customerEmail).filter((e): e is string => e !== null);
   if (isSpam) await blockedSources.blockEmails(ctx, brandId, emails, 'Marked as spam');
   else await blockedSources.unblockEmails(ctx, brandId, emails);
-  await audit.recordMany(
+  await recordUpdated(
     ctx,
+    brandId,
     changed.map((r) => ({
       brandId,
       ticketId: r.id,
@@ -113,10 +120,6 @@ async function applySpam(ctx: TenantCtx, brandId: string, rows: readonly Locked[
       changes: [{ field: 'isSpam', from: r.isSpam, to: isSpam }],
       metadata: { ...ticketMeta(r, bulk), sender: r.customerEmail },
     })),
-  );
-  await events.ticketsUpdated(
-    ctx,
-    brandId,
     changed.map((r) => ({ ticketId: r.id, changes: ['isSpam'] })),
   );
 }
@@ -159,8 +162,9 @@ async function applyFields(ctx: TenantCtx, brandId: string, rows: readonly Locke
     changed.map((c) => c.row.id),
     { ...patch, updatedAt: ctx.db.raw('now()') },
   );
-  await audit.recordMany(
+  await recordUpdated(
     ctx,
+    brandId,
     changed.map(
       ({ row, changes }): AuditFact => ({
         brandId,
@@ -172,10 +176,6 @@ async function applyFields(ctx: TenantCtx, brandId: string, rows: readonly Locke
         metadata: ticketMeta(row, true),
       }),
     ),
-  );
-  await events.ticketsUpdated(
-    ctx,
-    brandId,
     changed.map(({ row, changes }) => ({ ticketId: row.id, changes: changes.map((c) => c.field) })),
   );
 }
@@ -204,8 +204,9 @@ async function applyTags(ctx: TenantCtx, brandId: string, rows: readonly Locked[
   await stale.delete();
   await linkTags(ctx, brandId, ids, to);
   await updateTickets(ctx, brandId, ids, { updatedAt: ctx.db.raw('now()') });
-  await audit.recordMany(
+  await recordUpdated(
     ctx,
+    brandId,
     changed.map(
       (row): AuditFact => ({
         brandId,
@@ -217,10 +218,6 @@ async function applyTags(ctx: TenantCtx, brandId: string, rows: readonly Locked[
         metadata: ticketMeta(row, true),
       }),
     ),
-  );
-  await events.ticketsUpdated(
-    ctx,
-    brandId,
     changed.map((row) => ({ ticketId: row.id, changes: ['tags'] })),
   );
 }

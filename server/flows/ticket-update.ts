@@ -13,18 +13,18 @@ import * as tags from '../domains/tags/service.js';
 import type { TicketView, UpdateTicketInput } from '../domains/tickets/schemas.js';
 import { Ticket } from '../domains/tickets/model.js';
 import * as tickets from '../domains/tickets/service.js';
-import { clockPatches, moveClocks } from '../domains/tickets/service-level.js';
+import { clockPatches, lockedClock, moveClocks, type Clock } from '../domains/tickets/service-level.js';
 import { asFieldError, assertAssignee, resolveTags } from './ticket-create.js';
 import { scopeOf } from '../core/model.js';
 import { linkTags, updateTickets, type TicketSet } from '../core/ticket-writes.js';
-import { enqueueEvents } from '../core/outbox/service.js';
+import { enqueueEventsWith } from '../core/outbox/service.js';
 import {
   carryOutFirings,
   fireTriggers,
   firingEntries,
   firingEvent,
   isAutoSubmitted,
-  recordEntries,
+  entryParts,
   recordFired,
   stateChanges,
   stateOfView,
@@ -101,20 +101,25 @@ async function planInput(tx: TenantCtx, brand: Brand, plan: Plan, input: UpdateT
 }
 
 /** The service-level clock the planned change moves (dueAt given by hand, a new priority, pending and back). */
-async function planClock(tx: TenantCtx, brand: Brand, plan: Plan, dueAt: string | null | undefined, changes: Change[]): Promise<void> {
+async function planClock(tx: TenantCtx, brand: Brand, plan: Plan, dueAt: string | null | undefined, changes: Change[], locked?: Clock & { id: string }): Promise<void> {
   const { before } = plan;
   const clock = (
-    await clockPatches(tx, brand, [
-      {
-        ticketId: before.id,
-        fromStatus: before.status ?? 'open',
-        to: {
-          status: (plan.current.status as string) ?? 'open',
-          ...('priority' in plan.patch ? { priority: plan.patch.priority as string | null } : {}),
-          ...(dueAt === undefined ? {} : { dueAt: dueAt === null ? null : new Date(dueAt) }),
+    await clockPatches(
+      tx,
+      brand,
+      [
+        {
+          ticketId: before.id,
+          fromStatus: before.status ?? 'open',
+          to: {
+            status: (plan.current.status as string) ?? 'open',
+            ...('priority' in plan.patch ? { priority: plan.patch.priority as string | null } : {}),
+            ...(dueAt === undefined ? {} : { dueAt: dueAt === null ? null : new Date(dueAt) }),
+          },
         },
-      },
-    ])
+      ],
+      locked && [locked],
+    )
   ).get(before.id);
   if (!clock) return;
   const { dueAt: due, ...columns } = clock.patch;
@@ -168,9 +173,9 @@ async function writePlan(tx: TenantCtx, brand: Brand, plan: Plan, changes: Chang
       ])
     : [];
   const title = (plan.current.title as string) ?? before.title;
-  await recordEntries(tx, brand.id, [...own, ...firingEntries(tx, firings, brand.id, { id: before.id, ticketNumber: before.ticketNumber, title })], firings);
   const announced = firingEvent(brand.id, before.id, firings);
-  await enqueueEvents(tx, [
+  // The entries (and the rules' tallies) and the events in one statement.
+  await enqueueEventsWith(tx, entryParts(tx, brand.id, [...own, ...firingEntries(tx, firings, brand.id, { id: before.id, ticketNumber: before.ticketNumber, title })], firings), [
     ...(changes.length ? events.ticketsUpdatedEvents(brand.id, [{ ticketId: before.id, changes: changes.map((c) => c.field) }]) : []),
     ...(announced ? [announced] : []),
   ]);
@@ -201,7 +206,9 @@ export async function updateTicket(ctx: TenantCtx, brandId: string, ticketId: st
 
   return withTx(ctx, async (tx) => {
     const brand = await requireBrand(tx, brandId);
-    const before = await tickets.fetchView(tx, brand.id, await lockLiveTicket(tx, brand.id, ticketId));
+    const locked = await lockedClock(tx, brand.id, ticketId);
+    if (!locked) throw notFound('Ticket');
+    const before = await tickets.fetchView(tx, brand.id, locked.id);
     const plan = newPlan(before);
     const changes: Change[] = [];
     await planInput(tx, brand, plan, { ...input, title }, changes);
@@ -213,7 +220,7 @@ export async function updateTicket(ctx: TenantCtx, brandId: string, ticketId: st
       firings = await fireTriggers(tx, brand, state, { event: 'ticket.updated', before: stateOfView(before), comment: null });
       if (firings.length) await planInput(tx, brand, plan, inputOfRules(stateChanges(asChanged, state)), ruleChanges);
     }
-    await planClock(tx, brand, plan, input.dueAt, changes);
+    await planClock(tx, brand, plan, input.dueAt, changes, locked);
     const ticket = await writePlan(tx, brand, plan, changes, ruleChanges, firings);
     return { ticket, changes };
   });

@@ -4,7 +4,7 @@ import type { Change } from '../core/audit.js';
 import { requireBrand, type Brand } from '../core/brand.js';
 import { tenantScope } from '../core/model.js';
 import * as events from '../core/outbox/events.js';
-import { enqueueEvents, type EventSpec } from '../core/outbox/service.js';
+import { enqueueEvents, enqueueEventsWith, type EventSpec, type NamedPart } from '../core/outbox/service.js';
 import { workingTimeOf, type BusinessHoursSpec, type WorkingTime } from '../core/working-time.js';
 import * as comments from '../domains/comments/service.js';
 import * as mail from '../domains/mail/service.js';
@@ -218,8 +218,12 @@ export function firingEvent(brandId: string, ticketId: string, firings: readonly
  * change its triggers fired on costs no more round trips than one they did not.
  */
 export async function recordEntries(tx: TenantCtx, brandId: string, rows: readonly Record<string, unknown>[], firings: readonly Firing[]): Promise<void> {
-  if (!rows.length) return;
-  const insert = audit.insertRowsStatement(rows);
+  await enqueueEventsWith(tx, entryParts(tx, brandId, rows, firings), []);
+}
+
+/** recordEntries' writes as parts of a statement that also enqueues the change's events (enqueueEventsWith). */
+export function entryParts(tx: TenantCtx, brandId: string, rows: readonly Record<string, unknown>[], firings: readonly Firing[]): NamedPart[] {
+  if (!rows.length) return [];
   const counts = firings.length
     ? tallies.tallyStatement(
         tx,
@@ -227,8 +231,7 @@ export async function recordEntries(tx: TenantCtx, brandId: string, rows: readon
         firings.map((f) => f.rule.id),
       )
     : null;
-  const sql = counts ? `with fired as (${counts.sql}) ${insert.sql}` : insert.sql;
-  await tx.db.raw(sql, [...(counts?.bindings ?? []), ...insert.bindings] as never[]);
+  return [...(counts ? [{ name: 'fired', ...counts }] : []), { name: 'entries', ...audit.insertRowsStatement(rows) }];
 }
 
 /** One ticket's firings, as recordFired writes them. */

@@ -13,8 +13,8 @@ import { teamOfThree } from '../helpers/sign-in.js';
 const { app, db } = await testApp(t, { TICKETD_SIGNUP_RATE_LIMIT_PER_HOUR: '10000', TICKETD_WEBHOOK_ALLOW_PRIVATE: 'true' });
 const services = servicesOf(db);
 
-/** Statements of the reply at most: what it takes today (see server/flows/comment-create.ts). */
-const REPLY_STATEMENTS = 16;
+/** Statements of the reply: one read, one write, no BEGIN or COMMIT (server/flows/comment-create-statement.ts). */
+const REPLY_STATEMENTS = 2;
 
 const mailsOf = (ticketId: string) => db('mailMessages').where({ ticketId }).orderBy('id').select('kind', 'message');
 const outboxOf = (brandId: string, kind: string) => db('outbox').where({ brandId, kind }).orderBy('id').select('event', 'payload');
@@ -46,6 +46,7 @@ t.test('a public agent reply to a customer, with a watcher and a mention: every 
   t.equal(made.status, 201, JSON.stringify(made.body));
   t.comment(`a reply took ${statements.length} statements:\n${statements.join('\n')}`);
   t.ok(statements.length <= REPLY_STATEMENTS, `${statements.length} statements, at most ${REPLY_STATEMENTS}`);
+  t.notOk(statements.includes('BEGIN;'), 'no transaction: the write is one statement');
 
   // The comment and the ticket.
   t.match(made.body, { ticketId: ticket.id, isInternal: false, authorType: 'AGENT' });
@@ -109,4 +110,94 @@ t.test('a public agent reply to a customer, with a watcher and a mention: every 
   );
   t.match(hooks[0].payload.data, { ticketId: ticket.id, comment: { id: made.body.id, isInternal: false } });
   t.same(hooks[1].payload.data.changes, ['status', 'dueAt']);
+});
+
+const ticketUpdates = (ticketId: string) =>
+  db('auditLog').where({ ticketId, event: 'ticket.updated' }).orderBy('id').select('changes') as Promise<{ changes: { field: string; from: unknown; to: unknown }[] }[]>;
+
+t.test('replies racing on one ticket, each setting a status: every one lands, the status and its clock agree', async (t) => {
+  const { owner, brand, base } = await teamOfThree(app, services);
+  t.equal((await owner.live('PATCH', base, { slaEnabled: true, slaByPriority: { urgent: 4 }, slaPauseOnPending: true })).status, 200);
+  const ticket = await makeTicket(owner.live, base, { title: 'Busy', customerEmail: 'busy@example.com', priority: 'urgent' });
+  const n = 12;
+  const replies = await Promise.all(
+    Array.from({ length: n }, (_, i) => owner.live('POST', `${base}/tickets/${ticket.id}/comments`, { body: `reply ${i}`, setStatus: i % 2 ? 'pending' : 'open' })),
+  );
+  t.same(
+    replies.map((r) => r.status),
+    Array(n).fill(201),
+    'every reply is created',
+  );
+  const after = (await owner.live('GET', `${base}/tickets/${ticket.id}`)).body;
+  t.equal(after.commentCount, n, 'counted once each');
+  const clock = await db('tickets').where({ id: ticket.id }).first('status', 'slaPausedAt');
+  t.equal(clock.slaPausedAt !== null, clock.status === 'pending', 'the clock is paused exactly when the ticket is pending');
+  t.equal(after.dueAt === null, clock.status === 'pending', 'and dueAt with it');
+  // Each status change starts where the one before it ended: none was computed from a status overwritten since.
+  const changes = (await ticketUpdates(ticket.id)).map((e) => e.changes.find((c) => c.field === 'status')!);
+  const to = changes.filter((c) => c.to === 'pending').length;
+  const back = changes.filter((c) => c.to === 'open').length;
+  t.ok(
+    changes.every((c) => c.from !== c.to),
+    'no change from a status to itself',
+  );
+  t.equal(to - back, clock.status === 'pending' ? 1 : 0, 'the changes chain from open to the status the ticket has');
+  const mails = await db('mailMessages').where({ ticketId: ticket.id, kind: 'agent_reply' }).count({ n: '*' }).first();
+  t.equal(Number(mails!.n), n, 'one mail to the customer per reply');
+  const hooks = await db('outbox').where({ brandId: brand.id, kind: 'mail' }).count({ n: '*' }).first();
+  t.equal(Number(hooks!.n), n, 'each queued once');
+});
+
+t.test('a reply with an idempotency key, or to a brand with comment triggers, goes step by step with the same effects', async (t) => {
+  const { owner, base, admin } = await teamOfThree(app, services);
+  const ticket = await makeTicket(owner.live, base, { title: 'Two ways', customerEmail: 'two@example.com' });
+  t.equal((await owner.live('POST', `${base}/tickets/${ticket.id}/watchers`, { memberId: admin.id })).status, 201);
+  const reply = async (headers?: Record<string, string>) => {
+    const auditBefore = (await auditOf(ticket.id)).length;
+    let made: { status: number; body: { id: string } } | null = null;
+    const statements = await statementsDuring(db, async () => {
+      made = await owner.live('POST', `${base}/tickets/${ticket.id}/comments`, { body: 'same words', setStatus: 'pending' }, headers);
+    });
+    t.equal(made!.status, 201);
+    const mails = (await db('mailMessages').where({ ticketId: ticket.id }).orderBy('id').select('kind', 'message')).map(
+      (m: { kind: string; message: { subject: string; to: { address: string }[] } }) => [m.kind, m.message.subject, m.message.to.map((a) => a.address)],
+    );
+    const entries = (await auditOf(ticket.id)).slice(auditBefore).map((e: { event: string; changes: unknown }) => [e.event, e.changes]);
+    await db('mailMessages').where({ ticketId: ticket.id }).delete();
+    t.equal((await owner.live('PATCH', `${base}/tickets/${ticket.id}`, { status: 'open' })).status, 200);
+    return { statements, mails, entries };
+  };
+  const usual = await reply();
+  t.notOk(usual.statements.includes('BEGIN;'), 'the usual reply: no transaction');
+  const keyed = await reply({ 'x-idempotency-key': 'k-1' });
+  t.ok(keyed.statements.includes('BEGIN;'), 'with a key: step by step');
+  t.same(keyed.mails, usual.mails, 'the same mail');
+  t.same(keyed.entries, usual.entries, 'the same audit entries');
+
+  await mustCreate(owner.live, `${base}/triggers`, {
+    name: 'Tag replies',
+    on: ['comment.created'],
+    conditions: { all: [] },
+    actions: [{ type: 'add_tags', value: ['replied'] }],
+  });
+  const triggered = await reply();
+  t.ok(triggered.statements.includes('BEGIN;'), 'a brand with comment triggers: step by step');
+  t.same(triggered.mails, usual.mails, 'the same mail');
+  const tags = (await owner.live('GET', `${base}/tickets/${ticket.id}`)).body.tags.map((g: { name: string }) => g.name);
+  t.same(tags, ['replied'], 'and the trigger ran');
+});
+
+t.test('a reply the usual way refuses what step by step refuses', async (t) => {
+  const { owner, base } = await teamOfThree(app, services);
+  const ticket = await makeTicket(owner.live, base, { title: 'Refusals' });
+  const post = (body: Record<string, unknown>, ticketId = ticket.id) => owner.live('POST', `${base}/tickets/${ticketId}/comments`, body);
+  t.equal((await post({ body: 'x', setStatus: 'no-such-status' })).status, 400, 'an unknown status');
+  t.equal((await post({ body: 'x', parentId: 'cmt_nope' })).status, 400, 'a parent that is not a comment of the ticket');
+  t.equal((await post({ body: 'x' }, 'tkt_nope')).status, 404, 'a ticket that is not there');
+  t.equal((await owner.live('POST', `/v1/brands/br_nope/tickets/${ticket.id}/comments`, { body: 'x' })).status, 404, 'a brand that is not there');
+  t.equal((await db('comments').where({ ticketId: ticket.id }).count({ n: '*' }).first())!.n, '0', 'nothing written');
+  const parent = await post({ body: 'first' });
+  const child = await post({ body: 'second', parentId: parent.body.id });
+  t.equal(child.status, 201, 'a live parent is taken');
+  t.equal(child.body.parentId, parent.body.id);
 });

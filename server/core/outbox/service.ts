@@ -99,6 +99,24 @@ export async function enqueueEvents(tx: TenantCtx, events: readonly EventSpec[])
   await outboxAdded(tx, result.rowCount ?? 0);
 }
 
+/** A part of a statement (a data-modifying CTE) written by another module: the change's audit rows, its rule tallies. */
+export interface NamedPart extends SqlFragment {
+  name: string;
+}
+
+/**
+ * enqueueEvents with other writes of the same change (its audit rows, `parts`) in the same
+ * statement: one round trip for both. With no event, the parts alone.
+ */
+export async function enqueueEventsWith(tx: TenantCtx, parts: readonly NamedPart[], events: readonly EventSpec[]): Promise<void> {
+  if (!events.length && !parts.length) return;
+  assertInTransaction(tx, events[0]?.names[0] ?? parts[0]!.name);
+  const main = events.length ? eventsInsert(tx, events) : { sql: 'select 1', bindings: [] };
+  const sql = `${parts.length ? `with ${parts.map((p) => `${p.name} as (${p.sql})`).join(', ')} ` : ''}${main.sql}`;
+  const result = (await tx.db.raw(sql, [...parts.flatMap((p) => p.bindings), ...main.bindings] as never[])) as { rowCount: number | null };
+  if (events.length) await outboxAdded(tx, result.rowCount ?? 0);
+}
+
 /**
  * enqueueEvents' INSERT, for a statement that also makes the change (a single statement commits
  * as a whole): ticket create, whose new ticket (and perhaps new contact) is not in `tickets` (and

@@ -28,7 +28,7 @@ import type { CommentView, CreateCommentInput, UpdateCommentInput } from './sche
  * starts a thread of its own at top level, in its chronological place; deleted comments never show.
  */
 
-interface TicketRow {
+export interface TicketRow {
   id: string;
   ticketNumber: number;
   title: string;
@@ -54,7 +54,7 @@ interface CommentWithTicket extends Comment {
 const same = (a: unknown, b: unknown) => canonicalJson(a) === canonicalJson(b);
 const iso = (d: Date | string) => new Date(d).toISOString();
 
-function toView(row: Comment): CommentView {
+export function toView(row: Comment): CommentView {
   return {
     id: row.id,
     object: 'comment',
@@ -181,7 +181,7 @@ function normalizeCc(cc: readonly string[] | undefined): string[] {
   return emails;
 }
 
-type NewComment = Pick<
+export type NewComment = Pick<
   Comment,
   'id' | 'body' | 'authorId' | 'authorName' | 'authorType' | 'parentId' | 'isInternal' | 'links' | 'metadata' | 'source' | 'sourceId' | 'sourceData' | 'cc' | 'connectionId'
 >;
@@ -221,27 +221,7 @@ async function insert(
     ...statusChange,
     ...messageMoment(tx, comment),
   });
-  const entries: audit.AuditFact[] = [
-    {
-      brandId,
-      ticketId: ticket.id,
-      entityType: 'comment',
-      entityId: comment.id,
-      event: 'comment.created',
-      metadata: { ticketNumber: ticket.ticketNumber, isInternal: comment.isInternal },
-    },
-  ];
-  if (statusChange.status) {
-    entries.push({
-      brandId,
-      ticketId: ticket.id,
-      entityType: 'ticket',
-      entityId: ticket.id,
-      event: 'ticket.updated',
-      changes: [{ field: 'status', from: ticket.status, to: statusChange.status }, ...alsoChanged],
-      metadata: { ticketNumber: ticket.ticketNumber, title: ticket.title },
-    });
-  }
+  const entries = createdEntries(brandId, ticket, comment, statusChange.status ? [{ field: 'status', from: ticket.status, to: statusChange.status }, ...alsoChanged] : []);
   // The comment and its audit entries in one statement (a data-modifying CTE), its events in one more.
   const recorded = audit.insertRowsStatement(audit.entryRows(tx, entries));
   const row = (await Comment.query(tx.db)
@@ -255,8 +235,34 @@ async function insert(
   return row;
 }
 
+/** The audit entries of a comment created: its own, and the ticket's when it changed the status (`changes`, the status first). */
+export function createdEntries(brandId: string, ticket: TicketRow, comment: Pick<NewComment, 'id' | 'isInternal'>, changes: Change[]): audit.AuditFact[] {
+  const entries: audit.AuditFact[] = [
+    {
+      brandId,
+      ticketId: ticket.id,
+      entityType: 'comment',
+      entityId: comment.id,
+      event: 'comment.created',
+      metadata: { ticketNumber: ticket.ticketNumber, isInternal: comment.isInternal },
+    },
+  ];
+  if (changes.length) {
+    entries.push({
+      brandId,
+      ticketId: ticket.id,
+      entityType: 'ticket',
+      entityId: ticket.id,
+      event: 'ticket.updated',
+      changes,
+      metadata: { ticketNumber: ticket.ticketNumber, title: ticket.title },
+    });
+  }
+  return entries;
+}
+
 /** A public message is a moment automations count from: the customer's last message, or an agent's last reply. */
-function messageMoment(tx: TenantCtx, comment: Pick<NewComment, 'isInternal' | 'authorType'>) {
+export function messageMoment(tx: TenantCtx, comment: Pick<NewComment, 'isInternal' | 'authorType'>) {
   if (comment.isInternal) return {};
   if (comment.authorType === 'CUSTOMER') return { lastCustomerMessageAt: tx.db.raw('now()') };
   if (comment.authorType === 'AGENT') return { lastAgentReplyAt: tx.db.raw('now()') };
@@ -318,6 +324,28 @@ export interface CreateSteps {
   statusChanging?: (tx: TenantCtx, brandId: string, ticket: LockedTicket, to: string) => Promise<{ set: TicketSet; changes: Change[] }>;
 }
 
+/** The comment a create request makes (its id given), as insert takes it; a 400 for a bad metadata.isInternal or CC. */
+export function newComment(ctx: TenantCtx, input: CreateCommentInput, id: string): NewComment {
+  const metadataName = input.metadata?.authorName;
+  const actor = ctx.actor;
+  return {
+    id,
+    body: input.body,
+    authorId: input.authorId ?? (actor.type === 'user' ? actor.id : null),
+    authorName: (input.authorName ?? (typeof metadataName === 'string' ? metadataName : null))?.trim() || null,
+    authorType: input.authorType ?? (actor.type === 'customer' ? 'CUSTOMER' : actor.type === 'system' ? 'SYSTEM' : 'AGENT'),
+    parentId: input.parentId ?? null,
+    isInternal: internalFlag(input.metadata) ?? false,
+    links: input.links ?? [],
+    metadata: input.metadata ?? {},
+    source: input.source ?? 'api',
+    sourceId: input.sourceId ?? null,
+    sourceData: input.sourceData ?? null,
+    cc: normalizeCc(input.cc),
+    connectionId: input.connectionId ?? null,
+  };
+}
+
 export async function create(
   ctx: TenantCtx,
   brandId: string,
@@ -326,11 +354,7 @@ export async function create(
   idempotencyKey?: string,
   steps: CreateSteps = {},
 ): Promise<CreateResult> {
-  const isInternal = internalFlag(input.metadata) ?? false;
-  const cc = normalizeCc(input.cc);
-  const metadataName = input.metadata?.authorName;
-  const authorName = (input.authorName ?? (typeof metadataName === 'string' ? metadataName : null))?.trim() || null;
-  const actor = ctx.actor;
+  const given = newComment(ctx, input, '');
 
   const outcome = await withTx(ctx, async (tx) => {
     const brand = await requireBrand(tx, brandId);
@@ -341,30 +365,7 @@ export async function create(
       if (!claim.claimed) return { created: false, id: claim.resourceId, brandId: brand.id };
     }
     await steps.check?.(tx, brand.id);
-    const row = await insert(
-      tx,
-      brand.id,
-      ticketId,
-      {
-        id,
-        body: input.body,
-        authorId: input.authorId ?? (actor.type === 'user' ? actor.id : null),
-        authorName,
-        authorType: input.authorType ?? (actor.type === 'customer' ? 'CUSTOMER' : actor.type === 'system' ? 'SYSTEM' : 'AGENT'),
-        parentId: input.parentId ?? null,
-        isInternal,
-        links: input.links ?? [],
-        metadata: input.metadata ?? {},
-        source: input.source ?? 'api',
-        sourceId: input.sourceId ?? null,
-        sourceData: input.sourceData ?? null,
-        cc,
-        connectionId: input.connectionId ?? null,
-      },
-      input.setStatus,
-      steps.reopenFrom,
-      steps.statusChanging,
-    );
+    const row = await insert(tx, brand.id, ticketId, { ...given, id }, input.setStatus, steps.reopenFrom, steps.statusChanging);
     await steps.then?.(tx, brand.id, row);
     return { created: true, row };
   });

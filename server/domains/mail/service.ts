@@ -4,6 +4,7 @@ import { scopeOf } from '../../core/model.js';
 import { keptServerSecret } from '../../core/secrets.js';
 import { part, type Services } from '../../core/services.js';
 import type { MailMessage } from '../../core/ports.js';
+import type { SqlFragment } from '../../core/db.js';
 import * as outbox from '../../core/outbox/service.js';
 import type { Brand } from '../../core/brand.js';
 import { autoresponse, mailSettings, type BrandInfo, type MailSettings, type SendingDomain, type TicketInfo } from './messages.js';
@@ -48,6 +49,17 @@ export async function queueMail(tx: TenantCtx, brandId: string, ticketId: string
 export async function queueMails(tx: TenantCtx, brandId: string, ticketId: string | null, messages: readonly MailMessage[]): Promise<void> {
   if (!messages.length) return;
   if (!tx.db.isTransaction) throw new Error(`mail ${messages[0]!.messageId} must be queued inside the change's transaction`);
+  const { sql, bindings } = queueMailsParts(tx, brandId, ticketId, messages);
+  const result = (await tx.db.raw(`with ${sql} select 1 from queued`, bindings as never[])) as { rowCount: number | null };
+  await outbox.outboxAdded(tx, result.rowCount ?? 0);
+}
+
+/**
+ * queueMails' CTEs (`queued`: the outbox rows inserted, one per message new in mail_messages), for
+ * a statement that also makes the change the mail is about (a comment: flows/comment-create-statement.ts).
+ * `when`: a condition each message waits on (e.g. "the comment was inserted").
+ */
+export function queueMailsParts(tx: TenantCtx, brandId: string, ticketId: string | null, messages: readonly MailMessage[], when?: SqlFragment): SqlFragment {
   if (messages.some((m) => m.kind === 'test')) throw new Error('test messages are sent directly, never queued');
   const rows = messages.map((message) => ({
     id: newId(ID_PREFIX.mailMessage),
@@ -57,22 +69,23 @@ export async function queueMails(tx: TenantCtx, brandId: string, ticketId: strin
     message_id: message.messageId,
   }));
   const { accountId, livemode } = scopeOf(tx);
-  const result = (await tx.db.raw(
-    `with given as (
-      select * from jsonb_to_recordset(?::jsonb) as r(id text, delivery_id text, kind text, message jsonb, message_id text)
-    ), recorded as (
+  return {
+    sql: `mail_given as (
+      select * from jsonb_to_recordset(?::jsonb) as r(id text, delivery_id text, kind text, message jsonb, message_id text)${when ? ` where ${when.sql}` : ''}
+    ), mail_recorded as (
       insert into mail_messages (id, account_id, livemode, brand_id, ticket_id, kind, message, message_id)
-      select id, ?, ?, ?, ?, kind, message, message_id from given
+      select id, ?, ?, ?, ?, kind, message, message_id from mail_given
       on conflict (account_id, livemode, brand_id, message_id) do nothing
       returning id, kind, message
-    )
-    insert into outbox (id, account_id, livemode, brand_id, kind, event, payload)
-    select g.delivery_id, ?, ?, ?, 'mail', 'mail.' || r.kind, jsonb_build_object('mailMessageId', r.id, 'message', r.message)
-    from recorded r, given g where g.id = r.id
-    order by g.delivery_id`,
-    [JSON.stringify(rows), accountId, livemode, brandId, ticketId, accountId, livemode, brandId],
-  )) as { rowCount: number | null };
-  await outbox.outboxAdded(tx, result.rowCount ?? 0);
+    ), queued as (
+      insert into outbox (id, account_id, livemode, brand_id, kind, event, payload)
+      select g.delivery_id, ?, ?, ?, 'mail', 'mail.' || r.kind, jsonb_build_object('mailMessageId', r.id, 'message', r.message)
+      from mail_recorded r, mail_given g where g.id = r.id
+      order by g.delivery_id
+      returning id
+    )`,
+    bindings: [JSON.stringify(rows), ...(when?.bindings ?? []), accountId, livemode, brandId, ticketId, accountId, livemode, brandId],
+  };
 }
 
 /** `sendingDomain`: the brand's verified primary OUTBOUND domain (brand_domains), read by the caller; null for none. */

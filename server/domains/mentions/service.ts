@@ -2,6 +2,7 @@ import { canSeeBrand, type TenantCtx } from '../../core/context.js';
 import { notFound } from '../../core/errors.js';
 import { newId, ID_PREFIX } from '../../core/ids.js';
 import { preparedRows, sameTenant, scopeOf, tenantScope } from '../../core/model.js';
+import type { SqlFragment } from '../../core/db.js';
 import { Mention } from './model.js';
 import type { MentionView } from './schemas.js';
 
@@ -31,6 +32,23 @@ export async function record(tx: TenantCtx, m: MentionsOfComment): Promise<numbe
   }));
   const inserted = await Mention.query(tx.db).insert(rows).onConflict(['accountId', 'commentId', 'memberId']).ignore().returning('id');
   return (inserted as unknown as { id: string }[]).length;
+}
+
+/**
+ * record's INSERT as a CTE `mentioned`, for a statement that also inserts the comment (flows/comment-create-statement.ts):
+ * `when`, a condition the rows wait on (e.g. "the comment was inserted").
+ */
+export function recordParts(tx: TenantCtx, m: MentionsOfComment, when: SqlFragment): SqlFragment {
+  const rows = [...new Set(m.memberIds)].map((memberId) => ({ id: newId(ID_PREFIX.mention), member_id: memberId }));
+  const { accountId, livemode } = scopeOf(tx);
+  return {
+    sql: `mentioned as (
+      insert into mentions (account_id, livemode, id, brand_id, ticket_id, comment_id, member_id, mentioned_by)
+      select ?, ?, r.id, ?, ?, ?, r.member_id, ? from jsonb_to_recordset(?::jsonb) as r(id text, member_id text) where ${when.sql}
+      on conflict (account_id, comment_id, member_id) do nothing
+    )`,
+    bindings: [accountId, livemode, m.brandId, m.ticketId, m.commentId, m.mentionedBy, JSON.stringify(rows), ...when.bindings],
+  };
 }
 
 /** Brands the caller may not see are left out, as if their mentions did not exist. */

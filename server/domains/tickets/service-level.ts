@@ -162,6 +162,16 @@ function mayMove(level: ServiceLevel | null, move: ClockMove): boolean {
 
 const CLOCK_COLUMNS = ['id', 'createdAt', 'status', 'priority', 'dueAt', 'dueAtManual', 'slaPausedAt', 'slaPausedSeconds'] as const;
 
+/** A live ticket of the brand locked until the transaction ends, with its clock as the lock read it (undefined: none). */
+export async function lockedClock(tx: TenantCtx, brandId: string, ticketId: string): Promise<(Clock & { id: string }) | undefined> {
+  return (await Ticket.scoped(tx)
+    .where({ brandId, id: ticketId })
+    .whereNull('deletedAt')
+    .forUpdate()
+    .select(...CLOCK_COLUMNS)
+    .first()) as unknown as (Clock & { id: string }) | undefined;
+}
+
 /**
  * What a change does to the clocks of tickets of `brand`, locked by the caller and not written
  * yet: per ticket it moves, the clock before and the columns to write. A ticket absent moves not.
