@@ -7,6 +7,7 @@ import type { Db } from './core/db.js';
 import { authKindsOf, installAuth, requireAuthDeclaration, SESSION_COOKIE, type AuthDeclaration } from './core/auth.js';
 import { isDashboardOrigin } from './core/origins.js';
 import { CONDITIONAL_CACHE_CONTROL, installConditionalReads } from './core/conditional-reads.js';
+import { installCompression } from './core/compression.js';
 import { installReadYourWrites } from './core/read-replica.js';
 import { clientErrorHandler, frameworkErrors, installErrorHandling, installJsonParser, installRouteCatalog, installValidators, LazySchemas, requestIdFor } from './core/http.js';
 import { ErrorResponse } from './core/schemas.js';
@@ -221,6 +222,7 @@ export async function buildApp({ config, db, services: given, clock, isShuttingD
     installAuth(api, services, { apiKey: authenticateApiKey, session: authenticateSession, portal: authenticatePortalToken });
     installReadYourWrites(api, services);
     installConditionalReads(api);
+    installCompression(api); // after the conditional reads: their tag is of the body as built
 
     api.get('/v1/openapi.json', { config: { auth: 'none', permission: 'docs:read' }, schema: { hide: true } }, async () => app.swagger());
     await api.register(healthRoutes, { prefix: '/v1', db, version, isShuttingDown });

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { appendVary } from './compression.js';
 
 declare module 'fastify' {
   interface FastifyContextConfig {
@@ -30,11 +31,6 @@ export function noneMatchNames(header: string | undefined, tag: string): boolean
   if (header.trim() === '*') return true;
   const opaque = tag.replace(/^W\//, '');
   return header.split(',').some((candidate) => candidate.trim().replace(/^W\//, '') === opaque);
-}
-
-function appendVary(reply: FastifyReply, fields: string): void {
-  const current = reply.getHeader('vary');
-  reply.header('vary', current ? `${String(current)}, ${fields}` : fields);
 }
 
 /** On the routes that declare `config.conditional`: ETag and Cache-Control on a 200, and 304 when the caller already holds that body. */

@@ -80,6 +80,14 @@ export class LazySchemas {
   }
 }
 
+/**
+ * Sends JSON text made elsewhere (a page built by PostgreSQL) as it is: a string with a JSON
+ * content type skips the route's serializer. The route's response schema still documents it.
+ */
+export function sendJsonText(reply: FastifyReply, text: string): FastifyReply {
+  return reply.type('application/json; charset=utf-8').send(text);
+}
+
 /** Two compilers from one schema source: strict for bodies, coercing for query/params/headers. */
 export function installValidators(app: FastifyInstance, lazy: LazySchemas): void {
   const bodyAjv = makeAjv(false);

@@ -41,6 +41,14 @@ export interface Page<V> {
   pagination: { cursor: string | null; nextCursor: string | null; hasMore: boolean };
 }
 
+/**
+ * A page whose items are JSON texts already (built by PostgreSQL), as the page's JSON text: what
+ * serializing the page of parsed items would give, without parsing them.
+ */
+export function pageJson(page: Page<string>): string {
+  return `{"data":[${page.data.join(',')}],"pagination":${JSON.stringify({ cursor: page.pagination.cursor, nextCursor: page.pagination.nextCursor, hasMore: page.pagination.hasMore })}}`;
+}
+
 export type SortValue = string | number | null;
 /** The last row's sort value and id; a list with a moving frame adds a third part, its anchor. */
 export type Position = [SortValue, string] | [SortValue, string, string];

@@ -1,4 +1,6 @@
 import type { FastifyInstance } from 'fastify';
+import { sendJsonText } from '../core/http.js';
+import { pageJson } from '../core/pagination.js';
 import { onReplica } from '../core/read-replica.js';
 import * as dashboard from '../domains/tickets/dashboard.js';
 import {
@@ -32,7 +34,7 @@ export async function dashboardRoutes(app: FastifyInstance): Promise<void> {
         response: { 200: DashboardTicketPage },
       },
     },
-    async (req) => onReplica(req.ctx, (ctx) => dashboard.listAcrossBrands(ctx, req.query)),
+    async (req, reply) => sendJsonText(reply, pageJson(await onReplica(req.ctx, (ctx) => dashboard.listAcrossBrands(ctx, req.query)))),
   );
 
   app.get<{ Querystring: StatsInput }>(

@@ -1,4 +1,6 @@
 import type { FastifyInstance } from 'fastify';
+import { sendJsonText } from '../core/http.js';
+import { pageJson } from '../core/pagination.js';
 import { onReplica } from '../core/read-replica.js';
 import { BrandParams } from '../core/schemas.js';
 import {
@@ -61,7 +63,7 @@ export async function ticketRoutes(app: FastifyInstance): Promise<void> {
         response: { 200: TicketPage },
       },
     },
-    async (req) => onReplica(req.ctx, (ctx) => tickets.list(ctx, req.params.brandId, req.query)),
+    async (req, reply) => sendJsonText(reply, pageJson(await onReplica(req.ctx, (ctx) => tickets.listJson(ctx, req.params.brandId, req.query)))),
   );
 
   app.patch<{ Params: { brandId: string; ticketId: string }; Body: UpdateTicketInput }>(

@@ -4,29 +4,16 @@ import { canSeeBrand, type TenantCtx } from '../../core/context.js';
 import { Brand } from '../../core/brand.js';
 import { badRequest, notFound } from '../../core/errors.js';
 import { normalizeBrandId } from '../../core/ids.js';
-import { accountScope, BOUND_TENANT, boundToTenant, tenantIs, tenantScope } from '../../core/model.js';
+import { accountScope, BOUND_TENANT, tenantIs, tenantScope } from '../../core/model.js';
 import { decodeCursor, encodeCursor, PAGE_LIMIT_DEFAULT, type Page } from '../../core/pagination.js';
 import { countsOf } from './counts.js';
 import { Ticket } from './model.js';
-import {
-  applyFilters,
-  commaList,
-  relatedByLinks,
-  relevancePage,
-  searchText,
-  sortedPage,
-  SORT_SQL,
-  TICKET_COLUMNS,
-  viewOfColumns,
-  type BrandRef,
-  type TicketQuery,
-} from './service.js';
+import { applyFilters, commaList, relevancePage, searchText, sortedPage, SORT_SQL, viewJson, type BrandRef, type TicketQuery } from './service.js';
 import {
   DEFAULT_RANGE_DAYS,
   MAX_BRAND_FILTER,
   MAX_RANGE_DAYS,
   type CrossBrandListInput,
-  type DashboardTicketView,
   type StatsInput,
   type StatsView,
   type TeamMetricsInput,
@@ -34,7 +21,6 @@ import {
   type TrendsInput,
   type TrendsView,
 } from './dashboard-schemas.js';
-import type { TicketView } from './schemas.js';
 
 /**
  * The cross-brand dashboard (spec 4.9): the ticket list over every brand the caller may see, and
@@ -77,28 +63,19 @@ function namedBrands(ctx: TenantCtx, input: { brandIds?: string; workspaceIds?: 
   return named;
 }
 
-/** Each ticket's brand as the dashboard shows it, read with the page (a column `brand_summary` over a row named `tickets`). */
-/** Each ticket's brand, in the tenant bound (relatedByLinks says why). */
-function brandSummary(ctx: TenantCtx): Knex.Raw {
-  return boundToTenant(
+/**
+ * Each ticket's view as JSON text with its brand as the dashboard shows it, the last field
+ * (`brand`), read with the page: DashboardTicketOut, built by PostgreSQL (viewJson).
+ */
+function viewWithBrand(ctx: TenantCtx): Knex.Raw {
+  return viewJson(
     ctx,
-    `(select json_build_object('id', b.id, 'name', b.name, 'slug', b.slug, 'ticketPrefix', b.ticket_prefix, 'iconUrl', b.icon_url)
-    from brands b where ${tenantIs('b', BOUND_TENANT)} and b.id = tickets.brand_id) as brand_summary`,
+    `, (select row_to_json(r) from (select b.id, b.name, b.slug, b.ticket_prefix as "ticketPrefix", b.icon_url as "iconUrl"
+      from brands b where ${tenantIs('b', BOUND_TENANT)} and b.id = tickets.brand_id) r) as "brand"`,
   );
 }
 
-/**
- * A view with its brand, added to the view itself: a spread copy of a view (thirty-odd properties)
- * is an object V8 keeps in a slow form, which made the page's serialization about three times dearer.
- */
-function withBrand(view: TicketView, brand: BrandSummary): DashboardTicketView {
-  return Object.assign(view, { brand });
-}
-
-const withBrandOf = (brands: BrandSummary[]) => {
-  const byId = new Map(brands.map((b) => [b.id, b]));
-  return (t: TicketView): DashboardTicketView => withBrand(t, byId.get(t.brandId)!);
-};
+const viewJsonOf = (row: Record<string, unknown>) => row.viewJson as string;
 
 /** The brand of each LATERAL part: `unnest(…) as b (id)`. */
 const LATERAL_BRAND: BrandRef = { sql: 'b.id', bindings: [] };
@@ -120,7 +97,7 @@ const EMPTY_PAGE = { data: [], pagination: { cursor: null, nextCursor: null, has
  * brand: one statement over all the brands, ordered like the brand list's search (relevance, or
  * the sort asked).
  */
-export async function listAcrossBrands(ctx: TenantCtx, input: CrossBrandListInput): Promise<Page<DashboardTicketView>> {
+export async function listAcrossBrands(ctx: TenantCtx, input: CrossBrandListInput): Promise<Page<string>> {
   const named = namedBrands(ctx, input);
   const limit = input.limit ?? PAGE_LIMIT_DEFAULT;
   const listInput = { ...input, brandIds: undefined, workspaceIds: undefined, source: undefined };
@@ -137,9 +114,9 @@ export async function listAcrossBrands(ctx: TenantCtx, input: CrossBrandListInpu
   // Every brand of the account: one range of its account-wide index, each ticket's brand read with
   // the page (one statement, like the brand list's), never the brands first.
   if (search === null && named === null && ctx.brandScope.allBrands) {
-    const q = Ticket.scoped(ctx).select(...TICKET_COLUMNS, relatedByLinks(ctx), brandSummary(ctx));
+    const q = Ticket.scoped(ctx).select('tickets.id', viewWithBrand(ctx));
     const applied = filter(q, OWN_BRAND);
-    return sortedPage(ctx, q, applied.sort, applied.order, { limit, cursor: input.cursor }, applied.filters, (ticket, row) => withBrand(ticket, row.brandSummary as BrandSummary));
+    return sortedPage(ctx, q, applied.sort, applied.order, { limit, cursor: input.cursor }, applied.filters, viewJsonOf);
   }
 
   if (search === null) {
@@ -158,15 +135,11 @@ export async function listAcrossBrands(ctx: TenantCtx, input: CrossBrandListInpu
   const brandIds = brands.map((b) => b.id);
   if (brandIds.length === 0) return EMPTY_PAGE;
   const searched: BrandRef = { ...OWN_BRAND, ids: brandIds };
-  const base = () =>
-    Ticket.scoped(ctx)
-      .whereIn('tickets.brandId', brandIds)
-      .select(...TICKET_COLUMNS, relatedByLinks(ctx));
+  const base = () => Ticket.scoped(ctx).whereIn('tickets.brandId', brandIds).select('tickets.id', viewWithBrand(ctx));
   if (input.sort === undefined) {
     const q = base();
     const { filters } = filter(q, searched);
-    const page = await relevancePage(q, base, search, listInput, { ...filters, search, sort: 'relevance', order: 'desc' });
-    return { ...page, data: page.data.map(withBrandOf(brands)) };
+    return relevancePage(q, base, search, listInput, { ...filters, search, sort: 'relevance', order: 'desc' }, viewJsonOf);
   }
   const q = Ticket.scoped(ctx)
     .whereIn('tickets.brandId', brandIds)
@@ -197,7 +170,7 @@ async function merged(
   cursor: string | undefined,
   filters: Record<string, unknown>,
   brands: { lateralBrands: string[] | null; mustFind: string[] | null },
-): Promise<Page<DashboardTicketView>> {
+): Promise<Page<string>> {
   const { lateralBrands, mustFind } = brands;
   const sortSql = SORT_SQL[sort];
   const direction = order === 'asc' ? 'asc' : 'desc';
@@ -223,11 +196,11 @@ async function merged(
     const result = await ctx.db.raw(
       `with m as (select p.*, row_number() over (order by p.sort_key ${direction}, p.id ${direction}) as pos from (?) as p),
        cut_short as (select 1 from m group by m.brand_id having count(*) = ? and max(m.pos) <= ?)
-       select ${TICKET_COLUMNS.join(', ')}, ?, ?, m.sort_key, exists (select 1 from cut_short) as cut_short,
+       select tickets.id, ?, m.sort_key, exists (select 1 from cut_short) as cut_short,
          ${mustFind ? '(select count(*) from brands nb where ? and nb.id = any(?::text[]))::int' : 'null'} as brands_found
        from m join tickets on ? and tickets.brand_id = m.brand_id and tickets.id = m.id
        where m.pos <= ? order by m.pos`,
-      [matches, perBrand, limit, relatedByLinks(ctx), brandSummary(ctx), ...(mustFind ? [tenantScope(ctx, 'nb'), mustFind] : []), tenantScope(ctx, 'tickets'), limit + 1],
+      [matches, perBrand, limit, viewWithBrand(ctx), ...(mustFind ? [tenantScope(ctx, 'nb'), mustFind] : []), tenantScope(ctx, 'tickets'), limit + 1],
     );
     return (result as { rows: Record<string, unknown>[] }).rows;
   };
@@ -247,7 +220,7 @@ async function merged(
   const page = window.slice(0, limit);
   const last = page[page.length - 1];
   const nextCursor = hasMore && last ? encodeCursor([last.sort_key as string | number, last.id as string], filters) : null;
-  return { data: page.map((row) => withBrand(viewOfColumns(row), row.brand_summary as BrandSummary)), pagination: { cursor: nextCursor, nextCursor, hasMore } };
+  return { data: page.map((row) => row.view_json as string), pagination: { cursor: nextCursor, nextCursor, hasMore } };
 }
 
 /** Live, non-spam tickets of the given brands: what team metrics count, and what the counts stats and trends read are kept of (counts.ts). */

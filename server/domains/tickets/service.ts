@@ -109,13 +109,61 @@ export function relatedByLinks(ctx: TenantCtx): Knex.Raw {
   return boundToTenant(ctx, relatedColumns(null, 'contacts', BOUND_TENANT));
 }
 
+/** A timestamp as toISOString writes it (UTC, milliseconds cut, not rounded, as the Date read from PostgreSQL). */
+const isoText = (column: string) => `to_char(${column} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
+
+/**
+ * The view of the ticket row named `tickets` as JSON text, built by PostgreSQL: a column
+ * `view_json` holding what toView makes, with the fields in TicketOut's order and the related
+ * records read as relatedByLinks reads them. row_to_json writes no blanks; the JSON columns
+ * (links, customFields, metadata, sourceData) come as jsonb writes them, the same values.
+ * `extra`: more fields after the ticket's, as `, <expression> as "name"` (the cross-brand list's
+ * brand), with tenantIs(…, BOUND_TENANT) for its scope.
+ */
+export function viewJson(ctx: TenantCtx, extra = ''): Knex.Raw {
+  const tenant = BOUND_TENANT;
+  const object = (select: string) => `(select row_to_json(r) from (${select}) r)`;
+  return boundToTenant(
+    ctx,
+    `(select row_to_json(v)::text from (select tickets.id as "id", 'ticket' as "object", tickets.brand_id as "brandId", tickets.ticket_number as "ticketNumber",
+      tickets.title as "title", tickets.body as "body", tickets.status as "status",
+      ${object(`select s.id, s.key, s.name, s.color from statuses s where ${tenantIs('s', tenant)} and s.brand_id = tickets.brand_id and s.key = tickets.status`)} as "statusRef",
+      tickets.priority as "priority", tickets.assignee_id as "assigneeId", tickets.created_by as "createdBy", tickets.customer_id as "customerId",
+      ${object(`select c.id, c.email, c.name, c.avatar_url as "avatarUrl", c.company_id as "companyId",
+          ${object(`select co.id, co.name from companies co where ${tenantIs('co', tenant)} and co.brand_id = c.brand_id and co.id = c.company_id`)} as "company"
+        from contacts c where ${tenantIs('c', tenant)} and c.brand_id = tickets.brand_id and c.id = tickets.customer_id`)} as "customer",
+      tickets.category_id as "categoryId",
+      ${object(`select ca.id, ca.name, ca.color from categories ca where ${tenantIs('ca', tenant)} and ca.brand_id = tickets.brand_id and ca.id = tickets.category_id`)} as "category",
+      coalesce((select ('[' || string_agg(row_to_json(r)::text, ',' order by lower(r.name), r.id) || ']')::json
+        from (select tg.id, tg.name, tg.color from ticket_tags tt join tags tg on ${sameTenant('tg', 'tt')} and tg.brand_id = tt.brand_id and tg.id = tt.tag_id
+          where ${tenantIs('tt', tenant)} and tt.brand_id = tickets.brand_id and tt.ticket_id = tickets.id) r), '[]'::json) as "tags",
+      coalesce(tickets.links, '[]'::jsonb) as "links", tickets.custom_fields as "customFields", coalesce(tickets.metadata, '{}'::jsonb) as "metadata",
+      tickets.source as "source", tickets.source_id as "sourceId", tickets.source_data as "sourceData",
+      tickets.comment_count as "commentCount", tickets.attachment_count as "attachmentCount", tickets.is_spam as "isSpam",
+      ${isoText('tickets.created_at')} as "createdAt", ${isoText('tickets.updated_at')} as "updatedAt", ${isoText('tickets.deleted_at')} as "deletedAt",
+      tickets.merged_into_id as "mergedIntoId", tickets.close_reason as "closeReason", ${isoText('tickets.due_at')} as "dueAt"${extra}) v) as view_json`,
+  );
+}
+
+/**
+ * What a list reads of each ticket and gives for it: the full view (for callers that work on the
+ * tickets: views, the portal), or the view's JSON text built by PostgreSQL (the list routes, which
+ * only send it: no model, no view object, no serializer per row).
+ */
+export interface TicketShape<V> {
+  columns: (ctx: TenantCtx) => (string | Knex.Raw)[];
+  of: (row: Record<string, unknown>) => V;
+}
+export const AS_VIEWS: TicketShape<TicketView> = { columns: (ctx) => [...TICKET_COLUMNS, relatedByLinks(ctx)], of: (row) => toView(row as unknown as Row) };
+export const AS_JSON: TicketShape<string> = { columns: (ctx) => ['tickets.id', viewJson(ctx)], of: (row) => row.viewJson as string };
+
 export type TicketQuery = ReturnType<typeof query>;
 
 /** The brand's tickets with every related record, in one statement. */
-function query(ctx: TenantCtx, brandId: string) {
+function query(ctx: TenantCtx, brandId: string, shape: TicketShape<unknown> = AS_VIEWS) {
   return Ticket.scoped(ctx)
     .where('tickets.brandId', brandId)
-    .select(...TICKET_COLUMNS, relatedByLinks(ctx));
+    .select(...shape.columns(ctx));
 }
 
 export async function fetchView(ctx: TenantCtx, brandId: string, ticketId: string, includeDeleted = false): Promise<TicketView> {
@@ -266,14 +314,24 @@ export const commaList = (s: string) => [
  * select the empty column. Spam is excluded unless isSpam is given. One statement per page; the
  * relations come from correlated subqueries evaluated for the page's rows only.
  */
-export async function list(ctx: TenantCtx, brandId: string, input: TicketListInput): Promise<Page<TicketView>> {
+export function list(ctx: TenantCtx, brandId: string, input: TicketListInput): Promise<Page<TicketView>> {
+  return listAs(ctx, brandId, input, AS_VIEWS);
+}
+
+/** The list as the route sends it: each ticket the JSON text of its view (see viewJson). */
+export function listJson(ctx: TenantCtx, brandId: string, input: TicketListInput): Promise<Page<string>> {
+  return listAs(ctx, brandId, input, AS_JSON);
+}
+
+async function listAs<V>(ctx: TenantCtx, brandId: string, input: TicketListInput, shape: TicketShape<V>): Promise<Page<V>> {
   const brand = await requireBrand(ctx, brandId);
-  const q = query(ctx, brand.id);
+  const q = query(ctx, brand.id, shape);
   const { filters, search, sort, order } = applyFilters(ctx, q, boundBrand(brand.id), input);
   const listed = { brandId: brand.id, ...filters };
-  if (search !== null && input.sort === undefined) return relevancePage(q, () => query(ctx, brand.id), search, input, { ...listed, search, sort: 'relevance', order: 'desc' });
-
-  return sortedPage(ctx, q, sort, order, input, search === null ? listed : { ...listed, search }, (view) => view);
+  if (search !== null && input.sort === undefined) {
+    return relevancePage(q, () => query(ctx, brand.id, shape), search, input, { ...listed, search, sort: 'relevance', order: 'desc' }, shape.of);
+  }
+  return sortedPage(ctx, q, sort, order, input, search === null ? listed : { ...listed, search }, shape.of);
 }
 
 /**
@@ -287,7 +345,7 @@ export function sortedPage<V>(
   order: 'asc' | 'desc',
   page: { limit?: number; cursor?: string },
   filters: Record<string, unknown>,
-  view: (ticket: TicketView, row: Record<string, unknown>) => V,
+  of: (row: Record<string, unknown>) => V,
 ): Promise<Page<V>> {
   const sortSql = SORT_SQL[sort];
   // A bigint key as text, as PostgreSQL's client gives it: the JSON rows of Citus (preparedRows) would make it a number, and round it.
@@ -300,7 +358,7 @@ export function sortedPage<V>(
     cursor: page.cursor,
     filters,
     valueOf: (row) => (row as unknown as { sortKey: string | number }).sortKey,
-    toView: (row) => view(toView(row as Row), row as unknown as Record<string, unknown>),
+    toView: (row) => of(row as unknown as Record<string, unknown>),
     rowsOf: isUnfiltered(filters) ? (page) => preparedRows(ctx, page) : undefined,
   });
 }
@@ -543,7 +601,14 @@ const rankSql = (search: string) => `ts_rank(tickets.search_vector, ${wordsQuery
  * the same window and then walk the older matches by id; the cursor position is (rank, id) in the
  * window and (null, id) after it.
  */
-export async function relevancePage(q: TicketQuery, base: () => TicketQuery, search: string, input: TicketListInput, filters: Record<string, unknown>): Promise<Page<TicketView>> {
+export async function relevancePage<V>(
+  q: TicketQuery,
+  base: () => TicketQuery,
+  search: string,
+  input: TicketListInput,
+  filters: Record<string, unknown>,
+  of: (row: Record<string, unknown>) => V,
+): Promise<Page<V>> {
   const limit = input.limit ?? PAGE_LIMIT_DEFAULT;
   const rank = rankSql(search);
   const rows: { row: Row; key: SortValue }[] = [];
@@ -592,7 +657,7 @@ export async function relevancePage(q: TicketQuery, base: () => TicketQuery, sea
   const page = rows.slice(0, limit);
   const last = page[page.length - 1];
   const nextCursor = hasMore && last ? encodeCursor([last.key, last.row.id, anchor], filters) : null;
-  return { data: page.map((r) => toView(r.row)), pagination: { cursor: nextCursor, nextCursor, hasMore } };
+  return { data: page.map((r) => of(r.row as unknown as Record<string, unknown>)), pagination: { cursor: nextCursor, nextCursor, hasMore } };
 }
 
 /**
