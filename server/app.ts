@@ -222,7 +222,7 @@ export async function buildApp({ config, db, services: given, clock, isShuttingD
     installAuth(api, services, { apiKey: authenticateApiKey, session: authenticateSession, portal: authenticatePortalToken });
     installReadYourWrites(api, services);
     installConditionalReads(api);
-    installCompression(api); // after the conditional reads: their tag is of the body as built
+    await installCompression(api); // after the conditional reads: their tag is of the body as built
 
     api.get('/v1/openapi.json', { config: { auth: 'none', permission: 'docs:read' }, schema: { hide: true } }, async () => app.swagger());
     await api.register(healthRoutes, { prefix: '/v1', db, version, isShuttingDown });
