@@ -4,7 +4,7 @@ import type { EmailConnection } from '../domains/email-connections/model.js';
 import * as emailConnections from '../domains/email-connections/service.js';
 import { ImapAuthRefused, ImapFailed, ImapMailbox, type FetchedMessage, type ImapServer, type ListedMessage } from '../integrations/imap.js';
 import { OAuthFailed, oauthClientOf, OAuthRefused, refreshAccess, type OAuthProvider } from '../integrations/oauth-token.js';
-import { prepare, type InboundDeps, type InboundResult, type PreparedInbound } from './inbound-mail.js';
+import { prepare, receiveTogether, type InboundDeps, type InboundResult, type PreparedInbound } from './inbound-mail.js';
 
 /**
  * A brand's mailboxes taken in over IMAP: each new message goes through inbound mail (receive)
@@ -141,8 +141,10 @@ async function takeInGroup(ctx: TenantCtx, deps: MailboxSyncDeps, row: EmailConn
   let results: InboundResult[];
   try {
     results = await withTx(ctx, async (tx) => {
-      const taken: InboundResult[] = [];
-      for (const m of group) taken.push(await m.prepared.within(tx));
+      const taken = await receiveTogether(
+        tx,
+        group.map((m) => m.prepared),
+      );
       if (!(await emailConnections.advance(tx, row, uidValidity, group.at(-1)!.message.uid))) throw new TakenElsewhere();
       return taken;
     });
