@@ -255,6 +255,8 @@ export interface InboundSource {
  */
 export interface MailboxSource {
   brandId: string;
+  /** The brand's row, read by the sync once for a batch of messages (else read for this one). */
+  brand?: Brand | null;
   /**
    * Runs in the transaction that records the message's outcome, a duplicate's included, so the
    * mailbox's place is saved with what the message created; throwing rolls that back.
@@ -328,7 +330,7 @@ export async function prepare(base: BaseCtx, deps: InboundDeps, raw: Buffer, sou
     const addressed = findBrandAddress(recipients, settings.inboundDomain);
     recipient = { brandId: mailbox.brandId, token: addressed?.brandId === mailbox.brandId ? addressed.token : null };
   } else recipient = await findRecipient(base, recipients, settings.inboundDomain);
-  const brand = recipient ? await locate(base, recipient.brandId) : null;
+  const brand = mailbox?.brand !== undefined ? mailbox.brand : recipient ? await locate(base, recipient.brandId) : null;
   if (!recipient || !brand) {
     throw new HttpError(
       404,
