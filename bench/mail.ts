@@ -14,7 +14,9 @@ import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { createRequire } from 'node:module';
 import type { AddressInfo, Server } from 'node:net';
 import type { ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { performance } from 'node:perf_hooks';
+import pg from 'pg';
 import autocannon from 'autocannon';
 import nodemailer from 'nodemailer';
 import { adminDatabase, sql, startTicketd, stop, withDatabase } from './server.js';
@@ -141,6 +143,14 @@ const customerMail = (run: string, n: number) =>
     `Hello,\r\n\r\nmy order ${n} has not arrived yet. Could you look into it?\r\n\r\nThanks,\r\nCustomer ${n}`,
   ].join('\r\n');
 
+/** A process's CPU seconds from /proc: its own, and its exited children's (a postmaster's: its backends'). */
+function cpuSeconds(pid: number): { own: number; children: number } {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  const tick = (i: number) => Number(fields[i - 3]) / 100;
+  return { own: tick(14) + tick(15), children: tick(16) + tick(17) };
+}
+const postmasterOf = (pid: number) => Number(readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ')[1]);
+
 /** INGESTED messages taken in by `dispatchers` dispatcher processes: messages per second, start to last ticket. */
 async function ingestion(dispatchers: number): Promise<Record<string, string | number>> {
   const run = randomBytes(4).toString('hex');
@@ -177,18 +187,30 @@ async function ingestion(dispatchers: number): Promise<Record<string, string | n
       password: 'bench',
     });
     if (connection.status !== 201) throw new Error(`connection: ${connection.status} ${JSON.stringify(connection.body)}`);
+    // One connection polls the count: the CPU of the database's exited backends is then the servers'.
+    const poll = new pg.Client({ connectionString: dbUrl });
+    await poll.connect();
+    const postmaster = postmasterOf(Number((await poll.query<{ pid: number }>('select pg_backend_pid() as pid')).rows[0]!.pid));
+    const databaseCpuBefore = cpuSeconds(postmaster).children;
     const started = performance.now();
-    for (let i = 0; i < dispatchers; i++) children.push((await startTicketd('dispatcher', dbUrl, env)).child);
+    // BENCH_DISPATCHER_NODE_OPTIONS (e.g. `--import` of a profiler): for the dispatchers alone.
+    const dispatcherEnv = process.env.BENCH_DISPATCHER_NODE_OPTIONS ? { ...env, NODE_OPTIONS: process.env.BENCH_DISPATCHER_NODE_OPTIONS } : env;
+    for (let i = 0; i < dispatchers; i++) children.push((await startTicketd('dispatcher', dbUrl, dispatcherEnv)).child);
     let tickets = 0;
     let first: { at: number; tickets: number } | null = null;
     while (tickets < INGESTED) {
       await new Promise((r) => setTimeout(r, 100));
-      tickets = Number((await sql<{ n: string }>(dbUrl, 'select count(*) as n from tickets where brand_id = $1', [brand.body.id]))[0]!.n);
+      tickets = Number((await poll.query<{ n: string }>('select count(*) as n from tickets where brand_id = $1', [brand.body.id])).rows[0]!.n);
       if (tickets && !first) first = { at: performance.now(), tickets };
       if (performance.now() - started > 600_000) throw new Error(`only ${tickets} of ${INGESTED} tickets after 10 minutes`);
     }
     const seconds = (performance.now() - started) / 1000;
     const taking = (performance.now() - first!.at) / 1000;
+    const dispatcherCpu = children.slice(1).reduce((sum, c) => sum + cpuSeconds(c.pid!).own, 0);
+    await poll.end();
+    await stop(children.splice(1));
+    // The dispatchers' backends have exited (the API process's are idle and still open).
+    const databaseCpu = cpuSeconds(postmaster).children - databaseCpuBefore;
     return {
       dispatchers,
       messages: INGESTED,
@@ -196,6 +218,8 @@ async function ingestion(dispatchers: number): Promise<Record<string, string | n
       'messages/s from start': Math.round(INGESTED / seconds),
       'first ticket after s': ((first!.at - started) / 1000).toFixed(1),
       'messages/s once taking in': Math.round((INGESTED - first!.tickets) / taking),
+      'dispatcher CPU ms/message': ((dispatcherCpu * 1000) / INGESTED).toFixed(2),
+      'database CPU ms/message': ((databaseCpu * 1000) / INGESTED).toFixed(2),
     };
   } finally {
     await stop(children);
@@ -205,6 +229,14 @@ async function ingestion(dispatchers: number): Promise<Record<string, string | n
 }
 
 export async function runMailBench(): Promise<void> {
+  // BENCH_ONLY=ingestion: one dispatcher's ingestion alone, BENCH_TURNS times (a before/after of inbound mail).
+  if (process.env.BENCH_ONLY === 'ingestion') {
+    const turns: Record<string, string | number>[] = [];
+    for (let i = 0; i < Number(process.env.BENCH_TURNS ?? 1); i++) turns.push(await ingestion(1));
+    console.log('\nIMAP ingestion: a mailbox of 2,000 messages on loopback, one dispatcher process (start to last ticket):');
+    console.table(turns);
+    return;
+  }
   log('DKIM signing cost…');
   const signing = await signingCost();
   log('the dashboard’s polls over 20 brands…');

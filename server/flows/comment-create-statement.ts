@@ -5,6 +5,7 @@ import { Brand } from '../core/brand.js';
 import * as audit from '../core/audit.js';
 import { runInAccount } from '../core/citus.js';
 import type { SqlFragment } from '../core/db.js';
+import type { MailMessage } from '../core/ports.js';
 import { newId, ID_PREFIX, normalizeBrandId } from '../core/ids.js';
 import { accountScope, columnsToProperties, tenantScope } from '../core/model.js';
 import * as events from '../core/outbox/events.js';
@@ -218,7 +219,7 @@ interface Write {
   entries: Record<string, unknown>[];
   mentioned: string[];
   mentionedBy: string | null;
-  mails: Parameters<typeof mail.queueMailsParts>[3];
+  mails: readonly MailMessage[];
   changedFields: string[];
   parentId: string | null;
   setStatus: string | null;
@@ -266,7 +267,14 @@ async function write(ctx: TenantCtx, w: Write): Promise<Comment | null> {
   const mentioned = w.mentioned.length
     ? mentions.recordParts(ctx, { brandId: brand.id, ticketId: ticket.id, commentId: comment.id, mentionedBy: w.mentionedBy, memberIds: w.mentioned }, inserted)
     : null;
-  const mailParts = w.mails.length ? mail.queueMailsParts(ctx, brand.id, ticket.id, w.mails, inserted) : null;
+  const mailParts = w.mails.length
+    ? mail.queueMailsParts(
+        ctx,
+        brand.id,
+        w.mails.map((message) => ({ ticketId: ticket.id, message })),
+        inserted,
+      )
+    : null;
   const values = {
     account_id: ctx.accountId,
     livemode: ctx.livemode,

@@ -8,21 +8,23 @@ import * as billing from '../domains/billing/service.js';
 import type { SessionMember } from '../domains/members/service.js';
 import * as blockedSources from '../domains/blocked-sources/service.js';
 import * as brandDomains from '../domains/brand-domains/service.js';
-import { locate } from '../core/brand.js';
+import { locate, type Brand } from '../core/brand.js';
 import { MAX_COMMENT_BODY_LENGTH } from '../domains/comments/schemas.js';
 import * as tickets from '../domains/tickets/service.js';
 import { MAX_BODY_LENGTH, type TicketView } from '../domains/tickets/schemas.js';
 import type { InboundAction } from '../domains/mail/model.js';
 import { stripQuotedReply } from '../domains/mail/quotes.js';
 import * as mail from '../domains/mail/service.js';
+import type { TicketInfo } from '../domains/mail/messages.js';
 import * as rawMails from '../domains/raw-mails/service.js';
 import { verifyReplyToken } from '../domains/mail/tokens.js';
-import { createTicket } from './ticket-create.js';
+import { createTogether, type GroupedCreate } from './ticket-create.js';
 import { createComment } from './comment-create.js';
 import { writerOf } from './inbound-writer.js';
 import { findOrCreateContact } from './customers.js';
 import { mailingBrand } from './brand-domains.js';
-import { authenticationOf, dmarcSpamReason, fromIsAuthenticated, type SmtpClient } from './inbound-authentication.js';
+import { authenticationOf, dmarcSpamReason, fromIsAuthenticated, type MailAuthentication, type SmtpClient } from './inbound-authentication.js';
+import type { StagedObject } from '../core/ports.js';
 
 /**
  * Inbound mail: one raw RFC 822 message, from `POST /v1/inbound/email`, the SMTP listener or a
@@ -253,6 +255,8 @@ export interface InboundSource {
  */
 export interface MailboxSource {
   brandId: string;
+  /** The brand's row, read by the sync once for a batch of messages (else read for this one). */
+  brand?: Brand | null;
   /**
    * Runs in the transaction that records the message's outcome, a duplicate's included, so the
    * mailbox's place is saved with what the message created; throwing rolls that back.
@@ -282,6 +286,32 @@ export interface PreparedInbound {
   /** After within(): its staged copies let go, and its stored files too if `committed` is false. */
   end(committed: boolean): Promise<void>;
   discard(): Promise<void>;
+  /**
+   * Set when the message can only open a ticket (or be a duplicate): nothing threads it (no reply
+   * token, no In-Reply-To or References), it is not our own, its brand takes mail, it is not held.
+   * receiveTogether then takes it in with others of its kind, their tickets made by one statement.
+   */
+  opening: Opening | null;
+}
+
+/** A message that opens a ticket unless its Message-ID was claimed before. */
+interface Opening {
+  brand: Brand;
+  claim: { brandId: string; messageId: string; fromEmail: string; authentication: MailAuthentication };
+  /** The first delivery's answer, when the claim found the Message-ID taken. */
+  duplicate(tx: TenantCtx): Promise<InboundResult>;
+  /** Its attachments staged (before the create statement takes the brand row), and its create. */
+  create(tx: TenantCtx): Promise<GroupedCreate>;
+  /** After its ticket is made: its files kept, and what is left to write for it, with others'. */
+  opened(tx: TenantCtx, claimed: string, ticket: TicketView): Promise<Opened>;
+}
+
+interface Opened {
+  result: InboundResult;
+  record: mail.InboundRecord;
+  raw: { staged: StagedObject; link: rawMails.RawMailLink; kept: (id: string) => void } | null;
+  /** The brand's autoresponse it is owed. */
+  answer: { ticket: TicketInfo; customer: { name: string | null; address: string }; inboundMessageIds: string[] } | null;
 }
 
 export async function prepare(base: BaseCtx, deps: InboundDeps, raw: Buffer, source: InboundSource = {}): Promise<PreparedInbound> {
@@ -300,7 +330,7 @@ export async function prepare(base: BaseCtx, deps: InboundDeps, raw: Buffer, sou
     const addressed = findBrandAddress(recipients, settings.inboundDomain);
     recipient = { brandId: mailbox.brandId, token: addressed?.brandId === mailbox.brandId ? addressed.token : null };
   } else recipient = await findRecipient(base, recipients, settings.inboundDomain);
-  const brand = recipient ? await locate(base, recipient.brandId) : null;
+  const brand = mailbox?.brand !== undefined ? mailbox.brand : recipient ? await locate(base, recipient.brandId) : null;
   if (!recipient || !brand) {
     throw new HttpError(
       404,
@@ -320,65 +350,28 @@ export async function prepare(base: BaseCtx, deps: InboundDeps, raw: Buffer, sou
   const keepRaw = async (tx: TenantCtx, inboundEmailId: string, ticketId: string, commentId: string | null) => {
     if (rawCopy) stored.push(await rawMails.keep(tx, rawCopy, { brandId, ticketId, commentId, inboundEmailId, messageId }));
   };
-  /** What the message becomes, recorded in tx. */
-  const receiveIn = async (tx: TenantCtx): Promise<InboundResult> => {
-    const claimed = held ? await mail.claimHeld(tx, held) : await mail.claimInbound(tx, brandId, messageId, from, authentication);
-    if (!claimed) {
+  const own = [settings.fromAddress, ...(brand.fromEmail ? [normalizeEmail(brand.fromEmail)] : [])];
+  const automatic = isAutoReply(parsed);
+  const files = filesOf(parsed, deps.attachments.maxBytes);
+  const text = (parsed.text ?? '').replace(/\r\n?/g, '\n').trim();
+  const email = {
+    messageId,
+    from,
+    subject: parsed.subject ?? null,
+    ...(automatic ? { autoReply: true } : {}),
+    ...(files.skipped.length ? { skippedAttachments: files.skipped } : {}),
+  };
+  const opening: Opening = {
+    brand,
+    claim: { brandId, messageId, fromEmail: from, authentication },
+    duplicate: async (tx) => {
       const first = (await mail.findInbound(tx, brandId, messageId))!;
       return { action: first.action, brandId, duplicate: true, ...present(first) };
-    }
-    const settle = async (outcome: { action: InboundAction; reason?: string; ticketId?: string; commentId?: string }): Promise<InboundResult> => {
-      await mail.settleInbound(tx, claimed, { action: outcome.action, reason: outcome.reason ?? null, ticketId: outcome.ticketId ?? null, commentId: outcome.commentId ?? null });
-      return { brandId, ...outcome };
-    };
-
-    const own = [settings.fromAddress, ...(brand.fromEmail ? [normalizeEmail(brand.fromEmail)] : [])];
-    if (isOwnMessage(parsed, from, own)) return settle({ action: 'ignored', reason: 'own_message' });
-    if (!brand.inboundEmailEnabled) return settle({ action: 'ignored', reason: 'inbound_email_disabled' });
-
-    const automatic = isAutoReply(parsed);
-    const files = filesOf(parsed, deps.attachments.maxBytes);
-    // Written now, before the ticket's statement takes the brand row lock (held to the commit).
-    staged = await attachments.stageFiles(deps.attachments, files.kept);
-    const text = (parsed.text ?? '').replace(/\r\n?/g, '\n').trim();
-    const email = {
-      messageId,
-      from,
-      subject: parsed.subject ?? null,
-      ...(automatic ? { autoReply: true } : {}),
-      ...(files.skipped.length ? { skippedAttachments: files.skipped } : {}),
-    };
-    const thread = await repliedThread(tx, brandId, recipient.token, parsed);
-    // A stranger's message is theirs alone: it goes on to a new ticket below.
-    const writer = thread ? await writerOf(tx, brandId, thread, from, fromIsAuthenticated(authentication, from)) : { as: 'stranger' as const };
-    const ticket = thread && writer.as !== 'stranger' ? thread[thread.length - 1]! : null;
-
-    if (ticket) {
-      const asAgent = writer.as === 'agent' ? writer.member : null;
-      // An agent's out-of-office or bounce must not reach the customer as the agent's answer.
-      if (asAgent && (automatic || isDeliveryReport(parsed))) return settle({ action: 'ignored', reason: 'agent_auto_reply' });
-      if (dmarcSpam) return settle({ action: 'spam', reason: dmarcSpam, ticketId: ticket.id });
-      if (!asAgent && (await blockedSources.isBlocked(tx, brandId, from))) return settle({ action: 'spam', reason: 'blocked_sender', ticketId: ticket.id });
-      if (!asAgent) await findOrCreateContact(tx, brandId, from, fromName);
-      const reply = stripQuotedReply(text);
-      const { comment } = await createComment(asAgent ? memberCtx(tx, asAgent) : tx, brandId, ticket.id, {
-        body: clip(reply || (files.kept.length ? '(attachments only)' : '(empty message)'), MAX_COMMENT_BODY_LENGTH),
-        authorType: asAgent ? AUTHOR_AGENT : AUTHOR_CUSTOMER,
-        authorName: asAgent ? (asAgent.name ?? asAgent.email) : (fromName ?? from),
-        source: SOURCE_EMAIL,
-        sourceId: clip(messageId, 500),
-        metadata: { email: { ...email, authentication, ...(reply !== text ? { originalText: clip(text, MAX_COMMENT_BODY_LENGTH) } : {}) } },
-        ...(!asAgent && REOPENED_FROM.includes(ticket.status) && !automatic ? { setStatus: 'open' } : {}),
-      });
-      for (const file of staged) stored.push((await attachments.addStagedFile(tx, brandId, ticket.id, comment.id, file, from)).id);
-      await keepRaw(tx, claimed, ticket.id, comment.id);
-      return settle({ action: 'comment_created', ticketId: ticket.id, commentId: comment.id, ...(asAgent ? { reason: mail.AGENT_REPLY } : {}) });
-    }
-
-    const { ticket: created } = await createTicket(
-      tx,
-      brandId,
-      {
+    },
+    create: async (tx) => {
+      // Written now, before the ticket's statement takes the brand row lock (held to the commit).
+      staged = await attachments.stageFiles(deps.attachments, files.kept);
+      const input = {
         title: titleOf(parsed.subject),
         body: clip(text, MAX_BODY_LENGTH) || null,
         customerEmail: from,
@@ -395,20 +388,73 @@ export async function prepare(base: BaseCtx, deps: InboundDeps, raw: Buffer, sou
           authentication,
         },
         ...(files.skipped.length || automatic ? { metadata: { email } } : {}),
-      },
-      undefined,
-      { spam: dmarcSpam !== null },
-    );
-    // The ticket's own Message-ID first: its outbound mail threads on it.
-    await mail.settleInbound(tx, claimed, { action: 'ticket_created', reason: null, ticketId: created.id, commentId: null });
-    for (const file of staged) stored.push((await attachments.addStagedFile(tx, brandId, created.id, null, file, from)).id);
-    await keepRaw(tx, claimed, created.id, null);
-    if (created.isSpam) return settle({ action: 'spam', reason: dmarcSpam ?? 'blocked_sender', ticketId: created.id });
-    if (brand.autoresponseEnabled && !automatic && !isBulk(parsed)) {
-      await mail.queueAutoresponse(tx, await mailingBrand(tx, brand), mail.ticketInfo(created), { name: fromName, address: from });
-    }
-    // Settled as ticket_created above already.
-    return { brandId, action: 'ticket_created', ticketId: created.id };
+      };
+      return { ctx: { ...tx, actor: ctx.actor }, brandId, input, options: { spam: dmarcSpam !== null } };
+    },
+    opened: async (tx, claimed, created) => {
+      for (const file of staged) stored.push((await attachments.addStagedFile({ ...tx, actor: ctx.actor }, brandId, created.id, null, file, from)).id);
+      const raw = rawCopy && {
+        staged: rawCopy,
+        link: { brandId, ticketId: created.id, commentId: null, inboundEmailId: claimed, messageId },
+        kept: (id: string) => void stored.push(id),
+      };
+      const settled = (result: InboundResult): Opened['record'] => ({
+        id: claimed,
+        action: result.action,
+        reason: result.reason ?? null,
+        ticketId: result.ticketId ?? null,
+        commentId: null,
+      });
+      if (created.isSpam) {
+        const result: InboundResult = { brandId, action: 'spam', reason: dmarcSpam ?? 'blocked_sender', ticketId: created.id };
+        return { result, record: settled(result), raw, answer: null };
+      }
+      const result: InboundResult = { brandId, action: 'ticket_created', ticketId: created.id };
+      // Its own Message-ID is all the new ticket's inbound mail: what the autoresponse threads on.
+      const answered = brand.autoresponseEnabled && !automatic && !isBulk(parsed);
+      const answer = answered ? { ticket: mail.ticketInfo(created), customer: { name: fromName, address: from }, inboundMessageIds: [messageId] } : null;
+      return { result, record: settled(result), raw, answer };
+    },
+  };
+  /** What the message becomes, recorded in tx. */
+  const receiveIn = async (tx: TenantCtx): Promise<InboundResult> => {
+    const claimed = held ? await mail.claimHeld(tx, held) : await mail.claimInbound(tx, brandId, messageId, from, authentication);
+    if (!claimed) return opening.duplicate(tx);
+    const settle = async (outcome: { action: InboundAction; reason?: string; ticketId?: string; commentId?: string }): Promise<InboundResult> => {
+      await mail.settleInbound(tx, claimed, { action: outcome.action, reason: outcome.reason ?? null, ticketId: outcome.ticketId ?? null, commentId: outcome.commentId ?? null });
+      return { brandId, ...outcome };
+    };
+
+    if (isOwnMessage(parsed, from, own)) return settle({ action: 'ignored', reason: 'own_message' });
+    if (!brand.inboundEmailEnabled) return settle({ action: 'ignored', reason: 'inbound_email_disabled' });
+
+    const thread = await repliedThread(tx, brandId, recipient.token, parsed);
+    // A stranger's message is theirs alone: it goes on to a new ticket below.
+    const writer = thread ? await writerOf(tx, brandId, thread, from, fromIsAuthenticated(authentication, from)) : { as: 'stranger' as const };
+    const ticket = thread && writer.as !== 'stranger' ? thread[thread.length - 1]! : null;
+    if (!ticket) return (await openTickets(tx, [{ opening, claimed }]))[0]!;
+
+    const asAgent = writer.as === 'agent' ? writer.member : null;
+    // An agent's out-of-office or bounce must not reach the customer as the agent's answer.
+    if (asAgent && (automatic || isDeliveryReport(parsed))) return settle({ action: 'ignored', reason: 'agent_auto_reply' });
+    if (dmarcSpam) return settle({ action: 'spam', reason: dmarcSpam, ticketId: ticket.id });
+    if (!asAgent && (await blockedSources.isBlocked(tx, brandId, from))) return settle({ action: 'spam', reason: 'blocked_sender', ticketId: ticket.id });
+    if (!asAgent) await findOrCreateContact(tx, brandId, from, fromName);
+    // Written now, before the comment's statement.
+    staged = await attachments.stageFiles(deps.attachments, files.kept);
+    const reply = stripQuotedReply(text);
+    const { comment } = await createComment(asAgent ? memberCtx(tx, asAgent) : tx, brandId, ticket.id, {
+      body: clip(reply || (files.kept.length ? '(attachments only)' : '(empty message)'), MAX_COMMENT_BODY_LENGTH),
+      authorType: asAgent ? AUTHOR_AGENT : AUTHOR_CUSTOMER,
+      authorName: asAgent ? (asAgent.name ?? asAgent.email) : (fromName ?? from),
+      source: SOURCE_EMAIL,
+      sourceId: clip(messageId, 500),
+      metadata: { email: { ...email, authentication, ...(reply !== text ? { originalText: clip(text, MAX_COMMENT_BODY_LENGTH) } : {}) } },
+      ...(!asAgent && REOPENED_FROM.includes(ticket.status) && !automatic ? { setStatus: 'open' } : {}),
+    });
+    for (const file of staged) stored.push((await attachments.addStagedFile(tx, brandId, ticket.id, comment.id, file, from)).id);
+    await keepRaw(tx, claimed, ticket.id, comment.id);
+    return settle({ action: 'comment_created', ticketId: ticket.id, commentId: comment.id, ...(asAgent ? { reason: mail.AGENT_REPLY } : {}) });
   };
   const end = async (committed: boolean) => {
     if (!committed) await attachments.discardFiles(deps.attachments, stored);
@@ -437,7 +483,69 @@ export async function prepare(base: BaseCtx, deps: InboundDeps, raw: Buffer, sou
     within: (tx) => receiveIn({ ...tx, actor: ctx.actor }),
     end,
     discard: async () => void (await rawCopy?.discard()),
+    opening: !held && !recipient.token && !referencedIds(parsed).length && !isOwnMessage(parsed, from, own) && brand.inboundEmailEnabled ? opening : null,
   };
+}
+
+/**
+ * Messages prepared for one account and mode, taken in in `tx` (the caller's: it ends it, then
+ * calls each one's end), answered in the order given. Runs of messages that can only open tickets
+ * (PreparedInbound.opening) are claimed by one statement and their tickets made by one create
+ * statement (their settling, raw copies and autoresponses by one statement each); any other
+ * message is taken in on its own, after the run before it, so that a reply finds the ticket of a
+ * message before it, and a Message-ID seen twice is the first one's duplicate. Errors are thrown
+ * as they come (see within).
+ */
+export async function receiveTogether(tx: TenantCtx, group: readonly PreparedInbound[]): Promise<InboundResult[]> {
+  const results: InboundResult[] = [];
+  let run: { at: number; opening: Opening }[] = [];
+  const key = (o: Opening) => `${o.claim.brandId} ${o.claim.messageId}`;
+  const takeRun = async () => {
+    const openings = run;
+    run = [];
+    const claims = await mail.claimInbounds(
+      tx,
+      openings.map((o) => o.opening.claim),
+    );
+    const claimed = openings.flatMap((o, i) => (claims[i] ? [{ ...o, claimed: claims[i]! }] : []));
+    const opened = await openTickets(tx, claimed);
+    claimed.forEach((o, i) => (results[o.at] = opened[i]!));
+    for (const [i, o] of openings.entries()) if (!claims[i]) results[o.at] = await o.opening.duplicate(tx);
+  };
+  for (const [at, prepared] of group.entries()) {
+    const opening = prepared.opening;
+    if (opening && !run.some((o) => key(o.opening) === key(opening))) {
+      run.push({ at, opening });
+      continue;
+    }
+    if (run.length) await takeRun();
+    if (opening) run.push({ at, opening });
+    else results[at] = await prepared.within(tx);
+  }
+  if (run.length) await takeRun();
+  return results;
+}
+
+/** Claimed messages of one account and mode that open tickets: their tickets made together (ticket create's createTogether), then what each leaves to write, with the others'. */
+async function openTickets(tx: TenantCtx, claimed: readonly { opening: Opening; claimed: string }[]): Promise<InboundResult[]> {
+  if (!claimed.length) return [];
+  const creates: GroupedCreate[] = [];
+  for (const c of claimed) creates.push(await c.opening.create(tx));
+  const created = await createTogether(creates);
+  const opened: Opened[] = [];
+  for (const [i, c] of claimed.entries()) opened.push(await c.opening.opened(tx, c.claimed, created[i]!.ticket));
+  await mail.settleInbounds(
+    tx,
+    opened.map((o) => o.record),
+  );
+  const raws = opened.flatMap((o) => (o.raw ? [o.raw] : []));
+  (await rawMails.keepMany(tx, raws)).forEach((id, i) => raws[i]!.kept(id));
+  const brands = new Map(claimed.map((c) => [c.opening.brand.id, c.opening.brand]));
+  for (const brand of brands.values()) {
+    const answers = opened.flatMap((o, i) => (o.answer && claimed[i]!.opening.brand.id === brand.id ? [o.answer] : []));
+    if (answers.length) await mail.queueAutoresponses(tx, await mailingBrand(tx, brand), answers);
+  }
+  return opened.map((o) => o.result);
 }
 
 /** A new ticket beyond the plan's allowance: the message is kept (held), to become the ticket later (receiveHeld). */

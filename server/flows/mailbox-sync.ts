@@ -1,10 +1,11 @@
 import { systemCtx, tenantCtx, withTx, type BaseCtx, type TenantCtx } from '../core/context.js';
 import { conflict, HttpError } from '../core/errors.js';
+import { locate, type Brand } from '../core/brand.js';
 import type { EmailConnection } from '../domains/email-connections/model.js';
 import * as emailConnections from '../domains/email-connections/service.js';
 import { ImapAuthRefused, ImapFailed, ImapMailbox, type FetchedMessage, type ImapServer, type ListedMessage } from '../integrations/imap.js';
 import { OAuthFailed, oauthClientOf, OAuthRefused, refreshAccess, type OAuthProvider } from '../integrations/oauth-token.js';
-import { prepare, type InboundDeps, type InboundResult, type PreparedInbound } from './inbound-mail.js';
+import { prepare, receiveTogether, type InboundDeps, type InboundResult, type PreparedInbound } from './inbound-mail.js';
 
 /**
  * A brand's mailboxes taken in over IMAP: each new message goes through inbound mail (receive)
@@ -82,12 +83,12 @@ type Taken = 'ticket' | 'other' | 'passed_over';
 /** A message read and authenticated ahead of its turn (inbound mail's prepare), or why it could not be. */
 type Preparing = Promise<{ prepared: PreparedInbound } | { error: unknown }>;
 
-function prepareAhead(ctx: TenantCtx, deps: MailboxSyncDeps, row: EmailConnection, uidValidity: string, message: FetchedMessage): Preparing {
+function prepareAhead(ctx: TenantCtx, deps: MailboxSyncDeps, row: EmailConnection, brand: Brand | null, uidValidity: string, message: FetchedMessage): Preparing {
   const taken = async (tx: TenantCtx) => {
     if (!(await emailConnections.advance(tx, row, uidValidity, message.uid))) throw new TakenElsewhere();
   };
   const base = { ...systemCtx(ctx.services, 'mailbox'), log: ctx.log };
-  return prepare(base, deps.inbound, message.raw, { mailbox: { brandId: row.brandId, taken } }).then(
+  return prepare(base, deps.inbound, message.raw, { mailbox: { brandId: row.brandId, brand, taken } }).then(
     (prepared) => ({ prepared }),
     (error: unknown) => ({ error }),
   );
@@ -136,20 +137,22 @@ interface Ready {
  * failure) it is rolled back, and each message is prepared again and taken in on its own, as if
  * no group had been tried. A group holds the brand row from its first ticket to its commit.
  */
-async function takeInGroup(ctx: TenantCtx, deps: MailboxSyncDeps, row: EmailConnection, uidValidity: string, group: readonly Ready[]): Promise<Taken[]> {
+async function takeInGroup(ctx: TenantCtx, deps: MailboxSyncDeps, row: EmailConnection, brand: Brand | null, uidValidity: string, group: readonly Ready[]): Promise<Taken[]> {
   if (group.length === 1) return [await takeIn(ctx, row, uidValidity, group[0]!.message.uid, Promise.resolve({ prepared: group[0]!.prepared }))];
   let results: InboundResult[];
   try {
     results = await withTx(ctx, async (tx) => {
-      const taken: InboundResult[] = [];
-      for (const m of group) taken.push(await m.prepared.within(tx));
+      const taken = await receiveTogether(
+        tx,
+        group.map((m) => m.prepared),
+      );
       if (!(await emailConnections.advance(tx, row, uidValidity, group.at(-1)!.message.uid))) throw new TakenElsewhere();
       return taken;
     });
   } catch {
     for (const m of group) await m.prepared.end(false);
     const taken: Taken[] = [];
-    for (const m of group) taken.push(await takeIn(ctx, row, uidValidity, m.message.uid, prepareAhead(ctx, deps, row, uidValidity, m.message)));
+    for (const m of group) taken.push(await takeIn(ctx, row, uidValidity, m.message.uid, prepareAhead(ctx, deps, row, brand, uidValidity, m.message)));
     return taken;
   }
   for (const m of group) await m.prepared.end(true);
@@ -173,11 +176,13 @@ async function takeInBatch(
   budget: Budget,
 ): Promise<{ ticketsCreated: number; complete: boolean }> {
   const maxBytes = ctx.services.config.inboundMaxBytes;
+  // Read once for the batch: its settings (autoresponse, inbound mail on) as of the batch's start.
+  const brand = await locate(ctx, row.brandId);
   const ahead = new Map<number, Preparing>();
   let prepared = 0;
   const prepareNext = () => {
     const next = fetched[prepared++];
-    if (next) ahead.set(next.uid, prepareAhead(ctx, deps, row, mailbox.uidValidity, next));
+    if (next) ahead.set(next.uid, prepareAhead(ctx, deps, row, brand, mailbox.uidValidity, next));
   };
   for (let i = 0; i < PREPARED_AHEAD; i++) prepareNext();
   const done: number[] = [];
@@ -192,7 +197,7 @@ async function takeInBatch(
     const taking = group;
     group = [];
     if (!taking.length) return;
-    const taken = await takeInGroup(ctx, deps, row, mailbox.uidValidity, taking);
+    const taken = await takeInGroup(ctx, deps, row, brand, mailbox.uidValidity, taking);
     taking.forEach((m, i) => count(m.message.uid, taken[i]!));
     budget.taken();
   };

@@ -94,6 +94,14 @@ export interface CreateOptions {
 }
 
 export async function createTicket(ctx: TenantCtx, brandId: string, input: CreateTicketInput, idempotencyKey?: string, options: CreateOptions = {}): Promise<CreateResult> {
+  const c = createOf(ctx, brandId, input, idempotencyKey);
+  const ticket = c.oneStatement ? await createInOneStatement(ctx, c.brandId, c.title, c.email, input, c.idempotency, options.spam) : null;
+  if (ticket) return { created: true, ticket };
+  return createStepByStep(ctx, c.brandId, c.title, c.email, input, c.idempotency, c.brandKey, options);
+}
+
+/** A create's input checked (400s and the brand's 404 thrown here), and whether it may try the one statement. */
+function createOf(ctx: TenantCtx, brandId: string, input: CreateTicketInput, idempotencyKey: string | undefined) {
   const title = input.title.trim();
   if (!title) throw badRequest('title must not be blank', [{ field: 'title', message: 'must not be blank' }]);
   tickets.checkCustomFieldsShape(input.customFields);
@@ -108,9 +116,44 @@ export async function createTicket(ctx: TenantCtx, brandId: string, input: Creat
   const idempotency = idempotencyKey === undefined ? undefined : { key: idempotencyKey, fingerprint };
   const brandKey = `${ctx.accountId}:${ctx.livemode}:${id}`;
   const confirms = Boolean(input.notifyCustomer && email);
-  const ticket = hasFieldSchema(ctx, brandKey) || confirms ? null : await createInOneStatement(ctx, id, title, email, input, idempotency, options.spam);
-  if (ticket) return { created: true, ticket };
-  return createStepByStep(ctx, id, title, email, input, idempotency, brandKey, options);
+  return { brandId: id, title, email, idempotency, brandKey, oneStatement: !hasFieldSchema(ctx, brandKey) && !confirms };
+}
+
+/** One create of createTogether: its ctx carries its own actor. */
+export interface GroupedCreate {
+  ctx: TenantCtx;
+  brandId: string;
+  input: CreateTicketInput;
+  options?: CreateOptions;
+}
+
+/**
+ * Several creates of one account and mode in the caller's transaction (a group of inbound mail):
+ * the usual ones are written by ONE create statement, numbered in the order given; the others,
+ * and any that statement did not write (a check failed), then go step by step, in order. Each
+ * ticket has its own audit entries and events, as from createTicket.
+ */
+export async function createTogether(creates: readonly GroupedCreate[]): Promise<CreateResult[]> {
+  if (!creates.length) return [];
+  const tx = creates[0]!.ctx;
+  if (!tx.db.isTransaction) throw new Error('creates go together inside the caller’s transaction only');
+  if (creates.some((c) => c.ctx.accountId !== tx.accountId || c.ctx.livemode !== tx.livemode)) throw new Error('creates go together within one account and mode only');
+  const checked = creates.map((c) => createOf(c.ctx, c.brandId, c.input, undefined));
+  const writes: (TicketWrite | null)[] = [];
+  for (const [i, c] of creates.entries()) {
+    const { brandId, title, email, oneStatement } = checked[i]!;
+    writes.push(oneStatement ? await usualWrite(c.ctx, brandId, title, email, c.input, undefined, c.options?.spam) : null);
+  }
+  const together = writes.filter((w): w is TicketWrite => w !== null);
+  const written = together.length ? await runWrites(tx, together) : [];
+  const views = writes.map((w) => (w ? written[together.indexOf(w)]! : null));
+  const results: CreateResult[] = [];
+  for (const [i, c] of creates.entries()) {
+    const view = views[i];
+    const { brandId, title, email, brandKey } = checked[i]!;
+    results.push(view ? { created: true, ticket: view } : await createStepByStep(c.ctx, brandId, title, email, c.input, undefined, brandKey, c.options ?? {}));
+  }
+  return results;
 }
 
 /**
@@ -193,6 +236,22 @@ async function createInOneStatement(
   idempotency: { key: string; fingerprint: string } | undefined,
   spam = false,
 ): Promise<TicketView | null> {
+  const w = await usualWrite(ctx, brandId, title, email, input, idempotency, spam);
+  if (!w) return null;
+  if (ctx.db.isTransaction) return (await runWrites(ctx, [w]))[0]!;
+  return ctx.services.get(createBatches)(`${ctx.accountId}:${ctx.livemode}`, w);
+}
+
+/** The usual create's write, its triggers run in memory; null when it must go step by step. */
+async function usualWrite(
+  ctx: TenantCtx,
+  brandId: string,
+  title: string,
+  email: string | null,
+  input: CreateTicketInput,
+  idempotency: { key: string; fingerprint: string } | undefined,
+  spam = false,
+): Promise<TicketWrite | null> {
   if (input.watchers?.length || input.attachmentIds?.length) return null;
   const given = input.tags ?? [];
   const tagIds = [...new Set(given.filter((t) => tickets.TAG_ID.test(t)))];
@@ -216,7 +275,7 @@ async function createInOneStatement(
   const sla = rememberedServiceLevel(ctx, brandId);
   const due = dueOnCreate(ctx, input, sla.level, sla.revision);
   const entries = firingEntries(ctx, firings, brandId, { id, title });
-  const w = ticketWrite(ctx, brandId, title, email, input, {
+  return ticketWrite(ctx, brandId, title, email, input, {
     id,
     tagIds,
     tagNames,
@@ -225,8 +284,6 @@ async function createInOneStatement(
     due,
     rules: { revision: known.revision, firedRuleIds: firings.map((f) => f.rule.id), entries },
   });
-  if (ctx.db.isTransaction) return (await runWrites(ctx, [w]))[0]!;
-  return ctx.services.get(createBatches)(`${ctx.accountId}:${ctx.livemode}`, w);
 }
 
 /**

@@ -31,9 +31,17 @@ const isMissing = (err: unknown) => (err as { code?: string }).code === 'ENOENT'
  */
 export class LocalDiskStorage implements Storage {
   private readonly staging: string;
+  /** Directories made (or found) already: a file costs no mkdir of its own (inbound mail stages one a message). */
+  private readonly made = new Set<string>();
 
   constructor(readonly root: string) {
     this.staging = path.join(root, '.staging');
+  }
+
+  private async madeDir(dir: string): Promise<void> {
+    if (this.made.has(dir)) return;
+    await mkdir(dir, { recursive: true });
+    this.made.add(dir);
   }
 
   private pathOf(key: string): string {
@@ -47,9 +55,10 @@ export class LocalDiskStorage implements Storage {
     const remember = (err: Error) => {
       early = err;
     };
+    // Left on: with the directory known, the wait below is a microtask, and a source destroyed
+    // just before would emit its 'error' after this function has given up on it.
     source.once('error', remember);
-    await mkdir(this.staging, { recursive: true });
-    source.off('error', remember);
+    await this.madeDir(this.staging);
     if (early) throw early;
     // The source failed before anyone listened (a malformed or cut multipart body): its own error says why.
     if (source.destroyed && !source.readableEnded) throw source.errored ?? badRequest('The upload ended before all of its bytes arrived', undefined, 'incomplete_upload');
@@ -80,16 +89,26 @@ export class LocalDiskStorage implements Storage {
       // is closed, nothing can make it again.
       if (!file.closed) await new Promise<void>((closed) => file.once('close', () => closed()));
       await unlink(temp).catch(() => undefined);
+      // The staging directory went away under us: made again for the next file.
+      if (isMissing(err)) this.made.delete(this.staging);
       throw err;
     }
     const pathOf = (key: string) => this.pathOf(key);
+    const madeDir = (dir: string) => this.madeDir(dir);
+    const forget = (dir: string) => this.made.delete(dir);
     return {
       size,
       sha256: hash.digest('hex'),
       async commit(key: string) {
         const target = pathOf(key);
-        await mkdir(path.dirname(target), { recursive: true });
-        await rename(temp, target);
+        await madeDir(path.dirname(target));
+        await rename(temp, target).catch(async (err: unknown) => {
+          // Its directory went away since it was made: made again, once.
+          if (!isMissing(err)) throw err;
+          forget(path.dirname(target));
+          await madeDir(path.dirname(target));
+          await rename(temp, target);
+        });
       },
       async discard() {
         await unlink(temp).catch((err) => {

@@ -1,6 +1,6 @@
 import type { BaseCtx, TenantCtx } from '../../core/context.js';
 import { newId, ID_PREFIX } from '../../core/ids.js';
-import { scopeOf } from '../../core/model.js';
+import { scopeOf, tenantScope } from '../../core/model.js';
 import { keptServerSecret } from '../../core/secrets.js';
 import { part, type Services } from '../../core/services.js';
 import type { MailMessage } from '../../core/ports.js';
@@ -47,11 +47,26 @@ export async function queueMail(tx: TenantCtx, brandId: string, ticketId: string
  * and, if it was new there, enqueued in the outbox, in the order given.
  */
 export async function queueMails(tx: TenantCtx, brandId: string, ticketId: string | null, messages: readonly MailMessage[]): Promise<void> {
-  if (!messages.length) return;
-  if (!tx.db.isTransaction) throw new Error(`mail ${messages[0]!.messageId} must be queued inside the change's transaction`);
-  const { sql, bindings } = queueMailsParts(tx, brandId, ticketId, messages);
+  await queueTicketMails(
+    tx,
+    brandId,
+    messages.map((message) => ({ ticketId, message })),
+  );
+}
+
+/** queueMails for messages of several tickets of one brand (a group of inbound mail's autoresponses), in ONE statement. */
+async function queueTicketMails(tx: TenantCtx, brandId: string, mails: readonly TicketMail[]): Promise<void> {
+  if (!mails.length) return;
+  if (!tx.db.isTransaction) throw new Error(`mail ${mails[0]!.message.messageId} must be queued inside the change's transaction`);
+  const { sql, bindings } = queueMailsParts(tx, brandId, mails);
   const result = (await tx.db.raw(`with ${sql} select 1 from queued`, bindings as never[])) as { rowCount: number | null };
   await outbox.outboxAdded(tx, result.rowCount ?? 0);
+}
+
+/** A message to queue and the ticket it is about (null for none). */
+export interface TicketMail {
+  ticketId: string | null;
+  message: MailMessage;
 }
 
 /**
@@ -59,11 +74,12 @@ export async function queueMails(tx: TenantCtx, brandId: string, ticketId: strin
  * a statement that also makes the change the mail is about (a comment: flows/comment-create-statement.ts).
  * `when`: a condition each message waits on (e.g. "the comment was inserted").
  */
-export function queueMailsParts(tx: TenantCtx, brandId: string, ticketId: string | null, messages: readonly MailMessage[], when?: SqlFragment): SqlFragment {
-  if (messages.some((m) => m.kind === 'test')) throw new Error('test messages are sent directly, never queued');
-  const rows = messages.map((message) => ({
+export function queueMailsParts(tx: TenantCtx, brandId: string, mails: readonly TicketMail[], when?: SqlFragment): SqlFragment {
+  if (mails.some((m) => m.message.kind === 'test')) throw new Error('test messages are sent directly, never queued');
+  const rows = mails.map(({ ticketId, message }) => ({
     id: newId(ID_PREFIX.mailMessage),
     delivery_id: newId(ID_PREFIX.delivery),
+    ticket_id: ticketId,
     kind: message.kind,
     message,
     message_id: message.messageId,
@@ -71,10 +87,10 @@ export function queueMailsParts(tx: TenantCtx, brandId: string, ticketId: string
   const { accountId, livemode } = scopeOf(tx);
   return {
     sql: `mail_given as (
-      select * from jsonb_to_recordset(?::jsonb) as r(id text, delivery_id text, kind text, message jsonb, message_id text)${when ? ` where ${when.sql}` : ''}
+      select * from jsonb_to_recordset(?::jsonb) as r(id text, delivery_id text, ticket_id text, kind text, message jsonb, message_id text)${when ? ` where ${when.sql}` : ''}
     ), mail_recorded as (
       insert into mail_messages (id, account_id, livemode, brand_id, ticket_id, kind, message, message_id)
-      select id, ?, ?, ?, ?, kind, message, message_id from mail_given
+      select id, ?, ?, ?, ticket_id, kind, message, message_id from mail_given
       on conflict (account_id, livemode, brand_id, message_id) do nothing
       returning id, kind, message
     ), queued as (
@@ -84,7 +100,7 @@ export function queueMailsParts(tx: TenantCtx, brandId: string, ticketId: string
       order by g.delivery_id
       returning id
     )`,
-    bindings: [JSON.stringify(rows), ...(when?.bindings ?? []), accountId, livemode, brandId, ticketId, accountId, livemode, brandId],
+    bindings: [JSON.stringify(rows), ...(when?.bindings ?? []), accountId, livemode, brandId, accountId, livemode, brandId],
   };
 }
 
@@ -136,15 +152,29 @@ export function ticketInfo(ticket: { id: string; ticketNumber: number; title: st
 
 /** The brand's autoresponse to the sender of a new email ticket (the caller checked it is wanted). */
 export async function queueAutoresponse(tx: TenantCtx, brand: BrandInfo, ticket: TicketInfo, customer: { name: string | null; address: string }): Promise<void> {
-  const message = autoresponse({
-    settings: settingsOf(tx.services),
-    key: await replyTokenKey(tx),
-    brand,
-    ticket,
-    thread: { inboundMessageIds: await inboundMessageIds(tx, brand.id, ticket.id) },
-    customer,
-  });
-  await queueMail(tx, brand.id, ticket.id, message);
+  await queueAutoresponses(tx, brand, [{ ticket, customer, inboundMessageIds: await inboundMessageIds(tx, brand.id, ticket.id) }]);
+}
+
+/**
+ * The brand's autoresponses to the senders of several new email tickets, in one statement;
+ * `inboundMessageIds`: each ticket's (inboundMessageIds), known to the caller that just made it.
+ */
+export async function queueAutoresponses(
+  tx: TenantCtx,
+  brand: BrandInfo,
+  answers: readonly { ticket: TicketInfo; customer: { name: string | null; address: string }; inboundMessageIds: string[] }[],
+): Promise<void> {
+  if (!answers.length) return;
+  const key = await replyTokenKey(tx);
+  const settings = settingsOf(tx.services);
+  await queueTicketMails(
+    tx,
+    brand.id,
+    answers.map((a) => ({
+      ticketId: a.ticket.id,
+      message: autoresponse({ settings, key, brand, ticket: a.ticket, thread: { inboundMessageIds: a.inboundMessageIds }, customer: a.customer }),
+    })),
+  );
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -179,6 +209,30 @@ export async function claimInbound(tx: TenantCtx, brandId: string, messageId: st
     .ignore()
     .returning('id')) as { id: string }[];
   return rows[0]?.id ?? null;
+}
+
+/**
+ * claimInbound for several messages in one statement (Message-IDs distinct per brand): each one's
+ * new row id, or null when it was taken already, in the order given.
+ */
+export async function claimInbounds(
+  tx: TenantCtx,
+  messages: readonly { brandId: string; messageId: string; fromEmail: string; authentication: MailAuthentication | null }[],
+): Promise<(string | null)[]> {
+  if (!messages.length) return [];
+  const rows = messages.map((m) => ({
+    id: newId(ID_PREFIX.inboundEmail),
+    ...scopeOf(tx),
+    brandId: m.brandId,
+    messageId: m.messageId,
+    fromEmail: m.fromEmail,
+    action: 'ignored',
+    authentication: m.authentication && JSON.stringify(m.authentication),
+  }));
+  const claimed = new Set(
+    ((await tx.db('inboundEmails').insert(rows).onConflict(['accountId', 'livemode', 'brandId', 'messageId']).ignore().returning('id')) as { id: string }[]).map((r) => r.id),
+  );
+  return rows.map((r) => (claimed.has(r.id) ? r.id : null));
 }
 
 /**
@@ -251,6 +305,17 @@ export async function findInbound(ctx: TenantCtx, brandId: string, messageId: st
 
 export async function settleInbound(tx: TenantCtx, id: string, outcome: Omit<InboundRecord, 'id'>): Promise<void> {
   await InboundEmail.scoped(tx).where({ id }).patch(outcome);
+}
+
+/** settleInbound for several records, in one statement. */
+export async function settleInbounds(tx: TenantCtx, outcomes: readonly InboundRecord[]): Promise<void> {
+  if (!outcomes.length) return;
+  await tx.db.raw(
+    `update inbound_emails e set action = o.action, reason = o.reason, ticket_id = o.ticket_id, comment_id = o.comment_id
+    from jsonb_to_recordset(?::jsonb) as o(id text, action text, reason text, ticket_id text, comment_id text)
+    where ? and e.id = o.id`,
+    [JSON.stringify(outcomes.map((o) => ({ id: o.id, action: o.action, reason: o.reason, ticket_id: o.ticketId, comment_id: o.commentId }))), tenantScope(tx, 'e')],
+  );
 }
 
 /**

@@ -34,11 +34,17 @@ export interface RawMailLink {
 
 /** In the transaction of the ticket or comment the message became; returns the storage key (the id). */
 export async function keep(tx: TenantCtx, staged: StagedObject, link: RawMailLink): Promise<string> {
+  return (await keepMany(tx, [{ staged, link }]))[0]!;
+}
+
+/** keep for several messages (a group of inbound mail): their rows in one statement; the storage keys in the order given. */
+export async function keepMany(tx: TenantCtx, kept: readonly { staged: StagedObject; link: RawMailLink }[]): Promise<string[]> {
+  if (!kept.length) return [];
   if (!tx.db.isTransaction) throw new Error('raw mail is kept inside the transaction of the ticket or comment it became');
-  const id = newId(ID_PREFIX.rawMail);
-  await RawMail.query(tx.db).insert({ id, ...scopeOf(tx), ...link, size: staged.size, sha256: staged.sha256 });
-  await staged.commit(id);
-  return id;
+  const rows = kept.map(({ staged, link }) => ({ id: newId(ID_PREFIX.rawMail), ...scopeOf(tx), ...link, size: staged.size, sha256: staged.sha256 }));
+  await RawMail.query(tx.db).insert(rows);
+  for (const [i, { staged }] of kept.entries()) await staged.commit(rows[i]!.id);
+  return rows.map((r) => r.id);
 }
 
 function toView(row: RawMail, retentionDays: number): RawMailView {
