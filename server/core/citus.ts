@@ -161,8 +161,8 @@ const SHARDS_MOVED = 'TQ003';
  * prepared statement like any other. On Citus it runs inside ticketd_in_account (decision 0092),
  * on the worker holding the account's shards, against those shards, planned by PostgreSQL alone
  * (once per statement and connection). So every table it names must be read or written in the
- * caller's account only, by its bare name, and no column, function or output column may share a
- * table's name (it would be renamed with the table); its rows arrive as JSON: timestamps as ISO
+ * caller's account only, by its bare name, and no column, function or bare output column may
+ * share a table's name (it would be renamed with the table; `as "tags"` is kept); its rows arrive as JSON: timestamps as ISO
  * strings, numbers as numbers. `statement`: a knex query, or one in PostgreSQL's form already.
  */
 export async function runInAccount<Row>(ctx: TenantCtx, statement: Knex.Raw | NativeStatement): Promise<Row[]> {
@@ -192,8 +192,9 @@ function asText(value: unknown): string | null {
  * A statement's text split at each name of a distributed table (not right after a dot, nor right
  * before a parenthesis), which `tables` lists in order as written, for ticketd_in_account to put
  * each table's shard in its place. A name is bare or quoted exactly (`"tickets"`: knex quotes
- * every name of the statements it builds). Literals, other quoted names, comments and
- * dollar-quoted bodies are not looked into.
+ * every name of the statements it builds), except a quoted name right after AS, which names an
+ * output column (`as "tags"`; a table's alias is written bare). Literals, other quoted names,
+ * comments and dollar-quoted bodies are not looked into.
  */
 export function splitAtTables(sql: string, distributed: ReadonlySet<string>): { parts: string[]; tables: string[] } {
   const parts: string[] = [];
@@ -203,6 +204,8 @@ export function splitAtTables(sql: string, distributed: ReadonlySet<string>): { 
     const name = m[3] ?? m[1];
     const end = m.index + m[0].length;
     if (name === undefined || !distributed.has(name) || sql[m.index - 1] === '.' || sql[end] === '(') continue;
+    // `as "tags"`: a quoted name after AS names an output column (a key of the row's JSON).
+    if (m[1] !== undefined && AFTER_AS.test(sql.slice(Math.max(0, m.index - 4), m.index))) continue;
     parts.push(sql.slice(from, m.index));
     tables.push(m[0]); // as written: a quoted name is a regclass too
     from = end;
@@ -210,6 +213,8 @@ export function splitAtTables(sql: string, distributed: ReadonlySet<string>): { 
   parts.push(sql.slice(from));
   return { parts, tables };
 }
+
+const AFTER_AS = /\bas\s*$/i;
 
 /**
  * What a statement's text is made of, for splitAtTables: a literal, a quoted name (group 1 when

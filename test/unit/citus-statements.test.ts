@@ -28,6 +28,11 @@ t.test('a quoted name of a table, as knex writes every name, is a place for its 
     'select <"tickets">."id", <"tags">.* from <"tickets"> join <"tags"> on <"tags">."id" = <"tickets">."tag_id" where <"tickets">."account_id" = ?',
   );
   t.same(splitAtTables('select * from "ticket_tags"', TABLES), { parts: ['select * from ', ''], tables: ['"ticket_tags"'] }, 'the name as written, a regclass all the same');
+  t.equal(
+    rejoined('select row_to_json(v) from (select "tags".id as "tags", 1 AS"tickets" from "tags") v'),
+    'select row_to_json(v) from (select <"tags">.id as "tags", 1 AS"tickets" from <"tags">) v',
+    'but not an output column named after AS: the key of the row it makes',
+  );
 });
 
 t.test('literals, quoted names, comments, dollar-quoted bodies, columns and functions keep their text', async (t) => {
