@@ -7,7 +7,7 @@ import { runInAccount } from '../core/citus.js';
 import type { SqlFragment } from '../core/db.js';
 import type { MailMessage } from '../core/ports.js';
 import { newId, ID_PREFIX, normalizeBrandId } from '../core/ids.js';
-import { accountScope, columnsToProperties, tenantScope } from '../core/model.js';
+import { accountScope, columnsToProperties, sameAccount, sameTenant, tenantScope } from '../core/model.js';
 import * as events from '../core/outbox/events.js';
 import { eventsInsert, OUTBOX_CHANNEL } from '../core/outbox/service.js';
 import { ticketUpdateParts } from '../core/ticket-writes.js';
@@ -86,13 +86,13 @@ async function read(ctx: TenantCtx, brandId: string, ticketId: string, named: re
       (select jsonb_build_object('id', t.id, 'ticketNumber', t.ticket_number, 'title', t.title, 'status', t.status, 'priority', t.priority,
           'createdAt', t.created_at, 'dueAt', t.due_at, 'dueAtManual', t.due_at_manual, 'slaPausedAt', t.sla_paused_at, 'slaPausedSeconds', t.sla_paused_seconds,
           'isSpam', t.is_spam, 'source', t.source, 'sourceData', t.source_data, 'version', ${versionSql('t')},
-          'customer', (select jsonb_build_object('name', c.name, 'email', c.email) from contacts c where :cScope and c.brand_id = t.brand_id and c.id = t.customer_id))
+          'customer', (select jsonb_build_object('name', c.name, 'email', c.email) from contacts c where :cScope and ${sameTenant('c', 't')} and c.brand_id = t.brand_id and c.id = t.customer_id))
         from tickets t where :tScope and t.brand_id = :brandId and t.id = :ticketId and t.deleted_at is null) as ticket,
       (select coalesce(jsonb_agg(jsonb_build_object('memberId', w.member_id, 'memberName', w.member_name, 'memberEmail', w.member_email,
-          'optedOut', exists (select 1 from member_profiles p where :pScope and p.member_id = w.member_id and not p.notify_email)) order by w.id), '[]')
+          'optedOut', exists (select 1 from member_profiles p where :pScope and ${sameAccount('p', 'w')} and p.member_id = w.member_id and not p.notify_email)) order by w.id), '[]')
         from ticket_watchers w where :wScope and w.brand_id = :brandId and w.ticket_id = :ticketId and w.notify_on_comment) as notified,
       (select coalesce(jsonb_agg(jsonb_build_object('id', m.id, 'name', m.name, 'email', m.email,
-          'optedOut', exists (select 1 from member_profiles p where :pScope and p.member_id = m.id and not p.notify_email)) order by array_position(:named::text[], m.id)), '[]')
+          'optedOut', exists (select 1 from member_profiles p where :pScope and ${sameAccount('p', 'm')} and p.member_id = m.id and not p.notify_email)) order by array_position(:named::text[], m.id)), '[]')
         from members m where :mScope and m.id = any(:named::text[]) and m.status = 'active') as mentioned,
       array(select i.message_id from inbound_emails i where :iScope and i.brand_id = :brandId and i.ticket_id = :ticketId
         and (i.reason is null or i.reason <> :agentReply) order by i.id) as inbound_ids,
@@ -231,9 +231,9 @@ async function write(ctx: TenantCtx, w: Write): Promise<Comment | null> {
   const { brand, ticket, comment } = w;
   const guard: SqlFragment = {
     sql: `${versionSql('t')} = ?
-      and exists (select 1 from brands br where ? and br.id = t.brand_id and br.settings_revision = ? and br.rules_revision = ?)
-      and (?::text is null or exists (select 1 from statuses s where ? and s.brand_id = t.brand_id and s.key = ?::text))
-      and (?::text is null or exists (select 1 from comments p where ? and p.brand_id = t.brand_id and p.ticket_id = t.id and p.id = ?::text and p.deleted_at is null))`,
+      and exists (select 1 from brands br where ? and ${sameTenant('br', 't')} and br.id = t.brand_id and br.settings_revision = ? and br.rules_revision = ?)
+      and (?::text is null or exists (select 1 from statuses s where ? and ${sameTenant('s', 't')} and s.brand_id = t.brand_id and s.key = ?::text))
+      and (?::text is null or exists (select 1 from comments p where ? and ${sameTenant('p', 't')} and p.brand_id = t.brand_id and p.ticket_id = t.id and p.id = ?::text and p.deleted_at is null))`,
     bindings: [
       ticket.version,
       tenantScope(ctx, 'br'),

@@ -159,8 +159,9 @@ t.test('a connection lost at COMMIT is 503 with Retry-After, nothing half-done, 
 });
 
 t.test('a TCP connection cut while COMMIT runs is 503 with Retry-After, and the next request works', async (t) => {
-  // COMMIT waits in a deferred trigger; the test cuts the connection while it waits, as a
-  // database host going away would: node-postgres then reports a bare "Connection terminated".
+  // The commit waits in a deferred trigger (a reply is one statement: its commit ends it); the
+  // test cuts the connection while it waits, as a database host going away would: node-postgres
+  // then reports a bare "Connection terminated".
   await faultTriggerDdl(
     db,
     `create function ticketd_test_slow_commit() returns trigger language plpgsql as $$
