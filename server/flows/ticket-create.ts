@@ -95,7 +95,8 @@ export interface CreateOptions {
 
 export async function createTicket(ctx: TenantCtx, brandId: string, input: CreateTicketInput, idempotencyKey?: string, options: CreateOptions = {}): Promise<CreateResult> {
   const c = createOf(ctx, brandId, input, idempotencyKey);
-  const ticket = c.oneStatement ? await createInOneStatement(ctx, c.brandId, c.title, c.email, input, c.idempotency, options.spam) : null;
+  const write = c.oneStatement ? await usualWrite(ctx, c.brandId, c.title, c.email, input, c.idempotency, options.spam) : null;
+  const ticket = write ? await createInOneStatement(ctx, write) : null;
   if (ticket) return { created: true, ticket };
   return createStepByStep(ctx, c.brandId, c.title, c.email, input, c.idempotency, c.brandKey, options);
 }
@@ -227,17 +228,7 @@ const createBatches = part('tickets.createBatches', () =>
  * then gives the precise answer (a 400 or 404, new tags, the replay). Watchers and pending
  * attachments always go step by step.
  */
-async function createInOneStatement(
-  ctx: TenantCtx,
-  brandId: string,
-  title: string,
-  email: string | null,
-  input: CreateTicketInput,
-  idempotency: { key: string; fingerprint: string } | undefined,
-  spam = false,
-): Promise<TicketView | null> {
-  const w = await usualWrite(ctx, brandId, title, email, input, idempotency, spam);
-  if (!w) return null;
+async function createInOneStatement(ctx: TenantCtx, w: TicketWrite): Promise<TicketView | null> {
   if (ctx.db.isTransaction) return (await runWrites(ctx, [w]))[0]!;
   return ctx.services.get(createBatches)(`${ctx.accountId}:${ctx.livemode}`, w);
 }
