@@ -6,6 +6,7 @@ import { systemCtx, withTx, type BaseCtx } from '../core/context.js';
 import type { Services } from '../core/services.js';
 import { poolMaxOf, type Db } from '../core/db.js';
 import { purgeExpired as purgeExpiredIdempotencyKeys } from '../core/idempotency.js';
+import { analyzeNewTables } from '../core/first-statistics.js';
 import { Listener } from '../core/notify.js';
 import * as apiKeys from '../domains/api-keys/service.js';
 import * as attachments from '../domains/attachments/service.js';
@@ -118,6 +119,8 @@ export interface PeriodicStats {
   recurringTickets: DueRunStats;
   /** Automations (once a minute; skipped in the same minute): the tickets they fired on, or could not be applied to. */
   automations: AutomationStats;
+  /** Tables that had grown without planner statistics, analyzed (core/first-statistics.ts). */
+  analyzedTables: string[];
 }
 
 /** Connected IMAP mailboxes due a sync: read (synced) or not (failed), and the tickets their mail created. */
@@ -323,6 +326,13 @@ export class Dispatcher {
 
   private async runJobs(): Promise<PeriodicStats> {
     const ctx = this.ctx;
+    // First: the other jobs' statements, and every request's, are planned with these statistics.
+    const analyzedTables = await this.job(
+      'analyze_new_tables',
+      () => analyzeNewTables(ctx),
+      (t) => t.length,
+    );
+    if (analyzedTables.length) this.log.info({ analyzedTables }, 'analyzed tables that had grown without planner statistics');
     const revokedKeys = await this.job('revoke_api_keys', () => apiKeys.revokeExpired(ctx));
     if (revokedKeys) this.log.info({ revokedKeys }, 'revoked API keys whose grace period ended');
     const purgedIdempotencyKeys = await this.job('purge_idempotency_keys', () => purgeExpiredIdempotencyKeys(ctx));
@@ -398,6 +408,7 @@ export class Dispatcher {
       domains,
       recurringTickets,
       automations,
+      analyzedTables,
     };
   }
 

@@ -806,6 +806,7 @@ t.test("the dispatcher's metrics: deliveries by kind and outcome, their time, cl
   t.equal(value(await read('ticketd_dispatcher_ticks_total'), { outcome: 'ok' }), 1);
   const runs = await read('ticketd_dispatcher_job_runs_total');
   t.same(runs.map((v) => v.labels.job).sort(), [
+    'analyze_new_tables',
     'announce_overdue_tickets',
     'purge_attachments',
     'purge_idempotency_keys',
