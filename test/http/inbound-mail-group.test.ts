@@ -11,7 +11,8 @@ import { customerMessage, imapConnection, imapServer } from '../helpers/imap.js'
  * blocked sender).
  */
 
-const { app, db } = await testApp(t, { TICKETD_WEBHOOK_ALLOW_PRIVATE: 'true' });
+// A group's transaction keeps the IMAP session quiet: on a slow machine for longer than the suite's usual 2 s socket timeout.
+const { app, db } = await testApp(t, { TICKETD_WEBHOOK_ALLOW_PRIVATE: 'true', TICKETD_MAILBOX_TIMEOUT_MS: '5000' });
 const RUN = Math.random().toString(36).slice(2, 8);
 
 /** A brand with a mailbox on the test server at `port`, answering new tickets and subscribed to ticket.created. */
