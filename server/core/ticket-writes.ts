@@ -115,13 +115,24 @@ export async function updateTickets(tx: TenantCtx, brandId: string, ids: readonl
   return rows.map((r) => r.id);
 }
 
+/** What a statement that folds updateTickets' CTEs into its own write asks of them. */
+export interface UpdatePartsOptions {
+  /** ANDed to the selection of `b` (a condition on `t`, the ticket): false, nothing is written. */
+  guard?: SqlFragment;
+  /** `a` returns every column of the rows written (for their view), not only those the CTEs read. */
+  wholeRows?: boolean;
+  /** The statement replaces the tickets' tag links with these: only their copies of the status and priority are updated. */
+  keptTagIds?: readonly string[];
+}
+
 /**
  * updateTickets' CTEs (`b`: the rows before, locked; `a`: the rows written; then what follows),
- * for a statement that also makes the change they are part of (a comment: flows/comment-create-statement.ts).
- * `guard` is ANDed to the selection of `b` (a condition on `t`, the ticket): false, nothing is
- * written. Not for isSpam (its allowance adjustment is a statement of its own). Null: nothing to set.
+ * for a statement that also makes the change they are part of (a comment:
+ * flows/comment-create-statement.ts; a ticket update: flows/ticket-update-statement.ts). Not for
+ * isSpam (its allowance adjustment is a statement of its own). Null: nothing to set.
  */
-export function ticketUpdateParts(tx: TenantCtx, brandId: string, ids: readonly string[], set: TicketSet, guard?: SqlFragment): SqlFragment | null {
+export function ticketUpdateParts(tx: TenantCtx, brandId: string, ids: readonly string[], set: TicketSet, options: UpdatePartsOptions = {}): SqlFragment | null {
+  const { guard, keptTagIds } = options;
   const columns = Object.keys(set).filter((c) => set[c as keyof TicketSet] !== undefined) as (keyof TicketSet)[];
   if (!ids.length || !columns.length) return null;
   const sets: string[] = [];
@@ -167,11 +178,11 @@ export function ticketUpdateParts(tx: TenantCtx, brandId: string, ids: readonly 
   const effectBindings: Knex.RawBinding[] = [];
   if (counted) effects.push(`counts as (${countChangesSql({ after: 'a', before: 'b' })})`);
   if (has('status') || has('priority')) {
-    effects.push(`tags as (update ticket_tags tt set status = a.status, priority = a.priority
+    effects.push(`tag_copies as (update ticket_tags tt set status = a.status, priority = a.priority
       from a join b on b.id = a.id
-      where ? and tt.brand_id = a.brand_id and tt.ticket_id = a.id
+      where ? and tt.brand_id = a.brand_id and tt.ticket_id = a.id${keptTagIds ? ' and tt.tag_id = any(?::text[])' : ''}
         and (a.status is distinct from b.status or a.priority is distinct from b.priority))`);
-    effectBindings.push(tenantScope(tx, 'tt'));
+    effectBindings.push(tenantScope(tx, 'tt'), ...(keptTagIds ? [[...keptTagIds]] : []));
   }
   if (has('status')) {
     // A customer's ticket newly resolved: the rating request before is cancelled, one scheduled.
@@ -193,8 +204,12 @@ export function ticketUpdateParts(tx: TenantCtx, brandId: string, ids: readonly 
     ), a as (
       update tickets t set ${sets.join(', ')}
       from b where ? and t.brand_id = ? and t.id = b.id
-      returning t.id, t.brand_id, t.account_id, t.livemode, t.status, t.priority, t.is_spam, t.deleted_at, t.resolved_at, t.created_at,
-        t.customer_id, t.assignee_id, t.ticket_number, t.title, t.source, t.updated_at, t.due_at
+      returning ${
+        options.wholeRows
+          ? 't.*'
+          : `t.id, t.brand_id, t.account_id, t.livemode, t.status, t.priority, t.is_spam, t.deleted_at, t.resolved_at, t.created_at,
+        t.customer_id, t.assignee_id, t.ticket_number, t.title, t.source, t.updated_at, t.due_at`
+      }
     )${effects.map((e) => `, ${e}`).join('')}`,
     bindings: [tenantScope(tx, 't'), brandId, [...ids], ...((guard?.bindings ?? []) as Knex.RawBinding[]), ...bindings, tenantScope(tx, 't'), brandId, ...effectBindings],
   };

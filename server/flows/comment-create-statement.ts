@@ -252,7 +252,7 @@ async function write(ctx: TenantCtx, w: Write): Promise<Comment | null> {
     brand.id,
     [ticket.id],
     { ...w.set, commentCount: ctx.db.raw('comment_count + 1'), updatedAt: ctx.db.raw('now()'), ...comments.messageMoment(ctx, comment) },
-    guard,
+    { guard },
   )!;
   const inserted: SqlFragment = { sql: 'exists (select 1 from c)', bindings: [] };
   const entries = audit.insertRowsStatement(w.entries, inserted);

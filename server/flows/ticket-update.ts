@@ -1,10 +1,12 @@
 import { withTx, type TenantCtx } from '../core/context.js';
-import * as audit from '../core/audit.js';
 import type { Change } from '../core/audit.js';
 import { requireBrand, type Brand } from '../core/brand.js';
 import { badRequest, notFound } from '../core/errors.js';
 import { canonicalJson } from '../core/idempotency.js';
-import * as events from '../core/outbox/events.js';
+import { addToPlan, inputOfRules, newPlan, planClock, planRecords, same, type Plan } from './ticket-update-plan.js';
+import { updateInTwoStatements, type UpdateResult } from './ticket-update-statement.js';
+
+export type { UpdateResult };
 import * as categories from '../domains/categories/service.js';
 import * as fields from '../domains/fields/service.js';
 import type { Firing, TicketState } from '../domains/rules/engine.js';
@@ -13,50 +15,18 @@ import * as tags from '../domains/tags/service.js';
 import type { TicketView, UpdateTicketInput } from '../domains/tickets/schemas.js';
 import { Ticket } from '../domains/tickets/model.js';
 import * as tickets from '../domains/tickets/service.js';
-import { clockPatches, lockedClock, moveClocks, type Clock } from '../domains/tickets/service-level.js';
+import { lockedClock, moveClocks } from '../domains/tickets/service-level.js';
 import { asFieldError, assertAssignee, resolveTags } from './ticket-create.js';
 import { scopeOf } from '../core/model.js';
 import { linkTags, updateTickets, type TicketSet } from '../core/ticket-writes.js';
 import { enqueueEventsWith } from '../core/outbox/service.js';
-import {
-  carryOutFirings,
-  fireTriggers,
-  firingEntries,
-  firingEvent,
-  isAutoSubmitted,
-  entryParts,
-  recordFired,
-  stateChanges,
-  stateOfView,
-  type AfterWrite,
-  type StatePatch,
-} from './triggers.js';
+import { carryOutFirings, fireTriggers, isAutoSubmitted, entryParts, recordFired, stateChanges, stateOfView, type AfterWrite, type StatePatch } from './triggers.js';
 
 /**
  * Ticket update: it checks the brand's statuses, categories, members, tags and custom fields, then
  * runs the brand's triggers on the ticket as it will be; what they set is written by the same
  * statement as the caller's change.
  */
-
-export interface UpdateResult {
-  ticket: TicketView;
-  /** The fields the caller's change really changed (the same list the ticket.updated audit entry records). */
-  changes: Change[];
-}
-
-const same = (a: unknown, b: unknown) => canonicalJson(a) === canonicalJson(b);
-
-/** What one write will set, gathered from the caller's input and then from the triggers'. */
-interface Plan {
-  before: TicketView;
-  /** The values as they will be (before's, then each accepted change's), by field. */
-  current: Record<string, unknown>;
-  patch: Record<string, unknown>;
-  /** The tag ids the ticket will have, when they change. */
-  newTags?: string[];
-}
-
-const newPlan = (before: TicketView): Plan => ({ before, current: { ...before, tags: before.tags.map((g) => g.id).sort() }, patch: {}, newTags: undefined });
 
 /** Checks that what `input` names is the brand's (its status, assignee, category) and its custom fields fit the brand's schema. */
 async function checkInput(tx: TenantCtx, brand: Brand, input: Pick<UpdateTicketInput, 'status' | 'assigneeId' | 'categoryId' | 'customFields'>): Promise<void> {
@@ -73,61 +43,7 @@ async function checkInput(tx: TenantCtx, brand: Brand, input: Pick<UpdateTicketI
 /** Checks and adds `input` to the plan; `changes` receives what it changes. */
 async function planInput(tx: TenantCtx, brand: Brand, plan: Plan, input: UpdateTicketInput & { title?: string }, changes: Change[]): Promise<void> {
   await checkInput(tx, brand, input);
-  const consider = (field: string, to: unknown) => {
-    if (to === undefined || same(plan.current[field], to)) return;
-    changes.push({ field, from: plan.current[field] ?? null, to });
-    plan.current[field] = to;
-    plan.patch[field] = to;
-  };
-  consider('title', input.title);
-  consider('body', input.body);
-  consider('status', input.status);
-  consider('priority', input.priority);
-  consider('assigneeId', input.assigneeId);
-  consider('categoryId', input.categoryId);
-  consider('links', input.links);
-  consider('customFields', input.customFields);
-  consider('metadata', input.metadata);
-  consider('isSpam', input.isSpam);
-  consider('closeReason', input.closeReason);
-  if (input.tags !== undefined) {
-    const to = [...(await resolveTags(tx, brand.id, input.tags))].sort();
-    if (!same(plan.current.tags, to)) {
-      changes.push({ field: 'tags', from: plan.current.tags, to });
-      plan.current.tags = to;
-      plan.newTags = to;
-    }
-  }
-}
-
-/** The service-level clock the planned change moves (dueAt given by hand, a new priority, pending and back). */
-async function planClock(tx: TenantCtx, brand: Brand, plan: Plan, dueAt: string | null | undefined, changes: Change[], locked?: Clock & { id: string }): Promise<void> {
-  const { before } = plan;
-  const clock = (
-    await clockPatches(
-      tx,
-      brand,
-      [
-        {
-          ticketId: before.id,
-          fromStatus: before.status ?? 'open',
-          to: {
-            status: (plan.current.status as string) ?? 'open',
-            ...('priority' in plan.patch ? { priority: plan.patch.priority as string | null } : {}),
-            ...(dueAt === undefined ? {} : { dueAt: dueAt === null ? null : new Date(dueAt) }),
-          },
-        },
-      ],
-      locked && [locked],
-    )
-  ).get(before.id);
-  if (!clock) return;
-  const { dueAt: due, ...columns } = clock.patch;
-  if ('dueAt' in clock.patch) {
-    const to = due ? due.toISOString() : null;
-    if (!same(before.dueAt, to)) changes.push({ field: 'dueAt', from: before.dueAt, to });
-  }
-  Object.assign(plan.patch, columns, 'dueAt' in clock.patch ? { dueAt: due } : {});
+  addToPlan(plan, input, input.tags === undefined ? undefined : [...(await resolveTags(tx, brand.id, input.tags))], changes);
 }
 
 /** The state rules see after the caller's change (tag ids named back). */
@@ -136,9 +52,6 @@ async function stateOfPlan(tx: TenantCtx, brand: Brand, plan: Plan) {
   if (plan.newTags) state.tags = (await tags.requireTags(tx, brand.id, plan.newTags)).map((g) => g.name.toLowerCase());
   return state;
 }
-
-/** The triggers' fields as an update's input (their tags by name: new names make tags). */
-const inputOfRules = (patch: StatePatch): UpdateTicketInput => ({ ...patch });
 
 /**
  * Writes a planned change with its audit entry and event (none when `changes` is empty) and the
@@ -159,26 +72,9 @@ async function writePlan(tx: TenantCtx, brand: Brand, plan: Plan, changes: Chang
       await linkTags(tx, brand.id, [before.id], plan.newTags);
     }
   }
-  const own = changes.length
-    ? audit.entryRows(tx, [
-        {
-          brandId: brand.id,
-          ticketId: before.id,
-          entityType: 'ticket',
-          entityId: before.id,
-          event: 'ticket.updated',
-          changes,
-          metadata: { ticketNumber: before.ticketNumber, title: (plan.current.title as string) ?? before.title },
-        },
-      ])
-    : [];
-  const title = (plan.current.title as string) ?? before.title;
-  const announced = firingEvent(brand.id, before.id, firings);
+  const records = planRecords(tx, brand.id, plan, changes, firings);
   // The entries (and the rules' tallies) and the events in one statement.
-  await enqueueEventsWith(tx, entryParts(tx, brand.id, [...own, ...firingEntries(tx, firings, brand.id, { id: before.id, ticketNumber: before.ticketNumber, title })], firings), [
-    ...(changes.length ? events.ticketsUpdatedEvents(brand.id, [{ ticketId: before.id, changes: changes.map((c) => c.field) }]) : []),
-    ...(announced ? [announced] : []),
-  ]);
+  await enqueueEventsWith(tx, entryParts(tx, brand.id, records.entries, firings), records.events);
   const ticket = all.length ? await tickets.fetchView(tx, brand.id, before.id) : before;
   await carryOutFirings(tx, firings, { brand, ticket, autoSubmitted: false });
   return ticket;
@@ -203,6 +99,8 @@ export async function updateTicket(ctx: TenantCtx, brandId: string, ticketId: st
     if (!title) throw badRequest('title must not be blank', [{ field: 'title', message: 'must not be blank' }]);
   }
   tickets.checkCustomFieldsShape(input.customFields);
+  const usual = await updateInTwoStatements(ctx, brandId, ticketId, title === undefined ? input : { ...input, title });
+  if (usual) return usual;
 
   return withTx(ctx, async (tx) => {
     const brand = await requireBrand(tx, brandId);

@@ -2,6 +2,7 @@ import { withTx, type Actor, type TenantCtx } from '../core/context.js';
 import * as audit from '../core/audit.js';
 import type { Change } from '../core/audit.js';
 import { requireBrand, type Brand } from '../core/brand.js';
+import type { SqlFragment } from '../core/db.js';
 import { tenantScope } from '../core/model.js';
 import * as events from '../core/outbox/events.js';
 import { enqueueEvents, enqueueEventsWith, type EventSpec, type NamedPart } from '../core/outbox/service.js';
@@ -221,17 +222,21 @@ export async function recordEntries(tx: TenantCtx, brandId: string, rows: readon
   await enqueueEventsWith(tx, entryParts(tx, brandId, rows, firings), []);
 }
 
-/** recordEntries' writes as parts of a statement that also enqueues the change's events (enqueueEventsWith). */
-export function entryParts(tx: TenantCtx, brandId: string, rows: readonly Record<string, unknown>[], firings: readonly Firing[]): NamedPart[] {
+/**
+ * recordEntries' writes as parts of a statement that also enqueues the change's events
+ * (enqueueEventsWith); `when`: a condition of that statement they are written under.
+ */
+export function entryParts(tx: TenantCtx, brandId: string, rows: readonly Record<string, unknown>[], firings: readonly Firing[], when?: SqlFragment): NamedPart[] {
   if (!rows.length) return [];
   const counts = firings.length
     ? tallies.tallyStatement(
         tx,
         brandId,
         firings.map((f) => f.rule.id),
+        when,
       )
     : null;
-  return [...(counts ? [{ name: 'fired', ...counts }] : []), { name: 'entries', ...audit.insertRowsStatement(rows) }];
+  return [...(counts ? [{ name: 'fired', ...counts }] : []), { name: 'entries', ...audit.insertRowsStatement(rows, when) }];
 }
 
 /** One ticket's firings, as recordFired writes them. */
@@ -290,22 +295,29 @@ export async function carryOutActions(tx: TenantCtx, origin: ActionOrigin, actio
 class NeedsTheDatabase extends Error {}
 
 /**
- * A create's triggers run on what this process remembers of the brand's rules, without a round
- * trip: their firings, or null when they need the database or have side effects (the create then
- * goes step by step, where fireTriggers runs them). `state` is changed in place.
+ * Triggers run on what this process remembers of the brand's rules, without a round trip: their
+ * firings, or null when they need the database (the least-loaded assignee; a create's business
+ * hours, its brand unread) or have side effects (the write then goes step by step, where
+ * fireTriggers runs them). `state` is changed in place. A create's run by default; an update
+ * gives its event and subject (subjectOf).
  */
-export async function fireInMemory(known: rules.BrandRules, state: TicketState): Promise<Firing[] | null> {
-  const created = known.triggers.filter((r) => r.on.includes('ticket.created'));
-  if (!created.length) return [];
-  const subject: Subject = {
+export async function fireInMemory(
+  known: rules.BrandRules,
+  state: TicketState,
+  event: TriggerEvent = 'ticket.created',
+  subject: Subject = {
     before: null,
     comment: null,
     withinBusinessHours: () => {
       throw new NeedsTheDatabase();
     },
-  };
+  },
+): Promise<Firing[] | null> {
+  if (subject.before?.status === 'closed') return [];
+  const candidates = known.triggers.filter((r) => r.on.includes(event));
+  if (!candidates.length) return [];
   try {
-    const firings = await runRules(created, state, subject, () => Promise.reject(new NeedsTheDatabase()));
+    const firings = await runRules(candidates, state, subject, () => Promise.reject(new NeedsTheDatabase()));
     return firings.some((f) => f.sideEffects.length) ? null : firings;
   } catch (err) {
     if (err instanceof NeedsTheDatabase) return null;

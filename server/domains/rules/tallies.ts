@@ -26,13 +26,16 @@ export function insertTalliesSql(rows: string): string {
     from ${rows} as f group by f.account_id, f.livemode, f.brand_id`;
 }
 
-/** The tally of firings of the brand's rules (each id once per ticket it fired on), for a statement that also writes their audit entries. */
-export function tallyStatement(tx: TenantCtx, brandId: string, ruleIds: readonly string[]): SqlFragment {
+/**
+ * The tally of firings of the brand's rules (each id once per ticket it fired on), for a statement
+ * that also writes their audit entries; `when`: a condition of that statement (none: always).
+ */
+export function tallyStatement(tx: TenantCtx, brandId: string, ruleIds: readonly string[], when?: SqlFragment): SqlFragment {
   return {
     sql: insertTalliesSql(
-      '(select ?::text as account_id, ?::boolean as livemode, ?::text as brand_id, x.rule_id, ?::timestamptz as fired_at from unnest(?::text[]) as x (rule_id))',
+      `(select ?::text as account_id, ?::boolean as livemode, ?::text as brand_id, x.rule_id, ?::timestamptz as fired_at from unnest(?::text[]) as x (rule_id)${when ? ` where ${when.sql}` : ''})`,
     ),
-    bindings: [tx.accountId, tx.livemode, brandId, new Date(tx.services.now()), [...ruleIds]],
+    bindings: [tx.accountId, tx.livemode, brandId, new Date(tx.services.now()), [...ruleIds], ...(when?.bindings ?? [])],
   };
 }
 

@@ -118,13 +118,18 @@ const isoText = (column: string) => `to_char(${column} at time zone 'UTC', 'YYYY
  * records read as relatedByLinks reads them. row_to_json writes no blanks; the JSON columns
  * (links, customFields, metadata, sourceData) come as jsonb writes them, the same values.
  * `extra`: more fields after the ticket's, as `, <expression> as "name"` (the cross-brand list's
- * brand), with tenantIs(…, BOUND_TENANT) for its scope.
+ * brand), with tenantIs(…, BOUND_TENANT) for its scope. `tagIds`: the tags are these of the
+ * brand's, not the links read (a statement that writes the links cannot see them).
  */
-export function viewJson(ctx: TenantCtx, extra = ''): Knex.Raw {
+export function viewJson(ctx: TenantCtx, extra = '', tagIds?: readonly string[]): Knex.Raw {
   const tenant = BOUND_TENANT;
   const object = (select: string) => `(select row_to_json(r) from (${select}) r)`;
-  return boundToTenant(
-    ctx,
+  const tagRows =
+    tagIds === undefined
+      ? `ticket_tags tt join tags tg on ${sameTenant('tg', 'tt')} and tg.brand_id = tt.brand_id and tg.id = tt.tag_id
+          where ${tenantIs('tt', tenant)} and tt.brand_id = tickets.brand_id and tt.ticket_id = tickets.id`
+      : `tags tg where ${tenantIs('tg', tenant)} and tg.brand_id = tickets.brand_id and tg.id = any(:tagIds::text[])`;
+  return ctx.db.raw(
     `(select row_to_json(v)::text from (select tickets.id as "id", 'ticket' as "object", tickets.brand_id as "brandId", tickets.ticket_number as "ticketNumber",
       tickets.title as "title", tickets.body as "body", tickets.status as "status",
       ${object(`select s.id, s.key, s.name, s.color from statuses s where ${tenantIs('s', tenant)} and s.brand_id = tickets.brand_id and s.key = tickets.status`)} as "statusRef",
@@ -135,13 +140,13 @@ export function viewJson(ctx: TenantCtx, extra = ''): Knex.Raw {
       tickets.category_id as "categoryId",
       ${object(`select ca.id, ca.name, ca.color from categories ca where ${tenantIs('ca', tenant)} and ca.brand_id = tickets.brand_id and ca.id = tickets.category_id`)} as "category",
       coalesce((select ('[' || string_agg(row_to_json(r)::text, ',' order by lower(r.name), r.id) || ']')::json
-        from (select tg.id, tg.name, tg.color from ticket_tags tt join tags tg on ${sameTenant('tg', 'tt')} and tg.brand_id = tt.brand_id and tg.id = tt.tag_id
-          where ${tenantIs('tt', tenant)} and tt.brand_id = tickets.brand_id and tt.ticket_id = tickets.id) r), '[]'::json) as "tags",
+        from (select tg.id, tg.name, tg.color from ${tagRows}) r), '[]'::json) as "tags",
       coalesce(tickets.links, '[]'::jsonb) as "links", tickets.custom_fields as "customFields", coalesce(tickets.metadata, '{}'::jsonb) as "metadata",
       tickets.source as "source", tickets.source_id as "sourceId", tickets.source_data as "sourceData",
       tickets.comment_count as "commentCount", tickets.attachment_count as "attachmentCount", tickets.is_spam as "isSpam",
       ${isoText('tickets.created_at')} as "createdAt", ${isoText('tickets.updated_at')} as "updatedAt", ${isoText('tickets.deleted_at')} as "deletedAt",
       tickets.merged_into_id as "mergedIntoId", tickets.close_reason as "closeReason", ${isoText('tickets.due_at')} as "dueAt"${extra}) v) as view_json`,
+    { account: ctx.accountId, livemode: ctx.livemode, ...(tagIds === undefined ? {} : { tagIds: [...tagIds] }) },
   );
 }
 
