@@ -3,6 +3,7 @@ import type { SqlFragment } from '../db.js';
 import { sourceOf } from '../audit.js';
 import { notFound, conflict } from '../errors.js';
 import { eachAtOnce } from '../each-at-once.js';
+import { onCitus } from '../citus.js';
 import { newId, ID_PREFIX } from '../ids.js';
 import { sameTenant, scopeOf, tenantIs, tenantScope } from '../model.js';
 import { notifyAtCommit } from '../notify.js';
@@ -237,15 +238,7 @@ export async function claim(ctx: BaseCtx, owner: string, now: Date, leaseUntil: 
   const perAccount = share?.perAccount ?? limit;
   const held = share?.held ?? new Map<string, number>();
   const full = [...held].filter(([, n]) => n >= perAccount).map(([accountId]) => accountId);
-  const candidates = (
-    (await ctx.db.raw(
-      `
-      select c.account_id as "accountId", c.id, ${DUE_KEY('c.available_at')} as "dueKey" from outbox c
-      where c.status in ('pending', 'retrying') and c.available_at <= ? and c.account_id <> all(?::text[])
-      order by c.available_at, c.id limit ?`,
-      [now, full, limit * CANDIDATES_PER_ROW],
-    )) as { rows: Candidate[] }
-  ).rows;
+  const candidates = await lookOut(ctx, now, full, perAccount, limit * CANDIDATES_PER_ROW);
   const quotas = new Map<string, number>();
   for (const c of pick(candidates, held, perAccount, limit)) quotas.set(c.accountId, (quotas.get(c.accountId) ?? 0) + 1);
   const claimed = await eachAtOnce([...quotas], ACCOUNT_CLAIMS_AT_ONCE, ([accountId, n]) =>
@@ -263,6 +256,39 @@ export async function claim(ctx: BaseCtx, owner: string, now: Date, leaseUntil: 
     perAccount,
     limit,
   ).map(({ dueKey: _, ...row }) => row);
+}
+
+/**
+ * The oldest due rows, `n` at most, of the accounts not in `full`. None full: the due index in
+ * order. Some full: the accounts with due rows one after the other (a recursive step through the
+ * due-by-account index, one probe per account), each non-full one's oldest `perAccount` rows, so
+ * the full accounts' backlog is never read. Citus runs no recursive query on a distributed table:
+ * there the full accounts' rows are passed over as they are read, on every worker at once.
+ */
+async function lookOut(ctx: BaseCtx, now: Date, full: readonly string[], perAccount: number, n: number): Promise<Candidate[]> {
+  const due = `c.status in ('pending', 'retrying') and c.available_at <= ?`;
+  const columns = `c.account_id as "accountId", c.id, ${DUE_KEY('c.available_at')} as "dueKey"`;
+  if (!full.length || (await onCitus(ctx))) {
+    return (
+      (await ctx.db.raw(`select ${columns} from outbox c where ${due} and c.account_id <> all(?::text[]) order by c.available_at, c.id limit ?`, [now, [...full], n])) as {
+        rows: Candidate[];
+      }
+    ).rows;
+  }
+  return (
+    (await ctx.db.raw(
+      `with recursive accounts (account_id) as (
+        (select c.account_id from outbox c where ${due} order by c.account_id limit 1)
+        union all
+        select (select c.account_id from outbox c where ${due} and c.account_id > a.account_id order by c.account_id limit 1)
+        from accounts a where a.account_id is not null)
+      select r."accountId", r.id, r."dueKey" from accounts a cross join lateral (
+        select ${columns}, c.available_at from outbox c where c.account_id = a.account_id and ${due} order by c.available_at, c.id limit ?) r
+      where a.account_id is not null and a.account_id <> all(?::text[])
+      order by r.available_at, r.id limit ?`,
+      [now, now, now, perAccount, [...full], n],
+    )) as { rows: Candidate[] }
+  ).rows;
 }
 
 /** Ranks rows (in their accounts' line) by what their account would then hold, oldest first on a tie; at most each account's share, and `limit` in all. */
