@@ -123,6 +123,12 @@ export interface UpdatePartsOptions {
   wholeRows?: boolean;
   /** The statement replaces the tickets' tag links with these: only their copies of the status and priority are updated. */
   keptTagIds?: readonly string[];
+  /**
+   * A CTE (`name as (…)`) between `b` and `a`, and a condition on it ANDed to the write of `a`: a
+   * claim of the request's idempotency key, made only when `b` holds a row, the write only when
+   * the claim was made.
+   */
+  claim?: { cte: SqlFragment; writeWhen: string };
 }
 
 /**
@@ -132,7 +138,7 @@ export interface UpdatePartsOptions {
  * isSpam (its allowance adjustment is a statement of its own). Null: nothing to set.
  */
 export function ticketUpdateParts(tx: TenantCtx, brandId: string, ids: readonly string[], set: TicketSet, options: UpdatePartsOptions = {}): SqlFragment | null {
-  const { guard, keptTagIds } = options;
+  const { guard, keptTagIds, claim } = options;
   const columns = Object.keys(set).filter((c) => set[c as keyof TicketSet] !== undefined) as (keyof TicketSet)[];
   if (!ids.length || !columns.length) return null;
   const sets: string[] = [];
@@ -201,9 +207,9 @@ export function ticketUpdateParts(tx: TenantCtx, brandId: string, ids: readonly 
     sql: `b as (
       select t.id, t.brand_id, t.account_id, t.livemode, t.status, t.priority, t.is_spam, t.deleted_at, t.resolved_at, t.created_at, now() as now
       from tickets t where ? and t.brand_id = ? and t.id = any(?::text[]) and t.deleted_at is null${guard ? ` and ${guard.sql}` : ''} order by t.id for update
-    ), a as (
+    ),${claim ? ` ${claim.cte.sql},` : ''} a as (
       update tickets t set ${sets.join(', ')}
-      from b where ? and t.brand_id = ? and t.id = b.id
+      from b where ? and t.brand_id = ? and t.id = b.id${claim ? ` and ${claim.writeWhen}` : ''}
       returning ${
         options.wholeRows
           ? 't.*'
@@ -211,7 +217,17 @@ export function ticketUpdateParts(tx: TenantCtx, brandId: string, ids: readonly 
         t.customer_id, t.assignee_id, t.ticket_number, t.title, t.source, t.updated_at, t.due_at`
       }
     )${effects.map((e) => `, ${e}`).join('')}`,
-    bindings: [tenantScope(tx, 't'), brandId, [...ids], ...((guard?.bindings ?? []) as Knex.RawBinding[]), ...bindings, tenantScope(tx, 't'), brandId, ...effectBindings],
+    bindings: [
+      tenantScope(tx, 't'),
+      brandId,
+      [...ids],
+      ...((guard?.bindings ?? []) as Knex.RawBinding[]),
+      ...((claim?.cte.bindings ?? []) as Knex.RawBinding[]),
+      ...bindings,
+      tenantScope(tx, 't'),
+      brandId,
+      ...effectBindings,
+    ],
   };
 }
 

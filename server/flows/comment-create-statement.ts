@@ -6,6 +6,7 @@ import * as audit from '../core/audit.js';
 import { runInAccount } from '../core/citus.js';
 import type { SqlFragment } from '../core/db.js';
 import type { MailMessage } from '../core/ports.js';
+import { claimRowsStatement, requestFingerprint } from '../core/idempotency.js';
 import { newId, ID_PREFIX, normalizeBrandId } from '../core/ids.js';
 import { accountScope, columnsToProperties, sameAccount, sameTenant, tenantScope } from '../core/model.js';
 import * as events from '../core/outbox/events.js';
@@ -33,8 +34,12 @@ import { commentMessages, customerOf, mentionedMemberIds, recipientsOf, type Not
  * comment is read and written again (a concurrent reply: at most a few times), then goes step
  * by step (createComment's transaction), which also answers every error.
  *
- * Not taken (step by step): inside a caller's transaction, with an idempotency key, and for a
- * brand with comment.created triggers (they run on the ticket after the write).
+ * With an idempotency key, the write claims it too (made only with the comment, the comment only
+ * when the key was claimed); a key held already (a replay, a request with the same key at the
+ * same time, or another request's) writes nothing, and step by step answers it.
+ *
+ * Not taken (step by step): inside a caller's transaction, and for a brand with comment.created
+ * triggers (they run on the ticket after the write).
  */
 
 /** How often a write that found the ticket changed is tried again before going step by step. */
@@ -148,6 +153,7 @@ export async function createInTwoStatements(
   ticketId: string,
   input: CreateCommentInput,
   reopenFrom: readonly string[] = [],
+  idempotencyKey?: string,
 ): Promise<comments.CreateResult | null> {
   if (ctx.db.isTransaction) return null;
   const brandId = normalizeBrandId(givenBrandId);
@@ -205,8 +211,12 @@ export async function createInTwoStatements(
       parentId: comment.parentId,
       setStatus: input.setStatus ?? null,
       rulesRevision: known.revision,
+      idempotency:
+        idempotencyKey === undefined ? undefined : { key: idempotencyKey, fingerprint: requestFingerprint('POST', `/brands/${brand.id}/tickets/${ticketId}/comments`, input) },
     });
     if (written) return { created: true, comment: comments.toView(written) };
+    // Nothing written: the ticket changed since the read, or the key is held (step by step tells which).
+    if (idempotencyKey !== undefined) return null;
   }
   return null;
 }
@@ -224,6 +234,7 @@ interface Write {
   parentId: string | null;
   setStatus: string | null;
   rulesRevision: number;
+  idempotency?: { key: string; fingerprint: string };
 }
 
 /** The second statement: everything, or nothing when what was read changed since. Returns the comment written. */
@@ -247,12 +258,22 @@ async function write(ctx: TenantCtx, w: Write): Promise<Comment | null> {
       w.parentId,
     ],
   };
+  // The key's claim, made only while the ticket's row is there to write (`b`).
+  const claim =
+    w.idempotency &&
+    claimRowsStatement(ctx, {
+      sql: 'select ?::text as key, ?::text as fingerprint, ?::text as resource_id where exists (select 1 from b)',
+      bindings: [w.idempotency.key, w.idempotency.fingerprint, comment.id],
+    });
   const ticketParts = ticketUpdateParts(
     ctx,
     brand.id,
     [ticket.id],
     { ...w.set, commentCount: ctx.db.raw('comment_count + 1'), updatedAt: ctx.db.raw('now()'), ...comments.messageMoment(ctx, comment) },
-    { guard },
+    {
+      guard,
+      claim: claim && { cte: { sql: `claimed as (${claim.sql})`, bindings: claim.bindings }, writeWhen: 'exists (select 1 from claimed)' },
+    },
   )!;
   const inserted: SqlFragment = { sql: 'exists (select 1 from c)', bindings: [] };
   const entries = audit.insertRowsStatement(w.entries, inserted);

@@ -37,10 +37,8 @@ export async function createComment(
   // Read (or made) before anything else, so its first reading is kept and no reply reads it in a statement of its own.
   await mail.replyTokenKey(ctx);
   // The usual reply: two statements, no transaction (comment-create-statement.ts); else step by step.
-  if (idempotencyKey === undefined) {
-    const made = await createInTwoStatements(ctx, brandId, ticketId, input, options.reopenFrom);
-    if (made) return made;
-  }
+  const made = await createInTwoStatements(ctx, brandId, ticketId, input, options.reopenFrom, idempotencyKey);
+  if (made) return made;
   let statusBefore: string | null = null;
   return comments.create(ctx, brandId, ticketId, input, idempotencyKey, {
     reopenFrom: options.reopenFrom,

@@ -148,7 +148,7 @@ t.test('replies racing on one ticket, each setting a status: every one lands, th
   t.equal(Number(hooks!.n), n, 'each queued once');
 });
 
-t.test('a reply with an idempotency key, or to a brand with comment triggers, goes step by step with the same effects', async (t) => {
+t.test('a reply with an idempotency key in two statements, its replay step by step; a brand with comment triggers step by step: the same effects', async (t) => {
   const { owner, base, admin } = await teamOfThree(app, services);
   const ticket = await makeTicket(owner.live, base, { title: 'Two ways', customerEmail: 'two@example.com' });
   t.equal((await owner.live('POST', `${base}/tickets/${ticket.id}/watchers`, { memberId: admin.id })).status, 201);
@@ -158,21 +158,31 @@ t.test('a reply with an idempotency key, or to a brand with comment triggers, go
     const statements = await statementsDuring(db, async () => {
       made = await owner.live('POST', `${base}/tickets/${ticket.id}/comments`, { body: 'same words', setStatus: 'pending' }, headers);
     });
-    t.equal(made!.status, 201);
+    t.ok([200, 201].includes(made!.status));
     const mails = (await db('mailMessages').where({ ticketId: ticket.id }).orderBy('id').select('kind', 'message')).map(
       (m: { kind: string; message: { subject: string; to: { address: string }[] } }) => [m.kind, m.message.subject, m.message.to.map((a) => a.address)],
     );
     const entries = (await auditOf(ticket.id)).slice(auditBefore).map((e: { event: string; changes: unknown }) => [e.event, e.changes]);
     await db('mailMessages').where({ ticketId: ticket.id }).delete();
     t.equal((await owner.live('PATCH', `${base}/tickets/${ticket.id}`, { status: 'open' })).status, 200);
-    return { statements, mails, entries };
+    return { statements, mails, entries, status: made!.status, id: made!.body.id };
   };
   const usual = await reply();
   t.notOk(usual.statements.includes('BEGIN;'), 'the usual reply: no transaction');
   const keyed = await reply({ 'x-idempotency-key': 'k-1' });
-  t.ok(keyed.statements.includes('BEGIN;'), 'with a key: step by step');
+  t.equal(keyed.statements.length, REPLY_STATEMENTS, 'with a key: the usual two statements');
   t.same(keyed.mails, usual.mails, 'the same mail');
   t.same(keyed.entries, usual.entries, 'the same audit entries');
+  const replayed = await reply({ 'x-idempotency-key': 'k-1' });
+  t.equal(replayed.status, 200, 'the replay answers with the first reply');
+  t.equal(replayed.id, keyed.id);
+  t.ok(replayed.statements.includes('BEGIN;'), 'step by step');
+  t.same(replayed.mails, [], 'and sends nothing again');
+  t.same(replayed.entries, [], 'and records nothing again');
+  const reused = await owner.live('POST', `${base}/tickets/${ticket.id}/comments`, { body: 'other words' }, { 'x-idempotency-key': 'k-1' });
+  t.equal(reused.status, 409, 'the key with another request: 409');
+  t.equal(reused.body.code, 'idempotency_key_reused');
+  t.equal((await db('comments').where({ ticketId: ticket.id }).count({ n: '*' }).first())!.n, '2', 'one comment per key');
 
   await mustCreate(owner.live, `${base}/triggers`, {
     name: 'Tag replies',
@@ -200,4 +210,23 @@ t.test('a reply the usual way refuses what step by step refuses', async (t) => {
   const child = await post({ body: 'second', parentId: parent.body.id });
   t.equal(child.status, 201, 'a live parent is taken');
   t.equal(child.body.parentId, parent.body.id);
+});
+
+t.test('keyed replies racing on one ticket, each key sent twice at once: one comment per key, no error, every answer names it', async (t) => {
+  const { owner, base } = await teamOfThree(app, services);
+  const ticket = await makeTicket(owner.live, base, { title: 'Retried', customerEmail: 'retry@example.com' });
+  const n = 6;
+  const send = (i: number) =>
+    owner.live('POST', `${base}/tickets/${ticket.id}/comments`, { body: `reply ${i}`, setStatus: i % 2 ? 'pending' : 'open' }, { 'x-idempotency-key': `race-${i}` });
+  const answers = await Promise.all(Array.from({ length: n * 2 }, (_, j) => send(j % n)));
+  t.ok(
+    answers.every((a) => a.status === 200 || a.status === 201),
+    `every answer 200 or 201: ${answers.map((a) => a.status).join(', ')}`,
+  );
+  for (let i = 0; i < n; i++) t.equal(answers[i]!.body.id, answers[i + n]!.body.id, `both sends of key ${i} name one comment`);
+  t.equal(answers.filter((a) => a.status === 201).length, n, 'each key created once');
+  const rows = await db('comments').where({ ticketId: ticket.id }).select('body');
+  t.equal(rows.length, n, 'one comment per key');
+  const mails = await db('mailMessages').where({ ticketId: ticket.id, kind: 'agent_reply' }).count({ n: '*' }).first();
+  t.equal(Number(mails!.n), n, 'one mail to the customer per comment');
 });

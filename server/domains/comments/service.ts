@@ -360,6 +360,12 @@ export async function create(
     const brand = await requireBrand(tx, brandId);
     const id = newId(ID_PREFIX.comment);
     if (idempotencyKey !== undefined) {
+      // The ticket's row first, then the key: the order the reply in two statements takes them in, so the two never deadlock.
+      await tx
+        .db('tickets')
+        .where({ ...scopeOf(tx), brandId: brand.id, id: ticketId })
+        .forUpdate()
+        .select('id');
       const fingerprint = requestFingerprint('POST', `/brands/${brand.id}/tickets/${ticketId}/comments`, input);
       const claim = await claimIdempotencyKey(tx, idempotencyKey, fingerprint, id, 'comment');
       if (!claim.claimed) return { created: false, id: claim.resourceId, brandId: brand.id };
