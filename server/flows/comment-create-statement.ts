@@ -3,14 +3,14 @@ import type { TenantCtx } from '../core/context.js';
 import { canSeeBrand } from '../core/context.js';
 import { Brand } from '../core/brand.js';
 import * as audit from '../core/audit.js';
-import { runInAccount } from '../core/citus.js';
+import { onCitus, runInAccount } from '../core/citus.js';
 import type { SqlFragment } from '../core/db.js';
 import type { MailMessage } from '../core/ports.js';
 import { claimRowsStatement, requestFingerprint } from '../core/idempotency.js';
 import { newId, ID_PREFIX, normalizeBrandId } from '../core/ids.js';
 import { accountScope, columnsToProperties, sameAccount, sameTenant, tenantScope } from '../core/model.js';
 import * as events from '../core/outbox/events.js';
-import { eventsInsert, OUTBOX_CHANNEL } from '../core/outbox/service.js';
+import { eventsInsert, outboxAdded, OUTBOX_CHANNEL } from '../core/outbox/service.js';
 import { ticketUpdateParts } from '../core/ticket-writes.js';
 import type { CreateCommentInput } from '../domains/comments/schemas.js';
 import * as comments from '../domains/comments/service.js';
@@ -319,6 +319,8 @@ async function write(ctx: TenantCtx, w: Write): Promise<Comment | null> {
     updated_at: comment.updatedAt.toISOString(),
   };
   const columns = Object.keys(values).join(', ');
+  // On Citus the statement runs on the account's worker, where a NOTIFY reaches no dispatcher: they are woken from here after it.
+  const citus = await onCitus(ctx);
   const queued = ['select 1 from announced', ...(mailParts ? ['select 1 from queued'] : [])].join(' union all ');
   const sql = `with ${ticketParts.sql}, c as (
       insert into comments (${columns}) select ${columns} from jsonb_populate_record(null::comments, ?::jsonb) where exists (select 1 from a)
@@ -327,7 +329,7 @@ async function write(ctx: TenantCtx, w: Write): Promise<Comment | null> {
     ), announced as (${announced.sql}
       returning 1
     )${mentioned ? `, ${mentioned.sql}` : ''}${mailParts ? `, ${mailParts.sql}` : ''}
-    select c.*, (select 1 from (${queued}) q, lateral (select pg_notify('${OUTBOX_CHANNEL}', 'new')::text) n limit 1) as "announced" from c`;
+    select c.*, (select 1 from (${queued}) q${citus ? '' : `, lateral (select pg_notify('${OUTBOX_CHANNEL}', 'new')::text) n`} limit 1) as "announced" from c`;
   const bindings = [
     ...ticketParts.bindings,
     JSON.stringify(values),
@@ -338,6 +340,7 @@ async function write(ctx: TenantCtx, w: Write): Promise<Comment | null> {
   ] as Knex.RawBinding[];
   const [row] = await runInAccount<Record<string, unknown>>(ctx, ctx.db.raw(sql, bindings));
   if (!row) return null;
-  const { announced: _announced, ...columnsOf } = row;
+  const { announced: queuedAny, ...columnsOf } = row;
+  if (citus && queuedAny !== null && queuedAny !== undefined) await outboxAdded(ctx, 1);
   return Comment.fromJson(columnsToProperties(columnsOf), { skipValidation: true });
 }
