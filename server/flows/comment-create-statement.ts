@@ -10,7 +10,7 @@ import { claimRowsStatement, requestFingerprint } from '../core/idempotency.js';
 import { newId, ID_PREFIX, normalizeBrandId } from '../core/ids.js';
 import { accountScope, columnsToProperties, sameAccount, sameTenant, tenantScope } from '../core/model.js';
 import * as events from '../core/outbox/events.js';
-import { eventsInsert, outboxAdded, OUTBOX_CHANNEL } from '../core/outbox/service.js';
+import { eventsInsert, outboxAdded, wakeDispatchersJoin } from '../core/outbox/service.js';
 import { ticketUpdateParts } from '../core/ticket-writes.js';
 import type { CreateCommentInput } from '../domains/comments/schemas.js';
 import * as comments from '../domains/comments/service.js';
@@ -329,7 +329,7 @@ async function write(ctx: TenantCtx, w: Write): Promise<Comment | null> {
     ), announced as (${announced.sql}
       returning 1
     )${mentioned ? `, ${mentioned.sql}` : ''}${mailParts ? `, ${mailParts.sql}` : ''}
-    select c.*, (select 1 from (${queued}) q${citus ? '' : `, lateral (select pg_notify('${OUTBOX_CHANNEL}', 'new')::text) n`} limit 1) as "announced" from c`;
+    select c.*, (select 1 from (${queued}) q${wakeDispatchersJoin(!citus)} limit 1) as "announced" from c`;
   const bindings = [
     ...ticketParts.bindings,
     JSON.stringify(values),

@@ -9,7 +9,7 @@ import { accountIs, sameTenant, tenantIs } from '../core/model.js';
 import { part } from '../core/services.js';
 import { emailDomain, foldText } from '../core/text.js';
 import { ticketsCreatedEvents } from '../core/outbox/events.js';
-import { eventsInsertSql, eventsJson, OUTBOX_CHANNEL } from '../core/outbox/service.js';
+import { eventsInsertSql, eventsJson, wakeDispatchersJoin } from '../core/outbox/service.js';
 import { GIVEN_COLUMNS, VIEW_COLUMNS } from '../domains/tickets/columns.js';
 import type { CreateTicketInput } from '../domains/tickets/schemas.js';
 import * as tickets from '../domains/tickets/service.js';
@@ -370,6 +370,6 @@ function statementSql({ metered, counting, notify, fired, orders }: Shape): stri
     }, announced as (${eventsInsertSql({ timestamp: ':eventsAt', events: ':events', tenant: TENANT }, 't', 'customer')}
       returning 1
     )${orders ? `, order_links as (${autoLinkSql(':orders', TENANT)})` : ''}${metered ? countAgainstAllowance(counting) : ''}
-    select i.ord, (select 1 from announced${notify ? `, lateral (select pg_notify('${OUTBOX_CHANNEL}', 'new')::text) w` : ''} limit 1) as "announced", tickets.*, ${tickets.relatedColumns('array(select g.id from given_tags g where g.ord = i.ord)', 'customer', { account: ':accountId', livemode: ':livemode' })}
+    select i.ord, (select 1 from announced${wakeDispatchersJoin(notify)} limit 1) as "announced", tickets.*, ${tickets.relatedColumns('array(select g.id from given_tags g where g.ord = i.ord)', 'customer', { account: ':accountId', livemode: ':livemode' })}
     from t as tickets join items i on i.id = tickets.id${metered ? ' where (select ok from counted_ok)' : ''}`;
 }

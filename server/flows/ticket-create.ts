@@ -301,7 +301,7 @@ async function createStepByStep(
 ): Promise<CreateResult> {
   const outcome = await withTx(ctx, async (tx) => {
     const brand = await requireBrand(tx, brandId);
-    if (brand.ticketSchema !== null || (brand.fieldRules.ticket ?? []).length > 0) tx.services.get(brandsWithFieldSchema).set(brandKey, tx.services.now() + FIELD_SCHEMA_HINT_MS);
+    if (fields.hasTicketSchema(brand)) tx.services.get(brandsWithFieldSchema).set(brandKey, tx.services.now() + FIELD_SCHEMA_HINT_MS);
     const id = newId(ID_PREFIX.ticket);
     if (idempotency) {
       const claim = await claimIdempotencyKey(tx, idempotency.key, idempotency.fingerprint, id, 'ticket');

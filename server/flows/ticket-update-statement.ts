@@ -6,11 +6,12 @@ import { canSeeBrand, type TenantCtx } from '../core/context.js';
 import type { SqlFragment } from '../core/db.js';
 import { normalizeBrandId } from '../core/ids.js';
 import { accountScope, columnsToProperties, sameAccount, sameTenant, tenantScope } from '../core/model.js';
-import { eventsInsert, outboxAdded, OUTBOX_CHANNEL } from '../core/outbox/service.js';
+import { eventsInsert, outboxAdded, wakeDispatchersJoin } from '../core/outbox/service.js';
 import { ticketUpdateParts, type TicketSet } from '../core/ticket-writes.js';
 import type { Firing } from '../domains/rules/engine.js';
 import { stateCopy } from '../domains/rules/engine.js';
 import * as rules from '../domains/rules/service.js';
+import { hasTicketSchema } from '../domains/fields/service.js';
 import { MAX_TAG_NAME_LENGTH } from '../domains/tags/service.js';
 import type { TicketView, UpdateTicketInput } from '../domains/tickets/schemas.js';
 import * as tickets from '../domains/tickets/service.js';
@@ -139,8 +140,6 @@ function tagIdsOf(seen: Seen, named: { ids: string[]; names: string[] }): string
   return [...new Set([...named.ids, ...named.names.map((n) => byName.get(n)!)])];
 }
 
-const hasTicketSchema = (brand: Brand) => brand.ticketSchema !== null || (brand.fieldRules.ticket ?? []).length > 0;
-
 export interface UpdateResult {
   ticket: TicketView;
   /** The fields the caller's change really changed (the same list the ticket.updated audit entry records). */
@@ -191,7 +190,7 @@ export async function updateInTwoStatements(ctx: TenantCtx, givenBrandId: string
     }
     await planClock(ctx, brand, plan, input.dueAt, changes, seen.clock);
     if (!changes.length && !ruleChanges.length) return firings.length ? null : { ticket: before, changes };
-    const ticket = await write(ctx, { seen, plan, changes, ruleChanges, firings, rulesRevision: known.revision, withTags: input.tags !== undefined });
+    const ticket = await write(ctx, { seen, plan, changes, firings, rulesRevision: known.revision, withTags: input.tags !== undefined });
     if (ticket) return { ticket, changes };
   }
   return null;
@@ -201,7 +200,6 @@ interface Write {
   seen: Seen;
   plan: Plan;
   changes: Change[];
-  ruleChanges: Change[];
   firings: readonly Firing[];
   rulesRevision: number;
   withTags: boolean;
@@ -269,7 +267,7 @@ async function write(ctx: TenantCtx, w: Write): Promise<TicketView | null> {
   ];
   // On Citus the statement runs on the account's worker, where a NOTIFY reaches no dispatcher: they are woken from here after it.
   const citus = await onCitus(ctx);
-  const queued = announced ? `, (select ${citus ? '1' : `pg_notify('${OUTBOX_CHANNEL}', 'new')::text`} from announced limit 1) as "announced"` : '';
+  const queued = announced ? `, (select 1 from announced${wakeDispatchersJoin(!citus)} limit 1) as "announced"` : '';
   const sql = `with ${parts.map((p) => p.sql).join(', ')}
     select ?${queued} from a as tickets`;
   const bindings = [...parts.flatMap((p) => p.bindings), tickets.viewJson(ctx, '', plan.newTags)] as Knex.RawBinding[];

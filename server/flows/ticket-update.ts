@@ -3,10 +3,6 @@ import type { Change } from '../core/audit.js';
 import { requireBrand, type Brand } from '../core/brand.js';
 import { badRequest, notFound } from '../core/errors.js';
 import { canonicalJson } from '../core/idempotency.js';
-import { addToPlan, inputOfRules, newPlan, planClock, planRecords, same, type Plan } from './ticket-update-plan.js';
-import { updateInTwoStatements, type UpdateResult } from './ticket-update-statement.js';
-
-export type { UpdateResult };
 import * as categories from '../domains/categories/service.js';
 import * as fields from '../domains/fields/service.js';
 import type { Firing, TicketState } from '../domains/rules/engine.js';
@@ -21,11 +17,17 @@ import { scopeOf } from '../core/model.js';
 import { linkTags, updateTickets, type TicketSet } from '../core/ticket-writes.js';
 import { enqueueEventsWith } from '../core/outbox/service.js';
 import { carryOutFirings, fireTriggers, isAutoSubmitted, entryParts, recordFired, stateChanges, stateOfView, type AfterWrite, type StatePatch } from './triggers.js';
+import { addToPlan, inputOfRules, newPlan, planClock, planRecords, same, type Plan } from './ticket-update-plan.js';
+import { updateInTwoStatements, type UpdateResult } from './ticket-update-statement.js';
+
+export type { UpdateResult };
 
 /**
  * Ticket update: it checks the brand's statuses, categories, members, tags and custom fields, then
  * runs the brand's triggers on the ticket as it will be; what they set is written by the same
- * statement as the caller's change.
+ * statement as the caller's change. The usual update is a read and one write
+ * (ticket-update-statement.ts); this file is the step-by-step way, in one transaction, for the
+ * rest and for every error's answer.
  */
 
 /** Checks that what `input` names is the brand's (its status, assignee, category) and its custom fields fit the brand's schema. */

@@ -21,6 +21,14 @@ export { OUTBOX_STATUSES, type OutboxStatus } from './model.js';
 export const OUTBOX_CHANNEL = 'ticketd_outbox';
 
 /**
+ * For a statement that inserts outbox rows and ends in `(select 1 from <its rows> … limit 1)`: the
+ * lateral join that wakes the dispatchers when it commits, or nothing when `wake` is false (on
+ * Citus such a statement runs on the account's worker, where a NOTIFY reaches no dispatcher: the
+ * caller wakes them after it, outboxAdded).
+ */
+export const wakeDispatchersJoin = (wake: boolean) => (wake ? `, lateral (select pg_notify('${OUTBOX_CHANNEL}', 'new')::text) wake` : '');
+
+/**
  * Wakes the dispatchers when the transaction that inserted `added` outbox rows commits: every
  * insert into outbox calls this (an insert inside a larger statement, with that statement's count).
  */

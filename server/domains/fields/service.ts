@@ -9,7 +9,7 @@ import { ID_PREFIX, newId } from '../../core/ids.js';
 import { part } from '../../core/services.js';
 import { scopeOf, tenantScope } from '../../core/model.js';
 import * as audit from '../../core/audit.js';
-import { forgetFound, requireBrand, type FieldRule } from '../../core/brand.js';
+import { forgetFound, requireBrand, type Brand, type FieldRule } from '../../core/brand.js';
 import { FieldDefinition } from './model.js';
 import type { AllFieldsView, CreateFieldInput, EntityType, FieldType, FieldView, PutTicketSchemaInput, ReorderFieldsInput, TicketSchemaView, UpdateFieldInput } from './schemas.js';
 
@@ -365,6 +365,9 @@ export async function count(ctx: Ctx, brandId: string): Promise<number> {
 
 // ---------------------------------------------------------------------------------------------
 // Ticket schema and validation
+
+/** Whether the brand's ticket custom fields are checked against a schema (its own, or its field definitions' rules). */
+export const hasTicketSchema = (brand: Pick<Brand, 'ticketSchema' | 'fieldRules'>): boolean => brand.ticketSchema !== null || (brand.fieldRules.ticket ?? []).length > 0;
 
 async function schemasOf(ctx: Ctx, brandId: string, entityType: EntityType) {
   const brand = await requireBrand(ctx, brandId);
