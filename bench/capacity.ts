@@ -51,6 +51,8 @@ export interface CapacityOptions {
   etags: boolean;
   /** The dispatcher in a process of its own beside the API (`--role api` and `--role dispatcher`), not one `--role all`. */
   dispatcherApart: boolean;
+  /** Run the server processes under `node --cpu-prof`, their profiles written here when they stop. */
+  profileDir?: string;
 }
 
 const BRANDS = 5;
@@ -192,7 +194,15 @@ interface Window {
   lateness: { p99: number; max: number };
   /** The server's event-loop delay over the window (its /metrics), ms: a stalled server, or a busy one. */
   serverLoop: { p99: number; max: number };
+  /** The server's API pool over the window, sampled each second: connections in use (mean), queries waiting for one (mean, max). */
+  pool: { used: number; waiting: { mean: number; max: number } };
   passed: boolean;
+}
+
+interface ServerWatch {
+  loop: { p99: number; max: number };
+  poolUsed: number;
+  poolWaiting: { mean: number; max: number };
 }
 
 interface CpuReading {
@@ -274,8 +284,9 @@ export async function runCapacityBench(options: CapacityOptions): Promise<void> 
       TICKETD_DB_POOL_MAX: '20',
     };
     // The first process bootstraps the account; the dispatcher, when apart, starts on it.
-    server = await startTicketd(options.dispatcherApart ? 'api' : 'all', dbUrl, env);
-    if (options.dispatcherApart) dispatcher = await startTicketd('dispatcher', dbUrl, env);
+    const nodeArgs = options.profileDir ? ['--cpu-prof', `--cpu-prof-dir=${options.profileDir}`] : [];
+    server = await startTicketd(options.dispatcherApart ? 'api' : 'all', dbUrl, env, nodeArgs);
+    if (options.dispatcherApart) dispatcher = await startTicketd('dispatcher', dbUrl, env, nodeArgs);
     const { info } = server;
     const url = info.url as string;
     const serverPids = [server.child.pid!, ...(dispatcher ? [dispatcher.child.pid!] : [])];
@@ -381,13 +392,37 @@ export async function runCapacityBench(options: CapacityOptions): Promise<void> 
       for (const agent of agents.splice(count)) agent.active = false;
     };
 
-    /** The server's event-loop delay since the last call (prom-client resets it at each scrape); NaN without /metrics. */
-    const serverLoop = async () => {
-      const body = await fetch(`${url}/metrics`)
-        .then((res) => res.text())
-        .catch(() => '');
-      const ms = (name: string) => round1(metricValue(body, name) * 1000);
-      return { p99: ms('nodejs_eventloop_lag_p99_seconds'), max: ms('nodejs_eventloop_lag_max_seconds') };
+    /**
+     * The server's /metrics once a second over a window: its event-loop delay (prom-client resets
+     * it at each scrape, so the worst second's p99 and the window's max) and its API pool (used
+     * connections and queries waiting for one): a queue in the pool shows here, not in the CPU.
+     */
+    const watchServer = () => {
+      const loopP99: number[] = [];
+      const loopMax: number[] = [];
+      const used: number[] = [];
+      const waiting: number[] = [];
+      const scrape = async () => {
+        const body = await fetch(`${url}/metrics`)
+          .then((res) => res.text())
+          .catch(() => '');
+        if (!body) return;
+        loopP99.push(metricValue(body, 'nodejs_eventloop_lag_p99_seconds') * 1000);
+        loopMax.push(metricValue(body, 'nodejs_eventloop_lag_max_seconds') * 1000);
+        used.push(metricValue(body, 'ticketd_db_pool_connections', 'pool="main",state="used"'));
+        waiting.push(metricValue(body, 'ticketd_db_pool_pending_acquires', 'pool="main"'));
+      };
+      let scraping = scrape();
+      const timer = setInterval(() => {
+        scraping = scraping.then(scrape);
+      }, 1000);
+      return async (): Promise<ServerWatch> => {
+        clearInterval(timer);
+        await scraping;
+        const worst = (xs: number[]) => round1(Math.max(...xs.filter(Number.isFinite)));
+        const mean = (xs: number[]) => round1(xs.filter(Number.isFinite).reduce((a, b) => a + b, 0) / xs.filter(Number.isFinite).length);
+        return { loop: { p99: worst(loopP99), max: worst(loopMax) }, poolUsed: mean(used), poolWaiting: { mean: mean(waiting), max: worst(waiting) } };
+      };
     };
     const readCpu = (): CpuReading => {
       const self = process.cpuUsage();
@@ -401,11 +436,11 @@ export async function runCapacityBench(options: CapacityOptions): Promise<void> 
     /** The load as it runs for `seconds` with the agents there are now; counted once every request of the window was answered. */
     const measure = async (seconds: number): Promise<Window> => {
       scheduler.takeLateness();
-      await serverLoop();
+      const watched = watchServer();
       const start = readCpu();
       await sleep(seconds * 1000);
       const end = readCpu();
-      const loop = await serverLoop();
+      const server = await watched();
       const lateness = scheduler.takeLateness().sort((a, b) => a - b);
       await client!.settledBefore(end.at);
       const [from, to] = [(start.at - client!.startedAt) / 1000, (end.at - client!.startedAt) / 1000];
@@ -426,7 +461,8 @@ export async function runCapacityBench(options: CapacityOptions): Promise<void> 
         worst,
         cpuMs: { server: (end.server - start.server) / 1000, db: end.db === null ? null : (end.db - start.db!) / 1000, bench: (end.bench - start.bench) / 1000 },
         lateness: { p99: round1(percentile(lateness, 99)), max: round1(lateness.at(-1) ?? NaN) },
-        serverLoop: loop,
+        serverLoop: server.loop,
+        pool: { used: server.poolUsed, waiting: server.poolWaiting },
         passed: errors === 0 && routes.every((r) => !(r.p99 > P99_LIMIT_MS)),
       };
     };
@@ -450,7 +486,7 @@ export async function runCapacityBench(options: CapacityOptions): Promise<void> 
       const errorText = w.errors ? `, errors ${w.errors} (${[...w.errorKinds.keys()].slice(0, 3).join('; ')})` : '';
       log(
         `  ${w.agents} agents: ${Math.round(w.requests / w.seconds)} req/s, worst p99 ${w.worst?.p99} ms (${w.worst?.route}), 304s ${notModifiedShare(w)}${errorText}; ` +
-          `CPU of a core: server ${ofACore(w.cpuMs.server, w)}, database ${ofACore(w.cpuMs.db, w)}, bench ${ofACore(w.cpuMs.bench, w)}; server event-loop delay p99/max ${w.serverLoop.p99}/${w.serverLoop.max} ms; slot lateness p99/max ${w.lateness.p99}/${w.lateness.max} ms: ${w.passed ? 'pass' : 'FAIL'}`,
+          `CPU of a core: server ${ofACore(w.cpuMs.server, w)}, database ${ofACore(w.cpuMs.db, w)}, bench ${ofACore(w.cpuMs.bench, w)}; server event-loop delay p99/max ${w.serverLoop.p99}/${w.serverLoop.max} ms; API pool used ${w.pool.used}, waiting mean/max ${w.pool.waiting.mean}/${w.pool.waiting.max}; slot lateness p99/max ${w.lateness.p99}/${w.lateness.max} ms: ${w.passed ? 'pass' : 'FAIL'}`,
       );
       if (!w.passed) break;
       passed = target;
@@ -519,6 +555,7 @@ function report(r: {
         'database CPU': ofACore(w.cpuMs.db, w),
         'bench CPU': ofACore(w.cpuMs.bench, w),
         'server loop delay p99/max ms': `${w.serverLoop.p99} / ${w.serverLoop.max}`,
+        'API pool used / waiting (mean, max)': `${w.pool.used} / ${w.pool.waiting.mean}, ${w.pool.waiting.max}`,
         'bench slot lateness p99/max ms': `${w.lateness.p99} / ${w.lateness.max}`,
         result: w.passed ? 'pass' : 'FAIL',
       })),
@@ -546,6 +583,7 @@ function report(r: {
           'database CPU': ofACore(sustained.cpuMs.db, sustained),
           'bench CPU': ofACore(sustained.cpuMs.bench, sustained),
           'server loop delay p99/max ms': `${sustained.serverLoop.p99} / ${sustained.serverLoop.max}`,
+          'API pool used / waiting (mean, max)': `${sustained.pool.used} / ${sustained.pool.waiting.mean}, ${sustained.pool.waiting.max}`,
           'bench slot lateness p99/max ms': `${sustained.lateness.p99} / ${sustained.lateness.max}`,
         },
       ]),

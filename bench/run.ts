@@ -19,7 +19,7 @@
  *   npm run bench -- --rules [--tickets 1000000] [--sweep-tickets 100000]   (a brand's rules: create and update with 50 triggers next to none, the counts of 20 views, then one dispatcher's automation sweep of that many matching tickets; see rules.ts and automations.ts)
  *   npm run bench -- --commerce [--orders 100000] [--sync-orders 10000]   (a store's first full sync; a brand's orders on every ticket and contact page, with and without a store: see commerce.ts)
  *   npm run bench -- --citus postgres://postgres@127.0.0.1:9700/postgres [--tickets 100000]   (creates, the first page, search and the capacity mix's GETs on a Citus coordinator next to plain PostgreSQL: see citusComparison)
- *   npm run bench -- --agents [--tickets 1000000] [--agents-start 250] [--agents-step 250] [--step-seconds 60] [--agents-max 4000] [--sustain-minutes 5] [--no-etags] [--dispatcher-apart]
+ *   npm run bench -- --agents [--tickets 1000000] [--agents-start 250] [--agents-step 250] [--step-seconds 60] [--agents-max 4000] [--sustain-minutes 5] [--no-etags] [--dispatcher-apart] [--profile DIR]
  *                                      (how many agents with the dashboard open one machine serves: a ramp of signed-in agents polling and writing, then the largest that passed sustained; see capacity.ts)
  *   npm run bench -- --agents --quick  (20,000 tickets, 15 s steps, 30 s sustained: for development)
  *
@@ -90,6 +90,7 @@ const { values } = parseArgs({
     'sustain-minutes': { type: 'string' },
     'no-etags': { type: 'boolean', default: false },
     'dispatcher-apart': { type: 'boolean', default: false },
+    profile: { type: 'string' },
   },
 });
 const quick = values.quick!;
@@ -916,6 +917,7 @@ async function main() {
                     sustainMinutes: Number(values['sustain-minutes'] ?? (quick ? 0.5 : 5)),
                     etags: !values['no-etags'],
                     dispatcherApart: values['dispatcher-apart'],
+                    profileDir: values.profile,
                   })
                 : values.citus
                   ? citusComparison(values.citus)

@@ -139,9 +139,11 @@ export async function sessionTokenInProcess(services: Services, serverUrl: strin
   return ((await res.json()) as { sessionToken: string }).sessionToken;
 }
 
-/** A sample's value in Prometheus text (the first series of that name), NaN when absent. */
-export function metricValue(body: string, name: string): number {
-  return Number(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(body)?.[1] ?? NaN);
+/** A sample's value in Prometheus text (the first series of that name, or the one with exactly these `labels` as printed), NaN when absent. */
+export function metricValue(body: string, name: string, labels?: string): number {
+  if (labels === undefined) return Number(new RegExp(`^${name}(?:\\{[^}]*\\})? (\\S+)$`, 'm').exec(body)?.[1] ?? NaN);
+  const line = body.split('\n').find((l) => l.startsWith(`${name}{${labels}} `));
+  return Number(line?.slice(line.lastIndexOf(' ') + 1) ?? NaN);
 }
 
 /** POST a JSON body to a running ticketd (with an API key, or none); the 201's body, or an error. */

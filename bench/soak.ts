@@ -52,6 +52,8 @@ interface Scrape {
   loopP99Ms: number;
   cpuSeconds: number;
   backlog: number;
+  /** The dispatcher's pool: connections in use, and queries waiting for one (a queue in front of the deliveries). */
+  dispatcherPool: { used: number; waiting: number };
 }
 
 /** The receiver: each delivered event by its ticket or comment id, and how late it came. */
@@ -95,6 +97,10 @@ async function scrape(url: string, at: number): Promise<Scrape | null> {
     loopP99Ms: Math.round(value('nodejs_eventloop_lag_p99_seconds') * 10_000) / 10,
     cpuSeconds: value('process_cpu_seconds_total'),
     backlog: value('ticketd_outbox_backlog'),
+    dispatcherPool: {
+      used: metricValue(body, 'ticketd_db_pool_connections', 'pool="dispatcher",state="used"'),
+      waiting: metricValue(body, 'ticketd_db_pool_pending_acquires', 'pool="dispatcher"'),
+    },
   };
 }
 
@@ -206,7 +212,8 @@ function minuteRow(m: number, client: Client, scrapes: readonly Scrape[], lags: 
   const inMinute = client.samples.filter((s) => s.at >= from && s.at < to);
   const first = scrapes.filter((s) => s.at <= from).at(-1);
   const last = scrapes.filter((s) => s.at <= to).at(-1);
-  const loop = scrapes.filter((s) => s.at > from && s.at <= to).map((s) => s.loopP99Ms);
+  const inside = scrapes.filter((s) => s.at > from && s.at <= to);
+  const loop = inside.map((s) => s.loopP99Ms);
   const lag = lags
     .filter((l) => l.at - wallT0 >= from * 1000 && l.at - wallT0 < to * 1000)
     .map((l) => l.ms)
@@ -221,6 +228,7 @@ function minuteRow(m: number, client: Client, scrapes: readonly Scrape[], lags: 
     // Of one core: near 100, the server process is the bottleneck; far below with high latencies, something else is.
     'server CPU %': first && last && last.at > first.at ? Math.round(((last.cpuSeconds - first.cpuSeconds) / (last.at - first.at)) * 100) : '',
     'outbox backlog': last?.backlog ?? '',
+    'dispatcher pool used / waiting (max)': inside.length ? `${Math.max(...inside.map((s) => s.dispatcherPool.used))} / ${Math.max(...inside.map((s) => s.dispatcherPool.waiting))}` : '',
   };
   for (const op of OPS) {
     const l = latencies(client.samples, from, to, op);

@@ -109,6 +109,16 @@ export async function assertBrandVisible(ctx: TenantCtx, brandId: string): Promi
   if (home.accountId !== ctx.accountId || home.livemode !== ctx.livemode) throw notFound('Brand');
 }
 
+/**
+ * The brand's id, if the caller may see it, for a read that needs nothing else of the brand (a
+ * ticket, its comments, a list page): assertBrandVisible's check, kept per process, instead of a
+ * read of the row on every request. Its 404 is requireBrand's.
+ */
+export async function visibleBrandId(ctx: TenantCtx, brandId: string): Promise<string> {
+  await assertBrandVisible(ctx, brandId);
+  return normalizeBrandId(brandId);
+}
+
 /** Where a brand lives, as kept by assertBrandVisible. */
 interface BrandHome extends CacheEntry {
   accountId: string;

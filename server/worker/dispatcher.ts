@@ -666,13 +666,17 @@ export class Dispatcher {
    */
   private async settle(row: outbox.Claimed, handler: OutboxHandler | undefined, attempt: Exclude<Attempt, { outcome: 'interrupted' }>): Promise<DeliveryOutcome> {
     const settlement = this.settlementOf(row, attempt);
+    const part = handler?.settledPart?.(this.ctx, row, attempt, settlement, outbox.SETTLED);
+    const inTransaction = part === undefined && handler?.settled !== undefined;
     for (let pause = SETTLE_RETRY_FIRST_MS; ; pause = Math.min(2 * pause, SETTLE_RETRY_MAX_MS)) {
       try {
-        const settled = await withTx(this.ctx, async (tx) => {
-          if (!(await outbox.settle(tx, row, settlement))) return false;
-          await handler?.settled?.(tx, row, attempt, settlement);
-          return true;
-        });
+        const settled = inTransaction
+          ? await withTx(this.ctx, async (tx) => {
+              if (!(await outbox.settle(tx, row, settlement))) return false;
+              await handler!.settled!(tx, row, attempt, settlement);
+              return true;
+            })
+          : await outbox.settle(this.ctx, row, settlement, part ? [part] : []);
         return settled ? OUTCOME_OF[settlement.status as SettledStatus] : 'lost';
       } catch (err) {
         const lease = this.held.get(row);

@@ -1,5 +1,5 @@
 import type { BaseCtx } from '../core/context.js';
-import type { Claimed, Settlement } from '../core/outbox/service.js';
+import type { Claimed, NamedPart, Settlement } from '../core/outbox/service.js';
 
 /** What one attempt to deliver a message came to. */
 export type Attempt =
@@ -19,11 +19,18 @@ export type Attempt =
 
 /**
  * Delivers the messages of one outbox kind (handlers/webhook.ts, handlers/mail.ts). The dispatcher claims, calls
- * deliver outside any transaction, then settles the row and calls settled in that transaction.
+ * deliver outside any transaction, then settles the row: in one statement with settledPart's
+ * part, or in a transaction with settled.
  */
 export interface OutboxHandler {
   deliver(ctx: BaseCtx, message: Claimed, signal: AbortSignal, now: Date): Promise<Attempt>;
-  /** The kind's own bookkeeping for a settled message (only when this dispatcher still held it). */
+  /**
+   * The kind's own bookkeeping for a settled message as a part of the settle's statement (gated on
+   * `settled`, the relation holding the row when this dispatcher still held it): the settle is then
+   * that one statement. null: nothing to record; undefined: settled() does it.
+   */
+  settledPart?(ctx: BaseCtx, message: Claimed, attempt: Attempt, settlement: Settlement, settled: string): NamedPart | null | undefined;
+  /** The bookkeeping settledPart leaves out, in the settle's transaction (only when this dispatcher still held the message). */
   settled?(tx: BaseCtx, message: Claimed, attempt: Attempt, settlement: Settlement): Promise<void>;
   close?(): Promise<void>;
 }

@@ -15,7 +15,7 @@ import { receiver, type Answer, type Received } from '../helpers/receiver.js';
 import { until } from '../helpers/wait.js';
 import { createBrand } from '../../server/flows/brands.js';
 import { createAccount } from '../../server/flows/accounts.js';
-import { servicesOf, testConfig } from '../helpers/app.js';
+import { servicesOf, statementsDuring, testConfig } from '../helpers/app.js';
 import { createServices } from '../../server/compose.js';
 import { createDb } from '../../server/core/db.js';
 import { metricsPart } from '../../server/core/metrics.js';
@@ -270,6 +270,26 @@ t.test('a delivery is one signed POST that independent verifiers accept', async 
   t.match(await webhookRow(webhook.id), { failureCount: 0, lastTriggeredAt: Date });
 });
 
+t.test('a delivered webhook settles in one statement, its webhook touched in it; a failure settles in a transaction', async (t) => {
+  let failing = false;
+  const { ctx, brandId, hook, webhook } = await withHook(t, ['ticket.created'], () => ({ status: failing ? 500 : 200 }));
+  await enqueue(ctx, brandId, 1);
+  const d = dispatcher(t);
+  const statements = await statementsDuring(db, () => d.deliverDue());
+  t.equal(hook.received.length, 1);
+  const writes = statements.filter((s) => /update|insert|delete|begin|commit/i.test(s.split('\n')[0]!) && !/lease_owner = \?, lease_expires_at = \?, available_at/.test(s));
+  t.equal(writes.length, 1, `one write after the claim:\n${writes.join('\n')}`);
+  t.match(writes[0], /^with settled as \(update "outbox"/, 'the settle');
+  t.match(writes[0], /webhook_succeeded as \(update webhooks/, 'and the webhook, in it');
+  t.notOk(statements.includes('BEGIN;'), 'no transaction');
+  t.match(await webhookRow(webhook.id), { failureCount: 0, lastTriggeredAt: Date });
+
+  failing = true;
+  await enqueue(ctx, brandId, 1);
+  t.ok((await statementsDuring(db, () => d.deliverDue())).includes('BEGIN;'), 'a failure: the settle and the count in a transaction');
+  t.match(await webhookRow(webhook.id), { failureCount: 1, lastFailure: 'HTTP 500' });
+});
+
 t.test('two dispatchers on one database deliver 1,000 events exactly once each', async (t) => {
   const { ctx, brandId, hook, webhook } = await withHook(t);
   await enqueue(ctx, brandId, 1000);
@@ -306,19 +326,20 @@ t.test('a dispatcher that claimed a batch and died loses nothing: its leases exp
     Array(5).fill(['success', 2, null]),
     'the lost claim counted as an attempt',
   );
+  const lateSuccess = { status: 'success' as const, availableAt: null, error: null, responseCode: 200, responseBody: 'ok', attemptedAt: new Date(time.now() + 3_600_000) };
+  const triggered = (await webhookRow(webhook.id)).lastTriggeredAt;
   t.equal(
-    await outbox
-      .settle(systemCtx(servicesOf(db)), dead[0]!, { status: 'failed', availableAt: null, error: 'late', responseCode: null, responseBody: null, attemptedAt: new Date(testNow()) })
-      .catch((e: Error) => e.message),
-    "outbox message ticket.created must be enqueued inside the change's transaction",
-    'settle needs a transaction',
+    await outbox.settle(systemCtx(servicesOf(db)), dead[0]!, lateSuccess, [webhooks.successPart(ctx, webhook.id, lateSuccess.attemptedAt, outbox.SETTLED)]),
+    false,
+    'a late settle by the old owner changes nothing',
   );
+  t.same((await webhookRow(webhook.id)).lastTriggeredAt, triggered, "nor does its kind's part, gated on the settled row");
   t.equal(
     await withTx(systemCtx(servicesOf(db)), (tx) =>
       outbox.settle(tx, dead[0]!, { status: 'failed', availableAt: null, error: 'late', responseCode: null, responseBody: null, attemptedAt: new Date(testNow()) }),
     ),
     false,
-    'a late settle by the old owner changes nothing',
+    'in a transaction neither',
   );
   t.equal((await rowsOf(webhook.id))[0].status, 'success');
 });

@@ -394,27 +394,39 @@ export interface Settlement {
   attemptedAt: Date;
 }
 
+/** The relation of settle's statement that holds the settled row (none when the claim no longer held): what its parts are gated on. */
+export const SETTLED = 'settled';
+
 /**
  * Records the outcome of an attempt, if `row`'s claim still holds (same owner, same attempt): a
- * dispatcher whose lease expired and was taken over settles nothing. Returns whether it settled.
+ * dispatcher whose lease expired and was taken over settles nothing. `parts`, the kind's own
+ * bookkeeping, go in the same statement, each gated on SETTLED: one round trip, atomic with or
+ * without a transaction around it. Returns whether it settled.
  */
-export async function settle(tx: BaseCtx, row: Claimed, s: Settlement): Promise<boolean> {
-  assertInTransaction(tx, row.event);
-  const n = await tx
+export async function settle(ctx: BaseCtx, row: Claimed, s: Settlement, parts: readonly NamedPart[] = []): Promise<boolean> {
+  const update = ctx
     .db('outbox')
     .where(claimOf(row))
-    .update({
-      status: s.status,
-      availableAt: s.availableAt ?? s.attemptedAt,
-      leaseOwner: null,
-      leaseExpiresAt: null,
-      lastError: s.error,
-      responseCode: s.responseCode,
-      responseBody: s.responseBody,
-      lastAttemptAt: s.attemptedAt,
-      deliveredAt: s.status === 'success' ? s.attemptedAt : null,
-    });
-  return n === 1;
+    .update(
+      {
+        status: s.status,
+        availableAt: s.availableAt ?? s.attemptedAt,
+        leaseOwner: null,
+        leaseExpiresAt: null,
+        lastError: s.error,
+        responseCode: s.responseCode,
+        responseBody: s.responseBody,
+        lastAttemptAt: s.attemptedAt,
+        deliveredAt: s.status === 'success' ? s.attemptedAt : null,
+      },
+      ['id'],
+    )
+    .toSQL();
+  const ctes = [{ name: SETTLED, sql: update.sql, bindings: update.bindings }, ...parts];
+  const result = (await ctx.db.raw(`with ${ctes.map((p) => `${p.name} as (${p.sql})`).join(', ')} select count(*)::int as n from ${SETTLED}`, ctes.flatMap((p) => p.bindings) as never[])) as {
+    rows: { n: number }[];
+  };
+  return result.rows[0]!.n === 1;
 }
 
 /**

@@ -6,7 +6,7 @@ import { BOUND_TENANT, preparedRows, scopeOf, tenantIs, tenantScope } from '../.
 import { isEmail, normalizeEmail } from '../../core/text.js';
 import * as audit from '../../core/audit.js';
 import type { Change } from '../../core/audit.js';
-import { requireBrand } from '../../core/brand.js';
+import { requireBrand, visibleBrandId } from '../../core/brand.js';
 import { updateTickets, type TicketSet } from '../../core/ticket-writes.js';
 import * as events from '../../core/outbox/events.js';
 import { enqueueEvents } from '../../core/outbox/service.js';
@@ -270,11 +270,23 @@ export function messageMoment(tx: TenantCtx, comment: Pick<NewComment, 'isIntern
 }
 
 export async function list(ctx: TenantCtx, brandId: string, ticketId: string, shape: 'threads' | 'flat' = 'threads'): Promise<CommentView[]> {
-  const brand = await requireBrand(ctx, brandId);
-  // Both reads planned once per connection (on Citus, on the account's worker): the dashboard polls them.
-  const [ticket] = await preparedRows<{ id: string }>(ctx, ticketRow(ctx, brand.id, ticketId).whereNull('deletedAt').select('id'));
-  if (!ticket) throw notFound('Ticket');
-  const rows = await preparedRows<Comment>(ctx, liveComments(ctx, brand.id, ticket.id));
+  const id = await visibleBrandId(ctx, brandId);
+  // The live ticket and its live comments in one read, planned once per connection (on Citus, on
+  // the account's worker): the dashboard polls it. No row: no such ticket; one empty row: no comments.
+  const read = await preparedRows<Comment>(
+    ctx,
+    ctx
+      .db('tickets as t')
+      .leftJoin('comments as c', (j) =>
+        j.on('c.accountId', 't.accountId').andOn('c.livemode', 't.livemode').andOn('c.brandId', 't.brandId').andOn('c.ticketId', 't.id').andOnNull('c.deletedAt'),
+      )
+      .where({ 't.accountId': ctx.accountId, 't.livemode': ctx.livemode, 't.brandId': id, 't.id': ticketId })
+      .whereNull('t.deletedAt')
+      .orderBy('c.id')
+      .select('c.*'),
+  );
+  if (!read.length) throw notFound('Ticket');
+  const rows = read[0]!.id === null ? [] : read;
   return shape === 'flat' ? rows.map(toView) : threads(rows);
 }
 
@@ -296,8 +308,7 @@ export async function isOnMailThread(ctx: TenantCtx, brandId: string, ticketId: 
 }
 
 export async function get(ctx: TenantCtx, brandId: string, commentId: string, ticketId?: string): Promise<CommentView> {
-  const brand = await requireBrand(ctx, brandId);
-  return present(ctx, await find(ctx, brand.id, commentId, ticketId));
+  return present(ctx, await find(ctx, await visibleBrandId(ctx, brandId), commentId, ticketId));
 }
 
 export interface CreateResult {

@@ -4,7 +4,7 @@ import { withTx, type TenantCtx } from '../../core/context.js';
 import { badRequest, notFound } from '../../core/errors.js';
 import { escapeLike, normalizeEmail } from '../../core/text.js';
 import * as audit from '../../core/audit.js';
-import { requireBrand } from '../../core/brand.js';
+import { requireBrand, visibleBrandId } from '../../core/brand.js';
 import * as events from '../../core/outbox/events.js';
 import { VIEW_COLUMNS } from './columns.js';
 import { Ticket } from './model.js';
@@ -190,8 +190,7 @@ export async function fetchViews(ctx: TenantCtx, brandId: string, ticketIds: rea
 }
 
 export async function get(ctx: TenantCtx, brandId: string, ticketId: string): Promise<TicketView> {
-  const brand = await requireBrand(ctx, brandId);
-  return fetchView(ctx, brand.id, ticketId);
+  return fetchView(ctx, await visibleBrandId(ctx, brandId), ticketId);
 }
 
 /** Depth of a JSON value: scalars 0, {} and [] 1, one more per level of nesting. */
@@ -329,12 +328,12 @@ export function listJson(ctx: TenantCtx, brandId: string, input: TicketListInput
 }
 
 async function listAs<V>(ctx: TenantCtx, brandId: string, input: TicketListInput, shape: TicketShape<V>): Promise<Page<V>> {
-  const brand = await requireBrand(ctx, brandId);
-  const q = query(ctx, brand.id, shape);
-  const { filters, search, sort, order } = applyFilters(ctx, q, boundBrand(brand.id), input);
-  const listed = { brandId: brand.id, ...filters };
+  const id = await visibleBrandId(ctx, brandId);
+  const q = query(ctx, id, shape);
+  const { filters, search, sort, order } = applyFilters(ctx, q, boundBrand(id), input);
+  const listed = { brandId: id, ...filters };
   if (search !== null && input.sort === undefined) {
-    return relevancePage(q, () => query(ctx, brand.id, shape), search, input, { ...listed, search, sort: 'relevance', order: 'desc' }, shape.of);
+    return relevancePage(q, () => query(ctx, id, shape), search, input, { ...listed, search, sort: 'relevance', order: 'desc' }, shape.of);
   }
   return sortedPage(ctx, q, sort, order, input, search === null ? listed : { ...listed, search }, shape.of);
 }

@@ -304,18 +304,30 @@ export interface AttemptRecord {
 }
 
 /**
+ * A success's side on the webhook, as a part of the outbox settle's statement (`settled`: the
+ * relation holding the settled row; null: alone): lastTriggered and a failure count of 0. The
+ * common case, kept off the row lock: a busy webhook's successes write it at most once a second.
+ */
+export function successPart(ctx: TenantCtx, webhookId: string, at: Date, settled: string | null): outbox.NamedPart {
+  return {
+    name: 'webhook_succeeded',
+    sql: `update webhooks set last_triggered_at = ?, failure_count = 0
+      where ? and id = ?${settled ? ` and exists (select from ${settled})` : ''}
+      and (failure_count <> 0 or last_triggered_at is null or last_triggered_at < ?::timestamptz - interval '1 second')
+      returning id`,
+    bindings: [at, tenantScope(ctx, 'webhooks'), webhookId, at],
+  };
+}
+
+/**
  * The webhook's side of a settled attempt, inside the settle transaction: lastTriggered (to the
  * second on success), the consecutive failure count (reset by a success), lastFailure, and
  * disabling with an audit entry.
  */
 export async function recordAttempt(tx: TenantCtx, a: AttemptRecord): Promise<void> {
   if (a.failure === null) {
-    // The common case, kept off the row lock: a busy webhook's successes write it at most once a second.
-    await tx.db.raw(
-      `update webhooks set last_triggered_at = ?, failure_count = 0
-      where ? and id = ? and (failure_count <> 0 or last_triggered_at is null or last_triggered_at < ?::timestamptz - interval '1 second')`,
-      [a.at, tenantScope(tx, 'webhooks'), a.webhookId, a.at],
-    );
+    const { sql, bindings } = successPart(tx, a.webhookId, a.at, null);
+    await tx.db.raw(sql, bindings as never[]);
     return;
   }
   const result = (await tx.db.raw(

@@ -99,6 +99,13 @@ export function webhookHandler(options: WebhookDeliveryOptions): OutboxHandler {
       return send(new URL(target.url), headers, message.body, signal, now);
     },
 
+    settledPart(ctx, message, attempt, settlement, settled) {
+      if (attempt.outcome === 'interrupted' || (attempt.outcome !== 'success' && attempt.notSent)) return null;
+      if (attempt.outcome !== 'success') return undefined;
+      return webhooks.successPart(tenantCtx(ctx, message.accountId, message.livemode), message.webhookId!, settlement.attemptedAt, settled);
+    },
+
+    /** A failure: counted, and perhaps the webhook disabled with an audit entry. */
     async settled(tx, message, attempt, settlement) {
       if (attempt.outcome === 'interrupted' || (attempt.outcome !== 'success' && attempt.notSent)) return;
       const failed = attempt.outcome !== 'success';
