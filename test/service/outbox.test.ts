@@ -290,6 +290,29 @@ t.test('a delivered webhook settles in one statement, its webhook touched in it;
   t.match(await webhookRow(webhook.id), { failureCount: 1, lastFailure: 'HTTP 500' });
 });
 
+t.test("the claim and the settle commit without waiting for the disk; the connection's next transactions still wait", async (t) => {
+  const oneConnection = createDb(url, { poolMax: 1, poolMin: 0 });
+  t.teardown(() => oneConnection.destroy());
+  // The suite's own cluster may not wait for the disk at all: the connection starts waiting here.
+  await oneConnection.raw("select set_config('synchronous_commit', 'on', false)");
+  const { ctx, brandId, hook } = await withHook(t);
+  await enqueue(ctx, brandId, 1);
+  const statements = await statementsDuring(oneConnection, async () => {
+    const d = new Dispatcher(createServices({ clock: testNow, config: testConfig({}), db: oneConnection }), quietLog, null, { webhooks: { allowPrivate: true, timeoutMs: 3000 } });
+    t.teardown(() => d.stop());
+    t.match(await d.deliverDue(), { claimed: 1, success: 1 });
+  });
+  t.equal(hook.received.length, 1);
+  const bookkeeping = statements.filter((s) => /^with (picked|settled) as/.test(s.trim()));
+  t.equal(bookkeeping.length, 2, `the claim and the settle, of:\n${statements.join('\n')}`);
+  t.ok(
+    bookkeeping.every((s) => s.includes("set_config('synchronous_commit', 'off', true)")),
+    'each commits without waiting for its WAL to reach the disk',
+  );
+  const after = (await oneConnection.raw('show synchronous_commit')) as { rows: { synchronous_commit: string }[] };
+  t.not(after.rows[0]!.synchronous_commit, 'off', 'local to their own transactions: the same connection waits again');
+});
+
 t.test('two dispatchers on one database deliver 1,000 events exactly once each', async (t) => {
   const { ctx, brandId, hook, webhook } = await withHook(t);
   await enqueue(ctx, brandId, 1000);

@@ -318,6 +318,16 @@ function pick<T extends Candidate>(rows: readonly T[], held: ReadonlyMap<string,
 
 const compare = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
 
+/**
+ * For the FROM list of a statement of the outbox's own bookkeeping (a claim, a settle): its
+ * transaction commits without waiting for its WAL to reach the disk (set at commit time, local to
+ * the transaction). A crash of PostgreSQL may lose such a commit without harm: a lost claim or
+ * settle means the message is delivered again, as when a dispatcher dies mid-delivery (delivery is
+ * at least once, a repeat with the same id). Deliveries then no longer queue behind the API's
+ * commits for the disk.
+ */
+const COMMIT_WITHOUT_FLUSH = `(select set_config('synchronous_commit', 'off', true)) commit_without_flush`;
+
 /** Up to `n` due messages of one account, oldest first, locked and leased in one statement that names the account. */
 async function claimOfAccount(ctx: BaseCtx, accountId: string, owner: string, now: Date, leaseUntil: Date, n: number): Promise<(Claimed & { dueKey: string })[]> {
   const result = (await ctx.db.raw(
@@ -327,7 +337,7 @@ async function claimOfAccount(ctx: BaseCtx, accountId: string, owner: string, no
       where c.account_id = ? and c.status in ('pending', 'retrying') and c.available_at <= ?
       order by c.available_at, c.id limit ? for update skip locked)
     update outbox o set lease_owner = ?, lease_expires_at = ?, available_at = ?, attempts = o.attempts + 1
-    from picked p where o.account_id = ? and ${sameTenant('o', 'p')} and o.id = p.id
+    from picked p, ${COMMIT_WITHOUT_FLUSH} where o.account_id = ? and ${sameTenant('o', 'p')} and o.id = p.id
     returning o.id, o.account_id as "accountId", o.livemode, o.brand_id as "brandId", o.kind, o.event, o.webhook_id as "webhookId",
       o.payload::text as body, o.attempts, o.lease_owner as "leaseOwner", p.due_key as "dueKey"`,
     [accountId, now, n, owner, leaseUntil, leaseUntil, accountId],
@@ -401,7 +411,8 @@ export const SETTLED = 'settled';
  * Records the outcome of an attempt, if `row`'s claim still holds (same owner, same attempt): a
  * dispatcher whose lease expired and was taken over settles nothing. `parts`, the kind's own
  * bookkeeping, go in the same statement, each gated on SETTLED: one round trip, atomic with or
- * without a transaction around it. Returns whether it settled.
+ * without a transaction around it, committed without waiting for the disk (COMMIT_WITHOUT_FLUSH).
+ * Returns whether it settled.
  */
 export async function settle(ctx: BaseCtx, row: Claimed, s: Settlement, parts: readonly NamedPart[] = []): Promise<boolean> {
   const update = ctx
@@ -423,7 +434,7 @@ export async function settle(ctx: BaseCtx, row: Claimed, s: Settlement, parts: r
     )
     .toSQL();
   const ctes = [{ name: SETTLED, sql: update.sql, bindings: update.bindings }, ...parts];
-  const result = (await ctx.db.raw(`with ${ctes.map((p) => `${p.name} as (${p.sql})`).join(', ')} select count(*)::int as n from ${SETTLED}`, ctes.flatMap((p) => p.bindings) as never[])) as {
+  const result = (await ctx.db.raw(`with ${ctes.map((p) => `${p.name} as (${p.sql})`).join(', ')} select count(*)::int as n from ${SETTLED}, ${COMMIT_WITHOUT_FLUSH}`, ctes.flatMap((p) => p.bindings) as never[])) as {
     rows: { n: number }[];
   };
   return result.rows[0]!.n === 1;
