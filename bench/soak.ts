@@ -228,7 +228,9 @@ function minuteRow(m: number, client: Client, scrapes: readonly Scrape[], lags: 
     // Of one core: near 100, the server process is the bottleneck; far below with high latencies, something else is.
     'server CPU %': first && last && last.at > first.at ? Math.round(((last.cpuSeconds - first.cpuSeconds) / (last.at - first.at)) * 100) : '',
     'outbox backlog': last?.backlog ?? '',
-    'dispatcher pool used / waiting (max)': inside.length ? `${Math.max(...inside.map((s) => s.dispatcherPool.used))} / ${Math.max(...inside.map((s) => s.dispatcherPool.waiting))}` : '',
+    'dispatcher pool used / waiting (max)': inside.length
+      ? `${Math.max(...inside.map((s) => s.dispatcherPool.used))} / ${Math.max(...inside.map((s) => s.dispatcherPool.waiting))}`
+      : '',
   };
   for (const op of OPS) {
     const l = latencies(client.samples, from, to, op);

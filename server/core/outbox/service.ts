@@ -434,7 +434,10 @@ export async function settle(ctx: BaseCtx, row: Claimed, s: Settlement, parts: r
     )
     .toSQL();
   const ctes = [{ name: SETTLED, sql: update.sql, bindings: update.bindings }, ...parts];
-  const result = (await ctx.db.raw(`with ${ctes.map((p) => `${p.name} as (${p.sql})`).join(', ')} select count(*)::int as n from ${SETTLED}, ${COMMIT_WITHOUT_FLUSH}`, ctes.flatMap((p) => p.bindings) as never[])) as {
+  const result = (await ctx.db.raw(
+    `with ${ctes.map((p) => `${p.name} as (${p.sql})`).join(', ')} select count(*)::int as n from ${SETTLED}, ${COMMIT_WITHOUT_FLUSH}`,
+    ctes.flatMap((p) => p.bindings) as never[],
+  )) as {
     rows: { n: number }[];
   };
   return result.rows[0]!.n === 1;
