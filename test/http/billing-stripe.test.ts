@@ -149,6 +149,8 @@ t.test('upgrade: a Stripe Checkout Session for the plan, with the customer made 
   t.same((await org.asOwner('GET', '/v1/auth/subscription')).body, { subscription: null }, 'nothing until the customer pays');
 
   const fresh = await team();
+  // Made to overlap at Stripe: on a busy machine one upgrade could otherwise finish before the other starts.
+  stripe.meetAt(2, 'POST', '/v1/checkout/sessions');
   const both = await Promise.all([
     fresh.asOwner('POST', '/v1/auth/subscription/upgrade', { planId: 'pro', ...success }),
     fresh.asAdmin('POST', '/v1/auth/subscription/upgrade', { planId: 'pro', ...success }),
