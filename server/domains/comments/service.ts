@@ -2,7 +2,7 @@ import { withTx, type TenantCtx } from '../../core/context.js';
 import { badRequest, notFound } from '../../core/errors.js';
 import { canonicalJson, claim as claimIdempotencyKey, requestFingerprint } from '../../core/idempotency.js';
 import { newId, ID_PREFIX } from '../../core/ids.js';
-import { BOUND_TENANT, preparedRows, scopeOf, tenantIs, tenantScope } from '../../core/model.js';
+import { BOUND_TENANT, preparedRows, scopeOf, sameTenant, tenantIs, tenantScope } from '../../core/model.js';
 import { isEmail, normalizeEmail } from '../../core/text.js';
 import * as audit from '../../core/audit.js';
 import type { Change } from '../../core/audit.js';
@@ -277,10 +277,9 @@ export async function list(ctx: TenantCtx, brandId: string, ticketId: string, sh
     ctx,
     ctx
       .db('tickets as t')
-      .leftJoin('comments as c', (j) =>
-        j.on('c.accountId', 't.accountId').andOn('c.livemode', 't.livemode').andOn('c.brandId', 't.brandId').andOn('c.ticketId', 't.id').andOnNull('c.deletedAt'),
-      )
-      .where({ 't.accountId': ctx.accountId, 't.livemode': ctx.livemode, 't.brandId': id, 't.id': ticketId })
+      .joinRaw(`left join comments c on ${sameTenant('c', 't')} and c.brand_id = t.brand_id and c.ticket_id = t.id and c.deleted_at is null`)
+      .whereRaw('?', [tenantScope(ctx, 't')])
+      .where({ 't.brandId': id, 't.id': ticketId })
       .whereNull('t.deletedAt')
       .orderBy('c.id')
       .select('c.*'),

@@ -295,8 +295,8 @@ export const DISABLE_AFTER_FAILURES = 16;
 export interface AttemptRecord {
   webhookId: string;
   at: Date;
-  /** null for a success. */
-  failure: string | null;
+  /** What failed. */
+  failure: string;
   /** Disable now, for this reason (410 Gone). */
   disable?: string;
   /** The delivery ran out of attempts: disable if nothing succeeded during the streak either. */
@@ -305,14 +305,14 @@ export interface AttemptRecord {
 
 /**
  * A success's side on the webhook, as a part of the outbox settle's statement (`settled`: the
- * relation holding the settled row; null: alone): lastTriggered and a failure count of 0. The
- * common case, kept off the row lock: a busy webhook's successes write it at most once a second.
+ * relation holding the settled row): lastTriggered and a failure count of 0. The common case,
+ * kept off the row lock: a busy webhook's successes write it at most once a second.
  */
-export function successPart(ctx: TenantCtx, webhookId: string, at: Date, settled: string | null): outbox.NamedPart {
+export function successPart(ctx: TenantCtx, webhookId: string, at: Date, settled: string): outbox.NamedPart {
   return {
     name: 'webhook_succeeded',
     sql: `update webhooks set last_triggered_at = ?, failure_count = 0
-      where ? and id = ?${settled ? ` and exists (select from ${settled})` : ''}
+      where ? and id = ? and exists (select from ${settled})
       and (failure_count <> 0 or last_triggered_at is null or last_triggered_at < ?::timestamptz - interval '1 second')
       returning id`,
     bindings: [at, tenantScope(ctx, 'webhooks'), webhookId, at],
@@ -320,16 +320,11 @@ export function successPart(ctx: TenantCtx, webhookId: string, at: Date, settled
 }
 
 /**
- * The webhook's side of a settled attempt, inside the settle transaction: lastTriggered (to the
- * second on success), the consecutive failure count (reset by a success), lastFailure, and
- * disabling with an audit entry.
+ * The webhook's side of a failed attempt, inside the settle transaction: lastTriggered, the
+ * consecutive failure count (a success resets it: successPart), lastFailure, and disabling with an
+ * audit entry.
  */
 export async function recordAttempt(tx: TenantCtx, a: AttemptRecord): Promise<void> {
-  if (a.failure === null) {
-    const { sql, bindings } = successPart(tx, a.webhookId, a.at, null);
-    await tx.db.raw(sql, bindings as never[]);
-    return;
-  }
   const result = (await tx.db.raw(
     `
     with old as (select id, enabled, failure_count from webhooks where ? and id = ? for update)

@@ -107,13 +107,12 @@ export function webhookHandler(options: WebhookDeliveryOptions): OutboxHandler {
 
     /** A failure: counted, and perhaps the webhook disabled with an audit entry. */
     async settled(tx, message, attempt, settlement) {
-      if (attempt.outcome === 'interrupted' || (attempt.outcome !== 'success' && attempt.notSent)) return;
-      const failed = attempt.outcome !== 'success';
+      if (attempt.outcome === 'interrupted' || attempt.outcome === 'success' || attempt.notSent) return;
       await webhooks.recordAttempt(tenantCtx(tx, message.accountId, message.livemode), {
         webhookId: message.webhookId!,
         at: settlement.attemptedAt,
-        failure: failed ? attempt.error : null,
-        ...(failed && attempt.responseCode === 410 ? { disable: 'the receiver answered 410 Gone' } : {}),
+        failure: attempt.error,
+        ...(attempt.responseCode === 410 ? { disable: 'the receiver answered 410 Gone' } : {}),
         exhausted: settlement.status === 'dead',
       });
     },
