@@ -113,6 +113,11 @@ export interface NamedPart extends SqlFragment {
   name: string;
 }
 
+/** The WITH clause of a statement made of parts (with a trailing space), or nothing for none. */
+function withParts(parts: readonly NamedPart[]): string {
+  return parts.length ? `with ${parts.map((p) => `${p.name} as (${p.sql})`).join(', ')} ` : '';
+}
+
 /**
  * enqueueEvents with other writes of the same change (its audit rows, `parts`) in the same
  * statement: one round trip for both. With no event, the parts alone.
@@ -121,7 +126,7 @@ export async function enqueueEventsWith(tx: TenantCtx, parts: readonly NamedPart
   if (!events.length && !parts.length) return;
   assertInTransaction(tx, events[0]?.names[0] ?? parts[0]!.name);
   const main = events.length ? eventsInsert(tx, events) : { sql: 'select 1', bindings: [] };
-  const sql = `${parts.length ? `with ${parts.map((p) => `${p.name} as (${p.sql})`).join(', ')} ` : ''}${main.sql}`;
+  const sql = `${withParts(parts)}${main.sql}`;
   const result = (await tx.db.raw(sql, [...parts.flatMap((p) => p.bindings), ...main.bindings] as never[])) as { rowCount: number | null };
   if (events.length) await outboxAdded(tx, result.rowCount ?? 0);
 }
@@ -434,10 +439,7 @@ export async function settle(ctx: BaseCtx, row: Claimed, s: Settlement, parts: r
     )
     .toSQL();
   const ctes = [{ name: SETTLED, sql: update.sql, bindings: update.bindings }, ...parts];
-  const result = (await ctx.db.raw(
-    `with ${ctes.map((p) => `${p.name} as (${p.sql})`).join(', ')} select count(*)::int as n from ${SETTLED}, ${COMMIT_WITHOUT_FLUSH}`,
-    ctes.flatMap((p) => p.bindings) as never[],
-  )) as {
+  const result = (await ctx.db.raw(`${withParts(ctes)}select count(*)::int as n from ${SETTLED}, ${COMMIT_WITHOUT_FLUSH}`, ctes.flatMap((p) => p.bindings) as never[])) as {
     rows: { n: number }[];
   };
   return result.rows[0]!.n === 1;

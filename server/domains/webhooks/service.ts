@@ -330,32 +330,18 @@ export async function recordAttempt(tx: TenantCtx, a: AttemptRecord): Promise<vo
     with old as (select id, enabled, failure_count from webhooks where ? and id = ? for update)
     update webhooks w set
       last_triggered_at = ?,
-      failure_count = case when ?::text is null then 0 else old.failure_count + 1 end,
-      last_failure = coalesce(?, w.last_failure),
-      last_failure_at = case when ?::text is null then w.last_failure_at else ? end,
-      enabled = w.enabled and not coalesce(d.reason is not null, false),
+      failure_count = old.failure_count + 1,
+      last_failure = ?,
+      last_failure_at = ?,
+      enabled = w.enabled and d.reason is null,
       disabled_reason = case when w.enabled and d.reason is not null then d.reason else w.disabled_reason end
     from old cross join lateral (select case
         when ?::text is not null then ?::text
-        when ? and ?::text is not null and old.failure_count + 1 >= ? then 'every delivery attempt failed for about three days (' || (old.failure_count + 1) || ' in a row)'
+        when ? and old.failure_count + 1 >= ? then 'every delivery attempt failed for about three days (' || (old.failure_count + 1) || ' in a row)'
       end as reason) d
     where ? and w.id = old.id
     returning old.enabled and not w.enabled as disabled, w.disabled_reason as reason, w.brand_id as "brandId"`,
-    [
-      tenantScope(tx, 'webhooks'),
-      a.webhookId,
-      a.at,
-      a.failure,
-      a.failure,
-      a.failure,
-      a.at,
-      a.disable ?? null,
-      a.disable ?? null,
-      Boolean(a.exhausted),
-      a.failure,
-      DISABLE_AFTER_FAILURES,
-      tenantScope(tx, 'w'),
-    ],
+    [tenantScope(tx, 'webhooks'), a.webhookId, a.at, a.failure, a.at, a.disable ?? null, a.disable ?? null, Boolean(a.exhausted), DISABLE_AFTER_FAILURES, tenantScope(tx, 'w')],
   )) as {
     rows: { disabled: boolean; reason: string | null; brandId: string }[];
   };
