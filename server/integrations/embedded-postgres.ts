@@ -1,6 +1,6 @@
 import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { chmodSync, chownSync, existsSync, lchownSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, chmodSync, chownSync, existsSync, lchownSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -33,6 +33,21 @@ export interface DatabaseHandle {
   /** Call after closing every pool on `url`. */
   release(): Promise<void>;
 }
+
+/**
+ * Settings for a server that writes all day, over PostgreSQL's defaults. Checkpoints at most every
+ * 30 minutes and after 8 GB of WAL (the defaults, 5 minutes and 1 GB, start one every few minutes
+ * under a steady load of writes, and each is followed by a flood of full-page images in the WAL);
+ * the price is a longer recovery after a crash (replaying up to that much WAL) and the disk the
+ * WAL takes meanwhile. Full-page images are compressed (pglz, the only method these binaries
+ * have): less WAL to write for some CPU.
+ */
+export const SERVER_SETTINGS: Readonly<Record<string, string>> = {
+  checkpoint_timeout: '30min',
+  max_wal_size: '8GB',
+  wal_compression: 'pglz',
+};
+const SETTINGS_FILE = 'ticketd.conf';
 
 const USER = 'postgres';
 const DATABASE = 'ticketd';
@@ -237,7 +252,24 @@ export class EmbeddedPostgres {
     }
   }
 
+  /**
+   * Writes SERVER_SETTINGS to their file in the cluster, and includes it from postgresql.conf
+   * (once, at its end, so they win over initdb's lines there). The file is written again on every
+   * start, so a new ticketd brings its settings to an existing cluster; ALTER SYSTEM still wins
+   * (postgresql.auto.conf is read last), and so do the options' settings (the command line).
+   */
+  private writeServerSettings(owner: { uid: number; gid: number } | null): void {
+    const file = path.join(this.clusterDir, SETTINGS_FILE);
+    const lines = Object.entries(SERVER_SETTINGS).map(([k, v]) => `${k} = '${v}'`);
+    writeFileSync(file, `# Written by ticketd at every start; override with ALTER SYSTEM, not here.\n${lines.join('\n')}\n`, { mode: 0o600 });
+    if (owner) chownSync(file, owner.uid, owner.gid);
+    const conf = path.join(this.clusterDir, 'postgresql.conf');
+    const include = `include_if_exists = '${SETTINGS_FILE}'`;
+    if (!readFileSync(conf, 'utf8').split('\n').includes(include)) appendFileSync(conf, `\n# ticketd's settings for a server (see ${SETTINGS_FILE})\n${include}\n`);
+  }
+
   private async startCluster(bin: Binaries, owner: { uid: number; gid: number } | null): Promise<number> {
+    this.writeServerSettings(owner);
     const port = await freePort();
     const settings = { listen_addresses: '127.0.0.1', unix_socket_directories: "''", ...this.options.settings };
     const opts = [`-p ${port}`, ...Object.entries(settings).map(([k, v]) => `-c ${k}=${v}`)].join(' ');

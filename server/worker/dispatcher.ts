@@ -164,8 +164,9 @@ const SETTLE_RETRY_MAX_MS = 2_000;
  *
  * Delivery: claim due rows (leased, FOR UPDATE SKIP LOCKED: any number of dispatcher processes may
  * run), deliver each outside any transaction with bounded concurrency, and at most
- * accountConcurrency of one account at once (so one account's hanging receivers leave the other
- * slots to other accounts), then settle each in a short transaction that first checks the claim is
+ * accountConcurrency of one account at once while another account has messages due (so one
+ * account's hanging receivers leave the other slots to other accounts; alone, it may borrow all
+ * but lendingReserve of them), then settle each in a short transaction that first checks the claim is
  * still ours. Leases are short and renewed while their attempt runs. A process that dies is known
  * to be gone when its owner lock (a session advisory lock on its listener's connection) is free:
  * the others make its rows due at once (reclaimGone, at start-up and every tick); a lease that is
@@ -173,6 +174,19 @@ const SETTLE_RETRY_MAX_MS = 2_000;
  * so a database blip does not send a delivered message again. Delivery is at least once: a
  * receiver de-duplicates on webhook-id.
  */
+/**
+ * Slots never lent to an account past its share (outbox.claim): an eighth of them, at least one, so
+ * a lone account uses nearly all of them and another account's first messages still start at once.
+ */
+export const lendingReserve = (concurrency: number) => Math.max(1, Math.floor(concurrency / 8));
+
+/** What the claim reads for the handlers that ask (attachedToClaim), by the claimed row's kind. */
+function attachedToClaim(handlers: Partial<Record<OutboxKind, OutboxHandler>>): outbox.Attached {
+  const asking = Object.entries(handlers).filter(([, h]) => h?.attachedToClaim) as [OutboxKind, Required<OutboxHandler>][];
+  if (!asking.length) return () => 'null';
+  return (claimed) => `case ${claimed}.kind ${asking.map(([kind, h]) => `when '${kind}' then ${h.attachedToClaim(claimed)}`).join(' ')} end`;
+}
+
 export class Dispatcher {
   private task: ScheduledTask | null = null;
   private running: Promise<unknown> | null = null;
@@ -201,6 +215,7 @@ export class Dispatcher {
   private readonly retentionDays: number;
   private readonly mailboxRoundMs: number | undefined;
   private readonly handlers: Partial<Record<OutboxKind, OutboxHandler>>;
+  private readonly attachedToClaim: outbox.Attached;
   private readonly metrics: DispatcherMetrics;
   private readonly holdRecurringRun: string | undefined;
   private readonly holdCommercePage: number | undefined;
@@ -230,6 +245,7 @@ export class Dispatcher {
     this.holdCommercePage = options.holdCommercePage;
     this.automationBatchSize = options.automationBatchSize;
     this.handlers = { webhook: webhookHandler(options.webhooks ?? { allowPrivate: false, timeoutMs: 10_000 }), ...options.handlers };
+    this.attachedToClaim = attachedToClaim(this.handlers);
     this.instanceId = options.instanceId ?? `${os.hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
     this.metrics = services.get(dispatcherMetricsPart);
     this.metrics.concurrency.set(this.concurrency);
@@ -593,7 +609,8 @@ export class Dispatcher {
     for (const row of this.held.keys()) held.set(row.accountId, (held.get(row.accountId) ?? 0) + 1);
     const now = this.now();
     const leaseUntil = now + this.leaseMs;
-    const rows = await outbox.claim(this.ctx, this.instanceId, new Date(now), new Date(leaseUntil), limit, { perAccount: this.accountConcurrency, held });
+    const share = { perAccount: this.accountConcurrency, held, reserve: lendingReserve(this.concurrency) };
+    const rows = await outbox.claim(this.ctx, this.instanceId, new Date(now), new Date(leaseUntil), limit, share, this.attachedToClaim);
     for (const row of rows) this.held.set(row, { until: leaseUntil, lost: false });
     if (rows.length) this.metrics.claimBatch.observe(rows.length);
     this.metrics.inFlight.inc(rows.length);

@@ -25,6 +25,11 @@ export type Attempt =
 export interface OutboxHandler {
   deliver(ctx: BaseCtx, message: Claimed, signal: AbortSignal, now: Date): Promise<Attempt>;
   /**
+   * What deliver needs from other tables, read with the claim instead of by each delivery: a JSON
+   * expression over the claimed outbox row `claimed` (tenant and ids), handed over as message.attached.
+   */
+  attachedToClaim?(claimed: string): string;
+  /**
    * The kind's own bookkeeping for a settled message as a part of the settle's statement (gated on
    * `settled`, the relation holding the row when this dispatcher still held it): the settle is then
    * that one statement. null: nothing to record; undefined: settled() does it.

@@ -4,9 +4,10 @@ import path from 'node:path';
 import { once } from 'node:events';
 import net from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
+import pg from 'pg';
 import t from 'tap';
 import { runCli, startServer as startTicketd, stopEmbedded, type Server } from '../helpers/cli.js';
-import { isAlive } from '../../server/integrations/embedded-postgres.js';
+import { CREDENTIALS_FILE, isAlive, SERVER_SETTINGS } from '../../server/integrations/embedded-postgres.js';
 import { shippedMigrations } from '../helpers/db.js';
 
 // No DATABASE_URL anywhere in this file: every command runs the embedded PostgreSQL under its
@@ -45,6 +46,28 @@ function startServer(dataDir: string, env: Record<string, string> = {}): Server 
 function exitWithin(server: Server, ms: number): Promise<number | null | 'timeout'> {
   // Unref'd: a deadline that was not needed must not keep the file's process alive until it passes.
   return Promise.race([server.exited, sleep(ms, 'timeout' as const, { ref: false })]);
+}
+
+/** Runs statements on the running cluster under dataDir, as its superuser. */
+async function onCluster<T>(dataDir: string, fn: (client: pg.Client) => Promise<T>): Promise<T> {
+  const { password } = JSON.parse(readFileSync(path.join(dataDir, CREDENTIALS_FILE), 'utf8')) as { password: string };
+  const port = Number(readFileSync(pidFile(dataDir), 'utf8').split('\n')[3]);
+  const client = new pg.Client({ host: '127.0.0.1', port, user: 'postgres', password, database: 'postgres' });
+  await client.connect();
+  try {
+    return await fn(client);
+  } finally {
+    await client.end();
+  }
+}
+
+/** The running cluster's answer to `show` for each setting. */
+function shown(dataDir: string, names: string[]): Promise<Record<string, string>> {
+  return onCluster(dataDir, async (client) => {
+    const values: Record<string, string> = {};
+    for (const name of names) values[name] = (await client.query<Record<string, string>>(`show ${name}`)).rows[0]![name]!;
+    return values;
+  });
 }
 
 async function waitUntil(check: () => boolean, ms = 5_000): Promise<boolean> {
@@ -148,6 +171,8 @@ t.test('CLI commands use the running cluster and leave it running', async (t) =>
   t.equal((await api(info.url, info.bootstrap.apiKeys.live.key)).status, 200, 'the server still answers');
   const ready = await fetch(`${info.url}/v1/health/ready`);
   t.equal(ready.status, 200, 'and its database is ready');
+  t.same(await shown(lifecycleDir, Object.keys(SERVER_SETTINGS)), SERVER_SETTINGS, "the cluster runs ticketd's settings for a server");
+  await onCluster(lifecycleDir, (client) => client.query("alter system set checkpoint_timeout = '10min'"));
 });
 
 t.test('SIGTERM stops the server and the embedded PostgreSQL', async (t) => {
@@ -166,6 +191,13 @@ t.test('a restart on the same data dir creates nothing new and keeps the data', 
   t.ok(next, 'printed a start-up line', { stderr: again.stderr() });
   if (!next) return;
   t.equal(next.bootstrap, null, 'no bootstrap on a database that has accounts');
+  t.same(
+    await shown(lifecycleDir, ['checkpoint_timeout', 'max_wal_size']),
+    { checkpoint_timeout: '10min', max_wal_size: SERVER_SETTINGS.max_wal_size },
+    "the operator's ALTER SYSTEM wins over ticketd's settings",
+  );
+  const conf = readFileSync(path.join(lifecycleDir, 'postgres', 'postgresql.conf'), 'utf8');
+  t.equal(conf.split('\n').filter((l) => l.startsWith('include_if_exists')).length, 1, 'postgresql.conf includes them once, after two starts');
   t.equal(next.curl, null);
   const brands = await api(next.url, info.bootstrap.apiKeys.live.key);
   t.equal(brands.status, 200, "the first start's key still works");

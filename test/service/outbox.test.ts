@@ -7,7 +7,7 @@ import * as comments from '../../server/domains/comments/service.js';
 import * as ticketActions from '../../server/flows/ticket-actions.js';
 import * as webhooks from '../../server/domains/webhooks/service.js';
 import { MAX_ATTEMPTS, scheduledDelayMs } from '../../server/worker/backoff.js';
-import { Dispatcher, type OutboxOptions } from '../../server/worker/dispatcher.js';
+import { Dispatcher, lendingReserve, type OutboxOptions } from '../../server/worker/dispatcher.js';
 import * as events from '../../server/core/outbox/events.js';
 import * as outbox from '../../server/core/outbox/service.js';
 import { adminQuery, freshDatabase } from '../helpers/db.js';
@@ -290,6 +290,28 @@ t.test('a delivered webhook settles in one statement, its webhook touched in it;
   t.match(await webhookRow(webhook.id), { failureCount: 1, lastFailure: 'HTTP 500' });
 });
 
+t.test('a delivery reads its webhook with its claim, not in a statement of its own; a change to the webhook before the claim is seen', async (t) => {
+  const { ctx, brandId, hook, webhook } = await withHook(t);
+  await enqueue(ctx, brandId, 1);
+  const d = dispatcher(t);
+  const statements = await statementsDuring(db, () => d.deliverDue());
+  t.equal(hook.received.length, 1);
+  const claims = statements.filter((s) => /^with picked as[\s\S]*update outbox o set lease_owner/.test(s.trim()));
+  t.equal(claims.length, 1, 'one claim');
+  t.match(claims[0], /from webhooks w where w\.account_id = o\.account_id and w\.livemode = o\.livemode and w\.id = o\.webhook_id/, 'which reads the webhook, in its tenant');
+  const reads = statements.filter((s) => /^select[\s\S]*from "?webhooks"?/.test(s.trim()));
+  t.same(reads, [], 'no read of the webhook of its own');
+
+  await webhooks.update(ctx, LOOPBACK, brandId, webhook.id, { url: `${hook.url}/moved` });
+  await enqueue(ctx, brandId, 1);
+  await d.deliverDue();
+  t.equal(hook.received.at(-1)!.path, '/moved', 'the URL as it is at the claim');
+  await enqueue(ctx, brandId, 1);
+  await webhooks.update(ctx, LOOPBACK, brandId, webhook.id, { enabled: false });
+  t.match(await d.deliverDue(), { claimed: 1, failed: 1 }, 'disabled after the event, before the claim: not sent');
+  t.equal(hook.received.length, 2);
+});
+
 t.test("the claim and the settle commit without waiting for the disk; the connection's next transactions still wait", async (t) => {
   const oneConnection = createDb(url, { poolMax: 1, poolMin: 0 });
   t.teardown(() => oneConnection.destroy());
@@ -481,20 +503,44 @@ t.test('a settle that fails while the database is away is retried when it return
   t.equal(hook.received.length, 1, 'the receiver got it once');
 });
 
-t.test("fairness: one account's hanging receiver holds only its share of the slots; another account's events flow meanwhile", async (t) => {
-  const hanging = gate();
-  const slow = await withHook(t, ['ticket.created'], () => ({ until: hanging.opened }));
-  const fast = await withHook(t);
-  await enqueue(slow.ctx, slow.brandId, 10); // first in line
-  await enqueue(fast.ctx, fast.brandId, 5);
-  const d = dispatcher(t, { concurrency: 4, accountConcurrency: 2, webhooks: { allowPrivate: true, timeoutMs: 120_000 } });
-  const run = d.deliverDue();
-  await until("the other account's events", () => fast.hook.received.length === 5);
-  t.equal(slow.hook.received.length, 2, 'the hanging receiver has two requests open, no more');
-  hanging.open();
-  t.match(await run, { claimed: 15, success: 15 }, 'the rest follow once it answers');
-  t.equal(slow.hook.received.length, 10);
-});
+t.test(
+  "fairness: one account's hanging receiver holds its share while another account's events are due; alone it borrows the free slots but the reserve, which a third account's events then flow through",
+  async (t) => {
+    const hanging = gate();
+    const slow = await withHook(t, ['ticket.created'], () => ({ until: hanging.opened }));
+    const slowOpenAsFastArrived: number[] = [];
+    const fast = await withHook(t, ['ticket.created'], () => {
+      slowOpenAsFastArrived.push(slow.hook.received.length);
+      return {};
+    });
+    await enqueue(slow.ctx, slow.brandId, 10); // first in line
+    await enqueue(fast.ctx, fast.brandId, 5);
+    const d = dispatcher(t, { concurrency: 4, accountConcurrency: 2, webhooks: { allowPrivate: true, timeoutMs: 120_000 } });
+    t.equal(lendingReserve(4), 1);
+    const run = d.deliverDue();
+    await until("the other account's events", () => fast.hook.received.length === 5);
+    t.ok(
+      slowOpenAsFastArrived.every((n) => n <= 2),
+      `the hanging receiver had at most two requests open while the other account's events went out (${slowOpenAsFastArrived.join(', ')})`,
+    );
+    await until('the slots the other account left, borrowed but one', () => slow.hook.received.length === 3);
+    t.equal(
+      Number((await db('outbox').where({ webhookId: slow.webhook.id }).whereNotNull('leaseOwner').where('status', 'pending').count({ n: '*' }).first())!.n),
+      3,
+      'three claimed, no more',
+    );
+
+    const third = await withHook(t);
+    await enqueue(third.ctx, third.brandId, 3);
+    const again = d.deliverDue();
+    await until("a third account's events, through the reserve", () => third.hook.received.length === 3);
+    t.equal(slow.hook.received.length, 3, 'the hanging receiver still has three open');
+    hanging.open();
+    t.match(await run, { claimed: 18, success: 18 }, 'the rest follow once it answers');
+    await again;
+    t.equal(slow.hook.received.length, 10);
+  },
+);
 
 t.test('a delivery that ends while a claim runs frees its share for the next claim: the run does not end with messages due', async (t) => {
   // One connection, handed out in turn: the settle waits for it before the claim does, so the claim
@@ -553,6 +599,36 @@ t.test('the claim skips accounts at their share and serves the least busy accoun
   t.same(accountOf(await claim(10, [[a.ctx.accountId, 1]])), ['b', 'a', 'b'], 'a holds one already: one more of a, two of b, b first');
   t.same(accountOf(await claim(10, [[a.ctx.accountId, 2]])), ['b'], 'a at its share gets none');
   t.same(accountOf(await claim(10, [])), ['a', 'a'], 'an account holding nothing gets its whole share');
+});
+
+t.test('the slots no other account waits for are lent to the accounts at their share, the least busy first, but the reserve', async (t) => {
+  const a = await withHook(t);
+  const b = await withHook(t);
+  await enqueue(a.ctx, a.brandId, 8); // first in line
+  await enqueue(b.ctx, b.brandId, 3);
+  const ctx = systemCtx(servicesOf(db));
+  const time = clock();
+  const claim = (limit: number, held: [string, number][], reserve?: number) =>
+    outbox.claim(ctx, 'lend', new Date(time.now()), new Date(time.now() + 30_000), limit, { perAccount: 2, held: new Map(held), ...(reserve === undefined ? {} : { reserve }) });
+  const accountOf = (rows: outbox.Claimed[]) => rows.map((r) => (r.accountId === a.ctx.accountId ? 'a' : 'b'));
+  t.same(accountOf(await claim(6, [[a.ctx.accountId, 2]])), ['b', 'b'], 'without a reserve nothing is lent: b its share, a none');
+  t.same(
+    accountOf(
+      await claim(
+        6,
+        [
+          [a.ctx.accountId, 2],
+          [b.ctx.accountId, 2],
+        ],
+        2,
+      ),
+    ),
+    ['a', 'b', 'a'],
+    'both at their share, nobody else due: four slots lent in turn, a two, b the one it has left',
+  );
+  t.same(accountOf(await claim(6, [[a.ctx.accountId, 4]], 2)), ['a', 'a', 'a', 'a'], 'alone: every free slot but the reserve of two');
+  t.same(accountOf(await claim(2, [[a.ctx.accountId, 8]], 2)), [], 'the reserve is never lent (a has two more due)');
+  t.same(accountOf(await claim(3, [[a.ctx.accountId, 8]], 2)), ['a'], 'one slot past the reserve: one more');
 });
 
 t.test("fairness: an account with 1,000 due messages delays another account's single one by no more than one claim", async (t) => {

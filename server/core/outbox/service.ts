@@ -208,14 +208,21 @@ export interface Claimed {
   /** Including this one. */
   attempts: number;
   leaseOwner: string;
+  /** What the claim read for the kind's handler (claim's `attached`), as JSON; null when it read nothing. */
+  attached: unknown;
 }
 
 /** How many messages of each account the claiming dispatcher may hold at once, and holds now. */
 export interface AccountShare {
-  /** The most messages of one account one dispatcher holds (claimed and not yet settled). */
+  /** The most messages of one account one dispatcher holds (claimed and not yet settled) while others are due. */
   perAccount: number;
   /** Messages it holds now, by account id. */
   held: ReadonlyMap<string, number>;
+  /**
+   * Free slots no account may borrow: kept for an account whose messages come due while the others
+   * are past their share. Without it (the default, `limit`) nothing is borrowed.
+   */
+  reserve?: number;
 }
 
 /** Due rows looked at per claimed row: room to pass over the rows of accounts that are at their share. */
@@ -245,17 +252,26 @@ interface Candidate {
  * least busy accounts come first (rank within the account plus what it holds), so one account's
  * slow receivers never hold every delivery slot and a busy account does not starve a quiet one:
  * an account whose backlog fills the look-out is at its share after this claim, and the next
- * claim looks past it. The rows come back in that order.
+ * claim looks past it. The rows come back in that order. Slots no other account is waiting for are
+ * lent: when the look-out finds no more due rows than it could take, the accounts at their share
+ * may claim the free slots left over but `reserve`, the least busy first (a lone account, the
+ * common self-hosted install, is not held to its share; a new account's messages find the
+ * reserve free, and the accounts past their share borrow nothing while another is due).
  */
-export async function claim(ctx: BaseCtx, owner: string, now: Date, leaseUntil: Date, limit: number, share?: AccountShare): Promise<Claimed[]> {
+export async function claim(ctx: BaseCtx, owner: string, now: Date, leaseUntil: Date, limit: number, share?: AccountShare, attached: Attached = () => 'null'): Promise<Claimed[]> {
   const perAccount = share?.perAccount ?? limit;
   const held = share?.held ?? new Map<string, number>();
   const full = [...held].filter(([, n]) => n >= perAccount).map(([accountId]) => accountId);
   const candidates = await lookOut(ctx, now, full, perAccount, limit * CANDIDATES_PER_ROW);
+  const picked = pick(candidates, held, () => perAccount, limit);
   const quotas = new Map<string, number>();
-  for (const c of pick(candidates, held, perAccount, limit)) quotas.set(c.accountId, (quotas.get(c.accountId) ?? 0) + 1);
+  for (const c of picked) quotas.set(c.accountId, (quotas.get(c.accountId) ?? 0) + 1);
+  const lent = candidates.length < limit * CANDIDATES_PER_ROW ? lend(held, quotas, full, perAccount, limit - picked.length - (share?.reserve ?? limit)) : new Map<string, number>();
+  for (const [accountId, n] of lent) quotas.set(accountId, (quotas.get(accountId) ?? 0) + n);
+  // What each account may hold after this claim: its share, or what was lent it on top of what it holds.
+  const cap = (accountId: string) => (lent.has(accountId) ? (held.get(accountId) ?? 0) + quotas.get(accountId)! : perAccount);
   const claimed = await eachAtOnce([...quotas], ACCOUNT_CLAIMS_AT_ONCE, ([accountId, n]) =>
-    claimOfAccount(ctx, accountId, owner, now, leaseUntil, n).then(
+    claimOfAccount(ctx, accountId, owner, now, leaseUntil, n, attached).then(
       (rows) => ({ rows }),
       (err: unknown) => ({ rows: [], err }),
     ),
@@ -266,9 +282,25 @@ export async function claim(ctx: BaseCtx, owner: string, now: Date, leaseUntil: 
   return pick(
     claimed.flatMap((c) => c.rows),
     held,
-    perAccount,
+    cap,
     limit,
   ).map(({ dueKey: _, ...row }) => row);
+}
+
+/**
+ * `spare` free slots lent to the accounts at their share (before this claim, or by it), one at a
+ * time to the one that would then hold the fewest. Whether they have due rows their claim finds out.
+ */
+function lend(held: ReadonlyMap<string, number>, quotas: ReadonlyMap<string, number>, full: readonly string[], perAccount: number, spare: number): Map<string, number> {
+  const lent = new Map<string, number>();
+  const holding = new Map<string, number>(full.map((accountId) => [accountId, held.get(accountId) ?? 0]));
+  for (const [accountId, n] of quotas) if ((held.get(accountId) ?? 0) + n >= perAccount) holding.set(accountId, (held.get(accountId) ?? 0) + n);
+  for (let i = 0; i < spare && holding.size; i++) {
+    const [accountId, n] = [...holding].reduce((a, b) => (b[1] < a[1] ? b : a));
+    holding.set(accountId, n + 1);
+    lent.set(accountId, (lent.get(accountId) ?? 0) + 1);
+  }
+  return lent;
 }
 
 /**
@@ -304,15 +336,15 @@ async function lookOut(ctx: BaseCtx, now: Date, full: readonly string[], perAcco
   ).rows;
 }
 
-/** Ranks rows (in their accounts' line) by what their account would then hold, oldest first on a tie; at most each account's share, and `limit` in all. */
-function pick<T extends Candidate>(rows: readonly T[], held: ReadonlyMap<string, number>, perAccount: number, limit: number): T[] {
+/** Ranks rows (in their accounts' line) by what their account would then hold, oldest first on a tie; at most each account's `cap`, and `limit` in all. */
+function pick<T extends Candidate>(rows: readonly T[], held: ReadonlyMap<string, number>, cap: (accountId: string) => number, limit: number): T[] {
   const inLine = [...rows].sort((a, b) => compare(a.dueKey, b.dueKey) || compare(a.id, b.id));
   const rank = new Map<string, number>();
   const ranked: { row: T; nth: number }[] = [];
   for (const row of inLine) {
     const nth = (held.get(row.accountId) ?? 0) + (rank.get(row.accountId) ?? 0) + 1;
     rank.set(row.accountId, (rank.get(row.accountId) ?? 0) + 1);
-    if (nth <= perAccount) ranked.push({ row, nth });
+    if (nth <= cap(row.accountId)) ranked.push({ row, nth });
   }
   // A stable sort: rows of the same rank stay oldest first.
   return ranked
@@ -333,8 +365,19 @@ const compare = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
  */
 const COMMIT_WITHOUT_FLUSH = `(select set_config('synchronous_commit', 'off', true)) commit_without_flush`;
 
-/** Up to `n` due messages of one account, oldest first, locked and leased in one statement that names the account. */
-async function claimOfAccount(ctx: BaseCtx, accountId: string, owner: string, now: Date, leaseUntil: Date, n: number): Promise<(Claimed & { dueKey: string })[]> {
+/** What a claim reads with each row: a JSON expression over the claimed outbox row, named by its alias. */
+export type Attached = (claimed: string) => string;
+
+/** Up to `n` due messages of one account, oldest first, locked and leased in one statement that names the account; `attached` read with each. */
+async function claimOfAccount(
+  ctx: BaseCtx,
+  accountId: string,
+  owner: string,
+  now: Date,
+  leaseUntil: Date,
+  n: number,
+  attached: Attached,
+): Promise<(Claimed & { dueKey: string })[]> {
   const result = (await ctx.db.raw(
     `
     with picked as (
@@ -344,7 +387,7 @@ async function claimOfAccount(ctx: BaseCtx, accountId: string, owner: string, no
     update outbox o set lease_owner = ?, lease_expires_at = ?, available_at = ?, attempts = o.attempts + 1
     from picked p, ${COMMIT_WITHOUT_FLUSH} where o.account_id = ? and ${sameTenant('o', 'p')} and o.id = p.id
     returning o.id, o.account_id as "accountId", o.livemode, o.brand_id as "brandId", o.kind, o.event, o.webhook_id as "webhookId",
-      o.payload::text as body, o.attempts, o.lease_owner as "leaseOwner", p.due_key as "dueKey"`,
+      o.payload::text as body, o.attempts, o.lease_owner as "leaseOwner", ${attached('o')} as attached, p.due_key as "dueKey"`,
     [accountId, now, n, owner, leaseUntil, leaseUntil, accountId],
   )) as { rows: (Claimed & { dueKey: string })[] };
   return result.rows;

@@ -3,7 +3,7 @@ import { keyringPart, type SealContext, type SealedColumn } from '../../core/sea
 import { systemActor, withTx, type BaseCtx, type TenantCtx } from '../../core/context.js';
 import { badRequest, conflict, notFound } from '../../core/errors.js';
 import { newId, ID_PREFIX } from '../../core/ids.js';
-import { scopeOf, tenantScope } from '../../core/model.js';
+import { sameTenant, scopeOf, tenantScope } from '../../core/model.js';
 import { assertPublicHost, OutboundRefused } from '../../core/outbound.js';
 import * as outbox from '../../core/outbox/service.js';
 import type { OutboxMessage } from '../../core/outbox/model.js';
@@ -280,10 +280,34 @@ export interface DeliveryTarget {
   secrets: string[];
 }
 
-export async function deliveryTarget(ctx: TenantCtx, webhookId: string, now: Date): Promise<DeliveryTarget | null> {
-  const row = await Webhook.scoped(ctx).findById(webhookId).select('id', 'url', 'enabled', 'secret', 'previousSecret', 'previousSecretExpiresAt');
+/** The webhook's columns a delivery needs (deliveryTarget). */
+interface TargetRow {
+  id: string;
+  url: string;
+  enabled: boolean;
+  secret: string;
+  previousSecret: string | null;
+  previousSecretExpiresAt: Date | string | null;
+}
+
+/**
+ * The webhook an outbox row `claimed` is for, as a JSON expression the dispatcher reads with its
+ * claim (null when the webhook is gone); deliveryTarget opens it.
+ */
+export function targetWithClaim(claimed: string): string {
+  return `(select json_build_object('id', w.id, 'url', w.url, 'enabled', w.enabled, 'secret', w.secret, 'previousSecret', w.previous_secret,
+    'previousSecretExpiresAt', w.previous_secret_expires_at) from webhooks w where ${sameTenant('w', claimed)} and w.id = ${claimed}.webhook_id)`;
+}
+
+/** Where and how to send: from the row read with the claim (targetWithClaim) when given, else read now. */
+export async function deliveryTarget(ctx: TenantCtx, webhookId: string, now: Date, withClaim?: unknown): Promise<DeliveryTarget | null> {
+  const row =
+    withClaim === undefined
+      ? ((await Webhook.scoped(ctx).findById(webhookId).select('id', 'url', 'enabled', 'secret', 'previousSecret', 'previousSecretExpiresAt')) ?? null)
+      : (withClaim as TargetRow | null);
   if (!row) return null;
-  const previous = row.previousSecret && row.previousSecretExpiresAt && row.previousSecretExpiresAt > now ? [row.previousSecret] : [];
+  const previousUntil = row.previousSecretExpiresAt ? new Date(row.previousSecretExpiresAt) : null;
+  const previous = row.previousSecret && previousUntil && previousUntil > now ? [row.previousSecret] : [];
   const keyring = ctx.services.get(keyringPart);
   const secrets = await Promise.all([row.secret, ...previous].map((s) => keyring.open(s, SECRET_SEAL(ctx.accountId))));
   return { id: row.id, url: row.url, enabled: row.enabled, secrets };

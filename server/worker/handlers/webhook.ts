@@ -88,7 +88,7 @@ export function webhookHandler(options: WebhookDeliveryOptions): OutboxHandler {
   return {
     async deliver(ctx: BaseCtx, message: Claimed, signal: AbortSignal, now: Date): Promise<Attempt> {
       // Read through the tenant the message belongs to: a webhook id of another tenant finds nothing.
-      const target = await webhooks.deliveryTarget(tenantCtx(ctx, message.accountId, message.livemode), message.webhookId!, now);
+      const target = await webhooks.deliveryTarget(tenantCtx(ctx, message.accountId, message.livemode), message.webhookId!, now, message.attached);
       if (!target) return { outcome: 'fail', error: 'the webhook was deleted', responseCode: null, responseBody: null, notSent: true };
       if (!target.enabled) return { outcome: 'fail', error: 'the webhook is disabled', responseCode: null, responseBody: null, notSent: true };
       const headers = {
@@ -98,6 +98,8 @@ export function webhookHandler(options: WebhookDeliveryOptions): OutboxHandler {
       };
       return send(new URL(target.url), headers, message.body, signal, now);
     },
+
+    attachedToClaim: webhooks.targetWithClaim,
 
     settledPart(ctx, message, attempt, settlement, settled) {
       if (attempt.outcome === 'interrupted' || (attempt.outcome !== 'success' && attempt.notSent)) return null;
