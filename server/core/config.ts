@@ -1,6 +1,6 @@
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { Ajv, type ValidateFunction } from 'ajv';
+import { Ajv } from 'ajv';
 import addFormats from 'ajv-formats';
 import { packageRoot } from './paths.js';
 
@@ -297,18 +297,6 @@ export interface LoadConfigOptions {
   cwd?: string;
 }
 
-/** The config schema's validator: compiled once a process (a test file loads many configs). */
-let compiledValidator: ValidateFunction | undefined;
-function configValidator(problems: string[]): ValidateFunction {
-  if (compiledValidator) return compiledValidator;
-  const before = problems.length;
-  const ajv = new Ajv({ allErrors: true, strict: false });
-  addFormats.default(ajv);
-  const validate = ajv.compile(readJson(path.join(packageRoot, 'config', 'schema.json'), problems));
-  if (problems.length === before) compiledValidator = validate;
-  return validate;
-}
-
 /** defaults < config file < environment; validated (every problem listed) and frozen. */
 export function loadConfig(options: LoadConfigOptions = {}): Config {
   const env = options.env ?? process.env;
@@ -331,7 +319,10 @@ export function loadConfig(options: LoadConfigOptions = {}): Config {
     if (raw !== undefined && raw !== '') setPath(merged, key, convert(raw, kind));
   }
 
-  const validate = configValidator(problems);
+  const schema = readJson(path.join(packageRoot, 'config', 'schema.json'), problems);
+  const ajv = new Ajv({ allErrors: true, strict: false });
+  addFormats.default(ajv);
+  const validate = ajv.compile(schema);
   if (!validate(merged)) {
     for (const e of validate.errors ?? []) {
       const where = e.instancePath.replace(/^\//, '').replace(/\//g, '.') || '(root)';
