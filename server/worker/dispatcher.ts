@@ -158,23 +158,6 @@ const SETTLE_RETRY_FIRST_MS = 50;
 const SETTLE_RETRY_MAX_MS = 2_000;
 
 /**
- * The background worker: one node-cron task that never overlaps itself runs the periodic jobs and
- * delivers due outbox messages every few seconds; a LISTEN on the outbox channel starts delivery
- * as soon as a transaction that enqueued something commits.
- *
- * Delivery: claim due rows (leased, FOR UPDATE SKIP LOCKED: any number of dispatcher processes may
- * run), deliver each outside any transaction with bounded concurrency, and at most
- * accountConcurrency of one account at once while another account has messages due (so one
- * account's hanging receivers leave the other slots to other accounts; alone, it may borrow all
- * but lendingReserve of them), then settle each in a short transaction that first checks the claim is
- * still ours. Leases are short and renewed while their attempt runs. A process that dies is known
- * to be gone when its owner lock (a session advisory lock on its listener's connection) is free:
- * the others make its rows due at once (reclaimGone, at start-up and every tick); a lease that is
- * not renewed runs out anyway. A settle that fails is retried while the lease may still be ours,
- * so a database blip does not send a delivered message again. Delivery is at least once: a
- * receiver de-duplicates on webhook-id.
- */
-/**
  * Slots never lent to an account past its share (outbox.claim): an eighth of them, at least one, so
  * a lone account uses nearly all of them and another account's first messages still start at once.
  */
@@ -187,6 +170,23 @@ function attachedToClaim(handlers: Partial<Record<OutboxKind, OutboxHandler>>): 
   return (claimed) => `case ${claimed}.kind ${asking.map(([kind, h]) => `when '${kind}' then ${h.attachedToClaim(claimed)}`).join(' ')} end`;
 }
 
+/**
+ * The background worker: one node-cron task that never overlaps itself runs the periodic jobs and
+ * delivers due outbox messages every few seconds; a LISTEN on the outbox channel starts delivery
+ * as soon as a transaction that enqueued something commits.
+ *
+ * Delivery: claim due rows (leased, FOR UPDATE SKIP LOCKED: any number of dispatcher processes may
+ * run), deliver each outside any transaction with bounded concurrency, and at most
+ * accountConcurrency of one account at once while another account has messages due (so one
+ * account's hanging receivers leave the other slots to other accounts; alone, it may borrow all
+ * but lendingReserve of them), then settle each in one statement (a failure's bookkeeping in a short
+ * transaction) that first checks the claim is still ours. Leases are short and renewed while their attempt runs. A process that dies is known
+ * to be gone when its owner lock (a session advisory lock on its listener's connection) is free:
+ * the others make its rows due at once (reclaimGone, at start-up and every tick); a lease that is
+ * not renewed runs out anyway. A settle that fails is retried while the lease may still be ours,
+ * so a database blip does not send a delivered message again. Delivery is at least once: a
+ * receiver de-duplicates on webhook-id.
+ */
 export class Dispatcher {
   private task: ScheduledTask | null = null;
   private running: Promise<unknown> | null = null;
