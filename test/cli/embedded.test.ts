@@ -7,7 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import pg from 'pg';
 import t from 'tap';
 import { runCli, startServer as startTicketd, stopEmbedded, type Server } from '../helpers/cli.js';
-import { CREDENTIALS_FILE, isAlive, SERVER_SETTINGS } from '../../server/integrations/embedded-postgres.js';
+import { EmbeddedPostgres, isAlive, SERVER_SETTINGS } from '../../server/integrations/embedded-postgres.js';
 import { shippedMigrations } from '../helpers/db.js';
 
 // No DATABASE_URL anywhere in this file: every command runs the embedded PostgreSQL under its
@@ -50,9 +50,8 @@ function exitWithin(server: Server, ms: number): Promise<number | null | 'timeou
 
 /** Runs statements on the running cluster under dataDir, as its superuser. */
 async function onCluster<T>(dataDir: string, fn: (client: pg.Client) => Promise<T>): Promise<T> {
-  const { password } = JSON.parse(readFileSync(path.join(dataDir, CREDENTIALS_FILE), 'utf8')) as { password: string };
-  const port = Number(readFileSync(pidFile(dataDir), 'utf8').split('\n')[3]);
-  const client = new pg.Client({ host: '127.0.0.1', port, user: 'postgres', password, database: 'postgres' });
+  const cluster = new EmbeddedPostgres({ dataDir });
+  const client = new pg.Client({ connectionString: cluster.urlFor(cluster.runningPort()!, 'postgres') });
   await client.connect();
   try {
     return await fn(client);
@@ -196,7 +195,7 @@ t.test('a restart on the same data dir creates nothing new and keeps the data', 
     { checkpoint_timeout: '10min', max_wal_size: SERVER_SETTINGS.max_wal_size },
     "the operator's ALTER SYSTEM wins over ticketd's settings",
   );
-  const conf = readFileSync(path.join(lifecycleDir, 'postgres', 'postgresql.conf'), 'utf8');
+  const conf = readFileSync(path.join(new EmbeddedPostgres({ dataDir: lifecycleDir }).clusterDir, 'postgresql.conf'), 'utf8');
   t.equal(conf.split('\n').filter((l) => l.startsWith('include_if_exists')).length, 1, 'postgresql.conf includes them once, after two starts');
   t.equal(next.curl, null);
   const brands = await api(next.url, info.bootstrap.apiKeys.live.key);
