@@ -11,7 +11,7 @@
  *   npm run bench -- --rate-limits     (only the cost of rate limiting, on an empty database)
  *   npm run bench -- --cross-brand     (only the cross-brand dashboard: N tickets over 20 brands)
  *   npm run bench -- --quotas          (only ticket create with the plan's ticket allowance counted and not)
- *   npm run bench -- --soak [--minutes 30] [--rate 50]   (a long mixed load at a fixed rate: see soak.ts)
+ *   npm run bench -- --soak [--minutes 30] [--rate 50] [--dispatcher-apart]   (a long mixed load at a fixed rate: see soak.ts)
  *   npm run bench -- --mail            (DKIM signing cost and the mail lists the dashboard polls: see mail.ts)
  *   BENCH_ONLY=ingestion BENCH_TURNS=3 npm run bench -- --mail   (the IMAP ingestion alone, one dispatcher, 3 turns)
  *   npm run bench -- --sla             (service levels: dueAt at create, sort=dueAt, the overdue scan: see service-levels.ts)
@@ -906,7 +906,7 @@ async function main() {
           : values.commerce
             ? runCommerceBench({ orders: Number(values.orders), syncOrders: Number(values['sync-orders']) })
             : values.soak
-              ? runSoak({ minutes: Number(values.minutes), rate: Number(values.rate) })
+              ? runSoak({ minutes: Number(values.minutes), rate: Number(values.rate), dispatcherApart: values['dispatcher-apart'] })
               : values.agents
                 ? runCapacityBench({
                     tickets: ticketCount,

@@ -26,7 +26,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { dashboardTimetable } from './dashboard.js';
 import { percentile, pick, text } from './floor.js';
 import { Client, timetable, type Op, type Sample } from './open-loop.js';
-import { adminDatabase, metricValue, RECEIVER_ON_LOOPBACK, sessionTokenFor, sql, startTicketd, withDatabase } from './server.js';
+import { adminDatabase, metricValue, RECEIVER_ON_LOOPBACK, sessionTokenFor, sql, startTicketd, stop, withDatabase } from './server.js';
 import { FIRST_NAMES, LAST_NAMES, vocabulary } from './vocabulary.js';
 
 const OPS: readonly Op[] = ['create', 'comment', 'list', 'search', 'dashboard'];
@@ -83,23 +83,31 @@ async function webhookReceiver() {
   };
 }
 
-/** The figures the soak follows, from the server's Prometheus text. */
-async function scrape(url: string, at: number): Promise<Scrape | null> {
-  const res = await fetch(`${url}/metrics`).catch(() => null);
-  if (!res || res.status !== 200) return null;
-  const body = await res.text();
-  const value = (name: string) => metricValue(body, name);
+/**
+ * The figures the soak follows, from the server's Prometheus text. With the dispatcher apart (its
+ * own process at `dispatcherUrl`), memory and CPU are the two processes' sum, the event loop the
+ * API's, and the dispatcher's pool is that process's only one (`main`).
+ */
+async function scrape(url: string, at: number, dispatcherUrl?: string): Promise<Scrape | null> {
+  const text = async (u: string) => {
+    const res = await fetch(`${u}/metrics`).catch(() => null);
+    return res?.status === 200 ? res.text() : null;
+  };
+  const [body, apart] = await Promise.all([text(url), dispatcherUrl ? text(dispatcherUrl) : null]);
+  if (body === null || (dispatcherUrl && apart === null)) return null;
+  const sum = (name: string) => metricValue(body, name) + (apart ? metricValue(apart, name) : 0);
+  const pool = apart ? { text: apart, name: 'main' } : { text: body, name: 'dispatcher' };
   const MiB = 1024 * 1024;
   return {
     at,
-    rssMiB: Math.round(value('process_resident_memory_bytes') / MiB),
-    heapMiB: Math.round(value('nodejs_heap_size_used_bytes') / MiB),
-    loopP99Ms: Math.round(value('nodejs_eventloop_lag_p99_seconds') * 10_000) / 10,
-    cpuSeconds: value('process_cpu_seconds_total'),
-    backlog: value('ticketd_outbox_backlog'),
+    rssMiB: Math.round(sum('process_resident_memory_bytes') / MiB),
+    heapMiB: Math.round(sum('nodejs_heap_size_used_bytes') / MiB),
+    loopP99Ms: Math.round(metricValue(body, 'nodejs_eventloop_lag_p99_seconds') * 10_000) / 10,
+    cpuSeconds: sum('process_cpu_seconds_total'),
+    backlog: metricValue(body, 'ticketd_outbox_backlog'),
     dispatcherPool: {
-      used: metricValue(body, 'ticketd_db_pool_connections', 'pool="dispatcher",state="used"'),
-      waiting: metricValue(body, 'ticketd_db_pool_pending_acquires', 'pool="dispatcher"'),
+      used: metricValue(pool.text, 'ticketd_db_pool_connections', `pool="${pool.name}",state="used"`),
+      waiting: metricValue(pool.text, 'ticketd_db_pool_pending_acquires', `pool="${pool.name}"`),
     },
   };
 }
@@ -241,7 +249,7 @@ function minuteRow(m: number, client: Client, scrapes: readonly Scrape[], lags: 
   return row;
 }
 
-export async function runSoak(options: { minutes: number; rate: number }): Promise<void> {
+export async function runSoak(options: { minutes: number; rate: number; dispatcherApart: boolean }): Promise<void> {
   const { minutes, rate } = options;
   if (!(minutes > 0 && rate > 0)) throw new Error('--minutes and --rate must be positive numbers');
   const seconds = Math.round(minutes * 60);
@@ -253,12 +261,16 @@ export async function runSoak(options: { minutes: number; rate: number }): Promi
   const dataDir = mkdtempSync(path.join(os.tmpdir(), 'ticketd-soak-'));
   chmodSync(dataDir, 0o755);
   const receiver = await webhookReceiver();
-  let server: Awaited<ReturnType<typeof startTicketd>> | undefined;
+  const servers: Awaited<ReturnType<typeof startTicketd>>[] = [];
   let client: Client | undefined;
   try {
-    server = await startTicketd('all', dbUrl, { ...RECEIVER_ON_LOOPBACK, TICKETD_DATA_DIR: dataDir, TICKETD_RATE_LIMIT_PER_API_KEY: '1000000000' });
-    const { info } = server;
+    const env = { ...RECEIVER_ON_LOOPBACK, TICKETD_DATA_DIR: dataDir, TICKETD_RATE_LIMIT_PER_API_KEY: '1000000000' };
+    // The first process bootstraps the account; the dispatcher, when apart, starts on it.
+    servers.push(await startTicketd(options.dispatcherApart ? 'api' : 'all', dbUrl, env));
+    if (options.dispatcherApart) servers.push(await startTicketd('dispatcher', dbUrl, env));
+    const { info } = servers[0]!;
     const url = info.url as string;
+    const dispatcherUrl = servers[1]?.info.dispatcherUrl as string | undefined;
     client = new Client(url);
     const key = info.bootstrap.apiKeys.live.key as string;
     const owner = info.bootstrap.owner as { id: string; email: string };
@@ -271,7 +283,9 @@ export async function runSoak(options: { minutes: number; rate: number }): Promi
     for (let i = 0; i < 10 * BRANDS; i++) await load.create(null, 0);
     const session = await sessionTokenFor(dbUrl, url, owner.email);
 
-    log(`soak: ${minutes} min, ${rate} req/s through an API key over ${BRANDS} brands, plus a dashboard session; ${os.cpus().length} cores`);
+    log(
+      `soak: ${minutes} min, ${rate} req/s through an API key over ${BRANDS} brands, plus a dashboard session; ${options.dispatcherApart ? 'a --role api and a --role dispatcher process' : 'one --role all process'}; ${os.cpus().length} cores`,
+    );
     const start = client.start();
     const wallT0 = Date.now();
     const scrapes: Scrape[] = [];
@@ -279,7 +293,7 @@ export async function runSoak(options: { minutes: number; rate: number }): Promi
       timetable(start, 1000 / rate, Math.round(seconds * rate), (_i, due) => load.fire(due)),
       dashboardTimetable(client, start, seconds, { authorization: `Bearer ${session}` }, owner.id, brandIds),
       timetable(start, SCRAPE_EVERY_MS, Math.floor((seconds * 1000) / SCRAPE_EVERY_MS) + 1, async (i) => {
-        const s = await scrape(url, (i * SCRAPE_EVERY_MS) / 1000);
+        const s = await scrape(url, (i * SCRAPE_EVERY_MS) / 1000, dispatcherUrl);
         if (s) scrapes.push(s);
         const minute = (i * SCRAPE_EVERY_MS) / 60_000;
         if (i && Number.isInteger(minute)) {
@@ -297,21 +311,18 @@ export async function runSoak(options: { minutes: number; rate: number }): Promi
     log(`load done; waiting up to ${DRAIN_MS / 1000} s for the outbox to drain…`);
     const drainStart = performance.now();
     const missing = () => [...load.expected].filter((id) => !receiver.received.has(id));
-    let drained = await scrape(url, seconds);
+    let drained = await scrape(url, seconds, dispatcherUrl);
     // Until every delivery came, or nothing is left to deliver (the rest failed: lost), or the deadline.
     while (missing().length && drained?.backlog !== 0 && performance.now() - drainStart < DRAIN_MS) {
       await sleep(1000);
-      drained = await scrape(url, seconds);
+      drained = await scrape(url, seconds, dispatcherUrl);
     }
     const drainSeconds = round1((performance.now() - drainStart) / 1000);
     report({ minutes, rate, client, scrapes, receiver, expected: load.expected, lost: missing().length, backlog: drained?.backlog ?? NaN, drainSeconds, wallT0 });
   } finally {
     await client?.close();
     receiver.close();
-    if (server) {
-      server.child.kill('SIGTERM');
-      await new Promise((r) => server!.child.once('exit', r));
-    }
+    await stop(servers.map((s) => s.child));
     await sql(adminUrl, `DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);
     await cleanup();
     rmSync(dataDir, { recursive: true, force: true });

@@ -8,11 +8,12 @@ import { createServices } from './compose.js';
 import { buildDispatcherHttp } from './dispatcher-http.js';
 import { systemCtx } from './core/context.js';
 import { migrateLatest } from './core/migrate.js';
-import { watchPool } from './core/metrics.js';
+import { showDispatcherThread } from './core/metrics.js';
 import { openDatabase, type DatabaseHandle } from './integrations/embedded-postgres.js';
 import { startSmtpListener, type SmtpListener } from './integrations/smtp-listener.js';
-import { Dispatcher } from './worker/dispatcher.js';
-import { mailHandler } from './worker/handlers/mail.js';
+import type { Dispatcher } from './worker/dispatcher.js';
+import { startDispatcher } from './dispatcher-start.js';
+import { DispatcherThread } from './dispatcher-thread.js';
 import { attachmentDepsOf } from './domains/attachments/service.js';
 import { inboundBrand } from './domains/brand-domains/service.js';
 import { receive as receiveMail } from './flows/inbound-mail.js';
@@ -41,15 +42,19 @@ export interface Running {
 
 type Log = (line: string) => void;
 
+/** Config logLevel's values, least severe first; silent shows nothing. */
+const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const;
+type LogLevel = (typeof LOG_LEVELS)[number];
+
 /** Starts a role in this process: database, migrations, bootstrap, then API and/or dispatcher. */
 export async function startServer(config: Config, role: Role, log: Log = () => undefined): Promise<Running> {
   const handle: DatabaseHandle = await openDatabase(config, log);
   let db: Db | null = null;
   let readDb: Db | null = null;
-  let dispatcherDb: Db | null = null;
   let services: Services | null = null;
   let app: FastifyInstance | null = null;
   let dispatcher: Dispatcher | null = null;
+  let dispatcherThread: DispatcherThread | null = null;
   let dispatcherHttp: FastifyInstance | null = null;
   let smtp: SmtpListener | null = null;
   let shuttingDown = false;
@@ -60,12 +65,12 @@ export async function startServer(config: Config, role: Role, log: Log = () => u
       await smtp?.close(); // refuses new SMTP sessions, waits for open ones
       await app?.close(); // stops accepting, waits for in-flight requests
       await dispatcher?.stop(Math.floor(config.shutdownTimeoutMs / 2));
+      await dispatcherThread?.stop(Math.floor(config.shutdownTimeoutMs / 2));
       // Served through the drain: readiness says 503 meanwhile, and the last scrape sees the end.
       await dispatcherHttp?.close();
       await services?.close();
       await db?.destroy();
       await readDb?.destroy();
-      await dispatcherDb?.destroy();
     })();
     let drained = true;
     if (drainDeadlineMs === undefined) await drain;
@@ -88,16 +93,17 @@ export async function startServer(config: Config, role: Role, log: Log = () => u
     // hold or wait for the API's, its claims and settles go on (the two add up to dbPoolMax).
     const share = role === 'all' ? dispatcherPoolShare(config) : 0;
     db = createDb(handle.url, { poolMax: config.dbPoolMax - share, transactionPooling });
-    if (share) dispatcherDb = createDb(handle.url, { poolMax: share, transactionPooling, applicationName: 'ticketd-dispatcher' });
     // The replica serves some of the API's reads (core/read-replica.ts); a dispatcher reads none.
     if (config.databaseReadUrl && role !== 'dispatcher')
       readDb = createDb(config.databaseReadUrl, { poolMax: config.dbPoolMax, transactionPooling, applicationName: 'ticketd-read' });
     await migrateLatest(db, directUrl);
-    // Without the API there is no Fastify logger: service and dispatcher lines go to the start-up log.
+    // Without the API there is no Fastify logger: service and dispatcher lines at the configured
+    // level or above go to the start-up log.
+    const from = (level: LogLevel, line: () => string) => (LOG_LEVELS.indexOf(level) >= LOG_LEVELS.indexOf(config.logLevel) ? log(line()) : undefined);
     const lines = {
-      info: (o: object, m: string) => log(`${m} ${JSON.stringify(o)}`),
-      warn: (o: object, m: string) => log(`${m} ${JSON.stringify(o)}`),
-      error: (o: object, m: string) => log(`${m}: ${String((o as { err?: Error }).err?.message)}`),
+      info: (o: object, m: string) => from('info', () => `${m} ${JSON.stringify(o)}`),
+      warn: (o: object, m: string) => from('warn', () => `${m} ${JSON.stringify(o)}`),
+      error: (o: object, m: string) => from('error', () => `${m}: ${String((o as { err?: Error }).err?.message)}`),
     };
     // One set of services for this process: the API, the SMTP listener and the dispatcher share them.
     // They log through Fastify's logger once the API runs, as the dispatcher does.
@@ -107,7 +113,6 @@ export async function startServer(config: Config, role: Role, log: Log = () => u
       error: (o: object, m: string) => (app?.log ?? lines).error(o, m),
     };
     const svc = (services = createServices({ config, db, readDb, directUrl, logger }));
-    if (dispatcherDb) watchPool(svc, 'dispatcher', dispatcherDb);
     const bootstrap =
       role === 'dispatcher'
         ? null
@@ -135,19 +140,15 @@ export async function startServer(config: Config, role: Role, log: Log = () => u
         });
       }
     }
-    if (role !== 'api') {
-      const dispatcherLog = app?.log ?? lines;
-      dispatcher = new Dispatcher(svc, dispatcherLog, attachments, {
-        db: dispatcherDb ?? db,
-        concurrency: config.dispatcherConcurrency,
-        webhooks: { allowPrivate: config.webhookAllowPrivate, timeoutMs: config.webhookTimeoutMs },
-        handlers: { mail: mailHandler(svc.mailTransport) },
-        // Tests only: see OutboxOptions.holdRecurringRun.
-        holdRecurringRun: process.env.TICKETD_TEST_HOLD_RECURRING_RUN || undefined,
-        // Tests only: see OutboxOptions.holdCommercePage.
-        holdCommercePage: process.env.TICKETD_TEST_HOLD_COMMERCE_PAGE ? Number(process.env.TICKETD_TEST_HOLD_COMMERCE_PAGE) : undefined,
-      });
-      dispatcher.start();
+    if (role === 'dispatcher') dispatcher = startDispatcher(svc, lines, config);
+    if (role === 'all') {
+      // Its own thread: deliveries keep their share of the process however busy the API is.
+      const thread = (dispatcherThread = await DispatcherThread.start({ config, databaseUrl: handle.url, directUrl, poolMax: share, transactionPooling }, logger, (err) => {
+        logger.error({ err }, 'the dispatcher thread failed: stopping');
+        process.exitCode = 1;
+        void stop();
+      }));
+      showDispatcherThread(svc, () => thread.figures());
     }
     let dispatcherUrl: string | null = null;
     // Alone, a dispatcher has no API port to be watched through; with the API (role all) the API's

@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { AggregatorRegistry, collectDefaultMetrics, Counter, Gauge, Histogram, Registry, type MetricObjectWithValues, type MetricValue } from 'prom-client';
 import { OUTBOX_STATUSES, type OutboxStatus } from './outbox/model.js';
 import type { Db } from './db.js';
 import { part, type Services } from './services.js';
@@ -24,9 +24,12 @@ export interface Metrics {
   readonly poolPendingAcquires: Gauge<'pool'>;
   readonly poolPendingCreates: Gauge<'pool'>;
   readonly poolMax: Gauge<'pool'>;
-  /** Pools of this process besides the services' own (`main`), by label: the dispatcher's in `--role all`. */
-  readonly otherPools: Map<string, Db>;
+  /** The figures of this process's dispatcher thread (`--role all`), when it has one: see dispatcherFamilies. */
+  dispatcherThread: (() => Promise<Figures>) | null;
 }
+
+/** A registry's metrics as plain data, as a thread sends them. */
+export type Figures = MetricObjectWithValues<MetricValue<string>>[];
 
 function makeMetrics(): Metrics {
   // prom-client's default registry is module state: every Services gets its own.
@@ -65,7 +68,7 @@ function makeMetrics(): Metrics {
     poolPendingAcquires: gauge('ticketd_db_pool_pending_acquires', 'Queries waiting for a free database connection, by pool', ['pool']),
     poolPendingCreates: gauge('ticketd_db_pool_pending_creates', 'Database connections being opened, by pool', ['pool']),
     poolMax: gauge('ticketd_db_pool_max', 'Most database connections a pool of this process opens, by pool', ['pool']),
-    otherPools: new Map(),
+    dispatcherThread: null,
   };
 }
 
@@ -91,12 +94,17 @@ interface TarnPool {
 }
 
 /**
- * Shows a pool of this process other than the services' own in the pool metrics, labelled `name`
- * (the dispatcher's pool in `--role all`, whose waits the API's figures would not show).
+ * Makes this process's scrape show its dispatcher thread's figures (`--role all`): the thread's
+ * own counters, its pool (labelled `dispatcher`) and the outbox figures, which it reads on its own
+ * connections, so a scrape answers while requests hold every connection of the API.
  */
-export function watchPool(services: Services, name: string, db: Db): void {
-  services.get(metricsPart).otherPools.set(name, db);
+export function showDispatcherThread(services: Services, figures: () => Promise<Figures>): void {
+  services.get(metricsPart).dispatcherThread = figures;
 }
+
+/** The families a dispatcher thread reports for its process; the pools' come from both sides, each its own label. */
+const fromDispatcherThread = (name: string) => /^ticketd_(dispatcher_|outbox_|database_up$)/.test(name);
+const isPoolFamily = (name: string) => name.startsWith('ticketd_db_pool_');
 
 function readPool(metrics: Metrics, name: string, db: Db): void {
   const pool = (db.client as { pool?: TarnPool }).pool;
@@ -141,20 +149,41 @@ async function readOutbox(metrics: Metrics, db: Db, now: number): Promise<void> 
   metrics.outboxOldestDueAge.set(dueSince ? Math.max(0, (now - new Date(dueSince).getTime()) / 1000) : 0);
 }
 
-/** The exposition text of this process's metrics, the database-wide figures read now. */
-export async function scrape(services: Services): Promise<{ contentType: string; body: string }> {
-  const metrics = services.get(metricsPart);
-  readPool(metrics, 'main', services.db);
-  for (const [name, db] of metrics.otherPools) readPool(metrics, name, db);
+async function readDatabaseFigures(services: Services, metrics: Metrics): Promise<void> {
   try {
-    // On the dispatcher's connections where it has its own: a scrape still answers while
-    // requests hold every connection of the API, which is when it is wanted most.
-    await readOutbox(metrics, metrics.otherPools.get('dispatcher') ?? services.db, services.now());
+    await readOutbox(metrics, services.db, services.now());
     metrics.databaseUp.set(1);
   } catch (err) {
     // The process's own figures are still worth serving while the database is away.
     services.log.warn({ err }, 'metrics: the outbox figures could not be read');
     metrics.databaseUp.set(0);
   }
-  return { contentType: metrics.registry.contentType, body: await metrics.registry.metrics() };
+}
+
+/** The exposition text of this process's metrics, the database-wide figures read now. */
+export async function scrape(services: Services): Promise<{ contentType: string; body: string }> {
+  const metrics = services.get(metricsPart);
+  readPool(metrics, 'main', services.db);
+  const thread = metrics.dispatcherThread;
+  if (!thread) {
+    await readDatabaseFigures(services, metrics);
+    return { contentType: metrics.registry.contentType, body: await metrics.registry.metrics() };
+  }
+  const [own, theirs] = await Promise.all([
+    metrics.registry.getMetricsAsJSON(),
+    thread().catch((err: unknown) => {
+      services.log.warn({ err }, 'metrics: the dispatcher thread did not answer');
+      return [] as Figures;
+    }),
+  ]);
+  const merged = AggregatorRegistry.aggregate([own.filter((f) => !fromDispatcherThread(f.name)), theirs.filter((f) => fromDispatcherThread(f.name) || isPoolFamily(f.name))]);
+  return { contentType: merged.contentType, body: await merged.metrics() };
+}
+
+/** What a dispatcher thread answers its process's scrape with (see showDispatcherThread). */
+export async function dispatcherThreadFigures(services: Services): Promise<Figures> {
+  const metrics = services.get(metricsPart);
+  readPool(metrics, 'dispatcher', services.db);
+  await readDatabaseFigures(services, metrics);
+  return metrics.registry.getMetricsAsJSON();
 }

@@ -8,9 +8,10 @@ import { SMTPServer } from 'smtp-server';
 import t from 'tap';
 import { buildApp } from '../../server/app.js';
 import { emptyDir, makeTicket, ownerWithBrand, testConfig } from '../helpers/app.js';
-import { BIN, ticketdEnv } from '../helpers/cli.js';
+import { BIN, startServer, ticketdEnv } from '../helpers/cli.js';
 import { freshDatabase } from '../helpers/db.js';
 import { testNow } from '../helpers/clock.js';
+import { until } from '../helpers/wait.js';
 
 // A dispatcher-only process (`start --role dispatcher`) builds its own services from the
 // configuration: a reply queued by the API goes out through the SMTP relay it names.
@@ -62,4 +63,18 @@ t.test('start --role dispatcher sends queued mail with the configured SMTP trans
   t.notOk(existsSync(path.join(dataDir, 'mail', 'outbox')), 'nothing went to the file transport');
   child.kill('SIGTERM');
   t.equal(await exited, 0, 'a graceful stop');
+});
+
+t.test('start --role dispatcher writes its lines at the configured level: at warn, no line per mail written', async (t) => {
+  const { owner, base } = await ownerWithBrand(app);
+  const ticket = await makeTicket(owner.live, base, { title: 'Filed', customerEmail: 'joe@customer.example' });
+  const reply = (await owner.live('POST', `${base}/tickets/${ticket.id}/comments`, { body: 'Written to a file.' })).body;
+  const mailFile = path.join(dataDir, 'mail', 'outbox', `${reply.id}@dispatch.example.eml`);
+  const server = startServer({ ...env, TICKETD_LOG_LEVEL: 'warn' }, ['--role', 'dispatcher']);
+  t.teardown(() => void server.child.kill('SIGKILL'));
+  t.ok(await server.ready, server.stderr());
+  await until('the reply written to its file', () => existsSync(mailFile), 30_000);
+  server.child.kill('SIGTERM');
+  t.equal(await server.exited, 0, 'a graceful stop');
+  t.notMatch(server.stderr(), /written to/, 'the file transport line is at info');
 });

@@ -17,7 +17,8 @@ t.teardown(() => app.close());
 
 const count = async (where: Record<string, unknown>) => Number((await db('tickets').where(where).count({ n: '*' }))[0]!.n);
 const dispatcher = (extra: Record<string, string> = {}): Server => {
-  const server = startServer({ ...env, ...extra }, ['--role', 'dispatcher']);
+  // At info: the test reads what the dispatcher logs.
+  const server = startServer({ ...env, TICKETD_LOG_LEVEL: 'info', ...extra }, ['--role', 'dispatcher']);
   t.teardown(() => void server.child.kill('SIGKILL'));
   return server;
 };

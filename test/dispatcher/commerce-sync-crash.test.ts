@@ -21,7 +21,8 @@ const app = await buildApp({ clock: testNow, config: testConfig(env), db });
 t.teardown(() => app.close());
 
 const dispatcher = (extra: Record<string, string> = {}): Server => {
-  const server = startServer({ ...env, ...extra }, ['--role', 'dispatcher']);
+  // At info: the test reads what the dispatcher logs.
+  const server = startServer({ ...env, TICKETD_LOG_LEVEL: 'info', ...extra }, ['--role', 'dispatcher']);
   t.teardown(() => void server.child.kill('SIGKILL'));
   return server;
 };

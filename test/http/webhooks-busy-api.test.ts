@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { Worker } from 'node:worker_threads';
 import pg from 'pg';
 import t from 'tap';
 import { createServices } from '../../server/compose.js';
@@ -108,4 +109,69 @@ t.test('with every API connection held, a webhook delivery still goes out within
     answered.map(() => 200),
     'the held requests finish once the lock is gone',
   );
+});
+
+/**
+ * A receiver on a thread of its own that answers 400, then 200, and records when each delivery
+ * came; told a message id, it makes that message due again a little later (as `ticketd outbox
+ * retry` does, NOTIFY included) while this thread may be busy.
+ */
+function receiverThread(databaseUrl: string): Worker {
+  return new Worker(
+    `
+    const { parentPort, workerData } = require('node:worker_threads');
+    const http = require('node:http');
+    const pg = require('pg');
+    let answered = 0;
+    const server = http.createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        parentPort.postMessage({ type: 'received', at: Date.now() });
+        res.statusCode = answered++ === 0 ? 400 : 200;
+        res.end();
+      });
+    });
+    server.listen(0, '127.0.0.1', () => parentPort.postMessage({ type: 'listening', port: server.address().port }));
+    parentPort.on('message', async ({ id, afterMs }) => {
+      await new Promise((r) => setTimeout(r, afterMs));
+      const client = new pg.Client({ connectionString: workerData.databaseUrl });
+      await client.connect();
+      await client.query("update outbox set status = 'pending', attempts = 0, available_at = now(), lease_owner = null, lease_expires_at = null where id = $1", [id]);
+      await client.query('select pg_notify($1, $2)', [workerData.channel, 'webhook']);
+      parentPort.postMessage({ type: 'due', at: Date.now() });
+      await client.end();
+    });
+    `,
+    { eval: true, workerData: { databaseUrl, channel: outbox.OUTBOX_CHANNEL } },
+  );
+}
+
+t.test("with the API's event loop held, webhook deliveries still go out: the dispatcher runs on its own thread", async (t) => {
+  const thread = receiverThread(url);
+  t.teardown(() => thread.terminate());
+  const heard: { type: string; at?: number; port?: number }[] = [];
+  thread.on('message', (m: { type: string }) => heard.push(m));
+  await until('the receiver listening', () => heard.some((m) => m.type === 'listening'));
+  const port = heard.find((m) => m.type === 'listening')!.port!;
+
+  const hook = await call('POST', '/webhooks', { url: `http://127.0.0.1:${port}/in`, events: ['ticket.updated'] });
+  t.equal(hook.status, 201);
+  const ticket = await call('POST', '/tickets', { title: 'Busy loop', customerEmail: 'bo@example.com', customerName: 'Bo' });
+  t.equal((await call('PATCH', `/tickets/${ticket.body.id}`, { title: 'Busy loop, again' })).status, 200);
+  const failedOne = async () => db('outbox').where({ status: 'failed', event: 'ticket.updated' }).first();
+  await until('the first delivery refused', async () => (await failedOne()) !== undefined);
+  const failed = await failedOne();
+
+  // The receiver makes it due in 300 ms; meanwhile this thread (where the API runs) does not yield.
+  thread.postMessage({ id: failed.id, afterMs: 300 });
+  const heldFrom = Date.now();
+  while (Date.now() - heldFrom < 3_000);
+  const heldUntil = Date.now();
+
+  await until('the second delivery', () => heard.filter((m) => m.type === 'received').length === 2);
+  const due = heard.find((m) => m.type === 'due')!.at!;
+  const sent = heard.filter((m) => m.type === 'received')[1]!.at!;
+  t.ok(due >= heldFrom && due < heldUntil, 'made due while the API thread was held');
+  t.ok(sent >= due && sent < heldUntil, 'and delivered before the API thread ran again');
+  await until('the delivery settled', async () => (await db('outbox').where({ id: failed.id }).first()).status === 'success');
 });
