@@ -2,6 +2,7 @@ import { once } from 'node:events';
 import t from 'tap';
 import { credentialCacheOf } from '../../server/core/credential-cache.js';
 import { client, secondInstance, servicesOf, testApp } from '../helpers/app.js';
+import { testNow } from '../helpers/clock.js';
 import { SIGN_IN_TEST_ENV, signIn, teamOf } from '../helpers/sign-in.js';
 
 /**
@@ -77,4 +78,32 @@ t.test("a session's sliding expiry writes do not empty the cache", async (t) => 
   for (let i = 0; i < 3; i++) t.equal((await asMember('GET', '/v1/brands')).status, 200);
   await cacheA.sync();
   t.equal(cacheA.stats.drops, drops, 'no drop while the session is only used');
+});
+
+t.test("a dashboard's requests at once, over a minute after the session's last use: one write moves its expiry", async (t) => {
+  const { asMember, member } = await team();
+  t.equal((await asMember('GET', '/v1/brands')).status, 200, 'cached');
+  // Its last use a minute and a half ago; out of the cache, so every request reads that.
+  const longAgo = new Date(testNow() - 90_000);
+  const rows = (await a.db('sessions').where({ memberId: member.id }).update({ lastUsedAt: longAgo }).returning('id')) as { id: string }[];
+  cacheA.drop(rows.map((r) => r.id));
+
+  const touches: string[] = [];
+  const listener = (q: { sql: string }) => void (/^\s*update "sessions"/.test(q.sql) && touches.push(q.sql));
+  a.db.on('query', listener);
+  const answers = await Promise.all(Array.from({ length: 6 }, () => asMember('GET', '/v1/brands'))).finally(() => a.db.removeListener('query', listener));
+  t.same(
+    answers.map((r) => r.status),
+    answers.map(() => 200),
+  );
+  t.equal(touches.length, 1, 'one write for the six requests');
+  const moved = await a
+    .db('sessions')
+    .whereIn(
+      'id',
+      rows.map((r) => r.id),
+    )
+    .where('lastUsedAt', '>', new Date(longAgo.getTime() + 60_000));
+  t.equal(moved.length, 1, "the session's last use moved to now");
+  t.ok(moved[0].expiresAt.getTime() > testNow(), 'and its expiry with it');
 });

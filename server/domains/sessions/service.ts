@@ -3,7 +3,7 @@ import { notFound } from '../../core/errors.js';
 import { newId, ID_PREFIX } from '../../core/ids.js';
 import { SESSION_TOKEN_PREFIX } from '../../core/auth.js';
 import { hashSecret, randomBase62, TOKEN_RANDOM_LENGTH } from '../../core/secrets.js';
-import type { Services } from '../../core/services.js';
+import { part, type Services } from '../../core/services.js';
 import * as audit from '../../core/audit.js';
 import { credentialsChanged } from '../../core/credential-cache.js';
 import { MagicLink, Session } from './model.js';
@@ -161,6 +161,13 @@ function isLive(session: SessionRecord, now: number): boolean {
 }
 
 /**
+ * The writes of sliding expiries under way in this process, by session id: the requests a
+ * dashboard sends at once share one, instead of each waiting for the last one's commit on the
+ * session's row.
+ */
+const touchesPart = part('session-touches', () => new Map<string, Promise<SessionRecord | null>>());
+
+/**
  * A use of a live session: its sliding expiry moves forward, written at most once a minute, so
  * reads stay reads. Null when it has ended by the clock, or was revoked meanwhile (the write finds
  * nothing, so a logout racing this request wins).
@@ -169,12 +176,18 @@ export async function keepAlive(services: Services, session: SessionRecord): Pro
   const now = services.now();
   if (!isLive(session, now)) return null;
   if (now - session.lastUsedAt.getTime() < TOUCH_RESOLUTION_MS) return session;
+  const touches = services.get(touchesPart);
+  const underWay = touches.get(session.id);
+  if (underWay) return underWay;
   const expiresAt = new Date(Math.min(now + lifetimes(services).idleMs, session.maxExpiresAt.getTime()));
-  const touched = await Session.ofAccount({ db: services.db, accountId: session.accountId })
+  const touch = Session.ofAccount({ db: services.db, accountId: session.accountId })
     .where('sessions.id', session.id)
     .whereNull('revokedAt')
-    .patch({ lastUsedAt: new Date(now), expiresAt });
-  return touched ? { ...session, lastUsedAt: new Date(now), expiresAt } : null;
+    .patch({ lastUsedAt: new Date(now), expiresAt })
+    .then((touched) => (touched ? { ...session, lastUsedAt: new Date(now), expiresAt } : null))
+    .finally(() => touches.delete(session.id));
+  touches.set(session.id, touch);
+  return touch;
 }
 
 /** Ends a session now (sign-out): its token gets 401 from the next request on. */
