@@ -1,5 +1,4 @@
 import type { Config } from './core/config.js';
-import type { Db } from './core/db.js';
 import type { Services } from './core/services.js';
 import { attachmentDepsOf } from './domains/attachments/service.js';
 import { Dispatcher, type DispatcherLog } from './worker/dispatcher.js';
@@ -8,11 +7,10 @@ import { mailHandler } from './worker/handlers/mail.js';
 /**
  * A process's dispatcher on its services, with the configured concurrency, webhook rules and mail
  * transport, started: `--role dispatcher` runs it on the main thread, `--role all` on a thread of
- * its own (dispatcher-thread.ts). `db`: its pool, when not the services' own.
+ * its own (dispatcher-thread.ts), each on the services' pool.
  */
-export function startDispatcher(services: Services, log: DispatcherLog, config: Config, db?: Db): Dispatcher {
+export function startDispatcher(services: Services, log: DispatcherLog, config: Config): Dispatcher {
   const dispatcher = new Dispatcher(services, log, attachmentDepsOf(services), {
-    db,
     concurrency: config.dispatcherConcurrency,
     webhooks: { allowPrivate: config.webhookAllowPrivate, timeoutMs: config.webhookTimeoutMs },
     handlers: { mail: mailHandler(services.mailTransport) },

@@ -105,8 +105,9 @@ export async function startServer(config: Config, role: Role, log: Log = () => u
       warn: (o: object, m: string) => from('warn', () => `${m} ${JSON.stringify(o)}`),
       error: (o: object, m: string) => from('error', () => `${m}: ${String((o as { err?: Error }).err?.message)}`),
     };
-    // One set of services for this process: the API, the SMTP listener and the dispatcher share them.
-    // They log through Fastify's logger once the API runs, as the dispatcher does.
+    // One set of services for this thread: the API, the SMTP listener and a dispatcher on this
+    // thread share them (a dispatcher thread builds its own). They log through Fastify's logger
+    // once the API runs, and so does the dispatcher, on either thread.
     const logger = {
       info: (o: object, m: string) => (app?.log ?? lines).info(o, m),
       warn: (o: object, m: string) => (app?.log ?? lines).warn(o, m),
@@ -140,8 +141,9 @@ export async function startServer(config: Config, role: Role, log: Log = () => u
         });
       }
     }
-    if (role === 'dispatcher') dispatcher = startDispatcher(svc, lines, config);
-    if (role === 'all') {
+    // With no connections of its own (dispatcherDbPoolMax 0), the dispatcher shares the API's pool and thread.
+    if (role === 'dispatcher' || (role === 'all' && !share)) dispatcher = startDispatcher(svc, logger, config);
+    if (role === 'all' && share) {
       // Its own thread: deliveries keep their share of the process however busy the API is.
       const thread = (dispatcherThread = await DispatcherThread.start({ config, databaseUrl: handle.url, directUrl, poolMax: share, transactionPooling }, logger, (err) => {
         logger.error({ err }, 'the dispatcher thread failed: stopping');

@@ -24,7 +24,7 @@ export interface Metrics {
   readonly poolPendingAcquires: Gauge<'pool'>;
   readonly poolPendingCreates: Gauge<'pool'>;
   readonly poolMax: Gauge<'pool'>;
-  /** The figures of this process's dispatcher thread (`--role all`), when it has one: see dispatcherFamilies. */
+  /** The figures of this process's dispatcher thread (`--role all`), when it has one: see showDispatcherThread. */
   dispatcherThread: (() => Promise<Figures>) | null;
 }
 

@@ -4,7 +4,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import cron, { type ScheduledTask } from 'node-cron';
 import { systemCtx, withTx, type BaseCtx } from '../core/context.js';
 import type { Services } from '../core/services.js';
-import { poolMaxOf, type Db } from '../core/db.js';
+import { poolMaxOf } from '../core/db.js';
 import { purgeExpired as purgeExpiredIdempotencyKeys } from '../core/idempotency.js';
 import { analyzeNewTables } from '../core/first-statistics.js';
 import { Listener } from '../core/notify.js';
@@ -42,11 +42,6 @@ export interface OutboxOptions {
   now?: () => number;
   /** [0, 1) for the backoff jitter. */
   random?: () => number;
-  /**
-   * The pool its work runs on; default the services' own. main.ts gives it one of its own beside
-   * the API (role all), so requests holding every API connection never hold up a claim or a settle.
-   */
-  db?: Db;
   /** Messages delivered at once by this process. */
   concurrency?: number;
   /** The most messages of one account delivered at once by this process; default config dispatcherAccountConcurrency. */
@@ -231,7 +226,7 @@ export class Dispatcher {
     private readonly attachmentDeps: attachments.AttachmentDeps | null = null,
     options: OutboxOptions = {},
   ) {
-    this.ctx = { ...systemCtx(services, 'dispatcher'), db: options.db ?? services.db };
+    this.ctx = systemCtx(services, 'dispatcher');
     this.now = options.now ?? services.now;
     this.random = options.random ?? Math.random;
     this.concurrency = options.concurrency ?? 16;

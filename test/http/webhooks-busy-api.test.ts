@@ -175,3 +175,23 @@ t.test("with the API's event loop held, webhook deliveries still go out: the dis
   t.ok(sent >= due && sent < heldUntil, 'and delivered before the API thread ran again');
   await until('the delivery settled', async () => (await db('outbox').where({ id: failed.id }).first()).status === 'success');
 });
+
+t.test('with dispatcherDbPoolMax 0, one pool for both: the dispatcher runs beside the API and delivers', async (t) => {
+  const fresh = await freshDatabase(t);
+  const dir = mkdtempSync(path.join(os.tmpdir(), 'ticketd-one-pool-'));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  const shared = testConfig({ DATABASE_URL: fresh.url, PORT: '0', TICKETD_DATA_DIR: dir, TICKETD_DISPATCHER_DB_POOL_MAX: '0', TICKETD_WEBHOOK_ALLOW_PRIVATE: 'true' });
+  t.equal(dispatcherPoolShare(shared), 0);
+  const server = await startServer(shared, 'all');
+  t.teardown(() => server.stop());
+  const hook = await receiver(t, () => ({ status: 200 }));
+  const at = `${server.baseUrl}/v1/brands/${server.bootstrap!.brand!.id}`;
+  const headers = { authorization: `Bearer ${server.bootstrap!.apiKeys.live.key}`, 'content-type': 'application/json' };
+  const post = (route: string, body: unknown) => fetch(`${at}${route}`, { method: 'POST', headers, body: JSON.stringify(body) });
+  t.equal((await post('/webhooks', { url: `${hook.url}/in`, events: ['ticket.created'] })).status, 201);
+  t.equal((await post('/tickets', { title: 'One pool', customerEmail: 'op@example.com', customerName: 'Op' })).status, 201);
+  await until('the delivery', () => hook.received.length === 1);
+  const metrics = await (await fetch(`${server.baseUrl}/metrics`)).text();
+  t.match(metrics, /^ticketd_dispatcher_deliveries_total\{kind="webhook",outcome="delivered"\} 1$/m, "the dispatcher's figures in the process's scrape");
+  t.notMatch(metrics, /pool="dispatcher"/, 'no pool of its own');
+});
