@@ -43,8 +43,7 @@ export interface Running {
 type Log = (line: string) => void;
 
 /** Config logLevel's values, least severe first; silent shows nothing. */
-const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const;
-type LogLevel = (typeof LOG_LEVELS)[number];
+const LOG_LEVELS: readonly Config['logLevel'][] = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'];
 
 /** Starts a role in this process: database, migrations, bootstrap, then API and/or dispatcher. */
 export async function startServer(config: Config, role: Role, log: Log = () => undefined): Promise<Running> {
@@ -99,7 +98,7 @@ export async function startServer(config: Config, role: Role, log: Log = () => u
     await migrateLatest(db, directUrl);
     // Without the API there is no Fastify logger: service and dispatcher lines at the configured
     // level or above go to the start-up log.
-    const from = (level: LogLevel, line: () => string) => (LOG_LEVELS.indexOf(level) >= LOG_LEVELS.indexOf(config.logLevel) ? log(line()) : undefined);
+    const from = (level: Config['logLevel'], line: () => string) => (LOG_LEVELS.indexOf(level) >= LOG_LEVELS.indexOf(config.logLevel) ? log(line()) : undefined);
     const lines = {
       info: (o: object, m: string) => from('info', () => `${m} ${JSON.stringify(o)}`),
       warn: (o: object, m: string) => from('warn', () => `${m} ${JSON.stringify(o)}`),
