@@ -10,12 +10,11 @@
  *    changes up, as in production); goal: within 3x at p50. `BENCH_ONLY=views` measures these alone,
  *    `BENCH_ONLY=triggers` the creates and updates alone.
  */
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import type { ChildProcess } from 'node:child_process';
-import autocannon from 'autocannon';
 import { readLatency } from './floor.js';
 import { seed } from './seed.js';
-import { adminDatabase, sql, startTicketd, stop, withDatabase } from './server.js';
+import { adminDatabase, requestsPerSecond, sql, startTicketd, stop, withDatabase } from './server.js';
 
 const log = (s: string) => process.stderr.write(`${s}\n`);
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
@@ -102,39 +101,6 @@ function triggers(): Record<string, unknown>[] {
 
 type Brands = { plain: string[]; rules: string[] };
 
-/** Requests per second over `seconds`, `connections` at once, each connection keeping to one of `brandIds`. */
-function perSecond(
-  url: string,
-  headers: Record<string, string>,
-  connections: number,
-  seconds: number,
-  request: (brand: string, n: number) => { method: 'POST' | 'PATCH'; path: string; body: unknown },
-  brandIds: readonly string[],
-): Promise<number> {
-  let dealt = 0;
-  return new Promise((resolve, reject) =>
-    autocannon(
-      {
-        url,
-        connections,
-        duration: seconds,
-        initialContext: {},
-        requests: [
-          {
-            setupRequest: (req, context) => {
-              const c = context as { brand?: string };
-              c.brand ??= brandIds[dealt++ % brandIds.length];
-              const r = request(c.brand!, Math.floor(Math.random() * 1_000_000));
-              return { ...req, method: r.method, path: r.path, headers: { ...headers, 'x-idempotency-key': randomUUID() }, body: JSON.stringify(r.body) };
-            },
-          },
-        ],
-      },
-      (err, result) => (err ? reject(err) : result.non2xx ? reject(new Error(`${result.non2xx} requests failed`)) : resolve(Math.round(result.requests.average))),
-    ),
-  );
-}
-
 export async function runRulesBench(opts: { tickets: number; duration: number }): Promise<void> {
   const { adminUrl, cleanup } = await adminDatabase({ shared_buffers: '2GB', work_mem: '16MB', maintenance_work_mem: '512MB', max_wal_size: '8GB', max_connections: '200' });
   const database = `ticketd_bench_rules_${randomBytes(4).toString('hex')}`;
@@ -194,7 +160,8 @@ export async function runRulesBench(opts: { tickets: number; duration: number })
             const scenario = `${op} c${c}`;
             const rate: Record<string, number> = {};
             for (const kind of turn % 2 ? (['rules', 'plain'] as const) : (['plain', 'rules'] as const)) {
-              rate[kind] = await perSecond(url, headers, c, opts.duration, request, brands[kind].slice(0, c === 1 ? 1 : BRANDS));
+              const load = { connections: c, seconds: opts.duration, brandIds: brands[kind].slice(0, c === 1 ? 1 : BRANDS), keyed: true };
+              rate[kind] = Math.round(await requestsPerSecond(url, headers, load, (brand) => request(brand, Math.floor(Math.random() * 1_000_000))));
             }
             log(`  ${scenario} (${turn ? `turn ${turn}` : 'warm-up'}): ${rate.plain}/s without rules, ${rate.rules}/s with 50 (5 matching)`);
             if (!turn) continue;

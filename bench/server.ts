@@ -1,8 +1,10 @@
-/** What the benches share: database URLs, one-off SQL, bin/ticketd as a child process, and ticketd's own code in this process for fast set-up. */
+/** What the benches share: database URLs, one-off SQL, bin/ticketd as a child process, a request rate, and ticketd's own code in this process for fast set-up. */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { chmodSync, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import autocannon from 'autocannon';
 import pg from 'pg';
 import { EmbeddedPostgres } from '../server/integrations/embedded-postgres.js';
 import { packageRoot } from '../server/core/paths.js';
@@ -156,4 +158,48 @@ export async function post(base: string, key: string | null, url: string, body: 
   });
   if (res.status !== 201) throw new Error(`POST ${url}: ${res.status} ${await res.text()}`);
   return res.json();
+}
+
+/** A request of requestsPerSecond: its method, path and JSON body. */
+export interface RateRequest {
+  method: 'POST' | 'PATCH';
+  path: string;
+  body: unknown;
+}
+
+/**
+ * Requests per second over `seconds`, `connections` at once, each connection keeping to one of
+ * `brandIds` (dealt in turn) and counting its requests from 1 (`n`); with `keyed`, each request
+ * has an idempotency key of its own, as the SDK sends. Rejects when an answer is not 2xx.
+ */
+export function requestsPerSecond(
+  url: string,
+  headers: Record<string, string>,
+  load: { connections: number; seconds: number; brandIds: readonly string[]; keyed: boolean },
+  request: (brand: string, n: number) => RateRequest,
+): Promise<number> {
+  let dealt = 0;
+  return new Promise((resolve, reject) =>
+    autocannon(
+      {
+        url,
+        connections: load.connections,
+        duration: load.seconds,
+        initialContext: {},
+        requests: [
+          {
+            setupRequest: (req, context) => {
+              const c = context as { brand?: string; n?: number };
+              c.brand ??= load.brandIds[dealt++ % load.brandIds.length];
+              c.n = (c.n ?? 0) + 1;
+              const r = request(c.brand!, c.n);
+              const keyed = load.keyed ? { 'x-idempotency-key': randomUUID() } : {};
+              return { ...req, method: r.method, path: r.path, headers: { ...headers, ...keyed }, body: JSON.stringify(r.body) };
+            },
+          },
+        ],
+      },
+      (err, result) => (err ? reject(err) : result.non2xx ? reject(new Error(`${result.non2xx} requests failed`)) : resolve(result.requests.average)),
+    ),
+  );
 }

@@ -9,14 +9,13 @@
  *    statement of domains/tickets/overdue.ts, run repeatedly), then the time one `--role
  *    dispatcher` process takes to announce them all.
  */
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import type { ChildProcess } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
-import autocannon from 'autocannon';
 import pg from 'pg';
 import { percentile, readLatency } from './floor.js';
 import { seed } from './seed.js';
-import { adminDatabase, sql, startTicketd, stop, withDatabase } from './server.js';
+import { adminDatabase, requestsPerSecond, sql, startTicketd, stop, withDatabase } from './server.js';
 
 const log = (s: string) => process.stderr.write(`${s}\n`);
 const round = (x: number) => Math.round(x * 100) / 100;
@@ -29,30 +28,14 @@ const OVERDUE = 10_000;
 const BUSINESS_HOURS = { start: '09:00', end: '17:00', days: [1, 2, 3, 4, 5], timezone: 'Europe/Paris', holidays: ['2026-12-25', '2027-01-01'] };
 
 /** Creates per second over `seconds`, `connections` at once, each connection keeping to one of `brandIds`. */
-function createsPerSecond(url: string, headers: Record<string, string>, brandIds: readonly string[], connections: number, seconds: number): Promise<number> {
-  let dealt = 0;
-  return new Promise((resolve, reject) =>
-    autocannon(
-      {
-        url,
-        connections,
-        duration: seconds,
-        method: 'POST',
-        initialContext: {},
-        requests: [
-          {
-            setupRequest: (req, context) => {
-              const c = context as { brand?: string };
-              c.brand ??= brandIds[dealt++ % brandIds.length];
-              const n = Math.floor(Math.random() * 200);
-              const body = { title: `Printer ${n} is on fire`, customerEmail: `customer${n}@sla.example`, priority: ['urgent', 'high', 'normal', 'low'][n % 4] };
-              return { ...req, path: `/v1/brands/${c.brand}/tickets`, headers: { ...headers, 'x-idempotency-key': randomUUID() }, body: JSON.stringify(body) };
-            },
-          },
-        ],
-      },
-      (err, result) => (err ? reject(err) : result.non2xx ? reject(new Error(`${result.non2xx} creates failed`)) : resolve(Math.round(result.requests.average))),
-    ),
+async function createsPerSecond(url: string, headers: Record<string, string>, brandIds: readonly string[], connections: number, seconds: number): Promise<number> {
+  const load = { connections, seconds, brandIds, keyed: true };
+  return Math.round(
+    await requestsPerSecond(url, headers, load, (brand) => {
+      const n = Math.floor(Math.random() * 200);
+      const body = { title: `Printer ${n} is on fire`, customerEmail: `customer${n}@sla.example`, priority: ['urgent', 'high', 'normal', 'low'][n % 4] };
+      return { method: 'POST', path: `/v1/brands/${brand}/tickets`, body };
+    }),
   );
 }
 

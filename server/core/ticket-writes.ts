@@ -54,6 +54,7 @@ export type TicketSet = Partial<
 /** Sent as JSON text cast to jsonb: customFields may be any JSON, a bare string included. */
 const JSON_COLUMNS: readonly string[] = ['links', 'customFields', 'metadata'];
 const snake = (c: string) => c.replace(/[A-Z]/g, (m) => `_${m.toLowerCase()}`);
+const snakeKeys = (values: object) => Object.fromEntries(Object.entries(values).map(([k, v]) => [snake(k), v]));
 const DONE = `('resolved', 'closed')`;
 
 /** What a counted ticket contributes to ticket_count_changes, times sign: the migration's definition. */
@@ -124,12 +125,21 @@ export interface UpdatePartsOptions {
   /** The statement replaces the tickets' tag links with these: only their copies of the status and priority are updated. */
   keptTagIds?: readonly string[];
   /**
-   * A CTE (`name as (…)`) between `b` and `a`, and a condition on it ANDed to the write of `a`: a
-   * claim of the request's idempotency key, made only when `b` holds a row, the write only when
-   * the claim was made.
+   * A condition ANDed to the write of `a`, read after `b` has locked its rows, and perhaps a CTE
+   * (`name as (…)`) between `b` and `a` that it reads: a claim of the request's idempotency key,
+   * made only when `b` holds a row, the write only when the claim was made; or "b locked every
+   * ticket asked for", so a set is written whole or not at all.
    */
-  claim?: { cte: SqlFragment; writeWhen: string };
+  gate?: { cte?: SqlFragment; writeWhen: string };
+  /**
+   * Clock columns whose values differ by ticket (each status change moves its own service-level
+   * clock), by ticket id; a column a ticket's values lack keeps its value.
+   */
+  perTicket?: ReadonlyMap<string, Partial<Record<PerTicketColumn, unknown>>>;
 }
+
+/** The columns UpdatePartsOptions.perTicket may set. */
+export type PerTicketColumn = 'dueAt' | 'dueAtManual' | 'slaPausedAt' | 'slaPausedSeconds' | 'overdueAt';
 
 /**
  * updateTickets' CTEs (`b`: the rows before, locked; `a`: the rows written; then what follows),
@@ -138,7 +148,7 @@ export interface UpdatePartsOptions {
  * isSpam (its allowance adjustment is a statement of its own). Null: nothing to set.
  */
 export function ticketUpdateParts(tx: TenantCtx, brandId: string, ids: readonly string[], set: TicketSet, options: UpdatePartsOptions = {}): SqlFragment | null {
-  const { guard, keptTagIds, claim } = options;
+  const { guard, keptTagIds, gate, perTicket } = options;
   const columns = Object.keys(set).filter((c) => set[c as keyof TicketSet] !== undefined) as (keyof TicketSet)[];
   if (!ids.length || !columns.length) return null;
   const sets: string[] = [];
@@ -152,6 +162,14 @@ export function ticketUpdateParts(tx: TenantCtx, brandId: string, ids: readonly 
     const v = value(c);
     sets.push(`${snake(c)} = ${v.sql}`);
     bindings.push(...v.bindings);
+  }
+  // Each ticket's own values, typed in `b` (a row of tickets made from its JSON) and set where given.
+  const own = perTicket?.size ? JSON.stringify(Object.fromEntries([...perTicket].map(([id, values]) => [id, snakeKeys(values)]))) : null;
+  if (perTicket) {
+    for (const c of new Set([...perTicket.values()].flatMap((values) => Object.keys(values)))) {
+      const column = snake(c);
+      sets.push(`${column} = case when jsonb_exists(b.own_set, '${column}') then (b.own).${column} else t.${column} end`);
+    }
   }
   const has = (c: keyof TicketSet) => columns.includes(c);
   // Derived columns read the value given, bound once more (the SET list sees the row before).
@@ -205,11 +223,13 @@ export function ticketUpdateParts(tx: TenantCtx, brandId: string, ids: readonly 
   }
   return {
     sql: `b as (
-      select t.id, t.brand_id, t.account_id, t.livemode, t.status, t.priority, t.is_spam, t.deleted_at, t.resolved_at, t.created_at, now() as now
+      select t.id, t.brand_id, t.account_id, t.livemode, t.status, t.priority, t.is_spam, t.deleted_at, t.resolved_at, t.created_at, now() as now${
+        own ? ', ?::jsonb -> t.id as own_set, jsonb_populate_record(null::tickets, ?::jsonb -> t.id) as own' : ''
+      }
       from tickets t where ? and t.brand_id = ? and t.id = any(?::text[]) and t.deleted_at is null${guard ? ` and ${guard.sql}` : ''} order by t.id for update
-    ),${claim ? ` ${claim.cte.sql},` : ''} a as (
+    ),${gate?.cte ? ` ${gate.cte.sql},` : ''} a as (
       update tickets t set ${sets.join(', ')}
-      from b where ? and t.brand_id = ? and t.id = b.id${claim ? ` and ${claim.writeWhen}` : ''}
+      from b where ? and t.brand_id = ? and t.id = b.id${gate ? ` and ${gate.writeWhen}` : ''}
       returning ${
         options.wholeRows
           ? 't.*'
@@ -218,11 +238,12 @@ export function ticketUpdateParts(tx: TenantCtx, brandId: string, ids: readonly 
       }
     )${effects.map((e) => `, ${e}`).join('')}`,
     bindings: [
+      ...(own ? [own, own] : []),
       tenantScope(tx, 't'),
       brandId,
       [...ids],
       ...((guard?.bindings ?? []) as Knex.RawBinding[]),
-      ...((claim?.cte.bindings ?? []) as Knex.RawBinding[]),
+      ...((gate?.cte?.bindings ?? []) as Knex.RawBinding[]),
       ...bindings,
       tenantScope(tx, 't'),
       brandId,

@@ -15,9 +15,11 @@ import { moveClocks } from '../domains/tickets/service-level.js';
 import { asFieldError, assertAssignee, resolveTags } from './ticket-create.js';
 import { BOUND_TENANT, boundToTenant, scopeOf, tenantIs } from '../core/model.js';
 import { linkTags, updateTickets } from '../core/ticket-writes.js';
+import { bulkInTwoStatements } from './ticket-bulk-statement.js';
 
 /**
  * Ticket actions beyond create/update/delete: the spam flag and bulk actions (merge is in merge.ts).
+ * A bulk action is two statements when it can (ticket-bulk-statement.ts); this is its step-by-step way.
  *
  * Both lock the tickets they act on (FOR UPDATE, in id order, so concurrent bulks over
  * overlapping tickets queue instead of deadlocking) and then do every write, with its audit
@@ -285,6 +287,11 @@ function checkBulkParams(input: BulkInput): void {
  */
 export async function bulk(ctx: TenantCtx, brandId: string, input: BulkInput): Promise<BulkOutcome> {
   checkBulkParams(input);
+  return (await bulkInTwoStatements(ctx, brandId, input)) ?? bulkStepByStep(ctx, brandId, input);
+}
+
+/** The bulk action in one transaction, a statement or more per step: the way for every action and every error. */
+async function bulkStepByStep(ctx: TenantCtx, brandId: string, input: BulkInput): Promise<BulkOutcome> {
   return withTx(ctx, async (tx) => {
     const brand = await requireBrand(tx, brandId);
     // Tickets first, then tags and the rest: the order PATCH takes its locks in.

@@ -41,7 +41,7 @@ import { entryParts, fireInMemory, stateChanges, stateOfView, subjectOf } from '
 const ATTEMPTS = 3;
 
 /** The version the read and the write compare: the whole row (any change moves updated_at) and, when tags are set, the tag links. */
-const versionSql = (t: string, withTags: boolean) =>
+export const versionSql = (t: string, withTags: boolean) =>
   `md5(${t}::text${withTags ? ` || array(select tt.tag_id from ticket_tags tt where ${sameTenant('tt', t)} and tt.brand_id = ${t}.brand_id and tt.ticket_id = ${t}.id order by tt.tag_id)::text` : ''})`;
 
 interface Seen {
@@ -57,55 +57,67 @@ interface Seen {
 }
 
 /** The tags an input names, split as the step by step way resolves them (ids, lower-cased names); null: a name no tag can have. */
-function tagsNamed(given: readonly string[]): { ids: string[]; names: string[] } | null {
+export function tagsNamed(given: readonly string[]): { ids: string[]; names: string[] } | null {
   const ids = given.filter((t) => tickets.TAG_ID.test(t));
   const names = given.filter((t) => !tickets.TAG_ID.test(t)).map((t) => t.trim());
   if (names.some((n) => !n || n.length > MAX_TAG_NAME_LENGTH)) return null;
   return { ids, names: names.map((n) => n.toLowerCase()) };
 }
 
+/** What an input names, as a read checks it: a status key, a member, a category, and tags by id and lower-cased name. */
+export interface Named {
+  status?: string | null;
+  assigneeId?: string | null;
+  categoryId?: string | null;
+  tags: { ids: string[]; names: string[] };
+}
+
+/**
+ * The columns of a read that check what the input names: status_ok, assignee_ok and category_ok
+ * (true when not named), and "tags", the brand's tags among those named (id, lower-cased name).
+ */
+export function namedChecks(ctx: TenantCtx, brandId: string, named: Named): SqlFragment {
+  return {
+    sql: `(?::text is null or exists (select 1 from statuses s where ? and s.brand_id = ? and s.key = ?::text)) as status_ok,
+      (?::text is null or exists (select 1 from members m where ? and m.id = ?::text and m.status = 'active')) as assignee_ok,
+      (?::text is null or exists (select 1 from categories ca where ? and ca.brand_id = ? and ca.id = ?::text)) as category_ok,
+      (select coalesce(jsonb_agg(jsonb_build_object('id', g.id, 'name', lower(g.name))), '[]') from tags g
+        where ? and g.brand_id = ? and (g.id = any(?::text[]) or lower(g.name) = any(?::text[]))) as "tags"`,
+    bindings: [
+      named.status ?? null,
+      tenantScope(ctx, 's'),
+      brandId,
+      named.status ?? null,
+      ...checked(named.assigneeId, accountScope(ctx, 'm')),
+      named.categoryId ?? null,
+      tenantScope(ctx, 'ca'),
+      brandId,
+      named.categoryId ?? null,
+      tenantScope(ctx, 'g'),
+      brandId,
+      named.tags.ids,
+      named.tags.names,
+    ],
+  };
+}
+
 /** The first statement: everything the write is computed from; null when the brand or the ticket is not there. */
 async function read(ctx: TenantCtx, brandId: string, ticketId: string, input: UpdateTicketInput, named: { ids: string[]; names: string[] }): Promise<Seen | null> {
   const withTags = input.tags !== undefined;
+  const checks = namedChecks(ctx, brandId, { ...input, tags: named });
   const [row] = await runInAccount<Record<string, unknown>>(
     ctx,
     ctx.db.raw(
       `select
       (select to_jsonb(br) from brands br where ? and br.id = ?) as brand,
       tk.*,
-      (?::text is null or exists (select 1 from statuses s where ? and s.brand_id = ? and s.key = ?::text)) as status_ok,
-      (?::text is null or exists (select 1 from members m where ? and m.id = ?::text and m.status = 'active')) as assignee_ok,
-      (?::text is null or exists (select 1 from categories ca where ? and ca.brand_id = ? and ca.id = ?::text)) as category_ok,
-      (select coalesce(jsonb_agg(jsonb_build_object('id', g.id, 'name', lower(g.name))), '[]') from tags g
-        where ? and g.brand_id = ? and (g.id = any(?::text[]) or lower(g.name) = any(?::text[]))) as tags
+      ${checks.sql}
       from (select 1) one left join lateral (
         select ?, ${versionSql('tickets', withTags)} as version, tickets.id as clock_id, tickets.created_at, tickets.status, tickets.priority,
           tickets.due_at, tickets.due_at_manual, tickets.sla_paused_at, tickets.sla_paused_seconds
         from tickets where ? and tickets.brand_id = ? and tickets.id = ? and tickets.deleted_at is null
       ) tk on true`,
-      [
-        tenantScope(ctx, 'br'),
-        brandId,
-        input.status ?? null,
-        tenantScope(ctx, 's'),
-        brandId,
-        input.status ?? null,
-        input.assigneeId ?? null,
-        accountScope(ctx, 'm'),
-        input.assigneeId ?? null,
-        input.categoryId ?? null,
-        tenantScope(ctx, 'ca'),
-        brandId,
-        input.categoryId ?? null,
-        tenantScope(ctx, 'g'),
-        brandId,
-        named.ids,
-        named.names,
-        tickets.viewJson(ctx),
-        tenantScope(ctx, 'tickets'),
-        brandId,
-        ticketId,
-      ] as Knex.RawBinding[],
+      [tenantScope(ctx, 'br'), brandId, ...checks.bindings, tickets.viewJson(ctx), tenantScope(ctx, 'tickets'), brandId, ticketId] as Knex.RawBinding[],
     ),
   );
   const r = row!;
@@ -133,9 +145,9 @@ async function read(ctx: TenantCtx, brandId: string, ticketId: string, input: Up
 }
 
 /** The tag ids the input names, when every one is the brand's; null: one is not (new, or unknown). */
-function tagIdsOf(seen: Seen, named: { ids: string[]; names: string[] }): string[] | null {
-  const byId = new Set(seen.tags.map((g) => g.id));
-  const byName = new Map(seen.tags.map((g) => [g.name, g.id]));
+export function tagIdsOf(found: Seen['tags'], named: { ids: string[]; names: string[] }): string[] | null {
+  const byId = new Set(found.map((g) => g.id));
+  const byName = new Map(found.map((g) => [g.name, g.id]));
   if (named.ids.some((id) => !byId.has(id)) || named.names.some((n) => !byName.has(n))) return null;
   return [...new Set([...named.ids, ...named.names.map((n) => byName.get(n)!)])];
 }
@@ -161,7 +173,7 @@ export async function updateInTwoStatements(ctx: TenantCtx, givenBrandId: string
     if (!seen || !seen.statusOk || !seen.assigneeOk || !seen.categoryOk) return null;
     const { brand, before } = seen;
     if (input.customFields !== undefined && hasTicketSchema(brand)) return null;
-    const tagIds = input.tags === undefined ? undefined : tagIdsOf(seen, named);
+    const tagIds = input.tags === undefined ? undefined : tagIdsOf(seen.tags, named);
     if (tagIds === null) return null;
 
     const plan = newPlan(before);
@@ -245,19 +257,12 @@ async function write(ctx: TenantCtx, w: Write): Promise<TicketView | null> {
   const records = planRecords(ctx, brand.id, plan, changes, firings);
   const entries = entryParts(ctx, brand.id, records.entries, firings, written);
   const announced = records.events.length ? eventsInsert(ctx, records.events, 'a') : null;
-  const tagParts: SqlFragment[] = plan.newTags
-    ? [
-        {
-          sql: `untagged as (delete from ticket_tags tt using a where ? and tt.brand_id = a.brand_id and tt.ticket_id = a.id and not (tt.tag_id = any(?::text[])))`,
-          bindings: [tenantScope(ctx, 'tt'), plan.newTags],
-        },
-        {
-          sql: `tagged as (insert into ticket_tags (account_id, livemode, brand_id, ticket_id, tag_id, status, priority)
-            select a.account_id, a.livemode, a.brand_id, a.id, g.tag_id, a.status, a.priority from a cross join unnest(?::text[]) as g (tag_id)
-            on conflict do nothing)`,
-          bindings: [plan.newTags.filter((id) => !before.tags.some((g) => g.id === id))],
-        },
-      ]
+  const tagParts = plan.newTags
+    ? tagLinkParts(
+        ctx,
+        plan.newTags,
+        plan.newTags.filter((id) => !before.tags.some((g) => g.id === id)),
+      )
     : [];
   const parts: SqlFragment[] = [
     ticketParts,
@@ -277,8 +282,27 @@ async function write(ctx: TenantCtx, w: Write): Promise<TicketView | null> {
   return JSON.parse(row.view_json as string) as TicketView;
 }
 
+/**
+ * The CTEs that make the tag links of the tickets written (`a`) exactly `tagIds`: the others
+ * deleted, `added` inserted with the copy of the row's new status and priority.
+ */
+export function tagLinkParts(ctx: TenantCtx, tagIds: readonly string[], added: readonly string[]): SqlFragment[] {
+  return [
+    {
+      sql: `untagged as (delete from ticket_tags tt using a where ? and tt.brand_id = a.brand_id and tt.ticket_id = a.id and not (tt.tag_id = any(?::text[])))`,
+      bindings: [tenantScope(ctx, 'tt'), [...tagIds]],
+    },
+    {
+      sql: `tagged as (insert into ticket_tags (account_id, livemode, brand_id, ticket_id, tag_id, status, priority)
+        select a.account_id, a.livemode, a.brand_id, a.id, g.tag_id, a.status, a.priority from a cross join unnest(?::text[]) as g (tag_id)
+        on conflict do nothing)`,
+      bindings: [[...added]],
+    },
+  ];
+}
+
 /** A reference the write sets (a status key, a member or category id), checked in the guard; undefined or null: nothing to check. */
-const checked = (value: unknown, scope: Knex.RawBinding) => {
+export const checked = (value: unknown, scope: Knex.RawBinding) => {
   const v = value === undefined ? null : (value as string | null);
   return [v, scope, v];
 };

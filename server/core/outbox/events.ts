@@ -79,10 +79,12 @@ export function ticketsOverdue(tx: TenantCtx, tickets: readonly { brandId: strin
 }
 
 export function ticketsDeleted(tx: TenantCtx, brandId: string, ticketIds: readonly string[]): Promise<void> {
-  return enqueueEvents(
-    tx,
-    ticketIds.map((ticketId) => ({ brandId, names: ['ticket.deleted'], ticketId, ticketFields: TICKET_DELETED_FIELDS, data: {} })),
-  );
+  return enqueueEvents(tx, ticketsDeletedEvents(brandId, ticketIds));
+}
+
+/** ticket.deleted as events to enqueue in the statement that deletes (a bulk delete). */
+export function ticketsDeletedEvents(brandId: string, ticketIds: readonly string[]): EventSpec[] {
+  return ticketIds.map((ticketId) => ({ brandId, names: ['ticket.deleted'], ticketId, ticketFields: TICKET_DELETED_FIELDS, data: {} }));
 }
 
 export interface CommentFacts {
