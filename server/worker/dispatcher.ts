@@ -158,11 +158,14 @@ const SETTLE_RETRY_MAX_MS = 2_000;
  */
 export const lendingReserve = (concurrency: number) => Math.max(1, Math.floor(concurrency / 8));
 
-/** What the claim reads for the handlers that ask (attachedToClaim), by the claimed row's kind. */
+/** What the claim reads for the handlers that ask (attachedToClaim), each for the claimed rows of its kind. */
 function attachedToClaim(handlers: Partial<Record<OutboxKind, OutboxHandler>>): outbox.Attached {
   const asking = Object.entries(handlers).filter(([, h]) => h?.attachedToClaim) as [OutboxKind, Required<OutboxHandler>][];
-  if (!asking.length) return () => 'null';
-  return (claimed) => `case ${claimed}.kind ${asking.map(([kind, h]) => `when '${kind}' then ${h.attachedToClaim(claimed)}`).join(' ')} end`;
+  if (!asking.length) return () => null;
+  return (picked, accountId) => {
+    const parts = asking.map(([kind, h]) => h.attachedToClaim(picked, accountId, kind));
+    return { sql: parts.map((p) => p.sql).join(' union all '), bindings: parts.flatMap((p) => p.bindings) };
+  };
 }
 
 /**

@@ -1,4 +1,5 @@
 import type { BaseCtx } from '../core/context.js';
+import type { SqlFragment } from '../core/db.js';
 import type { Claimed, NamedPart, Settlement } from '../core/outbox/service.js';
 
 /** What one attempt to deliver a message came to. */
@@ -25,10 +26,11 @@ export type Attempt =
 export interface OutboxHandler {
   deliver(ctx: BaseCtx, message: Claimed, signal: AbortSignal, now: Date): Promise<Attempt>;
   /**
-   * What deliver needs from other tables, read with the claim instead of by each delivery: a JSON
-   * expression over the claimed outbox row `claimed` (tenant and ids), handed over as message.attached.
+   * What deliver needs from other tables, read with the claim instead of by each delivery, handed
+   * over as message.attached: a SELECT of (id, attached JSON) for the rows of `picked` (outbox.Attached)
+   * whose kind is `kind`.
    */
-  attachedToClaim?(claimed: string): string;
+  attachedToClaim?(picked: string, accountId: string, kind: string): SqlFragment;
   /**
    * The kind's own bookkeeping for a settled message as a part of the settle's statement (gated on
    * `settled`, the relation holding the row when this dispatcher still held it): the settle is then

@@ -1,5 +1,6 @@
 import t from 'tap';
 import { makeTicket, mustCreate, servicesOf, statementsDuring, testApp } from '../helpers/app.js';
+import { onCitusCluster } from '../helpers/db.js';
 import { teamOfThree } from '../helpers/sign-in.js';
 
 /**
@@ -15,6 +16,8 @@ const services = servicesOf(db);
 
 /** Statements of the reply: one read, one write, no BEGIN or COMMIT (server/flows/comment-create-statement.ts). */
 const REPLY_STATEMENTS = 2;
+/** On Citus a write that queues deliveries wakes the dispatchers from the coordinator after it, a statement of its own (the write runs on the account's worker). */
+const WAKE = onCitusCluster ? 1 : 0;
 
 const mailsOf = (ticketId: string) => db('mailMessages').where({ ticketId }).orderBy('id').select('kind', 'message');
 const outboxOf = (brandId: string, kind: string) => db('outbox').where({ brandId, kind }).orderBy('id').select('event', 'payload');
@@ -45,7 +48,7 @@ t.test('a public agent reply to a customer, with a watcher and a mention: every 
   const made = reply!;
   t.equal(made.status, 201, JSON.stringify(made.body));
   t.comment(`a reply took ${statements.length} statements:\n${statements.join('\n')}`);
-  t.ok(statements.length <= REPLY_STATEMENTS, `${statements.length} statements, at most ${REPLY_STATEMENTS}`);
+  t.ok(statements.length <= REPLY_STATEMENTS + WAKE, `${statements.length} statements, at most ${REPLY_STATEMENTS + WAKE}`);
   t.notOk(statements.includes('BEGIN;'), 'no transaction: the write is one statement');
 
   // The comment and the ticket.
@@ -170,7 +173,7 @@ t.test('a reply with an idempotency key in two statements, its replay step by st
   const usual = await reply();
   t.notOk(usual.statements.includes('BEGIN;'), 'the usual reply: no transaction');
   const keyed = await reply({ 'x-idempotency-key': 'k-1' });
-  t.equal(keyed.statements.length, REPLY_STATEMENTS, 'with a key: the usual two statements');
+  t.equal(keyed.statements.length, REPLY_STATEMENTS + WAKE, 'with a key: the usual two statements');
   t.same(keyed.mails, usual.mails, 'the same mail');
   t.same(keyed.entries, usual.entries, 'the same audit entries');
   const replayed = await reply({ 'x-idempotency-key': 'k-1' });

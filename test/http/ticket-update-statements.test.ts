@@ -1,5 +1,6 @@
 import t from 'tap';
 import { client, makeTicket, mustCreate, servicesOf, statementsDuring, testApp, type Reply } from '../helpers/app.js';
+import { onCitusCluster } from '../helpers/db.js';
 
 type Call = ReturnType<typeof client>;
 import { teamOfThree } from '../helpers/sign-in.js';
@@ -17,6 +18,8 @@ const services = servicesOf(db);
 
 /** One read, one write, no BEGIN or COMMIT. */
 const UPDATE_STATEMENTS = 2;
+/** On Citus a write that queues deliveries wakes the dispatchers from the coordinator after it, a statement of its own (the write runs on the account's worker). */
+const WAKE = onCitusCluster ? 1 : 0;
 const BULK_STATEMENTS = 2;
 
 const auditOf = (ticketId: string) => db('auditLog').where({ ticketId }).orderBy('id').select('event', 'changes');
@@ -39,7 +42,7 @@ t.test('PATCH a ticket out of pending, watched: every effect, in a counted numbe
   });
   t.equal(res!.status, 200);
   t.comment(`a PATCH took ${statements.length} statements:\n${statements.join('\n')}`);
-  t.ok(statements.length <= UPDATE_STATEMENTS, `${statements.length} statements, at most ${UPDATE_STATEMENTS}`);
+  t.ok(statements.length <= UPDATE_STATEMENTS + WAKE, `${statements.length} statements, at most ${UPDATE_STATEMENTS + WAKE}`);
   t.equal(res!.body.status, 'open');
   t.equal(res!.body.title, 'Patched again', 'the response is the ticket as written');
   t.same(res!.body, (await owner.live('GET', `${base}/tickets/${ticket.id}`)).body, 'and reads back the same');
@@ -88,7 +91,7 @@ t.test('a bulk resolve of three tickets, two of them pending: every effect, each
   t.equal(res.status, 200, JSON.stringify(res.body));
   t.comment(`a bulk resolve took ${res.statements.length} statements:\n${res.statements.join('\n')}`);
   t.notOk(res.stepByStep, 'no transaction');
-  t.equal(res.statements.length, BULK_STATEMENTS);
+  t.equal(res.statements.length, BULK_STATEMENTS + WAKE);
   t.equal(res.body.count, 3);
   const rows = await db('tickets').whereIn('id', ids).orderBy('title').select('status', 'resolvedAt', 'slaPausedAt', 'dueAt');
   t.ok(
@@ -153,7 +156,7 @@ t.test('bulk setTags, assign, setCategory, close and delete: two statements each
     const res = await bulked(owner.live, base, { ...body, ticketIds: [...ids, 'tkt_missing'] });
     t.equal(res.status, 200, JSON.stringify(res.body));
     t.notOk(res.stepByStep, `${body.action}: no transaction`);
-    t.equal(res.statements.length, BULK_STATEMENTS, `${body.action}: ${BULK_STATEMENTS} statements`);
+    t.equal(res.statements.length, BULK_STATEMENTS + WAKE, `${body.action}: ${BULK_STATEMENTS + WAKE} statements`);
     t.same(res.body, { success: false, count: 2, failed: 1, failedIds: ['tkt_missing'] }, `${body.action}: the missing ticket failed`);
     for (const id of ids) await check(id);
   }
@@ -273,7 +276,7 @@ t.test('PATCH with a trigger that sets a field: its change in the same write, wi
   const res = await patched(owner.live, `${base}/tickets/${ticket.id}`, { status: 'pending' });
   t.equal(res.status, 200);
   t.notOk(res.stepByStep);
-  t.equal(res.statements.length, UPDATE_STATEMENTS);
+  t.equal(res.statements.length, UPDATE_STATEMENTS + WAKE);
   t.equal(res.body.priority, 'urgent', 'the trigger’s change is in the answer');
   const entries = (await auditOf(ticket.id)).filter((e: { event: string }) => e.event === 'ticket.updated').slice(-2);
   t.same(

@@ -10,7 +10,7 @@ import { systemCtx } from '../../server/core/context.js';
 import * as outbox from '../../server/core/outbox/service.js';
 import { startServer } from '../../server/main.js';
 import { testConfig } from '../helpers/app.js';
-import { freshDatabase } from '../helpers/db.js';
+import { freshDatabase, onCitusCluster } from '../helpers/db.js';
 import { receiver } from '../helpers/receiver.js';
 import { until } from '../helpers/wait.js';
 
@@ -47,9 +47,10 @@ async function call(method: string, route: string, body?: unknown): Promise<{ st
   return { status: res.status, body: (await res.json()) as { id: string } };
 }
 
-/** Statements of this database waiting for a lock: requests that hold an API connection. */
+/** Statements of this database waiting for a lock: requests that hold an API connection (on Citus, on the workers their statements run on). */
 async function lockWaiters(): Promise<number> {
-  const { rows } = await db.raw(`select count(*)::int as n from pg_stat_activity where datname = current_database() and wait_event_type = 'Lock'`);
+  const activity = onCitusCluster ? 'citus_stat_activity' : 'pg_stat_activity';
+  const { rows } = await db.raw(`select count(*)::int as n from ${activity} where datname = current_database() and wait_event_type = 'Lock'`);
   return (rows as { n: number }[])[0]!.n;
 }
 
@@ -72,7 +73,8 @@ t.test('with every API connection held, a webhook delivery still goes out within
   const holder = new pg.Client({ connectionString: url });
   await holder.connect();
   await holder.query('begin');
-  await holder.query('select 1 from tickets where id = $1 for update', [ticket.body.id]);
+  // Named by its account too: Citus locks a row only on the shard the account names.
+  await holder.query('select 1 from tickets where account_id = $1 and id = $2 for update', [running.bootstrap!.account.id, ticket.body.id]);
   const updates = Array.from({ length: 3 * apiPool }, (_, i) => call('PATCH', `/tickets/${ticket.body.id}`, { title: `Held ${i}` }));
   let released = false;
   const release = async () => {
@@ -132,11 +134,11 @@ function receiverThread(databaseUrl: string): Worker {
       });
     });
     server.listen(0, '127.0.0.1', () => parentPort.postMessage({ type: 'listening', port: server.address().port }));
-    parentPort.on('message', async ({ id, afterMs }) => {
+    parentPort.on('message', async ({ accountId, id, afterMs }) => {
       await new Promise((r) => setTimeout(r, afterMs));
       const client = new pg.Client({ connectionString: workerData.databaseUrl });
       await client.connect();
-      await client.query("update outbox set status = 'pending', attempts = 0, available_at = now(), lease_owner = null, lease_expires_at = null where id = $1", [id]);
+      await client.query("update outbox set status = 'pending', attempts = 0, available_at = now(), lease_owner = null, lease_expires_at = null where account_id = $1 and id = $2", [accountId, id]);
       await client.query('select pg_notify($1, $2)', [workerData.channel, 'webhook']);
       parentPort.postMessage({ type: 'due', at: Date.now() });
       await client.end();
@@ -163,7 +165,7 @@ t.test("with the API's event loop held, webhook deliveries still go out: the dis
   const failed = await failedOne();
 
   // The receiver makes it due in 300 ms; meanwhile this thread (where the API runs) does not yield.
-  thread.postMessage({ id: failed.id, afterMs: 300 });
+  thread.postMessage({ accountId: failed.accountId, id: failed.id, afterMs: 300 });
   const heldFrom = Date.now();
   while (Date.now() - heldFrom < 3_000);
   const heldUntil = Date.now();

@@ -1,4 +1,5 @@
 import type { BaseCtx, TenantCtx } from '../context.js';
+import type { Knex } from 'knex';
 import type { SqlFragment } from '../db.js';
 import { sourceOf } from '../audit.js';
 import { notFound, conflict } from '../errors.js';
@@ -258,7 +259,7 @@ interface Candidate {
  * common self-hosted install, is not held to its share; a new account's messages find the
  * reserve free, and the accounts past their share borrow nothing while another is due).
  */
-export async function claim(ctx: BaseCtx, owner: string, now: Date, leaseUntil: Date, limit: number, share?: AccountShare, attached: Attached = () => 'null'): Promise<Claimed[]> {
+export async function claim(ctx: BaseCtx, owner: string, now: Date, leaseUntil: Date, limit: number, share?: AccountShare, attached: Attached = () => null): Promise<Claimed[]> {
   const perAccount = share?.perAccount ?? limit;
   const held = share?.held ?? new Map<string, number>();
   const full = [...held].filter(([, n]) => n >= perAccount).map(([accountId]) => accountId);
@@ -365,8 +366,13 @@ const compare = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
  */
 const COMMIT_WITHOUT_FLUSH = `(select set_config('synchronous_commit', 'off', true)) commit_without_flush`;
 
-/** What a claim reads with each row: a JSON expression over the claimed outbox row, named by its alias. */
-export type Attached = (claimed: string) => string;
+/**
+ * What a claim reads with its rows, for the handlers that ask: a SELECT of (id, attached) over
+ * `picked`, the rows claimed (account_id, livemode, id, kind, webhook_id), all of one account,
+ * `accountId`. A join, not a correlated subquery nor an expression in RETURNING: Citus plans
+ * neither in the claim's statement. null: nothing to read.
+ */
+export type Attached = (picked: string, accountId: string) => SqlFragment | null;
 
 /** Up to `n` due messages of one account, oldest first, locked and leased in one statement that names the account; `attached` read with each. */
 async function claimOfAccount(
@@ -378,17 +384,18 @@ async function claimOfAccount(
   n: number,
   attached: Attached,
 ): Promise<(Claimed & { dueKey: string })[]> {
+  const withClaim = attached('picked', accountId);
   const result = (await ctx.db.raw(
     `
     with picked as (
-      select c.account_id, c.livemode, c.id, ${DUE_KEY('c.available_at')} as due_key from outbox c
+      select c.account_id, c.livemode, c.id, c.kind, c.webhook_id, ${DUE_KEY('c.available_at')} as due_key from outbox c
       where c.account_id = ? and c.status in ('pending', 'retrying') and c.available_at <= ?
-      order by c.available_at, c.id limit ? for update skip locked)
+      order by c.available_at, c.id limit ? for update skip locked)${withClaim ? `, with_claim as (${withClaim.sql})` : ''}
     update outbox o set lease_owner = ?, lease_expires_at = ?, available_at = ?, attempts = o.attempts + 1
-    from picked p, ${COMMIT_WITHOUT_FLUSH} where o.account_id = ? and ${sameTenant('o', 'p')} and o.id = p.id
+    from picked p${withClaim ? ' left join with_claim x on x.id = p.id' : ''}, ${COMMIT_WITHOUT_FLUSH} where o.account_id = ? and ${sameTenant('o', 'p')} and o.id = p.id
     returning o.id, o.account_id as "accountId", o.livemode, o.brand_id as "brandId", o.kind, o.event, o.webhook_id as "webhookId",
-      o.payload::text as body, o.attempts, o.lease_owner as "leaseOwner", ${attached('o')} as attached, p.due_key as "dueKey"`,
-    [accountId, now, n, owner, leaseUntil, leaseUntil, accountId],
+      o.payload::text as body, o.attempts, o.lease_owner as "leaseOwner", ${withClaim ? 'x.attached' : 'null'} as attached, p.due_key as "dueKey"`,
+    [accountId, now, n, ...((withClaim?.bindings ?? []) as Knex.RawBinding[]), owner, leaseUntil, leaseUntil, accountId],
   )) as { rows: (Claimed & { dueKey: string })[] };
   return result.rows;
 }

@@ -7,6 +7,7 @@ import { sameTenant, scopeOf, tenantScope } from '../../core/model.js';
 import { assertPublicHost, OutboundRefused } from '../../core/outbound.js';
 import * as outbox from '../../core/outbox/service.js';
 import type { OutboxMessage } from '../../core/outbox/model.js';
+import type { SqlFragment } from '../../core/db.js';
 import type { Change } from '../../core/audit.js';
 import * as audit from '../../core/audit.js';
 import { requireBrand } from '../../core/brand.js';
@@ -291,12 +292,16 @@ interface TargetRow {
 }
 
 /**
- * The webhook an outbox row `claimed` is for, as a JSON expression the dispatcher reads with its
- * claim (null when the webhook is gone); deliveryTarget opens it.
+ * The webhook each claimed outbox row of `picked` of this kind is for, as (id, JSON) rows the
+ * dispatcher reads with its claim (none when the webhook is gone); deliveryTarget opens it.
  */
-export function targetWithClaim(claimed: string): string {
-  return `(select json_build_object('id', w.id, 'url', w.url, 'enabled', w.enabled, 'secret', w.secret, 'previousSecret', w.previous_secret,
-    'previousSecretExpiresAt', w.previous_secret_expires_at) from webhooks w where ${sameTenant('w', claimed)} and w.id = ${claimed}.webhook_id)`;
+export function targetWithClaim(picked: string, accountId: string, kind: string): SqlFragment {
+  return {
+    sql: `select ${picked}.id, json_build_object('id', w.id, 'url', w.url, 'enabled', w.enabled, 'secret', w.secret, 'previousSecret', w.previous_secret,
+    'previousSecretExpiresAt', w.previous_secret_expires_at) as attached from ${picked} join webhooks w
+    on w.account_id = ? and ${sameTenant('w', picked)} and w.id = ${picked}.webhook_id where ${picked}.kind = ?`,
+    bindings: [accountId, kind],
+  };
 }
 
 /** Where and how to send: from the row read with the claim (targetWithClaim) when given, else read now. */
