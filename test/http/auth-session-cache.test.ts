@@ -107,3 +107,30 @@ t.test("a dashboard's requests at once, over a minute after the session's last u
   t.equal(moved.length, 1, "the session's last use moved to now");
   t.ok(moved[0].expiresAt.getTime() > testNow(), 'and its expiry with it');
 });
+
+t.test('a request that read the session before its last write and reaches the touch after it writes nothing more', async (t) => {
+  const { asMember, member } = await team();
+  t.equal((await asMember('GET', '/v1/brands')).status, 200, 'cached');
+  const longAgo = new Date(testNow() - 90_000);
+  const staleRead = async () => {
+    const rows = (await a.db('sessions').where({ memberId: member.id }).update({ lastUsedAt: longAgo }).returning('id')) as { id: string }[];
+    cacheA.drop(rows.map((r) => r.id));
+  };
+  /** The writes of the session's row while one request is answered. */
+  const touchesOf = async () => {
+    const touches: string[] = [];
+    const listener = (q: { sql: string }) => void (/^\s*update "sessions"/.test(q.sql) && touches.push(q.sql));
+    a.db.on('query', listener);
+    try {
+      t.equal((await asMember('GET', '/v1/brands')).status, 200);
+    } finally {
+      a.db.removeListener('query', listener);
+    }
+    return touches.length;
+  };
+  await staleRead();
+  t.equal(await touchesOf(), 1, 'the first request moves the expiry');
+  // The next one reads the session as it was before that write (a slow read, on a cluster).
+  await staleRead();
+  t.equal(await touchesOf(), 0, 'and the next, within the minute, shares that write');
+});

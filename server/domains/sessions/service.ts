@@ -161,11 +161,12 @@ function isLive(session: SessionRecord, now: number): boolean {
 }
 
 /**
- * The writes of sliding expiries under way in this process, by session id: the requests a
- * dashboard sends at once share one, instead of each waiting for the last one's commit on the
- * session's row.
+ * The latest write of each session's sliding expiry in this process, by session id, with the time
+ * it was made: the requests a dashboard sends at once share it (instead of each waiting for the
+ * last one's commit on the session's row), and so do those that read the session before it was
+ * written but reach here after, within the minute it stands for.
  */
-const touchesPart = part('session-touches', () => new Map<string, Promise<SessionRecord | null>>());
+const touchesPart = part('session-touches', () => new Map<string, { at: number; touch: Promise<SessionRecord | null> }>());
 
 /**
  * A use of a live session: its sliding expiry moves forward, written at most once a minute, so
@@ -177,16 +178,19 @@ export async function keepAlive(services: Services, session: SessionRecord): Pro
   if (!isLive(session, now)) return null;
   if (now - session.lastUsedAt.getTime() < TOUCH_RESOLUTION_MS) return session;
   const touches = services.get(touchesPart);
-  const underWay = touches.get(session.id);
-  if (underWay) return underWay;
+  const latest = touches.get(session.id);
+  if (latest && now - latest.at < TOUCH_RESOLUTION_MS) return latest.touch;
   const expiresAt = new Date(Math.min(now + lifetimes(services).idleMs, session.maxExpiresAt.getTime()));
   const touch = Session.ofAccount({ db: services.db, accountId: session.accountId })
     .where('sessions.id', session.id)
     .whereNull('revokedAt')
     .patch({ lastUsedAt: new Date(now), expiresAt })
-    .then((touched) => (touched ? { ...session, lastUsedAt: new Date(now), expiresAt } : null))
-    .finally(() => touches.delete(session.id));
-  touches.set(session.id, touch);
+    .then((touched) => (touched ? { ...session, lastUsedAt: new Date(now), expiresAt } : null));
+  touches.set(session.id, { at: now, touch });
+  // Forgotten once it stands for nothing more (a later request reads the row it wrote).
+  setTimeout(() => {
+    if (touches.get(session.id)?.touch === touch) touches.delete(session.id);
+  }, TOUCH_RESOLUTION_MS).unref();
   return touch;
 }
 
