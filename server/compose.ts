@@ -1,6 +1,6 @@
 import { assembleServices, type ServiceDeps, type Services } from './core/services.js';
 import { mailTransport } from './integrations/mail.js';
-import { storageFromConfig } from './integrations/storage.js';
+import { storageFromConfig } from './integrations/storage-from-config.js';
 
 /**
  * A process's services with the integrations this installation uses: the one place the kernel's

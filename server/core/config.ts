@@ -104,6 +104,18 @@ export interface Config {
   readonly metricsToken: string | null;
   /** Provider name → its Standard Webhooks signing secret. */
   readonly identityProviders: Readonly<Record<string, { readonly secret: string }>>;
+  /** Where attachments, avatars and kept raw mail live (integrations/storage.ts, integrations/s3-storage.ts). */
+  readonly storage: {
+    readonly kind: 'local' | 's3';
+    readonly bucket: string | null;
+    readonly prefix: string;
+    readonly endpoint: string | null;
+    readonly region: string;
+    readonly forcePathStyle: boolean;
+    readonly accessKeyId: string | null;
+    /** Never logged or shown. */
+    readonly secretAccessKey: string | null;
+  };
   readonly billingProvider: 'local' | 'stripe';
   /** The stripe provider's keys; apiUrl points the client elsewhere (a proxy, a test's server). */
   readonly stripe: { readonly secretKey: string | null; readonly webhookSecret: string | null; readonly apiUrl: string | null };
@@ -241,10 +253,21 @@ export const ENV_KEYS: Record<string, [string, Kind]> = {
   TICKETD_STRIPE_SECRET_KEY: ['stripe.secretKey', 'string'],
   TICKETD_STRIPE_WEBHOOK_SECRET: ['stripe.webhookSecret', 'string'],
   TICKETD_STRIPE_API_URL: ['stripe.apiUrl', 'string'],
+  TICKETD_STORAGE_KIND: ['storage.kind', 'string'],
+  TICKETD_S3_BUCKET: ['storage.bucket', 'string'],
+  TICKETD_S3_PREFIX: ['storage.prefix', 'string'],
+  TICKETD_S3_ENDPOINT: ['storage.endpoint', 'string'],
+  TICKETD_S3_REGION: ['storage.region', 'string'],
+  TICKETD_S3_FORCE_PATH_STYLE: ['storage.forcePathStyle', 'boolean'],
+  TICKETD_S3_ACCESS_KEY_ID: ['storage.accessKeyId', 'string'],
+  TICKETD_S3_SECRET_ACCESS_KEY: ['storage.secretAccessKey', 'string'],
   TICKETD_DEFAULT_PLAN: ['defaultPlan', 'string'],
   TICKETD_INSTANCE_ADMINS: ['instanceAdmins', 'list'],
   TICKETD_BOOTSTRAP_OWNER_EMAIL: ['bootstrap.ownerEmail', 'string'],
 };
+
+/** The config file's objects whose keys a file may give in part. */
+const SECTIONS = ['bootstrap', 'stripe', 'storage'];
 
 /** The config file that `ticketd init` writes and every command reads when present. */
 export const DEFAULT_CONFIG_FILE = 'ticketd.config.json';
@@ -311,7 +334,8 @@ export function loadConfig(options: LoadConfigOptions = {}): Config {
   if (existsSync(file)) {
     const fromFile = readJson(file, problems);
     for (const [key, value] of Object.entries(fromFile)) {
-      merged[key] = (key === 'bootstrap' || key === 'stripe') && value && typeof value === 'object' ? { ...(merged.bootstrap as object), ...(value as object) } : value;
+      // A section given in part keeps the defaults of the rest.
+      merged[key] = SECTIONS.includes(key) && value && typeof value === 'object' ? { ...(merged[key] as object), ...(value as object) } : value;
     }
   }
   for (const [name, [key, kind]] of Object.entries(ENV_KEYS)) {

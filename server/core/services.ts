@@ -4,7 +4,7 @@ import type { MailTransport, Storage } from './ports.js';
 
 /** The implementations of core/ports.ts a process uses, made from its configuration (server/compose.ts wires the integrations). */
 export interface Adapters {
-  storage(config: Config): Storage;
+  storage(config: Config, log: (line: string) => void): Storage;
   mailTransport(config: Config, log: (line: string) => void): MailTransport;
 }
 
@@ -85,7 +85,7 @@ export function assembleServices(deps: ServiceDeps): Services {
     now: deps.clock ?? Date.now,
     log,
     get storage() {
-      return (storage ??= deps.adapters.storage(deps.config));
+      return (storage ??= deps.adapters.storage(deps.config, (line) => log.warn({}, line)));
     },
     get mailTransport() {
       // file (the default) writes .eml files under the data directory and logs one line each.

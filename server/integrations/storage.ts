@@ -17,39 +17,43 @@ export class ByteLimitExceeded extends Error {
 
 const KEY = /^[A-Za-z0-9_-]{1,128}$/;
 
-function checkKey(key: string): string {
+export function checkKey(key: string): string {
   if (typeof key !== 'string' || !KEY.test(key)) throw new Error(`invalid storage key ${JSON.stringify(key)}`);
   return key;
 }
 
 const isMissing = (err: unknown) => (err as { code?: string }).code === 'ENOENT';
 
+/** Bytes of an upload in a staging file, measured: the file is the caller's to move or remove. */
+export interface StagedFile {
+  path: string;
+  size: number;
+  sha256: string;
+}
+
 /**
- * Files on local disk under `root`: `<root>/<last two characters of the key>/<key>` (ids end in
- * random characters, so files spread over up to 1024 directories), staging in `<root>/.staging`
- * on the same file system so the final rename is atomic.
+ * A staging directory on local disk: uploads are streamed into files here, hashed and held to a
+ * byte limit as they arrive, before a backend puts them under their key.
  */
-export class LocalDiskStorage implements Storage {
-  private readonly staging: string;
+export class FileStaging {
   /** Directories made (or found) already: a file costs no mkdir of its own (inbound mail stages one a message). */
   private readonly made = new Set<string>();
 
-  constructor(readonly root: string) {
-    this.staging = path.join(root, '.staging');
-  }
+  constructor(readonly dir: string) {}
 
-  private async madeDir(dir: string): Promise<void> {
+  async madeDir(dir: string): Promise<void> {
     if (this.made.has(dir)) return;
     await mkdir(dir, { recursive: true });
     this.made.add(dir);
   }
 
-  private pathOf(key: string): string {
-    checkKey(key);
-    return path.join(this.root, key.slice(-2), key);
+  /** After a directory went away under us: made again for the next file. */
+  forget(dir: string): void {
+    this.made.delete(dir);
   }
 
-  async stage(source: Readable, maxBytes: number): Promise<StagedObject> {
+  /** Streams `source` into a new staging file; more than `maxBytes` rejects with ByteLimitExceeded and keeps nothing. */
+  async stage(source: Readable, maxBytes: number): Promise<StagedFile> {
     // Listen before the first await: a source failing meanwhile must not be an unhandled 'error'.
     let early: Error | null = null;
     const remember = (err: Error) => {
@@ -58,11 +62,11 @@ export class LocalDiskStorage implements Storage {
     // Left on: with the directory known, the wait below is a microtask, and a source destroyed
     // just before would emit its 'error' after this function has given up on it.
     source.once('error', remember);
-    await this.madeDir(this.staging);
+    await this.madeDir(this.dir);
     if (early) throw early;
     // The source failed before anyone listened (a malformed or cut multipart body): its own error says why.
     if (source.destroyed && !source.readableEnded) throw source.errored ?? badRequest('The upload ended before all of its bytes arrived', undefined, 'incomplete_upload');
-    const temp = path.join(this.staging, `${Date.now()}-${randomBytes(8).toString('hex')}`);
+    const temp = path.join(this.dir, `${Date.now()}-${randomBytes(8).toString('hex')}`);
     const hash = createHash('sha256');
     let size = 0;
     const meter = new Transform({
@@ -89,45 +93,95 @@ export class LocalDiskStorage implements Storage {
       // is closed, nothing can make it again.
       if (!file.closed) await new Promise<void>((closed) => file.once('close', () => closed()));
       await unlink(temp).catch(() => undefined);
-      // The staging directory went away under us: made again for the next file.
-      if (isMissing(err)) this.made.delete(this.staging);
+      if (isMissing(err)) this.forget(this.dir);
       throw err;
     }
+    return { path: temp, size, sha256: hash.digest('hex') };
+  }
+
+  /** Removes staged files older than `before` that a crashed process left behind; returns how many. */
+  async purge(before: Date): Promise<number> {
+    let names: string[];
+    try {
+      names = await readdir(this.dir);
+    } catch (err) {
+      if (isMissing(err)) return 0;
+      throw err;
+    }
+    let removed = 0;
+    for (const name of names) {
+      const file = path.join(this.dir, name);
+      const info = await stat(file).catch(() => null);
+      if (info && info.mtime < before) {
+        await unlink(file).catch(() => undefined);
+        removed++;
+      }
+    }
+    return removed;
+  }
+}
+
+/** Removes a staged file; harmless when it is gone already. */
+export async function removeStaged(file: string): Promise<void> {
+  await unlink(file).catch((err) => {
+    if (!isMissing(err)) throw err;
+  });
+}
+
+/** stage + commit, for a backend's put: the object is under `key` when this resolves, or nothing is kept. */
+export async function putStaged(storage: Storage, key: string, source: Readable, maxBytes: number): Promise<StoredObject> {
+  const staged = await storage.stage(source, maxBytes);
+  try {
+    await staged.commit(key);
+  } catch (err) {
+    await staged.discard();
+    throw err;
+  }
+  return { size: staged.size, sha256: staged.sha256 };
+}
+
+/**
+ * Files on local disk under `root`: `<root>/<last two characters of the key>/<key>` (ids end in
+ * random characters, so files spread over up to 1024 directories), staging in `<root>/.staging`
+ * on the same file system so the final rename is atomic.
+ */
+export class LocalDiskStorage implements Storage {
+  private readonly staging: FileStaging;
+
+  constructor(readonly root: string) {
+    this.staging = new FileStaging(path.join(root, '.staging'));
+  }
+
+  private pathOf(key: string): string {
+    checkKey(key);
+    return path.join(this.root, key.slice(-2), key);
+  }
+
+  async stage(source: Readable, maxBytes: number): Promise<StagedObject> {
+    const file = await this.staging.stage(source, maxBytes);
     const pathOf = (key: string) => this.pathOf(key);
-    const madeDir = (dir: string) => this.madeDir(dir);
-    const forget = (dir: string) => this.made.delete(dir);
+    const staging = this.staging;
     return {
-      size,
-      sha256: hash.digest('hex'),
+      size: file.size,
+      sha256: file.sha256,
       async commit(key: string) {
         const target = pathOf(key);
-        await madeDir(path.dirname(target));
-        await rename(temp, target).catch(async (err: unknown) => {
+        await staging.madeDir(path.dirname(target));
+        await rename(file.path, target).catch(async (err: unknown) => {
           // Its directory went away since it was made: made again, once.
           if (!isMissing(err)) throw err;
-          forget(path.dirname(target));
-          await madeDir(path.dirname(target));
-          await rename(temp, target);
+          staging.forget(path.dirname(target));
+          await staging.madeDir(path.dirname(target));
+          await rename(file.path, target);
         });
       },
-      async discard() {
-        await unlink(temp).catch((err) => {
-          if (!isMissing(err)) throw err;
-        });
-      },
+      discard: () => removeStaged(file.path),
     };
   }
 
   async put(key: string, source: Readable, maxBytes: number): Promise<StoredObject> {
     checkKey(key);
-    const staged = await this.stage(source, maxBytes);
-    try {
-      await staged.commit(key);
-    } catch (err) {
-      await staged.discard();
-      throw err;
-    }
-    return { size: staged.size, sha256: staged.sha256 };
+    return putStaged(this, key, source, maxBytes);
   }
 
   async open(key: string): Promise<{ stream: Readable; size: number } | null> {
@@ -159,31 +213,13 @@ export class LocalDiskStorage implements Storage {
     }
   }
 
-  async purgeStaging(before: Date): Promise<number> {
-    let names: string[];
-    try {
-      names = await readdir(this.staging);
-    } catch (err) {
-      if (isMissing(err)) return 0;
-      throw err;
-    }
-    let removed = 0;
-    for (const name of names) {
-      const file = path.join(this.staging, name);
-      const info = await stat(file).catch(() => null);
-      if (info && info.mtime < before) {
-        await unlink(file).catch(() => undefined);
-        removed++;
-      }
-    }
-    return removed;
+  purgeStaging(before: Date): Promise<number> {
+    return this.staging.purge(before);
   }
 }
 
-/** The storage a configuration describes: local disk under `<dataDir>/attachments`. */
-export function storageFromConfig(config: { dataDir: string }): Storage {
-  return new LocalDiskStorage(path.join(config.dataDir, 'attachments'));
-}
+/** Where a local install keeps its files: `<dataDir>/attachments`. */
+export const localStorageRoot = (dataDir: string) => path.join(dataDir, 'attachments');
 
 const sizeMismatch = (declared: number, detail: string) =>
   badRequest(

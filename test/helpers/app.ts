@@ -26,6 +26,8 @@ export function testConfig(env: Record<string, string>): Config {
       TICKETD_DNS_SERVERS: '127.0.0.1:9',
       TICKETD_MAILBOX_TIMEOUT_MS: '500',
       TICKETD_COMMERCE_BIGCOMMERCE_API_URL: 'http://127.0.0.1:9',
+      // The S3 mode of a file-bearing test (helpers/s3.ts inS3Mode): its files in a bucket.
+      ...(JSON.parse(process.env.TICKETD_TEST_STORAGE_ENV ?? '{}') as Record<string, string>),
       ...env,
     },
     cwd: emptyDir,

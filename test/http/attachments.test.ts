@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { Readable } from 'node:stream';
@@ -12,6 +12,7 @@ import { attachmentDeps } from '../../server/domains/attachments/service.js';
 import { Dispatcher } from '../../server/worker/dispatcher.js';
 import { assertErrorShape, assertNotFound, client, makeBrand, makeTicket, signup, type Signup, testApp, servicesOf } from '../helpers/app.js';
 import { testNow } from '../helpers/clock.js';
+import { stagingDirOf } from '../helpers/s3.js';
 
 const MAX = 1024;
 const dataDir = mkdtempSync(path.join(os.tmpdir(), 'ticketd-attachments-'));
@@ -28,7 +29,8 @@ type Call = Signup['live'];
 const ATT_ID = /^att_[0-9a-z]{26}$/;
 const ISO = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z$/;
 const sha256 = (b: Buffer | string) => createHash('sha256').update(b).digest('hex');
-const fileOf = (id: string) => path.join(dataDir, 'attachments', id.slice(-2), id);
+/** Whether the storage (a disk or a bucket: the S3 mode) holds the file of this id. */
+const isStored = (id: string) => servicesOf(db).storage.exists(id);
 const pathOf = (url: string) => new URL(url).pathname;
 
 async function setup(prefix: '/v1/brands' | '/v1/workspaces' = '/v1/brands') {
@@ -115,7 +117,7 @@ for (const prefix of ['/v1/brands', '/v1/workspaces'] as const) {
     const stored = await put(g.uploadUrl, bytes, { 'content-type': 'application/pdf' });
     t.equal(stored.status, 200, 'the PUT needs no Authorization');
     t.same(stored.body, { id: g.id, size: bytes.length, sha256: sha256(bytes), status: 'PENDING' });
-    t.ok(existsSync(fileOf(g.id)), 'the file is on disk, named by the attachment id');
+    t.ok(await isStored(g.id), 'the file is stored, named by the attachment id');
     t.equal(await ticketCount(owner.live, base, ticket.id), 0, 'not counted before confirm');
 
     const confirmed = await owner.live('POST', `${base}/tickets/${ticket.id}/attachments/${g.id}/confirm`);
@@ -167,7 +169,7 @@ for (const prefix of ['/v1/brands', '/v1/workspaces'] as const) {
     const deleted = await owner.live('DELETE', `${base}/tickets/${ticket.id}/attachments/${g.id}`);
     t.equal(deleted.status, 200);
     t.match(deleted.body, { id: g.id, filename: 'Q3 report.pdf' });
-    t.notOk(existsSync(fileOf(g.id)), 'the file is gone');
+    t.notOk(await isStored(g.id), 'the file is gone');
     t.equal(await ticketCount(owner.live, base, ticket.id), 0, 'uncounted');
     assertNotFound(t, await owner.live('GET', `${base}/tickets/${ticket.id}/attachments/${g.id}`), 'deleted attachment');
     assertNotFound(t, await owner.live('DELETE', `${base}/tickets/${ticket.id}/attachments/${g.id}`), 'second delete');
@@ -230,7 +232,7 @@ t.test('multipart upload on a ticket: { attachment, downloadUrl }, UPLOADED at o
   assertErrorShape(t, big, 413, 'attachment_too_large');
   const after = (await db('attachments').where({ ticketId: ticket.id }).count({ n: '*' }).first()) as { n: string };
   t.equal(after.n, before.n, 'no record kept');
-  t.same(readdirSync(path.join(dataDir, 'attachments', '.staging')), [], 'nothing left in staging');
+  t.same(readdirSync(stagingDirOf(config)), [], 'nothing left in staging');
   const exact = await upload(owner.liveKey, `${base}/tickets/${ticket.id}/attachments/upload`, 'max.bin', 'application/octet-stream', Buffer.alloc(MAX, 7));
   t.equal(exact.status, 201, 'exactly the limit is fine');
 
@@ -485,8 +487,8 @@ t.test('sizes: declared over the limit, sent over the limit, more or fewer bytes
   assertErrorShape(t, await put(g.uploadUrl, chunked(MAX * 3), { 'transfer-encoding': 'chunked', 'content-type': 'application/octet-stream' }), 400, 'size_mismatch');
   assertErrorShape(t, await put(g.uploadUrl, chunked(4), { 'transfer-encoding': 'chunked', 'content-type': 'application/octet-stream' }), 400, 'size_mismatch');
   t.equal((await db('attachments').where({ id: g.id }).first()).sha256, null, 'nothing kept');
-  t.notOk(existsSync(fileOf(g.id)), 'no file');
-  t.same(readdirSync(path.join(dataDir, 'attachments', '.staging')), [], 'nothing left in staging');
+  t.notOk(await isStored(g.id), 'no file');
+  t.same(readdirSync(stagingDirOf(config)), [], 'nothing left in staging');
 
   const ok = await put(g.uploadUrl, chunked(10), { 'transfer-encoding': 'chunked', 'content-type': 'application/json' });
   t.equal(ok.status, 200, 'the right size, chunked, with a JSON content type: stored as raw bytes');
@@ -565,13 +567,13 @@ t.test('deleting a ticket hides its attachments; deleting the brand removes thei
   await owner.live('DELETE', `${base}/tickets/${ticket.id}`);
   assertNotFound(t, await owner.live('GET', `${base}/tickets/${ticket.id}/attachments`), 'list of a deleted ticket');
   assertNotFound(t, await send('GET', pathOf(att.downloadUrl)), 'download');
-  t.ok(existsSync(fileOf(att.attachment.id)), 'the file stays while the (soft-deleted) ticket does');
+  t.ok(await isStored(att.attachment.id), 'the file stays while the (soft-deleted) ticket does');
 
   t.equal((await owner.live('DELETE', `/v1/brands/${brand.id}?confirm=true`)).status, 200);
-  t.ok(existsSync(fileOf(att.attachment.id)), 'the cascade queued the file');
+  t.ok(await isStored(att.attachment.id), 'the cascade queued the file');
   const tick = await new Dispatcher(servicesOf(db), quietLog, attachmentDeps(config, db, testNow)).tick();
   t.ok(tick.removedFiles >= 1);
-  t.notOk(existsSync(fileOf(att.attachment.id)), 'the dispatcher removed it');
+  t.notOk(await isStored(att.attachment.id), 'the dispatcher removed it');
   t.same(await db('attachment_file_deletions').where({ attachmentId: att.attachment.id }), [], 'and its queue entry');
 });
 
@@ -599,9 +601,9 @@ t.test('the dispatcher removes pending attachments never linked (24 h) and uploa
   t.ok(first.abandonedAttachments >= 2, `removed ${first.abandonedAttachments}`);
   const left = (await db('attachments').whereIn('id', [stale.id, fresh.id, unfinished.id, inTime.id, linkedOld.id]).pluck('id')).sort();
   t.same(left, [fresh.id, inTime.id, linkedOld.id].sort(), 'the stale pending one and the unfinished upload went; the rest stayed');
-  t.notOk(existsSync(fileOf(stale.id)), 'with its file');
-  t.notOk(existsSync(fileOf(unfinished.id)), "the unfinished upload's bytes too");
-  t.ok(existsSync(fileOf(fresh.id)));
+  t.notOk(await isStored(stale.id), 'with its file');
+  t.notOk(await isStored(unfinished.id), "the unfinished upload's bytes too");
+  t.ok(await isStored(fresh.id));
   t.equal(await ticketCount(owner.live, base, ticket.id), 1, 'the count is untouched');
   t.same(
     (await auditEvents(stale.id)).map((e) => e.event),

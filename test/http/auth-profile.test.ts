@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
@@ -9,6 +9,7 @@ import * as members from '../../server/domains/members/service.js';
 import { assertErrorShape, client, makeTicket, servicesOf, testApp, type Reply } from '../helpers/app.js';
 import { addressOf, deliverMail, mailsTo, sessionToken, teamOfThree } from '../helpers/sign-in.js';
 import { testNow } from '../helpers/clock.js';
+import { stagingDirOf } from '../helpers/s3.js';
 
 // GET, PATCH /v1/auth/profile; POST /v1/auth/profile/avatar/upload (multipart); POST
 // /v1/auth/profile/avatar, PUT /v1/avatars/{accountId}/{avatarId}, POST /v1/auth/profile/avatar/confirm
@@ -57,7 +58,8 @@ async function raw(method: 'GET' | 'PUT', url: string, payload?: Buffer | string
   return { status: res.statusCode, headers: res.headers, bytes: res.rawPayload, body };
 }
 
-const fileOf = (id: string) => path.join(dataDir, 'attachments', id.slice(-2), id);
+/** Whether the storage (a disk or a bucket: the S3 mode) holds the file of this id. */
+const isStored = (id: string) => servicesOf(db).storage.exists(id);
 const avatarIdOf = (url: string) => new URL(url).pathname.split('/').pop()!;
 const AVATAR_URL = /^http:\/\/localhost\/v1\/avatars\/acct_[0-9a-z]+\/av_[0-9A-Za-z]{43}$/;
 const entries = (memberId: string) => db('auditLog').where({ entityType: 'profile', entityId: memberId }).orderBy('id');
@@ -171,7 +173,7 @@ t.test('a file that lies about its type, or is too large, is refused and the ava
   assertErrorShape(t, big, 413, 'avatar_too_large');
   t.equal((await a.asMember('GET', '/v1/auth/profile')).body.avatarUrl, first, 'the avatar is the one before');
   t.equal((await entries(a.member.id)).length, auditedBefore, 'nothing audited');
-  t.same(readdirSync(path.join(dataDir, 'attachments', '.staging')), [], 'nothing left in staging');
+  t.same(readdirSync(stagingDirOf(config)), [], 'nothing left in staging');
 
   const exact = await uploadAvatar(a.asMember, 'max.png', 'image/png', Buffer.concat([PNG, Buffer.alloc(MAX - PNG.length)]));
   t.equal(exact.status, 200, 'exactly 5 MiB is taken');
@@ -183,23 +185,23 @@ t.test('a file that lies about its type, or is too large, is refused and the ava
 t.test('a replaced or removed avatar is gone: its URL, its file', async (t) => {
   const a = await team();
   const first = (await uploadAvatar(a.asMember, 'one.png', 'image/png', PNG)).body.avatarUrl;
-  t.ok(existsSync(fileOf(avatarIdOf(first))), 'stored');
+  t.ok(await isStored(avatarIdOf(first)), 'stored');
   const second = (await uploadAvatar(a.asMember, 'two.gif', 'image/gif', GIF)).body.avatarUrl;
   t.not(second, first, 'a new URL for new content');
   t.equal((await raw('GET', first)).status, 404, 'the replaced URL no longer answers');
-  t.notOk(existsSync(fileOf(avatarIdOf(first))), 'its file was removed after the commit');
+  t.notOk(await isStored(avatarIdOf(first)), 'its file was removed after the commit');
   t.equal((await raw('GET', second)).status, 200);
 
   const external = await a.asMember('PATCH', '/v1/auth/profile', { avatarUrl: 'https://images.example.com/mo.png' });
   t.equal(external.body.avatarUrl, 'https://images.example.com/mo.png', 'a URL elsewhere replaces the upload');
-  t.notOk(existsSync(fileOf(avatarIdOf(second))), 'whose file goes');
+  t.notOk(await isStored(avatarIdOf(second)), 'whose file goes');
 
   const third = (await uploadAvatar(a.asMember, 'three.png', 'image/png', PNG)).body.avatarUrl;
   const removed = await a.asMember('DELETE', '/v1/auth/profile/avatar');
   t.equal(removed.status, 200);
   t.same(removed.body, { displayName: 'Mo Member', avatarUrl: null, notifyEmail: true, notifyToast: true, notifyDesktop: true }, 'back to the default');
   t.equal((await raw('GET', third)).status, 404);
-  t.notOk(existsSync(fileOf(avatarIdOf(third))));
+  t.notOk(await isStored(avatarIdOf(third)));
   t.same((await a.asMember('DELETE', '/v1/auth/profile/avatar')).body.avatarUrl, null, 'again: harmless');
   t.equal(
     await db('attachmentFileDeletions')

@@ -6,7 +6,7 @@ import { buildApp } from '../../server/app.js';
 import { packageRoot } from '../../server/core/paths.js';
 import { attachmentDeps } from '../../server/domains/attachments/service.js';
 import type { Storage } from '../../server/core/ports.js';
-import { storageFromConfig } from '../../server/integrations/storage.js';
+import { storageFromConfig } from '../../server/integrations/storage-from-config.js';
 import { assertErrorShape, client, makeBrand, makeTicket, ownerWithBrand, signup, statementOf, testApp, testConfig } from '../helpers/app.js';
 import { testNow } from '../helpers/clock.js';
 

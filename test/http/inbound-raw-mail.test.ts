@@ -4,7 +4,7 @@ import path from 'node:path';
 import t from 'tap';
 import { systemCtx } from '../../server/core/context.js';
 import * as rawMails from '../../server/domains/raw-mails/service.js';
-import { storageFromConfig } from '../../server/integrations/storage.js';
+import { storageFromConfig } from '../../server/integrations/storage-from-config.js';
 import { client, makeBrand, servicesOf, signup, testApp } from '../helpers/app.js';
 import { postInbound } from '../helpers/inbound.js';
 import { sessionToken } from '../helpers/sign-in.js';

@@ -12,7 +12,8 @@ import { deleteQueuingFiles, queueFileDeletions } from '../../core/file-deletion
 import { cachedServerSecret } from '../../core/secrets.js';
 import { part, type Services } from '../../core/services.js';
 import type { StagedObject, Storage } from '../../core/ports.js';
-import { ByteLimitExceeded, stageDeclared, storageFromConfig } from '../../integrations/storage.js';
+import { ByteLimitExceeded, stageDeclared } from '../../integrations/storage.js';
+import { storageFromConfig } from '../../integrations/storage-from-config.js';
 import * as audit from '../../core/audit.js';
 import * as events from '../../core/outbox/events.js';
 import { requireBrand } from '../../core/brand.js';
