@@ -6,6 +6,8 @@ import { withServices } from '../database.js';
 import { emit, ReportedFailure } from '../io.js';
 import type { GlobalOptions } from '../globals.js';
 import type { Services } from '../../server/core/services.js';
+import { S3Storage } from '../../server/integrations/s3-storage.js';
+import { storageFromConfig } from '../../server/integrations/storage-from-config.js';
 
 type Status = 'ok' | 'warn' | 'fail' | 'skip';
 
@@ -65,6 +67,34 @@ function checkClock(clock: DatabaseClock): Check {
   const status: Status = skew > CLOCK_FAIL_MS ? 'fail' : skew > CLOCK_WARN_MS ? 'warn' : 'ok';
   const message = `PostgreSQL's clock is ${skew} ms ${clock.skewMs >= 0 ? 'ahead of' : 'behind'} this host's (±${Math.ceil(clock.roundTripMs / 2)} ms)${status === 'ok' ? '' : ': synchronise both clocks (NTP)'}`;
   return { name: 'clock', status, message, details: { skewMs: clock.skewMs, roundTripMs: clock.roundTripMs } };
+}
+
+/** S3 refuses a request signed this far from its own clock; signed links drift by the skew too. */
+const BUCKET_SKEW_FAIL_MS = 15 * 60_000;
+const BUCKET_SKEW_WARN_MS = 5_000;
+
+/** Where the files live: local disk (the disk check covers it), or a bucket written, read and cleared once. */
+async function checkStorage(config: Config): Promise<Check> {
+  const storage = storageFromConfig(config);
+  if (!(storage instanceof S3Storage)) return { name: 'storage', status: 'ok', message: `local disk, under ${config.dataDir}` };
+  const { bucket, prefix, endpoint } = config.storage;
+  const where = `bucket ${bucket}${prefix ? ` (${prefix})` : ''} at ${endpoint ?? `AWS ${config.storage.region}`}`;
+  try {
+    const { skewMs, roundTripMs } = await storage.probe();
+    const skew = Math.abs(skewMs);
+    const status: Status = skew > BUCKET_SKEW_FAIL_MS ? 'fail' : skew > BUCKET_SKEW_WARN_MS ? 'warn' : 'ok';
+    const clock = `its clock ${Math.round(skew / 1000)} s ${skewMs >= 0 ? 'ahead of' : 'behind'} this host's`;
+    return {
+      name: 'storage',
+      status,
+      message: `${where}: reachable and writable, ${clock}${status === 'ok' ? '' : ': synchronise both clocks (NTP)'}`,
+      details: { skewMs, roundTripMs },
+    };
+  } catch (err) {
+    return { name: 'storage', status: 'fail', message: `${where}: ${(err as Error).name}: ${(err as Error).message}` };
+  } finally {
+    storage.destroy();
+  }
 }
 
 function describeDatabase(config: Config): string {
@@ -171,7 +201,7 @@ function overall(checks: Check[]): Status {
 export function registerDoctor(program: Command, globals: () => GlobalOptions): void {
   program
     .command('doctor')
-    .description('check this installation: config, database reachable and migrated, clock, outbox backlog, dead deliveries, disk space')
+    .description('check this installation: config, database reachable and migrated, clock, outbox backlog, dead deliveries, disk space, the storage bucket')
     .option('--json', 'JSON output: { status, checks: [{ name, status, message, details }] }')
     .addHelpText(
       'after',
@@ -183,8 +213,8 @@ database that is not running is started for the duration of the checks. See docs
     .action(async (opts: { json?: boolean }) => {
       const { check, config } = checkConfig(globals().config);
       const checks = [check];
-      if (config) checks.push(...(await databaseChecks(config)), await checkDisk(config));
-      else checks.push(...[...DATABASE_CHECKS, 'disk'].map((name): Check => ({ name, status: 'skip', message: 'not checked: the configuration is invalid' })));
+      if (config) checks.push(...(await databaseChecks(config)), await checkDisk(config), await checkStorage(config));
+      else checks.push(...[...DATABASE_CHECKS, 'disk', 'storage'].map((name): Check => ({ name, status: 'skip', message: 'not checked: the configuration is invalid' })));
       const status = overall(checks);
       emit(Boolean(opts.json), { status, checks }, () => {
         const failed = checks.filter((c) => c.status === 'fail').length;

@@ -1,7 +1,8 @@
 import { createReadStream } from 'node:fs';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
-import { DeleteObjectCommand, GetObjectCommand, HeadObjectCommand, ListPartsCommand, S3Client, S3ServiceException } from '@aws-sdk/client-s3';
+import { DeleteObjectCommand, GetObjectCommand, HeadObjectCommand, ListPartsCommand, PutObjectCommand, S3Client, S3ServiceException } from '@aws-sdk/client-s3';
+import { randomBytes } from 'node:crypto';
 import { Upload } from '@aws-sdk/lib-storage';
 import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import type { StagedObject, Storage, StoredObject } from '../core/ports.js';
@@ -150,6 +151,35 @@ export class S3Storage implements Storage {
       ResponseContentDisposition: headers.contentDisposition,
     });
     return getSignedUrl(this.client, command, { expiresIn: seconds });
+  }
+
+  /**
+   * What `doctor` asks of the bucket: it takes, reads back and deletes a small object, and gives
+   * the service's clock against this host's (its Date header, to the second): S3 refuses requests
+   * signed 15 minutes off.
+   */
+  async probe(): Promise<{ skewMs: number; roundTripMs: number }> {
+    const key = `ticketd-doctor-${randomBytes(8).toString('hex')}`;
+    const put = new PutObjectCommand({ Bucket: this.settings.bucket, Key: this.objectKey(key), Body: 'ticketd doctor' });
+    let date: string | undefined;
+    put.middlewareStack.add(
+      (next) => async (args) => {
+        const out = await next(args);
+        date = (out.response as { headers?: Record<string, string> }).headers?.date;
+        return out;
+      },
+      { step: 'deserialize', name: 'readServiceDate' },
+    );
+    const sent = Date.now();
+    await this.client.send(put);
+    const received = Date.now();
+    try {
+      if (!(await this.exists(key))) throw new Error('an object just written cannot be found');
+    } finally {
+      await this.delete(key);
+    }
+    const serviceTime = date ? Date.parse(date) : NaN;
+    return { skewMs: Number.isNaN(serviceTime) ? 0 : serviceTime - Math.round((sent + received) / 2), roundTripMs: received - sent };
   }
 
   destroy(): void {

@@ -13,7 +13,7 @@ import { testNow } from '../helpers/clock.js';
 const dataDir = mkdtempSync(path.join(os.tmpdir(), 'ticketd-doctor-'));
 t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
 const doctor = (env: Record<string, string>, json = true) => runCli(['doctor', ...(json ? ['--json'] : [])], { TICKETD_DATA_DIR: dataDir, ...env });
-const CHECKS = ['config', 'database', 'migrations', 'clock', 'outbox', 'deadDeliveries', 'cluster', 'disk'];
+const CHECKS = ['config', 'database', 'migrations', 'clock', 'outbox', 'deadDeliveries', 'cluster', 'disk', 'storage'];
 
 interface Check {
   name: string;

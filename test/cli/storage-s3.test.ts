@@ -2,7 +2,7 @@ import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
-import { startServer } from '../helpers/cli.js';
+import { runCli, startServer } from '../helpers/cli.js';
 import { freshDatabase } from '../helpers/db.js';
 import { startS3 } from '../helpers/s3.js';
 
@@ -60,4 +60,20 @@ t.test('an attachment uploaded through one process downloads through the other',
 
   for (const dir of dirs) t.notOk(readdirSync(dir).includes('attachments'), `nothing under ${path.basename(dir)}/attachments: the bucket holds it`);
   t.same(readdirSync(path.join(dirs[0]!, 'staging')), [], 'and nothing left staged');
+});
+
+t.test('doctor checks the bucket: reachable, writable, its clock; a bucket that is not there fails', async (t) => {
+  const doctor = (env: Record<string, string>) => runCli(['doctor', '--json'], { DATABASE_URL: url, TICKETD_DATA_DIR: dirs[0]!, ...bucket.env, ...env });
+  const good = await doctor({});
+  const storage = good.json().checks.find((c: { name: string }) => c.name === 'storage');
+  t.equal(storage.status, 'ok', storage.message);
+  t.match(storage.message, /^bucket ticketd-test \(files\/\) at http:\/\/127\.0\.0\.1:\d+: reachable and writable, its clock \d+ s (ahead of|behind) this host's$/);
+  t.ok(Math.abs(storage.details.skewMs) < 5_000, 'the same machine: no skew to speak of');
+  t.notMatch(good.stdout + good.stderr, bucket.env.TICKETD_S3_SECRET_ACCESS_KEY, 'the secret key is not shown');
+
+  const missing = await doctor({ TICKETD_S3_BUCKET: 'no-such-bucket' });
+  t.equal(missing.code, 1, 'a failed check exits 1');
+  const refused = missing.json().checks.find((c: { name: string }) => c.name === 'storage');
+  t.equal(refused.status, 'fail');
+  t.match(refused.message, /no-such-bucket.*NoSuchBucket/);
 });
