@@ -1,4 +1,5 @@
 /** The only place the CLI writes output or asks questions. */
+import { Presets, SingleBar } from 'cli-progress';
 
 // The prompts' modules load on a terminal only, when a question is asked: scripts never need them.
 const prompts = () => import('@inquirer/prompts');
@@ -75,4 +76,23 @@ export function table(rows: Record<string, unknown>[], columns: string[]): strin
       .join('  ')
       .trimEnd();
   return [line(columns), ...cells.map(line)];
+}
+
+/** A progress bar on stderr when it is a terminal (else nothing): update(done, total), then stop(). */
+export function progressBar(unit: string): { update(done: number, total: number): void; stop(): void } {
+  if (!process.stderr.isTTY) return { update: () => undefined, stop: () => undefined };
+  const bar = new SingleBar({ format: `{bar} {value}/{total} ${unit}`, stream: process.stderr, hideCursor: true }, Presets.shades_classic);
+  let started = false;
+  return {
+    update(done, total) {
+      if (!started) bar.start(total, 0);
+      started = true;
+      bar.setTotal(total);
+      bar.update(done);
+    },
+    stop() {
+      if (started) bar.stop();
+      started = false;
+    },
+  };
 }

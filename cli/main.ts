@@ -20,6 +20,7 @@ import { registerStores } from './commands/stores.js';
 import { registerSecrets } from './commands/secrets.js';
 import { registerSso } from './commands/sso.js';
 import { registerStart } from './commands/start.js';
+import { registerStorage } from './commands/storage.js';
 import { registerWebhooks } from './commands/webhooks.js';
 import type { GlobalOptions } from './globals.js';
 import { EXIT, fail, ReportedFailure, UsageError } from './io.js';
@@ -45,6 +46,7 @@ Every command takes --json for scripts. Environment: DATABASE_URL, PORT, TICKETD
   registerStart(program, globals);
   registerInit(program, globals);
   registerDb(program, globals);
+  registerStorage(program, globals);
   registerAccounts(program, globals);
   registerBrands(program, globals);
   registerPlans(program, globals);

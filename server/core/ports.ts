@@ -35,6 +35,8 @@ export interface Storage {
   exists(key: string): Promise<boolean>;
   /** Removes staged bytes older than `before` that a crashed process left behind; returns how many. */
   purgeStaging(before: Date): Promise<number>;
+  /** Every key held, in no particular order (`ticketd storage migrate` copies them). */
+  keys(): AsyncIterable<string>;
 }
 
 export interface MailAddress {

@@ -1,10 +1,18 @@
 import { createReadStream } from 'node:fs';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
-import { DeleteObjectCommand, GetObjectCommand, HeadObjectCommand, ListPartsCommand, PutObjectCommand, S3Client, S3ServiceException } from '@aws-sdk/client-s3';
+import {
+  DeleteObjectCommand,
+  GetObjectCommand,
+  HeadObjectCommand,
+  ListObjectsV2Command,
+  ListPartsCommand,
+  PutObjectCommand,
+  S3Client,
+  S3ServiceException,
+} from '@aws-sdk/client-s3';
 import { randomBytes } from 'node:crypto';
 import { Upload } from '@aws-sdk/lib-storage';
-import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import type { StagedObject, Storage, StoredObject } from '../core/ports.js';
 import { FileStaging, checkKey, putStaged, removeStaged } from './storage.js';
 
@@ -142,15 +150,17 @@ export class S3Storage implements Storage {
     return this.staging.purge(before);
   }
 
-  /** A URL that downloads the object straight from the bucket for `seconds`, with these response headers. */
-  presignedDownload(key: string, seconds: number, headers: { contentType: string; contentDisposition: string }): Promise<string> {
-    const command = new GetObjectCommand({
-      Bucket: this.settings.bucket,
-      Key: this.objectKey(key),
-      ResponseContentType: headers.contentType,
-      ResponseContentDisposition: headers.contentDisposition,
-    });
-    return getSignedUrl(this.client, command, { expiresIn: seconds });
+  async *keys(): AsyncIterable<string> {
+    const { bucket, prefix } = this.settings;
+    let token: string | undefined;
+    do {
+      const page = await this.client.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix, ContinuationToken: token }));
+      for (const object of page.Contents ?? []) {
+        const key = object.Key!.slice(prefix.length);
+        if (!key.includes('/')) yield key;
+      }
+      token = page.IsTruncated ? page.NextContinuationToken : undefined;
+    } while (token);
   }
 
   /**

@@ -216,6 +216,20 @@ export class LocalDiskStorage implements Storage {
   purgeStaging(before: Date): Promise<number> {
     return this.staging.purge(before);
   }
+
+  async *keys(): AsyncIterable<string> {
+    let spreads: string[];
+    try {
+      spreads = await readdir(this.root);
+    } catch (err) {
+      if (isMissing(err)) return;
+      throw err;
+    }
+    for (const spread of spreads) {
+      if (spread.length !== 2) continue; // .staging, and nothing else of ours
+      for (const key of await readdir(path.join(this.root, spread))) if (KEY.test(key)) yield key;
+    }
+  }
 }
 
 /** Where a local install keeps its files: `<dataDir>/attachments`. */

@@ -56,6 +56,9 @@ for (const b of backends) {
     const opened = await storage.open('att_01abc');
     t.equal(opened!.size, 11);
     t.equal(await text(opened!.stream), 'hello world');
+    const keys: string[] = [];
+    for await (const key of storage.keys()) keys.push(key);
+    t.ok(keys.includes('att_01abc'), 'listed among its keys');
     await storage.delete('att_01abc');
     t.notOk(await storage.exists('att_01abc'));
     t.equal(await storage.open('att_01abc'), null);
