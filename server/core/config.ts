@@ -115,6 +115,7 @@ export interface Config {
     readonly accessKeyId: string | null;
     /** Never logged or shown. */
     readonly secretAccessKey: string | null;
+    readonly presignedDownloads: boolean;
   };
   readonly billingProvider: 'local' | 'stripe';
   /** The stripe provider's keys; apiUrl points the client elsewhere (a proxy, a test's server). */
@@ -261,6 +262,7 @@ export const ENV_KEYS: Record<string, [string, Kind]> = {
   TICKETD_S3_FORCE_PATH_STYLE: ['storage.forcePathStyle', 'boolean'],
   TICKETD_S3_ACCESS_KEY_ID: ['storage.accessKeyId', 'string'],
   TICKETD_S3_SECRET_ACCESS_KEY: ['storage.secretAccessKey', 'string'],
+  TICKETD_S3_PRESIGNED_DOWNLOADS: ['storage.presignedDownloads', 'boolean'],
   TICKETD_DEFAULT_PLAN: ['defaultPlan', 'string'],
   TICKETD_INSTANCE_ADMINS: ['instanceAdmins', 'list'],
   TICKETD_BOOTSTRAP_OWNER_EMAIL: ['bootstrap.ownerEmail', 'string'],

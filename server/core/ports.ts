@@ -37,6 +37,11 @@ export interface Storage {
   purgeStaging(before: Date): Promise<number>;
   /** Every key held, in no particular order (`ticketd storage migrate` copies them). */
   keys(): AsyncIterable<string>;
+  /**
+   * A URL that serves the object itself for `seconds`, with these response headers, when the
+   * backend and the operator allow one (a bucket's presigned URL); null: ticketd streams it.
+   */
+  directDownloadUrl(key: string, seconds: number, headers: { contentType: string; contentDisposition: string }): Promise<string | null>;
 }
 
 export interface MailAddress {

@@ -13,6 +13,7 @@ import {
 } from '@aws-sdk/client-s3';
 import { randomBytes } from 'node:crypto';
 import { Upload } from '@aws-sdk/lib-storage';
+import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import type { StagedObject, Storage, StoredObject } from '../core/ports.js';
 import { FileStaging, checkKey, putStaged, removeStaged } from './storage.js';
 
@@ -29,6 +30,8 @@ export interface S3Settings {
   /** Null: the SDK's own chain (environment, shared files, instance role). */
   accessKeyId: string | null;
   secretAccessKey: string | null;
+  /** Attachment downloads go to the bucket by presigned URL, not through ticketd. */
+  presignedDownloads: boolean;
 }
 
 /** Parts of a multipart upload: 8 MiB each, two in flight, so an upload holds at most about 16 MiB. */
@@ -148,6 +151,18 @@ export class S3Storage implements Storage {
   /** Local staging only: the bucket holds no staged bytes (incomplete multipart uploads are the bucket's lifecycle rule's). */
   purgeStaging(before: Date): Promise<number> {
     return this.staging.purge(before);
+  }
+
+  /** With presignedDownloads: the bucket's own URL for the object, signed for `seconds`, with these response headers. */
+  async directDownloadUrl(key: string, seconds: number, headers: { contentType: string; contentDisposition: string }): Promise<string | null> {
+    if (!this.settings.presignedDownloads) return null;
+    const command = new GetObjectCommand({
+      Bucket: this.settings.bucket,
+      Key: this.objectKey(key),
+      ResponseContentType: headers.contentType,
+      ResponseContentDisposition: headers.contentDisposition,
+    });
+    return getSignedUrl(this.client, command, { expiresIn: seconds });
   }
 
   async *keys(): AsyncIterable<string> {

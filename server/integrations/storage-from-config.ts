@@ -16,6 +16,7 @@ export function storageFromConfig(config: Pick<Config, 'dataDir' | 'storage'>, l
       forcePathStyle: s.forcePathStyle,
       accessKeyId: s.accessKeyId,
       secretAccessKey: s.secretAccessKey,
+      presignedDownloads: s.presignedDownloads,
     },
     s3StagingDir(config.dataDir),
     log,

@@ -217,6 +217,11 @@ export class LocalDiskStorage implements Storage {
     return this.staging.purge(before);
   }
 
+  /** Files on disk are served by ticketd. */
+  directDownloadUrl(): Promise<string | null> {
+    return Promise.resolve(null);
+  }
+
   async *keys(): AsyncIterable<string> {
     let spreads: string[];
     try {

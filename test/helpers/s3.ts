@@ -27,7 +27,7 @@ export async function startS3(bucket = 'ticketd-test'): Promise<TestBucket> {
   const server = new S3rver({ address: '127.0.0.1', port: 0, silent: true, directory, configureBuckets: [{ name: bucket, configs: [] }] });
   const { port } = await server.run();
   const endpoint = `http://127.0.0.1:${port}`;
-  const settings: S3Settings = { bucket, prefix: 'files/', endpoint, region: 'us-east-1', forcePathStyle: true, ...CREDENTIALS };
+  const settings: S3Settings = { bucket, prefix: 'files/', endpoint, region: 'us-east-1', forcePathStyle: true, ...CREDENTIALS, presignedDownloads: false };
   return {
     settings,
     env: {

@@ -580,14 +580,23 @@ export interface Download {
   contentType: string;
 }
 
-/** GET /v1/files/<token>: the bytes of an UPLOADED attachment whose ticket (if any) is not deleted. */
-export async function openDownload(base: BaseCtx, deps: AttachmentDeps, token: string): Promise<Download> {
+/** How long a redirect to the storage's own URL lets the client fetch the bytes. */
+const DIRECT_DOWNLOAD_SECONDS = 300;
+
+/**
+ * GET /v1/files/<token>: the bytes of an UPLOADED attachment whose ticket (if any) is not deleted,
+ * or, when the storage serves them itself (a bucket's presigned downloads), where to get them.
+ */
+export async function openDownload(base: BaseCtx, deps: AttachmentDeps, token: string): Promise<Download | { redirect: string }> {
   const { ctx, attachmentId } = await tenantOfGrant(base, deps, token, 'download');
   const row = await Attachment.scoped(ctx).findById(attachmentId).where('attachments.status', 'UPLOADED').where(onLiveTicket(ctx));
   if (!row) throw notFound('Attachment');
+  const contentType = servedContentType(row.contentType);
+  const direct = await deps.storage.directDownloadUrl(row.id, DIRECT_DOWNLOAD_SECONDS, { contentType, contentDisposition: contentDisposition(row.filename) });
+  if (direct) return { redirect: direct };
   const file = await deps.storage.open(row.id);
   if (!file) throw notFound('Attachment');
-  return { stream: file.stream, size: file.size, filename: row.filename, contentType: servedContentType(row.contentType) };
+  return { stream: file.stream, size: file.size, filename: row.filename, contentType };
 }
 
 // ---------------------------------------------------------------------------------------------
