@@ -130,7 +130,7 @@ export interface UpdatePartsOptions {
    * made only when `b` holds a row, the write only when the claim was made; or "b locked every
    * ticket asked for", so a set is written whole or not at all.
    */
-  gate?: { cte?: SqlFragment; writeWhen: string };
+  gate?: { cte?: SqlFragment; writeWhen: SqlFragment };
   /**
    * Clock columns whose values differ by ticket (each status change moves its own service-level
    * clock), by ticket id; a column a ticket's values lack keeps its value.
@@ -229,7 +229,7 @@ export function ticketUpdateParts(tx: TenantCtx, brandId: string, ids: readonly 
       from tickets t where ? and t.brand_id = ? and t.id = any(?::text[]) and t.deleted_at is null${guard ? ` and ${guard.sql}` : ''} order by t.id for update
     ),${gate?.cte ? ` ${gate.cte.sql},` : ''} a as (
       update tickets t set ${sets.join(', ')}
-      from b where ? and t.brand_id = ? and t.id = b.id${gate ? ` and ${gate.writeWhen}` : ''}
+      from b where ? and t.brand_id = ? and t.id = b.id${gate ? ` and ${gate.writeWhen.sql}` : ''}
       returning ${
         options.wholeRows
           ? 't.*'
@@ -247,6 +247,7 @@ export function ticketUpdateParts(tx: TenantCtx, brandId: string, ids: readonly 
       ...bindings,
       tenantScope(tx, 't'),
       brandId,
+      ...((gate?.writeWhen.bindings ?? []) as Knex.RawBinding[]),
       ...effectBindings,
     ],
   };

@@ -272,7 +272,7 @@ async function write(ctx: TenantCtx, w: Write): Promise<Comment | null> {
     { ...w.set, commentCount: ctx.db.raw('comment_count + 1'), updatedAt: ctx.db.raw('now()'), ...comments.messageMoment(ctx, comment) },
     {
       guard,
-      gate: claim && { cte: { sql: `claimed as (${claim.sql})`, bindings: claim.bindings }, writeWhen: 'exists (select 1 from claimed)' },
+      gate: claim && { cte: { sql: `claimed as (${claim.sql})`, bindings: claim.bindings }, writeWhen: { sql: 'exists (select 1 from claimed)', bindings: [] } },
     },
   )!;
   const inserted: SqlFragment = { sql: 'exists (select 1 from c)', bindings: [] };

@@ -218,7 +218,7 @@ async function write(ctx: TenantCtx, w: Write): Promise<boolean> {
     // A deletion keeps updatedAt, as DELETE /tickets/{id} does.
     set.deletedAt ? set : { ...set, updatedAt: ctx.db.raw('now()') },
     // Every ticket planned locked and still as read, or none written.
-    { guard, perTicket, gate: { writeWhen: `(select count(*) from b) = ${ids.length}` } },
+    { guard, perTicket, gate: { writeWhen: { sql: '(select count(*) from b) = ?', bindings: [ids.length] } } },
   )!;
   const written: SqlFragment = { sql: 'exists (select 1 from a)', bindings: [] };
   const { facts, announced } = recordsOf(brand.id, w);
