@@ -29,6 +29,24 @@ t.test('environment overrides the file, which overrides the defaults', async (t)
   t.equal(config.bootstrap.ownerEmail, 'owner@example.com', 'nested defaults survive a partial file');
 });
 
+t.test('a section given in part (storage, stripe) keeps its own defaults, and only its own; S3 needs its bucket', async (t) => {
+  const file = path.join(dir, 'sections.json');
+  writeFileSync(file, JSON.stringify({ storage: { kind: 's3', bucket: 'tickets-files' }, stripe: { apiUrl: 'http://127.0.0.1:12111' } }));
+  const config = loadConfig({ env: { TICKETD_S3_ENDPOINT: 'http://127.0.0.1:9000' }, configFile: file, cwd: dir });
+  t.match(config.storage, {
+    kind: 's3',
+    bucket: 'tickets-files',
+    prefix: '',
+    region: 'us-east-1',
+    forcePathStyle: false,
+    endpoint: 'http://127.0.0.1:9000',
+    presignedDownloads: false,
+  });
+  t.same(config.stripe, { secretKey: null, webhookSecret: null, apiUrl: 'http://127.0.0.1:12111' }, "stripe keeps its keys and no other section's");
+  writeFileSync(file, JSON.stringify({ storage: { kind: 's3' } }));
+  t.throws(() => loadConfig({ env: {}, configFile: file, cwd: dir }), /storage\.bucket/, 'kind s3 without a bucket');
+});
+
 t.test('ticketd.config.json in the working directory is read when present; TICKETD_CONFIG names another', async (t) => {
   const own = mkdtempSync(path.join(os.tmpdir(), 'ticketd-config-'));
   t.teardown(() => rmSync(own, { recursive: true, force: true }));
