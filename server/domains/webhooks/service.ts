@@ -3,7 +3,7 @@ import { keyringPart, type SealContext, type SealedColumn } from '../../core/sea
 import { systemActor, withTx, type BaseCtx, type TenantCtx } from '../../core/context.js';
 import { badRequest, conflict, notFound } from '../../core/errors.js';
 import { newId, ID_PREFIX } from '../../core/ids.js';
-import { sameTenant, scopeOf, tenantScope } from '../../core/model.js';
+import { accountIs, sameTenant, scopeOf, tenantScope } from '../../core/model.js';
 import { assertPublicHost, OutboundRefused } from '../../core/outbound.js';
 import * as outbox from '../../core/outbox/service.js';
 import type { OutboxMessage } from '../../core/outbox/model.js';
@@ -299,7 +299,7 @@ export function targetWithClaim(picked: string, accountId: string, kind: string)
   return {
     sql: `select ${picked}.id, json_build_object('id', w.id, 'url', w.url, 'enabled', w.enabled, 'secret', w.secret, 'previousSecret', w.previous_secret,
     'previousSecretExpiresAt', w.previous_secret_expires_at) as attached from ${picked} join webhooks w
-    on w.account_id = ? and ${sameTenant('w', picked)} and w.id = ${picked}.webhook_id where ${picked}.kind = ?`,
+    on ${accountIs('w', '?')} and ${sameTenant('w', picked)} and w.id = ${picked}.webhook_id where ${picked}.kind = ?`,
     bindings: [accountId, kind],
   };
 }
