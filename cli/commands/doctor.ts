@@ -93,7 +93,7 @@ async function checkStorage(config: Config): Promise<Check> {
   } catch (err) {
     return { name: 'storage', status: 'fail', message: `${where}: ${(err as Error).name}: ${(err as Error).message}` };
   } finally {
-    storage.destroy();
+    await storage.destroy();
   }
 }
 

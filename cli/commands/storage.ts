@@ -50,7 +50,7 @@ See docs/operations.md, Object storage.`,
         ]);
       } finally {
         bar?.stop();
-        bucket.destroy();
+        await bucket.destroy();
       }
     });
 }

@@ -1,19 +1,8 @@
 import { createReadStream } from 'node:fs';
 import path from 'node:path';
 import type { Readable } from 'node:stream';
-import {
-  DeleteObjectCommand,
-  GetObjectCommand,
-  HeadObjectCommand,
-  ListObjectsV2Command,
-  ListPartsCommand,
-  PutObjectCommand,
-  S3Client,
-  S3ServiceException,
-} from '@aws-sdk/client-s3';
+import type { S3Client } from '@aws-sdk/client-s3';
 import { randomBytes } from 'node:crypto';
-import { Upload } from '@aws-sdk/lib-storage';
-import { getSignedUrl } from '@aws-sdk/s3-request-presigner';
 import type { StagedObject, Storage, StoredObject } from '../core/ports.js';
 import { FileStaging, checkKey, putStaged, removeStaged } from './storage.js';
 
@@ -38,7 +27,15 @@ export interface S3Settings {
 const PART_BYTES = 8 * 1024 * 1024;
 const PARTS_IN_FLIGHT = 2;
 
-const status = (err: unknown) => (err instanceof S3ServiceException ? err.$metadata.httpStatusCode : undefined);
+/** The SDK, loaded on first use: a process on local disk never pays for it (about 150 ms at start-up). */
+const loadSdk = async () => ({
+  ...(await import('@aws-sdk/client-s3')),
+  Upload: (await import('@aws-sdk/lib-storage')).Upload,
+  getSignedUrl: (await import('@aws-sdk/s3-request-presigner')).getSignedUrl,
+});
+type Sdk = Awaited<ReturnType<typeof loadSdk>>;
+
+const status = (err: unknown) => (err as { $metadata?: { httpStatusCode?: number } }).$metadata?.httpStatusCode;
 const isMissing = (err: unknown) => status(err) === 404 || (err as { name?: string }).name === 'NoSuchKey' || (err as { name?: string }).name === 'NotFound';
 
 /**
@@ -50,24 +47,32 @@ const isMissing = (err: unknown) => status(err) === 404 || (err as { name?: stri
  * an object only once its PUT or its multipart upload completes.
  */
 export class S3Storage implements Storage {
-  readonly client: S3Client;
   private readonly staging: FileStaging;
+  private connected: Promise<{ sdk: Sdk; client: S3Client }> | null = null;
 
   constructor(
     readonly settings: S3Settings,
     stagingDir: string,
     private readonly log: (message: string) => void = () => undefined,
   ) {
-    this.client = new S3Client({
-      region: settings.region,
-      ...(settings.endpoint ? { endpoint: settings.endpoint } : {}),
-      forcePathStyle: settings.forcePathStyle,
-      ...(settings.accessKeyId && settings.secretAccessKey ? { credentials: { accessKeyId: settings.accessKeyId, secretAccessKey: settings.secretAccessKey } } : {}),
-      // Checksums only where S3 requires them: many S3-compatible services refuse the SDK's default trailing checksums.
-      requestChecksumCalculation: 'WHEN_REQUIRED',
-      responseChecksumValidation: 'WHEN_REQUIRED',
-    });
     this.staging = new FileStaging(stagingDir);
+  }
+
+  /** The SDK and the client, made on first use. */
+  private connect(): Promise<{ sdk: Sdk; client: S3Client }> {
+    const { settings } = this;
+    return (this.connected ??= loadSdk().then((sdk) => ({
+      sdk,
+      client: new sdk.S3Client({
+        region: settings.region,
+        ...(settings.endpoint ? { endpoint: settings.endpoint } : {}),
+        forcePathStyle: settings.forcePathStyle,
+        ...(settings.accessKeyId && settings.secretAccessKey ? { credentials: { accessKeyId: settings.accessKeyId, secretAccessKey: settings.secretAccessKey } } : {}),
+        // Checksums only where S3 requires them: many S3-compatible services refuse the SDK's default trailing checksums.
+        requestChecksumCalculation: 'WHEN_REQUIRED',
+        responseChecksumValidation: 'WHEN_REQUIRED',
+      }),
+    })));
   }
 
   /** The object's name in the bucket. */
@@ -90,8 +95,9 @@ export class S3Storage implements Storage {
 
   /** Sends a staged file under `key`; a failed multipart upload is aborted and the abort checked. */
   private async send(key: string, file: string): Promise<void> {
-    const upload = new Upload({
-      client: this.client,
+    const { sdk, client } = await this.connect();
+    const upload = new sdk.Upload({
+      client,
       params: { Bucket: this.settings.bucket, Key: this.objectKey(key), Body: createReadStream(file) },
       partSize: PART_BYTES,
       queueSize: PARTS_IN_FLIGHT,
@@ -107,8 +113,9 @@ export class S3Storage implements Storage {
 
   /** After the SDK aborted a multipart upload: ListParts must answer NoSuchUpload, else its parts are still billed. */
   private async checkAborted(key: string, uploadId: string): Promise<void> {
+    const { sdk, client } = await this.connect();
     try {
-      await this.client.send(new ListPartsCommand({ Bucket: this.settings.bucket, Key: this.objectKey(key), UploadId: uploadId }));
+      await client.send(new sdk.ListPartsCommand({ Bucket: this.settings.bucket, Key: this.objectKey(key), UploadId: uploadId }));
     } catch (err) {
       if (status(err) === 404) return;
       this.log(
@@ -125,8 +132,9 @@ export class S3Storage implements Storage {
   }
 
   async open(key: string): Promise<{ stream: Readable; size: number } | null> {
+    const { sdk, client } = await this.connect();
     try {
-      const got = await this.client.send(new GetObjectCommand({ Bucket: this.settings.bucket, Key: this.objectKey(key) }));
+      const got = await client.send(new sdk.GetObjectCommand({ Bucket: this.settings.bucket, Key: this.objectKey(key) }));
       return { stream: got.Body as Readable, size: Number(got.ContentLength) };
     } catch (err) {
       if (isMissing(err)) return null;
@@ -135,12 +143,14 @@ export class S3Storage implements Storage {
   }
 
   async delete(key: string): Promise<void> {
-    await this.client.send(new DeleteObjectCommand({ Bucket: this.settings.bucket, Key: this.objectKey(key) }));
+    const { sdk, client } = await this.connect();
+    await client.send(new sdk.DeleteObjectCommand({ Bucket: this.settings.bucket, Key: this.objectKey(key) }));
   }
 
   async exists(key: string): Promise<boolean> {
+    const { sdk, client } = await this.connect();
     try {
-      await this.client.send(new HeadObjectCommand({ Bucket: this.settings.bucket, Key: this.objectKey(key) }));
+      await client.send(new sdk.HeadObjectCommand({ Bucket: this.settings.bucket, Key: this.objectKey(key) }));
       return true;
     } catch (err) {
       if (isMissing(err)) return false;
@@ -156,20 +166,22 @@ export class S3Storage implements Storage {
   /** With presignedDownloads: the bucket's own URL for the object, signed for `seconds`, with these response headers. */
   async directDownloadUrl(key: string, seconds: number, headers: { contentType: string; contentDisposition: string }): Promise<string | null> {
     if (!this.settings.presignedDownloads) return null;
-    const command = new GetObjectCommand({
+    const { sdk, client } = await this.connect();
+    const command = new sdk.GetObjectCommand({
       Bucket: this.settings.bucket,
       Key: this.objectKey(key),
       ResponseContentType: headers.contentType,
       ResponseContentDisposition: headers.contentDisposition,
     });
-    return getSignedUrl(this.client, command, { expiresIn: seconds });
+    return sdk.getSignedUrl(client, command, { expiresIn: seconds });
   }
 
   async *keys(): AsyncIterable<string> {
     const { bucket, prefix } = this.settings;
+    const { sdk, client } = await this.connect();
     let token: string | undefined;
     do {
-      const page = await this.client.send(new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix, ContinuationToken: token }));
+      const page = await client.send(new sdk.ListObjectsV2Command({ Bucket: bucket, Prefix: prefix, ContinuationToken: token }));
       for (const object of page.Contents ?? []) {
         const key = object.Key!.slice(prefix.length);
         if (!key.includes('/')) yield key;
@@ -185,7 +197,8 @@ export class S3Storage implements Storage {
    */
   async probe(): Promise<{ skewMs: number; roundTripMs: number }> {
     const key = `ticketd-doctor-${randomBytes(8).toString('hex')}`;
-    const put = new PutObjectCommand({ Bucket: this.settings.bucket, Key: this.objectKey(key), Body: 'ticketd doctor' });
+    const { sdk, client } = await this.connect();
+    const put = new sdk.PutObjectCommand({ Bucket: this.settings.bucket, Key: this.objectKey(key), Body: 'ticketd doctor' });
     let date: string | undefined;
     put.middlewareStack.add(
       (next) => async (args) => {
@@ -196,7 +209,7 @@ export class S3Storage implements Storage {
       { step: 'deserialize', name: 'readServiceDate' },
     );
     const sent = Date.now();
-    await this.client.send(put);
+    await client.send(put);
     const received = Date.now();
     try {
       if (!(await this.exists(key))) throw new Error('an object just written cannot be found');
@@ -207,8 +220,9 @@ export class S3Storage implements Storage {
     return { skewMs: Number.isNaN(serviceTime) ? 0 : serviceTime - Math.round((sent + received) / 2), roundTripMs: received - sent };
   }
 
-  destroy(): void {
-    this.client.destroy();
+  /** Closes the client's connections, if it was made. */
+  async destroy(): Promise<void> {
+    if (this.connected) (await this.connected).client.destroy();
   }
 }
 

@@ -141,7 +141,11 @@ t.test('s3: objects under the prefix; two stores on different disks share one bu
   t.teardown(() => other.destroy());
   await s3.put('att_shared', Readable.from([Buffer.from('from one')]), 100);
   t.equal(await text((await other.open('att_shared'))!.stream), 'from one', 'written by one, read by the other');
-  const named = await s3.client.send(new (await import('@aws-sdk/client-s3')).ListObjectsV2Command({ Bucket: bucket.settings.bucket, Prefix: 'files/att_shared' }));
+  const { S3Client, ListObjectsV2Command } = await import('@aws-sdk/client-s3');
+  const { endpoint, region, accessKeyId, secretAccessKey } = bucket.settings;
+  const lister = new S3Client({ endpoint: endpoint!, region, forcePathStyle: true, credentials: { accessKeyId: accessKeyId!, secretAccessKey: secretAccessKey! } });
+  t.teardown(() => lister.destroy());
+  const named = await lister.send(new ListObjectsV2Command({ Bucket: bucket.settings.bucket, Prefix: 'files/att_shared' }));
   t.same(
     named.Contents?.map((c) => c.Key),
     ['files/att_shared'],
