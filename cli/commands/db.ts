@@ -4,11 +4,13 @@ import type { Command } from 'commander';
 import { loadConfig, type Config } from '../../server/core/config.js';
 import type { Backup, RestoreResult } from '../../server/integrations/backups.js';
 import { withDatabase, withServices } from '../database.js';
-import { confirmOrFlag, emit, fail, need, note, ReportedFailure } from '../io.js';
+import { confirmOrFlag, emit, fail, need, note, ReportedFailure, UsageError } from '../io.js';
 import type { GlobalOptions } from '../globals.js';
 
 const migrations = () => import('../../server/core/migrate.js');
 const backups = () => import('../../server/integrations/backups.js');
+/** Where the configured install keeps its files: a backup lists its bucket, a restore puts objects there. */
+const storageOf = async (config: Config) => (await import('../../server/integrations/storage-from-config.js')).storageFromConfig(config, note);
 
 export function registerDb(program: Command, globals: () => GlobalOptions): void {
   const db = program.command('db').description('database schema, provisioning, backup and restore');
@@ -68,7 +70,8 @@ export function registerDb(program: Command, globals: () => GlobalOptions): void
 
   db.command('backup <file>')
     .description('write the database (and with --with-files the attachments, avatars and mail under the data directory) to FILE, one archive')
-    .option('--with-files', 'include the files ticketd keeps under its data directory')
+    .option('--with-files', "include the files ticketd keeps under its data directory; on object storage, the list of the bucket's objects")
+    .option('--copy-objects', "on object storage, with --with-files: the bucket's objects themselves too")
     .option('--yes', 'replace FILE if it exists')
     .option('--json', 'JSON output')
     .addHelpText(
@@ -78,17 +81,24 @@ FILE is a gzipped tar with a manifest (checksums of everything in it): see \`db 
 The embedded database is copied online with PostgreSQL's own backup functions (pg_backup_start,
 pg_backup_stop) and the WAL written meanwhile: nothing else needs installing. An external one
 (DATABASE_URL) is dumped with pg_dump of the server's major version or newer: on PATH, or in
-/usr/lib/postgresql/*/bin. Files are copied after the database. See docs/operations.md.`,
+/usr/lib/postgresql/*/bin. Files are copied after the database. On object storage (storage.kind
+s3) the attachments and avatars are the bucket's objects: --with-files lists them (key and size),
+and --copy-objects copies their bytes into FILE as well. See docs/operations.md.`,
     )
-    .action(async (file: string, opts: { withFiles?: boolean; yes?: boolean; json?: boolean }) => {
+    .action(async (file: string, opts: { withFiles?: boolean; copyObjects?: boolean; yes?: boolean; json?: boolean }) => {
       const config = loadConfig({ configFile: globals().config });
+      const onBucket = config.storage.kind === 's3';
+      if (opts.copyObjects && !opts.withFiles) throw new UsageError('--copy-objects goes with --with-files');
+      if (opts.copyObjects && !onBucket) throw new UsageError('--copy-objects is for object storage (storage.kind s3); --with-files copies the files of local storage');
       const [{ embeddedClusterExists }, { writeBackup }] = await Promise.all([import('../../server/integrations/embedded-postgres.js'), backups()]);
       if (!config.databaseUrl && !embeddedClusterExists(config.dataDir)) throw new Error(`no embedded database under ${config.dataDir} yet: nothing to back up`);
       if (!existsSync(path.dirname(path.resolve(file)))) throw new Error(`${path.dirname(path.resolve(file))} does not exist: nowhere to write ${file}`);
       if (existsSync(file) && !(await confirmOrFlag(opts.yes, `${file} exists. Replace it?`))) return;
-      const result = await withDatabase(config, (handle) => writeBackup(handle, { file, dataDir: config.dataDir, withFiles: Boolean(opts.withFiles), log: note }));
+      const objects = opts.withFiles && onBucket ? { storage: await storageOf(config), copy: Boolean(opts.copyObjects) } : undefined;
+      const result = await withDatabase(config, (handle) => writeBackup(handle, { file, dataDir: config.dataDir, withFiles: Boolean(opts.withFiles), objects, log: note }));
+      const listed = result.objects ? `, ${result.objects.copied ? 'copying' : 'listing'} ${result.objects.count} objects of the bucket` : '';
       emit(Boolean(opts.json), result, () => [
-        `backed up database ${result.database} (PostgreSQL ${result.serverVersion}, ${result.method})${result.withFiles ? ` and ${result.files} files` : ''} to ${result.file}: ${result.bytes} bytes`,
+        `backed up database ${result.database} (PostgreSQL ${result.serverVersion}, ${result.method})${result.withFiles ? ` and ${result.files} files${listed}` : ''} to ${result.file}: ${result.bytes} bytes`,
       ]);
     });
 
@@ -133,6 +143,8 @@ Start ticketd afterwards: it applies any migration the backup predates.`,
       if (!result) return;
       emit(Boolean(opts.json), result, () => [
         `restored ${result.file} into database ${result.database}${result.withFiles ? ', with its files' : ''}`,
+        ...(result.objects?.restored ? [`${result.objects.restored} objects put into storage`] : []),
+        ...(result.objects?.missing ? [`warning: ${result.objects.missing} objects the backup listed are not in storage (it kept their list only)`] : []),
         ...(result.kind === 'external' && result.replaced ? ['what the database held was dropped first'] : []),
         ...(result.movedAside ? [`what it replaced under the data directory is in ${result.movedAside}`] : []),
       ]);
@@ -164,7 +176,7 @@ async function restoreEmbeddedCommand(config: Config, backup: Backup, yes: boole
   }
   const { embeddedTargetExists, restoreEmbedded } = await backups();
   if (embeddedTargetExists(config.dataDir) && !(await confirmOrFlag(yes, `${config.dataDir} already holds a database. Move it aside and restore ${backup.file}?`))) return null;
-  return restoreEmbedded(config.dataDir, backup, note);
+  return restoreEmbedded(config.dataDir, backup, { storage: await storageOf(config), log: note });
 }
 
 async function restoreDumpCommand(config: Config, backup: Backup, yes: boolean | undefined): Promise<RestoreResult | null> {
@@ -178,6 +190,6 @@ async function restoreDumpCommand(config: Config, backup: Backup, yes: boolean |
     ) {
       return null;
     }
-    return restoreDump(handle, backup, { dataDir: config.dataDir, replace, log: note });
+    return restoreDump(handle, backup, { dataDir: config.dataDir, replace, storage: await storageOf(config), log: note });
   });
 }

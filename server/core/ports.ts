@@ -35,8 +35,8 @@ export interface Storage {
   exists(key: string): Promise<boolean>;
   /** Removes staged bytes older than `before` that a crashed process left behind; returns how many. */
   purgeStaging(before: Date): Promise<number>;
-  /** Every key held, in no particular order (`ticketd storage migrate` copies them). */
-  keys(): AsyncIterable<string>;
+  /** Every object held with its size, in no particular order (`storage migrate` copies them, `db backup` lists them). */
+  list(): AsyncIterable<{ key: string; size: number }>;
   /**
    * A URL that serves the object itself for `seconds`, with these response headers, when the
    * backend and the operator allow one (a bucket's presigned URL); null: ticketd streams it.

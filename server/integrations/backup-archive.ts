@@ -3,6 +3,7 @@ import { once } from 'node:events';
 import type { Dirent, WriteStream } from 'node:fs';
 import { open, readdir, stat, type FileHandle } from 'node:fs/promises';
 import path from 'node:path';
+import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { extract, Header, list, Pack, ReadEntry } from 'tar';
 
@@ -33,6 +34,11 @@ export interface Manifest {
   database: string;
   /** Whether the files under the data directory (attachments, avatars, mail) are in it. */
   withFiles: boolean;
+  /**
+   * Object storage only, with the files: its objects as they were listed (OBJECT_LIST, one JSON
+   * line `{ key, size }` each), and whether their bytes are in the archive too (`objects/<key>`).
+   */
+  objects?: { count: number; bytes: number; copied: boolean };
   /** embedded only: the WAL the copy needs, first to last segment. */
   wal?: { start: string; stop: string; firstSegment: string; lastSegment: string; segmentBytes: number };
   members: Record<string, Member>;
@@ -125,6 +131,19 @@ export class ArchiveWriter {
     } finally {
       await handle.close();
     }
+  }
+
+  /** `size` bytes read from `source` (an object of a bucket, say); fewer or more is an error, as the tar header holds the size. */
+  async stream(name: string, source: Readable, size: number, mode = 0o600): Promise<void> {
+    const member = this.begin(name, mode, size, new Date());
+    let left = size;
+    for await (const chunk of source as AsyncIterable<Buffer>) {
+      if (chunk.length > left) throw new Error(`${name}: more than the ${size} bytes announced`);
+      await member.write(chunk);
+      left -= chunk.length;
+    }
+    if (left > 0) throw new Error(`${name}: ${left} of its ${size} bytes never came`);
+    member.end();
   }
 
   /**

@@ -176,7 +176,7 @@ export class S3Storage implements Storage {
     return sdk.getSignedUrl(client, command, { expiresIn: seconds });
   }
 
-  async *keys(): AsyncIterable<string> {
+  async *list(): AsyncIterable<{ key: string; size: number }> {
     const { bucket, prefix } = this.settings;
     const { sdk, client } = await this.connect();
     let token: string | undefined;
@@ -184,7 +184,7 @@ export class S3Storage implements Storage {
       const page = await client.send(new sdk.ListObjectsV2Command({ Bucket: bucket, Prefix: prefix, ContinuationToken: token }));
       for (const object of page.Contents ?? []) {
         const key = object.Key!.slice(prefix.length);
-        if (!key.includes('/')) yield key;
+        if (!key.includes('/')) yield { key, size: object.Size ?? 0 };
       }
       token = page.IsTruncated ? page.NextContinuationToken : undefined;
     } while (token);

@@ -41,7 +41,7 @@ async function journalled(journal: string): Promise<Set<string>> {
 export async function migrateObjects(from: Storage, to: Storage, journal: string, onStep: (step: MigrationStep, done: number, total: number) => void): Promise<MigrationResult> {
   const verified = await journalled(journal);
   const keys: string[] = [];
-  for await (const key of from.keys()) keys.push(key);
+  for await (const { key } of from.list()) keys.push(key);
   keys.sort();
   const result: MigrationResult = { objects: keys.length, copied: 0, bytes: 0 };
   for (const [i, key] of keys.entries()) {

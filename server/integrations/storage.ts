@@ -222,7 +222,7 @@ export class LocalDiskStorage implements Storage {
     return Promise.resolve(null);
   }
 
-  async *keys(): AsyncIterable<string> {
+  async *list(): AsyncIterable<{ key: string; size: number }> {
     let spreads: string[];
     try {
       spreads = await readdir(this.root);
@@ -232,7 +232,14 @@ export class LocalDiskStorage implements Storage {
     }
     for (const spread of spreads) {
       if (spread.length !== 2) continue; // .staging, and nothing else of ours
-      for (const key of await readdir(path.join(this.root, spread))) if (KEY.test(key)) yield key;
+      for (const key of await readdir(path.join(this.root, spread))) {
+        if (!KEY.test(key)) continue;
+        const size = await stat(path.join(this.root, spread, key)).then(
+          (s) => s.size,
+          (err: unknown) => (isMissing(err) ? null : Promise.reject(err)),
+        );
+        if (size !== null) yield { key, size }; // null: deleted since the directory was read
+      }
     }
   }
 }

@@ -11,6 +11,11 @@ import { createDb } from '../../server/core/db.js';
 import { migrateLatest } from '../../server/core/migrate.js';
 import { EmbeddedPostgres } from '../../server/integrations/embedded-postgres.js';
 import { findTool, inspectDatabase, toolDirs, type PgTool } from '../../server/integrations/pg-tools.js';
+import { readArchive } from '../../server/integrations/backup-archive.js';
+import { S3Storage, s3StagingDir } from '../../server/integrations/s3-storage.js';
+import { migrateObjects } from '../../server/integrations/storage-migrate.js';
+import { LocalDiskStorage, localStorageRoot } from '../../server/integrations/storage.js';
+import { startS3 } from '../helpers/s3.js';
 import { client, makeTicket, ownerWithBrand, testConfig } from '../helpers/app.js';
 import { runCli, startServer, stopEmbedded, type CliResult, type Server } from '../helpers/cli.js';
 import { adminUrl, freshDatabase } from '../helpers/db.js';
@@ -316,13 +321,13 @@ async function roundTrip(t: Test, server: External): Promise<void> {
     chmodSync(file, 0o755);
   }
   const PATH = `${wrappers}${path.delimiter}${process.env.PATH ?? ''}`;
-  const cli = (url: string, files: string, args: string[]) => runCli(args, { DATABASE_URL: url, TICKETD_DATA_DIR: files, PATH });
+  const cli = (url: string, files: string, args: string[], env: Record<string, string> = {}) => runCli(args, { DATABASE_URL: url, TICKETD_DATA_DIR: files, PATH, ...env });
   const backupFile = path.join(work, 'external.tgz');
 
   /** An app on `url` with its files under `files`, for the length of fn: its pool and listener are gone when it returns. */
-  async function withApp<T>(url: string, files: string, fn: (app: Awaited<ReturnType<typeof buildApp>>) => Promise<T>): Promise<T> {
+  async function withApp<T>(url: string, files: string, fn: (app: Awaited<ReturnType<typeof buildApp>>) => Promise<T>, env: Record<string, string> = {}): Promise<T> {
     const db = createDb(url, { poolMin: 0 });
-    const app = await buildApp({ clock: testNow, config: testConfig({ DATABASE_URL: url, TICKETD_DATA_DIR: files }), db });
+    const app = await buildApp({ clock: testNow, config: testConfig({ DATABASE_URL: url, TICKETD_DATA_DIR: files, ...env }), db });
     try {
       return await fn(app);
     } finally {
@@ -415,5 +420,49 @@ async function roundTrip(t: Test, server: External): Promise<void> {
     exits(t, replaced, 0, 'a bare pg_dump file, with --yes');
     t.match(replaced.json(), { replaced: true, withFiles: false });
     t.same(await withApp(target, targetFiles, async (app) => (await ticketsIn(app)).titles), ['Kept across a restore'], "the backup's state, nothing of what came after");
+  });
+
+  t.test('external, object storage: --with-files lists the bucket, --copy-objects copies it; a restore puts the objects into the storage configured then', async (t) => {
+    const [bucket, elsewhere] = await Promise.all([startS3('backed-up'), startS3('restored-into')]);
+    t.teardown(() => Promise.all([bucket.stop(), elsewhere.stop()]));
+    // The source's files move to its bucket, as `storage migrate --to s3` moves them.
+    const into = new S3Storage(bucket.settings, s3StagingDir(sourceFiles));
+    await migrateObjects(new LocalDiskStorage(localStorageRoot(sourceFiles)), into, path.join(work, 'migrate.journal'), () => undefined);
+    await into.destroy();
+    rmSync(localStorageRoot(sourceFiles), { recursive: true });
+
+    const [listOnly, copied] = [path.join(work, 'listed.tgz'), path.join(work, 'copied.tgz')];
+    const [listed, withObjects, without, onDisk] = await Promise.all([
+      cli(source, sourceFiles, ['db', 'backup', listOnly, '--with-files', '--json'], bucket.env),
+      cli(source, sourceFiles, ['db', 'backup', copied, '--with-files', '--copy-objects', '--json'], bucket.env),
+      cli(source, sourceFiles, ['db', 'backup', path.join(work, 'never.tgz'), '--copy-objects'], bucket.env),
+      cli(source, sourceFiles, ['db', 'backup', path.join(work, 'never.tgz'), '--with-files', '--copy-objects']),
+    ]);
+    exits(t, listed, 0, 'backup with the object list');
+    t.match(listed.json(), { withFiles: true, files: 0, objects: { count: 1, bytes: attachmentBytes.length, copied: false } });
+    exits(t, withObjects, 0, 'backup with the objects');
+    t.match(withObjects.json(), { withFiles: true, objects: { count: 1, bytes: attachmentBytes.length, copied: true } });
+    const objectsIn = async (file: string) => [...(await readArchive(file)).members.keys()].filter((m) => m.startsWith('objects/'));
+    t.same(await objectsIn(copied), [`objects/${made.attachmentId}`], "the attachment's object is in the archive");
+    t.same(await objectsIn(listOnly), [], 'and in the list-only one, only its name');
+    exits(t, without, 2, '--copy-objects without --with-files');
+    exits(t, onDisk, 2, '--copy-objects on local storage');
+    t.match(onDisk.stderr, /object storage/);
+    exits(t, await runCli(['db', 'verify', copied]), 0, 'db verify');
+
+    // Into another bucket, one that has never held these objects: the copied ones are put there.
+    const restored = await cli(target, targetFiles, ['db', 'restore', copied, '--yes', '--json'], elsewhere.env);
+    exits(t, restored, 0, 'restore with the objects');
+    t.match(restored.json(), { withFiles: true, objects: { restored: 1, missing: 0 } });
+    const read = await withApp(target, targetFiles, (app) => ticketsIn(app), elsewhere.env);
+    t.same(read.titles, ['Kept across a restore']);
+    t.ok(read.attachment?.equals(attachmentBytes), "the attachment's bytes, from the other bucket");
+
+    // A list alone restores no bytes: a bucket without them is reported.
+    const missing = await cli(target, targetFiles, ['db', 'restore', listOnly, '--yes', '--json'], { ...elsewhere.env, TICKETD_S3_PREFIX: 'elsewhere/' });
+    exits(t, missing, 0, 'restore with the list only');
+    t.match(missing.json(), { objects: { restored: 0, missing: 1 } });
+    const warned = await cli(target, targetFiles, ['db', 'restore', listOnly, '--yes'], { ...elsewhere.env, TICKETD_S3_PREFIX: 'elsewhere/' });
+    t.match(warned.stdout, /warning: 1 objects the backup listed are not in storage/);
   });
 }

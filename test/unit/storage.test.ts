@@ -56,9 +56,13 @@ for (const b of backends) {
     const opened = await storage.open('att_01abc');
     t.equal(opened!.size, 11);
     t.equal(await text(opened!.stream), 'hello world');
-    const keys: string[] = [];
-    for await (const key of storage.keys()) keys.push(key);
-    t.ok(keys.includes('att_01abc'), 'listed among its keys');
+    const listed: { key: string; size: number }[] = [];
+    for await (const object of storage.list()) listed.push(object);
+    t.same(
+      listed.filter((o) => o.key === 'att_01abc'),
+      [{ key: 'att_01abc', size: 11 }],
+      'listed with its size',
+    );
     await storage.delete('att_01abc');
     t.notOk(await storage.exists('att_01abc'));
     t.equal(await storage.open('att_01abc'), null);
