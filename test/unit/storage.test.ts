@@ -1,4 +1,7 @@
 import { createHash } from 'node:crypto';
+import { once } from 'node:events';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -166,3 +169,86 @@ t.test('s3: a commit the bucket refuses keeps nothing, staged or stored', async 
   t.same(readdirSync(path.join(root, 'refused-staging')), [], 'the staged file is gone');
   t.notOk(await s3.exists('att_refused'));
 });
+
+/**
+ * A bucket service that takes multipart uploads and refuses their second part, written from S3's
+ * API reference (CreateMultipartUpload, UploadPart, AbortMultipartUpload, ListParts): s3rver has
+ * neither abort nor ListParts. `honoursAbort: false` answers the abort but keeps the upload open,
+ * as a service that lost the request would.
+ */
+async function refusingSecondPart(honoursAbort: boolean) {
+  const open = new Set<string>();
+  const calls: string[] = [];
+  const xml = (body: string) => `<?xml version="1.0" encoding="UTF-8"?>\n${body}`;
+  const server = http.createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      const url = new URL(req.url!, 'http://bucket');
+      const uploadId = url.searchParams.get('uploadId');
+      const error = (status: number, code: string) =>
+        res.writeHead(status, { 'content-type': 'application/xml' }).end(xml(`<Error><Code>${code}</Code><Message>${code}</Message></Error>`));
+      if (req.method === 'POST' && url.searchParams.has('uploads')) {
+        const id = `upload-${open.size + calls.length}`;
+        open.add(id);
+        calls.push('create');
+        return res
+          .writeHead(200, { 'content-type': 'application/xml' })
+          .end(xml(`<InitiateMultipartUploadResult><Bucket>b</Bucket><Key>k</Key><UploadId>${id}</UploadId></InitiateMultipartUploadResult>`));
+      }
+      if (req.method === 'PUT' && uploadId) {
+        calls.push(`part ${url.searchParams.get('partNumber')}`);
+        return url.searchParams.get('partNumber') === '1' ? res.writeHead(200, { etag: '"part-1"' }).end() : error(403, 'AccessDenied');
+      }
+      if (req.method === 'DELETE' && uploadId) {
+        calls.push('abort');
+        if (honoursAbort) open.delete(uploadId);
+        return res.writeHead(204).end();
+      }
+      if (req.method === 'GET' && uploadId) {
+        calls.push('list parts');
+        if (!open.has(uploadId)) return error(404, 'NoSuchUpload');
+        return res
+          .writeHead(200, { 'content-type': 'application/xml' })
+          .end(
+            xml(
+              `<ListPartsResult><Bucket>b</Bucket><Key>k</Key><UploadId>${uploadId}</UploadId><Part><PartNumber>1</PartNumber><ETag>"part-1"</ETag><Size>1</Size></Part></ListPartsResult>`,
+            ),
+          );
+      }
+      calls.push(`${req.method} ${url.pathname}`);
+      return error(501, 'NotImplemented');
+    });
+  });
+  server.listen(0, '127.0.0.1');
+  await once(server, 'listening');
+  const { port } = server.address() as AddressInfo;
+  return {
+    endpoint: `http://127.0.0.1:${port}`,
+    calls,
+    open,
+    close: () => {
+      server.closeAllConnections();
+      return new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+for (const honoursAbort of [true, false]) {
+  t.test(`s3: a multipart upload whose part is refused is aborted, and the abort checked (${honoursAbort ? 'gone' : 'still open: logged'})`, async (t) => {
+    const service = await refusingSecondPart(honoursAbort);
+    t.teardown(service.close);
+    const logged: string[] = [];
+    const staging = path.join(root, `multipart-${honoursAbort}`);
+    const storage = new S3Storage({ ...bucket.settings, endpoint: service.endpoint }, staging, (line) => logged.push(line));
+    t.teardown(() => storage.destroy());
+    await t.rejects(storage.put('att_multipart', Readable.from([Buffer.alloc(17 * 1024 * 1024, 1)]), 32 * 1024 * 1024), { name: 'AccessDenied' });
+    t.same(
+      service.calls.filter((c) => c === 'create' || c === 'abort' || c === 'list parts'),
+      ['create', 'abort', 'list parts'],
+      'created, aborted, then checked',
+    );
+    t.equal(service.open.size, honoursAbort ? 0 : 1);
+    t.same(logged.filter((l) => l.includes('still open after its abort')).length, honoursAbort ? 0 : 1, honoursAbort ? 'nothing to report' : 'the open upload is logged');
+    t.same(readdirSync(staging), [], 'nothing staged is left');
+  });
+}
