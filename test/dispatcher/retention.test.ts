@@ -314,6 +314,26 @@ t.test('a backlog larger than a run takes goes over the next ticks; /metrics cou
   t.match(metrics.body, /^ticketd_dispatcher_job_duration_seconds_count\{job="apply_retention"\} \d+$/m, 'the job is timed like the others');
 });
 
+t.test('a ticket someone is changing (its row locked) is left for the next run', async (t) => {
+  const owner = await signup(app);
+  const brand = await makeBrand(owner.live);
+  const base = `/v1/brands/${brand.id}`;
+  const busy = await makeTicket(owner.live, base, { title: 'Being edited', status: 'closed' });
+  const idle = await makeTicket(owner.live, base, { title: 'Nobody here', status: 'closed' });
+  t.equal((await owner.live('PATCH', base, { retention: { closedTicketsDays: 1, mode: 'delete' } })).status, 200);
+  const trx = await db.transaction();
+  try {
+    await trx('tickets').where({ id: busy.id }).forUpdate().select('id');
+    await dispatcherAt(2).tick();
+    t.equal((await owner.live('GET', `${base}/tickets/${idle.id}`)).status, 404, 'the run did not wait for the locked row');
+    t.equal((await owner.live('GET', `${base}/tickets/${busy.id}`)).status, 200, 'the locked one is passed over');
+  } finally {
+    await trx.commit();
+  }
+  await dispatcherAt(2).tick();
+  t.equal((await owner.live('GET', `${base}/tickets/${busy.id}`)).status, 404, 'and deleted by the next run');
+});
+
 t.test('a test-mode brand and a live one are apart', async (t) => {
   const owner = await signup(app);
   const liveBrand = await makeBrand(owner.live);
