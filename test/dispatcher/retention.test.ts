@@ -26,6 +26,8 @@ const { app, db, config } = await testApp(t, {
   TICKETD_INBOUND_SECRET: SECRET,
   TICKETD_INBOUND_DOMAIN: DOMAIN,
   TICKETD_DATA_DIR: dataDir,
+  // A webhook to a closed loopback port: its deliveries are recorded, never made.
+  TICKETD_WEBHOOK_ALLOW_PRIVATE: 'true',
 });
 const services = servicesOf(db);
 const storage = storageFromConfig(config);
@@ -168,6 +170,7 @@ t.test('mode delete: old closed tickets go with everything in them; recent, open
   const elsewhere = await customerTicket(otherBrand.id);
   await other.live('PATCH', `/v1/brands/${otherBrand.id}/tickets/${elsewhere}`, { status: 'closed' });
 
+  t.equal((await owner.live('POST', `${base}/webhooks`, { url: 'http://127.0.0.1:9/in', events: ['ticket.deleted'] })).status, 201);
   t.equal((await owner.live('PATCH', base, { retention: { closedTicketsDays: 30, mode: 'delete' } })).status, 200);
   await dispatcherAt(29).tick();
   t.equal((await owner.live('GET', `${base}/tickets/${old}`)).status, 200, 'closed 29 days ago: kept');
@@ -186,6 +189,8 @@ t.test('mode delete: old closed tickets go with everything in them; recent, open
     [{ source: 'retention', performedBy: { type: 'system', name: 'retention' }, metadata: { reason: 'retention' } }],
     "the brand's log says retention deleted it",
   );
+  const announced = (await db('outbox').where({ brandId: brand.id, event: 'ticket.deleted' }).select('payload')) as { payload: unknown }[];
+  t.equal(announced.filter((m) => JSON.stringify(m.payload).includes(old)).length, 1, 'ticket.deleted went to the webhook');
 
   const kept = (await owner.live('GET', `${base}/tickets/${held}`)).body;
   t.match(kept, { legalHold: true, status: 'closed', attachmentCount: 2, customer: { email: 'jane.doe@customer.example' } }, 'under legal hold: kept whole');
