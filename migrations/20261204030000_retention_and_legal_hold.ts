@@ -4,8 +4,9 @@ import type { Knex } from 'knex';
  * A brand's retention policy (null: everything is kept) and a ticket's legal hold, which no
  * retention touches. anonymized_at marks a ticket whose personal data retention removed, so a
  * second run passes it by. The indexes are what the dispatcher's retention job reads by brand and
- * age: the closed tickets it has not dealt with (resolved_at is set only while a ticket is resolved
- * or closed), raw mails and attachments of a brand oldest first (theirs lead with the ticket).
+ * age: the closed tickets not anonymized yet (resolved_at is set only while a ticket is resolved or
+ * closed; a delete policy reads tickets_resolved_idx), raw mails and attachments of a brand oldest
+ * first (theirs lead with the ticket).
  */
 export async function up(knex: Knex): Promise<void> {
   await knex.raw('ALTER TABLE brands ADD COLUMN retention jsonb');

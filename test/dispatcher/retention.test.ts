@@ -256,6 +256,11 @@ t.test('mode anonymize: old closed tickets stay, counted, without their personal
   const entries = (await owner.live('GET', `${base}/tickets/${old}/logs`)).body as { event: string; source: string }[];
   t.equal(entries.filter((e) => e.event === 'ticket.anonymized' && e.source === 'retention').length, 1, 'anonymized once, however many runs');
   t.same((await owner.live('GET', `${base}/tickets/${old}`)).body.updatedAt, after.updatedAt, 'the second run changed nothing');
+
+  t.equal((await owner.live('PATCH', base, { retention: { closedTicketsDays: 30, mode: 'delete' } })).status, 200);
+  await dispatcherAt(61).tick();
+  t.equal((await owner.live('GET', `${base}/tickets/${old}`)).status, 404, 'a policy moved to delete deletes what it anonymized before');
+  t.equal((await owner.live('GET', `${base}/tickets/${held}`)).status, 200, 'but not the held one');
 });
 
 t.test('attachmentsDays and rawMailDays: old ones removed, the comment told; a held ticket keeps its own', async (t) => {

@@ -18,13 +18,14 @@ export interface ExpiredTicket {
 /**
  * The brand's closed tickets done and unchanged since `cutoff`, oldest first, at most `limit`,
  * locked until the transaction ends; one someone is changing now (locked) waits for the next run.
- * `toAnonymize`: live ones not anonymized yet; otherwise soft-deleted ones as well.
+ * `toAnonymize`: live ones not anonymized yet; otherwise soft-deleted and anonymized ones as well
+ * (a brand that moved from anonymize to delete).
  */
 export async function expiredClosed(tx: TenantCtx, brandId: string, cutoff: Date, limit: number, toAnonymize: boolean): Promise<ExpiredTicket[]> {
   const { rows } = await tx.db.raw<{ rows: ExpiredTicket[] }>(
     `select t.id, t.ticket_number as "ticketNumber", t.title, t.deleted_at is null as live from tickets t
     where ? and t.brand_id = ? and t.resolved_at <= ? and t.updated_at <= ? and t.status in ('resolved', 'closed')
-      and t.anonymized_at is null and not t.legal_hold${toAnonymize ? ' and t.deleted_at is null' : ''}
+      and not t.legal_hold${toAnonymize ? ' and t.deleted_at is null and t.anonymized_at is null' : ''}
     order by t.resolved_at, t.id limit ? for update of t skip locked`,
     [tenantScope(tx, 't'), brandId, cutoff, cutoff, limit],
   );
