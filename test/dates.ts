@@ -50,6 +50,7 @@ export const DATE_FILES: DateFile[] = [
   { file: 'http/auth-sign-in.test.ts', grep: /ends when idle/ },
   { file: 'http/checkout.test.ts', grep: /deleted 30 days after/ },
   { file: 'http/inbound-raw-mail.test.ts', grep: /past rawMailRetentionDays/ },
+  { file: 'dispatcher/retention.test.ts', grep: /^mode delete|^attachmentsDays/ },
   // Processes of their own (four bin/ticketd) believe the day through libfaketime: on the day the
   // year turns during the run, the one day of the sweep worth their ten seconds.
   { file: 'cli/recurring.test.ts', days: ['2025-12-31T23:59:45Z'] },

@@ -19,10 +19,18 @@ export interface FieldRule {
   required: boolean;
 }
 
+/** A brand's retention policy as stored: days per kind (null: that kind is kept), and what becomes of old closed tickets. */
+export interface BrandRetention {
+  closedTicketsDays: number | null;
+  rawMailDays: number | null;
+  attachmentsDays: number | null;
+  mode: 'delete' | 'anonymize';
+}
+
 export class Brand extends TenantModel {
   static override tableName = 'brands';
   // jsonb columns; the text[] columns (portalOrigins) must not be JSON-encoded.
-  static override jsonAttributes = ['settings', 'metadata', 'ticketSchema', 'slaByPriority', 'slaBusinessHours', 'fieldRules'];
+  static override jsonAttributes = ['settings', 'metadata', 'ticketSchema', 'slaByPriority', 'slaBusinessHours', 'fieldRules', 'retention'];
 
   declare id: string;
   declare name: string;
@@ -55,6 +63,8 @@ export class Brand extends TenantModel {
   declare slaBusinessHoursOnly: boolean;
   declare slaBusinessHours: Record<string, unknown> | null;
   declare slaPauseOnPending: boolean;
+  /** What the dispatcher's retention job removes and after how long (flows/retention.ts); null: everything is kept. */
+  declare retention: BrandRetention | null;
   /** Bumped by every settings update: a create that remembered the brand's service level checks it (domains/tickets/service-level.ts). */
   declare settingsRevision: number;
   /** Bumped by every change of the brand's triggers and automations (domains/rules). */

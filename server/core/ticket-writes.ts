@@ -46,7 +46,8 @@ export type TicketSet = Partial<
     | 'customFields'
     | 'metadata'
     | 'lastCustomerMessageAt'
-    | 'lastAgentReplyAt',
+    | 'lastAgentReplyAt'
+    | 'legalHold',
     unknown
   >
 >;

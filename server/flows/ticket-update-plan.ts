@@ -52,6 +52,7 @@ export function addToPlan(plan: Plan, input: Omit<UpdateTicketInput, 'tags'> & {
   consider('metadata', input.metadata);
   consider('isSpam', input.isSpam);
   consider('closeReason', input.closeReason);
+  consider('legalHold', input.legalHold);
   if (tagIds !== undefined) {
     const to = [...tagIds].sort();
     if (!same(plan.current.tags, to)) {

@@ -1,7 +1,7 @@
-import { withTx, type TenantCtx } from '../core/context.js';
+import { hasRole, withTx, type TenantCtx } from '../core/context.js';
 import type { Change } from '../core/audit.js';
 import { requireBrand, type Brand } from '../core/brand.js';
-import { badRequest, notFound } from '../core/errors.js';
+import { badRequest, forbidden, notFound } from '../core/errors.js';
 import { canonicalJson } from '../core/idempotency.js';
 import * as categories from '../domains/categories/service.js';
 import * as fields from '../domains/fields/service.js';
@@ -90,11 +90,22 @@ export async function lockLiveTicket(tx: TenantCtx, brandId: string, ticketId: s
 }
 
 /**
+ * A legal hold keeps a ticket from retention: an owner, an admin or an API key sets or lifts it.
+ * A member who cannot see the brand gets its 404 first.
+ */
+async function assertMaySetLegalHold(ctx: TenantCtx, brandId: string): Promise<void> {
+  if (!ctx.session || hasRole(ctx.session.role, 'admin')) return;
+  await requireBrand(ctx, brandId);
+  throw forbidden(`Setting or lifting a legal hold takes the admin role or above; your role is ${ctx.session.role}`, 'insufficient_role');
+}
+
+/**
  * PATCH: only the fields given; `changes` lists those whose value really changed (tags as sorted
  * id lists). Nothing changed: nothing is written, no trigger runs, and updatedAt stays.
  */
 export async function updateTicket(ctx: TenantCtx, brandId: string, ticketId: string, input: UpdateTicketInput): Promise<UpdateResult> {
   if (Object.keys(input).length === 0) throw badRequest('Send at least one field to change', [], 'empty_update');
+  if (input.legalHold !== undefined) await assertMaySetLegalHold(ctx, brandId);
   let title: string | undefined;
   if (input.title !== undefined) {
     title = input.title.trim();

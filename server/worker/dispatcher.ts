@@ -18,6 +18,7 @@ import { renewDue as renewDueSubscriptions } from '../flows/billing.js';
 import { sendDueRequests as sendDueRatingRequests } from '../flows/feedback.js';
 import { announceOverdue } from '../flows/ticket-overdue.js';
 import { runAutomations, type AutomationStats } from '../flows/automations.js';
+import { applyRetention, type RetentionStats } from '../flows/retention.js';
 import { receiveHeld as receiveHeldMail } from '../flows/inbound-mail.js';
 import { RunInterrupted, runDue as runDueRecurringTickets, type DueRunStats } from '../flows/recurring-tickets.js';
 import { SyncInterrupted, syncDue as syncDueStores, type StoreSyncStats } from '../flows/commerce-sync.js';
@@ -71,6 +72,8 @@ export interface OutboxOptions {
   holdCommercePage?: number;
   /** Tests only: tickets per automation transaction (flows/automations.ts), small so two dispatchers interleave. */
   automationBatchSize?: number;
+  /** Tests only: rows per retention transaction (flows/retention.ts), small so a backlog takes several batches. */
+  retentionBatchSize?: number;
 }
 
 export interface DeliveryStats {
@@ -116,6 +119,8 @@ export interface PeriodicStats {
   automations: AutomationStats;
   /** Tables that had grown without planner statistics, analyzed (core/first-statistics.ts). */
   analyzedTables: string[];
+  /** What brands' retention policies removed (once a minute, or every tick while there is more to do). */
+  retention: RetentionStats;
 }
 
 /** Connected IMAP mailboxes due a sync: read (synced) or not (failed), and the tickets their mail created. */
@@ -220,6 +225,10 @@ export class Dispatcher {
   private readonly automationBatchSize: number | undefined;
   /** The minute (of the clock) the last automation sweep began in: one sweep a minute. */
   private automationsMinute: number | null = null;
+  private readonly retentionBatchSize: number | undefined;
+  /** The minute the last retention run began in, and whether it left work for the next. */
+  private retentionMinute: number | null = null;
+  private retentionMore = false;
   readonly instanceId: string;
 
   /** attachmentDeps: without them (tests of other jobs) the attachment cleanup is skipped. */
@@ -242,6 +251,7 @@ export class Dispatcher {
     this.holdRecurringRun = options.holdRecurringRun;
     this.holdCommercePage = options.holdCommercePage;
     this.automationBatchSize = options.automationBatchSize;
+    this.retentionBatchSize = options.retentionBatchSize;
     this.handlers = { webhook: webhookHandler(options.webhooks ?? { allowPrivate: false, timeoutMs: 10_000 }), ...options.handlers };
     this.attachedToClaim = attachedToClaim(this.handlers);
     this.instanceId = options.instanceId ?? `${os.hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
@@ -356,6 +366,15 @@ export class Dispatcher {
     if (purgedRawMails) this.log.info({ purgedRawMails }, 'deleted inbound raw messages past their retention');
     const purgedSignupCheckouts = await this.job('purge_signup_checkouts', () => signupCheckouts.purgeExpired(ctx, this.now()));
     if (purgedSignupCheckouts) this.log.info({ purgedSignupCheckouts }, 'deleted paid sign-up checkouts expired 30 days ago');
+    // Before the attachment purge, which removes the files of what it deletes.
+    const retention = await this.job(
+      'apply_retention',
+      () => this.applyRetention(),
+      (r) => r.ticketsDeleted + r.ticketsAnonymized + r.attachmentsDeleted + r.rawMailsDeleted,
+    );
+    if (retention.ticketsDeleted || retention.ticketsAnonymized || retention.attachmentsDeleted || retention.rawMailsDeleted) {
+      this.log.info(retention, "brands' retention applied: tickets deleted or anonymized, attachments and raw mail removed");
+    }
     const deps = this.attachmentDeps;
     const purged = deps
       ? await this.job(
@@ -423,7 +442,26 @@ export class Dispatcher {
       recurringTickets,
       automations,
       analyzedTables,
+      retention,
     };
+  }
+
+  /**
+   * Every brand's retention (flows/retention.ts), at the first tick of each minute, or at every
+   * tick while the last run left more than its batches took: policies count in days.
+   */
+  private async applyRetention(): Promise<RetentionStats> {
+    const minute = Math.floor(this.now() / 60_000);
+    if (minute === this.retentionMinute && !this.retentionMore) return { ticketsDeleted: 0, ticketsAnonymized: 0, attachmentsDeleted: 0, rawMailsDeleted: 0 };
+    this.retentionMinute = minute;
+    const { more, ...stats } = await applyRetention(this.ctx, { now: () => this.now(), stopping: () => this.stopping, batchSize: this.retentionBatchSize });
+    this.retentionMore = more;
+    const counted = this.metrics.retention;
+    counted.inc({ kind: 'tickets_deleted' }, stats.ticketsDeleted);
+    counted.inc({ kind: 'tickets_anonymized' }, stats.ticketsAnonymized);
+    counted.inc({ kind: 'attachments_deleted' }, stats.attachmentsDeleted);
+    counted.inc({ kind: 'raw_mails_deleted' }, stats.rawMailsDeleted);
+    return stats;
   }
 
   /**

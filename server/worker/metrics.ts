@@ -11,6 +11,10 @@ import { part } from '../core/services.js';
 export const DELIVERY_OUTCOMES = ['delivered', 'retry', 'failed', 'dead', 'lost', 'released', 'unsettled'] as const;
 export type DeliveryOutcome = (typeof DELIVERY_OUTCOMES)[number];
 
+/** What brand retention removed (flows/retention.ts), by kind. */
+export const RETENTION_KINDS = ['tickets_deleted', 'tickets_anonymized', 'attachments_deleted', 'raw_mails_deleted'] as const;
+export type RetentionKind = (typeof RETENTION_KINDS)[number];
+
 /** A webhook answers in milliseconds up to its timeout (10 s by default); an SMTP send may take minutes. */
 const DELIVERY_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300];
 /** The periodic jobs are a statement or a few each. */
@@ -30,6 +34,7 @@ export interface DispatcherMetrics {
   readonly jobItems: Counter<'job'>;
   readonly listenerUp: Gauge;
   readonly watchedMailboxes: Gauge;
+  readonly retention: Counter<'kind'>;
 }
 
 /**
@@ -47,6 +52,13 @@ export const dispatcherMetricsPart = part('dispatcher-metrics', (services): Disp
   });
   // Every series from the start, so rate() and increase() see the first one.
   for (const kind of OUTBOX_KINDS) for (const outcome of DELIVERY_OUTCOMES) deliveries.inc({ kind, outcome }, 0);
+  const retention = new Counter({
+    name: 'ticketd_dispatcher_retention_total',
+    help: "What brands' retention policies removed, by kind (tickets_deleted, tickets_anonymized, attachments_deleted, raw_mails_deleted)",
+    labelNames: ['kind'] as const,
+    registers,
+  });
+  for (const kind of RETENTION_KINDS) retention.inc({ kind }, 0);
   return {
     deliveries,
     deliveryDuration: new Histogram({
@@ -87,5 +99,6 @@ export const dispatcherMetricsPart = part('dispatcher-metrics', (services): Disp
     }),
     listenerUp: new Gauge({ name: 'ticketd_dispatcher_listener_up', help: "1 while the dispatcher's LISTEN connection (which holds its owner lock) is up", registers }),
     watchedMailboxes: new Gauge({ name: 'ticketd_dispatcher_watched_mailboxes', help: 'Mailboxes this process holds open in IMAP IDLE, waiting for new mail', registers }),
+    retention,
   };
 });

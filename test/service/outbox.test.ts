@@ -932,6 +932,7 @@ t.test("the dispatcher's metrics: deliveries by kind and outcome, their time, cl
   t.same(runs.map((v) => v.labels.job).sort(), [
     'analyze_new_tables',
     'announce_overdue_tickets',
+    'apply_retention',
     'purge_attachments',
     'purge_idempotency_keys',
     'purge_outbox',

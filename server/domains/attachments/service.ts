@@ -140,7 +140,7 @@ async function bumpCount(ctx: TenantCtx, brandId: string, ticketId: string, by: 
 }
 
 /** Sets attachment_count of these tickets to their number of UPLOADED attachments. */
-async function recount(ctx: TenantCtx, brandId: string, ticketIds: string[]): Promise<void> {
+export async function recount(ctx: TenantCtx, brandId: string, ticketIds: string[]): Promise<void> {
   await ctx.db.raw(
     `update tickets set attachment_count = (
       select count(*) from attachments a where ${tenantIs('a', BOUND_TENANT)} and a.brand_id = tickets.brand_id and a.ticket_id = tickets.id and a.status = 'UPLOADED')

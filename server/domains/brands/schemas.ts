@@ -31,6 +31,30 @@ const SlaBusinessHours = Type.Object(
   { additionalProperties: false, description: 'Opening hours (start before end, the same day) on the given weekdays, local time' },
 );
 
+/** Up to a hundred years: longer is keeping forever, which null says. */
+const RetentionDays = Nullable(Type.Integer({ minimum: 1, maximum: 36_500 }));
+const Retention = Type.Object(
+  {
+    closedTicketsDays: Type.Optional(RetentionDays),
+    rawMailDays: Type.Optional(RetentionDays),
+    attachmentsDays: Type.Optional(RetentionDays),
+    mode: Type.Optional(
+      Type.Union([Type.Literal('delete'), Type.Literal('anonymize')], { description: 'What becomes of closed tickets past closedTicketsDays; default anonymize' }),
+    ),
+  },
+  {
+    additionalProperties: false,
+    description:
+      'Days after which the dispatcher removes each kind (null or absent: kept): tickets resolved or closed (deleted, or stripped of personal data), inbound raw mail, attachments. A ticket under legal hold is never touched',
+  },
+);
+const RetentionOut = Type.Object({
+  closedTicketsDays: Nullable(Type.Integer()),
+  rawMailDays: Nullable(Type.Integer()),
+  attachmentsDays: Nullable(Type.Integer()),
+  mode: Type.Union([Type.Literal('delete'), Type.Literal('anonymize')]),
+});
+
 /** Settings a brand's owner edits: accepted on create and update, returned on every read. */
 const editable = {
   name: Type.String({ minLength: 1, maxLength: 200 }),
@@ -69,6 +93,7 @@ export const BrandOut = Type.Object({
   livemode: Type.Boolean(),
   nextTicketNumber: Type.Integer(),
   ...editable,
+  retention: Type.Union([RetentionOut, Type.Null()], { description: 'null: everything is kept' }),
   createdAt: Timestamp,
   updatedAt: Timestamp,
 });
@@ -89,6 +114,11 @@ export const UpdateBrandBody = Type.Object(
   {
     ...optional(editable),
     ticketNumberStart: Type.Optional(Type.Integer({ ...TicketNumberStart, description: 'Moves the next ticket number; must be at least the current nextTicketNumber' })),
+    retention: Type.Optional(
+      Type.Union([Retention, Type.Null()], {
+        description: 'Replaces the whole policy; null keeps everything. Takes an owner, an admin or an API key (403 insufficient_role for a member)',
+      }),
+    ),
   },
   { additionalProperties: false, minProperties: 1 },
 );
@@ -116,4 +146,5 @@ export const DeleteBrandResult = Type.Object({
 export type BrandView = Static<typeof BrandOut>;
 export type CreateBrandInput = Static<typeof CreateBrandBody>;
 export type UpdateBrandInput = Static<typeof UpdateBrandBody>;
+export type RetentionInput = Static<typeof Retention>;
 export type DeleteBrandResultView = Static<typeof DeleteBrandResult>;

@@ -1,15 +1,15 @@
 import { randomBytes } from 'node:crypto';
 import { Ajv } from 'ajv';
-import { withTx, type TenantCtx } from '../../core/context.js';
-import { badRequest, conflict } from '../../core/errors.js';
+import { hasRole, withTx, type BaseCtx, type TenantCtx } from '../../core/context.js';
+import { badRequest, conflict, forbidden } from '../../core/errors.js';
 import { newId, ID_PREFIX } from '../../core/ids.js';
 import { isPgError, PG } from '../../core/db.js';
 import { scopeOf } from '../../core/model.js';
 import * as audit from '../../core/audit.js';
-import { Brand, brandDeleted, forgetFound, requireBrand } from '../../core/brand.js';
+import { Brand, brandDeleted, forgetFound, requireBrand, type BrandRetention } from '../../core/brand.js';
 export type { FieldRule } from '../../core/brand.js';
 import { businessHoursProblem, type BusinessHoursSpec } from '../../core/working-time.js';
-import type { BrandView, CreateBrandInput, UpdateBrandInput } from './schemas.js';
+import type { BrandView, CreateBrandInput, RetentionInput, UpdateBrandInput } from './schemas.js';
 
 export const DEFAULT_TICKET_NUMBER_START = 1000;
 
@@ -47,6 +47,7 @@ export function toView(row: Brand): BrandView {
     slaBusinessHoursOnly: row.slaBusinessHoursOnly,
     slaBusinessHours: row.slaBusinessHours as BrandView['slaBusinessHours'],
     slaPauseOnPending: row.slaPauseOnPending,
+    retention: row.retention ?? null,
     createdAt: row.createdAt.toISOString(),
     updatedAt: row.updatedAt.toISOString(),
   };
@@ -156,18 +157,39 @@ export async function list(ctx: TenantCtx): Promise<BrandView[]> {
 /** Brand fields no update changes by hand; every other field of the view is compared for the audit entry. */
 const NOT_AUDITED: ReadonlySet<string> = new Set(['id', 'object', 'accountId', 'livemode', 'createdAt', 'updatedAt']);
 
+/** The policy as stored: every kind named (null: kept), anonymize unless delete is asked for; null when nothing is ever removed. */
+export function normalizeRetention(input: RetentionInput | null): BrandRetention | null {
+  if (!input) return null;
+  const policy: BrandRetention = {
+    closedTicketsDays: input.closedTicketsDays ?? null,
+    rawMailDays: input.rawMailDays ?? null,
+    attachmentsDays: input.attachmentsDays ?? null,
+    mode: input.mode ?? 'anonymize',
+  };
+  return policy.closedTicketsDays === null && policy.rawMailDays === null && policy.attachmentsDays === null ? null : policy;
+}
+
+/** Retention deletes what no one can bring back: an owner, an admin or an API key sets it, not a member. */
+function assertMaySetRetention(ctx: TenantCtx): void {
+  if (ctx.session && !hasRole(ctx.session.role, 'admin')) {
+    throw forbidden(`Setting a brand's retention takes the admin role or above; your role is ${ctx.session.role}`, 'insufficient_role');
+  }
+}
+
 export async function update(ctx: TenantCtx, brandId: string, input: UpdateBrandInput): Promise<BrandView> {
   assertValidTicketSchema(input.ticketSchema);
   assertUsableBusinessHours(input.slaBusinessHours);
   return withTx(ctx, async (tx) => {
     const { id } = await requireBrand(tx, brandId);
+    if (input.retention !== undefined) assertMaySetRetention(tx);
     forgetFound(tx, id);
     // Locked and read again, so the audit entry's `from` values are what this update replaced.
     const brand = (await Brand.scoped(tx).findById(id).forUpdate())!;
-    const { ticketNumberStart, ticketPrefix, ...rest } = input;
+    const { ticketNumberStart, ticketPrefix, retention, ...rest } = input;
     // The revision tells ticket creates that remembered the brand's service level to read it again.
     const patch: Partial<Brand> = { ...rest, updatedAt: new Date(ctx.services.now()), settingsRevision: tx.db.raw('settings_revision + 1') as unknown as number };
     if (ticketPrefix !== undefined) patch.ticketPrefix = ticketPrefix.toUpperCase();
+    if (retention !== undefined) patch.retention = normalizeRetention(retention);
     if (ticketNumberStart !== undefined) {
       // Compare and set in one statement: a ticket created meanwhile cannot be numbered twice.
       const moved = await Brand.scoped(tx).findById(brand.id).where('nextTicketNumber', '<=', ticketNumberStart).patch({ nextTicketNumber: ticketNumberStart });
@@ -203,4 +225,20 @@ export async function deleteRow(ctx: TenantCtx, brandId: string): Promise<void> 
 export async function count(ctx: TenantCtx): Promise<number> {
   const result = (await visibleBrands(ctx).count({ n: '*' }).first()) as unknown as { n: string };
   return Number(result.n);
+}
+
+/** A brand whose retention removes something, with its tenant. */
+export interface RetainingBrand {
+  accountId: string;
+  livemode: boolean;
+  brandId: string;
+  retention: BrandRetention;
+}
+
+/** The dispatcher's retention job: every brand with a policy, of every account (no lock; each brand's work runs in its account). */
+export async function withRetention(base: BaseCtx): Promise<RetainingBrand[]> {
+  const { rows } = await base.db.raw<{ rows: RetainingBrand[] }>(
+    `select b.account_id as "accountId", b.livemode, b.id as "brandId", b.retention from brands b where b.retention is not null order by b.account_id, b.id`,
+  );
+  return rows;
 }

@@ -2,7 +2,7 @@ import { Readable } from 'node:stream';
 import type { BaseCtx, TenantCtx } from '../../core/context.js';
 import { notFound } from '../../core/errors.js';
 import { newId, ID_PREFIX } from '../../core/ids.js';
-import { scopeOf, tenantScope } from '../../core/model.js';
+import { sameTenant, scopeOf, tenantScope } from '../../core/model.js';
 import type { StagedObject, Storage } from '../../core/ports.js';
 import { requireBrand } from '../../core/brand.js';
 import { RawMail } from './model.js';
@@ -92,17 +92,20 @@ export async function open(ctx: TenantCtx, storage: Storage, brandId: string, ti
 
 /**
  * The dispatcher's job: raw messages older than the retention (all of them at 0), of every
- * account, a batch a tick. The same statement queues their files, which the attachment purge
+ * account, a batch a tick, but those of tickets under legal hold. The same statement queues their files, which the attachment purge
  * removes after the commit. No locking read across accounts (refused on a cluster distributed by
  * account): a row another transaction holds is waited for and deleted after, still expired.
  */
 export async function purgeExpired(base: BaseCtx, retentionDays: number, now: number): Promise<number> {
   const cutoff = new Date(now - retentionDays * DAY_MS);
+  // A ticket under legal hold keeps its raw mail whatever the retention (flows/retention.ts).
+  const held = (alias: string) =>
+    `exists (select 1 from tickets t where ${sameTenant('t', alias)} and t.brand_id = ${alias}.brand_id and t.id = ${alias}.ticket_id and t.legal_hold)`;
   const queued = (await base.db.raw(
     `with gone as (
        delete from raw_mails where (account_id, id) in (
-         select account_id, id from raw_mails where created_at <= ? order by created_at limit ?)
-       and created_at <= ?
+         select account_id, id from raw_mails m where created_at <= ? and not ${held('m')} order by created_at limit ?)
+       and created_at <= ? and not ${held('raw_mails')}
        returning account_id, id)
      insert into attachment_file_deletions (account_id, attachment_id) select account_id, id from gone on conflict do nothing`,
     [cutoff, PURGE_BATCH, cutoff],

@@ -43,6 +43,7 @@ export const TICKET_COLUMNS: readonly TicketColumn[] = [
   filled('created_at', 'timestamptz'),
   filled('updated_at', 'timestamptz'),
   filled('deleted_at', 'timestamptz'),
+  filled('legal_hold', 'boolean'),
 ];
 
 /**

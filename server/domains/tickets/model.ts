@@ -34,4 +34,5 @@ export class Ticket extends TenantModel {
   declare createdAt: Date;
   declare updatedAt: Date;
   declare deletedAt: Date | null;
+  declare legalHold: boolean;
 }

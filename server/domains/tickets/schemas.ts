@@ -72,6 +72,7 @@ export const TicketOut = Type.Object({
   mergedIntoId: Nullable(Type.String()),
   closeReason: Nullable(CloseReason),
   dueAt: Nullable(Timestamp),
+  legalHold: Type.Boolean({ description: 'Under legal hold: no retention deletes or anonymizes the ticket or removes its attachments or raw mail' }),
 });
 
 export const CreateTicketBody = Type.Object(
@@ -139,6 +140,7 @@ export const UpdateTicketBody = Type.Object(
     isSpam: Type.Optional(Type.Boolean({ description: 'Sets the flag only; POST …/spam also blocks the sender' })),
     closeReason: Type.Optional(Nullable(CloseReason)),
     dueAt: Type.Optional(Nullable(DueAt)),
+    legalHold: Type.Optional(Type.Boolean({ description: 'Sets or lifts the legal hold; takes an owner, an admin or an API key (403 insufficient_role for a member)' })),
   },
   { additionalProperties: false, minProperties: 1 },
 );

@@ -63,6 +63,7 @@ function toView(row: Row): TicketView {
     mergedIntoId: row.mergedIntoId,
     closeReason: row.closeReason as TicketView['closeReason'],
     dueAt: row.dueAt ? new Date(row.dueAt).toISOString() : null,
+    legalHold: row.legalHold ?? false,
   };
 }
 
@@ -145,7 +146,8 @@ export function viewJson(ctx: TenantCtx, extra = '', tagIds?: readonly string[])
       tickets.source as "source", tickets.source_id as "sourceId", tickets.source_data as "sourceData",
       tickets.comment_count as "commentCount", tickets.attachment_count as "attachmentCount", tickets.is_spam as "isSpam",
       ${isoText('tickets.created_at')} as "createdAt", ${isoText('tickets.updated_at')} as "updatedAt", ${isoText('tickets.deleted_at')} as "deletedAt",
-      tickets.merged_into_id as "mergedIntoId", tickets.close_reason as "closeReason", ${isoText('tickets.due_at')} as "dueAt"${extra}) v) as view_json`,
+      tickets.merged_into_id as "mergedIntoId", tickets.close_reason as "closeReason", ${isoText('tickets.due_at')} as "dueAt",
+      tickets.legal_hold as "legalHold"${extra}) v) as view_json`,
     { account: ctx.accountId, livemode: ctx.livemode, ...(tagIds === undefined ? {} : { tagIds: [...tagIds] }) },
   );
 }
