@@ -42,6 +42,8 @@ export async function contactPrivacyRoutes(app: FastifyInstance, { deps }: Conta
   app.get<ContactRoute>(
     '/contacts/:contactId/export',
     {
+      // No HEAD: it would read everything to send nothing.
+      exposeHeadRoute: false,
       config: { auth: ['api-key', 'session'], permission: 'contacts:export' },
       schema: { tags, summary: 'Everything held about a contact, as one JSON document (streamed)', params: ContactParams, response: { 200: ContactExportOut } },
     },
@@ -69,6 +71,7 @@ export async function accountContactPrivacyRoutes(app: FastifyInstance, { deps }
   app.get<{ Querystring: ContactExportInput }>(
     '/contacts/export',
     {
+      exposeHeadRoute: false,
       config: { auth: ['api-key', 'session'], permission: 'contacts:export_all' },
       schema: { tags, summary: 'Everything held about an email in every brand of the account, as one JSON document (streamed)', querystring: ContactExportQuery, response: { 200: ContactExportOut } },
     },
