@@ -56,7 +56,7 @@ export function registerContacts(program: Command, globals: () => GlobalOptions)
       );
     });
 
-  personOptions(cmd.command('erase').description("erase a person: name and email become a tombstone, their messages are redacted, their files deleted; tickets stay"))
+  personOptions(cmd.command('erase').description('erase a person: name and email become a tombstone, their messages are redacted, their files deleted; tickets stay'))
     .option('--yes', 'do not ask for confirmation')
     .option('--json', 'JSON output')
     .action(async (opts: PersonOptions & { yes?: boolean; json?: boolean }) => {
@@ -75,7 +75,8 @@ export function registerContacts(program: Command, globals: () => GlobalOptions)
       emit(Boolean(opts.json), erased, () =>
         erased.contacts.length
           ? erased.contacts.map(
-              (e) => `${e.contactId} (brand ${e.brandId}) erased as ${e.tombstone}: ${e.counts.tickets} tickets kept, ${e.counts.comments} comments redacted, ${e.counts.attachments} attachments deleted`,
+              (e) =>
+                `${e.contactId} (brand ${e.brandId}) erased as ${e.tombstone}: ${e.counts.tickets} tickets kept, ${e.counts.comments} comments redacted, ${e.counts.attachments} attachments deleted`,
             )
           : ['no contact has that email: nothing to erase'],
       );

@@ -229,7 +229,7 @@ const STATEMENT_TOKEN = /'(?:[^']|'')*'|"([^"]*)"(?!")|"(?:[^"]|"")*"|--[^\n]*|\
  */
 const SINGLE_NODE_GUARDS: Readonly<Record<string, string>> = {
   audit_log_append_only:
-    'audit_log is append-only: no DELETE statement of audit_log exists in ticketd, and its one UPDATE is the erasure of a person, which keeps each entry\'s facts (flows/personal-data.ts)',
+    "audit_log is append-only: no DELETE statement of audit_log exists in ticketd, and its one UPDATE is the erasure of a person, which keeps each entry's facts (flows/personal-data.ts)",
 };
 
 async function dropSingleNodeGuards(trx: Knex.Transaction, tables: string[]): Promise<void> {

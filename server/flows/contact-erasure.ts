@@ -52,7 +52,8 @@ async function eraseLocked(tx: TenantCtx, contact: { brandId: string; id: string
   const person: Person = { brandId: contact.brandId, contactId: contact.id, email: contact.email, name: contact.name, tombstone: newId(ID_PREFIX.erasure) };
   const ticketIds = await personal.ticketIdsOf(tx, person);
   // The tickets are locked before anything is written, so a reply being added to one waits for the erasure.
-  if (ticketIds.length) await tx.db.raw(`select t.id from tickets t where ? and t.brand_id = ? and t.id = any(?::text[]) order by t.id for update`, [tenantScope(tx, 't'), person.brandId, ticketIds]);
+  if (ticketIds.length)
+    await tx.db.raw(`select t.id from tickets t where ? and t.brand_id = ? and t.id = any(?::text[]) order by t.id for update`, [tenantScope(tx, 't'), person.brandId, ticketIds]);
   const now = new Date(tx.services.now());
   const attachmentIds = await personal.deletePersonAttachments(tx, person, ticketIds);
   const comments = await personal.redactComments(tx, person, ticketIds);

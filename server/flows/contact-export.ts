@@ -10,7 +10,7 @@ import * as contacts from '../domains/contacts/service.js';
  * A data subject's export (decision 0120): one JSON document of everything held about a person,
  * written as it is read, a page of tickets at a time (with their comments, attachments and their
  * download links, raw mail metadata and audit entries), so a person with thousands of tickets
- * never sits in memory whole. Form submissions are the tickets whose source is `form`. Portal
+ * never sits in memory whole. Form submissions are tickets (source `web`, sourceData.formId). Portal
  * tokens are listed without their hashes. The contacts are found before the first byte, so an
  * unknown one is a 404 like any other.
  */
@@ -74,7 +74,14 @@ async function ticketPage(ctx: TenantCtx, io: attachments.AttachmentIo, target: 
      from attachments a where ? and a.brand_id = ? and a.ticket_id = any(?::text[]) order by a.id`,
     scoped('a'),
   );
-  const links = files.length ? await attachments.urls(ctx, io, target.brandId, files.map((f) => f.id as string)) : {};
+  const links = files.length
+    ? await attachments.urls(
+        ctx,
+        io,
+        target.brandId,
+        files.map((f) => f.id as string),
+      )
+    : {};
   const raw = await rows(
     ctx,
     `select r.id, r.ticket_id, r.comment_id, r.message_id, r.size, r.sha256, r.created_at from raw_mails r where ? and r.brand_id = ? and r.ticket_id = any(?::text[]) order by r.id`,
@@ -141,11 +148,13 @@ async function* contactPart(ctx: TenantCtx, io: attachments.AttachmentIo, target
   let after = '';
   let first = true;
   for (;;) {
-    const page = await rows(
-      ctx,
-      `select ${TICKET_COLUMNS} from tickets t where ? and t.brand_id = ? and t.customer_id = ? and t.id > ? order by t.id limit ?`,
-      [tenantScope(ctx, 't'), target.brandId, target.contactId, after, TICKET_PAGE],
-    );
+    const page = await rows(ctx, `select ${TICKET_COLUMNS} from tickets t where ? and t.brand_id = ? and t.customer_id = ? and t.id > ? order by t.id limit ?`, [
+      tenantScope(ctx, 't'),
+      target.brandId,
+      target.contactId,
+      after,
+      TICKET_PAGE,
+    ]);
     if (!page.length) break;
     yield `${first ? '' : ','}${await ticketPage(ctx, io, target, page)}`;
     first = false;

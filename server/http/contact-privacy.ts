@@ -73,7 +73,12 @@ export async function accountContactPrivacyRoutes(app: FastifyInstance, { deps }
     {
       exposeHeadRoute: false,
       config: { auth: ['api-key', 'session'], permission: 'contacts:export_all' },
-      schema: { tags, summary: 'Everything held about an email in every brand of the account, as one JSON document (streamed)', querystring: ContactExportQuery, response: { 200: ContactExportOut } },
+      schema: {
+        tags,
+        summary: 'Everything held about an email in every brand of the account, as one JSON document (streamed)',
+        querystring: ContactExportQuery,
+        response: { 200: ContactExportOut },
+      },
     },
     async (req, reply) => sendExport(req, reply, deps, req.ctx, await emailTargets(req.ctx, req.query.email)),
   );
@@ -82,7 +87,12 @@ export async function accountContactPrivacyRoutes(app: FastifyInstance, { deps }
     '/contacts/erase',
     {
       config: { auth: ['api-key', 'session'], permission: 'contacts:erase_all' },
-      schema: { tags, summary: 'Erase the contacts of an email in every brand of the account, in one transaction. Idempotent', body: EraseByEmailBody, response: { 200: ErasuresOut } },
+      schema: {
+        tags,
+        summary: 'Erase the contacts of an email in every brand of the account, in one transaction. Idempotent',
+        body: EraseByEmailBody,
+        response: { 200: ErasuresOut },
+      },
     },
     async (req) => eraseByEmail(req.ctx, req.body.email),
   );

@@ -65,9 +65,9 @@ function mailFrom(email: string, brandId: string, id: string, inReplyTo?: string
 }
 
 /** Every text, JSON, array, bytea and tsvector column of every table, as (table, column). */
-async function scannableColumns(): Promise<{ table: string; column: string; hasAccount: boolean }[]> {
+async function scannableColumns(): Promise<{ table: string; column: string; type: string; hasAccount: boolean }[]> {
   const r = await db.raw(`
-    select c.table_name as table, c.column_name as column,
+    select c.table_name as table, c.column_name as column, c.data_type as type,
       exists (select 1 from information_schema.columns a where a.table_schema = c.table_schema and a.table_name = c.table_name and a.column_name = 'account_id') as "hasAccount"
     from information_schema.columns c join information_schema.tables tb on tb.table_schema = c.table_schema and tb.table_name = c.table_name
     where c.table_schema = 'public' and tb.table_type = 'BASE TABLE'
@@ -78,32 +78,28 @@ async function scannableColumns(): Promise<{ table: string; column: string; hasA
 
 /**
  * Where any of `traces` is still found, case-insensitively, outside the accounts in `besides`:
- * "table.column" for each. The erasure's audit entries are left out (they are checked on their own).
+ * "table.column: a value found" for each. The erasure's audit entries are left out (they are checked on their own).
  */
 async function tracesLeft(traces: string[], besides: string[]): Promise<string[]> {
   const found: string[] = [];
-  for (const { table, column, hasAccount } of await scannableColumns()) {
-    const text = column === 'raw' ? `encode("${column}", 'escape')` : `"${column}"::text`;
+  for (const { table, column, type, hasAccount } of await scannableColumns()) {
+    const text = type === 'bytea' ? `encode("${column}", 'escape')` : `"${column}"::text`;
     // A search vector holds words: the name's (and its email's, which the name's words stand for).
     if (table === 'tickets' && column === 'search_vector') {
-      const hits = await db.raw(`select count(*)::int as n from tickets where search_vector @@ to_tsquery('simple', 'zebediah | quillfeather') and account_id <> all(?::text[])`, [besides]);
+      const hits = await db.raw(`select count(*)::int as n from tickets where search_vector @@ to_tsquery('simple', 'zebediah | quillfeather') and account_id <> all(?::text[])`, [
+        besides,
+      ]);
       if (hits.rows[0].n > 0) found.push(`${table}.${column}`);
       continue;
     }
     const own = hasAccount ? `and account_id <> all(?::text[])` : '';
     const skipErasure = table === 'audit_log' ? `and event <> 'contact.erased'` : '';
-    const hits = await db.raw(`select count(*)::int as n from "${table}" where (${traces.map(() => `${text} ilike ?`).join(' or ')}) ${own} ${skipErasure}`, [
+    // The first value found, to say where and what.
+    const hit = await db.raw(`select ${text} as value from "${table}" where (${traces.map(() => `${text} ilike ?`).join(' or ')}) ${own} ${skipErasure} limit 1`, [
       ...traces.map((s) => `%${s}%`),
       ...(hasAccount ? [besides] : []),
     ]);
-    if (hits.rows[0].n > 0) found.push(`${table}.${column}`);
-    if (hits.rows[0].n > 0 && process.env.ERASE_DEBUG) {
-      const sample = await db.raw(`select * from "${table}" where (${traces.map(() => `${text} ilike ?`).join(' or ')}) ${own} ${skipErasure} limit 3`, [
-        ...traces.map((s) => `%${s}%`),
-        ...(hasAccount ? [besides] : []),
-      ]);
-      console.error(table, column, JSON.stringify(sample.rows).slice(0, 1500));
-    }
+    if (hit.rows.length) found.push(`${table}.${column}: ${String(hit.rows[0].value).slice(0, 300)}`);
   }
   return found;
 }
@@ -158,7 +154,11 @@ t.test('export, then erase across two brands: no trace of the email or name left
   const before = [await ticketTotal(w.owner.live, w.base1), await ticketTotal(w.owner.live, w.base2)];
 
   // The export: one document with both contacts and everything hanging on them.
-  const exported = await app.inject({ method: 'GET', url: `/v1/contacts/export?email=${encodeURIComponent(w.who.email.toUpperCase())}`, headers: { authorization: `Bearer ${w.owner.liveKey}` } });
+  const exported = await app.inject({
+    method: 'GET',
+    url: `/v1/contacts/export?email=${encodeURIComponent(w.who.email.toUpperCase())}`,
+    headers: { authorization: `Bearer ${w.owner.liveKey}` },
+  });
   t.equal(exported.statusCode, 200);
   t.match(exported.headers['content-type'], /^application\/json/);
   const doc = JSON.parse(exported.body);
@@ -169,7 +169,10 @@ t.test('export, then erase across two brands: no trace of the email or name left
   const mailedTicket = part1.tickets.find((tk: { id: string }) => tk.id === w.mailed.ticketId);
   t.match(mailedTicket.attachments, [{ filename: 'quillfeather-receipt.txt', downloadUrl: /\/v1\/files\// }], 'the attachment with a download link');
   t.equal(mailedTicket.rawMails.length, 2, 'raw mail metadata: the message and the reply');
-  t.ok(mailedTicket.comments.some((c: { authorType: string }) => c.authorType === 'CUSTOMER'), 'the reply by mail');
+  t.ok(
+    mailedTicket.comments.some((c: { authorType: string }) => c.authorType === 'CUSTOMER'),
+    'the reply by mail',
+  );
   const apiTicket = part1.tickets.find((tk: { id: string }) => tk.id === w.byApi.id);
   t.ok(apiTicket.comments.length >= 2 && apiTicket.auditEntries.length > 0, 'comments both ways and the audit entries');
   t.match(part1.ratings, [{ rating: 5, comment: `Thanks from ${NAME}` }]);
@@ -268,9 +271,12 @@ t.test('an erasure racing a reply on the same ticket leaves no trace of the pers
   t.equal(erased.status, 200);
   t.equal(replied.status, 201);
   // Brand 2's contact is still the person's; everything of brand 1 is clean.
-  const left = await db.raw(
-    `select count(*)::int as n from comments where account_id = ? and brand_id = ? and (body ilike ? or body ilike ? or author_name ilike ?)`,
-    [w.owner.accountId, w.first.id, `%${w.who.email}%`, `%${NAME}%`, `%${NAME}%`],
-  );
+  const left = await db.raw(`select count(*)::int as n from comments where account_id = ? and brand_id = ? and (body ilike ? or body ilike ? or author_name ilike ?)`, [
+    w.owner.accountId,
+    w.first.id,
+    `%${w.who.email}%`,
+    `%${NAME}%`,
+    `%${NAME}%`,
+  ]);
   t.equal(left.rows[0].n, 0);
 });

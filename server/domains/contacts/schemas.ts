@@ -81,7 +81,10 @@ const Confirm = Type.Literal(true, { description: 'Must be true: erasure cannot 
 
 export const EraseContactBody = Type.Object({ confirm: Confirm }, { additionalProperties: false });
 
-export const EraseByEmailBody = Type.Object({ email: EmailAddress('The person whose contacts, in every brand of the account, are erased'), confirm: Confirm }, { additionalProperties: false });
+export const EraseByEmailBody = Type.Object(
+  { email: EmailAddress('The person whose contacts, in every brand of the account, are erased'), confirm: Confirm },
+  { additionalProperties: false },
+);
 
 export const ErasureOut = Type.Object({
   contactId: Type.String(),
@@ -114,7 +117,13 @@ export const ContactExportOut = Type.Object(
         inboundEmails: Type.Array(Type.Object({}, { additionalProperties: true, description: 'Mail received from the address: Message-ID, action, authentication results' })),
         auditEntries: Type.Array(Type.Object({}, { additionalProperties: true })),
         tickets: Type.Array(
-          Type.Object({}, { additionalProperties: true, description: 'The ticket (form submissions: source form) with comments, attachments (downloadUrl signed), rawMails (metadata) and auditEntries' }),
+          Type.Object(
+            {},
+            {
+              additionalProperties: true,
+              description: 'The ticket (form submissions: source form) with comments, attachments (downloadUrl signed), rawMails (metadata) and auditEntries',
+            },
+          ),
         ),
       }),
     ),
