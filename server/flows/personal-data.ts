@@ -138,11 +138,12 @@ export async function redactMail(tx: TenantCtx, person: Person, ticketIds: reado
     `with mine as (
        select i.account_id, i.livemode, i.id from inbound_emails i where ? and i.brand_id = ? and (lower(i.from_email) = ? or i.ticket_id = any(?::text[]))
      ), held as (
-       delete from held_inbound_emails h using mine m where ${sameTenant('h', 'm')} and h.inbound_email_id = m.id
+       delete from held_inbound_emails h using mine m where ? and ${sameTenant('h', 'm')} and h.inbound_email_id = m.id
      )
      update inbound_emails i set from_email = ?, authentication = null
-       from mine m where ${sameTenant('i', 'm')} and i.id = m.id`,
-    [tenantScope(tx, 'i'), person.brandId, person.email, [...ticketIds], tombstoneEmail(person.tombstone)],
+       from mine m where ? and ${sameTenant('i', 'm')} and i.id = m.id`,
+    // Each table named with the tenant itself, so on Citus every part stays on the account's shards.
+    [tenantScope(tx, 'i'), person.brandId, person.email, [...ticketIds], tenantScope(tx, 'h'), tombstoneEmail(person.tombstone), tenantScope(tx, 'i')],
   );
   const b = binder();
   const sql = `update mail_messages m set message = ${scrubJson(b, person, 'm.message')}
