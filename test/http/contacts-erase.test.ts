@@ -4,6 +4,7 @@ import path from 'node:path';
 import t from 'tap';
 import { Dispatcher } from '../../server/worker/dispatcher.js';
 import { assertErrorShape, client, makeBrand, makeTicket, mustCreate, servicesOf, signup, testApp } from '../helpers/app.js';
+import { bulkTickets } from '../helpers/bulk-tickets.js';
 import { postInbound } from '../helpers/inbound.js';
 import { receiver } from '../helpers/receiver.js';
 import { SIGN_IN_TEST_ENV, teamOf } from '../helpers/sign-in.js';
@@ -279,4 +280,31 @@ t.test('an erasure racing a reply on the same ticket leaves no trace of the pers
     `%${NAME}%`,
   ]);
   t.equal(left.rows[0].n, 0);
+});
+
+t.test('a person with hundreds of tickets: the export pages through them all, the erasure redacts them all', async (t) => {
+  const owner = await signup(app);
+  const brand = await makeBrand(owner.live, 'Busy');
+  const base = `/v1/brands/${brand.id}`;
+  const who = person();
+  const contact = await mustCreate(owner.live, `${base}/contacts`, { email: who.email, name: NAME });
+  const many = 250;
+  // The contact's id is an SQL literal of its own characters (cus_ and base32).
+  const { sql, bindings } = bulkTickets({ accountId: owner.accountId, livemode: true, brandId: brand.id }, many, {
+    customer_id: `'${contact.id}'`,
+    body: `'Written by ${NAME} ' || i`,
+  });
+  await db.raw(sql, bindings as never[]);
+
+  const exported = await app.inject({ method: 'GET', url: `${base}/contacts/${contact.id}/export`, headers: { authorization: `Bearer ${owner.liveKey}` } });
+  t.equal(exported.statusCode, 200);
+  const tickets = JSON.parse(exported.body).contacts[0].tickets as { id: string; body: string }[];
+  t.equal(tickets.length, many, 'every ticket, over three pages');
+  t.equal(new Set(tickets.map((tk) => tk.id)).size, many, 'each once');
+
+  const erased = await owner.live('POST', `${base}/contacts/${contact.id}/erase`, { confirm: true });
+  t.equal(erased.status, 200);
+  t.equal(erased.body.counts.tickets, many);
+  const left = await db('tickets').where({ account_id: owner.accountId, customer_id: contact.id }).whereNot('body', '[erased]').count({ n: '*' });
+  t.equal(Number(left[0]!.n), 0, 'every body redacted');
 });
