@@ -30,14 +30,15 @@ export const tombstoneEmail = (tombstone: string) => `${tombstone}@erased.invali
 const ARE_SPECIAL = /[\\^$.|?*+()[\]{}]/g;
 
 /**
- * The PostgreSQL regular expression (case-insensitive with the 'gi' flags) of the person's email
- * and, when it has one, name (whole words, so a short name does not eat into other words).
+ * The PostgreSQL regular expression (case-insensitive with the 'gi' flags) of the person's email,
+ * not inside a longer address (ann@x.com in joann@x.com or ann@x.com.au), and, when it has one,
+ * name as whole words (a short name does not eat into other words).
  */
 export function personPattern(person: Pick<Person, 'email' | 'name'>): string {
   const escape = (s: string) => s.replace(ARE_SPECIAL, '\\$&');
-  const parts = [escape(person.email)];
+  const parts = [`(?<![[:alnum:]._%+-])${escape(person.email)}(?![[:alnum:]_-]|\\.[[:alnum:]])`];
   const name = person.name?.trim();
-  if (name) parts.push(`\\m${escape(name)}\\M`);
+  if (name) parts.push(`${/^\w/.test(name) ? '\\m' : ''}${escape(name)}${/\w$/.test(name) ? '\\M' : ''}`);
   return `(?:${parts.join('|')})`;
 }
 

@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
+import { personPattern } from '../../server/flows/personal-data.js';
 import { Dispatcher } from '../../server/worker/dispatcher.js';
 import { assertErrorShape, client, makeBrand, makeTicket, mustCreate, servicesOf, signup, testApp } from '../helpers/app.js';
 import { bulkTickets } from '../helpers/bulk-tickets.js';
@@ -307,4 +308,16 @@ t.test('a person with hundreds of tickets: the export pages through them all, th
   t.equal(erased.body.counts.tickets, many);
   const left = await db('tickets').where({ account_id: owner.accountId, customer_id: contact.id }).whereNot('body', '[erased]').count({ n: '*' });
   t.equal(Number(left[0]!.n), 0, 'every body redacted');
+});
+
+t.test("the person's pattern: their address and name, not a longer address, nor a name inside a word", async (t) => {
+  const scrub = async (text: string, name: string | null) =>
+    (await db.raw(`select regexp_replace(?, ?, 'T', 'gi') as out`, [text, personPattern({ email: 'zeb.quill@x.example', name })])).rows[0].out as string;
+  t.equal(
+    await scrub('Write to Zeb.Quill@X.example, not joZeb.quill@x.example nor zeb.quill@x.example.au.', null),
+    'Write to T, not joZeb.quill@x.example nor zeb.quill@x.example.au.',
+  );
+  t.equal(await scrub('Al said: call Al, not Alice or Sal', 'Al'), 'T said: call T, not Alice or Sal');
+  t.equal(await scrub('Thanks, Ann (Support) and ann (support).', 'Ann (Support)'), 'Thanks, T and T.');
+  t.equal(await scrub('a+b? [c]', 'a+b? [c]'), 'T', 'what a regular expression would read is taken as it is');
 });
