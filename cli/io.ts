@@ -27,6 +27,18 @@ export function emitText(text: string): void {
   process.stdout.write(text);
 }
 
+/** A document written as it is made (an export), to a file or to stdout. */
+export async function writeDocument(chunks: AsyncIterable<string>, file?: string): Promise<void> {
+  const { pipeline } = await import('node:stream/promises');
+  const { Readable } = await import('node:stream');
+  if (file) {
+    const { createWriteStream } = await import('node:fs');
+    await pipeline(Readable.from(chunks), createWriteStream(file));
+  } else {
+    for await (const chunk of chunks) if (!process.stdout.write(chunk)) await new Promise((done) => process.stdout.once('drain', done));
+  }
+}
+
 /** Progress and notices go to stderr, so stdout stays machine-readable. */
 export function note(line: string): void {
   process.stderr.write(`${line}\n`);

@@ -4,6 +4,7 @@ import { HttpError } from '../server/core/errors.js';
 import { version } from '../server/core/version.js';
 import { registerAccounts } from './commands/accounts.js';
 import { registerBrands } from './commands/brands.js';
+import { registerContacts } from './commands/contacts.js';
 import { registerDb } from './commands/db.js';
 import { registerDoctor } from './commands/doctor.js';
 import { registerDomains } from './commands/domains.js';
@@ -49,6 +50,7 @@ Every command takes --json for scripts. Environment: DATABASE_URL, PORT, TICKETD
   registerStorage(program, globals);
   registerAccounts(program, globals);
   registerBrands(program, globals);
+  registerContacts(program, globals);
   registerPlans(program, globals);
   registerKeys(program, globals);
   registerMembers(program, globals);

@@ -37,6 +37,7 @@ import { categoryRoutes } from './http/categories.js';
 import { commentRoutes } from './http/comments.js';
 import { companyRoutes } from './http/companies.js';
 import { contactRoutes, customerRoutes } from './http/contacts.js';
+import { accountContactPrivacyRoutes, contactPrivacyRoutes } from './http/contact-privacy.js';
 import { fieldRoutes, ticketSchemaRoutes } from './http/fields.js';
 import { healthRoutes } from './http/health.js';
 import { inboundMailRoutes } from './http/inbound-mail.js';
@@ -247,7 +248,9 @@ export async function buildApp({ config, db, services: given, clock, isShuttingD
       await api.register(webhookRoutes, { prefix: `${prefix}/:brandId`, policy: { allowPrivate: config.webhookAllowPrivate } });
       await api.register(emailConnectionRoutes, { prefix: `${prefix}/:brandId`, policy: { allowPrivate: config.webhookAllowPrivate }, sync: { inbound: { attachments } } });
       await api.register(portalTokenRoutes, { prefix: `${prefix}/:brandId` });
+      await api.register(contactPrivacyRoutes, { prefix: `${prefix}/:brandId`, deps: attachments });
     }
+    await api.register(accountContactPrivacyRoutes, { prefix: '/v1', deps: attachments });
     await api.register(portalRoutes, { deps: attachments });
     await api.register(dashboardRoutes);
     await api.register(attachmentFileRoutes, { deps: attachments });

@@ -49,6 +49,12 @@ export const PERMISSIONS = {
   'schema:write': { accountWide: false },
   'contacts:read': { accountWide: false },
   'contacts:write': { accountWide: false },
+  // A data subject's export and erasure (everything about a person; erasure cannot be undone):
+  // owners and admins, of a brand's contact or, by email, across every brand of the account.
+  'contacts:export': { accountWide: false, minRole: 'admin' },
+  'contacts:erase': { accountWide: false, minRole: 'admin' },
+  'contacts:export_all': { accountWide: true, minRole: 'admin' },
+  'contacts:erase_all': { accountWide: true, minRole: 'admin' },
   'companies:read': { accountWide: false },
   'companies:write': { accountWide: false },
   'blocked_sources:read': { accountWide: false },

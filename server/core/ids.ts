@@ -16,6 +16,8 @@ export const ID_PREFIX = {
   status: 'st',
   field: 'fld',
   contact: 'cus',
+  /** What an erased contact's email and name become. */
+  erasure: 'ers',
   company: 'co',
   blockedSource: 'blk',
   ticket: 'tkt',

@@ -133,6 +133,8 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
   await must(live('PATCH', base, { portalOrigins: [portalOrigin], csatEnabled: true }), 200);
   const company = await mustCreate(live, `${base}/companies`, { name: `${MARKER} Initech`, domain: 'initech.example' });
   const contact = await mustCreate(live, `${base}/contacts`, { email: 'peter@initech.example', name: `${MARKER} Peter`, companyId: company.id });
+  // The contact the erase route aims at: Peter stays as he is for every other route.
+  const erasable = await mustCreate(live, `${base}/contacts`, { email: 'milton@initech.example', name: `${MARKER} Milton` });
   const category = await mustCreate(live, `${base}/categories`, { name: `${MARKER} billing` });
   const tag = await mustCreate(live, `${base}/tags`, { name: `${MARKER}-vip` });
   const tag2 = await mustCreate(live, `${base}/tags`, { name: `${MARKER}-urgent` });
@@ -311,6 +313,8 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
     [`POST ${B}/customers`]: json({ email: 'new@example.com' }),
     [`PATCH ${B}/customers/{contactId}`]: json({ name: 'Renamed' }),
     [`DELETE ${B}/customers/{contactId}`]: null,
+    [`POST ${B}/contacts/{contactId}/erase`]: json({ confirm: true }),
+    'POST /v1/contacts/erase': json({ email: 'nobody@initech.example', confirm: true }),
     [`POST ${B}/companies`]: json({ name: 'Other' }),
     [`PATCH ${B}/companies/{companyId}`]: json({ name: 'Renamed' }),
     [`DELETE ${B}/companies/{companyId}`]: null,
@@ -539,6 +543,7 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
       ...Object.fromEntries(['GET /billing/checkout/{token}', 'POST /billing/checkout/{token}'].map((route) => [route, { token: `cs_${'0'.repeat(43)}` }])),
       ...Object.fromEntries(['GET /billing/signup/{token}', 'POST /billing/signup/{token}'].map((route) => [route, { token: `su_${'0'.repeat(43)}` }])),
       'PATCH /v1/auth/coupons/{code}': { code: 'WELCOME10' },
+      [`POST ${B}/contacts/{contactId}/erase`]: { contactId: erasable.id },
       'POST /v1/ecommerce/notifications/{platform}/{accountId}/{storeId}': { storeId: `store_${'0'.repeat(26)}` },
       // The rating routes of the portal aim at Peter's resolved ticket.
       ...Object.fromEntries(['GET /v1/portal/tickets/{ticketId}/feedback', 'POST /v1/portal/tickets/{ticketId}/feedback'].map((route) => [route, { ticketId: resolved.id }])),
@@ -550,11 +555,12 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
       ),
     },
     requests,
-    queries: { [`GET ${B}/contacts/search`]: '?q=pe', [`GET ${B}/customers/search`]: '?q=pe' },
+    queries: { [`GET ${B}/contacts/search`]: '?q=pe', [`GET ${B}/customers/search`]: '?q=pe', 'GET /v1/contacts/export': '?email=peter@initech.example' },
     privateIds: [
       owner.brand.id,
       company.id,
       contact.id,
+      erasable.id,
       category.id,
       tag.id,
       tag2.id,

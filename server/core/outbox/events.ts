@@ -22,6 +22,7 @@ export const WEBHOOK_EVENTS = [
   'comment.deleted',
   'attachment.created',
   'attachment.deleted',
+  'contact.erased',
 ] as const;
 export type WebhookEvent = (typeof WEBHOOK_EVENTS)[number];
 
@@ -181,6 +182,28 @@ export function ticketRated(tx: TenantCtx, brandId: string, r: RatingFacts): Pro
         ticketId: r.ticketId,
         feedback: { id: r.id, rating: r.rating, ratingType: r.ratingType, comment: r.comment, resolverId: r.resolverId, submittedAt: iso(r.submittedAt) },
       },
+    },
+  ]);
+}
+
+/** What a contact's erasure reports: counts and ids, never the person's email or name. */
+export interface ErasureFacts {
+  contactId: string;
+  brandId: string;
+  tombstone: string;
+  erasedAt: Date | string;
+  counts: Record<string, number>;
+}
+
+/** A contact was erased (its personal data removed): no ticket, and no personal data in the body. */
+export function contactErased(tx: TenantCtx, e: ErasureFacts): Promise<void> {
+  return enqueueEvents(tx, [
+    {
+      brandId: e.brandId,
+      names: ['contact.erased'],
+      ticketId: null,
+      ticketFields: [],
+      data: { contactId: e.contactId, brandId: e.brandId, tombstone: e.tombstone, counts: e.counts, erasedAt: iso(e.erasedAt) },
     },
   ]);
 }

@@ -75,3 +75,61 @@ export type ContactView = Static<typeof ContactOut>;
 export type CreateContactInput = Static<typeof CreateContactBody>;
 export type UpdateContactInput = Static<typeof UpdateContactBody>;
 export type ContactListInput = Static<typeof ContactListQuery>;
+
+/** Erasure: nothing happens unless the body says confirm: true. */
+const Confirm = Type.Literal(true, { description: 'Must be true: erasure cannot be undone' });
+
+export const EraseContactBody = Type.Object({ confirm: Confirm }, { additionalProperties: false });
+
+export const EraseByEmailBody = Type.Object(
+  { email: EmailAddress('The person whose contacts, in every brand of the account, are erased'), confirm: Confirm },
+  { additionalProperties: false },
+);
+
+export const ErasureOut = Type.Object({
+  contactId: Type.String(),
+  brandId: Type.String(),
+  tombstone: Type.String({ description: 'What the contact’s email and name became (`ers_…`; the email is `<tombstone>@erased.invalid`)' }),
+  erasedAt: Timestamp,
+  counts: Type.Object({
+    tickets: Type.Integer({ description: 'Tickets kept, their bodies redacted' }),
+    comments: Type.Integer({ description: 'The person’s comments, redacted' }),
+    attachments: Type.Integer({ description: 'Attachments deleted' }),
+    rawMails: Type.Integer({ description: 'Raw inbound messages deleted' }),
+    ratings: Type.Integer({ description: 'Satisfaction ratings kept, their comments redacted' }),
+    portalTokens: Type.Integer({ description: 'Portal tokens revoked (deleted)' }),
+  }),
+});
+
+export const ErasuresOut = Type.Object({ contacts: Type.Array(ErasureOut, { description: 'One per contact erased now or before; none when no contact has the email' }) });
+
+export const ContactExportQuery = Type.Object({ email: EmailAddress('The person whose contacts, in every brand of the account, are exported') }, { additionalProperties: false });
+
+/** The export's shape, for the reference (the document is streamed as it is read). */
+export const ContactExportOut = Type.Object(
+  {
+    exportedAt: Timestamp,
+    contacts: Type.Array(
+      Type.Object({
+        contact: ContactOut,
+        portalTokens: Type.Array(Type.Object({}, { additionalProperties: true, description: 'id, lifetimeSeconds, createdAt, expiresAt, revokedAt: never the token or its hash' })),
+        ratings: Type.Array(Type.Object({}, { additionalProperties: true })),
+        inboundEmails: Type.Array(Type.Object({}, { additionalProperties: true, description: 'Mail received from the address: Message-ID, action, authentication results' })),
+        auditEntries: Type.Array(Type.Object({}, { additionalProperties: true })),
+        tickets: Type.Array(
+          Type.Object(
+            {},
+            {
+              additionalProperties: true,
+              description: 'The ticket (form submissions: source form) with comments, attachments (downloadUrl signed), rawMails (metadata) and auditEntries',
+            },
+          ),
+        ),
+      }),
+    ),
+  },
+  { description: 'One JSON document of everything held about the person, streamed' },
+);
+
+export type EraseByEmailInput = Static<typeof EraseByEmailBody>;
+export type ContactExportInput = Static<typeof ContactExportQuery>;
