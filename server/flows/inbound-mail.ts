@@ -345,6 +345,10 @@ export async function prepare(base: BaseCtx, deps: InboundDeps, raw: Buffer, sou
   const authentication = await authenticationOf(ctx, raw, source);
   const dmarcSpam = dmarcSpamReason(authentication);
 
+  const files = filesOf(parsed, deps.attachments.maxBytes);
+  // Before any transaction (network I/O), and before anything is staged: the scanner down under
+  // scanFailure refuse is a 503, and the message is tried again later.
+  const scanned = await attachments.scanFiles(base.services, files.kept);
   const rawCopy = await rawMails.stage(deps.attachments.storage, base.services.config.rawMailRetentionDays, raw);
   const stored: string[] = [];
   let staged: attachments.StagedFile[] = [];
@@ -353,9 +357,6 @@ export async function prepare(base: BaseCtx, deps: InboundDeps, raw: Buffer, sou
   };
   const own = [settings.fromAddress, ...(brand.fromEmail ? [normalizeEmail(brand.fromEmail)] : [])];
   const automatic = isAutoReply(parsed);
-  const files = filesOf(parsed, deps.attachments.maxBytes);
-  // Before any transaction (network I/O); the scanner down under scanFailure refuse: a 503, so the message is tried again later.
-  const scanned = await attachments.scanFiles(base.services, files.kept);
   const text = (parsed.text ?? '').replace(/\r\n?/g, '\n').trim();
   const email = {
     messageId,
