@@ -38,15 +38,23 @@ export interface TestClamd {
   /** clamd stops answering (SIGSTOP): it still accepts connections, as a stalled daemon does. */
   pause(): void;
   resume(): void;
+  /** Stops it and removes its directory. */
+  stop(): Promise<void>;
+}
+
+/** A clamd of the test's own (launchClamd), stopped at the test's end. */
+export async function startClamd(t: Test): Promise<TestClamd> {
+  const clamd = await launchClamd();
+  t.teardown(() => clamd.stop());
+  return clamd;
 }
 
 /**
- * A clamd of the test's own: its configuration and a one-signature database (EICAR, as a body
- * signature matched anywhere in a file) in a temporary directory, a free loopback port and a Unix
- * socket, in the foreground, stopped at the test's end. No signatures are downloaded. It runs as
- * the user that starts it (root included).
+ * A clamd of its own: its configuration and a one-signature database (EICAR, as a body signature
+ * matched anywhere in a file) in a temporary directory, a free loopback port and a Unix socket, in
+ * the foreground. No signatures are downloaded. It runs as the user that starts it (root included).
  */
-export async function startClamd(t: Test): Promise<TestClamd> {
+export async function launchClamd(): Promise<TestClamd> {
   const binary = clamdBinary();
   if (!binary) throw new Error('clamd is not installed');
   const dir = mkdtempSync(path.join(os.tmpdir(), 'ticketd-clamd-'));
@@ -74,7 +82,7 @@ export async function startClamd(t: Test): Promise<TestClamd> {
   );
   const child = spawn(binary, ['-c', path.join(dir, 'clamd.conf')], { stdio: 'ignore' });
   let paused = false;
-  t.teardown(async () => {
+  const stop = async () => {
     if (child.exitCode === null && child.signalCode === null) {
       const exited = new Promise((resolve) => child.once('exit', resolve));
       if (paused) child.kill('SIGCONT');
@@ -82,10 +90,16 @@ export async function startClamd(t: Test): Promise<TestClamd> {
       await exited;
     }
     rmSync(dir, { recursive: true, force: true });
-  });
+  };
   const scanner = new ClamdScanner({ host: '127.0.0.1', port }, 2000);
-  await until('clamd answers PING', () => scanner.ping().then(() => true, () => child.exitCode === null && child.signalCode === null ? false : Promise.reject(new Error('clamd exited'))), 30_000);
+  try {
+    await until('clamd answers PING', () => scanner.ping().then(() => true, () => child.exitCode === null && child.signalCode === null ? false : Promise.reject(new Error('clamd exited'))), 30_000);
+  } catch (err) {
+    await stop();
+    throw err;
+  }
   return {
+    stop,
     host: '127.0.0.1',
     port,
     socket,
