@@ -232,7 +232,8 @@ database that is not running is started for the duration of the checks. See docs
       const { check, config } = checkConfig(globals().config);
       const checks = [check];
       if (config) checks.push(...(await databaseChecks(config)), await checkDisk(config), await checkStorage(config), await checkScanner(config));
-      else checks.push(...[...DATABASE_CHECKS, 'disk', 'storage', 'scanner'].map((name): Check => ({ name, status: 'skip', message: 'not checked: the configuration is invalid' })));
+      else
+        checks.push(...[...DATABASE_CHECKS, 'disk', 'storage', 'scanner'].map((name): Check => ({ name, status: 'skip', message: 'not checked: the configuration is invalid' })));
       const status = overall(checks);
       emit(Boolean(opts.json), { status, checks }, () => {
         const failed = checks.filter((c) => c.status === 'fail').length;

@@ -371,7 +371,13 @@ export function loadConfig(options: LoadConfigOptions = {}): Config {
       problems.push(`${where}${envName ? ` (${envName})` : ''}: ${e.message}${extra}`);
     }
   }
-  if (!problems.length) problems.push(...planProblems(merged as unknown as Config), ...couponProblems(merged as unknown as Config), ...poolProblems(merged as unknown as Config), ...scanningProblems(merged as unknown as Config));
+  if (!problems.length)
+    problems.push(
+      ...planProblems(merged as unknown as Config),
+      ...couponProblems(merged as unknown as Config),
+      ...poolProblems(merged as unknown as Config),
+      ...scanningProblems(merged as unknown as Config),
+    );
   if (problems.length) throw new ConfigError(problems);
   const config = merged as unknown as { dataDir: string };
   config.dataDir = path.resolve(cwd, config.dataDir);

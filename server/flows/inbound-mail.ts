@@ -370,11 +370,17 @@ export async function prepare(base: BaseCtx, deps: InboundDeps, raw: Buffer, sou
   const noteInfected = async (tx: TenantCtx, ticketId: string, commentId: string | null) => {
     if (!scanned.infected.length) return;
     const names = scanned.infected.map((f) => `${f.filename} (${f.size} bytes): ${f.signature}`).join('; ');
-    await comments.addSystemComment(tx, brandId, ticketId, `The virus scanner found ${scanned.infected.length === 1 ? 'a file' : 'files'} of this message infected; not kept: ${names}.`, {
-      isInternal: true,
-      infectedAttachments: scanned.infected,
-      ...(commentId ? { commentId } : {}),
-    });
+    await comments.addSystemComment(
+      tx,
+      brandId,
+      ticketId,
+      `The virus scanner found ${scanned.infected.length === 1 ? 'a file' : 'files'} of this message infected; not kept: ${names}.`,
+      {
+        isInternal: true,
+        infectedAttachments: scanned.infected,
+        ...(commentId ? { commentId } : {}),
+      },
+    );
   };
   const opening: Opening = {
     brand,

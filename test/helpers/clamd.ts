@@ -93,7 +93,15 @@ export async function launchClamd(): Promise<TestClamd> {
   };
   const scanner = new ClamdScanner({ host: '127.0.0.1', port }, 2000);
   try {
-    await until('clamd answers PING', () => scanner.ping().then(() => true, () => child.exitCode === null && child.signalCode === null ? false : Promise.reject(new Error('clamd exited'))), 30_000);
+    await until(
+      'clamd answers PING',
+      () =>
+        scanner.ping().then(
+          () => true,
+          () => (child.exitCode === null && child.signalCode === null ? false : Promise.reject(new Error('clamd exited'))),
+        ),
+      30_000,
+    );
   } catch (err) {
     await stop();
     throw err;

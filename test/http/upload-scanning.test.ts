@@ -6,7 +6,9 @@ import { buildApp } from '../../server/app.js';
 import { createServices } from '../../server/compose.js';
 import { RETRY_AFTER_SECONDS } from '../../server/core/http.js';
 import { freePort } from '../../server/integrations/embedded-postgres.js';
-import { assertErrorShape, client, makeTicket, ownerWithBrand, servicesOf, testApp, testConfig } from '../helpers/app.js';
+import { s3StagingDir } from '../../server/integrations/s3-storage.js';
+import { localStorageRoot } from '../../server/integrations/storage.js';
+import { assertErrorShape, client, makeTicket, ownerWithBrand, servicesOf, testApp, testConfig, type Reply } from '../helpers/app.js';
 import { EICAR, EICAR_SIGNATURE, noClamd, startClamd } from '../helpers/clamd.js';
 import { testNow } from '../helpers/clock.js';
 import { SIGN_IN_TEST_ENV, teamOfThree } from '../helpers/sign-in.js';
@@ -79,7 +81,7 @@ async function putUpload(app: App, call: Call, url: string, bytes: Buffer) {
 
 const rowsOf = (ticketId: string) => db('attachments').where({ ticketId }).orderBy('id');
 /** Nothing left in staging: what was refused was thrown away. */
-const staging = path.join(dataDir, 'attachments', '.staging');
+const staging = down.config.storage.kind === 's3' ? s3StagingDir(dataDir) : path.join(localStorageRoot(dataDir), '.staging');
 const staged = () => (existsSync(staging) ? readdirSync(staging) : []);
 
 function inboundMessage(brandId: string, files: { name: string; bytes: Buffer }[]): string {
@@ -114,8 +116,8 @@ async function deliver(app: App, raw: string) {
   return { status: res.statusCode, body: JSON.parse(res.body), headers: res.headers };
 }
 
-function assertUnavailable(t: Test, res: { status: number; body: any; headers: Record<string, unknown> }) { // eslint-disable-line @typescript-eslint/no-explicit-any
-  assertErrorShape(t, res as never, 503, 'scanner_unavailable');
+function assertUnavailable(t: Test, res: Reply) {
+  assertErrorShape(t, res, 503, 'scanner_unavailable');
   t.equal(res.headers['retry-after'], String(RETRY_AFTER_SECONDS), 'Retry-After');
 }
 
