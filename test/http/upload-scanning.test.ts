@@ -161,14 +161,6 @@ t.test('scanner down, scanFailure allow: the file is kept, marked unscanned', as
   t.equal((await rowsOf(ticket.id)).length, 2);
 });
 
-t.test('no scanner configured: files are kept as not_scanned', async (t) => {
-  const { app } = await appWith({});
-  const { call, url } = await ticketOn(app);
-  const res = await uploadTo(call, url, 'a.txt', Buffer.from('hello'));
-  t.equal(res.status, 201);
-  t.equal(res.body.attachment.scanStatus, 'not_scanned');
-});
-
 t.test('with a real clamd', { skip: noClamd() }, async (t) => {
   const clamd = await startClamd(t);
   const { app, services } = await appWith({ TICKETD_CLAMD_SOCKET: clamd.socket });
