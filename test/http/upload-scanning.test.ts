@@ -255,6 +255,22 @@ t.test('with a real clamd', { skip: noClamd() }, async (t) => {
     t.equal((await db('comments').where({ ticketId, isInternal: true })).length, 2);
   });
 
+  t.test('a web form with EICAR among its files is refused whole: no ticket', async (t) => {
+    const { owner, brand, base } = await ownerWithBrand(app);
+    const form = (await owner.live('POST', `${base}/forms`, { name: 'Contact us' })).body;
+    const boundary = 'scan-form-boundary';
+    const fields = { email: 'casey@example.com', subject: 'My order', message: 'Receipt attached.' };
+    const body = [
+      ...Object.entries(fields).map(([k, v]) => `--${boundary}\r\nContent-Disposition: form-data; name="${k}"\r\n\r\n${v}\r\n`),
+      `--${boundary}\r\nContent-Disposition: form-data; name="attachments"; filename="receipt.com"\r\nContent-Type: application/octet-stream\r\n\r\n${EICAR}\r\n`,
+      `--${boundary}--\r\n`,
+    ].join('');
+    const res = await client(app)('POST', `/v1/forms/${form.token}`, body, { 'content-type': `multipart/form-data; boundary=${boundary}`, accept: 'application/json' });
+    assertErrorShape(t, res, 422, 'attachment_infected');
+    t.equal(res.body.signature, EICAR_SIGNATURE);
+    t.same(await db('tickets').where({ brandId: brand.id }), [], 'no ticket');
+  });
+
   t.test('clamd stalled past timeoutMs counts as down: 503 under refuse', async (t) => {
     const { app: hasty } = await appWith({ TICKETD_CLAMD_HOST: clamd.host, TICKETD_CLAMD_PORT: String(clamd.port), TICKETD_CLAMD_TIMEOUT_MS: '300' });
     const { call, url, ticket } = await ticketOn(hasty);
