@@ -8,9 +8,10 @@ import { RETRY_AFTER_SECONDS } from '../../server/core/http.js';
 import { freePort } from '../../server/integrations/embedded-postgres.js';
 import { s3StagingDir } from '../../server/integrations/s3-storage.js';
 import { localStorageRoot } from '../../server/integrations/storage.js';
-import { assertErrorShape, client, makeTicket, ownerWithBrand, servicesOf, testApp, testConfig, type Reply } from '../helpers/app.js';
+import { assertErrorShape, client, makeTicket, mustCreate, ownerWithBrand, servicesOf, testApp, testConfig, type Reply } from '../helpers/app.js';
 import { EICAR, EICAR_SIGNATURE, noClamd, startClamd } from '../helpers/clamd.js';
 import { testNow } from '../helpers/clock.js';
+import { imapConnection, imapServer } from '../helpers/imap.js';
 import { SIGN_IN_TEST_ENV, teamOfThree } from '../helpers/sign-in.js';
 
 /**
@@ -26,7 +27,15 @@ const SECRET = 'inbound-secret-for-tests-0123456789';
 const DOMAIN = 'inbound.test.example';
 const dataDir = mkdtempSync(path.join(os.tmpdir(), 'ticketd-scanning-'));
 t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
-const env = { ...SIGN_IN_TEST_ENV, TICKETD_DATA_DIR: dataDir, TICKETD_INBOUND_SECRET: SECRET, TICKETD_INBOUND_DOMAIN: DOMAIN };
+const env = {
+  ...SIGN_IN_TEST_ENV,
+  TICKETD_DATA_DIR: dataDir,
+  TICKETD_INBOUND_SECRET: SECRET,
+  TICKETD_INBOUND_DOMAIN: DOMAIN,
+  // A mailbox on loopback (hoodiecrow-imap in this process).
+  TICKETD_WEBHOOK_ALLOW_PRIVATE: 'true',
+  TICKETD_MAILBOX_TIMEOUT_MS: '3000',
+};
 const nobody = String(await freePort());
 // The file's own database, served first by an app whose clamd is not there (scanFailure: refuse, the default).
 const down = await testApp(t, { ...env, TICKETD_CLAMD_HOST: '127.0.0.1', TICKETD_CLAMD_PORT: nobody });
@@ -159,6 +168,28 @@ t.test('scanner down, scanFailure allow: the file is kept, marked unscanned', as
     ['unscanned', 'unscanned'],
   );
   t.equal((await rowsOf(ticket.id)).length, 2);
+});
+
+t.test('a mailbox while the scanner is down: under refuse the message waits unread, then goes in unscanned where files may pass', async (t) => {
+  const { owner, base } = await ownerWithBrand(down.app);
+  const raw = inboundMessage('desk', [{ name: 'order.txt', bytes: Buffer.from('order 1234') }]).replace(`To: desk@${DOMAIN}`, 'To: desk@acme.example');
+  const { port, inbox } = await imapServer(t, [raw]);
+  const connection = await mustCreate(owner.live, `${base}/email-connections`, imapConnection(port));
+  const url = `${base}/email-connections/${connection.id}`;
+  const refused = await owner.live('POST', `${url}/sync`);
+  t.same(refused.body, { ticketsCreated: 0 });
+  t.same(
+    inbox().map((m) => m.flags.includes('\\Seen')),
+    [false],
+    'left unread',
+  );
+  t.match((await owner.live('GET', url)).body, { status: 'ERROR', errorMessage: /virus scanner/ }, 'the connection says why, and is retried');
+
+  const { app: allowing } = await appWith({ TICKETD_CLAMD_HOST: '127.0.0.1', TICKETD_CLAMD_PORT: nobody, TICKETD_SCAN_FAILURE: 'allow' });
+  const taken = await client(allowing, owner.liveKey)('POST', `${url}/sync`);
+  t.same(taken.body, { ticketsCreated: 1 });
+  const [ticket] = (await owner.live('GET', `${base}/tickets`)).body.data;
+  t.match((await owner.live('GET', `${base}/tickets/${ticket.id}/attachments`)).body, [{ filename: 'order.txt', scanStatus: 'unscanned' }]);
 });
 
 t.test('with a real clamd', { skip: noClamd() }, async (t) => {
