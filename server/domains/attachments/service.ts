@@ -33,7 +33,9 @@ import type { AttachmentView, AttachmentWithUrlView, CreateAttachmentInput, Uplo
  * tickets.attachment_count counts a ticket's UPLOADED attachments; every change to it happens in
  * the transaction that changes the attachment. Bytes are written to staging first and moved under
  * their key inside the transaction that records them, holding the row lock, so the stored file and
- * the row's sha256 agree once committed and a half-written upload is never served. Deleted rows queue their
+ * the row's sha256 agree once committed and a half-written upload is never served. With scanning on,
+ * staged bytes go through the virus scanner (core/scanning.ts) before that transaction, and the
+ * row records its scanStatus; an infected file is refused and never kept. Deleted rows queue their
  * file for removal in the deleting statement (core/file-deletions.ts); the DELETE removes it at once, the dispatcher
  * removes anything left.
  */
