@@ -13,6 +13,7 @@
  *   npm run bench -- --quotas          (only ticket create with the plan's ticket allowance counted and not)
  *   npm run bench -- --soak [--minutes 30] [--rate 50] [--dispatcher-apart]   (a long mixed load at a fixed rate: see soak.ts)
  *   npm run bench -- --mail            (DKIM signing cost and the mail lists the dashboard polls: see mail.ts)
+ *   npm run bench -- --scan            (what scanning uploads with clamd costs per MB: see scanning.ts)
  *   BENCH_ONLY=ingestion BENCH_TURNS=3 npm run bench -- --mail   (the IMAP ingestion alone, one dispatcher, 3 turns)
  *   npm run bench -- --sla             (service levels: dueAt at create, sort=dueAt, the overdue scan: see service-levels.ts)
  *   npm run bench -- --recurring [--schedules 10000]   (recurring tickets due in one minute, one dispatcher: see recurring.ts)
@@ -51,6 +52,7 @@ import { adminDatabase, BENCH_POSTGRES_SETTINGS, sessionTokenFor, sql, startTick
 import { createClusterDatabase } from '../test/citus/database.js';
 import { runSoak } from './soak.js';
 import { runMailBench } from './mail.js';
+import { runScanBench } from './scanning.js';
 import { runServiceLevelBench } from './service-levels.js';
 import { runRecurringBench } from './recurring.js';
 import { runRulesBench } from './rules.js';
@@ -73,6 +75,7 @@ const { values } = parseArgs({
     quotas: { type: 'boolean', default: false },
     soak: { type: 'boolean', default: false },
     mail: { type: 'boolean', default: false },
+    scan: { type: 'boolean', default: false },
     sla: { type: 'boolean', default: false },
     recurring: { type: 'boolean', default: false },
     rules: { type: 'boolean', default: false },
@@ -898,35 +901,37 @@ async function main() {
   ? runEventsBench()
   : values.mail
     ? runMailBench()
-    : values.sla
-      ? runServiceLevelBench({ tickets: ticketCount, duration })
-      : values.recurring
-        ? runRecurringBench(Number(values.schedules))
-        : values.bulk
-          ? runBulkBench({ duration: Number(values.duration ?? 10) })
-          : values.rules
-            ? runRulesBench({ tickets: ticketCount, duration }).then(() =>
-                process.env.BENCH_ONLY ? undefined : runAutomationSweepBench({ tickets: ticketCount, sweepTickets: Number(values['sweep-tickets']) }),
-              )
-            : values.commerce
-              ? runCommerceBench({ orders: Number(values.orders), syncOrders: Number(values['sync-orders']) })
-              : values.soak
-                ? runSoak({ minutes: Number(values.minutes), rate: Number(values.rate), dispatcherApart: values['dispatcher-apart'] })
-                : values.agents
-                  ? runCapacityBench({
-                      tickets: ticketCount,
-                      agentsStart: Number(values['agents-start']),
-                      agentsStep: Number(values['agents-step']),
-                      agentsMax: Number(values['agents-max']),
-                      stepSeconds: Number(values['step-seconds'] ?? (quick ? 15 : 60)),
-                      sustainMinutes: Number(values['sustain-minutes'] ?? (quick ? 0.5 : 5)),
-                      etags: !values['no-etags'],
-                      dispatcherApart: values['dispatcher-apart'],
-                      profileDir: values.profile,
-                    })
-                  : values.citus
-                    ? citusComparison(values.citus)
-                    : main()
+    : values.scan
+      ? runScanBench()
+      : values.sla
+        ? runServiceLevelBench({ tickets: ticketCount, duration })
+        : values.recurring
+          ? runRecurringBench(Number(values.schedules))
+          : values.bulk
+            ? runBulkBench({ duration: Number(values.duration ?? 10) })
+            : values.rules
+              ? runRulesBench({ tickets: ticketCount, duration }).then(() =>
+                  process.env.BENCH_ONLY ? undefined : runAutomationSweepBench({ tickets: ticketCount, sweepTickets: Number(values['sweep-tickets']) }),
+                )
+              : values.commerce
+                ? runCommerceBench({ orders: Number(values.orders), syncOrders: Number(values['sync-orders']) })
+                : values.soak
+                  ? runSoak({ minutes: Number(values.minutes), rate: Number(values.rate), dispatcherApart: values['dispatcher-apart'] })
+                  : values.agents
+                    ? runCapacityBench({
+                        tickets: ticketCount,
+                        agentsStart: Number(values['agents-start']),
+                        agentsStep: Number(values['agents-step']),
+                        agentsMax: Number(values['agents-max']),
+                        stepSeconds: Number(values['step-seconds'] ?? (quick ? 15 : 60)),
+                        sustainMinutes: Number(values['sustain-minutes'] ?? (quick ? 0.5 : 5)),
+                        etags: !values['no-etags'],
+                        dispatcherApart: values['dispatcher-apart'],
+                        profileDir: values.profile,
+                      })
+                    : values.citus
+                      ? citusComparison(values.citus)
+                      : main()
 ).catch((err) => {
   process.stderr.write(`bench failed: ${(err as Error).stack}\n`);
   process.exit(1);

@@ -1,4 +1,5 @@
 import { assembleServices, type ServiceDeps, type Services } from './core/services.js';
+import { scannerFromConfig } from './integrations/clamd.js';
 import { mailTransport } from './integrations/mail.js';
 import { storageFromConfig } from './integrations/storage-from-config.js';
 
@@ -7,5 +8,5 @@ import { storageFromConfig } from './integrations/storage-from-config.js';
  * ports (core/ports.ts) meet their implementations, for the API, the dispatcher, the CLI and tests.
  */
 export function createServices(deps: Omit<ServiceDeps, 'adapters'>): Services {
-  return assembleServices({ ...deps, adapters: { storage: storageFromConfig, mailTransport } });
+  return assembleServices({ ...deps, adapters: { storage: storageFromConfig, mailTransport, scanner: scannerFromConfig } });
 }

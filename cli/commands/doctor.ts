@@ -8,6 +8,7 @@ import type { GlobalOptions } from '../globals.js';
 import type { Services } from '../../server/core/services.js';
 import { S3Storage } from '../../server/integrations/s3-storage.js';
 import { storageFromConfig } from '../../server/integrations/storage-from-config.js';
+import { scannerFromConfig } from '../../server/integrations/clamd.js';
 
 type Status = 'ok' | 'warn' | 'fail' | 'skip';
 
@@ -94,6 +95,23 @@ async function checkStorage(config: Config): Promise<Check> {
     return { name: 'storage', status: 'fail', message: `${where}: ${(err as Error).name}: ${(err as Error).message}` };
   } finally {
     await storage.destroy();
+  }
+}
+
+/** The virus scanner, when one is configured: it must answer PING (a failure under scanFailure allow is a warning: uploads go on, unscanned). */
+async function checkScanner(config: Config): Promise<Check> {
+  const scanner = scannerFromConfig(config);
+  if (!scanner) return { name: 'scanner', status: 'ok', message: 'off (no scanning.clamdSocket or clamdHost): uploads are kept not_scanned' };
+  const { clamdSocket, clamdHost, clamdPort, scanFailure } = config.scanning;
+  const where = `clamd at ${clamdSocket ?? `${clamdHost}:${clamdPort}`}`;
+  const started = performance.now();
+  try {
+    await scanner.ping();
+    const roundTripMs = Math.round(performance.now() - started);
+    return { name: 'scanner', status: 'ok', message: `${where}: answers PING (${roundTripMs} ms)`, details: { roundTripMs, scanFailure } };
+  } catch (err) {
+    const then = scanFailure === 'allow' ? 'uploads are kept unscanned meanwhile' : 'uploads are refused (503) meanwhile';
+    return { name: 'scanner', status: scanFailure === 'allow' ? 'warn' : 'fail', message: `${where}: ${(err as Error).message}; ${then}`, details: { scanFailure } };
   }
 }
 
@@ -201,7 +219,7 @@ function overall(checks: Check[]): Status {
 export function registerDoctor(program: Command, globals: () => GlobalOptions): void {
   program
     .command('doctor')
-    .description('check this installation: config, database reachable and migrated, clock, outbox backlog, dead deliveries, disk space, the storage bucket')
+    .description('check this installation: config, database reachable and migrated, clock, outbox backlog, dead deliveries, disk space, the storage bucket, the virus scanner')
     .option('--json', 'JSON output: { status, checks: [{ name, status, message, details }] }')
     .addHelpText(
       'after',
@@ -213,8 +231,9 @@ database that is not running is started for the duration of the checks. See docs
     .action(async (opts: { json?: boolean }) => {
       const { check, config } = checkConfig(globals().config);
       const checks = [check];
-      if (config) checks.push(...(await databaseChecks(config)), await checkDisk(config), await checkStorage(config));
-      else checks.push(...[...DATABASE_CHECKS, 'disk', 'storage'].map((name): Check => ({ name, status: 'skip', message: 'not checked: the configuration is invalid' })));
+      if (config) checks.push(...(await databaseChecks(config)), await checkDisk(config), await checkStorage(config), await checkScanner(config));
+      else
+        checks.push(...[...DATABASE_CHECKS, 'disk', 'storage', 'scanner'].map((name): Check => ({ name, status: 'skip', message: 'not checked: the configuration is invalid' })));
       const status = overall(checks);
       emit(Boolean(opts.json), { status, checks }, () => {
         const failed = checks.filter((c) => c.status === 'fail').length;

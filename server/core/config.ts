@@ -117,6 +117,15 @@ export interface Config {
     readonly secretAccessKey: string | null;
     readonly presignedDownloads: boolean;
   };
+  /** Virus scanning by clamd (integrations/clamd.ts): on when clamdSocket or clamdHost is set. */
+  readonly scanning: {
+    readonly clamdSocket: string | null;
+    readonly clamdHost: string | null;
+    readonly clamdPort: number;
+    readonly timeoutMs: number;
+    /** What an upload meets when clamd is down or slow: refused (503), or kept as unscanned. */
+    readonly scanFailure: 'refuse' | 'allow';
+  };
   readonly billingProvider: 'local' | 'stripe';
   /** The stripe provider's keys; apiUrl points the client elsewhere (a proxy, a test's server). */
   readonly stripe: { readonly secretKey: string | null; readonly webhookSecret: string | null; readonly apiUrl: string | null };
@@ -263,13 +272,18 @@ export const ENV_KEYS: Record<string, [string, Kind]> = {
   TICKETD_S3_ACCESS_KEY_ID: ['storage.accessKeyId', 'string'],
   TICKETD_S3_SECRET_ACCESS_KEY: ['storage.secretAccessKey', 'string'],
   TICKETD_S3_PRESIGNED_DOWNLOADS: ['storage.presignedDownloads', 'boolean'],
+  TICKETD_CLAMD_SOCKET: ['scanning.clamdSocket', 'string'],
+  TICKETD_CLAMD_HOST: ['scanning.clamdHost', 'string'],
+  TICKETD_CLAMD_PORT: ['scanning.clamdPort', 'integer'],
+  TICKETD_CLAMD_TIMEOUT_MS: ['scanning.timeoutMs', 'integer'],
+  TICKETD_SCAN_FAILURE: ['scanning.scanFailure', 'string'],
   TICKETD_DEFAULT_PLAN: ['defaultPlan', 'string'],
   TICKETD_INSTANCE_ADMINS: ['instanceAdmins', 'list'],
   TICKETD_BOOTSTRAP_OWNER_EMAIL: ['bootstrap.ownerEmail', 'string'],
 };
 
 /** The config file's objects whose keys a file may give in part. */
-const SECTIONS = ['bootstrap', 'stripe', 'storage'];
+const SECTIONS = ['bootstrap', 'stripe', 'storage', 'scanning'];
 
 /** The config file that `ticketd init` writes and every command reads when present. */
 export const DEFAULT_CONFIG_FILE = 'ticketd.config.json';
@@ -357,7 +371,13 @@ export function loadConfig(options: LoadConfigOptions = {}): Config {
       problems.push(`${where}${envName ? ` (${envName})` : ''}: ${e.message}${extra}`);
     }
   }
-  if (!problems.length) problems.push(...planProblems(merged as unknown as Config), ...couponProblems(merged as unknown as Config), ...poolProblems(merged as unknown as Config));
+  if (!problems.length)
+    problems.push(
+      ...planProblems(merged as unknown as Config),
+      ...couponProblems(merged as unknown as Config),
+      ...poolProblems(merged as unknown as Config),
+      ...scanningProblems(merged as unknown as Config),
+    );
   if (problems.length) throw new ConfigError(problems);
   const config = merged as unknown as { dataDir: string };
   config.dataDir = path.resolve(cwd, config.dataDir);
@@ -393,6 +413,12 @@ function couponProblems(config: Pick<Config, 'plans' | 'coupons'>): string[] {
     for (const slug of c.plans ?? []) if (!slugs.has(slug)) problems.push(`coupons: ${c.code} names the plan ${slug}, which is not one of plans`);
   });
   return problems;
+}
+
+/** clamd is reached one way: its socket or its host. */
+function scanningProblems(config: Pick<Config, 'scanning'>): string[] {
+  const { clamdSocket, clamdHost } = config.scanning;
+  return clamdSocket && clamdHost ? ['scanning: give clamdSocket (TICKETD_CLAMD_SOCKET) or clamdHost (TICKETD_CLAMD_HOST), not both'] : [];
 }
 
 /** The API keeps at least one connection of dbPoolMax when the dispatcher takes its share. */

@@ -17,6 +17,8 @@ export interface StagedObject extends StoredObject {
   commit(key: string): Promise<void>;
   /** Throws the bytes away; harmless after commit or a second time. */
   discard(): Promise<void>;
+  /** A read stream of the staged bytes (before commit), for a virus scanner. */
+  read(): Readable;
 }
 
 /**
@@ -42,6 +44,16 @@ export interface Storage {
    * backend and the operator allow one (a bucket's presigned URL); null: ticketd streams it.
    */
   directDownloadUrl(key: string, seconds: number, headers: { contentType: string; contentDisposition: string }): Promise<string | null>;
+}
+
+/** What a virus scanner found in a file. */
+export type ScanVerdict = { infected: false } | { infected: true; signature: string };
+
+/** A virus scanner (clamd today): scan rejects when it could not give a verdict (down, slow, refused the file). */
+export interface Scanner {
+  scan(source: Readable): Promise<ScanVerdict>;
+  /** Resolves when the scanner answers. */
+  ping(): Promise<void>;
 }
 
 export interface MailAddress {

@@ -1,11 +1,13 @@
 import type { Config } from './config.js';
 import type { Db } from './db.js';
-import type { MailTransport, Storage } from './ports.js';
+import type { MailTransport, Scanner, Storage } from './ports.js';
 
 /** The implementations of core/ports.ts a process uses, made from its configuration (server/compose.ts wires the integrations). */
 export interface Adapters {
   storage(config: Config, log: (line: string) => void): Storage;
   mailTransport(config: Config, log: (line: string) => void): MailTransport;
+  /** null: scanning is off. */
+  scanner(config: Config): Scanner | null;
 }
 
 /**
@@ -33,6 +35,8 @@ export interface ServiceDeps {
   mailTransport?: MailTransport;
   /** Attachment files; default: local disk under dataDir. */
   storage?: Storage;
+  /** The virus scanner of uploads; default from the configuration (null: none). */
+  scanner?: Scanner | null;
 }
 
 export interface ServiceLogger {
@@ -64,6 +68,8 @@ export interface Services {
   readonly log: ServiceLogger;
   readonly storage: Storage;
   readonly mailTransport: MailTransport;
+  /** The virus scanner every upload goes through before it is kept; null: scanning is off. */
+  readonly scanner: Scanner | null;
   /** The part's value in this instance: made on first use, then the same every time. */
   get<T>(part: Part<T>): T;
   /** Closes every part that was made (in reverse order) and the mail transport if it was made here. */
@@ -76,6 +82,7 @@ export function assembleServices(deps: ServiceDeps): Services {
   const made = new Map<Part<unknown>, unknown>();
   let transport = deps.mailTransport ?? null;
   let storage = deps.storage ?? null;
+  let scanner = deps.scanner;
   const log = deps.logger ?? quiet;
   const services: Services = {
     config: deps.config,
@@ -86,6 +93,10 @@ export function assembleServices(deps: ServiceDeps): Services {
     log,
     get storage() {
       return (storage ??= deps.adapters.storage(deps.config, (line) => log.warn({}, line)));
+    },
+    get scanner() {
+      if (scanner === undefined) scanner = deps.adapters.scanner(deps.config);
+      return scanner;
     },
     get mailTransport() {
       // file (the default) writes .eml files under the data directory and logs one line each.

@@ -1,6 +1,7 @@
 import { tenantCtx, withTx, type BaseCtx } from '../core/context.js';
 import { badRequest, forbidden, HttpError } from '../core/errors.js';
 import { normalizeOrigin } from '../core/origins.js';
+import { infected } from '../core/scanning.js';
 import { isEmail, normalizeEmail } from '../core/text.js';
 import * as attachments from '../domains/attachments/service.js';
 import type { Form } from '../domains/forms/model.js';
@@ -156,7 +157,10 @@ export async function submit(
   const sender = mapped.name ? `${mapped.name} <${mapped.email}>` : mapped.email;
   const ctx = tenantCtx({ ...base, actor: { type: 'customer', id: null, name: sender, source: 'web' } }, form.accountId, form.livemode);
   const stored: string[] = [];
-  const staged = await attachments.stageFiles(deps, files);
+  // Before the transaction (network I/O): an infected file refuses the submission, as an upload is refused.
+  const scanned = await attachments.scanFiles(base.services, files);
+  if (scanned.infected.length) throw infected(scanned.infected[0]!.signature);
+  const staged = await attachments.stageFiles(deps, scanned.kept);
   try {
     return await withTx(ctx, async (tx) => {
       if (!(await forms.recordSubmission(tx, form))) throw new HttpError(404, 'form_not_found', 'This form was disabled, deleted or given a new token meanwhile');

@@ -8,6 +8,7 @@ import * as billing from '../domains/billing/service.js';
 import type { SessionMember } from '../domains/members/service.js';
 import * as blockedSources from '../domains/blocked-sources/service.js';
 import * as brandDomains from '../domains/brand-domains/service.js';
+import * as comments from '../domains/comments/service.js';
 import { locate, type Brand } from '../core/brand.js';
 import { MAX_COMMENT_BODY_LENGTH } from '../domains/comments/schemas.js';
 import * as tickets from '../domains/tickets/service.js';
@@ -344,6 +345,10 @@ export async function prepare(base: BaseCtx, deps: InboundDeps, raw: Buffer, sou
   const authentication = await authenticationOf(ctx, raw, source);
   const dmarcSpam = dmarcSpamReason(authentication);
 
+  const files = filesOf(parsed, deps.attachments.maxBytes);
+  // Before any transaction (network I/O), and before anything is staged: the scanner down under
+  // scanFailure refuse is a 503, and the message is tried again later.
+  const scanned = await attachments.scanFiles(base.services, files.kept);
   const rawCopy = await rawMails.stage(deps.attachments.storage, base.services.config.rawMailRetentionDays, raw);
   const stored: string[] = [];
   let staged: attachments.StagedFile[] = [];
@@ -352,7 +357,6 @@ export async function prepare(base: BaseCtx, deps: InboundDeps, raw: Buffer, sou
   };
   const own = [settings.fromAddress, ...(brand.fromEmail ? [normalizeEmail(brand.fromEmail)] : [])];
   const automatic = isAutoReply(parsed);
-  const files = filesOf(parsed, deps.attachments.maxBytes);
   const text = (parsed.text ?? '').replace(/\r\n?/g, '\n').trim();
   const email = {
     messageId,
@@ -360,6 +364,23 @@ export async function prepare(base: BaseCtx, deps: InboundDeps, raw: Buffer, sou
     subject: parsed.subject ?? null,
     ...(automatic ? { autoReply: true } : {}),
     ...(files.skipped.length ? { skippedAttachments: files.skipped } : {}),
+    ...(scanned.infected.length ? { infectedAttachments: scanned.infected } : {}),
+  };
+  /** Infected files are kept out; an internal note on the ticket says which and why. */
+  const noteInfected = async (tx: TenantCtx, ticketId: string, commentId: string | null) => {
+    if (!scanned.infected.length) return;
+    const names = scanned.infected.map((f) => `${f.filename} (${f.size} bytes): ${f.signature}`).join('; ');
+    await comments.addSystemComment(
+      tx,
+      brandId,
+      ticketId,
+      `The virus scanner found ${scanned.infected.length === 1 ? 'a file' : 'files'} of this message infected; not kept: ${names}.`,
+      {
+        isInternal: true,
+        infectedAttachments: scanned.infected,
+        ...(commentId ? { commentId } : {}),
+      },
+    );
   };
   const opening: Opening = {
     brand,
@@ -370,7 +391,7 @@ export async function prepare(base: BaseCtx, deps: InboundDeps, raw: Buffer, sou
     },
     create: async (tx) => {
       // Written now, before the ticket's statement takes the brand row lock (held to the commit).
-      staged = await attachments.stageFiles(deps.attachments, files.kept);
+      staged = await attachments.stageFiles(deps.attachments, scanned.kept);
       const input = {
         title: titleOf(parsed.subject),
         body: clip(text, MAX_BODY_LENGTH) || null,
@@ -387,12 +408,13 @@ export async function prepare(base: BaseCtx, deps: InboundDeps, raw: Buffer, sou
           date: parsed.date?.toISOString() ?? null,
           authentication,
         },
-        ...(files.skipped.length || automatic ? { metadata: { email } } : {}),
+        ...(files.skipped.length || scanned.infected.length || automatic ? { metadata: { email } } : {}),
       };
       return { ctx: { ...tx, actor: ctx.actor }, brandId, input, options: { spam: dmarcSpam !== null } };
     },
     opened: async (tx, claimed, created) => {
       for (const file of staged) stored.push((await attachments.addStagedFile({ ...tx, actor: ctx.actor }, brandId, created.id, null, file, from)).id);
+      await noteInfected(tx, created.id, null);
       const raw = rawCopy && {
         staged: rawCopy,
         link: { brandId, ticketId: created.id, commentId: null, inboundEmailId: claimed, messageId },
@@ -441,7 +463,7 @@ export async function prepare(base: BaseCtx, deps: InboundDeps, raw: Buffer, sou
     if (!asAgent && (await blockedSources.isBlocked(tx, brandId, from))) return settle({ action: 'spam', reason: 'blocked_sender', ticketId: ticket.id });
     if (!asAgent) await findOrCreateContact(tx, brandId, from, fromName);
     // Written now, before the comment's statement.
-    staged = await attachments.stageFiles(deps.attachments, files.kept);
+    staged = await attachments.stageFiles(deps.attachments, scanned.kept);
     const reply = stripQuotedReply(text);
     const { comment } = await createComment(asAgent ? memberCtx(tx, asAgent) : tx, brandId, ticket.id, {
       body: clip(reply || (files.kept.length ? '(attachments only)' : '(empty message)'), MAX_COMMENT_BODY_LENGTH),
@@ -453,6 +475,7 @@ export async function prepare(base: BaseCtx, deps: InboundDeps, raw: Buffer, sou
       ...(!asAgent && REOPENED_FROM.includes(ticket.status) && !automatic ? { setStatus: 'open' } : {}),
     });
     for (const file of staged) stored.push((await attachments.addStagedFile(tx, brandId, ticket.id, comment.id, file, from)).id);
+    await noteInfected(tx, ticket.id, comment.id);
     await keepRaw(tx, claimed, ticket.id, comment.id);
     return settle({ action: 'comment_created', ticketId: ticket.id, commentId: comment.id, ...(asAgent ? { reason: mail.AGENT_REPLY } : {}) });
   };

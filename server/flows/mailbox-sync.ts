@@ -300,7 +300,9 @@ async function syncConnection(
     if (complete && options.watcher?.watch(row, mailbox)) mailbox = null;
     return { success: true, ticketsCreated, complete };
   } catch (err) {
-    if (!(err instanceof ImapAuthRefused) && !(err instanceof ImapFailed)) throw err;
+    // The virus scanner down (scanFailure refuse): the message waits unread, and the connection says why, retried as a server's failure is.
+    const scannerDown = err instanceof HttpError && err.code === 'scanner_unavailable';
+    if (!(err instanceof ImapAuthRefused) && !(err instanceof ImapFailed) && !scannerDown) throw err;
     await emailConnections.recordFailure(ctx, row, { refused: err instanceof ImapAuthRefused, message: err.message });
     return { success: false, ticketsCreated, error: err.message, complete: true };
   } finally {

@@ -90,6 +90,7 @@ export class S3Storage implements Storage {
         await removeStaged(file.path);
       },
       discard: () => removeStaged(file.path),
+      read: () => createReadStream(file.path),
     };
   }
 

@@ -176,6 +176,7 @@ export class LocalDiskStorage implements Storage {
         });
       },
       discard: () => removeStaged(file.path),
+      read: () => createReadStream(file.path),
     };
   }
 

@@ -8,12 +8,13 @@ import { makeTicket, ownerWithBrand, testConfig } from '../helpers/app.js';
 import { runCli, type CliResult } from '../helpers/cli.js';
 import { freshDatabase } from '../helpers/db.js';
 import { testNow } from '../helpers/clock.js';
+import { clamdBinary, startClamd } from '../helpers/clamd.js';
 
 // The real bin/ticketd against databases of this file; the app makes the data doctor looks at.
 const dataDir = mkdtempSync(path.join(os.tmpdir(), 'ticketd-doctor-'));
 t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
 const doctor = (env: Record<string, string>, json = true) => runCli(['doctor', ...(json ? ['--json'] : [])], { TICKETD_DATA_DIR: dataDir, ...env });
-const CHECKS = ['config', 'database', 'migrations', 'clock', 'outbox', 'deadDeliveries', 'cluster', 'disk', 'storage'];
+const CHECKS = ['config', 'database', 'migrations', 'clock', 'outbox', 'deadDeliveries', 'cluster', 'disk', 'storage', 'scanner'];
 
 interface Check {
   name: string;
@@ -122,6 +123,17 @@ t.test('dead deliveries and a stale backlog are warnings: exit 0', async (t) => 
   t.equal(checks.outbox!.details!.backlog, 1);
   t.ok((checks.outbox!.details!.oldestPendingAgeSeconds as number) >= 600, 'ten minutes old');
   t.match(checks.outbox!.message, /dispatcher/);
+});
+
+t.test('the virus scanner: off, answering PING, or not (a failure under scanFailure refuse, a warning under allow)', async (t) => {
+  const { url } = await freshDatabase(t);
+  t.match(checksOf(t, await doctor({ DATABASE_URL: url }), 0).scanner, { status: 'ok', message: /^off/ });
+  const down = { DATABASE_URL: url, TICKETD_CLAMD_HOST: '127.0.0.1', TICKETD_CLAMD_PORT: String(await freePort()) };
+  t.match(checksOf(t, await doctor(down), 1).scanner, { status: 'fail', message: /^clamd at 127\.0\.0\.1:\d+: .*ECONNREFUSED.*refused \(503\)/ });
+  t.match(checksOf(t, await doctor({ ...down, TICKETD_SCAN_FAILURE: 'allow' }), 0).scanner, { status: 'warn', message: /kept unscanned/ });
+  if (!clamdBinary()) return void t.comment('clamd is not installed (apt-get install clamav-daemon): the answering case is not checked');
+  const clamd = await startClamd(t);
+  t.match(checksOf(t, await doctor({ DATABASE_URL: url, TICKETD_CLAMD_SOCKET: clamd.socket }), 0).scanner, { status: 'ok', message: /answers PING/ });
 });
 
 t.test('help documents the exit codes', async (t) => {

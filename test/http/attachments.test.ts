@@ -190,7 +190,15 @@ t.test('multipart upload on a ticket: { attachment, downloadUrl }, UPLOADED at o
   const png = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 1, 2, 3]);
   const res = await upload(owner.liveKey, `${base}/tickets/${ticket.id}/attachments/upload`, 'C:\\Users\\ann\\screen shot é.png', 'image/png', png);
   t.equal(res.status, 201);
-  t.match(res.body.attachment, { ticketId: ticket.id, filename: 'screen shot é.png', contentType: 'image/png', size: png.length, status: 'UPLOADED', sha256: sha256(png) });
+  t.match(res.body.attachment, {
+    ticketId: ticket.id,
+    filename: 'screen shot é.png',
+    contentType: 'image/png',
+    size: png.length,
+    status: 'UPLOADED',
+    sha256: sha256(png),
+    scanStatus: 'not_scanned',
+  });
   t.match(res.body.attachment.id, ATT_ID);
   t.equal(await ticketCount(owner.live, base, ticket.id), 1);
   t.same(

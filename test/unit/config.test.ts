@@ -47,6 +47,27 @@ t.test('a section given in part (storage, stripe) keeps its own defaults, and on
   t.throws(() => loadConfig({ env: {}, configFile: file, cwd: dir }), /storage\.bucket/, 'kind s3 without a bucket');
 });
 
+t.test('scanning: off by default; a partial section keeps its defaults; clamd is reached one way; bad values named', async (t) => {
+  t.same(loadConfig({ env: {}, cwd: dir }).scanning, { clamdSocket: null, clamdHost: null, clamdPort: 3310, timeoutMs: 30000, scanFailure: 'refuse' });
+  const file = path.join(dir, 'scanning.json');
+  writeFileSync(file, JSON.stringify({ scanning: { clamdHost: 'av.internal' } }));
+  t.same(loadConfig({ env: { TICKETD_CLAMD_PORT: '3311', TICKETD_SCAN_FAILURE: 'allow' }, configFile: file, cwd: dir }).scanning, {
+    clamdSocket: null,
+    clamdHost: 'av.internal',
+    clamdPort: 3311,
+    timeoutMs: 30000,
+    scanFailure: 'allow',
+  });
+  t.throws(
+    () => loadConfig({ env: { TICKETD_CLAMD_SOCKET: '/run/clamav/clamd.ctl' }, configFile: file, cwd: dir }),
+    /clamdSocket \(TICKETD_CLAMD_SOCKET\) or clamdHost \(TICKETD_CLAMD_HOST\), not both/,
+  );
+  t.throws(
+    () => loadConfig({ env: { TICKETD_SCAN_FAILURE: 'ignore', TICKETD_CLAMD_TIMEOUT_MS: '10' }, cwd: dir }),
+    /scanning\.scanFailure \(TICKETD_SCAN_FAILURE\)[\s\S]*scanning\.timeoutMs \(TICKETD_CLAMD_TIMEOUT_MS\)|scanning\.timeoutMs \(TICKETD_CLAMD_TIMEOUT_MS\)[\s\S]*scanning\.scanFailure \(TICKETD_SCAN_FAILURE\)/,
+  );
+});
+
 t.test('ticketd.config.json in the working directory is read when present; TICKETD_CONFIG names another', async (t) => {
   const own = mkdtempSync(path.join(os.tmpdir(), 'ticketd-config-'));
   t.teardown(() => rmSync(own, { recursive: true, force: true }));

@@ -1,3 +1,4 @@
+import type { ScanStatus } from '../../core/scanning.js';
 import { TenantModel } from '../../core/model.js';
 
 export const ATTACHMENT_STATUSES = ['PENDING', 'UPLOADED', 'FAILED'] as const;
@@ -17,6 +18,7 @@ export class Attachment extends TenantModel {
   declare size: string | number;
   declare status: AttachmentStatus;
   declare sha256: string | null;
+  declare scanStatus: ScanStatus;
   declare uploadedBy: string | null;
   /** The contact whose portal token declared it: a pending upload is that customer's alone. */
   declare portalCustomerId: string | null;

@@ -28,6 +28,10 @@ export const AttachmentOut = Type.Object({
   size: Type.Integer({ description: 'Bytes' }),
   status: Type.Union([Type.Literal('PENDING'), Type.Literal('UPLOADED'), Type.Literal('FAILED')]),
   sha256: Nullable(Type.String({ description: 'Hex SHA-256 of the stored bytes, once they arrived' })),
+  scanStatus: Type.Union([Type.Literal('clean'), Type.Literal('unscanned'), Type.Literal('not_scanned')], {
+    description:
+      'The virus scan of its bytes: clean; unscanned (the scanner was down and the installation lets files through); not_scanned (no scanner configured when stored, or no bytes yet). An infected file is never stored.',
+  }),
   uploadedBy: Nullable(Type.String()),
   metadata: Type.Record(Type.String(), Type.Unknown()),
   createdAt: Timestamp,

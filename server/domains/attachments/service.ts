@@ -15,6 +15,7 @@ import type { StagedObject, Storage } from '../../core/ports.js';
 import { ByteLimitExceeded, stageDeclared } from '../../integrations/storage.js';
 import { storageFromConfig } from '../../integrations/storage-from-config.js';
 import * as audit from '../../core/audit.js';
+import { scanFile, scanUpload, type ScanStatus } from '../../core/scanning.js';
 import * as events from '../../core/outbox/events.js';
 import { requireBrand } from '../../core/brand.js';
 import { signGrant, verifyGrant, type GrantPurpose } from './grants.js';
@@ -32,7 +33,9 @@ import type { AttachmentView, AttachmentWithUrlView, CreateAttachmentInput, Uplo
  * tickets.attachment_count counts a ticket's UPLOADED attachments; every change to it happens in
  * the transaction that changes the attachment. Bytes are written to staging first and moved under
  * their key inside the transaction that records them, holding the row lock, so the stored file and
- * the row's sha256 agree once committed and a half-written upload is never served. Deleted rows queue their
+ * the row's sha256 agree once committed and a half-written upload is never served. With scanning on,
+ * staged bytes go through the virus scanner (core/scanning.ts) before that transaction, and the
+ * row records its scanStatus; an infected file is refused and never kept. Deleted rows queue their
  * file for removal in the deleting statement (core/file-deletions.ts); the DELETE removes it at once, the dispatcher
  * removes anything left.
  */
@@ -97,6 +100,7 @@ function toView(row: Attachment): AttachmentView {
     size: Number(row.size),
     status: row.status,
     sha256: row.sha256,
+    scanStatus: row.scanStatus,
     uploadedBy: row.uploadedBy,
     metadata: row.metadata ?? {},
     createdAt: new Date(row.createdAt).toISOString(),
@@ -232,13 +236,15 @@ export async function receiveUpload(base: BaseCtx, deps: AttachmentDeps, token: 
   if (contentLength !== null && contentLength > deps.maxBytes) throw tooLarge(deps.maxBytes);
   const staged = await stageDeclared(deps.storage, body, declared, contentLength);
   try {
+    // Before the transaction: the scan is network I/O. An infected file is not kept, and the attachment stays PENDING.
+    const scanStatus = await scanUpload(ctx.services, () => staged.read(), { attachmentId });
     await withTx(ctx, async (tx) => {
       const locked = await Attachment.scoped(tx).findById(attachmentId).forUpdate();
       if (!locked) throw notFound('Attachment');
       if (locked.status !== 'PENDING') throw conflict('This attachment was already uploaded and confirmed', 'already_uploaded');
       await Attachment.scoped(tx)
         .findById(attachmentId)
-        .patch({ sha256: staged.sha256, updatedAt: objection.raw('now()') as unknown as Date });
+        .patch({ sha256: staged.sha256, scanStatus, updatedAt: objection.raw('now()') as unknown as Date });
       await staged.commit(attachmentId);
     });
   } finally {
@@ -332,6 +338,7 @@ export async function uploadFile(ctx: TenantCtx, io: AttachmentIo, brandId: stri
   }
   try {
     if (file.truncated()) throw tooLarge(io.maxBytes);
+    const scanStatus = await scanUpload(ctx.services, () => staged.read(), { brandId: brand.id, ticketId });
     const id = newId(ID_PREFIX.attachment);
     const row = await withTx(ctx, async (tx) => {
       await requireBrand(tx, brand.id);
@@ -348,6 +355,7 @@ export async function uploadFile(ctx: TenantCtx, io: AttachmentIo, brandId: stri
           size: staged.size,
           status: 'UPLOADED',
           sha256: staged.sha256,
+          scanStatus,
           metadata: {},
         })
         .returning('*')) as unknown as Attachment;
@@ -375,11 +383,40 @@ export interface FileContent {
   content: Buffer;
 }
 
+/** A file through the virus scanner, not infected. */
+export interface ScannedFile extends FileContent {
+  scanStatus: ScanStatus;
+}
+
+/** A file the virus scanner found infected: kept out, named where it would have been. */
+export interface InfectedFile {
+  filename: string;
+  size: number;
+  signature: string;
+}
+
 /** A file of an inbound message whose bytes are already in staging. */
 export interface StagedFile {
   filename: string;
   contentType: string;
+  scanStatus: ScanStatus;
   staged: StagedObject;
+}
+
+/**
+ * Files that arrived with a message or a form through the virus scanner, before any transaction
+ * (the scan is network I/O): the clean (or unscanned) ones, and the infected ones. The scanner
+ * down under scanFailure refuse: 503 scanner_unavailable.
+ */
+export async function scanFiles(services: Services, files: readonly FileContent[]): Promise<{ kept: ScannedFile[]; infected: InfectedFile[] }> {
+  const kept: ScannedFile[] = [];
+  const infected: InfectedFile[] = [];
+  for (const file of files) {
+    const outcome = await scanFile(services, () => Readable.from([file.content]), { filename: file.filename });
+    if ('infected' in outcome) infected.push({ filename: file.filename, size: file.content.length, signature: outcome.infected });
+    else kept.push({ ...file, scanStatus: outcome.status });
+  }
+  return { kept, infected };
 }
 
 /**
@@ -388,12 +425,17 @@ export interface StagedFile {
  * while files are written. Throw them away with discardStaged; a file over the limit is a 413
  * (the caller skips those).
  */
-export async function stageFiles(deps: AttachmentDeps, files: readonly FileContent[]): Promise<StagedFile[]> {
+export async function stageFiles(deps: AttachmentDeps, files: readonly ScannedFile[]): Promise<StagedFile[]> {
   const staged: StagedFile[] = [];
   try {
     for (const file of files) {
       if (file.content.length > deps.maxBytes) throw tooLarge(deps.maxBytes);
-      staged.push({ filename: file.filename, contentType: file.contentType, staged: await deps.storage.stage(Readable.from([file.content]), deps.maxBytes) });
+      staged.push({
+        filename: file.filename,
+        contentType: file.contentType,
+        scanStatus: file.scanStatus,
+        staged: await deps.storage.stage(Readable.from([file.content]), deps.maxBytes),
+      });
     }
   } catch (err) {
     await discardStaged(staged);
@@ -436,6 +478,7 @@ export async function addStagedFile(
       size: file.staged.size,
       status: 'UPLOADED',
       sha256: file.staged.sha256,
+      scanStatus: file.scanStatus,
       uploadedBy,
       metadata: {},
     })

@@ -8,6 +8,7 @@ import { randomBase62 } from '../../core/secrets.js';
 import type { Storage } from '../../core/ports.js';
 import { stageDeclared } from '../../integrations/storage.js';
 import * as audit from '../../core/audit.js';
+import { scanUpload } from '../../core/scanning.js';
 import { AVATAR_TYPES, imageTypeOf, SIGNATURE_BYTES, type AvatarType } from './images.js';
 import { Avatar, MemberProfile } from './model.js';
 import type { AvatarGrantView, AvatarReceiptView, AvatarUploadInput, ProfileView, UpdateProfileInput } from './schemas.js';
@@ -170,6 +171,8 @@ export async function upload(ctx: TenantCtx, io: AvatarIo, me: Me, file: { strea
   const staged = await io.storage.stage(Readable.from([bytes]), AVATAR_MAX_BYTES);
   const id = newAvatarId();
   try {
+    // Before the transaction (network I/O): an infected file is refused and not kept.
+    await scanUpload(ctx.services, () => staged.read(), { memberId: me.memberId });
     return await withTx(ctx, async (tx) => {
       await Avatar.query(tx.db).insert({ accountId: tx.accountId, id, memberId: me.memberId, status: 'UPLOADED', contentType: type, size: bytes.length, expiresAt: null });
       const changed = await makeCurrent(tx, io, me, { id, contentType: type, size: bytes.length });
@@ -246,6 +249,7 @@ export async function receiveUpload(
   if (contentLength !== null && contentLength > AVATAR_MAX_BYTES) throw tooLarge();
   const staged = await stageDeclared(deps.storage, body, declared, contentLength);
   try {
+    await scanUpload(ctx.services, () => staged.read(), { avatarId });
     await withTx(ctx, async (tx) => {
       await pendingAvatar(tx, deps, avatarId, true);
       await Avatar.ofAccount(tx)
