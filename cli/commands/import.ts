@@ -1,3 +1,4 @@
+import { readFile } from 'node:fs/promises';
 import type { Command } from 'commander';
 import { loadConfig } from '../../server/core/config.js';
 import { withServices } from '../database.js';
@@ -12,6 +13,7 @@ interface DispatchOptions {
   mode: string;
   since?: string;
   keepNumbers?: boolean;
+  map?: string;
   dryRun?: boolean;
   json?: boolean;
 }
@@ -30,6 +32,10 @@ export function registerImport(program: Command, globals: () => GlobalOptions): 
     .option('--mode <mode>', 'live or test data of that account', 'live')
     .option('--since <iso>', 'only tickets updated at or after this instant (the final delta before switching over)')
     .option('--keep-numbers', "keep each ticket's number when it is free in the brand (else the next one: the report maps them)")
+    .option(
+      '--map <file>',
+      'a JSON file mapping source statuses and fields to the target\'s instead of creating them: { "statuses": { "waiting": "pending" }, "fields": { "ticket.plan": "tier" } }',
+    )
     .option('--dry-run', 'read everything and count what would be created or updated, writing nothing')
     .option('--json', 'one JSON line per object ({ kind, sourceId, outcome, targetId, reason? }), then the report')
     .addHelpText(
@@ -50,6 +56,7 @@ See docs/import.md for the mapping of each kind and the switch-over procedure.`,
       if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new UsageError('--from-url must be an absolute http(s) URL');
       if (opts.since !== undefined && Number.isNaN(Date.parse(opts.since))) throw new UsageError('--since must be an ISO 8601 date-time');
       const since = opts.since === undefined ? null : new Date(opts.since).toISOString();
+      const map = opts.map === undefined ? undefined : await readMap(opts.map);
       const apiKey = await needSecret(opts.apiKey, '--api-key', 'TICKETD_IMPORT_API_KEY', "The source's API key");
       const [{ DispatchSource }, { importDispatch }] = await Promise.all([
         import('../../server/integrations/import-dispatch-source.js'),
@@ -69,6 +76,7 @@ See docs/import.md for the mapping of each kind and the switch-over procedure.`,
             });
             return importDispatch(ctx, source, {
               keepNumbers: Boolean(opts.keepNumbers),
+              map,
               dryRun: Boolean(opts.dryRun),
               since,
               maxBytes: config.attachmentMaxBytes,
@@ -90,6 +98,23 @@ See docs/import.md for the mapping of each kind and the switch-over procedure.`,
     });
 }
 
+/** The --map file: { statuses?: { key: key }, fields?: { "entity.key": key } }, every value a string. */
+async function readMap(file: string): Promise<{ statuses?: Record<string, string>; fields?: Record<string, string> }> {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(await readFile(file, 'utf8'));
+  } catch (err) {
+    throw new UsageError(`--map ${file}: ${(err as Error).message}`);
+  }
+  const isTable = (v: unknown) => v === undefined || (typeof v === 'object' && v !== null && !Array.isArray(v) && Object.values(v).every((x) => typeof x === 'string' && x));
+  const given = parsed as { statuses?: unknown; fields?: unknown };
+  const extra = typeof parsed === 'object' && parsed !== null ? Object.keys(parsed).filter((k) => k !== 'statuses' && k !== 'fields') : [];
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed) || extra.length || !isTable(given.statuses) || !isTable(given.fields)) {
+    throw new UsageError(`--map ${file} must be { "statuses": { "<source key>": "<target key>" }, "fields": { "<entity>.<source key>": "<target key>" } }`);
+  }
+  return parsed as { statuses?: Record<string, string>; fields?: Record<string, string> };
+}
+
 type Report = Awaited<ReturnType<(typeof import('../../server/flows/import-dispatch.js'))['importDispatch']>>;
 
 function humanReport(r: Report): string[] {
@@ -99,6 +124,7 @@ function humanReport(r: Report): string[] {
     lines.push('Skipped:');
     for (const s of r.skipped) lines.push(`  ${s.kind} ${s.sourceId}: ${s.reason}`);
   }
+  for (const m of r.mapped) lines.push(`  ${m.kind} ${m.from} mapped to ${m.to} (--map)`);
   if (r.renumbered.length) lines.push(`${r.renumbered.length} ticket(s) took another number (--json lists them; --keep-numbers keeps free ones).`);
   for (const n of r.notes) lines.push(n);
   lines.push(`Not copied: ${r.notCopied.join('; ')}.`);

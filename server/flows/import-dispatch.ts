@@ -55,6 +55,8 @@ export interface DispatchImportOptions {
   since: string | null;
   /** The upload limit: larger files are skipped and reported. */
   maxBytes: number;
+  /** The user's map (--map FILE): source keys taken as keys the target has, instead of being created. */
+  map?: ImportMap;
   /** Told of every object (the CLI prints them with --json, and moves its bar). */
   onObject?: (event: ObjectEvent) => void;
   /** Told of retries and notes. */
@@ -71,6 +73,17 @@ export interface ObjectEvent {
   renumbered?: { from: number; to: number };
 }
 
+/**
+ * `--map FILE`: statuses by key, field definitions by `<entityType>.<key>` (ticket, customer,
+ * company), each to a key of the target brand's. A mapped status is not created and the tickets
+ * in it take the target's; a mapped ticket field is not created and tickets' customFields carry
+ * its value under the target's key. Anything not named is created.
+ */
+export interface ImportMap {
+  statuses?: Record<string, string>;
+  fields?: Record<string, string>;
+}
+
 export type KindCounts = Record<string, { created: number; updated: number; unchanged: number; skipped: number }>;
 
 export interface ImportReport {
@@ -81,6 +94,8 @@ export interface ImportReport {
   counts: KindCounts;
   skipped: { kind: string; sourceId: string; reason: string }[];
   renumbered: { sourceId: string; from: number; to: number }[];
+  /** What --map mapped instead of creating (once per brand). */
+  mapped: { kind: 'status' | 'field'; from: string; to: string }[];
   notes: string[];
   /** Kinds the dispatch source has that this importer does not copy yet. */
   notCopied: string[];
@@ -116,6 +131,12 @@ function versionOf(o: Record<string, unknown>): string {
   return createHash('sha256').update(JSON.stringify(o)).digest('hex').slice(0, 32);
 }
 
+/** A ticket's custom fields with the keys --map maps (`ticket.<key>`) renamed. */
+function renamedFields(values: unknown, map: Record<string, string> | undefined): unknown {
+  if (!map || !values || typeof values !== 'object' || Array.isArray(values)) return values;
+  return Object.fromEntries(Object.entries(values).map(([k, v]) => [map[`ticket.${k}`] ?? k, v]));
+}
+
 const str = (v: unknown): string | null => (typeof v === 'string' ? v : null);
 const obj = (v: unknown): Record<string, unknown> => (v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : {});
 
@@ -123,7 +144,18 @@ export async function importDispatch(base: TenantCtx, from: DispatchSource, opti
   const ctx = importCtx(base);
   const account = await from.account();
   const source = `dispatch:${new URL(from.url).origin}/${account.id}${account.livemode ? '' : '/test'}`;
-  const report: ImportReport = { runId: null, source, resumed: false, dryRun: options.dryRun, counts: {}, skipped: [], renumbered: [], notes: [], notCopied: NOT_COPIED };
+  const report: ImportReport = {
+    runId: null,
+    source,
+    resumed: false,
+    dryRun: options.dryRun,
+    counts: {},
+    skipped: [],
+    renumbered: [],
+    mapped: [],
+    notes: [],
+    notCopied: NOT_COPIED,
+  };
   const count = (e: ObjectEvent) => {
     const c = (report.counts[e.kind] ??= { created: 0, updated: 0, unchanged: 0, skipped: 0 });
     c[e.outcome]++;
@@ -164,7 +196,7 @@ export async function importDispatch(base: TenantCtx, from: DispatchSource, opti
 
     async function runPhase(phase: Phase): Promise<void> {
       const b = sb.id;
-      const w: Writer = { ctx, source, options, count, brandId: brandId!, cache: new Map() };
+      const w: Writer = { ctx, source, options, count, brandId: brandId!, cache: new Map(), mapped: (m) => report.mapped.push(m) };
       if (phase === 'statuses') for (const s of await from.all(`v1/brands/${b}/statuses`)) await importStatus(w, s);
       if (phase === 'fields') for (const f of await from.fields(b)) await importField(w, f);
       if (phase === 'categories') for (const c of await from.all(`v1/brands/${b}/categories`)) await importSimple(w, 'category', c);
@@ -255,6 +287,7 @@ interface Writer {
   brandId: string;
   /** Mappings read once in the phase (allMappingsCached). */
   cache: Map<string, Map<string, string>>;
+  mapped: (m: ImportReport['mapped'][number]) => void;
 }
 
 /** The outcome a dry run reports: what a real run would do, from the mappings alone. */
@@ -308,6 +341,15 @@ async function importBrand(ctx: TenantCtx, source: string, sb: SourceObject, opt
 
 /** A status: matched by key (every brand has the system ones). */
 async function importStatus(w: Writer, s: SourceObject): Promise<void> {
+  const to = w.options.map?.statuses?.[String(s.key)];
+  if (to !== undefined) {
+    // A new brand of a dry run has no statuses to check the map against yet: its system ones are known.
+    const known = w.options.dryRun && w.brandId.startsWith('dry-run:') ? null : await statuses.list(w.ctx, w.brandId);
+    if (known && !known.some((x) => x.key === to)) {
+      w.count({ kind: 'status', sourceId: s.id, outcome: 'skipped', targetId: null, reason: `--map names ${to}, no status of the target brand` });
+    } else w.mapped({ kind: 'status', from: String(s.key), to });
+    return;
+  }
   const byKey = async (tx: TenantCtx) => (w.options.dryRun ? undefined : (await statuses.list(tx, w.brandId)).find((x) => x.key === s.key));
   const fieldsOf = (isSystem: boolean) => pick(s, CreateStatusBody, isSystem ? ['key'] : []);
   await one(w, 'status', s, {
@@ -329,6 +371,11 @@ async function importStatus(w: Writer, s: SourceObject): Promise<void> {
 /** A field definition: matched by entity type and key. */
 async function importField(w: Writer, f: SourceObject & { entityType: string }): Promise<void> {
   const entity = f.entityType;
+  const to = w.options.map?.fields?.[`${entity}.${String(f.key)}`];
+  if (to !== undefined) {
+    w.mapped({ kind: 'field', from: `${entity}.${String(f.key)}`, to: `${entity}.${to}` });
+    return;
+  }
   await one(w, 'field', f, {
     create: async (tx) => {
       const same = (await fields.list(tx, w.brandId, entity)).find((x) => x.key === f.key);
@@ -432,6 +479,14 @@ async function importTicket(w: Writer, from: DispatchSource, sourceBrandId: stri
     w.count({ kind: 'ticket', sourceId: t.id, outcome: known ? 'updated' : 'created', targetId: known?.targetId ?? null });
     return;
   }
+  // Its status came with the brand's statuses, unless the target refused that one.
+  let keys = w.cache.get('statusKeys');
+  if (!keys) w.cache.set('statusKeys', (keys = new Map((await statuses.list(w.ctx, w.brandId)).map((s) => [s.key, s.id]))));
+  const status = w.options.map?.statuses?.[String(t.status)] ?? String(t.status);
+  if (!keys.has(status)) {
+    w.count({ kind: 'ticket', sourceId: t.id, outcome: 'skipped', targetId: null, reason: `its status ${status} is no status of the target brand` });
+    return;
+  }
   const mapped = async (kind: string, id: unknown) => (typeof id === 'string' ? ((await mappingsOf(w.ctx, w.source, kind, [id])).get(id)?.targetId ?? null) : null);
   let customerId = await mapped('contact', t.customerId);
   const customer = obj(t.customer);
@@ -451,7 +506,7 @@ async function importTicket(w: Writer, from: DispatchSource, sourceBrandId: stri
     keepNumber: w.options.keepNumbers,
     title: String(t.title),
     body: str(t.body),
-    status: String(t.status),
+    status,
     priority: str(t.priority),
     assigneeId: assignee,
     createdBy: str(t.createdBy),
@@ -459,7 +514,7 @@ async function importTicket(w: Writer, from: DispatchSource, sourceBrandId: stri
     categoryId: await mapped('category', t.categoryId),
     tagIds: tagList.map((g) => tagMap.get(g.id)?.targetId).filter((id): id is string => Boolean(id)),
     links: Array.isArray(t.links) ? t.links : [],
-    customFields: t.customFields ?? null,
+    customFields: renamedFields(t.customFields ?? null, w.options.map?.fields),
     metadata: obj(t.metadata),
     source: String(t.source ?? 'api'),
     sourceId: str(t.sourceId),

@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { request, type Dispatcher } from 'undici';
 import type { StagedObject, Storage } from '../core/ports.js';
+import { parseRetryAfter } from '../core/retry-after.js';
 
 /**
  * How an importer reads a source over HTTP (decision 0123): JSON pages and files, with the
@@ -49,15 +50,6 @@ export interface SourceHttpOptions {
 
 const DEFAULTS = { timeoutMs: 30_000, attempts: 8, baseDelayMs: 250, maxDelayMs: 60_000 };
 
-/** Retry-After in milliseconds: delta-seconds or an HTTP date; null when absent or malformed. */
-export function retryAfterMs(header: string | string[] | undefined, now: number): number | null {
-  const value = Array.isArray(header) ? header[0] : header;
-  if (value === undefined || value.trim() === '') return null;
-  if (/^\s*\d+\s*$/.test(value)) return Number(value) * 1000;
-  const at = Date.parse(value);
-  return Number.isNaN(at) ? null : Math.max(0, at - now);
-}
-
 /** The wait before try `attempt + 1` (attempt is 1-based) after a transient failure. */
 export function backoffMs(attempt: number, base: number, max: number, random: number): number {
   return Math.round(Math.min(base * 2 ** (attempt - 1), max) * (0.8 + 0.4 * random));
@@ -100,7 +92,7 @@ export class SourceHttp {
         const text = (await res.body.text().catch(() => '')).slice(0, 300);
         if (res.statusCode === 429) {
           reason = 'rate limited (429)';
-          wait = retryAfterMs(res.headers['retry-after'], Date.now());
+          wait = parseRetryAfter(res.headers['retry-after'], Date.now());
         } else if (res.statusCode >= 500) reason = `answered ${res.statusCode}`;
         else throw new SourceFailed(`the source answered ${res.statusCode} to GET ${new URL(url).pathname}${text ? `: ${text}` : ''}`, res.statusCode);
       } catch (err) {

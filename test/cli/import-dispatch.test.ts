@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import os from 'node:os';
@@ -207,7 +207,13 @@ t.test('a full import through a source that rate-limits once and fails once: not
   t.match(report.notes.join(' '), /created disabled/, 'the report says the webhooks were created disabled');
   t.same(report.renumbered, [], '--keep-numbers: every number was free');
 
-  t.same(await targetSnapshot(), await sourceSnapshot(), 'every ticket, comment and attachment alike: times, authors, internal flags, numbers, bytes');
+  const shown = await sourceSnapshot();
+  t.match(
+    [shown.length, shown.flatMap((x) => x.comments).length, shown.flatMap((x) => x.files).length, shown.flatMap((x) => x.watchers).length],
+    [3, 4, 3, 1],
+    'the comparison covers every ticket, comment, file and watcher',
+  );
+  t.same(await targetSnapshot(), shown, 'every ticket, comment and attachment alike: times, authors, internal flags, numbers, bytes');
   const b = (await into.live('GET', tbase)).body;
   t.match(b, { name: 'Acme', ticketPrefix: 'ACM', csatEnabled: true, settings: { theme: 'dark' } }, "the brand took the source's settings");
   t.ok(b.nextTicketNumber > 3, 'the next ticket number follows the kept ones');
@@ -289,4 +295,35 @@ t.test('killed midway, run again: completes with no duplicates', async (t) => {
   t.equal(report.resumed, true, 'the run went on from its cursor');
   t.same(await targetSnapshot(), await sourceSnapshot(), 'every ticket once, alike');
   t.equal(await count(`select count(*) as n from tickets where account_id = ? and title like 'Bulk %'`, [into.accountId]), 40, 'no duplicate');
+});
+
+t.test("--map takes a source status and field as the target's instead of creating them (here into the account's test data)", async (t) => {
+  const mapFile = path.join(dataDir, 'map.json');
+  writeFileSync(mapFile, JSON.stringify({ statuses: { waiting_on_vendor: 'pending' }, fields: { 'ticket.plan': 'tier' } }));
+  const run = await runCli(['import', 'dispatch', '--from-url', sourceUrl, '--account', into.accountId, '--mode', 'test', '--map', mapFile, '--json'], importEnv);
+  t.equal(run.code, 0, run.stderr);
+  const report = reportOf(run.stdout);
+  t.same(report.mapped, [
+    { kind: 'status', from: 'waiting_on_vendor', to: 'pending' },
+    { kind: 'field', from: 'ticket.plan', to: 'ticket.tier' },
+  ]);
+  t.equal(report.counts.ticket!.skipped, 0);
+  const testBrand = ((await into.test('GET', '/v1/brands')).body as Shown[]).find((b) => b.slug === 'acme');
+  const b = `/v1/brands/${testBrand.id}`;
+  t.notOk(
+    ((await into.test('GET', `${b}/statuses`)).body as Shown[]).some((s) => s.key === 'waiting_on_vendor'),
+    'the mapped status was not created',
+  );
+  t.same((await into.test('GET', `${b}/fields/ticket`)).body, [], 'nor the mapped field');
+  const [ticket] = (await into.test('GET', `${b}/tickets?status=all&search=invoice`)).body.data as Shown[];
+  t.match(ticket, { status: 'pending', customFields: { tier: 'gold' } }, "its tickets take the target's status and field key");
+  t.equal((await into.live('GET', `${tbase}/tickets/${ticket.id}`)).status, 404, 'live data untouched: another mode');
+});
+
+t.test('a --map file that is not a map is a usage error', async (t) => {
+  const mapFile = path.join(dataDir, 'bad-map.json');
+  writeFileSync(mapFile, JSON.stringify({ statuses: ['pending'] }));
+  const run = await runCli(['import', 'dispatch', '--from-url', sourceUrl, '--account', into.accountId, '--map', mapFile], importEnv);
+  t.equal(run.code, 2);
+  t.match(run.stderr, /--map .* must be/);
 });
