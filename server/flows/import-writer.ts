@@ -1,5 +1,6 @@
 import type { Knex } from 'knex';
 import * as audit from '../core/audit.js';
+import { runInAccount } from '../core/citus.js';
 import { withTx, type TenantCtx } from '../core/context.js';
 import { HttpError } from '../core/errors.js';
 import { newId, ID_PREFIX } from '../core/ids.js';
@@ -211,8 +212,12 @@ async function insertTicket(tx: TenantCtx, id: string, number: number, t: Import
     created_at: t.createdAt,
     updated_at: t.updatedAt,
   };
-  await tx.db.raw(
-    `with g as (
+  // On Citus, on the worker that holds the account (as ticket create's statement): its count
+  // changes draw their ids from the sequence by name there.
+  await runInAccount(
+    tx,
+    tx.db.raw(
+      `with g as (
       select * from jsonb_to_record(:given::jsonb) as g(id text, brand_id text, ticket_number int, title text, body text, status text, priority text, assignee_id text,
         created_by text, customer_id text, category_id text, links jsonb, custom_fields jsonb, metadata jsonb, source text, source_id text, source_data jsonb,
         is_spam boolean, close_reason text, due_at timestamptz, created_at timestamptz, updated_at timestamptz)
@@ -233,8 +238,9 @@ async function insertTicket(tx: TenantCtx, id: string, number: number, t: Import
       from g left join contacts c on ${tenantIs('c', BOUND_TENANT)} and c.brand_id = g.brand_id and c.id = g.customer_id
       returning account_id, livemode, brand_id, status, created_at, resolved_at, deleted_at, is_spam
     ), counts as (${countChangesSql({ after: 't' })})
-    select 1`,
-    { given: JSON.stringify(given), account: tx.accountId, livemode: tx.livemode },
+    select 1 as done`,
+      { given: JSON.stringify(given), account: tx.accountId, livemode: tx.livemode },
+    ),
   );
 }
 

@@ -300,9 +300,15 @@ t.test('killed midway, run again: completes with no duplicates', async (t) => {
 t.test("--map takes a source status and field as the target's instead of creating them (here into the account's test data)", async (t) => {
   const mapFile = path.join(dataDir, 'map.json');
   writeFileSync(mapFile, JSON.stringify({ statuses: { waiting_on_vendor: 'pending' }, fields: { 'ticket.plan': 'tier' } }));
-  const run = await runCli(['import', 'dispatch', '--from-url', sourceUrl, '--account', into.accountId, '--mode', 'test', '--map', mapFile, '--json'], importEnv);
+  // And files held to the upload limit of the target: the 300 kB scan is over it.
+  const run = await runCli(['import', 'dispatch', '--from-url', sourceUrl, '--account', into.accountId, '--mode', 'test', '--map', mapFile, '--json'], {
+    ...importEnv,
+    TICKETD_ATTACHMENT_MAX_BYTES: '100000',
+  });
   t.equal(run.code, 0, run.stderr);
   const report = reportOf(run.stdout);
+  t.match(report.counts.attachment, { created: 2, skipped: 1 });
+  t.match(report.skipped, [{ kind: 'attachment', reason: /larger than the upload limit \(100000 bytes\)/ }], 'the report says which file and why');
   t.same(report.mapped, [
     { kind: 'status', from: 'waiting_on_vendor', to: 'pending' },
     { kind: 'field', from: 'ticket.plan', to: 'ticket.tier' },
@@ -320,10 +326,14 @@ t.test("--map takes a source status and field as the target's instead of creatin
   t.equal((await into.live('GET', `${tbase}/tickets/${ticket.id}`)).status, 404, 'live data untouched: another mode');
 });
 
-t.test('a --map file that is not a map is a usage error', async (t) => {
+t.test('a --map file that is not a map is a usage error; a key the source refuses, a failure naming its answer', async (t) => {
   const mapFile = path.join(dataDir, 'bad-map.json');
   writeFileSync(mapFile, JSON.stringify({ statuses: ['pending'] }));
-  const run = await runCli(['import', 'dispatch', '--from-url', sourceUrl, '--account', into.accountId, '--map', mapFile], importEnv);
-  t.equal(run.code, 2);
-  t.match(run.stderr, /--map .* must be/);
+  const bad = await runCli(['import', 'dispatch', '--from-url', sourceUrl, '--account', into.accountId, '--map', mapFile], importEnv);
+  t.equal(bad.code, 2);
+  t.match(bad.stderr, /--map .* must be/);
+
+  const refused = await runCli(['import', 'dispatch', '--from-url', sourceUrl, '--account', into.accountId, '--json'], { ...env, TICKETD_IMPORT_API_KEY: 'sk_live_wrong' });
+  t.equal(refused.code, 1);
+  t.match(refused.json(), { error: { code: 'failed', message: /answered 401/ } });
 });
