@@ -85,7 +85,7 @@ See docs/import.md for the mapping of each kind and the switch-over procedure.`,
                 if (json) emit(true, e, () => []);
                 else bar!.update(done, done);
               },
-              onNote: (line) => (json ? emit(true, { note: line }, () => []) : undefined),
+              onNote: (line) => (json ? emit(true, { note: line }, () => []) : note(line)),
             });
           },
           { migrate: true },

@@ -48,8 +48,9 @@ import {
  */
 
 export interface DispatchImportOptions {
-  /** Names the source in the mappings: its origin and account. */
+  /** A ticket keeps the source's number when it is free in the brand. */
   keepNumbers: boolean;
+  /** Read and count; write nothing. */
   dryRun: boolean;
   /** Only tickets updated at or after this instant (a final delta before the switch-over). */
   since: string | null;
@@ -114,7 +115,14 @@ type Phase = (typeof PHASES)[number];
 /** At most this many skips and renumberings are listed one by one in the report (all are counted). */
 const LISTED = 1000;
 
-const NOT_COPIED = ['members (matched by email: assignees and watchers of the target), blocked sources, rules, macros, views, forms, deleted tickets'];
+const NOT_COPIED = [
+  "members (matched by email to the target's: assignees, comment authors, watchers)",
+  'blocked sources',
+  'rules, macros and views',
+  'forms and recurring tickets',
+  'mail domains and mailboxes',
+  'deleted tickets (the API does not show them)',
+];
 
 /** The properties of a TypeBox object schema present on `from`: what the source shows that an input takes. */
 function pick(from: Record<string, unknown>, schema: { properties: Record<string, unknown> }, leave: readonly string[] = []): Record<string, unknown> {

@@ -248,6 +248,7 @@ t.test('a second run creates nothing new', async (t) => {
 t.test('--dry-run counts a new ticket and writes nothing', async (t) => {
   const fresh = await makeTicket(from.live, base, { title: 'Not imported yet' });
   const runsBefore = await count('select count(*) as n from import_runs where account_id = ?', [into.accountId]);
+  const mappingsBefore = await count('select count(*) as n from import_mappings where account_id = ?', [into.accountId]);
   const run = await runCli(importArgs('--dry-run'), importEnv);
   t.equal(run.code, 0, run.stderr);
   const report = reportOf(run.stdout);
@@ -255,6 +256,7 @@ t.test('--dry-run counts a new ticket and writes nothing', async (t) => {
   const listed = (await into.live('GET', `${tbase}/tickets?status=all&search=imported`)).body.data;
   t.equal(listed.length, 0, 'the ticket was not written');
   t.equal(await count('select count(*) as n from import_runs where account_id = ?', [into.accountId]), runsBefore, 'no run recorded');
+  t.equal(await count('select count(*) as n from import_mappings where account_id = ?', [into.accountId]), mappingsBefore, 'no mapping');
   await from.live('DELETE', `${base}/tickets/${fresh.id}`);
 });
 
