@@ -255,11 +255,17 @@ export async function importDispatch(base: TenantCtx, from: DispatchSource, opti
 // ---------------------------------------------------------------------------------------------
 // The run's row.
 
+/**
+ * The run to go on with: the source's latest unfinished run made with the same options (its
+ * cursors belong to its listing order: a delta never takes over an interrupted full run, nor the
+ * other way round), else a new one.
+ */
 async function startRun(ctx: TenantCtx, source: string, options: DispatchImportOptions): Promise<{ id: string; state: RunState; counts: KindCounts; resumed: boolean }> {
-  const { rows } = (await ctx.db.raw(`select r.id, r.state, r.counts from import_runs r where ? and r.source = ? and r.finished_at is null order by r.started_at desc limit 1`, [
-    tenantScope(ctx, 'r'),
-    source,
-  ])) as { rows: { id: string; state: RunState; counts: KindCounts }[] };
+  const asked = { keepNumbers: options.keepNumbers, since: options.since, map: options.map ?? null };
+  const { rows } = (await ctx.db.raw(
+    `select r.id, r.state, r.counts from import_runs r where ? and r.source = ? and r.finished_at is null and r.options = ?::jsonb order by r.started_at desc limit 1`,
+    [tenantScope(ctx, 'r'), source, JSON.stringify(asked)],
+  )) as { rows: { id: string; state: RunState; counts: KindCounts }[] };
   if (rows[0]) return { ...rows[0], resumed: true };
   const id = newId(ID_PREFIX.importRun);
   const state: RunState = { brand: 0, phase: 0, cursor: null };
@@ -268,7 +274,7 @@ async function startRun(ctx: TenantCtx, source: string, options: DispatchImportO
     ctx.livemode,
     id,
     source,
-    JSON.stringify({ keepNumbers: options.keepNumbers, since: options.since }),
+    JSON.stringify(asked),
     JSON.stringify(state),
   ]);
   return { id, state, counts: {}, resumed: false };

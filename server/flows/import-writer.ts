@@ -384,7 +384,8 @@ export async function writeTicket(
         metadata: { ticketNumber: number, title: t.title, importedFrom: source },
       });
     } else {
-      ticketId = newId(ID_PREFIX.ticket);
+      // Made at the source's creation time: lists order tickets "by creation" by their ids.
+      ticketId = newId(ID_PREFIX.ticket, Date.parse(t.createdAt));
       number = await numberFor(tx, t);
       await insertTicket(tx, ticketId, number, t);
       facts.push({
@@ -413,7 +414,7 @@ export async function writeTicket(
         facts.push({ brandId: t.brandId, ticketId, entityType: 'comment', entityId: seen.targetId, event: 'comment.updated', metadata: { importedFrom: source } });
         counts.updated++;
       } else {
-        const id = newId(ID_PREFIX.comment);
+        const id = newId(ID_PREFIX.comment, Date.parse(c.createdAt));
         const parentId = c.parentRef ? (commentIds.get(c.parentRef) ?? null) : null;
         await insertComment(tx, t.brandId, ticketId, id, parentId, c);
         commentIds.set(c.ref, id);

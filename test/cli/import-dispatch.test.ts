@@ -291,10 +291,16 @@ t.test('killed midway, run again: completes with no duplicates', async (t) => {
   t.ok(before >= 10 && before < 40, `killed after ${before} tickets`);
   t.ok(!lines.some((l) => l.report), 'it did not finish');
 
+  // A run with other options (its cursors belong to another listing order) starts afresh.
+  const latest = ((await from.live('GET', `${base}/tickets?sort=updatedAt&order=desc&limit=1`)).body.data as Shown[])[0];
+  const delta = await runCli(importArgs('--since', latest.updatedAt), importEnv);
+  t.equal(delta.code, 0, delta.stderr);
+  t.equal(reportOf(delta.stdout).resumed, false, 'a --since run does not take over the killed full run');
+
   const again = await runCli(importArgs(), importEnv);
   t.equal(again.code, 0, again.stderr);
   const report = reportOf(again.stdout);
-  t.equal(report.resumed, true, 'the run went on from its cursor');
+  t.equal(report.resumed, true, 'the full run goes on from its cursor');
   t.same(await targetSnapshot(), await sourceSnapshot(), 'every ticket once, alike');
   t.equal(await count(`select count(*) as n from tickets where account_id = ? and title like 'Bulk %'`, [into.accountId]), 40, 'no duplicate');
 });
