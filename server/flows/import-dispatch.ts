@@ -27,6 +27,8 @@ import {
   importObject,
   mappingsOf,
   allMappings,
+  nextNumberAtLeast,
+  setMergedInto,
   writeTicket,
   type ImportedAttachment,
   type ImportedComment,
@@ -107,9 +109,11 @@ interface RunState {
   brand: number;
   phase: number;
   cursor: string | null;
+  /** The brand's tickets merged in the source (source ids), merged here once its tickets are in. */
+  merges?: { ticket: string; into: string }[];
 }
 
-const PHASES = ['statuses', 'fields', 'categories', 'tags', 'companies', 'contacts', 'tickets', 'spam', 'webhooks'] as const;
+const PHASES = ['statuses', 'fields', 'categories', 'tags', 'companies', 'contacts', 'tickets', 'spam', 'merges', 'numbers', 'webhooks'] as const;
 type Phase = (typeof PHASES)[number];
 
 /** At most this many skips and renumberings are listed one by one in the report (all are counted). */
@@ -204,11 +208,31 @@ export async function importDispatch(base: TenantCtx, from: DispatchSource, opti
 
     async function runPhase(phase: Phase): Promise<void> {
       const b = sb.id;
-      const w: Writer = { ctx, source, options, count, brandId: brandId!, cache: new Map(), mapped: (m) => report.mapped.push(m) };
+      const w: Writer = {
+        ctx,
+        source,
+        options,
+        count,
+        brandId: brandId!,
+        cache: new Map(),
+        mapped: (m) => report.mapped.push(m),
+        mergeLater: (m) => (state.merges ??= []).push(m),
+      };
       if (phase === 'statuses') for (const s of await from.all(`v1/brands/${b}/statuses`)) await importStatus(w, s);
       if (phase === 'fields') for (const f of await from.fields(b)) await importField(w, f);
       if (phase === 'categories') for (const c of await from.all(`v1/brands/${b}/categories`)) await importSimple(w, 'category', c);
       if (phase === 'tags') for (const t of await from.all(`v1/brands/${b}/tags`)) await importSimple(w, 'tag', t);
+      if (phase === 'merges' && !options.dryRun) {
+        for (const m of state.merges ?? []) {
+          const known = await mappingsOf(ctx, source, 'ticket', [m.ticket, m.into]);
+          const [ticket, into] = [known.get(m.ticket)?.targetId, known.get(m.into)?.targetId];
+          if (!ticket) continue; // skipped, and reported, with its ticket
+          if (!into) count({ kind: 'merge', sourceId: m.ticket, outcome: 'skipped', targetId: ticket, reason: `the ticket it was merged into (${m.into}) was not imported` });
+          else count({ kind: 'merge', sourceId: m.ticket, outcome: (await setMergedInto(ctx, brandId!, ticket, into)) ? 'created' : 'unchanged', targetId: ticket });
+        }
+        state.merges = [];
+      }
+      if (phase === 'numbers' && options.keepNumbers && !options.dryRun && typeof sb.nextTicketNumber === 'number') await nextNumberAtLeast(ctx, brandId!, sb.nextTicketNumber);
       if (phase === 'webhooks') {
         const hooks = await from.all(`v1/brands/${b}/webhooks`);
         for (const h of hooks) await importWebhook(w, h);
@@ -302,6 +326,8 @@ interface Writer {
   /** Mappings read once in the phase (allMappingsCached). */
   cache: Map<string, Map<string, string>>;
   mapped: (m: ImportReport['mapped'][number]) => void;
+  /** A ticket to merge into another once the brand's tickets are all in. */
+  mergeLater: (m: { ticket: string; into: string }) => void;
 }
 
 /** The outcome a dry run reports: what a real run would do, from the mappings alone. */
@@ -485,6 +511,8 @@ async function importWebhook(w: Writer, o: SourceObject): Promise<void> {
 async function importTicket(w: Writer, from: DispatchSource, sourceBrandId: string, t: SourceObject, memberOf: ReadonlyMap<string, string>): Promise<void> {
   const version = versionOf(t);
   const known = (await mappingsOf(w.ctx, w.source, 'ticket', [t.id])).get(t.id);
+  // Merged ones (met again too: a run killed before its merges phase) are merged once the brand's tickets are in.
+  if (typeof t.mergedIntoId === 'string' && !w.options.dryRun) w.mergeLater({ ticket: t.id, into: t.mergedIntoId });
   if (known && known.version === version) {
     w.count({ kind: 'ticket', sourceId: t.id, outcome: 'unchanged', targetId: known.targetId });
     return;

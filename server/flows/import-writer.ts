@@ -466,3 +466,24 @@ async function numberOf(tx: TenantCtx, brandId: string, ticketId: string): Promi
   };
   return rows[0]!.ticket_number;
 }
+
+/**
+ * A ticket merged in the source, merged here into the import of the ticket it went into (both
+ * written already; their comments and status came from the source as they are). False: it was already.
+ */
+export async function setMergedInto(ctx: TenantCtx, brandId: string, ticketId: string, intoId: string): Promise<boolean> {
+  return withTx(ctx, async (tx) => {
+    const { rows } = (await tx.db.raw(`select t.merged_into_id from tickets t where ? and t.brand_id = ? and t.id = ? for update`, [tenantScope(tx, 't'), brandId, ticketId])) as {
+      rows: { merged_into_id: string | null }[];
+    };
+    if (!rows[0] || rows[0].merged_into_id === intoId) return false;
+    await updateTickets(tx, brandId, [ticketId], { mergedIntoId: intoId });
+    await audit.record(tx, { brandId, ticketId, entityType: 'ticket', entityId: ticketId, event: 'ticket.merged', metadata: { mergedIntoId: intoId } });
+    return true;
+  });
+}
+
+/** With the source's numbers kept: the brand's next number is at least the source's (numbers of its deleted tickets stay unused). */
+export async function nextNumberAtLeast(ctx: TenantCtx, brandId: string, next: number): Promise<void> {
+  await ctx.db.raw(`update brands b set next_ticket_number = greatest(b.next_ticket_number, ?::int) where ? and b.id = ?`, [next, tenantScope(ctx, 'b'), brandId]);
+}

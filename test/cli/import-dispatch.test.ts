@@ -65,6 +65,8 @@ await mustCreate(from.live, `${base}/companies`, { name: 'Globex', domain: 'glob
 await mustCreate(from.live, `${base}/contacts`, { email: 'jane@globex.example', name: 'Jane Roe' });
 await mustCreate(from.live, `${base}/webhooks`, { url: 'http://127.0.0.1:9/hook', events: ['ticket.created'] });
 
+// Merged into a ticket created after it: imported before the ticket it went into.
+const dup = await makeTicket(from.live, base, { title: 'Same problem again', customerEmail: 'jane@globex.example' });
 const first = await makeTicket(from.live, base, {
   title: 'Invoice is wrong',
   body: 'The March invoice counts twice.',
@@ -77,6 +79,8 @@ const first = await makeTicket(from.live, base, {
   priority: 'high',
   metadata: { channel: 'phone' },
 });
+const merged = await from.live('POST', `${base}/tickets/${first.id}/merge`, { sourceTicketIds: [dup.id] });
+if (merged.status !== 200) throw new Error(`merge: ${merged.status} ${JSON.stringify(merged.body)}`);
 const comment = (ticketId: string, body: Record<string, unknown>) => mustCreate(from.live, `${base}/tickets/${ticketId}/comments`, body);
 const asked = await comment(first.id, { body: 'Which invoice number?', authorId: from.ownerId, authorName: 'Agent Smith' });
 await comment(first.id, { body: 'Checked with finance.', metadata: { isInternal: true }, authorName: 'Agent Smith' });
@@ -135,6 +139,7 @@ async function snapshot(call: ReturnType<typeof client>, baseUrl: string, origin
     const watchers = ((await call('GET', `${baseUrl}/tickets/${t.id}/watchers`)).body as Shown[]).map((w) => ({ email: w.memberEmail, notifyOnComment: w.notifyOnComment }));
     out.push({
       ticketNumber: t.ticketNumber,
+      mergedInto: t.mergedIntoId ? tickets.find((x) => x.id === t.mergedIntoId)?.title : null,
       title: t.title,
       body: t.body,
       status: t.status,
@@ -198,8 +203,9 @@ t.test('a full import through a source that rate-limits once and fails once: not
     category: { created: 1 },
     tag: { created: 2 },
     company: { created: 1 },
-    ticket: { created: 3, skipped: 0 },
-    comment: { created: 4 },
+    ticket: { created: 4, skipped: 0 },
+    comment: { created: 6 },
+    merge: { created: 1 },
     attachment: { created: 3, skipped: 0 },
     watcher: { created: 1 },
     webhook: { created: 1 },
@@ -210,13 +216,14 @@ t.test('a full import through a source that rate-limits once and fails once: not
   const shown = await sourceSnapshot();
   t.match(
     [shown.length, shown.flatMap((x) => x.comments).length, shown.flatMap((x) => x.files).length, shown.flatMap((x) => x.watchers).length],
-    [3, 4, 3, 1],
+    [4, 6, 3, 1],
     'the comparison covers every ticket, comment, file and watcher',
   );
+  t.equal(shown.find((x) => x.title === 'Same problem again')?.mergedInto, 'Invoice is wrong', 'and a merge');
   t.same(await targetSnapshot(), shown, 'every ticket, comment and attachment alike: times, authors, internal flags, numbers, bytes');
   const b = (await into.live('GET', tbase)).body;
   t.match(b, { name: 'Acme', ticketPrefix: 'ACM', csatEnabled: true, settings: { theme: 'dark' } }, "the brand took the source's settings");
-  t.ok(b.nextTicketNumber > 3, 'the next ticket number follows the kept ones');
+  t.equal(b.nextTicketNumber, (await from.live('GET', base)).body.nextTicketNumber, "--keep-numbers: the next number is the source's");
   const hooks = (await into.live('GET', `${tbase}/webhooks`)).body as { url: string; enabled: boolean }[];
   t.match(
     hooks.find((h) => h.url.endsWith('/hook')),
