@@ -64,8 +64,9 @@ See docs/import.md for the mapping of each kind and the switch-over procedure.`,
       ]);
       const config = loadConfig({ configFile: globals().config });
       const json = Boolean(opts.json);
-      const bar = json ? null : progressBar('objects');
-      let done = 0;
+      const bar = json ? null : progressBar('tickets');
+      let tickets = 0;
+      let total = 0;
       try {
         const report = await withServices(
           config,
@@ -81,10 +82,16 @@ See docs/import.md for the mapping of each kind and the switch-over procedure.`,
               since,
               maxBytes: config.attachmentMaxBytes,
               onObject: (e) => {
-                done++;
-                if (json) emit(true, e, () => []);
-                else bar!.update(done, done);
+                if (json) return emit(true, e, () => []);
+                if (e.kind !== 'ticket') return;
+                tickets++;
+                bar!.update(tickets, Math.max(total, tickets));
               },
+              onTicketTotal: json
+                ? undefined
+                : (n) => {
+                    total = n;
+                  },
               onNote: (line) => (json ? emit(true, { note: line }, () => []) : note(line)),
             });
           },

@@ -62,8 +62,10 @@ export interface DispatchImportOptions {
   map?: ImportMap;
   /** Told of every object (the CLI prints them with --json, and moves its bar). */
   onObject?: (event: ObjectEvent) => void;
-  /** Told of retries and notes. */
+  /** Told of notes (an assignee no member of the target, …). */
   onNote?: (note: string) => void;
+  /** Told, before the tickets, about how many the source has (for a progress bar; a full run only). */
+  onTicketTotal?: (total: number) => void;
 }
 
 export interface ObjectEvent {
@@ -196,6 +198,11 @@ export async function importDispatch(base: TenantCtx, from: DispatchSource, opti
   }
 
   const sourceBrands = await from.brands();
+  if (options.onTicketTotal && !options.since) {
+    let total = 0;
+    for (const b of sourceBrands) total += await from.ticketCount(b.id);
+    options.onTicketTotal(total);
+  }
   for (; state.brand < sourceBrands.length; state.brand++, state.phase = 0, state.cursor = null) {
     const sb = sourceBrands[state.brand]!;
     const brandId = await importBrand(ctx, source, sb, options, count);

@@ -66,10 +66,10 @@ export class DispatchSource {
     return out;
   }
 
-  /** The brand's tickets, oldest first (a full run), or most recently updated first (a run `--since`). */
-  tickets(brandId: string, cursor: string | null, order: 'created' | 'updated'): Promise<SourcePage> {
-    const query = order === 'created' ? { sort: 'createdAt', order: 'asc' } : { sort: 'updatedAt', order: 'desc' };
-    return this.page(`v1/brands/${encodeURIComponent(brandId)}/tickets`, { ...query, status: 'all', limit: 100 }, cursor);
+  /** About how many tickets the brand has (its statuses' counts): a progress bar's total. */
+  async ticketCount(brandId: string): Promise<number> {
+    const stats = await this.all(`v1/brands/${encodeURIComponent(brandId)}/statuses/stats`);
+    return stats.reduce((sum, s) => sum + (typeof s.ticketCount === 'number' ? s.ticketCount : 0), 0);
   }
 
   /** A ticket's comments, oldest first, each reply after the comment it answers. */
