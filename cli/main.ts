@@ -8,6 +8,7 @@ import { registerContacts } from './commands/contacts.js';
 import { registerDb } from './commands/db.js';
 import { registerDoctor } from './commands/doctor.js';
 import { registerDomains } from './commands/domains.js';
+import { registerImport } from './commands/import.js';
 import { registerInit } from './commands/init.js';
 import { registerKeys } from './commands/keys.js';
 import { registerMail } from './commands/mail.js';
@@ -48,6 +49,7 @@ Every command takes --json for scripts. Environment: DATABASE_URL, PORT, TICKETD
   registerInit(program, globals);
   registerDb(program, globals);
   registerStorage(program, globals);
+  registerImport(program, globals);
   registerAccounts(program, globals);
   registerBrands(program, globals);
   registerContacts(program, globals);

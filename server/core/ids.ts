@@ -50,6 +50,8 @@ export const ID_PREFIX = {
   commerceProduct: 'prod',
   subscription: 'sub',
   checkout: 'chk',
+  /** A run of `ticketd import` (import_runs). */
+  importRun: 'imp',
   signupCheckout: 'suc',
   invoice: 'inv',
   couponRedemption: 'rdm',

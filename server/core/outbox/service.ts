@@ -50,10 +50,17 @@ export interface Message {
   webhookId?: string | null;
 }
 
-/** One message (e.g. a mail); same transaction rules as enqueueEvents. Returns its id. */
+/**
+ * Changes an import makes (actor source `import`) announce nothing: the history they copy
+ * happened elsewhere, so no webhook fires and no mail goes out for them (decision 0123).
+ */
+export const announces = (ctx: Pick<TenantCtx, 'actor'>): boolean => sourceOf(ctx) !== 'import';
+
+/** One message (e.g. a mail); same transaction rules as enqueueEvents. Returns its id (none queued for an import). */
 export async function enqueue(tx: TenantCtx, message: Message): Promise<string> {
   assertInTransaction(tx, message.event);
   const id = newId(ID_PREFIX.delivery);
+  if (!announces(tx)) return id;
   await OutboxMessage.query(tx.db).insert({
     id,
     ...scopeOf(tx),
@@ -147,6 +154,7 @@ export function eventsInsert(tx: TenantCtx, events: readonly EventSpec[], ticket
 
 /** The events as eventsInsertSql reads them (each event's id fixed now), as JSON text. */
 export function eventsJson(tx: TenantCtx, events: readonly EventSpec[]): string {
+  if (!announces(tx)) return '[]';
   const specs = events.map((e, ord) => ({
     ord,
     event_id: newId(ID_PREFIX.event),

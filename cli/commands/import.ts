@@ -1,0 +1,139 @@
+import { readFile } from 'node:fs/promises';
+import type { Command } from 'commander';
+import { loadConfig } from '../../server/core/config.js';
+import { withServices } from '../database.js';
+import { accountCtx, type Mode } from '../context.js';
+import { emit, needSecret, note, progressBar, UsageError } from '../io.js';
+import type { GlobalOptions } from '../globals.js';
+
+interface DispatchOptions {
+  fromUrl: string;
+  apiKey?: string;
+  account?: string;
+  mode: string;
+  since?: string;
+  keepNumbers?: boolean;
+  map?: string;
+  dryRun?: boolean;
+  json?: boolean;
+}
+
+export function registerImport(program: Command, globals: () => GlobalOptions): void {
+  const cmd = program.command('import').description('bring history from another help desk into an account: resumable, and a second run creates nothing new');
+
+  cmd
+    .command('dispatch')
+    .description(
+      'copy an account of a server that speaks this interface (the hosted product, or another ticketd) through its public API: brands with their settings, statuses, fields, categories, tags, companies, contacts, tickets with their comments, attachments and watchers, and webhooks (created disabled)',
+    )
+    .requiredOption('--from-url <url>', "the source's base URL (https://api.example.com)")
+    .option('--api-key <key>', 'an API key of the source account (or TICKETD_IMPORT_API_KEY; asked on a terminal)')
+    .option('--account <id>', 'the ticketd account to import into (default: the only one)')
+    .option('--mode <mode>', 'live or test data of that account', 'live')
+    .option('--since <iso>', 'only tickets updated at or after this instant (the final delta before switching over)')
+    .option('--keep-numbers', "keep each ticket's number when it is free in the brand (else the next one: the report maps them)")
+    .option(
+      '--map <file>',
+      'a JSON file mapping source statuses and fields to the target\'s instead of creating them: { "statuses": { "waiting": "pending" }, "fields": { "ticket.plan": "tier" } }',
+    )
+    .option('--dry-run', 'read everything and count what would be created or updated, writing nothing')
+    .option('--json', 'one JSON line per object ({ kind, sourceId, outcome, targetId, reason? }), then the report')
+    .addHelpText(
+      'after',
+      `
+A run killed midway goes on where it stopped when started again with the same source and account.
+Imported changes are audited with source "import" and announce nothing: no webhook, no mail.
+See docs/import.md for the mapping of each kind and the switch-over procedure.`,
+    )
+    .action(async (opts: DispatchOptions) => {
+      if (opts.mode !== 'live' && opts.mode !== 'test') throw new UsageError('--mode must be live or test');
+      let url: URL;
+      try {
+        url = new URL(opts.fromUrl);
+      } catch {
+        throw new UsageError('--from-url must be an absolute http(s) URL');
+      }
+      if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new UsageError('--from-url must be an absolute http(s) URL');
+      if (opts.since !== undefined && Number.isNaN(Date.parse(opts.since))) throw new UsageError('--since must be an ISO 8601 date-time');
+      const since = opts.since === undefined ? null : new Date(opts.since).toISOString();
+      const map = opts.map === undefined ? undefined : await readMap(opts.map);
+      const apiKey = await needSecret(opts.apiKey, '--api-key', 'TICKETD_IMPORT_API_KEY', "The source's API key");
+      const [{ DispatchSource }, { importDispatch }] = await Promise.all([
+        import('../../server/integrations/import-dispatch-source.js'),
+        import('../../server/flows/import-dispatch.js'),
+      ]);
+      const config = loadConfig({ configFile: globals().config });
+      const json = Boolean(opts.json);
+      const bar = json ? null : progressBar('tickets');
+      let tickets = 0;
+      let total = 0;
+      try {
+        const report = await withServices(
+          config,
+          async (services) => {
+            const ctx = await accountCtx(services, opts.account, opts.mode as Mode);
+            const source = new DispatchSource(url.toString(), apiKey, {
+              onRetry: ({ reason, waitMs }) => (json ? emit(true, { retry: { reason, waitMs } }, () => []) : note(`the source ${reason}: trying again in ${waitMs} ms`)),
+            });
+            return importDispatch(ctx, source, {
+              keepNumbers: Boolean(opts.keepNumbers),
+              map,
+              dryRun: Boolean(opts.dryRun),
+              since,
+              maxBytes: config.attachmentMaxBytes,
+              onObject: (e) => {
+                if (json) return emit(true, e, () => []);
+                if (e.kind !== 'ticket') return;
+                tickets++;
+                bar!.update(tickets, Math.max(total, tickets));
+              },
+              onTicketTotal: json
+                ? undefined
+                : (n) => {
+                    total = n;
+                  },
+              onNote: (line) => (json ? emit(true, { note: line }, () => []) : note(line)),
+            });
+          },
+          { migrate: true },
+        );
+        bar?.stop();
+        emit(json, { report }, () => humanReport(report));
+      } finally {
+        bar?.stop();
+      }
+    });
+}
+
+/** The --map file: { statuses?: { key: key }, fields?: { "entity.key": key } }, every value a string. */
+async function readMap(file: string): Promise<{ statuses?: Record<string, string>; fields?: Record<string, string> }> {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(await readFile(file, 'utf8'));
+  } catch (err) {
+    throw new UsageError(`--map ${file}: ${(err as Error).message}`);
+  }
+  const isTable = (v: unknown) => v === undefined || (typeof v === 'object' && v !== null && !Array.isArray(v) && Object.values(v).every((x) => typeof x === 'string' && x));
+  const given = parsed as { statuses?: unknown; fields?: unknown };
+  const extra = typeof parsed === 'object' && parsed !== null ? Object.keys(parsed).filter((k) => k !== 'statuses' && k !== 'fields') : [];
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed) || extra.length || !isTable(given.statuses) || !isTable(given.fields)) {
+    throw new UsageError(`--map ${file} must be { "statuses": { "<source key>": "<target key>" }, "fields": { "<entity>.<source key>": "<target key>" } }`);
+  }
+  return parsed as { statuses?: Record<string, string>; fields?: Record<string, string> };
+}
+
+type Report = Awaited<ReturnType<(typeof import('../../server/flows/import-dispatch.js'))['importDispatch']>>;
+
+function humanReport(r: Report): string[] {
+  const lines = [`${r.dryRun ? 'Dry run (nothing written) of' : r.resumed ? 'Resumed import' : 'Import'} from ${r.source}:`];
+  for (const [kind, c] of Object.entries(r.counts)) lines.push(`  ${kind.padEnd(11)} ${c.created} created, ${c.updated} updated, ${c.unchanged} unchanged, ${c.skipped} skipped`);
+  if (r.skipped.length) {
+    lines.push('Skipped:');
+    for (const s of r.skipped) lines.push(`  ${s.kind} ${s.sourceId}: ${s.reason}`);
+  }
+  for (const m of r.mapped) lines.push(`  ${m.kind} ${m.from} mapped to ${m.to} (--map)`);
+  if (r.renumbered.length) lines.push(`${r.renumbered.length} ticket(s) took another number (--json lists them; --keep-numbers keeps free ones).`);
+  for (const n of r.notes) lines.push(n);
+  lines.push(`Not copied: ${r.notCopied.join('; ')}.`);
+  return lines;
+}

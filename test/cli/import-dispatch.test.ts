@@ -1,0 +1,358 @@
+import { spawn } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import t from 'tap';
+import type { ImportReport } from '../../server/flows/import-dispatch.js';
+import { client, makeTicket, mustCreate, signup, testApp, type Reply, type Signup } from '../helpers/app.js';
+import { BIN, runCli, ticketdEnv } from '../helpers/cli.js';
+
+// `ticketd import dispatch` of the real bin/ticketd: a source ticketd (this file's own app, on its
+// own database, listening on a loopback port behind a proxy that can fail) populated through its
+// API, imported into an account of a second ticketd's database, and compared through the target's
+// API: every ticket, comment and attachment (its bytes' checksum) alike.
+
+const dataDir = mkdtempSync(path.join(os.tmpdir(), 'ticketd-import-'));
+t.teardown(() => rmSync(dataDir, { recursive: true, force: true }));
+const allowPrivate = { TICKETD_WEBHOOK_ALLOW_PRIVATE: 'true' };
+const source = await testApp(t, { ...allowPrivate, TICKETD_DATA_DIR: mkdtempSync(path.join(dataDir, 'source-')) });
+const target = await testApp(t, { ...allowPrivate, TICKETD_DATA_DIR: dataDir });
+const listen = async (app: typeof source.app) => {
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  return `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+};
+const sourceUrl = await listen(source.app);
+const targetUrl = await listen(target.app);
+
+/** A loopback proxy to the source that answers the next requests matching a rule with a failure, once each. */
+const failures: { match: RegExp; status: number; headers?: Record<string, string>; served?: boolean }[] = [];
+const proxy = http.createServer((req, res) => {
+  const failure = failures.find((f) => !f.served && f.match.test(req.url!));
+  if (failure) {
+    failure.served = true;
+    res.writeHead(failure.status, { 'content-type': 'application/json', ...failure.headers });
+    res.end(JSON.stringify({ statusCode: failure.status, error: 'Failure', message: 'try again', code: 'failure' }));
+    return;
+  }
+  const forward = http.request(`${sourceUrl}${req.url}`, { method: req.method, headers: req.headers }, (answer) => {
+    res.writeHead(answer.statusCode!, answer.headers);
+    answer.pipe(res);
+  });
+  req.pipe(forward);
+});
+await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+t.teardown(() => new Promise<void>((resolve) => proxy.close(() => resolve())));
+const proxyUrl = `http://127.0.0.1:${(proxy.address() as AddressInfo).port}`;
+
+// The same person owns both accounts: assignees and watchers are matched by email.
+const from: Signup = await signup(source.app, 'agent@example.com');
+const into: Signup = await signup(target.app, 'agent@example.com');
+const env = { DATABASE_URL: target.url, TICKETD_DATA_DIR: dataDir, ...allowPrivate };
+const importArgs = (...more: string[]) => ['import', 'dispatch', '--from-url', proxyUrl, '--account', into.accountId, '--keep-numbers', '--json', ...more];
+const importEnv = { ...env, TICKETD_IMPORT_API_KEY: from.liveKey };
+
+// The source: a brand with settings, a custom status, a field, a category, a company, a contact,
+// tickets with comments (public, internal, the customer's, a reply), files, a watcher, spam, a webhook.
+const brand = await mustCreate(from.live, '/v1/brands', { name: 'Acme', slug: 'acme', ticketPrefix: 'ACM', csatEnabled: true, settings: { theme: 'dark' } });
+const base = `/v1/brands/${brand.id}`;
+await mustCreate(from.live, `${base}/statuses`, { key: 'waiting_on_vendor', name: 'Waiting on vendor', color: '#123456' });
+await mustCreate(from.live, `${base}/fields/ticket`, { key: 'plan', label: 'Plan', type: 'text' });
+const billing = await mustCreate(from.live, `${base}/categories`, { name: 'Billing', color: '#ff0000' });
+await mustCreate(from.live, `${base}/companies`, { name: 'Globex', domain: 'globex.example' });
+await mustCreate(from.live, `${base}/contacts`, { email: 'jane@globex.example', name: 'Jane Roe' });
+await mustCreate(from.live, `${base}/webhooks`, { url: 'http://127.0.0.1:9/hook', events: ['ticket.created'] });
+
+// Merged into a ticket created after it: imported before the ticket it went into.
+const dup = await makeTicket(from.live, base, { title: 'Same problem again', customerEmail: 'jane@globex.example' });
+const first = await makeTicket(from.live, base, {
+  title: 'Invoice is wrong',
+  body: 'The March invoice counts twice.',
+  customerEmail: 'jane@globex.example',
+  assigneeId: from.ownerId,
+  categoryId: billing.id,
+  tags: ['vip', 'invoices'],
+  customFields: { plan: 'gold' },
+  status: 'waiting_on_vendor',
+  priority: 'high',
+  metadata: { channel: 'phone' },
+});
+const merged = await from.live('POST', `${base}/tickets/${first.id}/merge`, { sourceTicketIds: [dup.id] });
+if (merged.status !== 200) throw new Error(`merge: ${merged.status} ${JSON.stringify(merged.body)}`);
+const comment = (ticketId: string, body: Record<string, unknown>) => mustCreate(from.live, `${base}/tickets/${ticketId}/comments`, body);
+const asked = await comment(first.id, { body: 'Which invoice number?', authorId: from.ownerId, authorName: 'Agent Smith' });
+await comment(first.id, { body: 'Checked with finance.', metadata: { isInternal: true }, authorName: 'Agent Smith' });
+await comment(first.id, { body: 'INV-2031', authorType: 'CUSTOMER', authorName: 'Jane Roe', parentId: asked.id });
+await mustCreate(from.live, `${base}/tickets/${first.id}/watchers`, { memberId: from.ownerId, notifyOnComment: false });
+const second = await makeTicket(from.live, base, { title: 'Password reset', customerEmail: 'bob@example.net', status: 'resolved' });
+await comment(second.id, { body: 'Done.', authorType: 'AGENT' });
+const spam = await makeTicket(from.live, base, { title: 'Cheap watches' });
+await from.live('POST', `${base}/tickets/${spam.id}/spam`, { isSpam: true });
+
+async function upload(ticketId: string, filename: string, bytes: Buffer): Promise<void> {
+  const form = new FormData();
+  form.append('file', new Blob([bytes], { type: 'application/pdf' }), filename);
+  const res = await fetch(`${sourceUrl}${base}/tickets/${ticketId}/attachments/upload`, { method: 'POST', headers: { authorization: `Bearer ${from.liveKey}` }, body: form });
+  if (res.status !== 201) throw new Error(`upload: ${res.status} ${await res.text()}`);
+}
+await upload(first.id, 'invoice.pdf', Buffer.from('%PDF-1.4 the invoice\n'));
+await upload(first.id, 'scan.pdf', Buffer.alloc(300_000, 7));
+await upload(second.id, 'log.txt', Buffer.from('reset at 10:02\n'));
+
+// The target already has the brand (by its slug) with an enabled webhook: imported changes must not reach it.
+const targetBrand = await mustCreate(into.live, '/v1/brands', { name: 'Acme (old)', slug: 'acme' });
+await mustCreate(into.live, `/v1/brands/${targetBrand.id}/webhooks`, {
+  url: 'http://127.0.0.1:9/target-hook',
+  events: ['ticket.created', 'ticket.updated', 'comment.created', 'attachment.created'],
+});
+const tbase = `/v1/brands/${targetBrand.id}`;
+
+/** An object as the API shows it. */
+type Shown = Reply['body'];
+/** A line `import --json` prints: an object's outcome, a retry, or the report. */
+interface Line {
+  kind?: string;
+  outcome?: string;
+  retry?: unknown;
+  report?: ImportReport;
+}
+
+const sha256 = (b: Buffer) => createHash('sha256').update(b).digest('hex');
+
+/** Everything the interface shows of a brand's tickets, ids replaced by what they name; files by their bytes' checksum. */
+async function snapshot(call: ReturnType<typeof client>, baseUrl: string, origin: string, key: string, ownerId: string) {
+  const listed = async (spamOnly: boolean) => (await call('GET', `${baseUrl}/tickets?status=all&sort=createdAt&order=asc&limit=100&isSpam=${spamOnly}`)).body.data as Shown[];
+  const tickets = [...(await listed(false)), ...(await listed(true))];
+  const out = [];
+  for (const t of tickets) {
+    const comments = ((await call('GET', `${baseUrl}/tickets/${t.id}/comments`)).body as Shown[]).flatMap((c) => [c, ...(c.replies as Shown[])]);
+    const bodyOf = new Map(comments.map((c) => [c.id, c.body]));
+    const files = [];
+    for (const a of (await call('GET', `${baseUrl}/tickets/${t.id}/attachments`)).body as Shown[]) {
+      const one = (await call('GET', `${baseUrl}/tickets/${t.id}/attachments/${a.id}`)).body;
+      const res = await fetch(new URL(new URL(one.downloadUrl).pathname + new URL(one.downloadUrl).search, origin), { headers: { authorization: `Bearer ${key}` } });
+      const bytes = Buffer.from(await res.arrayBuffer());
+      files.push({ filename: a.filename, contentType: a.contentType, size: a.size, sha256: a.sha256, bytes: sha256(bytes), uploadedBy: a.uploadedBy, createdAt: a.createdAt });
+    }
+    const watchers = ((await call('GET', `${baseUrl}/tickets/${t.id}/watchers`)).body as Shown[]).map((w) => ({ email: w.memberEmail, notifyOnComment: w.notifyOnComment }));
+    out.push({
+      ticketNumber: t.ticketNumber,
+      mergedInto: t.mergedIntoId ? tickets.find((x) => x.id === t.mergedIntoId)?.title : null,
+      title: t.title,
+      body: t.body,
+      status: t.status,
+      statusName: t.statusRef?.name,
+      priority: t.priority,
+      assigned: t.assigneeId === ownerId,
+      customer: t.customer && { email: t.customer.email, name: t.customer.name, company: t.customer.company?.name ?? null },
+      category: t.category?.name ?? null,
+      tags: t.tags.map((g: { name: string }) => g.name).sort(),
+      customFields: t.customFields,
+      metadata: t.metadata,
+      source: t.source,
+      isSpam: t.isSpam,
+      commentCount: t.commentCount,
+      attachmentCount: t.attachmentCount,
+      createdAt: t.createdAt,
+      updatedAt: t.updatedAt,
+      comments: comments.map((c) => ({
+        body: c.body,
+        author: c.authorId === ownerId ? 'owner' : c.authorId,
+        authorName: c.authorName,
+        authorType: c.authorType,
+        isInternal: c.isInternal,
+        parent: c.parentId ? bodyOf.get(c.parentId) : null,
+        metadata: c.metadata,
+        createdAt: c.createdAt,
+        updatedAt: c.updatedAt,
+      })),
+      files,
+      watchers,
+    });
+  }
+  return out;
+}
+const sourceSnapshot = () => snapshot(from.live, base, sourceUrl, from.liveKey, from.ownerId);
+const targetSnapshot = () => snapshot(into.live, tbase, targetUrl, into.liveKey, into.ownerId);
+
+const linesOf = (stdout: string) =>
+  stdout
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as Line);
+const reportOf = (stdout: string): ImportReport => linesOf(stdout).pop()!.report!;
+const count = async (sql: string, params: string[] = []) => Number((await target.db.raw(sql, params)).rows[0].n);
+
+t.test('a full import through a source that rate-limits once and fails once: nothing the interface shows is lost', async (t) => {
+  failures.push({ match: /^\/v1\/brands(\?|$)/, status: 429, headers: { 'retry-after': '1' } }, { match: /\/comments(\?|$)/, status: 503 });
+  const run = await runCli(importArgs(), importEnv);
+  t.equal(run.code, 0, run.stderr);
+  t.ok(
+    failures.every((f) => f.served),
+    'the 429 and the 503 were answered',
+  );
+  const lines = linesOf(run.stdout);
+  t.equal(lines.filter((l) => l.retry).length, 2, 'each was tried again (a line says so)');
+  const report = lines.pop()!.report!;
+  t.match(report.counts, {
+    brand: { created: 1 },
+    status: { created: 5 },
+    field: { created: 1 },
+    category: { created: 1 },
+    tag: { created: 2 },
+    company: { created: 1 },
+    ticket: { created: 4, skipped: 0 },
+    comment: { created: 6 },
+    merge: { created: 1 },
+    attachment: { created: 3, skipped: 0 },
+    watcher: { created: 1 },
+    webhook: { created: 1 },
+  });
+  t.match(report.notes.join(' '), /created disabled/, 'the report says the webhooks were created disabled');
+  t.same(report.renumbered, [], '--keep-numbers: every number was free');
+
+  const shown = await sourceSnapshot();
+  t.match(
+    [shown.length, shown.flatMap((x) => x.comments).length, shown.flatMap((x) => x.files).length, shown.flatMap((x) => x.watchers).length],
+    [4, 6, 3, 1],
+    'the comparison covers every ticket, comment, file and watcher',
+  );
+  t.equal(shown.find((x) => x.title === 'Same problem again')?.mergedInto, 'Invoice is wrong', 'and a merge');
+  t.same(await targetSnapshot(), shown, 'every ticket, comment and attachment alike: times, authors, internal flags, numbers, bytes');
+  const b = (await into.live('GET', tbase)).body;
+  t.match(b, { name: 'Acme', ticketPrefix: 'ACM', csatEnabled: true, settings: { theme: 'dark' } }, "the brand took the source's settings");
+  t.equal(b.nextTicketNumber, (await from.live('GET', base)).body.nextTicketNumber, "--keep-numbers: the next number is the source's");
+  const hooks = (await into.live('GET', `${tbase}/webhooks`)).body as { url: string; enabled: boolean }[];
+  t.match(
+    hooks.find((h) => h.url.endsWith('/hook')),
+    { enabled: false },
+    'the imported webhook is disabled',
+  );
+
+  const search = await into.live('GET', `${tbase}/tickets?search=invoice&status=all`);
+  t.equal(search.body.data.length, 1, 'imported tickets are found by search');
+  const counts = (await into.live('GET', `${tbase}/statuses/stats`)).body as { key: string; ticketCount: number }[];
+  t.equal(counts.find((s) => s.key === 'waiting_on_vendor')?.ticketCount, 1, 'and counted by status');
+
+  t.equal(await count('select count(*) as n from outbox where account_id = ?', [into.accountId]), 0, 'no webhook delivery or mail queued for imported objects');
+  t.equal(await count('select count(*) as n from mail_messages where account_id = ?', [into.accountId]), 0, 'no mail');
+  t.ok(await count(`select count(*) as n from audit_log where account_id = ? and source = 'import' and event = 'ticket.created'`, [into.accountId]), 'audited with source import');
+});
+
+t.test('a second run creates nothing new', async (t) => {
+  const run = await runCli(importArgs(), importEnv);
+  t.equal(run.code, 0, run.stderr);
+  const report = reportOf(run.stdout);
+  for (const [kind, c] of Object.entries(report.counts) as [string, { created: number; updated: number }][]) {
+    t.equal(c.created, 0, `${kind}: none created`);
+    t.equal(c.updated, 0, `${kind}: none updated`);
+  }
+  t.same(await targetSnapshot(), await sourceSnapshot(), 'still alike');
+});
+
+t.test('--dry-run counts a new ticket and writes nothing', async (t) => {
+  const fresh = await makeTicket(from.live, base, { title: 'Not imported yet' });
+  const runsBefore = await count('select count(*) as n from import_runs where account_id = ?', [into.accountId]);
+  const mappingsBefore = await count('select count(*) as n from import_mappings where account_id = ?', [into.accountId]);
+  // Read by people this time: the report in words.
+  const run = await runCli(
+    importArgs('--dry-run').filter((a) => a !== '--json'),
+    importEnv,
+  );
+  t.equal(run.code, 0, run.stderr);
+  t.match(run.stdout, /^Dry run \(nothing written\) of .*\n(.*\n)* {2}ticket +1 created, 0 updated, \d+ unchanged, 0 skipped\n/);
+  t.match(run.stdout, /Not copied: members/);
+  const listed = (await into.live('GET', `${tbase}/tickets?status=all&search=imported`)).body.data;
+  t.equal(listed.length, 0, 'the ticket was not written');
+  t.equal(await count('select count(*) as n from import_runs where account_id = ?', [into.accountId]), runsBefore, 'no run recorded');
+  t.equal(await count('select count(*) as n from import_mappings where account_id = ?', [into.accountId]), mappingsBefore, 'no mapping');
+  await from.live('DELETE', `${base}/tickets/${fresh.id}`);
+});
+
+t.test('--since picks up a changed ticket and a new one', async (t) => {
+  const changed = (await from.live('PATCH', `${base}/tickets/${second.id}`, { title: 'Password reset (again)', status: 'open' })).body;
+  await comment(second.id, { body: 'It happened again.', authorType: 'CUSTOMER', authorName: 'Bob' });
+  await makeTicket(from.live, base, { title: 'Late arrival', customerEmail: 'jane@globex.example' });
+  const run = await runCli(importArgs('--since', changed.updatedAt), importEnv);
+  t.equal(run.code, 0, run.stderr);
+  const report = reportOf(run.stdout);
+  t.match(report.counts.ticket, { created: 1, updated: 1 });
+  t.equal(report.counts.ticket.unchanged ?? 0, 0, 'tickets not changed since were not read');
+  t.same(await targetSnapshot(), await sourceSnapshot(), 'alike again');
+});
+
+t.test('killed midway, run again: completes with no duplicates', async (t) => {
+  for (let i = 0; i < 40; i++) await makeTicket(from.live, base, { title: `Bulk ${i}`, body: `number ${i}` });
+  const lines: Line[] = [];
+  await new Promise<void>((resolve) => {
+    const child = spawn(process.execPath, [BIN, ...importArgs()], { env: ticketdEnv(importEnv), stdio: ['ignore', 'pipe', 'pipe'] });
+    let buffered = '';
+    child.stdout.on('data', (d) => {
+      buffered += d;
+      const parts = buffered.split('\n');
+      buffered = parts.pop()!;
+      for (const line of parts) lines.push(JSON.parse(line) as Line);
+      if (lines.filter((l) => l.kind === 'ticket' && l.outcome === 'created').length >= 10) child.kill('SIGKILL');
+    });
+    child.on('close', () => resolve());
+  });
+  const before = lines.filter((l) => l.kind === 'ticket' && l.outcome === 'created').length;
+  t.ok(before >= 10 && before < 40, `killed after ${before} tickets`);
+  t.ok(!lines.some((l) => l.report), 'it did not finish');
+
+  // A run with other options (its cursors belong to another listing order) starts afresh.
+  const latest = ((await from.live('GET', `${base}/tickets?sort=updatedAt&order=desc&limit=1`)).body.data as Shown[])[0];
+  const delta = await runCli(importArgs('--since', latest.updatedAt), importEnv);
+  t.equal(delta.code, 0, delta.stderr);
+  t.equal(reportOf(delta.stdout).resumed, false, 'a --since run does not take over the killed full run');
+
+  const again = await runCli(importArgs(), importEnv);
+  t.equal(again.code, 0, again.stderr);
+  const report = reportOf(again.stdout);
+  t.equal(report.resumed, true, 'the full run goes on from its cursor');
+  t.same(await targetSnapshot(), await sourceSnapshot(), 'every ticket once, alike');
+  t.equal(await count(`select count(*) as n from tickets where account_id = ? and title like 'Bulk %'`, [into.accountId]), 40, 'no duplicate');
+});
+
+t.test("--map takes a source status and field as the target's instead of creating them (here into the account's test data)", async (t) => {
+  const mapFile = path.join(dataDir, 'map.json');
+  writeFileSync(mapFile, JSON.stringify({ statuses: { waiting_on_vendor: 'pending' }, fields: { 'ticket.plan': 'tier' } }));
+  // And files held to the upload limit of the target: the 300 kB scan is over it.
+  const run = await runCli(['import', 'dispatch', '--from-url', sourceUrl, '--account', into.accountId, '--mode', 'test', '--map', mapFile, '--json'], {
+    ...importEnv,
+    TICKETD_ATTACHMENT_MAX_BYTES: '100000',
+  });
+  t.equal(run.code, 0, run.stderr);
+  const report = reportOf(run.stdout);
+  t.match(report.counts.attachment, { created: 2, skipped: 1 });
+  t.match(report.skipped, [{ kind: 'attachment', reason: /larger than the upload limit \(100000 bytes\)/ }], 'the report says which file and why');
+  t.same(report.mapped, [
+    { kind: 'status', from: 'waiting_on_vendor', to: 'pending' },
+    { kind: 'field', from: 'ticket.plan', to: 'ticket.tier' },
+  ]);
+  t.equal(report.counts.ticket!.skipped, 0);
+  const testBrand = ((await into.test('GET', '/v1/brands')).body as Shown[]).find((b) => b.slug === 'acme');
+  const b = `/v1/brands/${testBrand.id}`;
+  t.notOk(
+    ((await into.test('GET', `${b}/statuses`)).body as Shown[]).some((s) => s.key === 'waiting_on_vendor'),
+    'the mapped status was not created',
+  );
+  t.same((await into.test('GET', `${b}/fields/ticket`)).body, [], 'nor the mapped field');
+  const [ticket] = (await into.test('GET', `${b}/tickets?status=all&search=invoice`)).body.data as Shown[];
+  t.match(ticket, { status: 'pending', customFields: { tier: 'gold' } }, "its tickets take the target's status and field key");
+  t.equal((await into.live('GET', `${tbase}/tickets/${ticket.id}`)).status, 404, 'live data untouched: another mode');
+});
+
+t.test('a --map file that is not a map is a usage error; a key the source refuses, a failure naming its answer', async (t) => {
+  const mapFile = path.join(dataDir, 'bad-map.json');
+  writeFileSync(mapFile, JSON.stringify({ statuses: ['pending'] }));
+  const bad = await runCli(['import', 'dispatch', '--from-url', sourceUrl, '--account', into.accountId, '--map', mapFile], importEnv);
+  t.equal(bad.code, 2);
+  t.match(bad.stderr, /--map .* must be/);
+
+  const refused = await runCli(['import', 'dispatch', '--from-url', sourceUrl, '--account', into.accountId, '--json'], { ...env, TICKETD_IMPORT_API_KEY: 'sk_live_wrong' });
+  t.equal(refused.code, 1);
+  t.match(refused.json(), { error: { code: 'failed', message: /answered 401/ } });
+});
