@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { TenantCtx } from '../core/context.js';
 import { HttpError } from '../core/errors.js';
+import { scanFile } from '../core/scanning.js';
 import { newId, ID_PREFIX } from '../core/ids.js';
 import { tenantScope } from '../core/model.js';
 import * as brands from '../domains/brands/service.js';
@@ -619,6 +620,16 @@ async function importTicket(w: Writer, from: DispatchSource, sourceBrandId: stri
           w.count({ kind: 'attachment', sourceId: f.id, outcome: 'skipped', targetId: null, reason: 'its bytes did not match the checksum the source gave' });
           continue;
         }
+        // Scanned as an upload is; the scanner down under scanFailure refuse stops the run (503), to be resumed.
+        const scan = await scanFile(w.ctx.services, () => staged.read(), { importedAttachment: f.id }).catch(async (err: unknown) => {
+          await staged.discard();
+          throw err;
+        });
+        if ('infected' in scan) {
+          await staged.discard();
+          w.count({ kind: 'attachment', sourceId: f.id, outcome: 'skipped', targetId: null, reason: `it contains a virus (${scan.infected})` });
+          continue;
+        }
         files.push({
           ref: f.id,
           commentRef: str(f.commentId),
@@ -629,6 +640,7 @@ async function importTicket(w: Writer, from: DispatchSource, sourceBrandId: stri
           createdAt: String(f.createdAt),
           updatedAt: String(f.updatedAt),
           staged,
+          scanStatus: scan.status,
         });
       } catch (err) {
         if (!(err instanceof SourceFileTooLarge)) throw err;

@@ -3,6 +3,7 @@ import * as audit from '../core/audit.js';
 import { runInAccount } from '../core/citus.js';
 import { withTx, type TenantCtx } from '../core/context.js';
 import { HttpError } from '../core/errors.js';
+import type { ScanStatus } from '../core/scanning.js';
 import { newId, ID_PREFIX } from '../core/ids.js';
 import { accountIs, BOUND_TENANT, sameTenant, tenantIs, tenantScope } from '../core/model.js';
 import type { StagedObject } from '../core/ports.js';
@@ -160,6 +161,7 @@ export interface ImportedAttachment {
   createdAt: string;
   updatedAt: string;
   staged: StagedObject;
+  scanStatus: ScanStatus;
 }
 
 export interface TicketWriteResult {
@@ -431,7 +433,14 @@ export async function writeTicket(
         continue;
       }
       const commentId = f.commentRef ? (commentIds.get(f.commentRef) ?? null) : null;
-      const made = await attachments.addStagedFile(tx, t.brandId, ticketId, commentId, { filename: f.filename, contentType: f.contentType, staged: f.staged }, f.uploadedBy);
+      const made = await attachments.addStagedFile(
+        tx,
+        t.brandId,
+        ticketId,
+        commentId,
+        { filename: f.filename, contentType: f.contentType, staged: f.staged, scanStatus: f.scanStatus },
+        f.uploadedBy,
+      );
       await tx.db.raw(`update attachments x set created_at = ?, updated_at = ?, metadata = ?::jsonb where ? and x.brand_id = ? and x.id = ?`, [
         f.createdAt,
         f.updatedAt,
