@@ -1,9 +1,10 @@
 import { spawn } from 'node:child_process';
-import { accessSync, constants, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import type { Test } from 'tap';
 import { ClamdScanner } from '../../server/integrations/clamd.js';
+import { systemBinary } from './system-binary.js';
 import { freePort } from '../../server/integrations/embedded-postgres.js';
 import { until } from './wait.js';
 
@@ -12,19 +13,7 @@ export const EICAR = 'X5O!P%@AP[4\\PZX54(P^)7CC)7}$EICAR-STANDARD-ANTIVIRUS-TEST
 /** What clamd names it with the test's database (unsigned databases' names end in .UNOFFICIAL). */
 export const EICAR_SIGNATURE = 'Eicar-Test-Signature.UNOFFICIAL';
 
-/** `clamd` on PATH (or in /usr/sbin, where Debian's clamav-daemon puts it): its path, else null. */
-export function clamdBinary(): string | null {
-  for (const dir of [...(process.env.PATH ?? '').split(path.delimiter), '/usr/sbin']) {
-    const candidate = path.join(dir, 'clamd');
-    try {
-      accessSync(candidate, constants.X_OK);
-      return candidate;
-    } catch {
-      // not here
-    }
-  }
-  return null;
-}
+export const clamdBinary = () => systemBinary('clamd');
 
 /** Why a test needing clamd is skipped here, or false when it can run. */
 export function noClamd(): string | false {

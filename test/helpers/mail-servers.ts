@@ -1,10 +1,11 @@
 import { execFileSync, spawn } from 'node:child_process';
-import { accessSync, chmodSync, chownSync, constants, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, chownSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { ImapFlow } from 'imapflow';
 import type { Test } from 'tap';
+import { systemBinary } from './system-binary.js';
 import { freePort } from '../../server/integrations/embedded-postgres.js';
 import { imapServer, PASSWORD } from './imap.js';
 import { until } from './wait.js';
@@ -44,19 +45,7 @@ export const hoodiecrowServer: MailServerFactory = async (t, messages, options =
   };
 };
 
-/** `dovecot` on PATH (or in /usr/sbin, where Debian puts it): its path, else null. */
-export function dovecotBinary(): string | null {
-  for (const dir of [...(process.env.PATH ?? '').split(path.delimiter), '/usr/sbin']) {
-    const candidate = path.join(dir, 'dovecot');
-    try {
-      accessSync(candidate, constants.X_OK);
-      return candidate;
-    } catch {
-      // not here
-    }
-  }
-  return null;
-}
+export const dovecotBinary = () => systemBinary('dovecot');
 
 /**
  * A Dovecot of the test's own: its configuration, users and maildirs in a temporary directory,

@@ -1,9 +1,7 @@
 import type { TenantCtx } from '../../core/context.js';
-import * as audit from '../../core/audit.js';
 import { deleteQueuingFiles, queueFileDeletions } from '../../core/file-deletions.js';
 import { sameTenant, tenantScope } from '../../core/model.js';
-import * as events from '../../core/outbox/events.js';
-import { recount } from './service.js';
+import { recordRemoved, recount, type RemovedRow } from './service.js';
 
 /**
  * What retention (flows/retention.ts) removes of attachments: their rows go in the retention's
@@ -12,17 +10,7 @@ import { recount } from './service.js';
  * hold is never removed.
  */
 
-interface Removed {
-  id: string;
-  brand_id: string;
-  ticket_id: string;
-  comment_id: string | null;
-  status: string;
-  filename: string;
-  content_type: string;
-  size: string;
-  created_at: Date;
-}
+type Removed = RemovedRow & { ticket_id: string; status: string };
 
 /** Before these tickets are deleted (their attachments cascade): the files, queued for removal after the commit. */
 export async function forgetOfTickets(tx: TenantCtx, brandId: string, ticketIds: readonly string[]): Promise<void> {
@@ -58,31 +46,7 @@ export async function removeExpired(tx: TenantCtx, brandId: string, cutoff: Date
   );
   if (!rows.length) return { removed: 0, byComment: new Map() };
   await recount(tx, brandId, [...new Set(rows.map((r) => r.ticket_id))]);
-  await audit.recordMany(
-    tx,
-    rows.map((r) => ({
-      brandId,
-      ticketId: r.ticket_id,
-      entityType: 'attachment',
-      entityId: r.id,
-      event: 'attachment.deleted',
-      metadata: { filename: r.filename, contentType: r.content_type, size: Number(r.size), reason: 'retention' },
-    })),
-  );
-  await events.attachmentsChanged(
-    tx,
-    'attachment.deleted',
-    rows.map((r) => ({
-      id: r.id,
-      brandId,
-      ticketId: r.ticket_id,
-      commentId: r.comment_id,
-      filename: r.filename,
-      contentType: r.content_type,
-      size: r.size,
-      createdAt: r.created_at,
-    })),
-  );
+  await recordRemoved(tx, rows, 'retention');
   const byComment = new Map<string, number>();
   for (const r of rows) if (r.comment_id) byComment.set(r.comment_id, (byComment.get(r.comment_id) ?? 0) + 1);
   return { removed: rows.length, byComment };

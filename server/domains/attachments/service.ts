@@ -721,6 +721,47 @@ export interface PurgeResult {
 const ABANDONED = `((ticket_id is null and created_at < now() - make_interval(hours => ?))
   or (status = 'PENDING' and created_at < now() - make_interval(secs => ?)))`;
 
+/** An attachment row as a delete returns it (snake_case): what its entry and event name. */
+export interface RemovedRow {
+  id: string;
+  brand_id: string;
+  ticket_id: string | null;
+  comment_id: string | null;
+  filename: string;
+  content_type: string;
+  size: string;
+  created_at: Date;
+}
+
+/** Attachments ticketd removed of its own accord: each gets its attachment.deleted entry, with `reason`, and event. */
+export async function recordRemoved(tx: TenantCtx, rows: readonly RemovedRow[], reason: string): Promise<void> {
+  await audit.recordMany(
+    tx,
+    rows.map((row) => ({
+      brandId: row.brand_id,
+      ticketId: row.ticket_id,
+      entityType: 'attachment',
+      entityId: row.id,
+      event: 'attachment.deleted',
+      metadata: { filename: row.filename, contentType: row.content_type, size: Number(row.size), reason },
+    })),
+  );
+  await events.attachmentsChanged(
+    tx,
+    'attachment.deleted',
+    rows.map((row) => ({
+      id: row.id,
+      brandId: row.brand_id,
+      ticketId: row.ticket_id,
+      commentId: row.comment_id,
+      filename: row.filename,
+      contentType: row.content_type,
+      size: row.size,
+      createdAt: row.created_at,
+    })),
+  );
+}
+
 /**
  * Deletes pending attachments never linked within 24 h and uploads never completed within their
  * grant (PENDING older than the upload URL's lifetime), then removes the files of every deleted
@@ -760,33 +801,7 @@ export async function purgeAbandoned(base: BaseCtx, deps: AttachmentDeps): Promi
       const key = `${row.account_id}:${row.livemode}`;
       byTenant.set(key, [...(byTenant.get(key) ?? []), row]);
     }
-    for (const rows of byTenant.values()) {
-      await audit.recordMany(
-        tenantCtx(tx, rows[0]!.account_id, rows[0]!.livemode),
-        rows.map((row) => ({
-          brandId: row.brand_id,
-          ticketId: row.ticket_id,
-          entityType: 'attachment',
-          entityId: row.id,
-          event: 'attachment.deleted',
-          metadata: { filename: row.filename, contentType: row.content_type, size: Number(row.size), reason: 'never_linked' },
-        })),
-      );
-      await events.attachmentsChanged(
-        tenantCtx(tx, rows[0]!.account_id, rows[0]!.livemode),
-        'attachment.deleted',
-        rows.map((row) => ({
-          id: row.id,
-          brandId: row.brand_id,
-          ticketId: row.ticket_id,
-          commentId: row.comment_id,
-          filename: row.filename,
-          contentType: row.content_type,
-          size: row.size,
-          createdAt: row.created_at,
-        })),
-      );
-    }
+    for (const rows of byTenant.values()) await recordRemoved(tenantCtx(tx, rows[0]!.account_id, rows[0]!.livemode), rows, 'never_linked');
     return deleted.rows.length;
   });
   const queued = ((await base.db('attachment_file_deletions').orderBy('deletedAt').limit(PURGE_BATCH).select('attachmentId')) as { attachmentId: string }[]).map(
