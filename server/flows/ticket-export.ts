@@ -102,7 +102,11 @@ export async function exportTickets(ctx: TenantCtx, brandId: string, filters: ti
   const id = await visibleBrandId(ctx, brandId);
   tickets.checkListFilters(filters);
   if (options.format === 'csv' && options.comments) {
-    throw badRequest('Comments are exported in NDJSON only (format=ndjson); a CSV has commentCount', [{ field: 'comments', message: 'needs format=ndjson' }], 'comments_need_ndjson');
+    throw badRequest(
+      'Comments are exported in NDJSON only (format=ndjson); a CSV has commentCount',
+      [{ field: 'comments', message: 'needs format=ndjson' }],
+      'comments_need_ndjson',
+    );
   }
   const pageSize = options.pageSize ?? EXPORT_PAGE_SIZE;
   const day = new Date(ctx.services.now()).toISOString().slice(0, 10);
@@ -116,7 +120,15 @@ export async function exportTickets(ctx: TenantCtx, brandId: string, filters: ti
       // Each page on its own (the replica when there is one): no snapshot held over the export.
       const { rows, byTicket } = await onReplica(ctx, async (c) => {
         const rows = await tickets.exportPage(c, id, filters, position, pageSize);
-        const byTicket = options.comments && rows.length ? await comments.listOfTickets(c, id, rows.map((r) => r.id), options.commentShape) : null;
+        const byTicket =
+          options.comments && rows.length
+            ? await comments.listOfTickets(
+                c,
+                id,
+                rows.map((r) => r.id),
+                options.commentShape,
+              )
+            : null;
         return { rows, byTicket };
       });
       if (!rows.length) return;
