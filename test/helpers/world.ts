@@ -550,7 +550,7 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
       ),
     },
     requests,
-    queries: { [`GET ${B}/contacts/search`]: '?q=pe', [`GET ${B}/customers/search`]: '?q=pe' },
+    queries: { [`GET ${B}/contacts/search`]: '?q=pe', [`GET ${B}/customers/search`]: '?q=pe', [`GET ${B}/tickets/export`]: '?comments=true' },
     privateIds: [
       owner.brand.id,
       company.id,
