@@ -1,12 +1,16 @@
+import { Ajv } from 'ajv';
+import addFormats from 'ajv-formats';
 import { stringify } from 'csv-stringify/sync';
+import { Type } from 'typebox';
 import type { TenantCtx } from '../core/context.js';
 import { visibleBrandId } from '../core/brand.js';
 import { badRequest } from '../core/errors.js';
 import { onReplica } from '../core/read-replica.js';
+import { validationErrors } from '../core/validation.js';
 import * as comments from '../domains/comments/service.js';
 import type { CommentView } from '../domains/comments/schemas.js';
 import * as tickets from '../domains/tickets/service.js';
-import type { TicketView } from '../domains/tickets/schemas.js';
+import { TicketExportQuery, type TicketView } from '../domains/tickets/schemas.js';
 
 /**
  * A brand's tickets as one document (decision 0122): every ticket the list with the same filters
@@ -91,6 +95,21 @@ const csvRows = (views: readonly TicketView[]) =>
 
 /** A ticket's JSON text with its comments as the last field. */
 const withComments = (json: string, list: readonly CommentView[] | undefined) => `${json.slice(0, -1)},"comments":${list ? JSON.stringify(list) : '[]'}}`;
+
+const ExportFilters = Type.Omit(TicketExportQuery, ['format', 'comments'], { additionalProperties: false });
+
+/**
+ * Filters given as text (the CLI's flags), checked and converted as the route's query is: the
+ * filters, or what is wrong with them.
+ */
+export function exportFilters(query: Record<string, unknown>): { filters: tickets.TicketFilterInput } | { problems: string[] } {
+  const ajv = new Ajv({ allErrors: true, coerceTypes: true, strict: false });
+  addFormats.default(ajv);
+  const validate = ajv.compile(ExportFilters);
+  const filters = { ...query };
+  if (validate(filters)) return { filters: filters as tickets.TicketFilterInput };
+  return { problems: validationErrors(validate.errors ?? []).map((e) => `${e.field} ${e.message}`) };
+}
 
 /**
  * The export of the brand's tickets matching `filters` (the list's, spam and deleted tickets left
