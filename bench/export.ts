@@ -15,7 +15,8 @@ import { adminDatabase, BENCH_POSTGRES_SETTINGS, sql, startTicketd, stop, withDa
 import { clusterCpuMicros, cpuMicros, findCluster } from './proc.js';
 
 const log = (s: string) => process.stderr.write(`${s}\n`);
-const TURNS = 2;
+/** BENCH_TURNS: how many times each scenario runs (default 2, the order reversed every other turn). */
+const TURNS = Number(process.env.BENCH_TURNS ?? 2);
 
 function rssMiB(pid: number): number {
   const line = readFileSync(`/proc/${pid}/status`, 'utf8')
@@ -101,6 +102,7 @@ export async function runExportBench(opts: { tickets: number }): Promise<void> {
       ['csv', '?format=csv'],
       ['ndjson + comments', '?comments=true'],
     ];
+    const baseline = rssMiB(pid);
     const rows: Record<string, string | number>[] = [];
     for (let turn = 1; turn <= TURNS; turn++) {
       for (const [name, query] of turn % 2 ? scenarios : [...scenarios].reverse()) {
@@ -120,6 +122,7 @@ export async function runExportBench(opts: { tickets: number }): Promise<void> {
           'RSS before MiB': Math.round(rssBefore),
           'RSS peak MiB': Math.round(run.peakRss),
           'RSS growth MiB': Math.round(run.peakRss - rssBefore),
+          'peak over baseline MiB': Math.round(run.peakRss - baseline),
           'API CPU µs/ticket': Math.round((cpuMicros(pid) - cpuBefore) / tickets),
           'PostgreSQL CPU µs/ticket': cluster ? Math.round((clusterCpuMicros(cluster) - pgBefore) / tickets) : 'n/a',
         };
@@ -127,11 +130,12 @@ export async function runExportBench(opts: { tickets: number }): Promise<void> {
         rows.push(row);
       }
     }
+    process.stdout.write(`\nThe API process after the warm-up exports (the baseline): ${Math.round(baseline)} MiB RSS.`);
     process.stdout.write(
       `\nTicket export of one brand: ${seeded.liveTickets.toLocaleString('en')} live tickets (${opts.tickets.toLocaleString('en')} seeded), ${Number(commentCount).toLocaleString('en')} comments, loopback, ${TURNS} turns:\n`,
     );
     console.table(rows);
-    process.stdout.write(`${JSON.stringify({ tickets: opts.tickets, live: seeded.liveTickets, comments: Number(commentCount), rows })}\n`);
+    process.stdout.write(`${JSON.stringify({ tickets: opts.tickets, live: seeded.liveTickets, baselineRssMiB: Math.round(baseline), comments: Number(commentCount), rows })}\n`);
   } finally {
     await stop([api.child]);
     await sql(adminUrl, `DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);

@@ -25,6 +25,8 @@ export type ExportFormat = (typeof EXPORT_FORMATS)[number];
 
 /** Tickets a statement: large enough that a statement's fixed cost is small per ticket, a page's text a few MB at most. */
 export const EXPORT_PAGE_SIZE = 1000;
+/** Tickets a piece of text: about 75 kB of NDJSON (with comments about 200), 40 kB of CSV. */
+const EXPORT_CHUNK_TICKETS = 50;
 
 export interface ExportOptions {
   format: ExportFormat;
@@ -152,13 +154,17 @@ export async function exportTickets(ctx: TenantCtx, brandId: string, filters: ti
       while (next) {
         const { rows, byTicket }: Page = await next;
         next = rows.length === pageSize ? read(rows[rows.length - 1]!.id) : null;
-        if (!rows.length) return;
-        const text =
-          options.format === 'csv'
-            ? csvRows(rows.map((r) => JSON.parse(r.viewJson) as TicketView))
-            : `${rows.map((r) => (byTicket ? withComments(r.viewJson, byTicket.get(r.id)) : r.viewJson)).join('\n')}\n`;
-        written += rows.length;
-        yield text;
+        // In pieces of a few tens of kB, not a page at once: a text of megabytes (and the buffer
+        // made of it) lands in memory that the process keeps long after it is freed.
+        for (let from = 0; from < rows.length; from += EXPORT_CHUNK_TICKETS) {
+          const some = rows.slice(from, from + EXPORT_CHUNK_TICKETS);
+          const text =
+            options.format === 'csv'
+              ? csvRows(some.map((r) => JSON.parse(r.viewJson) as TicketView))
+              : `${some.map((r) => (byTicket ? withComments(r.viewJson, byTicket.get(r.id)) : r.viewJson)).join('\n')}\n`;
+          written += some.length;
+          yield text;
+        }
       }
     } finally {
       // The consumer left (or a page failed) with a page asked for: it ends unread, its failure no one's.
