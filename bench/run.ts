@@ -907,30 +907,30 @@ async function main() {
         ? runRecurringBench(Number(values.schedules))
         : values.bulk
           ? runBulkBench({ duration: Number(values.duration ?? 10) })
-          : values.export
-            ? runExportBench({ tickets: ticketCount })
-            : values.rules
-              ? runRulesBench({ tickets: ticketCount, duration }).then(() =>
-                  process.env.BENCH_ONLY ? undefined : runAutomationSweepBench({ tickets: ticketCount, sweepTickets: Number(values['sweep-tickets']) }),
-                )
-              : values.commerce
-                ? runCommerceBench({ orders: Number(values.orders), syncOrders: Number(values['sync-orders']) })
-                : values.soak
-                  ? runSoak({ minutes: Number(values.minutes), rate: Number(values.rate), dispatcherApart: values['dispatcher-apart'] })
-                  : values.agents
-                    ? runCapacityBench({
-                        tickets: ticketCount,
-                        agentsStart: Number(values['agents-start']),
-                        agentsStep: Number(values['agents-step']),
-                        agentsMax: Number(values['agents-max']),
-                        stepSeconds: Number(values['step-seconds'] ?? (quick ? 15 : 60)),
-                        sustainMinutes: Number(values['sustain-minutes'] ?? (quick ? 0.5 : 5)),
-                        etags: !values['no-etags'],
-                        dispatcherApart: values['dispatcher-apart'],
-                        profileDir: values.profile,
-                      })
-                    : values.citus
-                      ? citusComparison(values.citus)
+          : values.rules
+            ? runRulesBench({ tickets: ticketCount, duration }).then(() =>
+                process.env.BENCH_ONLY ? undefined : runAutomationSweepBench({ tickets: ticketCount, sweepTickets: Number(values['sweep-tickets']) }),
+              )
+            : values.commerce
+              ? runCommerceBench({ orders: Number(values.orders), syncOrders: Number(values['sync-orders']) })
+              : values.soak
+                ? runSoak({ minutes: Number(values.minutes), rate: Number(values.rate), dispatcherApart: values['dispatcher-apart'] })
+                : values.agents
+                  ? runCapacityBench({
+                      tickets: ticketCount,
+                      agentsStart: Number(values['agents-start']),
+                      agentsStep: Number(values['agents-step']),
+                      agentsMax: Number(values['agents-max']),
+                      stepSeconds: Number(values['step-seconds'] ?? (quick ? 15 : 60)),
+                      sustainMinutes: Number(values['sustain-minutes'] ?? (quick ? 0.5 : 5)),
+                      etags: !values['no-etags'],
+                      dispatcherApart: values['dispatcher-apart'],
+                      profileDir: values.profile,
+                    })
+                  : values.citus
+                    ? citusComparison(values.citus)
+                    : values.export
+                      ? runExportBench({ tickets: ticketCount })
                       : main()
 ).catch((err) => {
   process.stderr.write(`bench failed: ${(err as Error).stack}\n`);
