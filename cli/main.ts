@@ -23,6 +23,7 @@ import { registerSecrets } from './commands/secrets.js';
 import { registerSso } from './commands/sso.js';
 import { registerStart } from './commands/start.js';
 import { registerStorage } from './commands/storage.js';
+import { registerTickets } from './commands/tickets.js';
 import { registerWebhooks } from './commands/webhooks.js';
 import type { GlobalOptions } from './globals.js';
 import { EXIT, fail, ReportedFailure, UsageError } from './io.js';
@@ -53,6 +54,7 @@ Every command takes --json for scripts. Environment: DATABASE_URL, PORT, TICKETD
   registerAccounts(program, globals);
   registerBrands(program, globals);
   registerContacts(program, globals);
+  registerTickets(program, globals);
   registerPlans(program, globals);
   registerKeys(program, globals);
   registerMembers(program, globals);

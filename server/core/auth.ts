@@ -63,6 +63,8 @@ export const PERMISSIONS = {
   'comments:write': { accountWide: false },
   'tickets:read': { accountWide: false },
   'tickets:write': { accountWide: false },
+  // Every ticket of a brand in one download: a bulk extraction, so owners and admins (and API keys).
+  'tickets:export': { accountWide: false, minRole: 'admin' },
   'watchers:read': { accountWide: false },
   'watchers:write': { accountWide: false },
   'attachments:read': { accountWide: false },

@@ -1,4 +1,8 @@
+import { Readable } from 'node:stream';
+import formatContentDisposition from 'content-disposition';
 import type { FastifyInstance } from 'fastify';
+import { Type } from 'typebox';
+import { isDashboardCaller } from '../core/client-shapes.js';
 import { sendJsonText } from '../core/http.js';
 import { pageJson } from '../core/pagination.js';
 import { onReplica } from '../core/read-replica.js';
@@ -6,18 +10,24 @@ import { BrandParams } from '../core/schemas.js';
 import {
   CreateTicketBody,
   IdempotencyHeaders,
+  TicketExportQuery,
   TicketListQuery,
   TicketOut,
   TicketPage,
   TicketParams,
   UpdateTicketBody,
   type CreateTicketInput,
+  type TicketExportInput,
   type TicketListInput,
   type UpdateTicketInput,
 } from '../domains/tickets/schemas.js';
 import * as tickets from '../domains/tickets/service.js';
 import { updateTicket } from '../flows/ticket-update.js';
 import { createTicket } from '../flows/ticket-create.js';
+import { exportTickets } from '../flows/ticket-export.js';
+
+/** How much export text may wait for the client before no more pages are read (a page is taken whole, then reading stops). */
+const EXPORT_BUFFER_BYTES = 256 * 1024;
 
 /** Mounted under /v1/brands/:brandId and /v1/workspaces/:brandId. */
 export async function ticketRoutes(app: FastifyInstance): Promise<void> {
@@ -64,6 +74,49 @@ export async function ticketRoutes(app: FastifyInstance): Promise<void> {
       },
     },
     async (req, reply) => sendJsonText(reply, pageJson(await onReplica(req.ctx, (ctx) => tickets.listJson(ctx, req.params.brandId, req.query)))),
+  );
+
+  // A static segment: find-my-way matches it before /tickets/:ticketId (no ticket id is `export`).
+  app.get<{ Params: { brandId: string }; Querystring: TicketExportInput }>(
+    '/tickets/export',
+    {
+      config: { auth: ['api-key', 'session'], permission: 'tickets:export' },
+      schema: {
+        tags,
+        summary: 'Export every ticket the list with these filters holds, streamed as NDJSON or CSV (a download; owners, admins and API keys)',
+        description:
+          'In creation order, read page by page (no snapshot: a ticket comes at most once; one changed meanwhile comes as it was when its page was read). ' +
+          'NDJSON: one ticket a line as the list shows it, with `comments` when comments=true (every comment to a session, threads to an API key). ' +
+          "CSV: a fixed header of flat fields, customFields, links and metadata as JSON, formula-like cells prefixed with `'`. " +
+          'A complete export ends with the HTTP trailer X-Ticket-Count; one that failed midway is cut short (its chunked body never ends).',
+        params: BrandParams,
+        querystring: TicketExportQuery,
+        response: {
+          200: {
+            description: 'The export, as a download (Content-Disposition: attachment)',
+            content: { 'application/x-ndjson': { schema: Type.String() }, 'text/csv': { schema: Type.String() } },
+          },
+        },
+      },
+    },
+    async (req, reply) => {
+      const { format = 'ndjson', comments = false, ...filters } = req.query;
+      const exported = await exportTickets(req.ctx, req.params.brandId, filters, { format, comments, commentShape: isDashboardCaller(req.ctx) ? 'flat' : 'threads' });
+      reply
+        .type(exported.contentType)
+        .header('content-disposition', formatContentDisposition(exported.filename))
+        .header('cache-control', 'no-store')
+        .header('x-content-type-options', 'nosniff');
+      // HEAD: the headers only (Fastify would otherwise read the whole stream to discard it).
+      if (req.method === 'HEAD') {
+        await exported.chunks.return();
+        return reply.send();
+      }
+      reply.trailer('x-ticket-count', async () => String(exported.written));
+      // Not object mode: the stream asks for the next page only once what it holds is under the mark,
+      // and Fastify destroys it (ending the generator, so no more pages) when the client goes away.
+      return reply.send(Readable.from(exported.chunks, { objectMode: false, highWaterMark: EXPORT_BUFFER_BYTES }));
+    },
   );
 
   app.patch<{ Params: { brandId: string; ticketId: string }; Body: UpdateTicketInput }>(

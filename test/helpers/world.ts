@@ -555,7 +555,12 @@ export async function buildWorld(app: FastifyInstance, services: Services): Prom
       ),
     },
     requests,
-    queries: { [`GET ${B}/contacts/search`]: '?q=pe', [`GET ${B}/customers/search`]: '?q=pe', 'GET /v1/contacts/export': '?email=peter@initech.example' },
+    queries: {
+      [`GET ${B}/contacts/search`]: '?q=pe',
+      [`GET ${B}/customers/search`]: '?q=pe',
+      'GET /v1/contacts/export': '?email=peter@initech.example',
+      [`GET ${B}/tickets/export`]: '?comments=true',
+    },
     privateIds: [
       owner.brand.id,
       company.id,

@@ -290,6 +290,35 @@ export async function list(ctx: TenantCtx, brandId: string, ticketId: string, sh
 }
 
 /**
+ * The live comments of some tickets of a brand (checked by the caller), by ticket, each list as
+ * `list` gives it: for the ticket export, one statement for a page of tickets. A ticket without
+ * comments is absent from the map.
+ */
+export async function listOfTickets(ctx: TenantCtx, brandId: string, ticketIds: readonly string[], shape: 'threads' | 'flat'): Promise<Map<string, CommentView[]>> {
+  const byTicket = new Map<string, CommentView[]>();
+  if (!ticketIds.length) return byTicket;
+  const rows = await preparedRows<Comment>(
+    ctx,
+    ctx
+      .db('comments as c')
+      .whereRaw('?', [tenantScope(ctx, 'c')])
+      .where('c.brandId', brandId)
+      .whereRaw('c.ticket_id = any(?::text[])', [[...ticketIds]])
+      .whereNull('c.deletedAt')
+      .orderBy(['c.ticketId', 'c.id'])
+      .select('c.*'),
+  );
+  let from = 0;
+  for (let i = 1; i <= rows.length; i++) {
+    if (i < rows.length && rows[i]!.ticketId === rows[from]!.ticketId) continue;
+    const own = rows.slice(from, i);
+    byTicket.set(own[0]!.ticketId, shape === 'flat' ? own.map(toView) : threads(own));
+    from = i;
+  }
+  return byTicket;
+}
+
+/**
  * Whether `address` (normalized) is on a ticket's mail thread through its live comments: CC'd on
  * a public one (our mail went to it), or the sender of a customer comment that came by mail.
  */

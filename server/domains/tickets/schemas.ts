@@ -188,9 +188,25 @@ export const TicketListQuery = Type.Object(
   { additionalProperties: false },
 );
 
+/** The export's query: the list's filters (not its page, sort or order), the format, and whether comments come too. */
+export const TicketExportQuery = Type.Object(
+  {
+    ...Type.Omit(TicketListQuery, ['sort', 'order', 'limit', 'cursor']).properties,
+    format: Type.Optional(
+      Type.Union([Type.Literal('ndjson'), Type.Literal('csv')], {
+        default: 'ndjson',
+        description: "ndjson (default): one ticket a line, as the list shows it; csv: the ticket's flat fields under a fixed header",
+      }),
+    ),
+    comments: Type.Optional(Type.Boolean({ default: false, description: 'NDJSON only: each ticket with `comments`, its live comments oldest first' })),
+  },
+  { additionalProperties: false },
+);
+
 export const TicketPage = PageOf(TicketOut);
 
 export type TicketView = Static<typeof TicketOut>;
 export type UpdateTicketInput = Static<typeof UpdateTicketBody>;
 export type TicketListInput = Static<typeof TicketListQuery>;
+export type TicketExportInput = Static<typeof TicketExportQuery>;
 export type CreateTicketInput = Static<typeof CreateTicketBody>;

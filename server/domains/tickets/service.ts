@@ -378,6 +378,28 @@ function isUnfiltered(filters: Record<string, unknown>): boolean {
   return Object.entries(filters).every(([name, value]) => ['sort', 'order', 'brandId'].includes(name) || value === null || (name === 'isSpam' && value === false));
 }
 
+/** The list's filters alone (no page, sort or order): what an export selects with. */
+export type TicketFilterInput = Omit<TicketListInput, 'sort' | 'order' | 'limit' | 'cursor'>;
+
+/**
+ * One page of an export: the brand's tickets the list with these filters holds, after the ticket
+ * `after` in id (creation) order, each as its view's JSON text (viewJson). The position is the id
+ * alone, which never changes: however long an export runs and whatever is written meanwhile, a
+ * ticket comes at most once, and one that matches throughout comes. `brandId`: the brand as
+ * visibleBrandId gave it. Unfiltered, the page runs prepared (its plan is the same for every brand).
+ */
+export async function exportPage(ctx: TenantCtx, brandId: string, input: TicketFilterInput, after: string | null, limit: number): Promise<{ id: string; viewJson: string }[]> {
+  const q = query(ctx, brandId, AS_JSON);
+  const { filters } = applyFilters(ctx, q, boundBrand(brandId), input);
+  if (after !== null) q.where('tickets.id', '>', after);
+  // The limit in the text, as keysetPage does: a generic plan then knows how few rows it reads.
+  (q.orderBy('tickets.id', 'asc') as unknown as { limit(n: number, o: { skipBinding: boolean }): void }).limit(limit, { skipBinding: true });
+  if (isUnfiltered(filters)) return preparedRows<{ id: string; viewJson: string }>(ctx, q);
+  const { sql, bindings } = q.toKnexQuery().toSQL();
+  const rows = (await ctx.db.raw(sql, bindings)).rows as { id: string; view_json: string }[];
+  return rows.map((r) => ({ id: r.id, viewJson: r.view_json }));
+}
+
 export type TicketSort = (typeof TICKET_SORTS)[number];
 export interface AppliedFilters {
   /** What defines the list for its cursor (without the brand and the search text). */
