@@ -9,6 +9,7 @@ import t from 'tap';
 import type { ImportReport } from '../../server/flows/import-dispatch.js';
 import { client, makeTicket, mustCreate, signup, testApp, type Reply, type Signup } from '../helpers/app.js';
 import { BIN, runCli, ticketdEnv } from '../helpers/cli.js';
+import { EICAR, EICAR_SIGNATURE, noClamd, startClamd } from '../helpers/clamd.js';
 
 // `ticketd import dispatch` of the real bin/ticketd: a source ticketd (this file's own app, on its
 // own database, listening on a loopback port behind a proxy that can fail) populated through its
@@ -355,4 +356,23 @@ t.test('a --map file that is not a map is a usage error; a key the source refuse
   const refused = await runCli(['import', 'dispatch', '--from-url', sourceUrl, '--account', into.accountId, '--json'], { ...env, TICKETD_IMPORT_API_KEY: 'sk_live_wrong' });
   t.equal(refused.code, 1);
   t.match(refused.json(), { error: { code: 'failed', message: /answered 401/ } });
+});
+
+t.test('with clamd scanning the target: an infected file of the source is skipped and reported, the rest of its ticket imported', { skip: noClamd() }, async (t) => {
+  const clamd = await startClamd(t);
+  const infected = await makeTicket(from.live, base, { title: 'Suspicious attachment', customerEmail: 'jane@globex.example' });
+  await upload(infected.id, 'eicar.com', Buffer.from(EICAR));
+  await upload(infected.id, 'notes.txt', Buffer.from('nothing to see\n'));
+  const run = await runCli(importArgs('--since', infected.createdAt), { ...importEnv, TICKETD_CLAMD_SOCKET: clamd.socket });
+  t.equal(run.code, 0, run.stderr);
+  const report = reportOf(run.stdout);
+  t.match(report.counts.attachment, { created: 1, skipped: 1 });
+  t.match(report.skipped, [{ kind: 'attachment', reason: new RegExp(`contains a virus \\(${EICAR_SIGNATURE.replace(/\./g, '\\.')}\\)`) }]);
+  const [imported] = (await into.live('GET', `${tbase}/tickets?status=all&search=Suspicious`)).body.data as Shown[];
+  const files = (await into.live('GET', `${tbase}/tickets/${imported!.id}/attachments`)).body as Shown[];
+  t.same(
+    files.map((f) => [f.filename, f.scanStatus]),
+    [['notes.txt', 'clean']],
+    'the clean file, scanned',
+  );
 });
