@@ -9,6 +9,7 @@ import * as events from '../core/outbox/events.js';
 import { normalizeEmail } from '../core/text.js';
 import * as personal from './personal-data.js';
 import type { Person } from './personal-data.js';
+import * as rawMailsOf from '../domains/raw-mails/retention.js';
 
 /**
  * A data subject's erasure (decision 0120): a contact of a brand, or every contact of one email
@@ -57,7 +58,8 @@ async function eraseLocked(tx: TenantCtx, contact: { brandId: string; id: string
   const now = new Date(tx.services.now());
   const attachmentIds = await personal.deletePersonAttachments(tx, person, ticketIds);
   const comments = await personal.redactComments(tx, person, ticketIds);
-  const rawMails = await personal.deleteRawMails(tx, person, ticketIds);
+  // The raw messages of the person's tickets (theirs and the replies quoting them), their files queued.
+  const rawMails = await rawMailsOf.removeOfTickets(tx, person.brandId, ticketIds);
   await personal.redactMail(tx, person, ticketIds);
   const ratings = await personal.redactRatings(tx, person);
   const portalTokens = await personal.revokePortalAccess(tx, person);

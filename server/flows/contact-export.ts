@@ -134,7 +134,7 @@ async function* contactPart(ctx: TenantCtx, io: attachments.AttachmentIo, target
   const inbound = await rows(
     ctx,
     `select x.id, x.message_id, x.from_email, x.action, x.reason, x.ticket_id, x.comment_id, x.authentication, x.created_at
-     from inbound_emails x where ? and x.brand_id = ? and x.from_email = ? order by x.id`,
+     from inbound_emails x where ? and x.brand_id = ? and lower(x.from_email) = lower(?) order by x.id`,
     [tenantScope(ctx, 'x'), target.brandId, contact.email],
   );
   const about = await rows(

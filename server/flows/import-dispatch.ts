@@ -35,6 +35,7 @@ import {
   type ImportedComment,
   type ImportedTicket,
   type Outcome,
+  ticketExists,
 } from './import-writer.js';
 
 /**
@@ -129,6 +130,7 @@ const NOT_COPIED = [
   'forms and recurring tickets',
   'mail domains and mailboxes',
   'deleted tickets (the API does not show them)',
+  "brands' retention policies (set one on the target deliberately)",
 ];
 
 /** The properties of a TypeBox object schema present on `from`: what the source shows that an input takes. */
@@ -366,10 +368,17 @@ async function one(
   }
 }
 
+/**
+ * Not taken from a source brand: its ticket counter (numbers are kept or renumbered per ticket),
+ * and its retention policy, which would start removing the imported history at once: the target's
+ * operator sets one deliberately.
+ */
+const LEFT_ON_BRANDS = ['ticketNumberStart', 'retention'];
+
 /** A brand: a target brand with the same slug is taken as the same brand (its settings updated). */
 async function importBrand(ctx: TenantCtx, source: string, sb: SourceObject, options: DispatchImportOptions, count: (e: ObjectEvent) => void): Promise<string | null> {
   const update = async (tx: TenantCtx, id: string) => {
-    await brands.update(tx, id, pick(sb, UpdateBrandBody, ['ticketNumberStart']) as never);
+    await brands.update(tx, id, pick(sb, UpdateBrandBody, LEFT_ON_BRANDS) as never);
   };
   const id = await one({ ctx, source, options, count }, 'brand', sb, {
     create: async (tx) => {
@@ -378,7 +387,7 @@ async function importBrand(ctx: TenantCtx, source: string, sb: SourceObject, opt
         await update(tx, same.id);
         return same.id;
       }
-      return (await createBrand(tx, pick(sb, CreateBrandBody, ['ticketNumberStart']) as never)).id;
+      return (await createBrand(tx, pick(sb, CreateBrandBody, LEFT_ON_BRANDS) as never)).id;
     },
     update,
   });
@@ -570,6 +579,7 @@ async function importTicket(w: Writer, from: DispatchSource, sourceBrandId: stri
     sourceId: str(t.sourceId),
     sourceData: t.sourceData ? obj(t.sourceData) : null,
     isSpam: t.isSpam === true,
+    legalHold: t.legalHold === true,
     closeReason: str(t.closeReason),
     dueAt: str(t.dueAt),
     createdAt: String(t.createdAt),
@@ -597,14 +607,16 @@ async function importTicket(w: Writer, from: DispatchSource, sourceBrandId: stri
 
   // Files not copied yet are read before the ticket's transaction (none is held open meanwhile).
   const sourceFiles = await from.attachments(sourceBrandId, t.id);
-  const knownFiles = known
-    ? await mappingsOf(
-        w.ctx,
-        w.source,
-        'attachment',
-        sourceFiles.map((f) => f.id),
-      )
-    : new Map();
+  // A ticket deleted in the target since is written again whole: its files too.
+  const knownFiles =
+    known && (await ticketExists(w.ctx, w.brandId, known.targetId))
+      ? await mappingsOf(
+          w.ctx,
+          w.source,
+          'attachment',
+          sourceFiles.map((f) => f.id),
+        )
+      : new Map();
   const files: ImportedAttachment[] = [];
   try {
     for (const f of sourceFiles) {

@@ -122,6 +122,8 @@ export interface ImportedTicket {
   sourceId: string | null;
   sourceData: Record<string, unknown> | null;
   isSpam: boolean;
+  /** Kept: a ticket held in the source must not fall to the target's retention. */
+  legalHold: boolean;
   closeReason: string | null;
   dueAt: string | null;
   createdAt: string;
@@ -209,6 +211,7 @@ async function insertTicket(tx: TenantCtx, id: string, number: number, t: Import
     source_id: t.sourceId,
     source_data: t.sourceData,
     is_spam: t.isSpam,
+    legal_hold: t.legalHold,
     close_reason: t.closeReason,
     due_at: t.dueAt,
     created_at: t.createdAt,
@@ -222,13 +225,13 @@ async function insertTicket(tx: TenantCtx, id: string, number: number, t: Import
       `with g as (
       select * from jsonb_to_record(:given::jsonb) as g(id text, brand_id text, ticket_number int, title text, body text, status text, priority text, assignee_id text,
         created_by text, customer_id text, category_id text, links jsonb, custom_fields jsonb, metadata jsonb, source text, source_id text, source_data jsonb,
-        is_spam boolean, close_reason text, due_at timestamptz, created_at timestamptz, updated_at timestamptz)
+        is_spam boolean, legal_hold boolean, close_reason text, due_at timestamptz, created_at timestamptz, updated_at timestamptz)
     ), t as (
       insert into tickets (id, account_id, livemode, brand_id, ticket_number, title, body, status, priority, assignee_id, created_by, customer_id, category_id,
-        links, custom_fields, metadata, source, source_id, source_data, is_spam, close_reason, due_at, due_at_manual, created_at, updated_at,
+        links, custom_fields, metadata, source, source_id, source_data, is_spam, legal_hold, close_reason, due_at, due_at_manual, created_at, updated_at,
         customer_sort, customer_text, company_sort, assignee_sort, category_sort, search_vector, resolved_at, status_changed_at)
       select g.id, :account, :livemode, g.brand_id, g.ticket_number, g.title, g.body, g.status, g.priority, g.assignee_id, g.created_by, c.id, g.category_id,
-        coalesce(g.links, '[]'), g.custom_fields, coalesce(g.metadata, '{}'), g.source, g.source_id, g.source_data, g.is_spam, g.close_reason, g.due_at, g.due_at is not null,
+        coalesce(g.links, '[]'), g.custom_fields, coalesce(g.metadata, '{}'), g.source, g.source_id, g.source_data, g.is_spam, g.legal_hold, g.close_reason, g.due_at, g.due_at is not null,
         g.created_at, g.updated_at,
         coalesce(ticketd_person_sort(c.name, c.email), ''), coalesce(ticketd_person_text(c.name, c.email), ''),
         coalesce((select lower(co.name) from companies co where ${sameTenant('co', 'c')} and co.brand_id = c.brand_id and co.id = c.company_id), ''),
@@ -374,6 +377,7 @@ export async function writeTicket(
         dueAt: t.dueAt,
         dueAtManual: t.dueAt !== null,
         isSpam: t.isSpam,
+        legalHold: t.legalHold,
       };
       await updateTickets(tx, t.brandId, [ticketId], set);
       number = await numberOf(tx, t.brandId, ticketId);
@@ -462,7 +466,8 @@ export async function writeTicket(
   });
 }
 
-async function ticketExists(ctx: TenantCtx, brandId: string, ticketId: string): Promise<boolean> {
+/** Whether the ticket a mapping names is still there (deleted since: imported again, whole). */
+export async function ticketExists(ctx: TenantCtx, brandId: string, ticketId: string): Promise<boolean> {
   const { rows } = (await ctx.db.raw(`select 1 from tickets t where ? and t.brand_id = ? and t.id = ? and t.deleted_at is null`, [tenantScope(ctx, 't'), brandId, ticketId])) as {
     rows: unknown[];
   };

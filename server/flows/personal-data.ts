@@ -119,16 +119,6 @@ export async function deletePersonAttachments(tx: TenantCtx, person: Person, tic
   return gone.map((row) => row.id);
 }
 
-/** The raw messages of the person's tickets (theirs and the replies quoting them), their files queued. Returns how many. */
-export async function deleteRawMails(tx: TenantCtx, person: Person, ticketIds: readonly string[]): Promise<number> {
-  const r = (await tx.db.raw(
-    `with gone as (delete from raw_mails r where ? and r.brand_id = ? and r.ticket_id = any(?::text[]) returning r.account_id, r.id)
-     insert into attachment_file_deletions (account_id, attachment_id) select account_id, id from gone on conflict do nothing`,
-    [tenantScope(tx, 'r'), person.brandId, [...ticketIds]],
-  )) as { rowCount: number | null };
-  return r.rowCount ?? 0;
-}
-
 /**
  * The record of the mail the person sent: the inbound log keeps the tombstone as its sender and
  * forgets the authentication results; messages held for review go. Mail queued to them or about

@@ -56,6 +56,7 @@ function imported(s: Awaited<ReturnType<typeof setup>>, over: Partial<ImportedTi
     sourceId: null,
     sourceData: null,
     isSpam: false,
+    legalHold: false,
     closeReason: null,
     dueAt: null,
     createdAt: '2025-03-01T10:00:00.000Z',
@@ -122,6 +123,16 @@ t.test("an imported ticket's derived columns are those ticket create writes; its
     counted.some((r: { day: string; resolved: number }) => r.day === '2025-03-02' && r.resolved === 1),
     'resolved on its last update',
   );
+});
+
+t.test("a ticket held in the source is held in the target, created or updated: the target's retention never removes it", async (t) => {
+  const s = await setup();
+  const ctx = importCtx(s.ctx);
+  const held = async (id: string) => (await db.raw('select legal_hold from tickets where id = ?', [id])).rows[0].legal_hold;
+  const created = await writeTicket(ctx, 'test:source', { sourceId: 'H1', version: 'v1' }, undefined, imported(s, { legalHold: true }), [], []);
+  t.equal(await held(created.ticketId), true, 'created held');
+  const lifted = await writeTicket(ctx, 'test:source', { sourceId: 'H1', version: 'v2' }, { targetId: created.ticketId, version: 'v1' }, imported(s, { legalHold: false }), [], []);
+  t.equal(await held(lifted.ticketId), false, 'and lifted when the source lifts it');
 });
 
 t.test('numbers: the source one when asked and free, else the next; the counter moves past kept ones', async (t) => {
