@@ -8,7 +8,6 @@ import { badRequest } from '../core/errors.js';
 import { onReplica } from '../core/read-replica.js';
 import { validationErrors } from '../core/validation.js';
 import * as comments from '../domains/comments/service.js';
-import type { CommentView } from '../domains/comments/schemas.js';
 import * as tickets from '../domains/tickets/service.js';
 import { TicketExportQuery, type TicketView } from '../domains/tickets/schemas.js';
 
@@ -97,8 +96,8 @@ const csvRows = (views: readonly TicketView[]) =>
     CSV_OPTIONS,
   );
 
-/** A ticket's JSON text with its comments as the last field. */
-const withComments = (json: string, list: readonly CommentView[] | undefined) => `${json.slice(0, -1)},"comments":${list ? JSON.stringify(list) : '[]'}}`;
+/** A ticket's JSON text with its comments' (a JSON array's text) as the last field. */
+const withComments = (json: string, list: string | undefined) => `${json.slice(0, -1)},"comments":${list ?? '[]'}}`;
 
 const ExportFilters = Type.Omit(TicketExportQuery, ['format', 'comments'], { additionalProperties: false });
 
@@ -138,13 +137,13 @@ export async function exportTickets(ctx: TenantCtx, brandId: string, filters: ti
   // Each page on its own (the replica when there is one): no snapshot held over the export.
   interface Page {
     rows: { id: string; viewJson: string }[];
-    byTicket: Map<string, CommentView[]> | null;
+    byTicket: Map<string, string> | null;
   }
   const read = (after: string | null): Promise<Page> =>
     onReplica(ctx, async (c) => {
       const rows = await tickets.exportPage(c, id, filters, after, pageSize);
       const ids = rows.map((r) => r.id);
-      const byTicket = options.comments && rows.length ? await comments.listOfTickets(c, id, ids, options.commentShape) : null;
+      const byTicket = options.comments && rows.length ? await comments.listJsonOfTickets(c, id, ids, options.commentShape) : null;
       return { rows, byTicket };
     });
 
