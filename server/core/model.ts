@@ -73,6 +73,9 @@ export function tenantIs(alias: string, tenant: { account: string; livemode: str
   return `${alias}.account_id = ${tenant.account} and ${alias}.livemode = ${tenant.livemode}`;
 }
 
+/** A timestamp column as toISOString writes it, in SQL (UTC, milliseconds cut, not rounded, as the Date read from PostgreSQL); null stays null. */
+export const isoText = (column: string) => `to_char(${column} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
+
 /**
  * Named placeholders for tenantIs in a subquery of a select list (or of an UPDATE's SET), bound to
  * the caller's tenant by boundToTenant. On Citus such a subquery is routed to the account's shard

@@ -145,9 +145,17 @@ t.test('comments when asked: every comment to a session, threads to an API key',
   const w = await world();
   const ticket = (await w.owner.live('POST', `${w.base}/tickets`, { title: 'Talkative' })).body;
   const quiet = (await w.owner.live('POST', `${w.base}/tickets`, { title: 'Quiet' })).body;
-  const first = (await w.owner.live('POST', `${w.base}/tickets/${ticket.id}/comments`, { body: 'First, "quoted"\nline' })).body;
+  const first = (
+    await w.owner.live('POST', `${w.base}/tickets/${ticket.id}/comments`, {
+      body: 'First, "quoted"\nline \u2028 é',
+      metadata: { authorName: 'Named in metadata', nested: { list: [1, 2.5, 'x', null] } },
+      links: [{ url: 'https://example.com/a', title: 'A' }],
+    })
+  ).body;
   const reply = (await w.owner.live('POST', `${w.base}/tickets/${ticket.id}/comments`, { body: 'A reply', parentId: first.id })).body;
+  const replyToReply = (await w.owner.live('POST', `${w.base}/tickets/${ticket.id}/comments`, { body: 'A reply to the reply', parentId: reply.id })).body;
   const removed = (await w.owner.live('POST', `${w.base}/tickets/${ticket.id}/comments`, { body: 'Removed' })).body;
+  const orphan = (await w.owner.live('POST', `${w.base}/tickets/${ticket.id}/comments`, { body: 'Its parent goes', parentId: removed.id })).body;
   await w.owner.live('DELETE', `${w.base}/tickets/${ticket.id}/comments/${removed.id}`);
 
   const byKey = lines(await raw(w.owner.liveKey, `${w.base}/tickets/export?comments=true`));
@@ -158,7 +166,11 @@ t.test('comments when asked: every comment to a session, threads to an API key',
   t.strictSame(byKey[0].comments, (await w.owner.live('GET', `${w.base}/tickets/${ticket.id}/comments`)).body, "an API key: the comments as the SDK's list gives them (threads)");
   t.same(
     byKey[0].comments.map((c: Any) => [c.id, c.replies.map((r: Any) => r.id)]),
-    [[first.id, [reply.id]]],
+    [
+      [first.id, [reply.id, replyToReply.id]],
+      [orphan.id, []],
+    ],
+    'a thread holds the replies to replies; a reply whose parent was deleted starts one',
   );
   t.strictSame(byKey[1].comments, [], 'a ticket without comments: an empty list');
   t.equal(Object.keys(byKey[0]).at(-1), 'comments', 'comments come last, after every field of the ticket');
@@ -167,7 +179,7 @@ t.test('comments when asked: every comment to a session, threads to an API key',
   t.strictSame(bySession[0].comments, (await w.asOwner.call('GET', `${w.base}/tickets/${ticket.id}/comments`)).body, "a session: the dashboard's list (every comment)");
   t.same(
     bySession[0].comments.map((c: Any) => c.id),
-    [first.id, reply.id],
+    [first.id, reply.id, replyToReply.id, orphan.id],
   );
   const { comments: _c, ...ticketBySession } = bySession[0];
   const { comments: _k, ...ticketByKey } = byKey[0];

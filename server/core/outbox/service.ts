@@ -6,7 +6,7 @@ import { notFound, conflict } from '../errors.js';
 import { eachAtOnce } from '../each-at-once.js';
 import { onCitus } from '../citus.js';
 import { newId, ID_PREFIX } from '../ids.js';
-import { sameTenant, scopeOf, tenantIs, tenantScope } from '../model.js';
+import { isoText, sameTenant, scopeOf, tenantIs, tenantScope } from '../model.js';
 import { notifyAtCommit } from '../notify.js';
 import { OutboxMessage, type OutboxKind, type OutboxStatus } from './model.js';
 
@@ -91,13 +91,11 @@ export interface EventSpec {
   source?: string;
 }
 
-const iso = (column: string) => `to_char(${column} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
-
 /** The ticket fields an event may carry, as the API spells them. */
 const TICKET_JSON = `jsonb_build_object(
   'id', t.id, 'ticketId', t.id, 'ticketNumber', t.ticket_number, 'title', t.title, 'status', t.status, 'priority', t.priority,
-  'assigneeId', t.assignee_id, 'source', t.source, 'createdAt', ${iso('t.created_at')}, 'updatedAt', ${iso('t.updated_at')},
-  'deletedAt', ${iso('t.deleted_at')}, 'dueAt', ${iso('t.due_at')}, 'customerId', t.customer_id, 'customerEmail', c.email, 'customerName', c.name)`;
+  'assigneeId', t.assignee_id, 'source', t.source, 'createdAt', ${isoText('t.created_at')}, 'updatedAt', ${isoText('t.updated_at')},
+  'deletedAt', ${isoText('t.deleted_at')}, 'dueAt', ${isoText('t.due_at')}, 'customerId', t.customer_id, 'customerEmail', c.email, 'customerName', c.name)`;
 
 /**
  * Fans events out: one outbox row per (event, enabled webhook of its brand and mode subscribed to

@@ -2,7 +2,7 @@ import { withTx, type TenantCtx } from '../../core/context.js';
 import { badRequest, notFound } from '../../core/errors.js';
 import { canonicalJson, claim as claimIdempotencyKey, requestFingerprint } from '../../core/idempotency.js';
 import { newId, ID_PREFIX } from '../../core/ids.js';
-import { BOUND_TENANT, preparedRows, scopeOf, sameTenant, tenantIs, tenantScope } from '../../core/model.js';
+import { BOUND_TENANT, isoText, preparedRows, scopeOf, sameTenant, tenantIs, tenantScope } from '../../core/model.js';
 import { isEmail, normalizeEmail } from '../../core/text.js';
 import * as audit from '../../core/audit.js';
 import type { Change } from '../../core/audit.js';
@@ -290,32 +290,54 @@ export async function list(ctx: TenantCtx, brandId: string, ticketId: string, sh
 }
 
 /**
- * The live comments of some tickets of a brand (checked by the caller), by ticket, each list as
- * `list` gives it: for the ticket export, one statement for a page of tickets. A ticket without
- * comments is absent from the map.
+ * The comment row named `alias` as toView makes it, as JSON text built by PostgreSQL (as the
+ * tickets' viewJson), in CommentOut's field order, its `replies` the JSON text `replies`.
+ * row_to_json writes no blanks; metadata carries authorName unless its own names someone.
  */
-export async function listOfTickets(ctx: TenantCtx, brandId: string, ticketIds: readonly string[], shape: 'threads' | 'flat'): Promise<Map<string, CommentView[]>> {
-  const byTicket = new Map<string, CommentView[]>();
-  if (!ticketIds.length) return byTicket;
-  const rows = await preparedRows<Comment>(
-    ctx,
-    ctx
-      .db('comments as c')
-      .whereRaw('?', [tenantScope(ctx, 'c')])
-      .where('c.brandId', brandId)
-      .whereRaw('c.ticket_id = any(?::text[])', [[...ticketIds]])
-      .whereNull('c.deletedAt')
-      .orderBy(['c.ticketId', 'c.id'])
-      .select('c.*'),
-  );
-  let from = 0;
-  for (let i = 1; i <= rows.length; i++) {
-    if (i < rows.length && rows[i]!.ticketId === rows[from]!.ticketId) continue;
-    const own = rows.slice(from, i);
-    byTicket.set(own[0]!.ticketId, shape === 'flat' ? own.map(toView) : threads(own));
-    from = i;
-  }
-  return byTicket;
+function commentJson(alias: string, replies: string): string {
+  const a = alias;
+  return `(select row_to_json(v)::text from (select ${a}.id as "id", 'comment' as "object", ${a}.ticket_id as "ticketId", ${a}.brand_id as "brandId",
+      ${a}.body as "body", ${a}.author_id as "authorId", ${a}.author_name as "authorName", ${a}.author_type as "authorType", ${a}.parent_id as "parentId",
+      ${a}.is_internal as "isInternal", coalesce(${a}.links, '[]'::jsonb) as "links",
+      jsonb_build_object('authorName', ${a}.author_name) || coalesce(${a}.metadata, '{}'::jsonb) as "metadata",
+      ${a}.source as "source", ${a}.source_id as "sourceId", ${a}.source_data as "sourceData", coalesce(${a}.cc, '{}') as "cc", ${a}.connection_id as "connectionId",
+      ${isoText(`${a}.created_at`)} as "createdAt", ${isoText(`${a}.updated_at`)} as "updatedAt", ${isoText(`${a}.deleted_at`)} as "deletedAt",
+      (${replies})::json as "replies") v)`;
+}
+
+/** A list of comment JSON texts (commentJson) as one JSON array, in id order. */
+const jsonList = (alias: string, replies: string) => `'[' || string_agg(${commentJson(alias, replies)}, ',' order by ${alias}.id) || ']'`;
+
+/**
+ * The live comments of some tickets of a brand (checked by the caller), by ticket, each list as
+ * `list` gives it but as JSON text built by PostgreSQL: for the ticket export, one statement for a
+ * page of tickets, whose comments never become objects here. Threads as `threads` makes them: a
+ * comment without a live parent starts one, which holds every live comment below it. A ticket
+ * without comments is absent from the map.
+ */
+export async function listJsonOfTickets(ctx: TenantCtx, brandId: string, ticketIds: readonly string[], shape: 'threads' | 'flat'): Promise<Map<string, string>> {
+  if (!ticketIds.length) return new Map();
+  const live = 'select c.* from comments c where ? and c.brand_id = ? and c.ticket_id = any(?::text[]) and c.deleted_at is null';
+  const sql =
+    shape === 'flat'
+      ? `select l.ticket_id, ${jsonList('l', "'[]'")} as list_json from (${live}) l group by l.ticket_id`
+      : `with recursive lc as (${live}),
+          th as (
+            select l.ticket_id, l.id, l.id as root_id from lc l
+              where not exists (select 1 from lc p where p.ticket_id = l.ticket_id and p.id = l.parent_id)
+            union all
+            select l.ticket_id, l.id, t.root_id from th t join lc l on l.ticket_id = t.ticket_id and l.parent_id = t.id
+          ),
+          rp as (
+            select t.ticket_id, t.root_id, ${jsonList('l', "'[]'")} as list_json
+            from th t join lc l on l.ticket_id = t.ticket_id and l.id = t.id where t.id <> t.root_id group by t.ticket_id, t.root_id
+          )
+        select l.ticket_id, ${jsonList('l', "coalesce(rp.list_json, '[]')")} as list_json
+        from th t join lc l on l.ticket_id = t.ticket_id and l.id = t.id
+          left join rp on rp.ticket_id = t.ticket_id and rp.root_id = t.id
+        where t.id = t.root_id group by l.ticket_id`;
+  const rows = await preparedRows<{ ticketId: string; listJson: string }>(ctx, ctx.db.raw(sql, [tenantScope(ctx, 'c'), brandId, [...ticketIds]]));
+  return new Map(rows.map((r) => [r.ticketId, r.listJson]));
 }
 
 /**

@@ -10,7 +10,7 @@ import { VIEW_COLUMNS } from './columns.js';
 import { Ticket } from './model.js';
 import { decodeCursor, encodeCursor, keysetPage, PAGE_LIMIT_DEFAULT, type Page, type Position, type SortValue, invalidCursor } from '../../core/pagination.js';
 import { TICKET_SORTS, type TicketListInput, type TicketView } from './schemas.js';
-import { BOUND_TENANT, boundToTenant, sameTenant, tenantIs, tenantScope, preparedRows, columnsToProperties } from '../../core/model.js';
+import { BOUND_TENANT, boundToTenant, isoText, sameTenant, tenantIs, tenantScope, preparedRows, columnsToProperties } from '../../core/model.js';
 import { updateTickets } from '../../core/ticket-writes.js';
 import { countInStatuses, countsByStatus } from './counts.js';
 
@@ -109,9 +109,6 @@ export function relatedColumns(tagIdsSql: string | null, contactsRelation = 'con
 export function relatedByLinks(ctx: TenantCtx): Knex.Raw {
   return boundToTenant(ctx, relatedColumns(null, 'contacts', BOUND_TENANT));
 }
-
-/** A timestamp as toISOString writes it (UTC, milliseconds cut, not rounded, as the Date read from PostgreSQL). */
-const isoText = (column: string) => `to_char(${column} at time zone 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')`;
 
 /**
  * The view of the ticket row named `tickets` as JSON text, built by PostgreSQL: a column
