@@ -5,10 +5,42 @@ import { withServices } from '../database.js';
 import { accountCtx, type Mode } from '../context.js';
 import { emit, needSecret, note, progressBar, UsageError } from '../io.js';
 import type { GlobalOptions } from '../globals.js';
+import type { TenantCtx } from '../../server/core/context.js';
 
-interface DispatchOptions {
+interface DispatchOptions extends CommonImportOptions {
   fromUrl: string;
   apiKey?: string;
+}
+
+export function registerImport(program: Command, globals: () => GlobalOptions): void {
+  const cmd = program.command('import').description('bring history from another help desk into an account: resumable, and a second run creates nothing new');
+
+  withCommonOptions(cmd.command('dispatch'))
+    .description(
+      'copy an account of a server that speaks this interface (the hosted product, or another ticketd) through its public API: brands with their settings, statuses, fields, categories, tags, companies, contacts, tickets with their comments, attachments and watchers, and webhooks (created disabled)',
+    )
+    .requiredOption('--from-url <url>', "the source's base URL (https://api.example.com)")
+    .option('--api-key <key>', 'an API key of the source account (or TICKETD_IMPORT_API_KEY; asked on a terminal)')
+    .action(async (opts: DispatchOptions) => {
+      let url: URL;
+      try {
+        url = new URL(opts.fromUrl);
+      } catch {
+        throw new UsageError('--from-url must be an absolute http(s) URL');
+      }
+      if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new UsageError('--from-url must be an absolute http(s) URL');
+      const common = await commonOptions(opts);
+      const apiKey = await needSecret(opts.apiKey, '--api-key', 'TICKETD_IMPORT_API_KEY', "The source's API key");
+      const [{ DispatchSource }, { importDispatch }] = await Promise.all([
+        import('../../server/integrations/import-dispatch-source.js'),
+        import('../../server/flows/import-dispatch.js'),
+      ]);
+      await runImport(globals, opts, common, (ctx, options, onRetry) => importDispatch(ctx, new DispatchSource(url.toString(), apiKey, { onRetry }), options));
+    });
+}
+
+/** The options every importer takes. */
+export interface CommonImportOptions {
   account?: string;
   mode: string;
   since?: string;
@@ -18,23 +50,20 @@ interface DispatchOptions {
   json?: boolean;
 }
 
-export function registerImport(program: Command, globals: () => GlobalOptions): void {
-  const cmd = program.command('import').description('bring history from another help desk into an account: resumable, and a second run creates nothing new');
+type ImportOptions = import('../../server/flows/import-run.js').ImportOptions;
+type ImportReport = import('../../server/flows/import-run.js').ImportReport;
+type OnRetry = (info: { reason: string; waitMs: number }) => void;
 
-  cmd
-    .command('dispatch')
-    .description(
-      'copy an account of a server that speaks this interface (the hosted product, or another ticketd) through its public API: brands with their settings, statuses, fields, categories, tags, companies, contacts, tickets with their comments, attachments and watchers, and webhooks (created disabled)',
-    )
-    .requiredOption('--from-url <url>', "the source's base URL (https://api.example.com)")
-    .option('--api-key <key>', 'an API key of the source account (or TICKETD_IMPORT_API_KEY; asked on a terminal)')
+/** The options every importer takes, and the help that goes with them. */
+export function withCommonOptions(command: Command): Command {
+  return command
     .option('--account <id>', 'the ticketd account to import into (default: the only one)')
     .option('--mode <mode>', 'live or test data of that account', 'live')
     .option('--since <iso>', 'only tickets updated at or after this instant (the final delta before switching over)')
     .option('--keep-numbers', "keep each ticket's number when it is free in the brand (else the next one: the report maps them)")
     .option(
       '--map <file>',
-      'a JSON file mapping source statuses and fields to the target\'s instead of creating them: { "statuses": { "waiting": "pending" }, "fields": { "ticket.plan": "tier" } }',
+      'a JSON file mapping source statuses and fields to the target\'s instead of creating them: { "statuses": { "waiting": "pending" }, "fields": { "ticket.plan": "tier" }, "unmapped": "create" | "skip" } (skip: what it does not name and the target lacks is not created)',
     )
     .option('--dry-run', 'read everything and count what would be created or updated, writing nothing')
     .option('--json', 'one JSON line per object ({ kind, sourceId, outcome, targetId, reason? }), then the report')
@@ -44,69 +73,71 @@ export function registerImport(program: Command, globals: () => GlobalOptions): 
 A run killed midway goes on where it stopped when started again with the same source and account.
 Imported changes are audited with source "import" and announce nothing: no webhook, no mail.
 See docs/import.md for the mapping of each kind and the switch-over procedure.`,
-    )
-    .action(async (opts: DispatchOptions) => {
-      if (opts.mode !== 'live' && opts.mode !== 'test') throw new UsageError('--mode must be live or test');
-      let url: URL;
-      try {
-        url = new URL(opts.fromUrl);
-      } catch {
-        throw new UsageError('--from-url must be an absolute http(s) URL');
-      }
-      if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new UsageError('--from-url must be an absolute http(s) URL');
-      if (opts.since !== undefined && Number.isNaN(Date.parse(opts.since))) throw new UsageError('--since must be an ISO 8601 date-time');
-      const since = opts.since === undefined ? null : new Date(opts.since).toISOString();
-      const map = opts.map === undefined ? undefined : await readMap(opts.map);
-      const apiKey = await needSecret(opts.apiKey, '--api-key', 'TICKETD_IMPORT_API_KEY', "The source's API key");
-      const [{ DispatchSource }, { importDispatch }] = await Promise.all([
-        import('../../server/integrations/import-dispatch-source.js'),
-        import('../../server/flows/import-dispatch.js'),
-      ]);
-      const config = loadConfig({ configFile: globals().config });
-      const json = Boolean(opts.json);
-      const bar = json ? null : progressBar('tickets');
-      let tickets = 0;
-      let total = 0;
-      try {
-        const report = await withServices(
-          config,
-          async (services) => {
-            const ctx = await accountCtx(services, opts.account, opts.mode as Mode);
-            const source = new DispatchSource(url.toString(), apiKey, {
-              onRetry: ({ reason, waitMs }) => (json ? emit(true, { retry: { reason, waitMs } }, () => []) : note(`the source ${reason}: trying again in ${waitMs} ms`)),
-            });
-            return importDispatch(ctx, source, {
-              keepNumbers: Boolean(opts.keepNumbers),
-              map,
-              dryRun: Boolean(opts.dryRun),
-              since,
-              maxBytes: config.attachmentMaxBytes,
-              onObject: (e) => {
-                if (json) return emit(true, e, () => []);
-                if (e.kind !== 'ticket') return;
-                tickets++;
-                bar!.update(tickets, Math.max(total, tickets));
-              },
-              onTicketTotal: json
-                ? undefined
-                : (n) => {
-                    total = n;
-                  },
-              onNote: (line) => (json ? emit(true, { note: line }, () => []) : note(line)),
-            });
-          },
-          { migrate: true },
-        );
-        bar?.stop();
-        emit(json, { report }, () => humanReport(report));
-      } finally {
-        bar?.stop();
-      }
-    });
+    );
 }
 
-/** The --map file: { statuses?: { key: key }, fields?: { "entity.key": key } }, every value a string. */
-async function readMap(file: string): Promise<{ statuses?: Record<string, string>; fields?: Record<string, string> }> {
+/** The common options checked and read (--mode, --since, --map). */
+export async function commonOptions(opts: CommonImportOptions): Promise<Pick<ImportOptions, 'since' | 'map'>> {
+  if (opts.mode !== 'live' && opts.mode !== 'test') throw new UsageError('--mode must be live or test');
+  if (opts.since !== undefined && Number.isNaN(Date.parse(opts.since))) throw new UsageError('--since must be an ISO 8601 date-time');
+  return { since: opts.since === undefined ? null : new Date(opts.since).toISOString(), map: opts.map === undefined ? undefined : await readMap(opts.map) };
+}
+
+/**
+ * Runs an importer into the account asked for: a progress bar of tickets on a terminal, or with
+ * --json a line per object and per retry; then the report.
+ */
+export async function runImport(
+  globals: () => GlobalOptions,
+  opts: CommonImportOptions,
+  common: Pick<ImportOptions, 'since' | 'map'>,
+  start: (ctx: TenantCtx, options: ImportOptions, onRetry: OnRetry) => Promise<ImportReport>,
+): Promise<void> {
+  const config = loadConfig({ configFile: globals().config });
+  const json = Boolean(opts.json);
+  const bar = json ? null : progressBar('tickets');
+  let tickets = 0;
+  let total = 0;
+  try {
+    const report = await withServices(
+      config,
+      async (services) => {
+        const ctx = await accountCtx(services, opts.account, opts.mode as Mode);
+        const onRetry: OnRetry = ({ reason, waitMs }) => (json ? emit(true, { retry: { reason, waitMs } }, () => []) : note(`the source ${reason}: trying again in ${waitMs} ms`));
+        return start(
+          ctx,
+          {
+            ...common,
+            keepNumbers: Boolean(opts.keepNumbers),
+            dryRun: Boolean(opts.dryRun),
+            maxBytes: config.attachmentMaxBytes,
+            onObject: (e) => {
+              if (json) return emit(true, e, () => []);
+              if (e.kind !== 'ticket') return;
+              tickets++;
+              bar!.update(tickets, Math.max(total, tickets));
+            },
+            onTicketTotal: json
+              ? undefined
+              : (n) => {
+                  total = n;
+                },
+            onNote: (line) => (json ? emit(true, { note: line }, () => []) : note(line)),
+          },
+          onRetry,
+        );
+      },
+      { migrate: true },
+    );
+    bar?.stop();
+    emit(json, { report }, () => humanReport(report));
+  } finally {
+    bar?.stop();
+  }
+}
+
+/** The --map file: { statuses?: { key: key }, fields?: { "entity.key": key }, unmapped?: create|skip }, every value a string. */
+async function readMap(file: string): Promise<NonNullable<ImportOptions['map']>> {
   let parsed: unknown;
   try {
     parsed = JSON.parse(await readFile(file, 'utf8'));
@@ -114,17 +145,25 @@ async function readMap(file: string): Promise<{ statuses?: Record<string, string
     throw new UsageError(`--map ${file}: ${(err as Error).message}`);
   }
   const isTable = (v: unknown) => v === undefined || (typeof v === 'object' && v !== null && !Array.isArray(v) && Object.values(v).every((x) => typeof x === 'string' && x));
-  const given = parsed as { statuses?: unknown; fields?: unknown };
-  const extra = typeof parsed === 'object' && parsed !== null ? Object.keys(parsed).filter((k) => k !== 'statuses' && k !== 'fields') : [];
-  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed) || extra.length || !isTable(given.statuses) || !isTable(given.fields)) {
-    throw new UsageError(`--map ${file} must be { "statuses": { "<source key>": "<target key>" }, "fields": { "<entity>.<source key>": "<target key>" } }`);
+  const given = parsed as { statuses?: unknown; fields?: unknown; unmapped?: unknown };
+  const extra = typeof parsed === 'object' && parsed !== null ? Object.keys(parsed).filter((k) => !['statuses', 'fields', 'unmapped'].includes(k)) : [];
+  if (
+    typeof parsed !== 'object' ||
+    parsed === null ||
+    Array.isArray(parsed) ||
+    extra.length ||
+    !isTable(given.statuses) ||
+    !isTable(given.fields) ||
+    ![undefined, 'create', 'skip'].includes(given.unmapped as string)
+  ) {
+    throw new UsageError(
+      `--map ${file} must be { "statuses": { "<source key>": "<target key>" }, "fields": { "<entity>.<source key>": "<target key>" }, "unmapped": "create" | "skip" }`,
+    );
   }
-  return parsed as { statuses?: Record<string, string>; fields?: Record<string, string> };
+  return parsed as NonNullable<ImportOptions['map']>;
 }
 
-type Report = Awaited<ReturnType<(typeof import('../../server/flows/import-dispatch.js'))['importDispatch']>>;
-
-function humanReport(r: Report): string[] {
+function humanReport(r: ImportReport): string[] {
   const lines = [`${r.dryRun ? 'Dry run (nothing written) of' : r.resumed ? 'Resumed import' : 'Import'} from ${r.source}:`];
   for (const [kind, c] of Object.entries(r.counts)) lines.push(`  ${kind.padEnd(11)} ${c.created} created, ${c.updated} updated, ${c.unchanged} unchanged, ${c.skipped} skipped`);
   if (r.skipped.length) {

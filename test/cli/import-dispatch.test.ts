@@ -6,7 +6,7 @@ import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import t from 'tap';
-import type { ImportReport } from '../../server/flows/import-dispatch.js';
+import type { ImportReport } from '../../server/flows/import-run.js';
 import { client, makeTicket, mustCreate, signup, testApp, type Reply, type Signup } from '../helpers/app.js';
 import { BIN, runCli, ticketdEnv } from '../helpers/cli.js';
 import { EICAR, EICAR_SIGNATURE, noClamd, startClamd } from '../helpers/clamd.js';
