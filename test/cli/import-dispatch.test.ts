@@ -346,6 +346,24 @@ t.test("--map takes a source status and field as the target's instead of creatin
   t.equal((await into.live('GET', `${tbase}/tickets/${ticket.id}`)).status, 404, 'live data untouched: another mode');
 });
 
+t.test('--map with unmapped skip creates no status or field the target lacks: their tickets and values are left out, and reported', async (t) => {
+  const elsewhere = await signup(target.app, 'skip@example.com');
+  const mapFile = path.join(dataDir, 'skip-map.json');
+  writeFileSync(mapFile, JSON.stringify({ unmapped: 'skip' }));
+  const run = await runCli(['import', 'dispatch', '--from-url', sourceUrl, '--account', elsewhere.accountId, '--map', mapFile, '--json'], importEnv);
+  t.equal(run.code, 0, run.stderr);
+  const report = reportOf(run.stdout);
+  const reasons = (kind: string) => report.skipped.filter((s) => s.kind === kind).map((s) => s.reason);
+  t.match(reasons('status'), [/--map does not name it/], 'the custom status is skipped');
+  t.match(reasons('field'), [/--map does not name it/], 'so is the field');
+  t.match(reasons('ticket'), [/its status waiting_on_vendor is no status of the target brand/], 'and the ticket in that status');
+  const b = `/v1/brands/${((await elsewhere.live('GET', '/v1/brands')).body as Shown[]).find((x) => x.slug === 'acme').id}`;
+  t.notOk(((await elsewhere.live('GET', `${b}/statuses`)).body as Shown[]).some((s) => s.key === 'waiting_on_vendor'), 'no status created');
+  t.same((await elsewhere.live('GET', `${b}/fields/ticket`)).body, [], 'no field created');
+  t.ok(report.counts.ticket!.created > 0, 'the other tickets are in');
+  t.equal(((await elsewhere.live('GET', `${b}/tickets?status=all&search=invoice`)).body.data as Shown[]).length, 0, 'the skipped ticket is not');
+});
+
 t.test('a --map file that is not a map is a usage error; a key the source refuses, a failure naming its answer', async (t) => {
   const mapFile = path.join(dataDir, 'bad-map.json');
   writeFileSync(mapFile, JSON.stringify({ statuses: ['pending'] }));
