@@ -544,7 +544,22 @@ export async function writeRating(tx: TenantCtx, r: ImportedRating, feedbackId: 
     await tx.db.raw(
       `insert into ticket_feedback (account_id, livemode, brand_id, id, ticket_id, contact_id, rating_type, rating, comment, resolver_id, send_at, sent_at, submitted_at, created_at, status)
       values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'rated')`,
-      [tx.accountId, tx.livemode, brandId, id, r.ticketId, rows[0].customer_id, r.ratingType, r.rating, r.comment, r.resolverId, r.createdAt, r.createdAt, r.submittedAt, r.createdAt] as Knex.RawBinding[],
+      [
+        tx.accountId,
+        tx.livemode,
+        brandId,
+        id,
+        r.ticketId,
+        rows[0].customer_id,
+        r.ratingType,
+        r.rating,
+        r.comment,
+        r.resolverId,
+        r.createdAt,
+        r.createdAt,
+        r.submittedAt,
+        r.createdAt,
+      ] as Knex.RawBinding[],
     );
   }
   await audit.record(tx, {

@@ -260,7 +260,16 @@ function fieldDefs(run: ImportRun<RunState>, zendeskFields: readonly ZendeskObje
   if (groups.size) {
     taken.add(GROUP_FIELD);
     const names = [...new Set(groups.values())].sort();
-    defs.push({ sourceId: GROUP_FIELD, key: GROUP_FIELD, label: 'Group', type: 'select', description: 'The Zendesk group of the ticket', options: names, sortOrder: 0, names: new Map() });
+    defs.push({
+      sourceId: GROUP_FIELD,
+      key: GROUP_FIELD,
+      label: 'Group',
+      type: 'select',
+      description: 'The Zendesk group of the ticket',
+      options: names,
+      sortOrder: 0,
+      names: new Map(),
+    });
   }
   for (const f of [...zendeskFields].sort((a, b) => a.id - b.id)) {
     if (f.removable === false) continue;
@@ -547,7 +556,13 @@ async function importRating(z: Zendesk, r: ZendeskObject): Promise<void> {
   const rating = r.score === 'good' ? 1 : r.score === 'bad' ? -1 : null;
   const ticket = (await run.mappings('ticket', [String(r.ticket_id)])).get(String(r.ticket_id));
   if (rating === null || !ticket) {
-    run.count({ kind: 'rating', sourceId, outcome: 'skipped', targetId: null, reason: rating === null ? `its score is ${String(r.score)}` : `its ticket ${String(r.ticket_id)} was not imported` });
+    run.count({
+      kind: 'rating',
+      sourceId,
+      outcome: 'skipped',
+      targetId: null,
+      reason: rating === null ? `its score is ${String(r.score)}` : `its ticket ${String(r.ticket_id)} was not imported`,
+    });
     return;
   }
   const rated = {

@@ -160,8 +160,7 @@ class ZendeskPacer implements SourcePacer {
         sent.push(now);
         return;
       }
-      const reason =
-        paused >= full ? 'asked to slow down (its rate limit is nearly spent)' : `reached ${limit} requests this minute${exporting ? ' (the export endpoint)' : ''}`;
+      const reason = paused >= full ? 'asked to slow down (its rate limit is nearly spent)' : `reached ${limit} requests this minute${exporting ? ' (the export endpoint)' : ''}`;
       this.onWait?.({ url, reason, waitMs, attempt: 0 });
       await sleep(waitMs);
     }
