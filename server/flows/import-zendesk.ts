@@ -6,7 +6,7 @@ import * as members from '../domains/members/service.js';
 import * as statuses from '../domains/statuses/service.js';
 import * as tags from '../domains/tags/service.js';
 import * as companies from '../domains/companies/service.js';
-import { SOURCES } from '../domains/tickets/schemas.js';
+import { MAX_TITLE_LENGTH, SOURCES } from '../domains/tickets/schemas.js';
 import type { FieldType } from '../domains/fields/schemas.js';
 import type { ZendeskObject, ZendeskSource } from '../integrations/import-zendesk-source.js';
 import { createBrand } from './brands.js';
@@ -116,8 +116,8 @@ export async function importZendesk(base: TenantCtx, from: ZendeskSource, name: 
 
   const z: Zendesk = { run, from, memberOf, agents, defs, groups, cache: new Map() };
   if (options.onTicketTotal && !options.since) {
-    const counted = await from.http.json<{ count?: { value?: unknown } }>('api/v2/tickets/count.json');
-    if (typeof counted.count?.value === 'number') options.onTicketTotal(counted.count.value);
+    const total = await from.ticketCount();
+    if (total !== null) options.onTicketTotal(total);
   }
 
   for (; state.phase < PHASES.length; state.phase++, state.cursor = null) {
@@ -137,7 +137,7 @@ export async function importZendesk(base: TenantCtx, from: ZendeskSource, name: 
         for (const item of page.items) {
           if (phase === 'companies') for (const b of targetBrands) await importCompany(z, b, item);
           else if (phase === 'contacts') for (const b of targetBrands) await importContact(z, b, item);
-          else if (phase === 'tickets') await importTicket(z, brandOf(item.brand_id)!, item);
+          else if (phase === 'tickets') await importTicket(z, brandOf(item.brand_id), item);
           else await importRating(z, item);
         }
         if (!page.next) break;
@@ -449,9 +449,13 @@ function sourceOf(via: unknown): ImportedTicket['source'] {
 }
 
 /** A ticket with its comments and attachments; a deleted one is skipped and reported. */
-async function importTicket(z: Zendesk, b: Brand, t: ZendeskObject): Promise<void> {
+async function importTicket(z: Zendesk, b: Brand | undefined, t: ZendeskObject): Promise<void> {
   const { run } = z;
   const sourceId = String(t.id);
+  if (!b) {
+    run.count({ kind: 'ticket', sourceId, outcome: 'skipped', targetId: null, reason: 'its brand was not imported' });
+    return;
+  }
   if (t.status === 'deleted') {
     const known = (await run.mappings('ticket', [sourceId])).get(sourceId);
     run.count({
@@ -524,7 +528,7 @@ async function importTicket(z: Zendesk, b: Brand, t: ZendeskObject): Promise<voi
     brandId: b.brandId,
     ticketNumber: t.id,
     keepNumber: run.options.keepNumbers,
-    title: (str(t.subject) ?? str(t.raw_subject) ?? '(no subject)').slice(0, 500),
+    title: (str(t.subject)?.trim() || str(t.raw_subject)?.trim() || '(no subject)').slice(0, MAX_TITLE_LENGTH),
     body: str(first?.body) ?? str(t.description),
     status,
     priority: str(t.priority),
@@ -574,7 +578,7 @@ async function importRating(z: Zendesk, r: ZendeskObject): Promise<void> {
     createdAt: String(r.created_at),
     submittedAt: String(r.updated_at ?? r.created_at),
   };
-  await run.one('rating', sourceId, String(r.updated_at), {
+  await run.one('rating', sourceId, String(r.updated_at ?? r.created_at), {
     create: (tx) => writeRating(tx, rated, null),
     update: async (tx, id) => {
       await writeRating(tx, rated, id);

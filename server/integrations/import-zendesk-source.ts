@@ -97,6 +97,12 @@ export class ZendeskSource {
     return { items: answer.tickets as ZendeskObject[], next };
   }
 
+  /** About how many tickets the account has (a progress bar's total), when Zendesk says. */
+  async ticketCount(): Promise<number | null> {
+    const answer = await this.http.json<{ count?: { value?: unknown } }>('api/v2/tickets/count.json');
+    return typeof answer.count?.value === 'number' ? answer.count.value : null;
+  }
+
   /** A ticket's comments, oldest first, with their authors (side-loaded users). */
   async comments(ticketId: number): Promise<{ comments: ZendeskObject[]; users: ZendeskObject[] }> {
     const comments: ZendeskObject[] = [];
