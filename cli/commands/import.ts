@@ -12,6 +12,14 @@ interface DispatchOptions extends CommonImportOptions {
   apiKey?: string;
 }
 
+interface ZendeskOptions extends CommonImportOptions {
+  subdomain?: string;
+  email: string;
+  token?: string;
+  baseUrl?: string;
+  requestsPerMinute: string;
+}
+
 export function registerImport(program: Command, globals: () => GlobalOptions): void {
   const cmd = program.command('import').description('bring history from another help desk into an account: resumable, and a second run creates nothing new');
 
@@ -36,6 +44,48 @@ export function registerImport(program: Command, globals: () => GlobalOptions): 
         import('../../server/flows/import-dispatch.js'),
       ]);
       await runImport(globals, opts, common, (ctx, options, onRetry) => importDispatch(ctx, new DispatchSource(url.toString(), apiKey, { onRetry }), options));
+    });
+
+  withCommonOptions(cmd.command('zendesk'))
+    .description(
+      "copy a Zendesk Support account through its REST API: brands, the on-hold status, ticket fields (groups as a `group` field), organizations, end-users, tickets with their comments and attachments, and satisfaction ratings; agents are matched to this account's members by email",
+    )
+    .option('--subdomain <name>', 'the Zendesk subdomain (acme for https://acme.zendesk.com)')
+    .requiredOption('--email <address>', 'the Zendesk agent or admin the API token belongs to')
+    .option('--token <token>', 'a Zendesk API token (or TICKETD_ZENDESK_TOKEN; asked on a terminal)')
+    .option('--base-url <url>', 'read from this URL instead of https://<subdomain>.zendesk.com')
+    .option(
+      '--requests-per-minute <n>',
+      "at most this many requests to Zendesk in any minute (the incremental export at most 10), kept under the account's own limit: the rest is left to the help desk still in use",
+      '200',
+    )
+    .action(async (opts: ZendeskOptions) => {
+      if (!opts.subdomain && !opts.baseUrl) throw new UsageError('--subdomain (or --base-url) is required');
+      if (opts.subdomain !== undefined && !/^[a-z0-9][a-z0-9-]*$/i.test(opts.subdomain)) throw new UsageError('--subdomain must be a Zendesk subdomain such as acme');
+      let url: URL;
+      try {
+        url = new URL(opts.baseUrl ?? `https://${opts.subdomain!.toLowerCase()}.zendesk.com`);
+      } catch {
+        throw new UsageError('--base-url must be an absolute http(s) URL');
+      }
+      if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new UsageError('--base-url must be an absolute http(s) URL');
+      const perMinute = Number(opts.requestsPerMinute);
+      if (!Number.isInteger(perMinute) || perMinute < 1) throw new UsageError('--requests-per-minute must be a whole number of at least 1');
+      const common = await commonOptions(opts);
+      const token = await needSecret(opts.token, '--token', 'TICKETD_ZENDESK_TOKEN', 'The Zendesk API token');
+      const [{ ZendeskSource }, { importZendesk }] = await Promise.all([
+        import('../../server/integrations/import-zendesk-source.js'),
+        import('../../server/flows/import-zendesk.js'),
+      ]);
+      const name = opts.subdomain?.toLowerCase() ?? url.origin;
+      await runImport(globals, opts, common, async (ctx, options, onRetry) => {
+        const source = new ZendeskSource({ baseUrl: url.toString(), email: opts.email, token, requestsPerMinute: perMinute, onRetry });
+        try {
+          return await importZendesk(ctx, source, name, options);
+        } finally {
+          await source.close();
+        }
+      });
     });
 }
 

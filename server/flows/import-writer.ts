@@ -501,3 +501,74 @@ export async function setMergedInto(ctx: TenantCtx, brandId: string, ticketId: s
 export async function nextNumberAtLeast(ctx: TenantCtx, brandId: string, next: number): Promise<void> {
   await ctx.db.raw(`update brands b set next_ticket_number = greatest(b.next_ticket_number, ?::int) where ? and b.id = ?`, [next, tenantScope(ctx, 'b'), brandId]);
 }
+
+// ---------------------------------------------------------------------------------------------
+// Satisfaction ratings (the Zendesk importer's).
+
+/** A rating given in the source, as a rated request of the ticket's (decision 0056's ticket_feedback row). */
+export interface ImportedRating {
+  ticketId: string;
+  ratingType: 'thumbs' | 'scale5' | 'scale10';
+  rating: number;
+  comment: string | null;
+  /** Who the rating is credited to: the target's member, else none. */
+  resolverId: string | null;
+  /** When it was asked for, and when it was given. */
+  createdAt: string;
+  submittedAt: string;
+}
+
+/**
+ * A rating written as a request already `rated` (asked and answered at the source's times, with
+ * no token: nothing is mailed for it), or `feedbackId`'s updated. The ticket's customer is the one
+ * rating: a ticket without one is refused (409). Gives the request's id.
+ */
+export async function writeRating(tx: TenantCtx, r: ImportedRating, feedbackId: string | null): Promise<string> {
+  const { rows } = (await tx.db.raw(`select t.brand_id, t.customer_id from tickets t where ? and t.id = ? and t.deleted_at is null`, [tenantScope(tx, 't'), r.ticketId])) as {
+    rows: { brand_id: string; customer_id: string | null }[];
+  };
+  if (!rows[0]) throw new HttpError(404, 'not_found', 'Ticket not found');
+  const brandId = rows[0].brand_id;
+  if (!rows[0].customer_id) throw new HttpError(409, 'no_customer', 'The ticket has no customer to have rated it');
+  let id = feedbackId;
+  if (id) {
+    const updated = (await tx.db.raw(
+      `update ticket_feedback f set rating_type = ?, rating = ?, comment = ?, resolver_id = ?, send_at = ?, sent_at = ?, submitted_at = ?, created_at = ?, status = 'rated'
+      where ? and f.brand_id = ? and f.ticket_id = ? and f.id = ?`,
+      [r.ratingType, r.rating, r.comment, r.resolverId, r.createdAt, r.createdAt, r.submittedAt, r.createdAt, tenantScope(tx, 'f'), brandId, r.ticketId, id] as Knex.RawBinding[],
+    )) as { rowCount: number };
+    if (!updated.rowCount) id = null;
+  }
+  if (!id) {
+    id = newId(ID_PREFIX.feedback, Date.parse(r.createdAt));
+    await tx.db.raw(
+      `insert into ticket_feedback (account_id, livemode, brand_id, id, ticket_id, contact_id, rating_type, rating, comment, resolver_id, send_at, sent_at, submitted_at, created_at, status)
+      values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'rated')`,
+      [
+        tx.accountId,
+        tx.livemode,
+        brandId,
+        id,
+        r.ticketId,
+        rows[0].customer_id,
+        r.ratingType,
+        r.rating,
+        r.comment,
+        r.resolverId,
+        r.createdAt,
+        r.createdAt,
+        r.submittedAt,
+        r.createdAt,
+      ] as Knex.RawBinding[],
+    );
+  }
+  await audit.record(tx, {
+    brandId: brandId,
+    ticketId: r.ticketId,
+    entityType: 'ticket',
+    entityId: r.ticketId,
+    event: 'ticket.rated',
+    metadata: { rating: r.rating, ratingType: r.ratingType, resolverId: r.resolverId, hasComment: r.comment !== null },
+  });
+  return id;
+}

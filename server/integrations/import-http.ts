@@ -46,6 +46,14 @@ export interface SourceHttpOptions {
   onRetry?: (info: { url: string; reason: string; waitMs: number; attempt: number }) => void;
   /** The connection pool (tests give their own; else undici's global one). */
   dispatcher?: Dispatcher;
+  /** A source's own request budget: awaited before each try, told of each answer's headers. */
+  pacer?: SourcePacer;
+}
+
+/** Keeps an importer within a source's published request budget (beyond waiting out a 429). */
+export interface SourcePacer {
+  before(url: string): Promise<void>;
+  after(url: string, headers: Record<string, string | string[] | undefined>): void;
 }
 
 const DEFAULTS = { timeoutMs: 30_000, attempts: 8, baseDelayMs: 250, maxDelayMs: 60_000 };
@@ -56,7 +64,7 @@ export function backoffMs(attempt: number, base: number, max: number, random: nu
 }
 
 export class SourceHttp {
-  private readonly o: Required<Omit<SourceHttpOptions, 'onRetry' | 'dispatcher'>> & Pick<SourceHttpOptions, 'onRetry' | 'dispatcher'>;
+  private readonly o: Required<Omit<SourceHttpOptions, 'onRetry' | 'dispatcher' | 'pacer'>> & Pick<SourceHttpOptions, 'onRetry' | 'dispatcher' | 'pacer'>;
   private readonly origin: string;
 
   constructor(options: SourceHttpOptions) {
@@ -81,6 +89,7 @@ export class SourceHttp {
       let reason: string;
       let wait: number | null = null;
       try {
+        await this.o.pacer?.before(url);
         const res = await request(url, {
           method: 'GET',
           headers: { accept: 'application/json', ...headers },
@@ -88,6 +97,7 @@ export class SourceHttp {
           bodyTimeout: this.o.timeoutMs,
           dispatcher: this.o.dispatcher,
         });
+        this.o.pacer?.after(url, res.headers);
         if (res.statusCode >= 200 && res.statusCode < 300) return await use(res);
         const text = (await res.body.text().catch(() => '')).slice(0, 300);
         if (res.statusCode === 429) {

@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
@@ -8,7 +7,7 @@ import path from 'node:path';
 import t from 'tap';
 import type { ImportReport } from '../../server/flows/import-run.js';
 import { client, makeTicket, mustCreate, signup, testApp, type Reply, type Signup } from '../helpers/app.js';
-import { BIN, runCli, ticketdEnv } from '../helpers/cli.js';
+import { runCli, runCliKilledWhen } from '../helpers/cli.js';
 import { EICAR, EICAR_SIGNATURE, noClamd, startClamd } from '../helpers/clamd.js';
 
 // `ticketd import dispatch` of the real bin/ticketd: a source ticketd (this file's own app, on its
@@ -286,19 +285,7 @@ t.test('--since picks up a changed ticket and a new one', async (t) => {
 
 t.test('killed midway, run again: completes with no duplicates', async (t) => {
   for (let i = 0; i < 40; i++) await makeTicket(from.live, base, { title: `Bulk ${i}`, body: `number ${i}` });
-  const lines: Line[] = [];
-  await new Promise<void>((resolve) => {
-    const child = spawn(process.execPath, [BIN, ...importArgs()], { env: ticketdEnv(importEnv), stdio: ['ignore', 'pipe', 'pipe'] });
-    let buffered = '';
-    child.stdout.on('data', (d) => {
-      buffered += d;
-      const parts = buffered.split('\n');
-      buffered = parts.pop()!;
-      for (const line of parts) lines.push(JSON.parse(line) as Line);
-      if (lines.filter((l) => l.kind === 'ticket' && l.outcome === 'created').length >= 10) child.kill('SIGKILL');
-    });
-    child.on('close', () => resolve());
-  });
+  const lines = await runCliKilledWhen<Line>(importArgs(), importEnv, (seen) => seen.filter((l) => l.kind === 'ticket' && l.outcome === 'created').length >= 10);
   const before = lines.filter((l) => l.kind === 'ticket' && l.outcome === 'created').length;
   t.ok(before >= 10 && before < 40, `killed after ${before} tickets`);
   t.ok(!lines.some((l) => l.report), 'it did not finish');

@@ -47,6 +47,27 @@ export function runCli(args: string[], env: Record<string, string> = {}, options
   });
 }
 
+/**
+ * Runs bin/ticketd with `--json`-style output (one JSON object a line) and kills it with SIGKILL
+ * as soon as `enough(lines)` holds, as a crash would: gives the lines it printed.
+ */
+export function runCliKilledWhen<L>(args: string[], env: Record<string, string>, enough: (lines: L[]) => boolean): Promise<L[]> {
+  const lines: L[] = [];
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [BIN, ...args], { cwd: emptyDir, env: ticketdEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
+    let buffered = '';
+    child.stdout.on('data', (d) => {
+      buffered += d;
+      const parts = buffered.split('\n');
+      buffered = parts.pop()!;
+      for (const line of parts) lines.push(JSON.parse(line) as L);
+      if (enough(lines)) child.kill('SIGKILL');
+    });
+    child.on('error', reject);
+    child.on('close', () => resolve(lines));
+  });
+}
+
 export interface Server {
   child: ChildProcess;
   /** The start-up summary (first stdout line), or null when the start failed. */
