@@ -457,7 +457,7 @@ async function readTickets(w: Writer, todo: readonly Todo[]): Promise<PageRead> 
     // A ticket others were merged into: its history holds theirs too.
     if (own.some((txn) => MERGED_INTO(txn, t.id))) read.history.set(t.id, await w.from.history(t.id));
   }
-  const messages = [...read.history.values()].flat().filter((txn) => MESSAGES.has(String(txn.Type)));
+  const messages = [...read.history.values()].flat().filter((txn) => isMessage(txn));
   const ids = messages.map((txn) => txn.id);
   const [parts, bodies] = await Promise.all([w.from.partsOf(ids), w.from.bodiesOf(ids)]);
   for (const p of parts) push(read.parts, String(p.TransactionId), p);
@@ -473,7 +473,7 @@ async function readTickets(w: Writer, todo: readonly Todo[]): Promise<PageRead> 
   const names = new Set<string>();
   for (const { t } of todo) {
     for (const r of [t.Owner, ...(Array.isArray(t.Requestor) ? t.Requestor.slice(0, 1) : [])]) names.add(refOf(r) ?? NOBODY);
-    for (const txn of read.history.get(t.id) ?? []) if (MESSAGES.has(String(txn.Type)) || isStatusChange(txn)) names.add(refOf(txn.Creator) ?? SYSTEM_USER);
+    for (const txn of read.history.get(t.id) ?? []) if (isMessage(txn) || isStatusChange(txn)) names.add(refOf(txn.Creator) ?? SYSTEM_USER);
   }
   names.delete(NOBODY);
   const list = [...names];
@@ -507,7 +507,8 @@ function sourceOfInterface(value: string | undefined): string {
   return 'api';
 }
 
-const MESSAGES = new Set(['Create', 'Correspond', 'Comment']);
+const MESSAGES: readonly string[] = ['Create', 'Correspond', 'Comment'];
+const isMessage = (txn: RtRecord) => MESSAGES.includes(String(txn.Type));
 const isStatusChange = (txn: RtRecord) => txn.Type === 'Status' || (txn.Type === 'Set' && txn.Field === 'Status');
 
 /** A part copied as a file: one with a file name that is not an image embedded in an HTML body (inline, with a Content-ID). */
@@ -521,7 +522,7 @@ async function writeRtTicket(w: Writer, { t, status, known }: Todo, read: PageRe
   const { run, people } = w;
   const version = String(t.LastUpdated);
   const history = read.history.get(t.id) ?? [];
-  const messageTypes = new Map(history.filter((x) => MESSAGES.has(String(x.Type))).map((x) => [x.id, String(x.Type)]));
+  const messageTypes = new Map(history.filter((x) => isMessage(x)).map((x) => [x.id, String(x.Type)]));
   const parts = [...messageTypes.keys()].flatMap((txn) => read.parts.get(txn) ?? []);
   const partHeaders = new Map(parts.map((p) => [p.id, headersOf(p)]));
   const interfaceOf = new Map<string, string>();
