@@ -30,13 +30,7 @@ export function registerImport(program: Command, globals: () => GlobalOptions): 
     .requiredOption('--from-url <url>', "the source's base URL (https://api.example.com)")
     .option('--api-key <key>', 'an API key of the source account (or TICKETD_IMPORT_API_KEY; asked on a terminal)')
     .action(async (opts: DispatchOptions) => {
-      let url: URL;
-      try {
-        url = new URL(opts.fromUrl);
-      } catch {
-        throw new UsageError('--from-url must be an absolute http(s) URL');
-      }
-      if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new UsageError('--from-url must be an absolute http(s) URL');
+      const url = httpUrl(opts.fromUrl, '--from-url');
       const common = await commonOptions(opts);
       const apiKey = await needSecret(opts.apiKey, '--api-key', 'TICKETD_IMPORT_API_KEY', "The source's API key");
       const [{ DispatchSource }, { importDispatch }] = await Promise.all([
@@ -62,13 +56,7 @@ export function registerImport(program: Command, globals: () => GlobalOptions): 
     .action(async (opts: ZendeskOptions) => {
       if (!opts.subdomain && !opts.baseUrl) throw new UsageError('--subdomain (or --base-url) is required');
       if (opts.subdomain !== undefined && !/^[a-z0-9][a-z0-9-]*$/i.test(opts.subdomain)) throw new UsageError('--subdomain must be a Zendesk subdomain such as acme');
-      let url: URL;
-      try {
-        url = new URL(opts.baseUrl ?? `https://${opts.subdomain!.toLowerCase()}.zendesk.com`);
-      } catch {
-        throw new UsageError('--base-url must be an absolute http(s) URL');
-      }
-      if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new UsageError('--base-url must be an absolute http(s) URL');
+      const url = httpUrl(opts.baseUrl ?? `https://${opts.subdomain!.toLowerCase()}.zendesk.com`, '--base-url');
       const perMinute = Number(opts.requestsPerMinute);
       if (!Number.isInteger(perMinute) || perMinute < 1) throw new UsageError('--requests-per-minute must be a whole number of at least 1');
       const common = await commonOptions(opts);
@@ -87,6 +75,43 @@ export function registerImport(program: Command, globals: () => GlobalOptions): 
         }
       });
     });
+  registerRt(cmd, globals);
+}
+
+interface RtOptions extends CommonImportOptions {
+  url: string;
+  token?: string;
+  queue?: string[];
+}
+
+/** The rt subcommand: Request Tracker 5 through REST2. */
+function registerRt(cmd: Command, globals: () => GlobalOptions): void {
+  withCommonOptions(cmd.command('rt'))
+    .description(
+      "copy the queues of a Request Tracker 5 through its REST2 interface: each queue as a brand, its ticket custom fields, its tickets with their requestor (a contact), owner (the target's member with the same email), replies (public comments), comments (internal), status changes (internal notes) and files; RT's ticket ids are the numbers with --keep-numbers",
+    )
+    .requiredOption('--url <url>', "RT's address (https://rt.example.com, or its REST2 base …/REST/2.0)")
+    .option('--token <token>', 'an RT auth token of a user who sees the queues (or TICKETD_RT_TOKEN; asked on a terminal)')
+    .option('--queue <name>', 'import this queue only (repeat for several; default: every queue the token sees)', (v: string, all: string[] = []) => [...all, v])
+    .action(async (opts: RtOptions) => {
+      const url = httpUrl(opts.url, '--url');
+      const common = await commonOptions(opts);
+      const token = await needSecret(opts.token, '--token', 'TICKETD_RT_TOKEN', "Request Tracker's auth token");
+      const [{ RtSource }, { importRt }] = await Promise.all([import('../../server/integrations/import-rt-source.js'), import('../../server/flows/import-rt.js')]);
+      await runImport(globals, opts, common, (ctx, options, onRetry) => importRt(ctx, new RtSource(url.toString(), token, { onRetry }), { ...options, queues: opts.queue }));
+    });
+}
+
+/** An absolute http(s) URL given to `flag`. */
+function httpUrl(value: string, flag: string): URL {
+  let url: URL;
+  try {
+    url = new URL(value);
+  } catch {
+    throw new UsageError(`${flag} must be an absolute http(s) URL`);
+  }
+  if (url.protocol !== 'http:' && url.protocol !== 'https:') throw new UsageError(`${flag} must be an absolute http(s) URL`);
+  return url;
 }
 
 /** The options every importer takes. */

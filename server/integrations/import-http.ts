@@ -1,3 +1,4 @@
+import type { Readable } from 'node:stream';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { request, type Dispatcher } from 'undici';
 import type { StagedObject, Storage } from '../core/ports.js';
@@ -123,16 +124,18 @@ export class SourceHttp {
   /**
    * A file streamed into staging, hashed and held to `maxBytes` on the way (as an upload is):
    * SourceFileTooLarge past it, nothing kept. A transfer cut midway is tried again whole.
+   * `decode` takes the file's bytes out of an answer that wraps them (a JSON document carrying
+   * them in base64): the answer's own length then says nothing of the file's.
    */
-  async stage(url: string, storage: Storage, maxBytes: number): Promise<StagedObject> {
+  async stage(url: string, storage: Storage, maxBytes: number, decode?: (body: Readable) => Readable): Promise<StagedObject> {
     return this.send(this.urlOf(url), async (res) => {
       const declared = Number(res.headers['content-length']);
-      if (Number.isFinite(declared) && declared > maxBytes) {
+      if (!decode && Number.isFinite(declared) && declared > maxBytes) {
         res.body.destroy();
         throw new SourceFileTooLarge(maxBytes);
       }
       try {
-        return await storage.stage(res.body, maxBytes);
+        return await storage.stage(decode ? decode(res.body) : res.body, maxBytes);
       } catch (err) {
         res.body.destroy();
         if ((err as Error).name === 'ByteLimitExceeded') throw new SourceFileTooLarge(maxBytes);
