@@ -18,6 +18,7 @@
  *   npm run bench -- --sla             (service levels: dueAt at create, sort=dueAt, the overdue scan: see service-levels.ts)
  *   npm run bench -- --recurring [--schedules 10000]   (recurring tickets due in one minute, one dispatcher: see recurring.ts)
  *   npm run bench -- --export [--tickets 1000000]   (the ticket export of one brand, NDJSON and CSV, with and without comments: tickets/s and the server's RSS growth; see export.ts)
+ *   npm run bench -- --import [--tickets 100000]   (`ticketd import dispatch` of one brand of N tickets × 3 comments from a ticketd source: tickets/s, the importer's RSS; see import.ts)
  *   npm run bench -- --bulk [--duration 10]   (bulk actions of 50 tickets: close/resolve, assign, setTags, at concurrency 1 and 4; see bulk.ts)
  *   npm run bench -- --rules [--tickets 1000000] [--sweep-tickets 100000]   (a brand's rules: create and update with 50 triggers next to none, the counts of 20 views, then one dispatcher's automation sweep of that many matching tickets; see rules.ts and automations.ts)
  *   npm run bench -- --commerce [--orders 100000] [--sync-orders 10000]   (a store's first full sync; a brand's orders on every ticket and contact page, with and without a store: see commerce.ts)
@@ -59,6 +60,7 @@ import { runRecurringBench } from './recurring.js';
 import { runRulesBench } from './rules.js';
 import { runBulkBench } from './bulk.js';
 import { runExportBench } from './export.js';
+import { runImportBench } from './import.js';
 import { runAutomationSweepBench } from './automations.js';
 import { runCommerceBench } from './commerce.js';
 import { runCapacityBench } from './capacity.js';
@@ -83,6 +85,7 @@ const { values } = parseArgs({
     rules: { type: 'boolean', default: false },
     bulk: { type: 'boolean', default: false },
     export: { type: 'boolean', default: false },
+    import: { type: 'boolean', default: false },
     schedules: { type: 'string', default: '10000' },
     'sweep-tickets': { type: 'string', default: '100000' },
     commerce: { type: 'boolean', default: false },
@@ -936,7 +939,9 @@ async function main() {
                       ? citusComparison(values.citus)
                       : values.export
                         ? runExportBench({ tickets: ticketCount })
-                        : main()
+                        : values.import
+                          ? runImportBench({ tickets: Number(values.tickets ?? (quick ? 5_000 : 100_000)) })
+                          : main()
 ).catch((err) => {
   process.stderr.write(`bench failed: ${(err as Error).stack}\n`);
   process.exit(1);

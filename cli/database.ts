@@ -22,14 +22,14 @@ export async function withDatabase<T>(config: Config, fn: (handle: DatabaseHandl
  * embedded cluster, reached if a server is running it and started for the duration of the command
  * otherwise.
  */
-export async function withServices<T>(config: Config, fn: (services: Services) => Promise<T>, options: { migrate?: boolean } = {}): Promise<T> {
+export async function withServices<T>(config: Config, fn: (services: Services) => Promise<T>, options: { migrate?: boolean; poolMax?: number } = {}): Promise<T> {
   const [{ createDb }, { createServices }, { migrateLatest }] = await Promise.all([
     import('../server/core/db.js'),
     import('../server/compose.js'),
     import('../server/core/migrate.js'),
   ]);
   return withDatabase(config, async (handle) => {
-    const db = createDb(handle.url, { poolMax: 2, poolMin: 0, transactionPooling: config.databaseTransactionPooling });
+    const db = createDb(handle.url, { poolMax: options.poolMax ?? 2, poolMin: 0, transactionPooling: config.databaseTransactionPooling });
     const directUrl = handle.embedded ? null : config.databaseDirectUrl;
     const services = createServices({ config, db, directUrl });
     try {

@@ -169,6 +169,7 @@ export async function runImport(
   start: (ctx: TenantCtx, options: ImportOptions, onRetry: OnRetry) => Promise<ImportReport>,
 ): Promise<void> {
   const config = loadConfig({ configFile: globals().config });
+  const { IN_FLIGHT } = await import('../../server/flows/import-run.js');
   const json = Boolean(opts.json);
   const bar = json ? null : progressBar('tickets');
   let tickets = 0;
@@ -202,7 +203,8 @@ export async function runImport(
           onRetry,
         );
       },
-      { migrate: true },
+      // The importer writes several objects side by side, each in a transaction of its own.
+      { migrate: true, poolMax: IN_FLIGHT + 2 },
     );
     bar?.stop();
     emit(json, { report }, () => humanReport(report));

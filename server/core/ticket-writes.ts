@@ -2,6 +2,7 @@ import type { Knex } from 'knex';
 import type { TenantCtx } from './context.js';
 import { accountScope, sameAccount, sameTenant, tenantScope } from './model.js';
 import { runInAccount } from './citus.js';
+import { announces } from './outbox/service.js';
 import type { SqlFragment } from './db.js';
 
 /**
@@ -209,8 +210,9 @@ export function ticketUpdateParts(tx: TenantCtx, brandId: string, ids: readonly 
         and (a.status is distinct from b.status or a.priority is distinct from b.priority))`);
     effectBindings.push(tenantScope(tx, 'tt'), ...(keptTagIds ? [[...keptTagIds]] : []));
   }
-  if (has('status')) {
-    // A customer's ticket newly resolved: the rating request before is cancelled, one scheduled.
+  if (has('status') && announces(tx)) {
+    // A customer's ticket newly resolved: the rating request before is cancelled, one scheduled
+    // (not for history an import writes: it asks no customer anything).
     const resolvedNow = `a.status = 'resolved' and b.status not in ${DONE} and a.customer_id is not null and not a.is_spam and a.deleted_at is null`;
     effects.push(`feedback_cancelled as (update ticket_feedback f set status = 'cancelled'
       from a join b on b.id = a.id

@@ -18,7 +18,8 @@ import type { DispatchSource, SourceObject } from '../integrations/import-dispat
 import { createBrand } from './brands.js';
 import { createCompany, findOrCreateContact, updateCompany, updateContact } from './customers.js';
 import * as watchers from './ticket-watchers.js';
-import { ImportRun, versionOf, type ImportOptions, type ImportReport, type SourceFile } from './import-run.js';
+import pMap from 'p-map';
+import { ImportRun, IN_FLIGHT, versionOf, type ImportOptions, type ImportReport, type SourceFile, type TicketToWrite } from './import-run.js';
 import { allMappings, nextNumberAtLeast, setMergedInto, type ImportedComment, type ImportedTicket } from './import-writer.js';
 
 /**
@@ -136,19 +137,13 @@ export async function importDispatch(base: TenantCtx, from: DispatchSource, opti
             : from.page(`v1/brands/${b}/${path}`, { sort: 'createdAt', order: 'asc', limit: 100, ...(phase === 'contacts' ? { hideBlocked: false } : {}) }, cursor);
         for (;;) {
           const page = await paged(state.cursor);
-          let older = false;
-          for (const item of page.items) {
-            if (phase === 'companies') await importCompany(w, item);
-            else if (phase === 'contacts') await importContact(w, item);
-            else {
-              if (options.since && String(item.updatedAt) < options.since) {
-                older = true;
-                break;
-              }
-              await importTicket(w, from, sb.id, item, memberOf);
-            }
-          }
-          if (!page.nextCursor || older) break;
+          // Sorted newest first by updatedAt with --since: the first older one ends the delta.
+          const older = phase === 'tickets' || phase === 'spam' ? page.items.findIndex((item) => options.since !== null && String(item.updatedAt) < options.since) : -1;
+          const items = older === -1 ? page.items : page.items.slice(0, older);
+          if (phase === 'companies') await pMap(items, (item) => importCompany(w, item), { concurrency: IN_FLIGHT });
+          else if (phase === 'contacts') await pMap(items, (item) => importContact(w, item), { concurrency: IN_FLIGHT });
+          else await importTickets(w, from, sb.id, items, memberOf);
+          if (!page.nextCursor || older !== -1) break;
           state.cursor = page.nextCursor;
           await run.save();
         }
@@ -365,21 +360,34 @@ async function importWebhook(w: Writer, o: SourceObject): Promise<void> {
   });
 }
 
-/** A ticket with its comments, attachments and watchers. */
-async function importTicket(w: Writer, from: DispatchSource, sourceBrandId: string, t: SourceObject, memberOf: ReadonlyMap<string, string>): Promise<void> {
+/** A page of tickets with their comments, attachments and watchers: read several at a time, then written. */
+async function importTickets(w: Writer, from: DispatchSource, sourceBrandId: string, page: readonly SourceObject[], memberOf: ReadonlyMap<string, string>): Promise<void> {
+  const read = (await pMap(page, (t) => readTicket(w, from, sourceBrandId, t, memberOf), { concurrency: IN_FLIGHT })).filter((r) => r !== null);
+  const ids = await w.run.writeTickets(read.map((r) => r.ticket));
+  await pMap(read, (r, i) => (ids[i] ? addWatchers(w, r.ticket.key.sourceId, ids[i], r.watchers, memberOf) : undefined), { concurrency: IN_FLIGHT });
+}
+
+/** A ticket read whole from the source, with its watchers; null when it is not to be written (unchanged, a dry run, skipped). */
+async function readTicket(
+  w: Writer,
+  from: DispatchSource,
+  sourceBrandId: string,
+  t: SourceObject,
+  memberOf: ReadonlyMap<string, string>,
+): Promise<{ ticket: TicketToWrite; watchers: SourceObject[] } | null> {
   const { run } = w;
   const version = versionOf(t);
   // Merged ones (met again too: a run killed before its merges phase) are merged once the brand's tickets are in.
   if (typeof t.mergedIntoId === 'string' && !run.options.dryRun) w.mergeLater({ ticket: t.id, into: t.mergedIntoId });
   const todo = await run.ticketToWrite(t.id, version);
-  if (!todo.write) return;
+  if (!todo.write) return null;
   // Its status came with the brand's statuses, unless the target refused that one (or --map left it out).
   let keys = w.cache.get('statusKeys');
   if (!keys) w.cache.set('statusKeys', (keys = new Map((await statuses.list(run.ctx, w.brandId)).map((s) => [s.key, s.id]))));
   const status = run.options.map?.statuses?.[String(t.status)] ?? String(t.status);
   if (!keys.has(status)) {
     run.count({ kind: 'ticket', sourceId: t.id, outcome: 'skipped', targetId: null, reason: `its status ${status} is no status of the target brand` });
-    return;
+    return null;
   }
   const mapped = async (kind: string, id: unknown) => (typeof id === 'string' ? ((await run.mappings(kind, [id])).get(id)?.targetId ?? null) : null);
   let customerId = await mapped('contact', t.customerId);
@@ -451,27 +459,28 @@ async function importTicket(w: Writer, from: DispatchSource, sourceBrandId: stri
     unavailable: f.status === 'UPLOADED' ? undefined : `its upload is ${String(f.status)} in the source`,
     stage: (storage, maxBytes) => from.stageAttachment(sourceBrandId, t.id, f.id, storage, maxBytes),
   }));
-  const ticketId = await run.writeTicket({ sourceId: t.id, version }, todo.known, ticket, comments, files);
-  if (!ticketId) return;
+  return { ticket: { key: { sourceId: t.id, version }, known: todo.known, ticket, comments, files }, watchers: await from.watchers(sourceBrandId, t.id) };
+}
 
-  // Watchers: members of the target (matched by email) only.
-  for (const wa of await from.watchers(sourceBrandId, t.id)) {
+/** Watchers: members of the target (matched by email) only. */
+async function addWatchers(w: Writer, sourceId: string, ticketId: string, list: readonly SourceObject[], memberOf: ReadonlyMap<string, string>): Promise<void> {
+  for (const wa of list) {
     const memberId = memberOf.get(String(wa.memberId));
     if (!memberId) {
-      run.count({
+      w.run.count({
         kind: 'watcher',
-        sourceId: `${t.id}/${String(wa.memberId)}`,
+        sourceId: `${sourceId}/${String(wa.memberId)}`,
         outcome: 'skipped',
         targetId: null,
         reason: 'the watcher is no member of the target (matched by email)',
       });
       continue;
     }
-    const { created } = await watchers.add(run.ctx, w.brandId, ticketId, {
+    const { created } = await watchers.add(w.run.ctx, w.brandId, ticketId, {
       memberId,
       notifyOnComment: wa.notifyOnComment !== false,
       notifyOnStatusChange: wa.notifyOnStatusChange !== false,
     });
-    run.count({ kind: 'watcher', sourceId: `${t.id}/${String(wa.memberId)}`, outcome: created ? 'created' : 'unchanged', targetId: memberId });
+    w.run.count({ kind: 'watcher', sourceId: `${sourceId}/${String(wa.memberId)}`, outcome: created ? 'created' : 'unchanged', targetId: memberId });
   }
 }

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import pMap from 'p-map';
 import type { TenantCtx } from '../core/context.js';
 import { HttpError } from '../core/errors.js';
 import { newId, ID_PREFIX } from '../core/ids.js';
@@ -10,6 +11,7 @@ import {
   importCtx,
   importObject,
   mappingsOf,
+  reserveNumbers,
   ticketExists,
   writeTicket,
   type ImportedAttachment,
@@ -229,32 +231,53 @@ export class ImportRun<S extends object> {
     return { write: true, known };
   }
 
-  /**
-   * A ticket with its comments and files, in one transaction: the files the import has not copied
-   * yet are read from the source first (checked against the source's checksum, held to the upload
-   * limit, scanned as uploads are; each one that fails is skipped and reported), then the ticket
-   * is written with writeTicket. Counts the ticket, its comments and its files. Gives the target
-   * ticket's id, or null when the target refused the ticket (skipped and reported).
-   */
+  /** One ticket (writeTickets of one). */
   async writeTicket(
     key: { sourceId: string; version: string },
     known: Mapping | undefined,
     ticket: ImportedTicket,
     comments: readonly ImportedComment[],
-    sourceFiles: readonly SourceFile[],
+    files: readonly SourceFile[],
   ): Promise<string | null> {
+    return (await this.writeTickets([{ key, known, ticket, comments, files }]))[0]!;
+  }
+
+  /**
+   * Tickets, each with its comments and files in one transaction of its own, several at a time:
+   * the files the import has not copied yet are read from the source first (checked against the
+   * source's checksum, held to the upload limit, scanned as uploads are; each one that fails is
+   * skipped and reported), the numbers of those inserted are reserved together, then each ticket
+   * is written with writeTicket. Counts the tickets, their comments and their files. Gives each
+   * target ticket's id, or null when the target refused the ticket (skipped and reported).
+   */
+  async writeTickets(items: readonly TicketToWrite[]): Promise<(string | null)[]> {
     // A ticket deleted in the target since is written again whole: its files too.
-    const knownFiles =
-      known && (await ticketExists(this.ctx, ticket.brandId, known.targetId))
-        ? await this.mappings(
-            'attachment',
-            sourceFiles.map((f) => f.ref),
-          )
-        : new Map<string, Mapping>();
-    const files = await this.stageFiles(sourceFiles.filter((f) => !knownFiles.has(f.ref)));
+    const still = await pMap(items, (it) => (it.known ? ticketExists(this.ctx, it.ticket.brandId, it.known.targetId) : false), { concurrency: IN_FLIGHT });
+    const numbers = new Map<TicketToWrite, number>();
+    for (const brandId of new Set(items.map((it) => it.ticket.brandId))) {
+      const inserted = items.filter((it, i) => !still[i] && it.ticket.brandId === brandId);
+      const reserved = await reserveNumbers(
+        this.ctx,
+        brandId,
+        inserted.map((it) => it.ticket),
+      );
+      inserted.forEach((it, i) => numbers.set(it, reserved[i]!));
+    }
+    return pMap(items, (it, i) => this.writeOne(it, still[i]!, numbers.get(it) ?? null), { concurrency: IN_FLIGHT });
+  }
+
+  private async writeOne(it: TicketToWrite, stillThere: boolean, number: number | null): Promise<string | null> {
+    const { key, known, ticket } = it;
+    const knownFiles = stillThere
+      ? await this.mappings(
+          'attachment',
+          it.files.map((f) => f.ref),
+        )
+      : new Map<string, Mapping>();
+    const files = await this.stageFiles(it.files.filter((f) => !knownFiles.has(f.ref)));
     let written;
     try {
-      written = await writeTicket(this.ctx, this.source, key, known, ticket, comments, files);
+      written = await writeTicket(this.ctx, this.source, key, known, ticket, it.comments, files, number);
     } catch (err) {
       if (!(err instanceof HttpError) || err.statusCode >= 500) throw err;
       this.count({ kind: 'ticket', sourceId: key.sourceId, outcome: 'skipped', targetId: null, reason: `the target refused it: ${err.message}` });
@@ -315,6 +338,22 @@ export class ImportRun<S extends object> {
     return files;
   }
 }
+
+/** A ticket as an importer read it, to be written whole. */
+export interface TicketToWrite {
+  key: { sourceId: string; version: string };
+  /** What an earlier run made of it (ticketToWrite). */
+  known: Mapping | undefined;
+  ticket: ImportedTicket;
+  comments: readonly ImportedComment[];
+  files: readonly SourceFile[];
+}
+
+/**
+ * How many objects an importer reads and writes at a time: each waits on the source or the
+ * database most of its time, so a few side by side keep both busy (within the CLI's pool of 10).
+ */
+export const IN_FLIGHT = 8;
 
 /** A file of the source's, described before its bytes are read. */
 export interface SourceFile extends Omit<ImportedAttachment, 'staged' | 'scanStatus'> {

@@ -176,18 +176,32 @@ export interface TicketWriteResult {
 
 const DONE = `('resolved', 'closed')`;
 
-/** The number a new ticket takes: the source's when kept and free, else the brand's next (the brand row locked). */
-async function numberFor(tx: TenantCtx, t: ImportedTicket): Promise<number> {
-  const { rows } = (await tx.db.raw(
-    `select b.next_ticket_number, (? and exists (select 1 from tickets x where ${sameTenant('x', 'b')} and x.brand_id = b.id and x.ticket_number = ?)) as taken
-    from brands b where ? and b.id = ? for no key update`,
-    [t.keepNumber && t.ticketNumber !== null, t.ticketNumber ?? 0, tenantScope(tx, 'b'), t.brandId],
-  )) as { rows: { next_ticket_number: number; taken: boolean }[] };
-  if (!rows[0]) throw new HttpError(404, 'not_found', 'Brand not found');
-  const keep = t.keepNumber && t.ticketNumber !== null && t.ticketNumber > 0 && !rows[0].taken;
-  const number = keep ? t.ticketNumber! : rows[0].next_ticket_number;
-  await tx.db.raw(`update brands b set next_ticket_number = greatest(b.next_ticket_number, ?::int + 1) where ? and b.id = ?`, [number, tenantScope(tx, 'b'), t.brandId]);
-  return number;
+/**
+ * Numbers for tickets about to be inserted into a brand, in one short transaction of their own: the
+ * brand row is locked only for it, so the tickets themselves are written side by side. Each takes
+ * the source's number when kept, free in the brand and not given twice here, else the brand's
+ * next; the counter moves past them all. A number reserved for a ticket whose write then fails
+ * stays unused, as a number of a ticket deleted does.
+ */
+export async function reserveNumbers(ctx: TenantCtx, brandId: string, tickets: readonly Pick<ImportedTicket, 'ticketNumber' | 'keepNumber'>[]): Promise<number[]> {
+  if (!tickets.length) return [];
+  const wanted = tickets.map((t) => (t.keepNumber && t.ticketNumber !== null && t.ticketNumber > 0 ? t.ticketNumber : null));
+  return withTx(ctx, async (tx) => {
+    const { rows } = (await tx.db.raw(
+      `select b.next_ticket_number,
+        array(select x.ticket_number from tickets x where ${sameTenant('x', 'b')} and x.brand_id = b.id and x.ticket_number = any(?::int[])) as taken
+      from brands b where ? and b.id = ? for no key update`,
+      [wanted.filter((n) => n !== null), tenantScope(tx, 'b'), brandId],
+    )) as { rows: { next_ticket_number: number; taken: number[] }[] };
+    if (!rows[0]) throw new HttpError(404, 'not_found', 'Brand not found');
+    const given = new Set(rows[0].taken);
+    const kept = wanted.map((n) => (n !== null && !given.has(n) ? (given.add(n), n) : null));
+    // The counter is past every number in the brand; the next ones also go past those kept here.
+    let next = Math.max(rows[0].next_ticket_number, ...kept.map((n) => (n ?? 0) + 1));
+    const numbers = kept.map((n) => n ?? next++);
+    await tx.db.raw(`update brands b set next_ticket_number = greatest(b.next_ticket_number, ?::int) where ? and b.id = ?`, [next, tenantScope(tx, 'b'), brandId]);
+    return numbers;
+  });
 }
 
 /** Inserts the ticket with its derived columns and its count changes (the rows counted from the source's days). */
@@ -343,6 +357,8 @@ export async function writeTicket(
   t: ImportedTicket,
   comments: readonly ImportedComment[],
   files: readonly ImportedAttachment[],
+  /** Its number when it is inserted (reserveNumbers); reserved here when not given. */
+  reserved: number | null = null,
 ): Promise<TicketWriteResult> {
   const knownComments = await mappingsOf(
     ctx,
@@ -392,7 +408,7 @@ export async function writeTicket(
     } else {
       // Made at the source's creation time: lists order tickets "by creation" by their ids.
       ticketId = newId(ID_PREFIX.ticket, Date.parse(t.createdAt));
-      number = await numberFor(tx, t);
+      number = reserved ?? (await reserveNumbers(tx, t.brandId, [t]))[0]!;
       await insertTicket(tx, ticketId, number, t);
       facts.push({
         brandId: t.brandId,

@@ -272,13 +272,18 @@ t.test('--dry-run counts a new ticket and writes nothing', async (t) => {
 });
 
 t.test('--since picks up a changed ticket and a new one', async (t) => {
+  const jam = await makeTicket(from.live, base, { title: 'Printer jam', customerEmail: 'bob@example.net' });
+  t.equal((await runCli(importArgs('--since', jam.createdAt), importEnv)).code, 0);
   const changed = (await from.live('PATCH', `${base}/tickets/${second.id}`, { title: 'Password reset (again)', status: 'open' })).body;
   await comment(second.id, { body: 'It happened again.', authorType: 'CUSTOMER', authorName: 'Bob' });
   await makeTicket(from.live, base, { title: 'Late arrival', customerEmail: 'jane@globex.example' });
+  // Resolved in the source after it was imported open, in a brand asking for ratings: history asks no customer for one.
+  await from.live('PATCH', `${base}/tickets/${jam.id}`, { status: 'resolved' });
   const run = await runCli(importArgs('--since', changed.updatedAt), importEnv);
   t.equal(run.code, 0, run.stderr);
   const report = reportOf(run.stdout);
-  t.match(report.counts.ticket, { created: 1, updated: 1 });
+  t.match(report.counts.ticket, { created: 1, updated: 2 });
+  t.equal(await count('select count(*) as n from ticket_feedback where account_id = ?', [into.accountId]), 0, 'no rating request scheduled');
   t.equal(report.counts.ticket.unchanged ?? 0, 0, 'tickets not changed since were not read');
   t.same(await targetSnapshot(), await sourceSnapshot(), 'alike again');
 });
