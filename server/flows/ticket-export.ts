@@ -26,6 +26,12 @@ export type ExportFormat = (typeof EXPORT_FORMATS)[number];
 export const EXPORT_PAGE_SIZE = 500;
 /** With comments: a page's rows carry its tickets' comments' JSON too (about 2.3 times the text), so fewer tickets a statement. */
 export const EXPORT_PAGE_SIZE_WITH_COMMENTS = 250;
+/**
+ * CSV: its text is made from each ticket's objects, many times the allocation of passing JSON
+ * through, so the young generation is collected often; pages of 500 waiting to be written outlived
+ * two collections and went to the old generation (84-147 MiB of growth over 300,000 tickets).
+ */
+export const EXPORT_PAGE_SIZE_CSV = 250;
 /** Pages read (each on its own connection) while one is written out. */
 const PAGES_AHEAD = 2;
 /** Pages whose ends one statement of ids finds. */
@@ -153,7 +159,7 @@ export async function exportTickets(ctx: TenantCtx, brandId: string, filters: ti
       'comments_need_ndjson',
     );
   }
-  const pageSize = options.pageSize ?? (options.comments ? EXPORT_PAGE_SIZE_WITH_COMMENTS : EXPORT_PAGE_SIZE);
+  const pageSize = options.pageSize ?? (options.comments ? EXPORT_PAGE_SIZE_WITH_COMMENTS : options.format === 'csv' ? EXPORT_PAGE_SIZE_CSV : EXPORT_PAGE_SIZE);
   const day = new Date(ctx.services.now()).toISOString().slice(0, 10);
   let written = 0;
 
