@@ -385,7 +385,14 @@ export type TicketFilterInput = Omit<TicketListInput, 'sort' | 'order' | 'limit'
  * once, and one that matches throughout comes. `brandId`: the brand as visibleBrandId gave it.
  * Unfiltered, it runs prepared (its plan is the same for every brand).
  */
-async function exportRows<R>(ctx: TenantCtx, brandId: string, input: TicketFilterInput, after: string | null, shape: TicketShape<unknown>, narrow: (q: TicketQuery) => void): Promise<R[]> {
+async function exportRows<R>(
+  ctx: TenantCtx,
+  brandId: string,
+  input: TicketFilterInput,
+  after: string | null,
+  shape: TicketShape<unknown>,
+  narrow: (q: TicketQuery) => void,
+): Promise<R[]> {
   const q = query(ctx, brandId, shape);
   const { filters } = applyFilters(ctx, q, boundBrand(brandId), input);
   if (after !== null) q.where('tickets.id', '>', after);
