@@ -16,7 +16,7 @@ import { TicketExportQuery, type TicketView } from '../domains/tickets/schemas.j
  * holds, read page by page in id order, as NDJSON (one ticket's JSON a line, as the list shows
  * it, with its comments when asked, their JSON built by PostgreSQL too) or CSV (the ticket's flat fields under a fixed header).
  * Pages are read only as the consumer takes the text (an HTTP reply or a file), so memory holds
- * a page or so whatever the brand's size; no transaction spans the export.
+ * a few pages whatever the brand's size; no transaction spans the export.
  */
 
 export const EXPORT_FORMATS = ['ndjson', 'csv'] as const;
