@@ -379,22 +379,44 @@ function isUnfiltered(filters: Record<string, unknown>): boolean {
 export type TicketFilterInput = Omit<TicketListInput, 'sort' | 'order' | 'limit' | 'cursor'>;
 
 /**
- * One page of an export: the brand's tickets the list with these filters holds, after the ticket
- * `after` in id (creation) order, each as its view's JSON text (viewJson). The position is the id
- * alone, which never changes: however long an export runs and whatever is written meanwhile, a
- * ticket comes at most once, and one that matches throughout comes. `brandId`: the brand as
- * visibleBrandId gave it. Unfiltered, the page runs prepared (its plan is the same for every brand).
+ * An export's statement: the brand's tickets the list with these filters holds, after the ticket
+ * `after` in id (creation) order, with `columns`. The position is the id alone, which never
+ * changes: however long an export runs and whatever is written meanwhile, a ticket comes at most
+ * once, and one that matches throughout comes. `brandId`: the brand as visibleBrandId gave it.
+ * Unfiltered, it runs prepared (its plan is the same for every brand).
  */
-export async function exportPage(ctx: TenantCtx, brandId: string, input: TicketFilterInput, after: string | null, limit: number): Promise<{ id: string; viewJson: string }[]> {
-  const q = query(ctx, brandId, AS_JSON);
+async function exportRows<R>(
+  ctx: TenantCtx,
+  brandId: string,
+  input: TicketFilterInput,
+  after: string | null,
+  shape: TicketShape<unknown>,
+  narrow: (q: TicketQuery) => void,
+): Promise<R[]> {
+  const q = query(ctx, brandId, shape);
   const { filters } = applyFilters(ctx, q, boundBrand(brandId), input);
   if (after !== null) q.where('tickets.id', '>', after);
-  // The limit in the text, as keysetPage does: a generic plan then knows how few rows it reads.
-  (q.orderBy('tickets.id', 'asc') as unknown as { limit(n: number, o: { skipBinding: boolean }): void }).limit(limit, { skipBinding: true });
-  if (isUnfiltered(filters)) return preparedRows<{ id: string; viewJson: string }>(ctx, q);
+  q.orderBy('tickets.id', 'asc');
+  narrow(q);
+  if (isUnfiltered(filters)) return preparedRows<R>(ctx, q);
   const { sql, bindings } = q.toKnexQuery().toSQL();
-  const rows = (await ctx.db.raw(sql, bindings)).rows as { id: string; view_json: string }[];
-  return rows.map((r) => ({ id: r.id, viewJson: r.view_json }));
+  return ((await ctx.db.raw(sql, bindings)).rows as Record<string, unknown>[]).map((row) => columnsToProperties(row) as R);
+}
+
+const AS_IDS: TicketShape<string> = { columns: () => ['tickets.id'], of: (row) => row.id as string };
+
+/** The ids of an export's next `limit` tickets after `after`: where its pages end (an index scan, no view built). */
+export async function exportIds(ctx: TenantCtx, brandId: string, input: TicketFilterInput, after: string | null, limit: number): Promise<string[]> {
+  const rows = await exportRows<{ id: string }>(ctx, brandId, input, after, AS_IDS, (q) =>
+    // The limit in the text, as keysetPage does: a generic plan then knows how few rows it reads.
+    (q as unknown as { limit(n: number, o: { skipBinding: boolean }): void }).limit(limit, { skipBinding: true }),
+  );
+  return rows.map((r) => r.id);
+}
+
+/** One page of an export: its tickets after `after` up to the ticket `through` (an id exportIds gave), each as its view's JSON text (viewJson). */
+export async function exportPage(ctx: TenantCtx, brandId: string, input: TicketFilterInput, after: string | null, through: string): Promise<{ id: string; viewJson: string }[]> {
+  return exportRows(ctx, brandId, input, after, AS_JSON, (q) => q.where('tickets.id', '<=', through));
 }
 
 export type TicketSort = (typeof TICKET_SORTS)[number];
