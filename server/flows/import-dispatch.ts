@@ -14,9 +14,10 @@ import { CreateFieldBody, UpdateFieldBody } from '../domains/fields/schemas.js';
 import { CreateContactBody } from '../domains/contacts/schemas.js';
 import { CreateCompanyBody } from '../domains/companies/schemas.js';
 import * as companies from '../domains/companies/service.js';
+import * as contacts from '../domains/contacts/service.js';
 import type { DispatchSource, SourceObject } from '../integrations/import-dispatch-source.js';
 import { createBrand } from './brands.js';
-import { createCompany, findOrCreateContact, updateCompany, updateContact } from './customers.js';
+import { createCompany, createContact, findOrCreateContact, updateCompany, updateContact } from './customers.js';
 import * as watchers from './ticket-watchers.js';
 import pMap from 'p-map';
 import { ImportRun, IN_FLIGHT, versionOf, type ImportOptions, type ImportReport, type SourceFile, type TicketToWrite } from './import-run.js';
@@ -332,9 +333,11 @@ async function importContact(w: Writer, o: SourceObject): Promise<void> {
   const input = { ...pick(o, CreateContactBody, ['companyId']), companyId };
   await one(w, 'contact', o, {
     create: async (tx) => {
-      const found = await findOrCreateContact(tx, w.brandId, String(o.email), str(o.name));
-      await updateContact(tx, w.brandId, found.id, input as never);
-      return found.id;
+      // A contact of the target with that email is taken as this one.
+      const same = await contacts.idForEmail(tx, w.brandId, String(o.email));
+      if (!same) return (await createContact(tx, w.brandId, input as never)).id;
+      await updateContact(tx, w.brandId, same, input as never);
+      return same;
     },
     update: async (tx, id) => {
       await updateContact(tx, w.brandId, id, input as never);

@@ -55,12 +55,25 @@ export async function allMappings(ctx: TenantCtx, source: string, kind: string):
 }
 
 /** Remembers (or moves) a mapping, in the transaction of the write it records. */
-export async function remember(tx: TenantCtx, source: string, kind: string, sourceId: string, targetId: string, version: string | null): Promise<void> {
+export function remember(tx: TenantCtx, source: string, kind: string, sourceId: string, targetId: string, version: string | null): Promise<void> {
+  return rememberMany(tx, source, [{ kind, sourceId, targetId, version }]);
+}
+
+interface Remembered {
+  kind: string;
+  sourceId: string;
+  targetId: string;
+  version: string | null;
+}
+
+/** Remembers (or moves) mappings, in one statement. */
+async function rememberMany(tx: TenantCtx, source: string, rows: readonly Remembered[]): Promise<void> {
+  if (!rows.length) return;
   await tx.db.raw(
     `insert into import_mappings (account_id, livemode, source, kind, source_id, target_id, source_version)
-    values (?, ?, ?, ?, ?, ?, ?)
+    select ?, ?, ?, r.kind, r.source_id, r.target_id, r.source_version from unnest(?::text[], ?::text[], ?::text[], ?::text[]) as r (kind, source_id, target_id, source_version)
     on conflict (account_id, livemode, source, kind, source_id) do update set target_id = excluded.target_id, source_version = excluded.source_version, updated_at = now()`,
-    [tx.accountId, tx.livemode, source, kind, sourceId, targetId, version],
+    [tx.accountId, tx.livemode, source, rows.map((r) => r.kind), rows.map((r) => r.sourceId), rows.map((r) => r.targetId), rows.map((r) => r.version)] as Knex.RawBinding[],
   );
 }
 
@@ -293,32 +306,33 @@ async function settleTicket(tx: TenantCtx, brandId: string, ticketId: string, up
   );
 }
 
-async function insertComment(tx: TenantCtx, brandId: string, ticketId: string, id: string, parentId: string | null, c: ImportedComment): Promise<void> {
+async function insertComments(tx: TenantCtx, brandId: string, ticketId: string, rows: readonly { id: string; parentId: string | null; c: ImportedComment }[]): Promise<void> {
+  if (!rows.length) return;
+  const given = rows.map(({ id, parentId, c }) => ({
+    id,
+    parent_id: parentId,
+    body: c.body,
+    author_id: c.authorId,
+    author_name: c.authorName,
+    author_type: c.authorType,
+    is_internal: c.isInternal,
+    links: c.links ?? [],
+    metadata: c.metadata ?? {},
+    source: c.source,
+    source_id: c.sourceId,
+    source_data: c.sourceData,
+    cc: c.cc,
+    created_at: c.createdAt,
+    updated_at: c.updatedAt,
+  }));
   await tx.db.raw(
     `insert into comments (id, account_id, livemode, brand_id, ticket_id, parent_id, body, author_id, author_name, author_type, is_internal, links, metadata,
       source, source_id, source_data, cc, created_at, updated_at)
-    values (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?::jsonb, ?::jsonb, ?, ?, ?::jsonb, ?::text[], ?, ?)`,
-    [
-      id,
-      tx.accountId,
-      tx.livemode,
-      brandId,
-      ticketId,
-      parentId,
-      c.body,
-      c.authorId,
-      c.authorName,
-      c.authorType,
-      c.isInternal,
-      JSON.stringify(c.links ?? []),
-      JSON.stringify(c.metadata ?? {}),
-      c.source,
-      c.sourceId,
-      c.sourceData === null ? null : JSON.stringify(c.sourceData),
-      c.cc,
-      c.createdAt,
-      c.updatedAt,
-    ] as Knex.RawBinding[],
+    select g.id, ?, ?, ?, ?, g.parent_id, g.body, g.author_id, g.author_name, g.author_type, g.is_internal, g.links, g.metadata,
+      g.source, g.source_id, g.source_data, array(select jsonb_array_elements_text(g.cc)), g.created_at, g.updated_at
+    from jsonb_to_recordset(?::jsonb) as g (id text, parent_id text, body text, author_id text, author_name text, author_type text, is_internal boolean, links jsonb,
+      metadata jsonb, source text, source_id text, source_data jsonb, cc jsonb, created_at timestamptz, updated_at timestamptz)`,
+    [tx.accountId, tx.livemode, brandId, ticketId, JSON.stringify(given)] as Knex.RawBinding[],
   );
 }
 
@@ -360,19 +374,24 @@ export async function writeTicket(
   /** Its number when it is inserted (reserveNumbers); reserved here when not given. */
   reserved: number | null = null,
 ): Promise<TicketWriteResult> {
-  const knownComments = await mappingsOf(
-    ctx,
-    source,
-    'comment',
-    comments.map((c) => c.ref),
-  );
-  const knownFiles = await mappingsOf(
-    ctx,
-    source,
-    'attachment',
-    files.map((f) => f.ref),
-  );
   const stillThere = known ? await ticketExists(ctx, t.brandId, known.targetId) : false;
+  // A new ticket's comments and files are new too.
+  const [knownComments, knownFiles] = stillThere
+    ? await Promise.all([
+        mappingsOf(
+          ctx,
+          source,
+          'comment',
+          comments.map((c) => c.ref),
+        ),
+        mappingsOf(
+          ctx,
+          source,
+          'attachment',
+          files.map((f) => f.ref),
+        ),
+      ])
+    : [new Map<string, Mapping>(), new Map<string, Mapping>()];
   return withTx(ctx, async (tx) => {
     let ticketId: string;
     let number: number;
@@ -419,11 +438,13 @@ export async function writeTicket(
         metadata: { ticketNumber: number, title: t.title, importedFrom: source },
       });
     }
-    await setTags(tx, t.brandId, ticketId, t.tagIds);
-    await remember(tx, source, 'ticket', key.sourceId, ticketId, key.version);
+    if (stillThere) await setTags(tx, t.brandId, ticketId, t.tagIds);
+    else await linkTags(tx, t.brandId, [ticketId], t.tagIds);
+    const remembered: Remembered[] = [{ kind: 'ticket', sourceId: key.sourceId, targetId: ticketId, version: key.version }];
 
     const counts = { created: 0, updated: 0, unchanged: 0 };
     const commentIds = new Map<string, string>();
+    const inserted: { id: string; parentId: string | null; c: ImportedComment }[] = [];
     for (const c of comments) {
       const seen = stillThere ? knownComments.get(c.ref) : undefined;
       if (seen) {
@@ -438,13 +459,15 @@ export async function writeTicket(
       } else {
         const id = newId(ID_PREFIX.comment, Date.parse(c.createdAt));
         const parentId = c.parentRef ? (commentIds.get(c.parentRef) ?? null) : null;
-        await insertComment(tx, t.brandId, ticketId, id, parentId, c);
+        inserted.push({ id, parentId, c });
         commentIds.set(c.ref, id);
         facts.push({ brandId: t.brandId, ticketId, entityType: 'comment', entityId: id, event: 'comment.created', metadata: { importedFrom: source } });
         counts.created++;
       }
-      await remember(tx, source, 'comment', c.ref, commentIds.get(c.ref)!, c.version);
+      remembered.push({ kind: 'comment', sourceId: c.ref, targetId: commentIds.get(c.ref)!, version: c.version });
     }
+    // In one statement: a reply's parent is checked at its end.
+    await insertComments(tx, t.brandId, ticketId, inserted);
 
     const fileCounts = { created: 0, unchanged: 0 };
     for (const f of files) {
@@ -469,9 +492,10 @@ export async function writeTicket(
         t.brandId,
         made.id,
       ] as Knex.RawBinding[]);
-      await remember(tx, source, 'attachment', f.ref, made.id, null);
+      remembered.push({ kind: 'attachment', sourceId: f.ref, targetId: made.id, version: null });
       fileCounts.created++;
     }
+    await rememberMany(tx, source, remembered);
     await settleTicket(tx, t.brandId, ticketId, t.updatedAt);
     await audit.recordMany(tx, facts);
     return { ticketId, ticketNumber: number, outcome: (known && stillThere ? 'updated' : 'created') as 'created' | 'updated', comments: counts, attachments: fileCounts };

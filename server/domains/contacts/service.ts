@@ -146,6 +146,12 @@ export async function findOrCreateByEmail(ctx: TenantCtx, companies: CompanyLook
   });
 }
 
+/** The id of the brand's contact with this email, or null. */
+export async function idForEmail(ctx: TenantCtx, brandId: string, email: string): Promise<string | null> {
+  const row = await Contact.scoped(ctx).where({ 'contacts.brandId': brandId, 'contacts.email': checkedEmail(email) }).select('contacts.id').first();
+  return row?.id ?? null;
+}
+
 export async function list(ctx: TenantCtx, brandId: string, input: ContactListInput): Promise<Page<ContactView>> {
   const brand = await requireBrand(ctx, brandId);
   const sort = input.sort ?? 'createdAt';
