@@ -1,4 +1,4 @@
-import type { TenantCtx } from '../core/context.js';
+import { withTx, type TenantCtx } from '../core/context.js';
 import { HttpError } from '../core/errors.js';
 import * as brands from '../domains/brands/service.js';
 import * as categories from '../domains/categories/service.js';
@@ -11,7 +11,7 @@ import { CreateBrandBody, UpdateBrandBody } from '../domains/brands/schemas.js';
 import { CreateStatusBody } from '../domains/statuses/schemas.js';
 import { CreateCategoryBody } from '../domains/categories/schemas.js';
 import { CreateFieldBody, UpdateFieldBody } from '../domains/fields/schemas.js';
-import { CreateContactBody } from '../domains/contacts/schemas.js';
+import { CreateContactBody, type CreateContactInput } from '../domains/contacts/schemas.js';
 import { CreateCompanyBody } from '../domains/companies/schemas.js';
 import * as companies from '../domains/companies/service.js';
 import * as contacts from '../domains/contacts/service.js';
@@ -21,7 +21,7 @@ import { createCompany, createContact, findOrCreateContact, updateCompany, updat
 import * as watchers from './ticket-watchers.js';
 import pMap from 'p-map';
 import { ImportRun, IN_FLIGHT, versionOf, type ImportOptions, type ImportReport, type SourceFile, type TicketToWrite } from './import-run.js';
-import { allMappings, nextNumberAtLeast, setMergedInto, type ImportedComment, type ImportedTicket } from './import-writer.js';
+import { allMappings, nextNumberAtLeast, rememberMany, setMergedInto, type ImportedComment, type ImportedTicket, type Mapping } from './import-writer.js';
 
 /**
  * `ticketd import dispatch`: copies an account of a server that speaks ticketd's interface into a
@@ -32,8 +32,9 @@ import { allMappings, nextNumberAtLeast, setMergedInto, type ImportedComment, ty
  *
  * Where the run is lives in import_runs.state, saved after each page: a run that was killed goes
  * on from there when started again (what it wrote of that page is found in the mappings and left
- * alone). The source is never called inside a transaction; each object commits on its own with
- * its mapping (a ticket with its comments and attachments).
+ * alone). The source is never called inside a transaction; each object commits with its mapping
+ * (a ticket with its comments and attachments; the contacts new to the target a page together),
+ * up to IN_FLIGHT of a page side by side.
  */
 
 /** Where a run is: the brand (by index in the source's list), the phase within it, and the page's cursor. */
@@ -142,7 +143,7 @@ export async function importDispatch(base: TenantCtx, from: DispatchSource, opti
           const older = phase === 'tickets' || phase === 'spam' ? page.items.findIndex((item) => options.since !== null && String(item.updatedAt) < options.since) : -1;
           const items = older === -1 ? page.items : page.items.slice(0, older);
           if (phase === 'companies') await pMap(items, (item) => importCompany(w, item), { concurrency: IN_FLIGHT });
-          else if (phase === 'contacts') await pMap(items, (item) => importContact(w, item), { concurrency: IN_FLIGHT });
+          else if (phase === 'contacts') await importContacts(w, items);
           else await importTickets(w, from, sb.id, items, memberOf);
           if (!page.nextCursor || older !== -1) break;
           state.cursor = page.nextCursor;
@@ -327,6 +328,64 @@ async function importCompany(w: Writer, o: SourceObject): Promise<void> {
   });
 }
 
+/**
+ * A page of contacts: those new to the target (by mapping and by email) made together in one
+ * transaction with their mappings; the rest (changed since, the target's own by email, or
+ * refused together) one by one.
+ */
+async function importContacts(w: Writer, page: readonly SourceObject[]): Promise<void> {
+  const { run } = w;
+  const known = await run.mappings(
+    'contact',
+    page.map((o) => o.id),
+  );
+  const fresh = page.filter((o) => !known.has(o.id));
+  const taken =
+    run.options.dryRun || !fresh.length
+      ? new Map<string, string>()
+      : await contacts.idsForEmails(
+          run.ctx,
+          w.brandId,
+          fresh.map((o) => String(o.email)),
+        );
+  const together = run.options.dryRun ? [] : fresh.filter((o) => !taken.has(String(o.email).trim().toLowerCase()));
+  const made = new Set<string>();
+  if (together.length) {
+    const companyOf = await allMappingsCached(w, 'company');
+    try {
+      const rows = await withTx(run.ctx, async (tx) => {
+        const ids = await contacts.createMany(
+          tx,
+          w.brandId,
+          together.map((o) => ({ ...(pick(o, CreateContactBody, ['companyId']) as never as CreateContactInput), companyId: companyOf.get(String(o.companyId)) ?? null })),
+        );
+        const written = together.flatMap((o) => {
+          const id = ids.get(String(o.email).trim().toLowerCase());
+          return id ? [{ o, id }] : [];
+        });
+        await rememberMany(
+          tx,
+          run.source,
+          written.map(({ o, id }) => ({ kind: 'contact', sourceId: o.id, targetId: id, version: versionOf(o) })),
+        );
+        return written;
+      });
+      for (const { o, id } of rows) {
+        made.add(o.id);
+        run.count({ kind: 'contact', sourceId: o.id, outcome: 'created', targetId: id });
+      }
+    } catch (err) {
+      // A page the target refuses together (an email it does not take) goes one by one: only the refused one is skipped.
+      if (!(err instanceof HttpError) || err.statusCode >= 500) throw err;
+    }
+  }
+  await pMap(
+    page.filter((o) => !made.has(o.id)),
+    (o) => importContact(w, o),
+    { concurrency: IN_FLIGHT },
+  );
+}
+
 /** A contact: matched by email (unique in a brand); its company is the import's of the source's. */
 async function importContact(w: Writer, o: SourceObject): Promise<void> {
   const companyId = typeof o.companyId === 'string' ? ((await allMappingsCached(w, 'company')).get(o.companyId) ?? null) : null;
@@ -365,10 +424,33 @@ async function importWebhook(w: Writer, o: SourceObject): Promise<void> {
 
 /** A page of tickets with their comments, attachments and watchers: read several at a time, then written. */
 async function importTickets(w: Writer, from: DispatchSource, sourceBrandId: string, page: readonly SourceObject[], memberOf: ReadonlyMap<string, string>): Promise<void> {
-  const read = (await pMap(page, (t) => readTicket(w, from, sourceBrandId, t, memberOf), { concurrency: IN_FLIGHT })).filter((r) => r !== null);
-  const ids = await w.run.writeTickets(read.map((r) => r.ticket));
-  await pMap(read, (r, i) => (ids[i] ? addWatchers(w, r.ticket.key.sourceId, ids[i], r.watchers, memberOf) : undefined), { concurrency: IN_FLIGHT });
+  const ids = (pickId: (t: SourceObject) => unknown) => [...new Set(page.flatMap((t) => [pickId(t)].flat()).filter((id): id is string => typeof id === 'string'))];
+  const [tickets, contacts, categories, tags] = await Promise.all([
+    w.run.mappings(
+      'ticket',
+      ids((t) => t.id),
+    ),
+    w.run.mappings(
+      'contact',
+      ids((t) => t.customerId),
+    ),
+    w.run.mappings(
+      'category',
+      ids((t) => t.categoryId),
+    ),
+    w.run.mappings(
+      'tag',
+      ids((t) => (Array.isArray(t.tags) ? (t.tags as { id: string }[]).map((g) => g.id) : [])),
+    ),
+  ]);
+  const mapped: PageMappings = { ticket: tickets, contact: contacts, category: categories, tag: tags };
+  const read = (await pMap(page, (t) => readTicket(w, from, sourceBrandId, t, memberOf, mapped), { concurrency: IN_FLIGHT })).filter((r) => r !== null);
+  const written = await w.run.writeTickets(read.map((r) => r.ticket));
+  await pMap(read, (r, i) => (written[i] ? addWatchers(w, r.ticket.key.sourceId, written[i], r.watchers, memberOf) : undefined), { concurrency: IN_FLIGHT });
 }
+
+/** What earlier runs made of the objects a page of tickets names, read once for the page. */
+type PageMappings = Record<'ticket' | 'contact' | 'category' | 'tag', ReadonlyMap<string, Mapping>>;
 
 /** A ticket read whole from the source, with its watchers; null when it is not to be written (unchanged, a dry run, skipped). */
 async function readTicket(
@@ -377,12 +459,13 @@ async function readTicket(
   sourceBrandId: string,
   t: SourceObject,
   memberOf: ReadonlyMap<string, string>,
+  page: PageMappings,
 ): Promise<{ ticket: TicketToWrite; watchers: SourceObject[] } | null> {
   const { run } = w;
   const version = versionOf(t);
   // Merged ones (met again too: a run killed before its merges phase) are merged once the brand's tickets are in.
   if (typeof t.mergedIntoId === 'string' && !run.options.dryRun) w.mergeLater({ ticket: t.id, into: t.mergedIntoId });
-  const todo = await run.ticketToWrite(t.id, version);
+  const todo = await run.ticketToWrite(t.id, version, page.ticket);
   if (!todo.write) return null;
   // Its status came with the brand's statuses, unless the target refused that one (or --map left it out).
   let keys = w.cache.get('statusKeys');
@@ -392,17 +475,14 @@ async function readTicket(
     run.count({ kind: 'ticket', sourceId: t.id, outcome: 'skipped', targetId: null, reason: `its status ${status} is no status of the target brand` });
     return null;
   }
-  const mapped = async (kind: string, id: unknown) => (typeof id === 'string' ? ((await run.mappings(kind, [id])).get(id)?.targetId ?? null) : null);
-  let customerId = await mapped('contact', t.customerId);
+  const mapped = (kind: 'contact' | 'category', id: unknown) => (typeof id === 'string' ? (page[kind].get(id)?.targetId ?? null) : null);
+  let customerId = mapped('contact', t.customerId);
   const customer = obj(t.customer);
   if (!customerId && typeof customer.email === 'string') customerId = (await findOrCreateContact(run.ctx, w.brandId, customer.email, str(customer.name))).id;
   const assignee = typeof t.assigneeId === 'string' ? (memberOf.get(t.assigneeId) ?? null) : null;
   if (t.assigneeId && !assignee) run.options.onNote?.(`ticket ${t.id}: its assignee ${String(t.assigneeId)} is no member of the target (matched by email): left unassigned`);
   const tagList = Array.isArray(t.tags) ? (t.tags as { id: string }[]) : [];
-  const tagMap = await run.mappings(
-    'tag',
-    tagList.map((g) => g.id),
-  );
+  const tagMap = page.tag;
   const ticket: ImportedTicket = {
     brandId: w.brandId,
     ticketNumber: typeof t.ticketNumber === 'number' ? t.ticketNumber : null,
@@ -414,7 +494,7 @@ async function readTicket(
     assigneeId: assignee,
     createdBy: str(t.createdBy),
     customerId,
-    categoryId: await mapped('category', t.categoryId),
+    categoryId: mapped('category', t.categoryId),
     tagIds: tagList.map((g) => tagMap.get(g.id)?.targetId).filter((id): id is string => Boolean(id)),
     links: Array.isArray(t.links) ? t.links : [],
     customFields: await ticketFields(w, t.customFields ?? null),

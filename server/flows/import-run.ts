@@ -216,10 +216,11 @@ export class ImportRun<S extends object> {
 
   /**
    * Whether a ticket must be read whole and written: not when its version is the one imported
-   * (counted unchanged), nor in a dry run (counted as what a real run would do).
+   * (counted unchanged), nor in a dry run (counted as what a real run would do). `page`: the
+   * mappings of the tickets of its page, when read together.
    */
-  async ticketToWrite(sourceId: string, version: string): Promise<{ write: false } | { write: true; known: Mapping | undefined }> {
-    const known = (await this.mappings('ticket', [sourceId])).get(sourceId);
+  async ticketToWrite(sourceId: string, version: string, page?: ReadonlyMap<string, Mapping>): Promise<{ write: false } | { write: true; known: Mapping | undefined }> {
+    const known = (page ?? (await this.mappings('ticket', [sourceId]))).get(sourceId);
     if (known && known.version === version) {
       this.count({ kind: 'ticket', sourceId, outcome: 'unchanged', targetId: known.targetId });
       return { write: false };

@@ -59,7 +59,7 @@ export function remember(tx: TenantCtx, source: string, kind: string, sourceId: 
   return rememberMany(tx, source, [{ kind, sourceId, targetId, version }]);
 }
 
-interface Remembered {
+export interface Remembered {
   kind: string;
   sourceId: string;
   targetId: string;
@@ -67,7 +67,7 @@ interface Remembered {
 }
 
 /** Remembers (or moves) mappings, in one statement. */
-async function rememberMany(tx: TenantCtx, source: string, rows: readonly Remembered[]): Promise<void> {
+export async function rememberMany(tx: TenantCtx, source: string, rows: readonly Remembered[]): Promise<void> {
   if (!rows.length) return;
   await tx.db.raw(
     `insert into import_mappings (account_id, livemode, source, kind, source_id, target_id, source_version)

@@ -108,6 +108,8 @@ await mustCreate(into.live, `/v1/brands/${targetBrand.id}/webhooks`, {
   events: ['ticket.created', 'ticket.updated', 'comment.created', 'attachment.created'],
 });
 const tbase = `/v1/brands/${targetBrand.id}`;
+// And a contact of one of the source's emails: taken as that contact, not made again.
+const janeBefore = await mustCreate(into.live, `${tbase}/contacts`, { email: 'Jane@Globex.example', name: 'J. (old)' });
 
 /** An object as the API shows it. */
 type Shown = Reply['body'];
@@ -233,6 +235,7 @@ t.test('a full import through a source that rate-limits once and fails once: not
 
   const search = await into.live('GET', `${tbase}/tickets?search=invoice&status=all`);
   t.equal(search.body.data.length, 1, 'imported tickets are found by search');
+  t.match((await into.live('GET', `${tbase}/contacts?search=globex`)).body.data, [{ id: janeBefore.id, name: 'Jane Roe' }], "the target's contact of the same email is the source's");
   const counts = (await into.live('GET', `${tbase}/statuses/stats`)).body as { key: string; ticketCount: number }[];
   t.equal(counts.find((s) => s.key === 'waiting_on_vendor')?.ticketCount, 1, 'and counted by status');
 
