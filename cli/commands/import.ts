@@ -241,7 +241,7 @@ async function readMap(file: string): Promise<NonNullable<ImportOptions['map']>>
 }
 
 function humanReport(r: ImportReport): string[] {
-  const lines = [`${r.dryRun ? 'Dry run (nothing written) of' : r.resumed ? 'Resumed import' : 'Import'} from ${r.source}:`];
+  const lines = [`${r.dryRun ? 'Dry run (nothing written): import' : r.resumed ? 'Resumed import' : 'Import'} from ${r.source}:`];
   for (const [kind, c] of Object.entries(r.counts)) lines.push(`  ${kind.padEnd(11)} ${c.created} created, ${c.updated} updated, ${c.unchanged} unchanged, ${c.skipped} skipped`);
   if (r.skipped.length) {
     lines.push('Skipped:');

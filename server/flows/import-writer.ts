@@ -218,9 +218,19 @@ export async function reserveNumbers(ctx: TenantCtx, brandId: string, tickets: r
 }
 
 /** Inserts the ticket with its derived columns and its count changes (the rows counted from the source's days). */
-async function insertTicket(tx: TenantCtx, id: string, number: number, t: ImportedTicket): Promise<void> {
+async function insertTicket(tx: TenantCtx, id: string, number: number, t: ImportedTicket, comments: readonly ImportedComment[]): Promise<void> {
+  // What settleTicket would recompute, from its comments (all new with it): the row is written once.
+  const lastOf = (authorType: string) =>
+    comments
+      .filter((c) => !c.isInternal && c.authorType === authorType)
+      .map((c) => new Date(c.createdAt).toISOString())
+      .sort()
+      .pop() ?? null;
   const given = {
     id,
+    comment_count: comments.length,
+    last_customer_message_at: lastOf('CUSTOMER'),
+    last_agent_reply_at: lastOf('AGENT'),
     brand_id: t.brandId,
     ticket_number: number,
     title: t.title,
@@ -250,13 +260,14 @@ async function insertTicket(tx: TenantCtx, id: string, number: number, t: Import
     tx,
     tx.db.raw(
       `with g as (
-      select * from jsonb_to_record(:given::jsonb) as g(id text, brand_id text, ticket_number int, title text, body text, status text, priority text, assignee_id text,
+      select * from jsonb_to_record(:given::jsonb) as g(id text, comment_count int, last_customer_message_at timestamptz, last_agent_reply_at timestamptz, brand_id text, ticket_number int, title text, body text, status text, priority text, assignee_id text,
         created_by text, customer_id text, category_id text, links jsonb, custom_fields jsonb, metadata jsonb, source text, source_id text, source_data jsonb,
         is_spam boolean, legal_hold boolean, close_reason text, due_at timestamptz, created_at timestamptz, updated_at timestamptz)
     ), t as (
       insert into tickets (id, account_id, livemode, brand_id, ticket_number, title, body, status, priority, assignee_id, created_by, customer_id, category_id,
         links, custom_fields, metadata, source, source_id, source_data, is_spam, legal_hold, close_reason, due_at, due_at_manual, created_at, updated_at,
-        customer_sort, customer_text, company_sort, assignee_sort, category_sort, search_vector, resolved_at, status_changed_at)
+        customer_sort, customer_text, company_sort, assignee_sort, category_sort, search_vector, resolved_at, status_changed_at,
+        comment_count, last_customer_message_at, last_agent_reply_at)
       select g.id, :account, :livemode, g.brand_id, g.ticket_number, g.title, g.body, g.status, g.priority, g.assignee_id, g.created_by, c.id, g.category_id,
         coalesce(g.links, '[]'), g.custom_fields, coalesce(g.metadata, '{}'), g.source, g.source_id, g.source_data, g.is_spam, g.legal_hold, g.close_reason, g.due_at, g.due_at is not null,
         g.created_at, g.updated_at,
@@ -266,7 +277,8 @@ async function insertTicket(tx: TenantCtx, id: string, number: number, t: Import
         coalesce((select lower(ca.name) from categories ca where ${tenantIs('ca', BOUND_TENANT)} and ca.brand_id = g.brand_id and ca.id = g.category_id), ''),
         ticketd_ticket_vector(g.title, coalesce(ticketd_person_text(c.name, c.email), ''), g.body),
         -- The source shows no time of resolution: its last update stands for it.
-        case when g.status in ${DONE} then g.updated_at end, g.updated_at
+        case when g.status in ${DONE} then g.updated_at end, g.updated_at,
+        g.comment_count, g.last_customer_message_at, g.last_agent_reply_at
       from g left join contacts c on ${tenantIs('c', BOUND_TENANT)} and c.brand_id = g.brand_id and c.id = g.customer_id
       returning account_id, livemode, brand_id, status, created_at, resolved_at, deleted_at, is_spam
     ), counts as (${countChangesSql({ after: 't' })})
@@ -428,7 +440,7 @@ export async function writeTicket(
       // Made at the source's creation time: lists order tickets "by creation" by their ids.
       ticketId = newId(ID_PREFIX.ticket, Date.parse(t.createdAt));
       number = reserved ?? (await reserveNumbers(tx, t.brandId, [t]))[0]!;
-      await insertTicket(tx, ticketId, number, t);
+      await insertTicket(tx, ticketId, number, t, comments);
       facts.push({
         brandId: t.brandId,
         ticketId,
@@ -496,7 +508,8 @@ export async function writeTicket(
       fileCounts.created++;
     }
     await rememberMany(tx, source, remembered);
-    await settleTicket(tx, t.brandId, ticketId, t.updatedAt);
+    // A new ticket was inserted whole; files, or a ticket met again, move what follows from them.
+    if (stillThere || fileCounts.created) await settleTicket(tx, t.brandId, ticketId, t.updatedAt);
     await audit.recordMany(tx, facts);
     return { ticketId, ticketNumber: number, outcome: (known && stillThere ? 'updated' : 'created') as 'created' | 'updated', comments: counts, attachments: fileCounts };
   }).catch(async (err: unknown) => {

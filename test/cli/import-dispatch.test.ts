@@ -265,7 +265,7 @@ t.test('--dry-run counts a new ticket and writes nothing', async (t) => {
     importEnv,
   );
   t.equal(run.code, 0, run.stderr);
-  t.match(run.stdout, /^Dry run \(nothing written\) of .*\n(.*\n)* {2}ticket +1 created, 0 updated, \d+ unchanged, 0 skipped\n/);
+  t.match(run.stdout, /^Dry run \(nothing written\): import from .*\n(.*\n)* {2}ticket +1 created, 0 updated, \d+ unchanged, 0 skipped\n/);
   t.match(run.stdout, /Not copied: members/);
   const listed = (await into.live('GET', `${tbase}/tickets?status=all&search=imported`)).body.data;
   t.equal(listed.length, 0, 'the ticket was not written');

@@ -317,7 +317,7 @@ t.test('--dry-run counts a new ticket and writes nothing', async (t) => {
     env,
   );
   t.equal(run.code, 0, run.stderr);
-  t.match(run.stdout, /^Dry run \(nothing written\) of .*zendesk:acme:\n(.*\n)* {2}ticket +1 created, 0 updated, 5 unchanged, 1 skipped\n/);
+  t.match(run.stdout, /^Dry run \(nothing written\): import from .*zendesk:acme:\n(.*\n)* {2}ticket +1 created, 0 updated, 5 unchanged, 1 skipped\n/);
   t.equal((await actual()).length, 5, 'the ticket was not written');
   t.equal(await count('select count(*) as n from import_runs where account_id = ?', [into.accountId]), runsBefore, 'no run recorded');
 });

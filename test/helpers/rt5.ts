@@ -23,6 +23,8 @@ export function noRt5(): string | false {
     return `Request Tracker 5 is not installed (apt-get install ${PACKAGES.join(' ')})`;
   }
   if (!existsSync(path.join(rt5Tools(), 'rt5-up.sh'))) return `the RT tool kit is not at ${rt5Tools()} (set TICKETD_RT5_TOOLS)`;
+  // It writes RT's configuration for www-data and runs PostgreSQL's tools as postgres.
+  if (process.getuid?.() !== 0) return "the RT tool kit's rt5-up.sh runs as root only";
   return false;
 }
 
