@@ -235,7 +235,11 @@ t.test('a full import through a source that rate-limits once and fails once: not
 
   const search = await into.live('GET', `${tbase}/tickets?search=invoice&status=all`);
   t.equal(search.body.data.length, 1, 'imported tickets are found by search');
-  t.match((await into.live('GET', `${tbase}/contacts?search=globex`)).body.data, [{ id: janeBefore.id, name: 'Jane Roe' }], "the target's contact of the same email is the source's");
+  t.match(
+    (await into.live('GET', `${tbase}/contacts?search=globex`)).body.data,
+    [{ id: janeBefore.id, name: 'Jane Roe' }],
+    "the target's contact of the same email is the source's",
+  );
   const counts = (await into.live('GET', `${tbase}/statuses/stats`)).body as { key: string; ticketCount: number }[];
   t.equal(counts.find((s) => s.key === 'waiting_on_vendor')?.ticketCount, 1, 'and counted by status');
 
@@ -353,7 +357,10 @@ t.test('--map with unmapped skip creates no status or field the target lacks: th
   t.match(reasons('field'), [/--map does not name it/], 'so is the field');
   t.match(reasons('ticket'), [/its status waiting_on_vendor is no status of the target brand/], 'and the ticket in that status');
   const b = `/v1/brands/${((await elsewhere.live('GET', '/v1/brands')).body as Shown[]).find((x) => x.slug === 'acme').id}`;
-  t.notOk(((await elsewhere.live('GET', `${b}/statuses`)).body as Shown[]).some((s) => s.key === 'waiting_on_vendor'), 'no status created');
+  t.notOk(
+    ((await elsewhere.live('GET', `${b}/statuses`)).body as Shown[]).some((s) => s.key === 'waiting_on_vendor'),
+    'no status created',
+  );
   t.same((await elsewhere.live('GET', `${b}/fields/ticket`)).body, [], 'no field created');
   t.ok(report.counts.ticket!.created > 0, 'the other tickets are in');
   t.equal(((await elsewhere.live('GET', `${b}/tickets?status=all&search=invoice`)).body.data as Shown[]).length, 0, 'the skipped ticket is not');
