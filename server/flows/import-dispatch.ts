@@ -413,7 +413,15 @@ async function allMappingsCached(w: Writer, kind: string): Promise<Map<string, s
 
 /** A webhook: created disabled, with a secret of the target's making (the source never shows its own). */
 async function importWebhook(w: Writer, o: SourceObject): Promise<void> {
-  const policy = { allowPrivate: w.run.ctx.services.config.webhookAllowPrivate };
+  // Checked (its host resolved) before the transaction that writes it, not in it.
+  let policy: webhooks.WebhookPolicy = { allowPrivate: w.run.ctx.services.config.webhookAllowPrivate };
+  try {
+    policy = { ...policy, checked: await webhooks.checkWebhookUrl(String(o.url), policy) };
+  } catch (err) {
+    if (!(err instanceof HttpError) || err.statusCode >= 500) throw err;
+    w.run.count({ kind: 'webhook', sourceId: o.id, outcome: 'skipped', targetId: null, reason: `the target refused it: ${err.message}` });
+    return;
+  }
   await one(w, 'webhook', o, {
     create: async (tx) => (await webhooks.create(tx, policy, w.brandId, { url: String(o.url), events: o.events as never, enabled: false })).id,
     update: async (tx, id) => {

@@ -349,13 +349,18 @@ t.test('--map with unmapped skip creates no status or field the target lacks: th
   const elsewhere = await signup(target.app, 'skip@example.com');
   const mapFile = path.join(dataDir, 'skip-map.json');
   writeFileSync(mapFile, JSON.stringify({ unmapped: 'skip' }));
-  const run = await runCli(['import', 'dispatch', '--from-url', sourceUrl, '--account', elsewhere.accountId, '--map', mapFile, '--json'], importEnv);
+  // And into a target that refuses webhooks to private addresses: the source's (to 127.0.0.1) is skipped, saying why.
+  const run = await runCli(['import', 'dispatch', '--from-url', sourceUrl, '--account', elsewhere.accountId, '--map', mapFile, '--json'], {
+    ...importEnv,
+    TICKETD_WEBHOOK_ALLOW_PRIVATE: 'false',
+  });
   t.equal(run.code, 0, run.stderr);
   const report = reportOf(run.stdout);
   const reasons = (kind: string) => report.skipped.filter((s) => s.kind === kind).map((s) => s.reason);
   t.match(reasons('status'), [/--map does not name it/], 'the custom status is skipped');
   t.match(reasons('field'), [/--map does not name it/], 'so is the field');
   t.match(reasons('ticket'), [/its status waiting_on_vendor is no status of the target brand/], 'and the ticket in that status');
+  t.match(reasons('webhook'), [/url refused: .*non-public address/], 'the webhook the target refuses is skipped');
   const b = `/v1/brands/${((await elsewhere.live('GET', '/v1/brands')).body as Shown[]).find((x) => x.slug === 'acme').id}`;
   t.notOk(
     ((await elsewhere.live('GET', `${b}/statuses`)).body as Shown[]).some((s) => s.key === 'waiting_on_vendor'),

@@ -33,6 +33,11 @@ import {
 /** Where a webhook's URL may point: the operator's webhookAllowPrivate. */
 export interface WebhookPolicy {
   allowPrivate: boolean;
+  /**
+   * A URL checkWebhookUrl has checked already, outside the caller's transaction: create and
+   * update take it as it is (the check resolves its host, network I/O no transaction may wait on).
+   */
+  checked?: string;
 }
 
 const iso = (d: Date | null) => (d ? new Date(d).toISOString() : null);
@@ -97,7 +102,7 @@ export function generateSecret(): string {
 }
 
 /** An absolute http(s) URL without credentials whose host may be reached (see core/outbound.ts); normalized. */
-async function checkUrl(raw: string, policy: WebhookPolicy): Promise<string> {
+export async function checkWebhookUrl(raw: string, policy: WebhookPolicy): Promise<string> {
   const invalid = (why: string) => badRequest(`url ${why}`, [{ field: 'url', message: why }], 'invalid_webhook_url');
   let url: URL;
   try {
@@ -107,6 +112,7 @@ async function checkUrl(raw: string, policy: WebhookPolicy): Promise<string> {
   }
   if (url.protocol !== 'http:' && url.protocol !== 'https:') throw invalid('must use http or https');
   if (url.username || url.password) throw invalid('must not contain credentials (sign requests with the secret instead)');
+  if (policy.checked === url.toString()) return policy.checked;
   try {
     await assertPublicHost(url, policy.allowPrivate);
   } catch (err) {
@@ -145,7 +151,7 @@ export async function get(ctx: TenantCtx, brandId: string, webhookId: string): P
 }
 
 export async function create(ctx: TenantCtx, policy: WebhookPolicy, brandId: string, input: CreateWebhookInput): Promise<WebhookWithSecretView> {
-  const url = await checkUrl(input.url, policy);
+  const url = await checkWebhookUrl(input.url, policy);
   const events = [...new Set(input.events)];
   const enabled = enabledOf(input) ?? true;
   const secret = input.secret ?? generateSecret();
@@ -170,7 +176,7 @@ export async function create(ctx: TenantCtx, policy: WebhookPolicy, brandId: str
 
 /** PATCH url, events, enabled (or active). Enabling again clears the failure streak and the reason it was disabled. */
 export async function update(ctx: TenantCtx, policy: WebhookPolicy, brandId: string, webhookId: string, input: UpdateWebhookInput): Promise<WebhookView> {
-  const url = input.url !== undefined ? await checkUrl(input.url, policy) : undefined;
+  const url = input.url !== undefined ? await checkWebhookUrl(input.url, policy) : undefined;
   const enabled = enabledOf(input);
   return withTx(ctx, async (tx) => {
     const current = await requireWebhook(tx, brandId, webhookId, true);
