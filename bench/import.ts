@@ -31,6 +31,8 @@ interface ImportRun {
   seconds: number;
   firstRss: number;
   peakRss: number;
+  /** The RSS sampled every 100 ms, in order: where it stands a quarter, half, three quarters through. */
+  samples: number[];
   importerCpu: number;
   report: { counts: Record<string, { created: number; updated: number; unchanged: number; skipped: number }> };
 }
@@ -46,12 +48,14 @@ function importOnce(targetUrl: string, accountId: string, sourceUrl: string, api
   const pid = child.pid!;
   let firstRss = 0;
   let peakRss = 0;
+  const samples: number[] = [];
   let cpu = 0;
   const sampler = setInterval(() => {
     try {
       const rss = rssMiB(pid);
       if (!firstRss) firstRss = rss;
       peakRss = Math.max(peakRss, rss);
+      samples.push(rss);
       cpu = cpuMicros(pid);
     } catch {
       // exited between two samples
@@ -67,7 +71,7 @@ function importOnce(targetUrl: string, accountId: string, sourceUrl: string, api
       const counts: ImportRun['report']['counts'] = {};
       for (const [, kind, c, u, n, sk] of out.matchAll(/^ {2}(\w+) +(\d+) created, (\d+) updated, (\d+) unchanged, (\d+) skipped$/gm))
         counts[kind!] = { created: Number(c), updated: Number(u), unchanged: Number(n), skipped: Number(sk) };
-      resolve({ seconds: Number(process.hrtime.bigint() - started) / 1e9, firstRss, peakRss, importerCpu: cpu, report: { counts } });
+      resolve({ seconds: Number(process.hrtime.bigint() - started) / 1e9, firstRss, peakRss, samples, importerCpu: cpu, report: { counts } });
     });
   });
 }
@@ -131,6 +135,7 @@ export async function runImportBench(opts: { tickets: number }): Promise<void> {
         seconds: Math.round(run.seconds * 10) / 10,
         'tickets/s': Math.round(n / run.seconds),
         'RSS first MiB': Math.round(run.firstRss),
+        'RSS at 1/4, 1/2, 3/4 MiB': [1, 2, 3].map((q) => Math.round(run.samples[Math.floor((run.samples.length * q) / 4)] ?? 0)).join(', '),
         'RSS peak MiB': Math.round(run.peakRss),
         'importer CPU µs/ticket': Math.round(run.importerCpu / n),
         'source CPU µs/ticket': Math.round((cpuMicros(api.child.pid!) - sourceCpu) / n),
