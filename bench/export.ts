@@ -9,21 +9,13 @@
  */
 import http from 'node:http';
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { seed } from './seed.js';
 import { adminDatabase, BENCH_POSTGRES_SETTINGS, sql, startTicketd, stop, withDatabase } from './server.js';
-import { clusterCpuMicros, cpuMicros, findCluster } from './proc.js';
+import { clusterCpuMicros, cpuMicros, findCluster, rssMiB } from './proc.js';
 
 const log = (s: string) => process.stderr.write(`${s}\n`);
 /** BENCH_TURNS: how many times each scenario runs (default 2, the order reversed every other turn). */
 const TURNS = Number(process.env.BENCH_TURNS ?? 2);
-
-function rssMiB(pid: number): number {
-  const line = readFileSync(`/proc/${pid}/status`, 'utf8')
-    .split('\n')
-    .find((l) => l.startsWith('VmRSS:'));
-  return Number(line?.split(/\s+/)[1] ?? 0) / 1024;
-}
 
 interface Run {
   lines: number;

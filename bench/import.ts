@@ -10,22 +10,14 @@
  */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { packageRoot } from '../server/core/paths.js';
 import { seed } from './seed.js';
 import { adminDatabase, BENCH_POSTGRES_SETTINGS, sql, startTicketd, stop, withDatabase } from './server.js';
-import { clusterCpuMicros, cpuMicros, findCluster } from './proc.js';
+import { clusterCpuMicros, cpuMicros, findCluster, rssMiB } from './proc.js';
 
 const log = (s: string) => process.stderr.write(`${s}\n`);
 const bin = path.join(packageRoot, 'bin', 'ticketd');
-
-function rssMiB(pid: number): number {
-  const line = readFileSync(`/proc/${pid}/status`, 'utf8')
-    .split('\n')
-    .find((l) => l.startsWith('VmRSS:'));
-  return Number(line?.split(/\s+/)[1] ?? 0) / 1024;
-}
 
 interface ImportRun {
   seconds: number;

@@ -77,3 +77,11 @@ export function clusterCpuMicros(cluster: Cluster): number {
   }
   return ticksToMicros(ticks);
 }
+
+/** A process's resident memory now, in MiB (/proc/<pid>/status, VmRSS). */
+export function rssMiB(pid: number): number {
+  const line = readFileSync(`/proc/${pid}/status`, 'utf8')
+    .split('\n')
+    .find((l) => l.startsWith('VmRSS:'));
+  return Number(line?.split(/\s+/)[1] ?? 0) / 1024;
+}

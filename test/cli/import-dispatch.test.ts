@@ -7,7 +7,7 @@ import path from 'node:path';
 import t from 'tap';
 import type { ImportReport } from '../../server/flows/import-run.js';
 import { client, makeTicket, mustCreate, signup, testApp, type Reply, type Signup } from '../helpers/app.js';
-import { runCli, runCliKilledWhen } from '../helpers/cli.js';
+import { runCli, runCliKilledWhen, jsonLines } from '../helpers/cli.js';
 import { EICAR, EICAR_SIGNATURE, noClamd, startClamd } from '../helpers/clamd.js';
 
 // `ticketd import dispatch` of the real bin/ticketd: a source ticketd (this file's own app, on its
@@ -179,11 +179,7 @@ async function snapshot(call: ReturnType<typeof client>, baseUrl: string, origin
 const sourceSnapshot = () => snapshot(from.live, base, sourceUrl, from.liveKey, from.ownerId);
 const targetSnapshot = () => snapshot(into.live, tbase, targetUrl, into.liveKey, into.ownerId);
 
-const linesOf = (stdout: string) =>
-  stdout
-    .trim()
-    .split('\n')
-    .map((l) => JSON.parse(l) as Line);
+const linesOf = (stdout: string) => jsonLines<Line>(stdout);
 const reportOf = (stdout: string): ImportReport => linesOf(stdout).pop()!.report!;
 const count = async (sql: string, params: string[] = []) => Number((await target.db.raw(sql, params)).rows[0].n);
 

@@ -1,4 +1,3 @@
-import { spawn } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
@@ -7,7 +6,7 @@ import path from 'node:path';
 import t from 'tap';
 import type { ImportReport } from '../../server/flows/import-run.js';
 import { signup, testApp, type Reply, type Signup } from '../helpers/app.js';
-import { BIN, runCli, ticketdEnv } from '../helpers/cli.js';
+import { jsonLines, runCli, runCliKilledWhen } from '../helpers/cli.js';
 import { noRt5, startRt5, type Rt5 } from '../helpers/rt5.js';
 
 // `ticketd import rt` of the real bin/ticketd against a real Request Tracker 5 (Debian's, started by
@@ -115,11 +114,7 @@ async function importRtTests(): Promise<void> {
 
   const importArgs = (...more: string[]) => ['import', 'rt', '--url', rt.url, '--queue', queue, '--account', into.accountId, '--keep-numbers', '--json', ...more];
   const env = { DATABASE_URL: target.url, TICKETD_DATA_DIR: dataDir, TICKETD_RT_TOKEN: rt.token };
-  const linesOf = (stdout: string) =>
-    stdout
-      .trim()
-      .split('\n')
-      .map((l) => JSON.parse(l) as Line);
+  const linesOf = (stdout: string) => jsonLines<Line>(stdout);
   const reportOf = (stdout: string): ImportReport => linesOf(stdout).pop()!.report!;
   const at = (iso: unknown) => new Date(String(iso)).toISOString();
   const STATUS: Record<string, string> = { new: 'new', open: 'open', stalled: 'pending', resolved: 'resolved', rejected: 'closed' };
@@ -270,19 +265,7 @@ async function importRtTests(): Promise<void> {
   });
 
   t.test('killed midway, run again: completes with no duplicates (into the test data this time)', async (t) => {
-    const lines: Line[] = [];
-    await new Promise<void>((resolve) => {
-      const child = spawn(process.execPath, [BIN, ...importArgs('--mode', 'test')], { env: ticketdEnv(env), stdio: ['ignore', 'pipe', 'pipe'] });
-      let buffered = '';
-      child.stdout.on('data', (d) => {
-        buffered += d;
-        const parts = buffered.split('\n');
-        buffered = parts.pop()!;
-        for (const line of parts) lines.push(JSON.parse(line) as Line);
-        if (lines.filter((l) => l.kind === 'ticket' && l.outcome === 'created').length >= 4) child.kill('SIGKILL');
-      });
-      child.on('close', () => resolve());
-    });
+    const lines = await runCliKilledWhen<Line>(importArgs('--mode', 'test'), env, (seen) => seen.filter((l) => l.kind === 'ticket' && l.outcome === 'created').length >= 4);
     const before = lines.filter((l) => l.kind === 'ticket' && l.outcome === 'created').length;
     t.ok(before >= 4 && before < written.size, `killed after ${before} tickets`);
     t.notOk(

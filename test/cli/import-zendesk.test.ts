@@ -5,7 +5,7 @@ import path from 'node:path';
 import t from 'tap';
 import type { ImportReport } from '../../server/flows/import-run.js';
 import { signup, testApp, type Reply } from '../helpers/app.js';
-import { runCli, runCliKilledWhen } from '../helpers/cli.js';
+import { runCli, runCliKilledWhen, jsonLines } from '../helpers/cli.js';
 import { testNow } from '../helpers/clock.js';
 import { attachment, startFakeZendesk, type Json } from '../helpers/fake-zendesk.js';
 
@@ -225,11 +225,7 @@ interface Line {
   note?: string;
   report?: ImportReport;
 }
-const linesOf = (stdout: string) =>
-  stdout
-    .trim()
-    .split('\n')
-    .map((l) => JSON.parse(l) as Line);
+const linesOf = (stdout: string) => jsonLines<Line>(stdout);
 const reportOf = (stdout: string): ImportReport => linesOf(stdout).pop()!.report!;
 const count = async (sql: string, params: unknown[] = []) => Number((await target.db.raw(sql, params as string[])).rows[0].n);
 

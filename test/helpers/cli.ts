@@ -47,6 +47,14 @@ export function runCli(args: string[], env: Record<string, string> = {}, options
   });
 }
 
+/** The objects of `--json` output of one JSON object a line. */
+export function jsonLines<L>(stdout: string): L[] {
+  return stdout
+    .trim()
+    .split('\n')
+    .map((l) => JSON.parse(l) as L);
+}
+
 /**
  * Runs bin/ticketd with `--json`-style output (one JSON object a line) and kills it with SIGKILL
  * as soon as `enough(lines)` holds, as a crash would: gives the lines it printed.
