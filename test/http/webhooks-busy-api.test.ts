@@ -193,7 +193,10 @@ t.test('with dispatcherDbPoolMax 0, one pool for both: the dispatcher runs besid
   t.equal((await post('/webhooks', { url: `${hook.url}/in`, events: ['ticket.created'] })).status, 201);
   t.equal((await post('/tickets', { title: 'One pool', customerEmail: 'op@example.com', customerName: 'Op' })).status, 201);
   await until('the delivery', () => hook.received.length === 1);
-  const metrics = await (await fetch(`${server.baseUrl}/metrics`)).text();
-  t.match(metrics, /^ticketd_dispatcher_deliveries_total\{kind="webhook",outcome="delivered"\} 1$/m, "the dispatcher's figures in the process's scrape");
+  // The receiver answers before the dispatcher counts the outcome, so the scrape may trail it briefly.
+  const delivered = /^ticketd_dispatcher_deliveries_total\{kind="webhook",outcome="delivered"\} 1$/m;
+  let metrics = '';
+  await until('the delivery counted', async () => delivered.test((metrics = await (await fetch(`${server.baseUrl}/metrics`)).text())));
+  t.match(metrics, delivered, "the dispatcher's figures in the process's scrape");
   t.notMatch(metrics, /pool="dispatcher"/, 'no pool of its own');
 });
