@@ -10,6 +10,7 @@ import type { TenantCtx } from '../../server/core/context.js';
 interface DispatchOptions extends CommonImportOptions {
   fromUrl: string;
   apiKey?: string;
+  pageSize: string;
 }
 
 interface ZendeskOptions extends CommonImportOptions {
@@ -29,15 +30,22 @@ export function registerImport(program: Command, globals: () => GlobalOptions): 
     )
     .requiredOption('--from-url <url>', "the source's base URL (https://api.example.com)")
     .option('--api-key <key>', 'an API key of the source account (or TICKETD_IMPORT_API_KEY; asked on a terminal)')
+    .option(
+      '--page-size <n>',
+      'tickets read and written together, 1 to 1000 (the list of a source without the export reads at most 100): larger pages are faster and hold more in memory',
+      '100',
+    )
     .action(async (opts: DispatchOptions) => {
       const url = httpUrl(opts.fromUrl, '--from-url');
+      const pageSize = Number(opts.pageSize);
+      if (!Number.isInteger(pageSize) || pageSize < 1 || pageSize > 1000) throw new UsageError('--page-size must be a whole number from 1 to 1000');
       const common = await commonOptions(opts);
       const apiKey = await needSecret(opts.apiKey, '--api-key', 'TICKETD_IMPORT_API_KEY', "The source's API key");
       const [{ DispatchSource }, { importDispatch }] = await Promise.all([
         import('../../server/integrations/import-dispatch-source.js'),
         import('../../server/flows/import-dispatch.js'),
       ]);
-      await runImport(globals, opts, common, (ctx, options, onRetry) => importDispatch(ctx, new DispatchSource(url.toString(), apiKey, { onRetry }), options));
+      await runImport(globals, opts, common, (ctx, options, onRetry) => importDispatch(ctx, new DispatchSource(url.toString(), apiKey, { onRetry }), options, pageSize));
     });
 
   withCommonOptions(cmd.command('zendesk'))

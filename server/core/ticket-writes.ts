@@ -286,15 +286,24 @@ async function adjustUsage(tx: TenantCtx, flipped: readonly { created_at: Date |
  * Links each of the brand's tickets `ticketIds` to each tag `tagIds` not linked yet, with the
  * copy of the ticket's status and priority the tag filters read.
  */
-export async function linkTags(tx: TenantCtx, brandId: string, ticketIds: readonly string[], tagIds: readonly string[]): Promise<void> {
-  if (!ticketIds.length || !tagIds.length) return;
+export function linkTags(tx: TenantCtx, brandId: string, ticketIds: readonly string[], tagIds: readonly string[]): Promise<void> {
+  return linkEachTags(
+    tx,
+    brandId,
+    ticketIds.map((ticketId) => ({ ticketId, tagIds })),
+  );
+}
+
+/** linkTags for tickets each with its own tags, in one statement. */
+export async function linkEachTags(tx: TenantCtx, brandId: string, links: readonly { ticketId: string; tagIds: readonly string[] }[]): Promise<void> {
+  const pairs = links.flatMap((l) => l.tagIds.map((tagId) => [l.ticketId, tagId] as const));
+  if (!pairs.length) return;
   await tx.db.raw(
     `insert into ticket_tags (account_id, livemode, brand_id, ticket_id, tag_id, status, priority)
     select t.account_id, t.livemode, t.brand_id, t.id, g.tag_id, t.status, t.priority
-    from tickets t cross join unnest(?::text[]) as g (tag_id)
-    where ? and t.brand_id = ? and t.id = any(?::text[])
+    from unnest(?::text[], ?::text[]) as g (ticket_id, tag_id) join tickets t on ? and t.brand_id = ? and t.id = g.ticket_id
     on conflict do nothing`,
-    [[...tagIds], tenantScope(tx, 't'), brandId, [...ticketIds]],
+    [pairs.map((p) => p[0]), pairs.map((p) => p[1]), tenantScope(tx, 't'), brandId],
   );
 }
 

@@ -16,6 +16,7 @@ import { CreateCompanyBody } from '../domains/companies/schemas.js';
 import * as companies from '../domains/companies/service.js';
 import * as contacts from '../domains/contacts/service.js';
 import type { DispatchSource, SourceObject } from '../integrations/import-dispatch-source.js';
+import { SourceFailed } from '../integrations/import-http.js';
 import { createBrand } from './brands.js';
 import { createCompany, createContact, findOrCreateContact, updateCompany, updateContact } from './customers.js';
 import * as watchers from './ticket-watchers.js';
@@ -41,7 +42,10 @@ import { allMappings, nextNumberAtLeast, rememberMany, setMergedInto, type Impor
 interface RunState {
   brand: number;
   phase: number;
+  /** Where the phase is: the list's cursor, or the last ticket written when read through the export. */
   cursor: string | null;
+  /** The source has no ticket export (the hosted product): its tickets are read from the list. */
+  listed?: boolean;
   /** The brand's tickets merged in the source (source ids), merged here once its tickets are in. */
   merges?: { ticket: string; into: string }[];
 }
@@ -71,7 +75,8 @@ function pick(from: Record<string, unknown>, schema: { properties: Record<string
 const str = (v: unknown): string | null => (typeof v === 'string' ? v : null);
 const obj = (v: unknown): Record<string, unknown> => (v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : {});
 
-export async function importDispatch(base: TenantCtx, from: DispatchSource, options: ImportOptions): Promise<ImportReport> {
+/** `pageSize`: tickets read and written together (the list's pages hold at most 100). */
+export async function importDispatch(base: TenantCtx, from: DispatchSource, options: ImportOptions, pageSize = 100): Promise<ImportReport> {
   const account = await from.account();
   const source = `dispatch:${new URL(from.url).origin}/${account.id}${account.livemode ? '' : '/test'}`;
   const run = await ImportRun.open<RunState>(base, source, options, { brand: 0, phase: 0, cursor: null }, NOT_COPIED);
@@ -127,13 +132,32 @@ export async function importDispatch(base: TenantCtx, from: DispatchSource, opti
             `${hooks.length} webhook(s) of brand ${String(sb.name)} were created disabled: the source never shows their secrets. Set a secret (rotate it) and enable each one.`,
           );
       }
+      if ((phase === 'tickets' || phase === 'spam') && !options.since && !state.listed) {
+        // A full run reads a ticketd source's tickets through its export: one request, with their comments.
+        try {
+          for await (const page of from.exportedTickets(b, { status: 'all', isSpam: phase === 'spam' }, state.cursor, pageSize)) {
+            await importTickets(w, from, sb.id, page, memberOf);
+            state.cursor = page.at(-1)!.id;
+            await run.save();
+          }
+          return;
+        } catch (err) {
+          if (!(err instanceof SourceFailed && (err.status === 404 || err.status === 400) && state.cursor === null)) throw err;
+          state.listed = true;
+        }
+      }
       if (phase === 'companies' || phase === 'contacts' || phase === 'tickets' || phase === 'spam') {
         const path = phase === 'spam' ? 'tickets' : phase;
         const paged = (cursor: string | null) =>
           phase === 'tickets' || phase === 'spam'
             ? from.page(
                 `v1/brands/${b}/tickets`,
-                { ...(options.since ? { sort: 'updatedAt', order: 'desc' } : { sort: 'createdAt', order: 'asc' }), status: 'all', isSpam: phase === 'spam', limit: 100 },
+                {
+                  ...(options.since ? { sort: 'updatedAt', order: 'desc' } : { sort: 'createdAt', order: 'asc' }),
+                  status: 'all',
+                  isSpam: phase === 'spam',
+                  limit: Math.min(pageSize, 100),
+                },
                 cursor,
               )
             : from.page(`v1/brands/${b}/${path}`, { sort: 'createdAt', order: 'asc', limit: 100, ...(phase === 'contacts' ? { hideBlocked: false } : {}) }, cursor);
@@ -517,8 +541,8 @@ async function readTicket(
     createdAt: String(t.createdAt),
     updatedAt: String(t.updatedAt),
   };
-  // A ticket the source counts no comments or files of needs no request for them.
-  const sourceComments = t.commentCount === 0 ? [] : await from.comments(sourceBrandId, t.id);
+  // Exported with its comments; else a ticket the source counts no comments or files of needs no request for them.
+  const sourceComments = Array.isArray(t.comments) ? (t.comments as SourceObject[]) : t.commentCount === 0 ? [] : await from.comments(sourceBrandId, t.id);
   const comments: ImportedComment[] = sourceComments.map((c) => ({
     ref: c.id,
     version: versionOf({ updatedAt: c.updatedAt }),

@@ -7,7 +7,7 @@ import type { ScanStatus } from '../core/scanning.js';
 import { newId, ID_PREFIX } from '../core/ids.js';
 import { accountIs, BOUND_TENANT, sameTenant, tenantIs, tenantScope } from '../core/model.js';
 import type { StagedObject } from '../core/ports.js';
-import { countChangesSql, linkTags, updateTickets, type TicketSet } from '../core/ticket-writes.js';
+import { countChangesSql, linkEachTags, linkTags, updateTickets, type TicketSet } from '../core/ticket-writes.js';
 import * as attachments from '../domains/attachments/service.js';
 
 /**
@@ -217,50 +217,55 @@ export async function reserveNumbers(ctx: TenantCtx, brandId: string, tickets: r
   });
 }
 
-/** Inserts the ticket with its derived columns and its count changes (the rows counted from the source's days). */
-async function insertTicket(tx: TenantCtx, id: string, number: number, t: ImportedTicket, comments: readonly ImportedComment[]): Promise<void> {
-  // What settleTicket would recompute, from its comments (all new with it): the row is written once.
-  const lastOf = (authorType: string) =>
-    comments
-      .filter((c) => !c.isInternal && c.authorType === authorType)
-      .map((c) => new Date(c.createdAt).toISOString())
-      .sort()
-      .pop() ?? null;
-  const given = {
-    id,
-    comment_count: comments.length,
-    last_customer_message_at: lastOf('CUSTOMER'),
-    last_agent_reply_at: lastOf('AGENT'),
-    brand_id: t.brandId,
-    ticket_number: number,
-    title: t.title,
-    body: t.body,
-    status: t.status,
-    priority: t.priority,
-    assignee_id: t.assigneeId,
-    created_by: t.createdBy,
-    customer_id: t.customerId,
-    category_id: t.categoryId,
-    links: t.links,
-    custom_fields: t.customFields ?? null,
-    metadata: t.metadata,
-    source: t.source,
-    source_id: t.sourceId,
-    source_data: t.sourceData,
-    is_spam: t.isSpam,
-    legal_hold: t.legalHold,
-    close_reason: t.closeReason,
-    due_at: t.dueAt,
-    created_at: t.createdAt,
-    updated_at: t.updatedAt,
-  };
+/** A new ticket with the id it is inserted under. */
+type NewRow = NewTicket & { id: string };
+
+/** Inserts the tickets with their derived columns and their count changes (the rows counted from the source's days), in one statement. */
+async function insertTickets(tx: TenantCtx, rows: readonly NewRow[]): Promise<void> {
+  const given = rows.map(({ id, number, t, comments }) => {
+    // What settleTicket would recompute, from its comments (all new with it): the row is written once.
+    const lastOf = (authorType: string) =>
+      comments
+        .filter((c) => !c.isInternal && c.authorType === authorType)
+        .map((c) => new Date(c.createdAt).toISOString())
+        .sort()
+        .pop() ?? null;
+    return {
+      id,
+      comment_count: comments.length,
+      last_customer_message_at: lastOf('CUSTOMER'),
+      last_agent_reply_at: lastOf('AGENT'),
+      brand_id: t.brandId,
+      ticket_number: number,
+      title: t.title,
+      body: t.body,
+      status: t.status,
+      priority: t.priority,
+      assignee_id: t.assigneeId,
+      created_by: t.createdBy,
+      customer_id: t.customerId,
+      category_id: t.categoryId,
+      links: t.links,
+      custom_fields: t.customFields ?? null,
+      metadata: t.metadata,
+      source: t.source,
+      source_id: t.sourceId,
+      source_data: t.sourceData,
+      is_spam: t.isSpam,
+      legal_hold: t.legalHold,
+      close_reason: t.closeReason,
+      due_at: t.dueAt,
+      created_at: t.createdAt,
+      updated_at: t.updatedAt,
+    };
+  });
   // On Citus, on the worker that holds the account (as ticket create's statement): its count
   // changes draw their ids from the sequence by name there.
   await runInAccount(
     tx,
     tx.db.raw(
       `with g as (
-      select * from jsonb_to_record(:given::jsonb) as g(id text, comment_count int, last_customer_message_at timestamptz, last_agent_reply_at timestamptz, brand_id text, ticket_number int, title text, body text, status text, priority text, assignee_id text,
+      select * from jsonb_to_recordset(:given::jsonb) as g(id text, comment_count int, last_customer_message_at timestamptz, last_agent_reply_at timestamptz, brand_id text, ticket_number int, title text, body text, status text, priority text, assignee_id text,
         created_by text, customer_id text, category_id text, links jsonb, custom_fields jsonb, metadata jsonb, source text, source_id text, source_data jsonb,
         is_spam boolean, legal_hold boolean, close_reason text, due_at timestamptz, created_at timestamptz, updated_at timestamptz)
     ), t as (
@@ -318,10 +323,12 @@ async function settleTicket(tx: TenantCtx, brandId: string, ticketId: string, up
   );
 }
 
-async function insertComments(tx: TenantCtx, brandId: string, ticketId: string, rows: readonly { id: string; parentId: string | null; c: ImportedComment }[]): Promise<void> {
+/** Comments of the brand's tickets, in one statement: a reply's parent is checked at its end. */
+async function insertComments(tx: TenantCtx, brandId: string, rows: readonly { id: string; ticketId: string; parentId: string | null; c: ImportedComment }[]): Promise<void> {
   if (!rows.length) return;
-  const given = rows.map(({ id, parentId, c }) => ({
+  const given = rows.map(({ id, ticketId, parentId, c }) => ({
     id,
+    ticket_id: ticketId,
     parent_id: parentId,
     body: c.body,
     author_id: c.authorId,
@@ -340,11 +347,11 @@ async function insertComments(tx: TenantCtx, brandId: string, ticketId: string, 
   await tx.db.raw(
     `insert into comments (id, account_id, livemode, brand_id, ticket_id, parent_id, body, author_id, author_name, author_type, is_internal, links, metadata,
       source, source_id, source_data, cc, created_at, updated_at)
-    select g.id, ?, ?, ?, ?, g.parent_id, g.body, g.author_id, g.author_name, g.author_type, g.is_internal, g.links, g.metadata,
+    select g.id, ?, ?, ?, g.ticket_id, g.parent_id, g.body, g.author_id, g.author_name, g.author_type, g.is_internal, g.links, g.metadata,
       g.source, g.source_id, g.source_data, array(select jsonb_array_elements_text(g.cc)), g.created_at, g.updated_at
-    from jsonb_to_recordset(?::jsonb) as g (id text, parent_id text, body text, author_id text, author_name text, author_type text, is_internal boolean, links jsonb,
+    from jsonb_to_recordset(?::jsonb) as g (id text, ticket_id text, parent_id text, body text, author_id text, author_name text, author_type text, is_internal boolean, links jsonb,
       metadata jsonb, source text, source_id text, source_data jsonb, cc jsonb, created_at timestamptz, updated_at timestamptz)`,
-    [tx.accountId, tx.livemode, brandId, ticketId, JSON.stringify(given)] as Knex.RawBinding[],
+    [tx.accountId, tx.livemode, brandId, JSON.stringify(given)] as Knex.RawBinding[],
   );
 }
 
@@ -367,6 +374,74 @@ async function updateComment(tx: TenantCtx, brandId: string, id: string, c: Impo
       id,
     ] as Knex.RawBinding[],
   );
+}
+
+/**
+ * Tickets new to the target with their comments and tag links, all of one brand, each kind of row in
+ * one statement; their mappings and audit facts are added to `remembered` and `facts` (each
+ * ticket's before its comments'). Gives each ticket's comment ids by the source's refs.
+ */
+async function insertWhole(tx: TenantCtx, source: string, rows: readonly NewRow[], remembered: Remembered[], facts: audit.AuditFact[]): Promise<Map<string, string>[]> {
+  if (!rows.length) return [];
+  const brandId = rows[0]!.t.brandId;
+  if (rows.some((r) => r.t.brandId !== brandId)) throw new Error('tickets of one brand at a time');
+  const commentRows: { id: string; ticketId: string; parentId: string | null; c: ImportedComment }[] = [];
+  const commentIds = rows.map(({ id, key, number, t, comments }) => {
+    facts.push({ brandId, ticketId: id, entityType: 'ticket', entityId: id, event: 'ticket.created', metadata: { ticketNumber: number, title: t.title, importedFrom: source } });
+    remembered.push({ kind: 'ticket', sourceId: key.sourceId, targetId: id, version: key.version });
+    const ids = new Map<string, string>();
+    for (const c of comments) {
+      const commentId = newId(ID_PREFIX.comment, Date.parse(c.createdAt));
+      commentRows.push({ id: commentId, ticketId: id, parentId: c.parentRef ? (ids.get(c.parentRef) ?? null) : null, c });
+      ids.set(c.ref, commentId);
+      facts.push({ brandId, ticketId: id, entityType: 'comment', entityId: commentId, event: 'comment.created', metadata: { importedFrom: source } });
+      remembered.push({ kind: 'comment', sourceId: c.ref, targetId: commentId, version: c.version });
+    }
+    return ids;
+  });
+  await insertTickets(tx, rows);
+  await linkEachTags(
+    tx,
+    brandId,
+    rows.map((r) => ({ ticketId: r.id, tagIds: r.t.tagIds })),
+  );
+  await insertComments(tx, brandId, commentRows);
+  return commentIds;
+}
+
+/** A ticket new to the target as the import inserts it: the source's, its number reserved (reserveNumbers). */
+export interface NewTicket {
+  key: { sourceId: string; version: string | null };
+  number: number;
+  t: ImportedTicket;
+  comments: readonly ImportedComment[];
+}
+
+/**
+ * Tickets new to the target, without files, each with its comments: ONE transaction for them all
+ * with their mappings and audit entries, each kind of row in one statement (most of a first
+ * import: a page at a time, where a transaction a ticket spent most of its time on statements and
+ * commits). A refusal of one fails them all: the caller then writes them one by one
+ * (writeTicket), to skip only the one refused.
+ */
+export async function insertNewTickets(ctx: TenantCtx, source: string, tickets: readonly NewTicket[]): Promise<TicketWriteResult[]> {
+  // Made at the source's creation times: lists order tickets "by creation" by their ids.
+  const rows = tickets.map((it) => ({ ...it, id: newId(ID_PREFIX.ticket, Date.parse(it.t.createdAt)) }));
+  if (rows.length)
+    await withTx(ctx, async (tx) => {
+      const remembered: Remembered[] = [];
+      const facts: audit.AuditFact[] = [];
+      await insertWhole(tx, source, rows, remembered, facts);
+      await rememberMany(tx, source, remembered);
+      await audit.recordMany(tx, facts);
+    });
+  return rows.map((r) => ({
+    ticketId: r.id,
+    ticketNumber: r.number,
+    outcome: 'created' as const,
+    comments: { created: r.comments.length, updated: 0, unchanged: 0 },
+    attachments: { created: 0, unchanged: 0 },
+  }));
 }
 
 /**
@@ -407,7 +482,10 @@ export async function writeTicket(
   return withTx(ctx, async (tx) => {
     let ticketId: string;
     let number: number;
+    let commentIds: Map<string, string>;
     const facts: audit.AuditFact[] = [];
+    const remembered: Remembered[] = [];
+    const counts = { created: 0, updated: 0, unchanged: 0 };
     if (known && stillThere) {
       ticketId = known.targetId;
       const set: TicketSet = {
@@ -427,6 +505,7 @@ export async function writeTicket(
         legalHold: t.legalHold,
       };
       await updateTickets(tx, t.brandId, [ticketId], set);
+      await setTags(tx, t.brandId, ticketId, t.tagIds);
       number = await numberOf(tx, t.brandId, ticketId);
       facts.push({
         brandId: t.brandId,
@@ -436,54 +515,41 @@ export async function writeTicket(
         event: 'ticket.updated',
         metadata: { ticketNumber: number, title: t.title, importedFrom: source },
       });
+      remembered.push({ kind: 'ticket', sourceId: key.sourceId, targetId: ticketId, version: key.version });
+      commentIds = new Map<string, string>();
+      const inserted: { id: string; ticketId: string; parentId: string | null; c: ImportedComment }[] = [];
+      for (const c of comments) {
+        const seen = knownComments.get(c.ref);
+        if (seen) {
+          commentIds.set(c.ref, seen.targetId);
+          if (seen.version !== null && seen.version === c.version) {
+            counts.unchanged++;
+            continue;
+          }
+          await updateComment(tx, t.brandId, seen.targetId, c);
+          facts.push({ brandId: t.brandId, ticketId, entityType: 'comment', entityId: seen.targetId, event: 'comment.updated', metadata: { importedFrom: source } });
+          counts.updated++;
+        } else {
+          const id = newId(ID_PREFIX.comment, Date.parse(c.createdAt));
+          inserted.push({ id, ticketId, parentId: c.parentRef ? (commentIds.get(c.parentRef) ?? null) : null, c });
+          commentIds.set(c.ref, id);
+          facts.push({ brandId: t.brandId, ticketId, entityType: 'comment', entityId: id, event: 'comment.created', metadata: { importedFrom: source } });
+          counts.created++;
+        }
+        remembered.push({ kind: 'comment', sourceId: c.ref, targetId: commentIds.get(c.ref)!, version: c.version });
+      }
+      await insertComments(tx, t.brandId, inserted);
     } else {
       // Made at the source's creation time: lists order tickets "by creation" by their ids.
       ticketId = newId(ID_PREFIX.ticket, Date.parse(t.createdAt));
       number = reserved ?? (await reserveNumbers(tx, t.brandId, [t]))[0]!;
-      await insertTicket(tx, ticketId, number, t, comments);
-      facts.push({
-        brandId: t.brandId,
-        ticketId,
-        entityType: 'ticket',
-        entityId: ticketId,
-        event: 'ticket.created',
-        metadata: { ticketNumber: number, title: t.title, importedFrom: source },
-      });
+      [commentIds] = (await insertWhole(tx, source, [{ id: ticketId, key, number, t, comments }], remembered, facts)) as [Map<string, string>];
+      counts.created = comments.length;
     }
-    if (stillThere) await setTags(tx, t.brandId, ticketId, t.tagIds);
-    else await linkTags(tx, t.brandId, [ticketId], t.tagIds);
-    const remembered: Remembered[] = [{ kind: 'ticket', sourceId: key.sourceId, targetId: ticketId, version: key.version }];
-
-    const counts = { created: 0, updated: 0, unchanged: 0 };
-    const commentIds = new Map<string, string>();
-    const inserted: { id: string; parentId: string | null; c: ImportedComment }[] = [];
-    for (const c of comments) {
-      const seen = stillThere ? knownComments.get(c.ref) : undefined;
-      if (seen) {
-        commentIds.set(c.ref, seen.targetId);
-        if (seen.version !== null && seen.version === c.version) {
-          counts.unchanged++;
-          continue;
-        }
-        await updateComment(tx, t.brandId, seen.targetId, c);
-        facts.push({ brandId: t.brandId, ticketId, entityType: 'comment', entityId: seen.targetId, event: 'comment.updated', metadata: { importedFrom: source } });
-        counts.updated++;
-      } else {
-        const id = newId(ID_PREFIX.comment, Date.parse(c.createdAt));
-        const parentId = c.parentRef ? (commentIds.get(c.parentRef) ?? null) : null;
-        inserted.push({ id, parentId, c });
-        commentIds.set(c.ref, id);
-        facts.push({ brandId: t.brandId, ticketId, entityType: 'comment', entityId: id, event: 'comment.created', metadata: { importedFrom: source } });
-        counts.created++;
-      }
-      remembered.push({ kind: 'comment', sourceId: c.ref, targetId: commentIds.get(c.ref)!, version: c.version });
-    }
-    // In one statement: a reply's parent is checked at its end.
-    await insertComments(tx, t.brandId, ticketId, inserted);
 
     const fileCounts = { created: 0, unchanged: 0 };
     for (const f of files) {
-      if (stillThere && knownFiles.has(f.ref)) {
+      if (knownFiles.has(f.ref)) {
         fileCounts.unchanged++;
         continue;
       }

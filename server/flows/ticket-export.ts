@@ -47,6 +47,8 @@ export interface ExportOptions {
   comments: boolean;
   /** How the comments are listed: every comment (the dashboard's reading) or threads (the SDK's); see comments.list. */
   commentShape: 'flat' | 'threads';
+  /** Only the tickets after this id (the export's order): a cut export taken up again. */
+  after?: string | null;
   pageSize?: number;
 }
 
@@ -128,7 +130,7 @@ function linesOf(texts: readonly string[]): Buffer {
   return bytes;
 }
 
-const ExportFilters = Type.Omit(TicketExportQuery, ['format', 'comments'], { additionalProperties: false });
+const ExportFilters = Type.Omit(TicketExportQuery, ['format', 'comments', 'after'], { additionalProperties: false });
 
 /**
  * Filters given as text (the CLI's flags), checked and converted as the route's query is: the
@@ -184,7 +186,7 @@ export async function exportTickets(ctx: TenantCtx, brandId: string, filters: ti
    */
   async function* pages(): AsyncGenerator<Page, void, undefined> {
     const reading: Promise<Page>[] = [];
-    let after: string | null = null;
+    let after: string | null = options.after ?? null;
     let ends: string[] = [];
     let more = true;
     for (;;) {

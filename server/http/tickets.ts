@@ -100,8 +100,8 @@ export async function ticketRoutes(app: FastifyInstance): Promise<void> {
       },
     },
     async (req, reply) => {
-      const { format = 'ndjson', comments = false, ...filters } = req.query;
-      const exported = await exportTickets(req.ctx, req.params.brandId, filters, { format, comments, commentShape: isDashboardCaller(req.ctx) ? 'flat' : 'threads' });
+      const { format = 'ndjson', comments = false, after, ...filters } = req.query;
+      const exported = await exportTickets(req.ctx, req.params.brandId, filters, { format, comments, after, commentShape: isDashboardCaller(req.ctx) ? 'flat' : 'threads' });
       reply
         .type(exported.contentType)
         .header('content-disposition', formatContentDisposition(exported.filename))

@@ -1,5 +1,5 @@
 import type { StagedObject, Storage } from '../core/ports.js';
-import { SourceFailed, SourceHttp, type SourceHttpOptions } from './import-http.js';
+import { SourceCut, SourceFailed, SourceHttp, type SourceHttpOptions } from './import-http.js';
 
 /**
  * A source that speaks ticketd's interface (the hosted product, or another ticketd), read through
@@ -14,6 +14,11 @@ export type SourceObject = Record<string, unknown> & { id: string };
 export interface SourcePage {
   items: SourceObject[];
   nextCursor: string | null;
+}
+
+/** Comments as threads (an API key's reading: each top comment with its `replies`), flattened: each reply after the comment it answers. */
+function flattenThreads(top: readonly SourceObject[]): SourceObject[] {
+  return top.flatMap((c) => [c, ...((Array.isArray(c.replies) ? c.replies : []) as SourceObject[])]);
 }
 
 export class DispatchSource {
@@ -74,8 +79,41 @@ export class DispatchSource {
 
   /** A ticket's comments, oldest first, each reply after the comment it answers. */
   async comments(brandId: string, ticketId: string): Promise<SourceObject[]> {
-    const top = await this.all(`v1/brands/${encodeURIComponent(brandId)}/tickets/${encodeURIComponent(ticketId)}/comments`);
-    return top.flatMap((c) => [c, ...((Array.isArray(c.replies) ? c.replies : []) as SourceObject[])]);
+    return flattenThreads(await this.all(`v1/brands/${encodeURIComponent(brandId)}/tickets/${encodeURIComponent(ticketId)}/comments`));
+  }
+
+  /**
+   * The brand's tickets matching `query` (the list's filters), each with its `comments` flattened
+   * as comments() gives them, from the ticket after `after` on, in pages of `size`: through the
+   * export of a ticketd source (one request, where paging the list takes one for each page and
+   * one for each ticket's comments). A cut export is asked for again after the last page taken,
+   * within the tries allowed. A source without the export (the hosted product, or an older
+   * ticketd: 404 or 400) throws SourceFailed before the first page: page the list then.
+   */
+  async *exportedTickets(brandId: string, query: Record<string, string | boolean>, after: string | null, size: number): AsyncGenerator<SourceObject[], void, undefined> {
+    const path = `v1/brands/${encodeURIComponent(brandId)}/tickets/export`;
+    let page: SourceObject[] = [];
+    for (let attempt = 1; ; attempt++) {
+      try {
+        // Progress sets the tries back to 1: a long export may be cut more often than the tries allowed.
+        for await (const line of this.http.lines(path, { ...query, format: 'ndjson', comments: true, after: after ?? undefined })) {
+          const t = line as SourceObject;
+          page.push({ ...t, comments: flattenThreads(Array.isArray(t.comments) ? (t.comments as SourceObject[]) : []) });
+          if (page.length < size) continue;
+          yield page;
+          after = page.at(-1)!.id;
+          page = [];
+          attempt = 1;
+        }
+        if (page.length) yield page;
+        return;
+      } catch (err) {
+        if (!(err instanceof SourceCut)) throw err;
+        // What was read of the page not yet given is read again.
+        page = [];
+        await this.http.pause(`${this.url.replace(/\/+$/, '')}/${path}`, err.message, attempt);
+      }
+    }
   }
 
   attachments(brandId: string, ticketId: string): Promise<SourceObject[]> {

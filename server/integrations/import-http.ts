@@ -1,4 +1,5 @@
 import type { Readable } from 'node:stream';
+import { StringDecoder } from 'node:string_decoder';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { request, type Dispatcher } from 'undici';
 import type { StagedObject, Storage } from '../core/ports.js';
@@ -21,6 +22,14 @@ export class SourceFailed extends Error {
   ) {
     super(message);
     this.name = 'SourceFailed';
+  }
+}
+
+/** A streamed answer cut after it began: the caller takes it up from what it was given (SourceHttp.pause between tries). */
+export class SourceCut extends Error {
+  constructor(url: string, cause: unknown) {
+    super(`the source's answer to GET ${new URL(url).pathname} was cut: ${(cause as Error).message}`);
+    this.name = 'SourceCut';
   }
 }
 
@@ -110,15 +119,49 @@ export class SourceHttp {
         if (err instanceof SourceFailed || err instanceof SourceFileTooLarge) throw err;
         reason = (err as Error).message;
       }
-      if (attempt >= this.o.attempts) throw new SourceFailed(`the source failed GET ${new URL(url).pathname} ${attempt} times (last: ${reason})`, null);
-      const waitMs = Math.min(wait ?? backoffMs(attempt, this.o.baseDelayMs, this.o.maxDelayMs, Math.random()), this.o.maxDelayMs);
-      this.o.onRetry?.({ url, reason, waitMs, attempt });
-      await sleep(waitMs);
+      await this.pause(url, reason, attempt, wait);
     }
+  }
+
+  /**
+   * The wait after failed try `attempt` of `url` (`waitMs` when the source said how long, else
+   * the backoff); past the tries allowed, SourceFailed.
+   */
+  async pause(url: string, reason: string, attempt: number, waitMs: number | null = null): Promise<void> {
+    if (attempt >= this.o.attempts) throw new SourceFailed(`the source failed GET ${new URL(url).pathname} ${attempt} times (last: ${reason})`, null);
+    const wait = Math.min(waitMs ?? backoffMs(attempt, this.o.baseDelayMs, this.o.maxDelayMs, Math.random()), this.o.maxDelayMs);
+    this.o.onRetry?.({ url, reason, waitMs: wait, attempt });
+    await sleep(wait);
   }
 
   async json<T>(path: string, query?: Record<string, string | number | boolean | undefined>): Promise<T> {
     return this.send(this.urlOf(path, query), async (res) => (await res.body.json()) as T);
+  }
+
+  /**
+   * An NDJSON answer's objects, a line at a time, read only as fast as they are taken (flat
+   * memory over any length). The request is tried again as every other until its answer begins;
+   * a failure after that is a SourceCut, for the caller to ask again from where it got to.
+   */
+  async *lines(path: string, query?: Record<string, string | number | boolean | undefined>): AsyncGenerator<Record<string, unknown>, void, undefined> {
+    const url = this.urlOf(path, query);
+    const body = await this.send(url, async (res) => res.body);
+    // A character's bytes may come in two pieces.
+    const decoder = new StringDecoder('utf8');
+    let rest = '';
+    try {
+      for await (const chunk of body as AsyncIterable<Buffer>) {
+        const parts = (rest + decoder.write(chunk)).split('\n');
+        rest = parts.pop()!;
+        for (const line of parts) if (line) yield JSON.parse(line) as Record<string, unknown>;
+      }
+    } catch (err) {
+      if (err instanceof SyntaxError) throw new SourceFailed(`the source's answer to GET ${new URL(url).pathname} is no NDJSON: ${err.message}`, null);
+      throw new SourceCut(url, err);
+    } finally {
+      body.destroy();
+    }
+    if (rest) throw new SourceCut(url, new Error('it ended within a line'));
   }
 
   /**

@@ -27,19 +27,36 @@ const listen = async (app: typeof source.app) => {
 const sourceUrl = await listen(source.app);
 const targetUrl = await listen(target.app);
 
-/** A loopback proxy to the source that answers the next requests matching a rule with a failure, once each. */
-const failures: { match: RegExp; status: number; headers?: Record<string, string>; served?: boolean }[] = [];
+/**
+ * A loopback proxy to the source that answers the next request matching a rule with a failure
+ * (a status, or the source's answer cut after some lines), once each; it notes the paths asked.
+ */
+const failures: { match: RegExp; status?: number; cutAfterLines?: number; headers?: Record<string, string>; served?: boolean }[] = [];
+const proxied: string[] = [];
 const proxy = http.createServer((req, res) => {
+  proxied.push(req.url!);
   const failure = failures.find((f) => !f.served && f.match.test(req.url!));
-  if (failure) {
-    failure.served = true;
+  if (failure) failure.served = true;
+  if (failure?.status) {
     res.writeHead(failure.status, { 'content-type': 'application/json', ...failure.headers });
     res.end(JSON.stringify({ statusCode: failure.status, error: 'Failure', message: 'try again', code: 'failure' }));
     return;
   }
   const forward = http.request(`${sourceUrl}${req.url}`, { method: req.method, headers: req.headers }, (answer) => {
     res.writeHead(answer.statusCode!, answer.headers);
-    answer.pipe(res);
+    if (!failure?.cutAfterLines) return void answer.pipe(res);
+    // Those lines and a part of the next; the connection goes a moment later (the lines read first).
+    let lines = 0;
+    answer.on('data', (chunk: Buffer) => {
+      if (lines >= failure.cutAfterLines!) return;
+      for (let i = 0; i < chunk.length; i++) {
+        if (chunk[i] !== 10 || ++lines < failure.cutAfterLines!) continue;
+        res.write(chunk.subarray(0, i + 10));
+        setTimeout(() => (answer.destroy(), res.destroy()), 300);
+        return;
+      }
+      res.write(chunk);
+    });
   });
   req.pipe(forward);
 });
@@ -181,18 +198,42 @@ const targetSnapshot = () => snapshot(into.live, tbase, targetUrl, into.liveKey,
 
 const linesOf = (stdout: string) => jsonLines<Line>(stdout);
 const reportOf = (stdout: string): ImportReport => linesOf(stdout).pop()!.report!;
+/** The ids of the source brand's tickets (spam and deleted ones left out), in the export's order. */
+const sourceTicketsInOrder = async () =>
+  ((await from.live('GET', `${base}/tickets?status=all&sort=createdAt&order=asc&limit=100`)).body.data as Shown[]).map((x) => x.id as string).sort();
 const count = async (sql: string, params: string[] = []) => Number((await target.db.raw(sql, params)).rows[0].n);
 
-t.test('a full import through a source that rate-limits once and fails once: nothing the interface shows is lost', async (t) => {
-  failures.push({ match: /^\/v1\/brands(\?|$)/, status: 429, headers: { 'retry-after': '1' } }, { match: /\/comments(\?|$)/, status: 503 });
-  const run = await runCli(importArgs(), importEnv);
+t.test('a full import through a source that rate-limits once, fails once and cuts its export once: nothing the interface shows is lost', async (t) => {
+  failures.push(
+    { match: /^\/v1\/brands(\?|$)/, status: 429, headers: { 'retry-after': '1' } },
+    { match: /\/tickets\/export\?/, status: 503 },
+    { match: /\/tickets\/export\?/, cutAfterLines: 3 },
+  );
+  proxied.length = 0;
+  // Pages of 2: the export is cut within the second page.
+  const run = await runCli(importArgs('--page-size', '2'), importEnv);
   t.equal(run.code, 0, run.stderr);
   t.ok(
     failures.every((f) => f.served),
-    'the 429 and the 503 were answered',
+    'the 429, the 503 and the cut were answered',
   );
   const lines = linesOf(run.stdout);
-  t.equal(lines.filter((l) => l.retry).length, 2, 'each was tried again (a line says so)');
+  t.equal(lines.filter((l) => l.retry).length, 3, 'each was tried again (a line says so)');
+  const exports = proxied.filter((p) => p.startsWith(`${base}/tickets/export?`)).map((p) => new URL(p, proxyUrl).searchParams);
+  t.same(
+    exports.map((q) => [q.get('isSpam'), q.get('after')]),
+    [
+      ['false', null],
+      ['false', null],
+      ['false', (await sourceTicketsInOrder())[1]],
+      ['true', null],
+    ],
+    'the tickets read through the export with their comments, taken up after the last page written when cut, then the spam',
+  );
+  t.notOk(
+    proxied.some((p) => /\/comments(\?|$)/.test(p)),
+    'no request for comments',
+  );
   const report = lines.pop()!.report!;
   t.match(report.counts, {
     brand: { created: 1 },
@@ -244,10 +285,18 @@ t.test('a full import through a source that rate-limits once and fails once: not
   t.ok(await count(`select count(*) as n from audit_log where account_id = ? and source = 'import' and event = 'ticket.created'`, [into.accountId]), 'audited with source import');
 });
 
-t.test('a second run creates nothing new', async (t) => {
+t.test('a second run creates nothing new, also from the list of a source without the export (as the hosted product)', async (t) => {
+  failures.push({ match: /\/tickets\/export\?/, status: 404 });
+  proxied.length = 0;
   const run = await runCli(importArgs(), importEnv);
   t.equal(run.code, 0, run.stderr);
+  t.equal(proxied.filter((p) => p.includes('/tickets/export?')).length, 1, 'the export was asked for once');
+  t.ok(
+    proxied.some((p) => p.startsWith(`${base}/tickets?`)),
+    'then the list was paged',
+  );
   const report = reportOf(run.stdout);
+  t.equal(report.counts.ticket.unchanged, 4, 'every ticket found, unchanged');
   for (const [kind, c] of Object.entries(report.counts) as [string, { created: number; updated: number }][]) {
     t.equal(c.created, 0, `${kind}: none created`);
     t.equal(c.updated, 0, `${kind}: none updated`);
@@ -293,7 +342,8 @@ t.test('--since picks up a changed ticket and a new one', async (t) => {
 
 t.test('killed midway, run again: completes with no duplicates', async (t) => {
   for (let i = 0; i < 40; i++) await makeTicket(from.live, base, { title: `Bulk ${i}`, body: `number ${i}` });
-  const lines = await runCliKilledWhen<Line>(importArgs(), importEnv, (seen) => seen.filter((l) => l.kind === 'ticket' && l.outcome === 'created').length >= 10);
+  // Pages of 10: the new tickets of a page are written in one transaction.
+  const lines = await runCliKilledWhen<Line>(importArgs('--page-size', '10'), importEnv, (seen) => seen.filter((l) => l.kind === 'ticket' && l.outcome === 'created').length >= 10);
   const before = lines.filter((l) => l.kind === 'ticket' && l.outcome === 'created').length;
   t.ok(before >= 10 && before < 40, `killed after ${before} tickets`);
   t.ok(!lines.some((l) => l.report), 'it did not finish');

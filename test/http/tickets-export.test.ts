@@ -212,6 +212,15 @@ t.test('more tickets than a page: each once, in order, to the last', async (t) =
   for await (const part of small.chunks) parts.push(part);
   t.equal(Buffer.concat(parts).toString('utf8'), res.text, 'pages of 7: the same text');
   t.equal(small.written, 2_500);
+
+  // Cut short after 1,234 tickets: taken up after the last one received, the rest, each once.
+  const rest = lines(await raw(w.owner.liveKey, `${w.base}/tickets/export?after=${ids[1_233]}`));
+  t.same(
+    rest.map((r) => r.id),
+    ids.slice(1_234),
+    'after=: the tickets after that id, in order',
+  );
+  t.same(lines(await raw(w.owner.liveKey, `${w.base}/tickets/export?after=${ids[2_499]}`)), [], 'after the last one: none');
 });
 
 t.test('who may export: another tenant never, a member no, an admin and the owner yes', async (t) => {
@@ -237,7 +246,7 @@ t.test('who may export: another tenant never, a member no, an admin and the owne
 
 t.test('bad input: 400 in the error shape', async (t) => {
   const w = await world();
-  for (const query of ['format=xml', 'comments=maybe', 'limit=10', 'sort=title', 'cursor=abc', 'status=', 'createdAfter=yesterday']) {
+  for (const query of ['format=xml', 'comments=maybe', 'limit=10', 'sort=title', 'cursor=abc', 'status=', 'createdAfter=yesterday', 'after=', `after=${'x'.repeat(65)}`]) {
     assertErrorShape(t, await w.owner.live('GET', `${w.base}/tickets/export?${query}`), 400, 'validation_failed');
   }
   const many = Array.from({ length: 21 }, (_, i) => `tag_${String(i).padStart(26, '0')}`).join(',');
