@@ -28,6 +28,7 @@ interface ExportFlags {
   account?: string;
   format: string;
   comments?: boolean;
+  watchers?: boolean;
   out?: string;
   json?: boolean;
   [flag: string]: string | boolean | undefined;
@@ -41,6 +42,7 @@ export function registerTickets(program: Command, globals: () => GlobalOptions):
     .option('--account <accountId>', 'the account the brand must belong to (a check)')
     .option('--format <format>', 'ndjson or csv', 'ndjson')
     .option('--comments', 'NDJSON only: each ticket with its comments (every live comment, oldest first, each with its parentId)')
+    .option('--watchers', 'NDJSON only: each ticket with its watchers')
     .option('--out <file>', 'write to this file (whole or not at all: a failed export leaves no file) instead of stdout')
     .option('--json', 'with --out: the summary as JSON ({ brandId, format, tickets, file })');
   for (const [flag, , description] of FILTER_FLAGS) exportCmd.option(flag, description);
@@ -55,6 +57,7 @@ shows on a terminal (stderr).`,
     .action(async (brandId: string, opts: ExportFlags) => {
       if (opts.format !== 'ndjson' && opts.format !== 'csv') throw new UsageError('--format must be ndjson or csv');
       if (opts.format === 'csv' && opts.comments) throw new UsageError('--comments needs --format ndjson (a CSV has commentCount)');
+      if (opts.format === 'csv' && opts.watchers) throw new UsageError('--watchers needs --format ndjson');
       if (opts.json && !opts.out) throw new UsageError('--json needs --out: without it the export itself is on stdout');
       const query: Record<string, unknown> = {};
       // Each flag's option name (commander's camel case) is its query parameter's.
@@ -66,7 +69,7 @@ shows on a terminal (stderr).`,
       const summary = await withServices(loadConfig({ configFile: globals().config }), async (services) => {
         const ctx = await brandCtx(services, brandId);
         if (opts.account !== undefined && opts.account !== ctx.accountId) throw new UsageError(`brand ${brandId} is not in account ${opts.account}`);
-        const exported = await exportTickets(ctx, brandId, checked.filters, { format, comments: Boolean(opts.comments), commentShape: 'flat' });
+        const exported = await exportTickets(ctx, brandId, checked.filters, { format, comments: Boolean(opts.comments), watchers: Boolean(opts.watchers), commentShape: 'flat' });
         const total = await tickets.countMatching(ctx, brandId, checked.filters);
         const bar = progressBar('tickets');
         bar.update(0, total);

@@ -15,7 +15,7 @@ import { CreateContactBody, type CreateContactInput } from '../domains/contacts/
 import { CreateCompanyBody } from '../domains/companies/schemas.js';
 import * as companies from '../domains/companies/service.js';
 import * as contacts from '../domains/contacts/service.js';
-import type { DispatchSource, SourceObject } from '../integrations/import-dispatch-source.js';
+import type { DispatchSource, SourceObject, SourceTicket } from '../integrations/import-dispatch-source.js';
 import { SourceFailed } from '../integrations/import-http.js';
 import { createBrand } from './brands.js';
 import { createCompany, createContact, findOrCreateContact, updateCompany, updateContact } from './customers.js';
@@ -137,7 +137,7 @@ export async function importDispatch(base: TenantCtx, from: DispatchSource, opti
         try {
           for await (const page of from.exportedTickets(b, { status: 'all', isSpam: phase === 'spam' }, state.cursor, pageSize)) {
             await importTickets(w, from, sb.id, page, memberOf);
-            state.cursor = page.at(-1)!.id;
+            state.cursor = page.at(-1)!.ticket.id;
             await run.save();
           }
           return;
@@ -168,7 +168,14 @@ export async function importDispatch(base: TenantCtx, from: DispatchSource, opti
           const items = older === -1 ? page.items : page.items.slice(0, older);
           if (phase === 'companies') await pMap(items, (item) => importCompany(w, item), { concurrency: IN_FLIGHT });
           else if (phase === 'contacts') await importContacts(w, items);
-          else await importTickets(w, from, sb.id, items, memberOf);
+          else
+            await importTickets(
+              w,
+              from,
+              sb.id,
+              items.map((ticket) => ({ ticket })),
+              memberOf,
+            );
           if (!page.nextCursor || older !== -1) break;
           state.cursor = page.nextCursor;
           await run.save();
@@ -454,9 +461,9 @@ async function importWebhook(w: Writer, o: SourceObject): Promise<void> {
   });
 }
 
-/** A page of tickets with their comments, attachments and watchers: read several at a time, then written. */
-async function importTickets(w: Writer, from: DispatchSource, sourceBrandId: string, page: readonly SourceObject[], memberOf: ReadonlyMap<string, string>): Promise<void> {
-  const ids = (pickId: (t: SourceObject) => unknown) => [...new Set(page.flatMap((t) => [pickId(t)].flat()).filter((id): id is string => typeof id === 'string'))];
+/** A page of tickets with their comments, attachments and watchers: what was not exported with them read several at a time, then written. */
+async function importTickets(w: Writer, from: DispatchSource, sourceBrandId: string, page: readonly SourceTicket[], memberOf: ReadonlyMap<string, string>): Promise<void> {
+  const ids = (pickId: (t: SourceObject) => unknown) => [...new Set(page.flatMap(({ ticket }) => [pickId(ticket)].flat()).filter((id): id is string => typeof id === 'string'))];
   const [tickets, contacts, categories, tags] = await Promise.all([
     w.run.mappings(
       'ticket',
@@ -489,7 +496,7 @@ async function readTicket(
   w: Writer,
   from: DispatchSource,
   sourceBrandId: string,
-  t: SourceObject,
+  { ticket: t, comments: exportedComments, watchers: exportedWatchers }: SourceTicket,
   memberOf: ReadonlyMap<string, string>,
   page: PageMappings,
 ): Promise<{ ticket: TicketToWrite; watchers: SourceObject[] } | null> {
@@ -542,7 +549,7 @@ async function readTicket(
     updatedAt: String(t.updatedAt),
   };
   // Exported with its comments; else a ticket the source counts no comments or files of needs no request for them.
-  const sourceComments = Array.isArray(t.comments) ? (t.comments as SourceObject[]) : t.commentCount === 0 ? [] : await from.comments(sourceBrandId, t.id);
+  const sourceComments = exportedComments ?? (t.commentCount === 0 ? [] : await from.comments(sourceBrandId, t.id));
   const comments: ImportedComment[] = sourceComments.map((c) => ({
     ref: c.id,
     version: versionOf({ updatedAt: c.updatedAt }),
@@ -574,7 +581,7 @@ async function readTicket(
     unavailable: f.status === 'UPLOADED' ? undefined : `its upload is ${String(f.status)} in the source`,
     stage: (storage, maxBytes) => from.stageAttachment(sourceBrandId, t.id, f.id, storage, maxBytes),
   }));
-  return { ticket: { key: { sourceId: t.id, version }, known: todo.known, ticket, comments, files }, watchers: await from.watchers(sourceBrandId, t.id) };
+  return { ticket: { key: { sourceId: t.id, version }, known: todo.known, ticket, comments, files }, watchers: exportedWatchers ?? (await from.watchers(sourceBrandId, t.id)) };
 }
 
 /** Watchers: members of the target (matched by email) only. */

@@ -9,6 +9,8 @@ import { onReplica } from '../core/read-replica.js';
 import { validationErrors } from '../core/validation.js';
 import * as comments from '../domains/comments/service.js';
 import * as tickets from '../domains/tickets/service.js';
+import type { WatcherView } from '../domains/watchers/schemas.js';
+import { watchersOfTickets } from './ticket-watchers.js';
 import { TicketExportQuery, type TicketView } from '../domains/tickets/schemas.js';
 
 /**
@@ -47,6 +49,8 @@ export interface ExportOptions {
   comments: boolean;
   /** How the comments are listed: every comment (the dashboard's reading) or threads (the SDK's); see comments.list. */
   commentShape: 'flat' | 'threads';
+  /** NDJSON only: each ticket with `watchers`, as the watcher list gives them. */
+  watchers?: boolean;
   /** Only the tickets after this id (the export's order): a cut export taken up again. */
   after?: string | null;
   pageSize?: number;
@@ -110,8 +114,8 @@ const csvRows = (views: readonly TicketView[]) =>
     CSV_OPTIONS,
   );
 
-/** A ticket's JSON text with its comments' (a JSON array's text) as the last field. */
-const withComments = (json: string, list: string | undefined) => `${json.slice(0, -1)},"comments":${list ?? '[]'}}`;
+/** A ticket's JSON text with one more field last (its value as JSON text). */
+const withField = (json: string, name: string, value: string) => `${json.slice(0, -1)},"${name}":${value}}`;
 
 /**
  * Texts as UTF-8 lines, written straight into one buffer: no string of the whole piece is made
@@ -130,7 +134,7 @@ function linesOf(texts: readonly string[]): Buffer {
   return bytes;
 }
 
-const ExportFilters = Type.Omit(TicketExportQuery, ['format', 'comments', 'after'], { additionalProperties: false });
+const ExportFilters = Type.Omit(TicketExportQuery, ['format', 'comments', 'watchers', 'after'], { additionalProperties: false });
 
 /**
  * Filters given as text (the CLI's flags), checked and converted as the route's query is: the
@@ -154,6 +158,9 @@ export function exportFilters(query: Record<string, unknown>): { filters: ticket
 export async function exportTickets(ctx: TenantCtx, brandId: string, filters: tickets.TicketFilterInput, options: ExportOptions): Promise<TicketExport> {
   const id = await visibleBrandId(ctx, brandId);
   tickets.checkListFilters(filters);
+  if (options.format === 'csv' && options.watchers) {
+    throw badRequest('Watchers are exported in NDJSON only (format=ndjson)', [{ field: 'watchers', message: 'needs format=ndjson' }], 'watchers_need_ndjson');
+  }
   if (options.format === 'csv' && options.comments) {
     throw badRequest(
       'Comments are exported in NDJSON only (format=ndjson); a CSV has commentCount',
@@ -169,13 +176,15 @@ export async function exportTickets(ctx: TenantCtx, brandId: string, filters: ti
   interface Page {
     rows: { id: string; viewJson: string }[];
     byTicket: Map<string, string> | null;
+    watchersOf: Map<string, WatcherView[]> | null;
   }
   const read = (after: string | null, through: string): Promise<Page> =>
     onReplica(ctx, async (c) => {
       const rows = await tickets.exportPage(c, id, filters, after, through);
       const ids = rows.map((r) => r.id);
       const byTicket = options.comments && rows.length ? await comments.listJsonOfTickets(c, id, ids, options.commentShape) : null;
-      return { rows, byTicket };
+      const watchersOf = options.watchers && rows.length ? await watchersOfTickets(c, id, ids) : null;
+      return { rows, byTicket, watchersOf };
     });
 
   /**
@@ -212,7 +221,7 @@ export async function exportTickets(ctx: TenantCtx, brandId: string, filters: ti
 
   async function* chunks(): AsyncGenerator<Buffer, void, undefined> {
     if (options.format === 'csv') yield Buffer.from(stringify([CSV_HEADER]));
-    for await (const { rows, byTicket } of pages()) {
+    for await (const { rows, byTicket, watchersOf } of pages()) {
       // In pieces of a few tens of kB, not a page at once: a text of megabytes (and the buffer
       // made of it) lands in memory that the process keeps long after it is freed.
       const piece = byTicket ? EXPORT_CHUNK_TICKETS_WITH_COMMENTS : EXPORT_CHUNK_TICKETS;
@@ -221,7 +230,12 @@ export async function exportTickets(ctx: TenantCtx, brandId: string, filters: ti
         const text =
           options.format === 'csv'
             ? Buffer.from(csvRows(some.map((r) => JSON.parse(r.viewJson) as TicketView)))
-            : linesOf(some.map((r) => (byTicket ? withComments(r.viewJson, byTicket.get(r.id)) : r.viewJson)));
+            : linesOf(
+                some.map((r) => {
+                  const json = byTicket ? withField(r.viewJson, 'comments', byTicket.get(r.id) ?? '[]') : r.viewJson;
+                  return watchersOf ? withField(json, 'watchers', JSON.stringify(watchersOf.get(r.id) ?? [])) : json;
+                }),
+              );
         written += some.length;
         yield text;
       }

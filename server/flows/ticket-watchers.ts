@@ -116,7 +116,19 @@ export async function list(ctx: TenantCtx, brandId: string, ticketId: string): P
 
 /** The watchers of a ticket the caller has already found in a brand it checked (no 404 here). */
 export async function watchersOf(ctx: TenantCtx, brandId: string, ticketId: string): Promise<WatcherView[]> {
-  return (await TicketWatcher.scoped(ctx).where({ brandId, ticketId }).orderBy('id')).map(toView);
+  return (await watchersOfTickets(ctx, brandId, [ticketId])).get(ticketId) ?? [];
+}
+
+/** watchersOf for several tickets in one statement, by ticket id (a ticket without watchers is absent). */
+export async function watchersOfTickets(ctx: TenantCtx, brandId: string, ticketIds: readonly string[]): Promise<Map<string, WatcherView[]>> {
+  const byTicket = new Map<string, WatcherView[]>();
+  if (!ticketIds.length) return byTicket;
+  for (const row of await TicketWatcher.scoped(ctx).where({ brandId }).whereIn('ticketId', ticketIds).orderBy('id')) {
+    const list = byTicket.get(row.ticketId) ?? [];
+    if (!list.length) byTicket.set(row.ticketId, list);
+    list.push(toView(row));
+  }
+  return byTicket;
 }
 
 /** Adds a watcher; a member already watching is answered with the existing watcher (created: false). */

@@ -86,9 +86,9 @@ export async function ticketRoutes(app: FastifyInstance): Promise<void> {
         summary: 'Export every ticket the list with these filters holds, streamed as NDJSON or CSV (a download; owners, admins and API keys)',
         description:
           'In creation order, read page by page (no snapshot: a ticket comes at most once; one changed meanwhile comes as it was when its page was read). ' +
-          'NDJSON: one ticket a line as the list shows it, with `comments` when comments=true (every comment to a session, threads to an API key). ' +
+          'NDJSON: one ticket a line as the list shows it, with `comments` when comments=true (every comment to a session, threads to an API key) and `watchers` when watchers=true. ' +
           "CSV: a fixed header of flat fields, customFields, links and metadata as JSON, formula-like cells prefixed with `'`. " +
-          'A complete export ends with the HTTP trailer X-Ticket-Count; one that failed midway is cut short (its chunked body never ends).',
+          'A complete export ends with the HTTP trailer X-Ticket-Count; one that failed midway is cut short (its chunked body never ends): after=<the last ticket id received> takes it up.',
         params: BrandParams,
         querystring: TicketExportQuery,
         response: {
@@ -100,8 +100,8 @@ export async function ticketRoutes(app: FastifyInstance): Promise<void> {
       },
     },
     async (req, reply) => {
-      const { format = 'ndjson', comments = false, after, ...filters } = req.query;
-      const exported = await exportTickets(req.ctx, req.params.brandId, filters, { format, comments, after, commentShape: isDashboardCaller(req.ctx) ? 'flat' : 'threads' });
+      const { format = 'ndjson', comments = false, watchers = false, after, ...filters } = req.query;
+      const exported = await exportTickets(req.ctx, req.params.brandId, filters, { format, comments, watchers, after, commentShape: isDashboardCaller(req.ctx) ? 'flat' : 'threads' });
       reply
         .type(exported.contentType)
         .header('content-disposition', formatContentDisposition(exported.filename))

@@ -10,11 +10,20 @@ import { SourceCut, SourceFailed, SourceHttp, type SourceHttpOptions } from './i
 /** A JSON object as the source's API shows it. */
 export type SourceObject = Record<string, unknown> & { id: string };
 
+/** A ticket of the source; with its comments (flattened, as comments() gives them) and watchers when it was exported with them. */
+export interface SourceTicket {
+  ticket: SourceObject;
+  comments?: SourceObject[];
+  watchers?: SourceObject[];
+}
+
 /** A page of a cursor-paged list. */
 export interface SourcePage {
   items: SourceObject[];
   nextCursor: string | null;
 }
+
+const list = (v: unknown): SourceObject[] => (Array.isArray(v) ? (v as SourceObject[]) : []);
 
 /** Comments as threads (an API key's reading: each top comment with its `replies`), flattened: each reply after the comment it answers. */
 function flattenThreads(top: readonly SourceObject[]): SourceObject[] {
@@ -83,25 +92,25 @@ export class DispatchSource {
   }
 
   /**
-   * The brand's tickets matching `query` (the list's filters), each with its `comments` flattened
-   * as comments() gives them, from the ticket after `after` on, in pages of `size`: through the
-   * export of a ticketd source (one request, where paging the list takes one for each page and
-   * one for each ticket's comments). A cut export is asked for again after the last page taken,
+   * The brand's tickets matching `query` (the list's filters), each with its comments and
+   * watchers, from the ticket after `after` on, in pages of `size`: through the export of a
+   * ticketd source (one request, where paging the list takes one for each page and two for each
+   * ticket). A cut export is asked for again after the last page taken,
    * within the tries allowed. A source without the export (the hosted product, or an older
    * ticketd: 404 or 400) throws SourceFailed before the first page: page the list then.
    */
-  async *exportedTickets(brandId: string, query: Record<string, string | boolean>, after: string | null, size: number): AsyncGenerator<SourceObject[], void, undefined> {
+  async *exportedTickets(brandId: string, query: Record<string, string | boolean>, after: string | null, size: number): AsyncGenerator<SourceTicket[], void, undefined> {
     const path = `v1/brands/${encodeURIComponent(brandId)}/tickets/export`;
-    let page: SourceObject[] = [];
+    let page: SourceTicket[] = [];
     for (let attempt = 1; ; attempt++) {
       try {
         // Progress sets the tries back to 1: a long export may be cut more often than the tries allowed.
-        for await (const line of this.http.lines(path, { ...query, format: 'ndjson', comments: true, after: after ?? undefined })) {
-          const t = line as SourceObject;
-          page.push({ ...t, comments: flattenThreads(Array.isArray(t.comments) ? (t.comments as SourceObject[]) : []) });
+        for await (const line of this.http.lines(path, { ...query, format: 'ndjson', comments: true, watchers: true, after: after ?? undefined })) {
+          const { comments, watchers, ...ticket } = line as SourceObject;
+          page.push({ ticket: ticket as SourceObject, comments: flattenThreads(list(comments)), watchers: list(watchers) });
           if (page.length < size) continue;
           yield page;
-          after = page.at(-1)!.id;
+          after = page.at(-1)!.ticket.id;
           page = [];
           attempt = 1;
         }

@@ -228,11 +228,11 @@ t.test('a full import through a source that rate-limits once, fails once and cut
       ['false', (await sourceTicketsInOrder())[1]],
       ['true', null],
     ],
-    'the tickets read through the export with their comments, taken up after the last page written when cut, then the spam',
+    'the tickets read through the export with their comments and watchers, taken up after the last page written when cut, then the spam',
   );
   t.notOk(
-    proxied.some((p) => /\/comments(\?|$)/.test(p)),
-    'no request for comments',
+    proxied.some((p) => /\/(comments|watchers)(\?|$)/.test(p)),
+    'no request for comments or watchers: they came with the tickets',
   );
   const report = lines.pop()!.report!;
   t.match(report.counts, {

@@ -188,6 +188,27 @@ t.test('comments when asked: every comment to a session, threads to an API key',
   assertErrorShape(t, await w.owner.live('GET', `${w.base}/tickets/export?format=csv&comments=true`), 400, 'comments_need_ndjson');
 });
 
+t.test('watchers when asked: as the watcher list gives them, after the comments', async (t) => {
+  const w = await world();
+  const watched = (await w.owner.live('POST', `${w.base}/tickets`, { title: 'Watched' })).body;
+  const unwatched = (await w.owner.live('POST', `${w.base}/tickets`, { title: 'Alone' })).body;
+  for (const m of [w.admin, w.member])
+    t.equal((await w.owner.live('POST', `${w.base}/tickets/${watched.id}/watchers`, { memberId: m.id, notifyOnComment: m === w.admin })).status, 201);
+  const both = lines(await raw(w.owner.liveKey, `${w.base}/tickets/export?comments=true&watchers=true`));
+  t.same(
+    both.map((x: Any) => x.id),
+    [watched.id, unwatched.id],
+  );
+  t.strictSame(both[0].watchers, (await w.owner.live('GET', `${w.base}/tickets/${watched.id}/watchers`)).body, 'the watchers as listed');
+  t.equal(both[0].watchers.length, 2);
+  t.strictSame(both[1].watchers, [], 'a ticket without watchers: an empty list');
+  t.same(Object.keys(both[0]).slice(-2), ['comments', 'watchers'], 'last, after the comments');
+  const alone = lines(await raw(w.owner.liveKey, `${w.base}/tickets/export?watchers=true`));
+  t.notOk('comments' in alone[0], 'without comments=true, no comments');
+  t.strictSame(alone[0].watchers, both[0].watchers);
+  assertErrorShape(t, await w.owner.live('GET', `${w.base}/tickets/export?format=csv&watchers=true`), 400, 'watchers_need_ndjson');
+});
+
 t.test('more tickets than a page: each once, in order, to the last', async (t) => {
   const w = await world();
   t.ok(2_500 > 4 * EXPORT_PAGE_SIZE, 'several pages');

@@ -199,6 +199,7 @@ export const TicketExportQuery = Type.Object(
       }),
     ),
     comments: Type.Optional(Type.Boolean({ default: false, description: 'NDJSON only: each ticket with `comments`, its live comments oldest first' })),
+    watchers: Type.Optional(Type.Boolean({ default: false, description: 'NDJSON only: each ticket with `watchers`, as the watcher list gives them' })),
     after: Type.Optional({ ...Id, description: "Only the tickets after this ticket id in the export's order: an export cut short is taken up after the last ticket received" }),
   },
   { additionalProperties: false },
