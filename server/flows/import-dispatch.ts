@@ -15,8 +15,7 @@ import { CreateContactBody, type CreateContactInput } from '../domains/contacts/
 import { CreateCompanyBody } from '../domains/companies/schemas.js';
 import * as companies from '../domains/companies/service.js';
 import * as contacts from '../domains/contacts/service.js';
-import type { DispatchSource, SourceObject, SourceTicket } from '../integrations/import-dispatch-source.js';
-import { SourceFailed } from '../integrations/import-http.js';
+import { ExportUnavailable, type DispatchSource, type SourceObject, type SourceTicket } from '../integrations/import-dispatch-source.js';
 import { createBrand } from './brands.js';
 import { createCompany, createContact, findOrCreateContact, updateCompany, updateContact } from './customers.js';
 import * as watchers from './ticket-watchers.js';
@@ -133,16 +132,11 @@ export async function importDispatch(base: TenantCtx, from: DispatchSource, opti
           );
       }
       if ((phase === 'tickets' || phase === 'spam') && !options.since && !state.listed) {
-        // A full run reads a ticketd source's tickets through its export: one request, with their comments.
+        // A full run reads a ticketd source's tickets through its export: one request, with their comments and watchers.
         try {
-          for await (const page of from.exportedTickets(b, { status: 'all', isSpam: phase === 'spam' }, state.cursor, pageSize)) {
-            await importTickets(w, from, sb.id, page, memberOf);
-            state.cursor = page.at(-1)!.ticket.id;
-            await run.save();
-          }
-          return;
+          return await importExported(w, from, sb.id, memberOf, phase === 'spam', pageSize);
         } catch (err) {
-          if (!(err instanceof SourceFailed && (err.status === 404 || err.status === 400) && state.cursor === null)) throw err;
+          if (!(err instanceof ExportUnavailable)) throw err;
           state.listed = true;
         }
       }
@@ -460,6 +454,40 @@ async function importWebhook(w: Writer, o: SourceObject): Promise<void> {
     },
   });
 }
+
+/**
+ * The brand's tickets (or its spam) through the source's export, from the ticket after the cursor
+ * on, PAGES_IN_FLIGHT pages at a time: one page is written while the next is read and prepared,
+ * so that the source, the importer and the database work side by side. The cursor moves past a
+ * page once it and every page before it are in: a run killed meanwhile reads a page written
+ * already again, and finds its tickets unchanged.
+ */
+async function importExported(w: Writer, from: DispatchSource, sourceBrandId: string, memberOf: ReadonlyMap<string, string>, spam: boolean, pageSize: number): Promise<void> {
+  const { run } = w;
+  const writing: { done: Promise<void>; last: string }[] = [];
+  const settleFirst = async () => {
+    const first = writing.shift()!;
+    await first.done;
+    run.state.cursor = first.last;
+    await run.save();
+  };
+  try {
+    for await (const page of from.exportedTickets(sourceBrandId, { status: 'all', isSpam: spam }, run.state.cursor, pageSize)) {
+      const done = importTickets(w, from, sourceBrandId, page, memberOf);
+      // Awaited in order by settleFirst; meanwhile a failure is no unhandled rejection.
+      done.catch(() => undefined);
+      writing.push({ done, last: page.at(-1)!.ticket.id });
+      if (writing.length >= PAGES_IN_FLIGHT) await settleFirst();
+    }
+    while (writing.length) await settleFirst();
+  } finally {
+    // Nothing left writing behind a failure.
+    await Promise.allSettled(writing.map((p) => p.done));
+  }
+}
+
+/** Pages of tickets written side by side by importExported. */
+const PAGES_IN_FLIGHT = 2;
 
 /** A page of tickets with their comments, attachments and watchers: what was not exported with them read several at a time, then written. */
 async function importTickets(w: Writer, from: DispatchSource, sourceBrandId: string, page: readonly SourceTicket[], memberOf: ReadonlyMap<string, string>): Promise<void> {

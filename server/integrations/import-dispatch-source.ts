@@ -23,6 +23,14 @@ export interface SourcePage {
   nextCursor: string | null;
 }
 
+/** The source answered the export's first request 404 or 400: it has none (the hosted product), or not this one (an older ticketd). */
+export class ExportUnavailable extends Error {
+  constructor(answer: string) {
+    super(`the source has no ticket export (${answer})`);
+    this.name = 'ExportUnavailable';
+  }
+}
+
 const list = (v: unknown): SourceObject[] => (Array.isArray(v) ? (v as SourceObject[]) : []);
 
 /** Comments as threads (an API key's reading: each top comment with its `replies`), flattened: each reply after the comment it answers. */
@@ -97,15 +105,17 @@ export class DispatchSource {
    * ticketd source (one request, where paging the list takes one for each page and two for each
    * ticket). A cut export is asked for again after the last page taken,
    * within the tries allowed. A source without the export (the hosted product, or an older
-   * ticketd: 404 or 400) throws SourceFailed before the first page: page the list then.
+   * ticketd: 404 or 400 to it) throws ExportUnavailable: page the list then.
    */
   async *exportedTickets(brandId: string, query: Record<string, string | boolean>, after: string | null, size: number): AsyncGenerator<SourceTicket[], void, undefined> {
     const path = `v1/brands/${encodeURIComponent(brandId)}/tickets/export`;
     let page: SourceTicket[] = [];
+    let lines = 0;
     for (let attempt = 1; ; attempt++) {
       try {
         // Progress sets the tries back to 1: a long export may be cut more often than the tries allowed.
         for await (const line of this.http.lines(path, { ...query, format: 'ndjson', comments: true, watchers: true, after: after ?? undefined })) {
+          lines++;
           const { comments, watchers, ...ticket } = line as SourceObject;
           page.push({ ticket: ticket as SourceObject, comments: flattenThreads(list(comments)), watchers: list(watchers) });
           if (page.length < size) continue;
@@ -117,6 +127,7 @@ export class DispatchSource {
         if (page.length) yield page;
         return;
       } catch (err) {
+        if (err instanceof SourceFailed && (err.status === 404 || err.status === 400) && !lines) throw new ExportUnavailable(err.message);
         if (!(err instanceof SourceCut)) throw err;
         // What was read of the page not yet given is read again.
         page = [];
