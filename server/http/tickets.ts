@@ -101,7 +101,13 @@ export async function ticketRoutes(app: FastifyInstance): Promise<void> {
     },
     async (req, reply) => {
       const { format = 'ndjson', comments = false, watchers = false, after, ...filters } = req.query;
-      const exported = await exportTickets(req.ctx, req.params.brandId, filters, { format, comments, watchers, after, commentShape: isDashboardCaller(req.ctx) ? 'flat' : 'threads' });
+      const exported = await exportTickets(req.ctx, req.params.brandId, filters, {
+        format,
+        comments,
+        watchers,
+        after,
+        commentShape: isDashboardCaller(req.ctx) ? 'flat' : 'threads',
+      });
       reply
         .type(exported.contentType)
         .header('content-disposition', formatContentDisposition(exported.filename))
