@@ -141,13 +141,15 @@ export class ZendeskSource {
  * pause until the account's budget resets when what it has left falls to its reserve: Zendesk's
  * limit is the whole account's, and the help desk is still in use while the import runs.
  */
-class ZendeskPacer implements SourcePacer {
+export class ZendeskPacer implements SourcePacer {
   private readonly sent = new Map<string, number[]>();
   private pausedUntil = 0;
 
   constructor(
     private readonly perMinute: number,
     private readonly onWait?: (info: { url: string; reason: string; waitMs: number; attempt: number }) => void,
+    /** The clock and the wait (real ones but in tests: the window is a minute). */
+    private readonly clock: { now(): number; sleep(ms: number): Promise<unknown> } = { now: Date.now, sleep },
   ) {}
 
   async before(url: string): Promise<void> {
@@ -157,7 +159,7 @@ class ZendeskPacer implements SourcePacer {
     const sent = this.sent.get(bucket) ?? [];
     this.sent.set(bucket, sent);
     for (;;) {
-      const now = Date.now();
+      const now = this.clock.now();
       while (sent.length && sent[0]! <= now - MINUTE) sent.shift();
       const paused = this.pausedUntil - now;
       const full = sent.length >= limit ? sent[0]! + MINUTE - now : 0;
@@ -168,7 +170,7 @@ class ZendeskPacer implements SourcePacer {
       }
       const reason = paused >= full ? 'asked to slow down (its rate limit is nearly spent)' : `reached ${limit} requests this minute${exporting ? ' (the export endpoint)' : ''}`;
       this.onWait?.({ url, reason, waitMs, attempt: 0 });
-      await sleep(waitMs);
+      await this.clock.sleep(waitMs);
     }
   }
 
@@ -183,6 +185,6 @@ class ZendeskPacer implements SourcePacer {
     const limit = num('ratelimit-limit') ?? num('x-rate-limit');
     if (remaining > (limit === null ? 0 : Math.floor(limit * RESERVE))) return;
     const resetSeconds = num('ratelimit-reset') ?? 60;
-    this.pausedUntil = Math.max(this.pausedUntil, Date.now() + resetSeconds * 1000);
+    this.pausedUntil = Math.max(this.pausedUntil, this.clock.now() + resetSeconds * 1000);
   }
 }
