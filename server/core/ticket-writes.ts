@@ -301,7 +301,8 @@ export async function linkEachTags(tx: TenantCtx, brandId: string, links: readon
   await tx.db.raw(
     `insert into ticket_tags (account_id, livemode, brand_id, ticket_id, tag_id, status, priority)
     select t.account_id, t.livemode, t.brand_id, t.id, g.tag_id, t.status, t.priority
-    from unnest(?::text[], ?::text[]) as g (ticket_id, tag_id) join tickets t on ? and t.brand_id = ? and t.id = g.ticket_id
+    from tickets t join unnest(?::text[], ?::text[]) as g (ticket_id, tag_id) on g.ticket_id = t.id
+    where ? and t.brand_id = ?
     on conflict do nothing`,
     [pairs.map((p) => p[0]), pairs.map((p) => p[1]), tenantScope(tx, 't'), brandId],
   );
