@@ -266,13 +266,14 @@ export class ImportRun<S extends object> {
 
   /**
    * Tickets with their comments and files. Those new to the target without files are inserted
-   * together in one transaction (insertNewTickets); should the target refuse one of them, they
-   * are written one by one instead. The others each have a transaction of their own, several at a
-   * time: the files the import has not copied yet are read from the source first (checked against
-   * the source's checksum, held to the upload limit, scanned as uploads are; each one that fails
-   * is skipped and reported), then the ticket is written with writeTicket. The numbers of those
-   * inserted are reserved together first. Counts the tickets, their comments and their files.
-   * Gives each target ticket's id, or null when the target refused the ticket (skipped and reported).
+   * together, a brand's in one transaction (insertNewTickets: its statements refuse nothing a
+   * source sends; a failure stops the run, to be resumed). The others each have a transaction of
+   * their own, several at a time: the files the import has not copied yet are read from the source
+   * first (checked against the source's checksum, held to the upload limit, scanned as uploads
+   * are; each one that fails is skipped and reported), then the ticket is written with writeTicket
+   * (one the target refuses, a 4xx, is skipped and reported). The numbers of those inserted are
+   * reserved together first. Counts the tickets, their comments and their files. Gives each target
+   * ticket's id, or null when it was skipped.
    */
   async writeTickets(items: readonly TicketToWrite[]): Promise<(string | null)[]> {
     // A ticket deleted in the target since is written again whole: its files too.
@@ -287,31 +288,21 @@ export class ImportRun<S extends object> {
       );
       inserted.forEach((it, i) => numbers.set(it, reserved[i]!));
     }
-    const together = items.filter((it, i) => !still[i] && !it.files.length);
+    const together: TicketToWrite[] = [];
+    const alone: { it: TicketToWrite; stillThere: boolean }[] = [];
+    items.forEach((it, i) => (!still[i] && !it.files.length ? together.push(it) : alone.push({ it, stillThere: still[i]! })));
     const written = new Map<TicketToWrite, string | null>();
-    const insertTogether = async (brandId: string) => {
-      const of = together.filter((it) => it.ticket.brandId === brandId);
-      let results: TicketWriteResult[];
-      try {
-        results = await insertNewTickets(
+    await Promise.all([
+      ...[...new Set(together.map((it) => it.ticket.brandId))].map(async (brandId) => {
+        const of = together.filter((it) => it.ticket.brandId === brandId);
+        const results = await insertNewTickets(
           this.ctx,
           this.source,
           of.map((it) => ({ key: it.key, number: numbers.get(it)!, t: it.ticket, comments: it.comments })),
         );
-      } catch (err) {
-        if (!(err instanceof HttpError) || err.statusCode >= 500) throw err;
-        for (const it of of) written.set(it, await this.writeOne(it, false, numbers.get(it)!));
-        return;
-      }
-      of.forEach((it, i) => written.set(it, this.counted(it, results[i]!)));
-    };
-    await Promise.all([
-      ...[...new Set(together.map((it) => it.ticket.brandId))].map(insertTogether),
-      pMap(
-        items.filter((it) => !together.includes(it)),
-        async (it) => written.set(it, await this.writeOne(it, still[items.indexOf(it)]!, numbers.get(it) ?? null)),
-        { concurrency: IN_FLIGHT },
-      ),
+        of.forEach((it, i) => written.set(it, this.counted(it, results[i]!)));
+      }),
+      pMap(alone, async ({ it, stillThere }) => written.set(it, await this.writeOne(it, stillThere, numbers.get(it) ?? null)), { concurrency: IN_FLIGHT }),
     ]);
     return items.map((it) => written.get(it) ?? null);
   }

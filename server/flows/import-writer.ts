@@ -421,8 +421,7 @@ export interface NewTicket {
  * Tickets new to the target, without files, each with its comments: ONE transaction for them all
  * with their mappings and audit entries, each kind of row in one statement (most of a first
  * import: a page at a time, where a transaction a ticket spent most of its time on statements and
- * commits). A refusal of one fails them all: the caller then writes them one by one
- * (writeTicket), to skip only the one refused.
+ * commits). Its references were resolved by the importer; nothing here refuses a ticket.
  */
 export async function insertNewTickets(ctx: TenantCtx, source: string, tickets: readonly NewTicket[]): Promise<TicketWriteResult[]> {
   // Made at the source's creation times: lists order tickets "by creation" by their ids.
