@@ -197,10 +197,13 @@ export class ImportRun<S extends object> {
 
   private async write(finished: boolean): Promise<void> {
     if (!this.id) return;
-    await this.ctx.db.raw(`update import_runs r set state = ?::jsonb, counts = ?::jsonb, updated_at = now(), finished_at = case when ? then now() end where ? and r.id = ?`, [
+    // The clock's time as a value: Citus refuses now() within a CASE.
+    const now = new Date(this.ctx.services.now());
+    await this.ctx.db.raw(`update import_runs r set state = ?::jsonb, counts = ?::jsonb, updated_at = ?, finished_at = ? where ? and r.id = ?`, [
       JSON.stringify(this.state),
       JSON.stringify(this.report.counts),
-      finished,
+      now,
+      finished ? now : null,
       tenantScope(this.ctx, 'r'),
       this.id,
     ]);

@@ -69,11 +69,21 @@ export interface Remembered {
 /** Remembers (or moves) mappings, in one statement. */
 export async function rememberMany(tx: TenantCtx, source: string, rows: readonly Remembered[]): Promise<void> {
   if (!rows.length) return;
+  // The time as a value, not now(): Citus takes only IMMUTABLE functions in an upsert's SET.
   await tx.db.raw(
-    `insert into import_mappings (account_id, livemode, source, kind, source_id, target_id, source_version)
-    select ?, ?, ?, r.kind, r.source_id, r.target_id, r.source_version from unnest(?::text[], ?::text[], ?::text[], ?::text[]) as r (kind, source_id, target_id, source_version)
-    on conflict (account_id, livemode, source, kind, source_id) do update set target_id = excluded.target_id, source_version = excluded.source_version, updated_at = now()`,
-    [tx.accountId, tx.livemode, source, rows.map((r) => r.kind), rows.map((r) => r.sourceId), rows.map((r) => r.targetId), rows.map((r) => r.version)] as Knex.RawBinding[],
+    `insert into import_mappings (account_id, livemode, source, kind, source_id, target_id, source_version, updated_at)
+    select ?, ?, ?, r.kind, r.source_id, r.target_id, r.source_version, ? from unnest(?::text[], ?::text[], ?::text[], ?::text[]) as r (kind, source_id, target_id, source_version)
+    on conflict (account_id, livemode, source, kind, source_id) do update set target_id = excluded.target_id, source_version = excluded.source_version, updated_at = excluded.updated_at`,
+    [
+      tx.accountId,
+      tx.livemode,
+      source,
+      new Date(tx.services.now()),
+      rows.map((r) => r.kind),
+      rows.map((r) => r.sourceId),
+      rows.map((r) => r.targetId),
+      rows.map((r) => r.version),
+    ] as Knex.RawBinding[],
   );
 }
 
@@ -200,14 +210,17 @@ export async function reserveNumbers(ctx: TenantCtx, brandId: string, tickets: r
   if (!tickets.length) return [];
   const wanted = tickets.map((t) => (t.keepNumber && t.ticketNumber !== null && t.ticketNumber > 0 ? t.ticketNumber : null));
   return withTx(ctx, async (tx) => {
-    const { rows } = (await tx.db.raw(
-      `select b.next_ticket_number,
-        array(select x.ticket_number from tickets x where ${sameTenant('x', 'b')} and x.brand_id = b.id and x.ticket_number = any(?::int[])) as taken
-      from brands b where ? and b.id = ? for no key update`,
-      [wanted.filter((n) => n !== null), tenantScope(tx, 'b'), brandId],
-    )) as { rows: { next_ticket_number: number; taken: number[] }[] };
+    // Two statements: Citus locks a row only in a statement on its one table.
+    const { rows } = (await tx.db.raw(`select b.next_ticket_number from brands b where ? and b.id = ? for no key update`, [tenantScope(tx, 'b'), brandId])) as {
+      rows: { next_ticket_number: number }[];
+    };
     if (!rows[0]) throw new HttpError(404, 'not_found', 'Brand not found');
-    const given = new Set(rows[0].taken);
+    const { rows: taken } = (await tx.db.raw(`select x.ticket_number from tickets x where ? and x.brand_id = ? and x.ticket_number = any(?::int[])`, [
+      tenantScope(tx, 'x'),
+      brandId,
+      wanted.filter((n) => n !== null),
+    ])) as { rows: { ticket_number: number }[] };
+    const given = new Set(taken.map((r) => r.ticket_number));
     const kept = wanted.map((n) => (n !== null && !given.has(n) ? (given.add(n), n) : null));
     // The counter is past every number in the brand; the next ones also go past those kept here.
     let next = Math.max(rows[0].next_ticket_number, ...kept.map((n) => (n ?? 0) + 1));

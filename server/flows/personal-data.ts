@@ -206,9 +206,9 @@ export async function anonymizeOrders(tx: TenantCtx, person: Person): Promise<vo
 export async function redactAuditEntries(tx: TenantCtx, person: Person, ticketIds: readonly string[], attachmentIds: readonly string[]): Promise<void> {
   const b = binder();
   const deletedFile = () => `(a.entity_type = 'attachment' and a.entity_id = any(${b([...attachmentIds])}::text[]))`;
+  // The file name's object is a value: Citus takes only IMMUTABLE functions within an UPDATE's CASE.
   const sql = `update audit_log a set changes = ${scrubJson(b, person, 'a.changes')},
-        metadata = case when ${deletedFile()} then ${scrubJson(b, person, 'a.metadata')} || jsonb_build_object('filename', ${b(REDACTED)}::text)
-          else ${scrubJson(b, person, 'a.metadata')} end,
+        metadata = ${scrubJson(b, person, 'a.metadata')} || case when ${deletedFile()} then ${b(JSON.stringify({ filename: REDACTED }))}::jsonb else '{}'::jsonb end,
         performer_name = ${scrubText(b, person, 'a.performer_name')}
       where ${b(tenantScope(tx, 'a'))} and a.brand_id = ${b(person.brandId)}
         and (a.ticket_id = any(${b([...ticketIds])}::text[]) or a.entity_id = ${b(person.contactId)} or a.performer_id = ${b(person.contactId)})

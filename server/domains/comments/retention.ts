@@ -21,8 +21,9 @@ export async function redactOfTickets(tx: TenantCtx, brandId: string, ticketIds:
 export async function markAttachmentsRemoved(tx: TenantCtx, brandId: string, removed: ReadonlyMap<string, number>): Promise<void> {
   if (!removed.size) return;
   await tx.db.raw(
-    `update comments c set metadata = c.metadata || jsonb_build_object('attachmentsRemovedByRetention',
-        coalesce((c.metadata ->> 'attachmentsRemovedByRetention')::int, 0) + r.n::int)
+    // jsonb_set of the number's text, not jsonb_build_object: Citus takes no STABLE function of a column in an UPDATE.
+    `update comments c set metadata = jsonb_set(c.metadata, '{attachmentsRemovedByRetention}',
+        ((coalesce((c.metadata ->> 'attachmentsRemovedByRetention')::int, 0) + r.n::int)::text)::jsonb)
     from jsonb_each_text(?::jsonb) r(id, n)
     where ? and c.brand_id = ? and c.id = r.id`,
     [JSON.stringify(Object.fromEntries(removed)), tenantScope(tx, 'c'), brandId],
