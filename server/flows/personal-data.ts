@@ -111,9 +111,10 @@ export async function redactComments(tx: TenantCtx, person: Person, ticketIds: r
  */
 export async function deletePersonAttachments(tx: TenantCtx, person: Person, ticketIds: readonly string[]): Promise<string[]> {
   const b = binder();
+  // The comments' tenant bound too, not only correlated: on Citus the statement then stays on the account's node.
   const sql = `${b(tenantScope(tx, 'f'))} and f.brand_id = ${b(person.brandId)} and (f.portal_customer_id = ${b(person.contactId)} or lower(f.uploaded_by) = ${b(person.email)}
       or (f.ticket_id = any(${b([...ticketIds])}::text[]) and f.comment_id is null)
-      or exists (select 1 from comments c where ${sameTenant('c', 'f')} and c.brand_id = f.brand_id and c.ticket_id = f.ticket_id and c.id = f.comment_id
+      or exists (select 1 from comments c where ${b(tenantScope(tx, 'c'))} and ${sameTenant('c', 'f')} and c.brand_id = f.brand_id and c.ticket_id = f.ticket_id and c.id = f.comment_id
           and ${personsComment(b, person, ticketIds)}))`;
   const gone = await deleteQueuingFiles(tx, 'attachments', { sql, bindings: b.values });
   return gone.map((row) => row.id);
