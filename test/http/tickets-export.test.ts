@@ -267,7 +267,18 @@ t.test('who may export: another tenant never, a member no, an admin and the owne
 
 t.test('bad input: 400 in the error shape', async (t) => {
   const w = await world();
-  for (const query of ['format=xml', 'comments=maybe', 'watchers=maybe', 'limit=10', 'sort=title', 'cursor=abc', 'status=', 'createdAfter=yesterday', 'after=', `after=${'x'.repeat(65)}`]) {
+  for (const query of [
+    'format=xml',
+    'comments=maybe',
+    'watchers=maybe',
+    'limit=10',
+    'sort=title',
+    'cursor=abc',
+    'status=',
+    'createdAfter=yesterday',
+    'after=',
+    `after=${'x'.repeat(65)}`,
+  ]) {
     assertErrorShape(t, await w.owner.live('GET', `${w.base}/tickets/export?${query}`), 400, 'validation_failed');
   }
   const many = Array.from({ length: 21 }, (_, i) => `tag_${String(i).padStart(26, '0')}`).join(',');
