@@ -320,7 +320,7 @@ export class ImportRun<S extends object> {
       : new Map<string, Mapping>();
     const files = await this.stageFiles(it.files.filter((f) => !knownFiles.has(f.ref)));
     try {
-      return this.counted(it, await writeTicket(this.ctx, this.source, key, known, ticket, it.comments, files, number));
+      return this.counted(it, await writeTicket(this.ctx, this.source, key, stillThere ? known : undefined, ticket, it.comments, files, number));
     } catch (err) {
       if (!(err instanceof HttpError) || err.statusCode >= 500) throw err;
       this.count({ kind: 'ticket', sourceId: key.sourceId, outcome: 'skipped', targetId: null, reason: `the target refused it: ${err.message}` });

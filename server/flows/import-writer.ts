@@ -459,23 +459,24 @@ export async function insertNewTickets(ctx: TenantCtx, source: string, tickets: 
 /**
  * One ticket with its comments and attachments, in ONE transaction with their mappings and audit
  * entries: a run killed midway has either written the whole ticket or nothing of it. A ticket
- * met again is updated through updateTickets (core/ticket-writes.ts: its derived columns and count
- * changes follow), its comments created or updated by their own versions, its new attachments added.
+ * met again (`existing`: its mapping, the caller having found it still in the target with
+ * ticketExists) is updated through updateTickets (core/ticket-writes.ts: its derived columns and
+ * count changes follow), its comments created or updated by their own versions, its new
+ * attachments added; else it is inserted whole.
  */
 export async function writeTicket(
   ctx: TenantCtx,
   source: string,
   key: { sourceId: string; version: string | null },
-  known: Mapping | undefined,
+  existing: Mapping | undefined,
   t: ImportedTicket,
   comments: readonly ImportedComment[],
   files: readonly ImportedAttachment[],
   /** Its number when it is inserted (reserveNumbers); reserved here when not given. */
   reserved: number | null = null,
 ): Promise<TicketWriteResult> {
-  const stillThere = known ? await ticketExists(ctx, t.brandId, known.targetId) : false;
   // A new ticket's comments and files are new too.
-  const [knownComments, knownFiles] = stillThere
+  const [knownComments, knownFiles] = existing
     ? await Promise.all([
         mappingsOf(
           ctx,
@@ -498,8 +499,8 @@ export async function writeTicket(
     const facts: audit.AuditFact[] = [];
     const remembered: Remembered[] = [];
     const counts = { created: 0, updated: 0, unchanged: 0 };
-    if (known && stillThere) {
-      ticketId = known.targetId;
+    if (existing) {
+      ticketId = existing.targetId;
       const set: TicketSet = {
         title: t.title,
         body: t.body,
@@ -587,9 +588,9 @@ export async function writeTicket(
     }
     await rememberMany(tx, source, remembered);
     // A new ticket was inserted whole; files, or a ticket met again, move what follows from them.
-    if (stillThere || fileCounts.created) await settleTicket(tx, t.brandId, ticketId, t.updatedAt);
+    if (existing || fileCounts.created) await settleTicket(tx, t.brandId, ticketId, t.updatedAt);
     await audit.recordMany(tx, facts);
-    return { ticketId, ticketNumber: number, outcome: (known && stillThere ? 'updated' : 'created') as 'created' | 'updated', comments: counts, attachments: fileCounts };
+    return { ticketId, ticketNumber: number, outcome: (existing ? 'updated' : 'created') as 'created' | 'updated', comments: counts, attachments: fileCounts };
   }).catch(async (err: unknown) => {
     // Bytes moved under an attachment id whose row did not commit: nothing would ever remove them.
     await Promise.all(files.map((f) => f.staged.discard()));

@@ -124,8 +124,8 @@ export async function watchersOfTickets(ctx: TenantCtx, brandId: string, ticketI
   const byTicket = new Map<string, WatcherView[]>();
   if (!ticketIds.length) return byTicket;
   for (const row of await TicketWatcher.scoped(ctx).where({ brandId }).whereIn('ticketId', ticketIds).orderBy('id')) {
-    const list = byTicket.get(row.ticketId) ?? [];
-    if (!list.length) byTicket.set(row.ticketId, list);
+    let list = byTicket.get(row.ticketId);
+    if (!list) byTicket.set(row.ticketId, (list = []));
     list.push(toView(row));
   }
   return byTicket;

@@ -161,7 +161,7 @@ export class SourceHttp {
     } finally {
       body.destroy();
     }
-    if (rest) throw new SourceCut(url, new Error('it ended within a line'));
+    if (rest + decoder.end()) throw new SourceCut(url, new Error('it ended within a line'));
   }
 
   /**
